@@ -1,0 +1,79 @@
+# Helpers every room of the tree uses, so that a new library, tool, test or
+# benchmark is one line in its folder's CMakeLists.txt.
+
+# braid_library(NAME SOURCES ... [DEPS ...])  ->  static library braid_NAME, include root = repo.
+function(braid_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(braid_${name} STATIC ${ARG_SOURCES})
+  target_include_directories(braid_${name} PUBLIC ${PROJECT_SOURCE_DIR}/lib ${PROJECT_SOURCE_DIR})
+  target_link_libraries(braid_${name} PUBLIC ${ARG_DEPS})
+  braid_target_defaults(braid_${name})
+endfunction()
+
+# braid_tool(NAME SOURCES ... [DEPS ...])  ->  installed executable NAME.
+function(braid_tool name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  braid_target_defaults(${name})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+  install(TARGETS ${name} RUNTIME DESTINATION bin)
+endfunction()
+
+# braid_unit_test(NAME SOURCES ... [DEPS ...] [LABELS ...])  ->  Boost.Test executable, one ctest entry.
+# Tests run with the repo's tests/fixtures as BRAID_FIXTURES and a scratch dir as BRAID_SCRATCH.
+function(braid_unit_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(test_${name} ${ARG_SOURCES})
+  target_link_libraries(test_${name} PRIVATE ${ARG_DEPS} Boost::unit_test_framework)
+  target_compile_definitions(test_${name} PRIVATE BOOST_TEST_DYN_LINK)
+  braid_target_defaults(test_${name})
+  set_target_properties(test_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+  add_test(NAME ${name} COMMAND test_${name} --log_level=warning)
+  braid_test_environment(${name} "${ARG_LABELS}")
+endfunction()
+
+# braid_cli_test(NAME SCRIPT [LABELS ...]) -> a bash end-to-end test of the installed-layout tools.
+# The script gets BRAID_BIN (the tools' folder), BRAID_FIXTURES and BRAID_SCRATCH.
+function(braid_cli_test name script)
+  cmake_parse_arguments(ARG "" "" "LABELS" ${ARGN})
+  add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${script})
+  braid_test_environment(${name} "cli;${ARG_LABELS}")
+endfunction()
+
+function(braid_test_environment name labels)
+  set(scratch ${PROJECT_BINARY_DIR}/scratch/${name})
+  file(MAKE_DIRECTORY ${scratch})
+  set_tests_properties(${name} PROPERTIES
+    ENVIRONMENT "BRAID_FIXTURES=${PROJECT_SOURCE_DIR}/tests/fixtures;BRAID_SCRATCH=${scratch};BRAID_BIN=${PROJECT_BINARY_DIR}/bin;BRAID_SOURCE=${PROJECT_SOURCE_DIR};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1"
+    LABELS "${labels}")
+endfunction()
+
+# braid_bench(NAME SOURCES ... [DEPS ...])  ->  benchmark executable in bin/ (not a test).
+function(braid_bench name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(bench_${name} ${ARG_SOURCES})
+  target_link_libraries(bench_${name} PRIVATE ${ARG_DEPS})
+  braid_target_defaults(bench_${name})
+  set_target_properties(bench_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
+endfunction()
+
+# Adds every immediate subfolder of the current source dir that has a CMakeLists.txt,
+# in the order given first (dependencies before users), then the rest alphabetically.
+function(braid_add_subdirs)
+  set(done "")
+  foreach(d ${ARGN})
+    if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${d}/CMakeLists.txt)
+      add_subdirectory(${d})
+      list(APPEND done ${d})
+    endif()
+  endforeach()
+  file(GLOB children RELATIVE ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/*/CMakeLists.txt)
+  list(SORT children)
+  foreach(c ${children})
+    get_filename_component(d ${c} DIRECTORY)
+    if(NOT d IN_LIST done)
+      add_subdirectory(${d})
+    endif()
+  endforeach()
+endfunction()

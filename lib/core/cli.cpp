@@ -1,0 +1,98 @@
+#include "core/cli.hpp"
+
+#include <cstdio>
+#include <iostream>
+#include <new>
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/log.hpp"
+
+#ifndef BRAID_VERSION
+#define BRAID_VERSION "0.1.0"
+#endif
+
+namespace braid::cli {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitInternal = 1;
+constexpr int kExitBadInput = 2;
+
+int verbosity = 0;
+bool quiet = false;
+
+int finish_stdout(int code) {
+  std::cout.flush();
+  bool failed = !std::cout.good();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) failed = true;
+  if (failed) {
+    log::error("could not write standard output");
+    return code == kExitOk ? kExitInternal : code;
+  }
+  return code;
+}
+
+}  // namespace
+
+void add_common_options(CLI::App& app) {
+  if (app.get_option_no_throw("--quiet") != nullptr) return;
+  app.add_flag("-q,--quiet", quiet, "Print only errors on stderr");
+  app.add_flag("-v,--verbose", verbosity, "More detail on stderr (repeat for debug)");
+  app.set_version_flag("--version", std::string(BRAID_VERSION));
+}
+
+int report_current_exception() {
+  try {
+    throw;
+  } catch (const InputError& e) {
+    log::error("{}", e.what());
+    return kExitBadInput;
+  } catch (const UsageError& e) {
+    log::error("{}", e.what());
+    log::write(log::Level::quiet, "", "run with --help for usage");
+    return kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    log::error("out of memory");
+    return kExitInternal;
+  } catch (const std::exception& e) {
+    log::error("internal error: {}", e.what());
+    return kExitInternal;
+  } catch (...) {
+    log::error("internal error: unknown exception");
+    return kExitInternal;
+  }
+}
+
+int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  log::set_tool_name(app.get_name().empty() ? std::string("braid") : app.get_name());
+  add_common_options(app);
+  install_temp_cleanup_on_signals();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return finish_stdout(app.exit(e));
+  } catch (const CLI::CallForAllHelp& e) {
+    return finish_stdout(app.exit(e));
+  } catch (const CLI::CallForVersion& e) {
+    return finish_stdout(app.exit(e));
+  } catch (const CLI::ParseError& e) {
+    log::error("{}", e.what());
+    log::write(log::Level::quiet, "", "run with --help for usage");
+    return kExitBadInput;
+  }
+  if (quiet) {
+    log::set_level(log::Level::quiet);
+  } else if (verbosity > 0) {
+    log::set_level(log::Level::debug);
+  }
+  int code;
+  try {
+    code = body();
+  } catch (...) {
+    code = report_current_exception();
+  }
+  return finish_stdout(code);
+}
+
+}  // namespace braid::cli

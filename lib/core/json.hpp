@@ -1,0 +1,85 @@
+// JSON files and their validation. A Checker walks a document, reading typed
+// fields and collecting every problem it meets; check() then throws one
+// InputError that lists them all, so a user fixes a config in one go.
+//
+//   auto doc = load_json_file(path);
+//   Checker c(path);
+//   c.format(doc, "braid.schedspec", 1);
+//   int devices = c.integer(doc, "devices", {.min = 1}).value_or(1);
+//   for (auto [i, m] : c.array_items(doc, "models")) { ... c.number(m, "fwd", ...) ... }
+//   c.check();   // throws if any problem was recorded
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace braid {
+
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+// Parses a JSON file ("-": stdin). Syntax errors become InputError with line and column.
+json load_json_file(const std::string& path);
+// Parses text that came from `origin` (a file name, used in messages).
+json parse_json_text(const std::string& text, const std::string& origin);
+
+struct Bounds {
+  std::optional<double> min;          // inclusive
+  std::optional<double> max;          // inclusive
+  bool exclusive_min = false;         // min is exclusive (e.g. > 0)
+};
+
+class Checker {
+ public:
+  explicit Checker(std::string file);
+
+  // Records a problem at `field` ("models[1].fwd").
+  void fail(std::string_view field, std::string_view problem);
+  bool ok() const noexcept { return problems_.empty(); }
+  const std::vector<std::string>& problems() const noexcept { return problems_; }
+  // Throws InputError(file, every problem) when there are any.
+  void check() const;
+
+  // Checks "format" and "version" keys: the right name, a version this build reads.
+  void format(const json& obj, std::string_view expected_format, int max_version);
+
+  // Typed reads of obj[key]. A missing key is a problem only when required
+  // (no default given); a wrong type or a value out of bounds always is.
+  // `where` is the path of obj itself ("" for the root, "models[1]").
+  std::optional<std::int64_t> integer(const json& obj, std::string_view where, std::string_view key,
+                                      Bounds b = {}, std::optional<std::int64_t> dflt = std::nullopt);
+  std::optional<double> number(const json& obj, std::string_view where, std::string_view key,
+                               Bounds b = {}, std::optional<double> dflt = std::nullopt);
+  std::optional<bool> boolean(const json& obj, std::string_view where, std::string_view key,
+                              std::optional<bool> dflt = std::nullopt);
+  std::optional<std::string> string(const json& obj, std::string_view where, std::string_view key,
+                                    std::vector<std::string> allowed = {},
+                                    std::optional<std::string> dflt = std::nullopt);
+  // A number, or an array of `count` numbers (one per stage, say); returns `count` values.
+  std::optional<std::vector<double>> number_or_list(const json& obj, std::string_view where,
+                                                    std::string_view key, std::size_t count,
+                                                    Bounds b = {});
+  // The array at obj[key] with each item's path ("models[0]", ...); a problem if absent/not an array.
+  std::vector<std::pair<std::string, const json*>> array_items(const json& obj, std::string_view where,
+                                                               std::string_view key,
+                                                               std::size_t min_items = 0);
+  // Flags keys of obj not in `known` (typos), naming the nearest known key.
+  void no_unknown_keys(const json& obj, std::string_view where, const std::vector<std::string>& known);
+
+  static std::string path(std::string_view where, std::string_view key);
+
+ private:
+  const json* find(const json& obj, std::string_view where, std::string_view key, bool required);
+  bool in_bounds(double v, std::string_view field, const Bounds& b);
+
+  std::string file_;
+  std::vector<std::string> problems_;
+};
+
+}  // namespace braid
