@@ -1,0 +1,35 @@
+# The two commands a newcomer needs (see README.md):
+#   make demo   install what is missing, build, and run the default experiment
+#   make test   install what is missing, build, and run every test through ctest
+# Both call scripts/install-deps.sh first, which does nothing when all is installed.
+
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+CTEST_FLAGS ?=
+
+.PHONY: all deps configure build test demo clean sanitize
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
+
+demo: build
+	@BRAID_BIN=$(BUILD)/bin scripts/demo.sh
+
+# Address + undefined-behaviour sanitizer build and tests, in build-sanitize/.
+sanitize:
+	@$(MAKE) test BUILD=build-sanitize CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRAID_SANITIZE=address,undefined -DBRAID_CUDA=OFF"
+
+clean:
+	rm -rf $(BUILD)
