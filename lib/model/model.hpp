@@ -1,0 +1,214 @@
+// A Llama-style decoder with explicit forward and backward passes per layer and
+// preallocated activations, in the manner of llm.c (no autograd).
+//
+// A model (or a pipeline stage of one) owns its parameters and their gradients in
+// one contiguous buffer each, viewed as tensors under Hugging Face names. The
+// activations of one micro-batch live apart (Activations), so that a pipeline
+// schedule can keep several micro-batches in flight on one stage.
+//
+// Training / scoring (packed batch of whole sequences, positions from 0):
+//
+//   Model m(cfg, {.layers = {0, cfg.num_hidden_layers}, .lm_head = true}, backend);
+//   auto acts = m.make_activations({.max_tokens = 4096, .max_sequences = 16, .training = true});
+//   m.forward({tokens, offsets}, acts);          // acts.output(): final hidden states (N × D)
+//   ... rl::ChunkedLmHead / m.values() read acts.output() and accumulate into acts.output_grad()
+//   m.backward(acts);                             // accumulates into the tensors' grad
+//
+// Pipeline stages: a stage built for layers [b, e) embeds tokens only when b == 0 and
+// has the final norm and heads only when e == num_hidden_layers. Other stages read
+// their input from acts.input() (the previous stage's output, written by the caller)
+// and, after backward, leave the gradient for the previous stage in acts.input_grad().
+//
+// Generation (KV cache; continuous batching):
+//
+//   auto cache = m.make_kv_cache(/*slots*/ 32, /*max_len*/ 1024);
+//   auto acts  = m.make_activations({.max_tokens = 2048, .max_sequences = 32});
+//   m.forward_cached(tokens, {{slot 0, 12 tokens}, {slot 3, 1 token}}, cache, acts);
+//   acts.logits()  // [segments × vocab]: logits at the last token of each segment
+//
+// Each segment appends its tokens to its slot's cache at positions
+// cache.length(slot) .. +len and attends to everything before; a segment of one token
+// is a decode step, a longer one a prefill. Segments of different slots at different
+// positions run in one batch. cache.clear(slot) frees a slot for a new sequence.
+#pragma once
+
+#include "backend/backend.hpp"
+#include "model/config.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace braid::model {
+
+// Layers [begin, end) of the full model; end = -1 means num_hidden_layers.
+struct LayerRange {
+  int begin = 0;
+  int end = -1;
+};
+
+struct ModelOptions {
+  LayerRange layers;
+  bool lm_head = true;      // lm_head.weight (or the tied embedding) on the last stage
+  bool value_head = false;  // score.weight [1 × D] on the last stage (critic, reward model)
+};
+
+// One parameter tensor, by Hugging Face name ("model.layers.3.self_attn.q_proj.weight",
+// "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "score.weight").
+// data and grad are device memory of the model's backend (host memory on the CPU backend).
+template <typename T>
+struct Tensor {
+  std::string name;
+  std::vector<std::int64_t> shape;   // as in PyTorch: [out, in] for a linear layer
+  T* data = nullptr;
+  T* grad = nullptr;
+  std::int64_t numel = 0;
+  int layer = -1;                    // decoder layer index, -1 for embedding, norm, heads
+};
+
+// A packed batch: sequence s is tokens[offsets[s] .. offsets[s+1]). Stages after the
+// first need only offsets.
+struct Batch {
+  std::span<const std::int32_t> tokens;
+  std::span<const std::int64_t> offsets;
+};
+
+// A run of new tokens for one KV-cache slot.
+struct Segment {
+  int slot = 0;
+  std::int64_t len = 0;
+};
+
+struct ActivationOptions {
+  std::int64_t max_tokens = 0;     // tokens in one forward (all sequences/segments)
+  std::int64_t max_sequences = 1;  // sequences (forward) or segments (forward_cached)
+  std::int64_t max_seq_len = 0;    // longest key run attention sees; 0: max_position_embeddings
+  bool training = false;           // keep every layer's activations for backward
+};
+
+template <typename T> class BasicModel;
+
+// The buffers of one micro-batch. Made by BasicModel::make_activations, reused across calls.
+template <typename T>
+class BasicActivations {
+ public:
+  ~BasicActivations();
+  BasicActivations(BasicActivations&&) noexcept;
+  BasicActivations& operator=(BasicActivations&&) noexcept;
+
+  std::int64_t tokens() const;                 // rows of the last forward
+  int hidden_size() const;
+  // Stage input (N × D): written by the caller before forward on stages after the first.
+  T* input();
+  // Stage output (N × D): the final-norm hidden states on the last stage, the residual
+  // stream otherwise.
+  const T* output() const;
+  // Gradient w.r.t. output (N × D): zeroed by forward (training); heads or the next
+  // stage's input_grad go here before backward.
+  T* output_grad();
+  // Gradient w.r.t. input (N × D) after backward, on stages after the first.
+  const T* input_grad() const;
+  // forward_cached on the last stage with an LM head: [segments × vocab].
+  const T* logits() const;
+  T* logits();
+
+ private:
+  friend class BasicModel<T>;
+  struct Impl;
+  explicit BasicActivations(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Keys and values of every layer of the stage, for `slots` sequences of up to max_len tokens.
+template <typename T>
+class BasicKVCache {
+ public:
+  ~BasicKVCache();
+  BasicKVCache(BasicKVCache&&) noexcept;
+  BasicKVCache& operator=(BasicKVCache&&) noexcept;
+
+  int slots() const;
+  std::int64_t max_len() const;
+  std::int64_t length(int slot) const;   // tokens cached for the slot
+  void clear(int slot);                  // forget the slot's tokens
+  // Keeps the first len tokens of the slot (len <= length): rewinds a speculative step.
+  void truncate(int slot, std::int64_t len);
+
+ private:
+  friend class BasicModel<T>;
+  struct Impl;
+  explicit BasicKVCache(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+template <typename T>
+class BasicModel {
+ public:
+  BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backend::Backend& be);
+  ~BasicModel();
+  BasicModel(BasicModel&&) noexcept;
+  BasicModel& operator=(BasicModel&&) noexcept;
+
+  const ModelConfig& config() const;
+  const ModelOptions& options() const;
+  backend::Backend& backend() const;
+  int layer_begin() const;
+  int layer_end() const;
+  bool is_first_stage() const;   // has the token embedding
+  bool is_last_stage() const;    // has the final norm and the heads
+
+  // Every parameter of the stage, in a fixed order (embedding, layers, norm, heads).
+  std::vector<Tensor<T>>& tensors();
+  const std::vector<Tensor<T>>& tensors() const;
+  Tensor<T>* find(const std::string& hf_name);   // nullptr if the stage has no such tensor
+  // All parameters / gradients as one contiguous array (optimizer, all-reduce).
+  std::span<T> parameters();
+  std::span<T> gradients();
+  std::int64_t parameter_count() const;
+
+  // Normal(0, std) for matrices (std = 0.02, HF's initializer_range), ones for norms;
+  // the same seed gives the same weights for a tensor whatever the stage split.
+  void init_random(std::uint64_t seed, double std = 0.02);
+  void zero_grad();
+
+  BasicActivations<T> make_activations(const ActivationOptions& opt) const;
+  BasicKVCache<T> make_kv_cache(int slots, std::int64_t max_len) const;
+
+  // Forward over whole sequences (positions 0..len-1 each). Tokens are used on the first
+  // stage; later stages read acts.input().
+  void forward(const Batch& batch, BasicActivations<T>& acts) const;
+  // Backward of the last forward of acts (training activations): reads acts.output_grad(),
+  // accumulates into every tensor's grad, leaves acts.input_grad() on later stages.
+  void backward(BasicActivations<T>& acts);
+
+  // Appends each segment's tokens to its cache slot and runs them; on the last stage with an
+  // LM head, acts.logits() then holds the logits of each segment's last token. Tokens are
+  // packed in segment order (used on the first stage; later stages read acts.input()).
+  void forward_cached(std::span<const std::int32_t> tokens, std::span<const Segment> segments,
+                      BasicKVCache<T>& cache, BasicActivations<T>& acts) const;
+
+  // Heads (last stage). The LM head matrix [vocab × D] (lm_head.weight or, tied, the embedding).
+  const T* lm_head_weight() const;
+  T* lm_head_grad();
+  // logits[rows × vocab] = hidden[rows × D] · Wᵀ.
+  void lm_logits(const T* hidden, std::int64_t rows, T* logits) const;
+  // Per-token scalar values of the value head, values[N], from acts.output().
+  void values(const BasicActivations<T>& acts, T* values) const;
+  // Accumulates the value head's backward into acts.output_grad() and score.weight's grad.
+  void values_backward(BasicActivations<T>& acts, const T* d_values);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+using Model = BasicModel<float>;
+using Activations = BasicActivations<float>;
+using KVCache = BasicKVCache<float>;
+
+// Parameters of a stage of the model, as BasicModel would hold them.
+std::int64_t parameter_count(const ModelConfig& cfg, const ModelOptions& opt);
+
+}  // namespace braid::model

@@ -1,0 +1,55 @@
+// Per-token logprobs of given tokens and the entropy of the policy, by an LM-head pass
+// over chunks of rows: logits exist for `chunk_rows` tokens at a time, never for the whole
+// batch (the "chunked loss calculation" of the systems-for-LLM-RL notes). The backward
+// recomputes each chunk's logits instead of keeping them.
+#pragma once
+
+#include "backend/backend.hpp"
+#include "model/model.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace braid::rl {
+
+template <typename T>
+class ChunkedLmHead {
+ public:
+  ChunkedLmHead(backend::Backend& be, std::int64_t vocab, std::int64_t hidden,
+                std::int64_t chunk_rows = 128);
+
+  // For each row i of hidden [rows × D] and W [vocab × D]: logprob[i] = log softmax(h_i Wᵀ)[t_i]
+  // with t_i = targets[i] (0 where t_i < 0: no target), entropy[i] of that softmax.
+  // logprob or entropy may be null.
+  void forward(const T* hidden, std::int64_t rows, const T* weight, const std::int32_t* targets,
+               T* logprob, T* entropy);
+  // For upstream d_logprob and d_entropy (either may be null): d_hidden += ∂/∂hidden,
+  // d_weight += ∂/∂W. Rows with t_i < 0 get no logprob gradient.
+  void backward(const T* hidden, std::int64_t rows, const T* weight, const std::int32_t* targets,
+                const T* d_logprob, const T* d_entropy, T* d_hidden, T* d_weight);
+
+  std::int64_t chunk_rows() const { return chunk_; }
+
+ private:
+  backend::Backend* be_;
+  std::int64_t vocab_, hidden_, chunk_;
+  backend::Buffer<T> logits_, lse_, logprob_, entropy_;
+  backend::Buffer<std::int32_t> targets_;
+};
+
+// Next-token targets of a packed batch: row r predicts tokens[r + 1] within its
+// sequence; the last row of each sequence has none (-1).
+std::vector<std::int32_t> next_token_targets(const model::Batch& batch);
+
+// Model-level conveniences on the last stage, after model.forward(batch, acts).
+// logprob[r] of next-token targets, entropy[r]; -1 targets give logprob 0.
+template <typename T>
+void token_logprobs(const model::BasicModel<T>& m, const model::BasicActivations<T>& acts,
+                    ChunkedLmHead<T>& head, const std::int32_t* targets, T* logprob, T* entropy);
+// Backward of token_logprobs into acts.output_grad() and the LM head's grad.
+template <typename T>
+void token_logprobs_backward(model::BasicModel<T>& m, model::BasicActivations<T>& acts,
+                             ChunkedLmHead<T>& head, const std::int32_t* targets,
+                             const T* d_logprob, const T* d_entropy);
+
+}  // namespace braid::rl
