@@ -1,0 +1,358 @@
+#include "io/h5.hpp"
+
+#include <algorithm>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace braid::io::h5 {
+namespace {
+
+// 64 Ki elements: large enough for deflate to work well, small enough that a
+// reader of a few sequences does not inflate megabytes.
+constexpr hsize_t kChunkElements = 64 * 1024;
+constexpr unsigned kDeflateLevel = 4;
+
+template <typename T>
+struct TypeOf;
+template <>
+struct TypeOf<std::int32_t> {
+  static hid_t memory() { return H5T_NATIVE_INT32; }
+  static hid_t file() { return H5T_STD_I32LE; }
+  static constexpr H5T_class_t cls = H5T_INTEGER;
+  static constexpr bool is_signed = true;
+};
+template <>
+struct TypeOf<std::int64_t> {
+  static hid_t memory() { return H5T_NATIVE_INT64; }
+  static hid_t file() { return H5T_STD_I64LE; }
+  static constexpr H5T_class_t cls = H5T_INTEGER;
+  static constexpr bool is_signed = true;
+};
+template <>
+struct TypeOf<std::uint8_t> {
+  static hid_t memory() { return H5T_NATIVE_UINT8; }
+  static hid_t file() { return H5T_STD_U8LE; }
+  static constexpr H5T_class_t cls = H5T_INTEGER;
+  static constexpr bool is_signed = false;
+};
+template <>
+struct TypeOf<float> {
+  static hid_t memory() { return H5T_NATIVE_FLOAT; }
+  static hid_t file() { return H5T_IEEE_F32LE; }
+  static constexpr H5T_class_t cls = H5T_FLOAT;
+  static constexpr bool is_signed = true;
+};
+template <>
+struct TypeOf<double> {
+  static hid_t memory() { return H5T_NATIVE_DOUBLE; }
+  static hid_t file() { return H5T_IEEE_F64LE; }
+  static constexpr H5T_class_t cls = H5T_FLOAT;
+  static constexpr bool is_signed = true;
+};
+
+std::string type_name_of(H5T_class_t cls, std::size_t size, bool is_signed) {
+  switch (cls) {
+    case H5T_INTEGER: return fmt::format("{}int{}", is_signed ? "" : "u", size * 8);
+    case H5T_FLOAT: return fmt::format("float{}", size * 8);
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    case H5T_ENUM: return "enum (a numpy bool?)";
+    case H5T_VLEN: return "variable-length";
+    case H5T_ARRAY: return "array";
+    default: return "an unsupported type";
+  }
+}
+
+// Whether a stored type converts to T without losing values.
+template <typename T>
+bool converts_losslessly(const DatasetInfo& info) {
+  if (info.type_class != TypeOf<T>::cls) return false;
+  if (info.type_class == H5T_FLOAT) return info.type_size <= sizeof(T);
+  if (TypeOf<T>::is_signed) {
+    return info.is_signed ? info.type_size <= sizeof(T) : info.type_size < sizeof(T);
+  }
+  return !info.is_signed && info.type_size <= sizeof(T);
+}
+
+std::string display(const std::string& path) { return "/" + path; }
+
+}  // namespace
+
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    reset();
+    id_ = o.id_;
+    o.id_ = H5I_INVALID_HID;
+  }
+  return *this;
+}
+
+bool Handle::reset() noexcept {
+  if (id_ < 0) return true;
+  const herr_t rc = H5Idec_ref(id_);
+  id_ = H5I_INVALID_HID;
+  return rc >= 0;
+}
+
+std::int64_t DatasetInfo::elements() const {
+  std::int64_t n = 1;
+  for (auto d : dims) n *= d;
+  return n;
+}
+
+std::string DatasetInfo::type_name() const { return type_name_of(type_class, type_size, is_signed); }
+
+void silence_errors() {
+  static std::once_flag once;
+  std::call_once(once, [] { H5Eset_auto(H5E_DEFAULT, nullptr, nullptr); });
+}
+
+std::string library_version() {
+  unsigned maj = 0, min = 0, rel = 0;
+  H5get_libversion(&maj, &min, &rel);
+  return fmt::format("{}.{}.{}", maj, min, rel);
+}
+
+File File::create(const std::filesystem::path& actual, std::string name) {
+  silence_errors();
+  // The 1.8 format at least: attributes over 64 KiB (a long config) need its dense storage.
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
+  H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST);
+  Handle f(H5Fcreate(actual.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+  if (!f.valid()) throw InputError(name, "", "cannot create the HDF5 file " + actual.string());
+  return File(std::move(f), std::move(name));
+}
+
+File File::open_read(const std::filesystem::path& path) {
+  silence_errors();
+  const std::string name = path.string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw InputError(name, "", "no such file");
+  if (std::filesystem::is_directory(path, ec)) throw InputError(name, "", "is a folder, not a file");
+  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  if (is_hdf5 == 0) throw InputError(name, "", "not an HDF5 file");
+  if (is_hdf5 < 0) throw InputError(name, "", "cannot be read (permissions?)");
+  Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!f.valid()) {
+    throw InputError(name, "", "damaged or truncated HDF5 file (HDF5 cannot open it)");
+  }
+  return File(std::move(f), name);
+}
+
+bool File::has_attr(const std::string& attr) const { return H5Aexists(id(), attr.c_str()) > 0; }
+
+std::optional<std::string> File::attr_string(const std::string& attr) const {
+  if (!has_attr(attr)) return std::nullopt;
+  const std::string field = "attribute " + attr;
+  Handle a(H5Aopen(id(), attr.c_str(), H5P_DEFAULT));
+  Handle t(H5Aget_type(a.get()));
+  if (!a.valid() || !t.valid()) throw InputError(name_, field, "cannot be read");
+  if (H5Tget_class(t.get()) != H5T_STRING) throw InputError(name_, field, "is not a string");
+  Handle space(H5Aget_space(a.get()));
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) throw InputError(name_, field, "is not a single string");
+  if (H5Tis_variable_str(t.get()) > 0) {
+    Handle mem(H5Tcopy(H5T_C_S1));
+    H5Tset_size(mem.get(), H5T_VARIABLE);
+    H5Tset_cset(mem.get(), H5Tget_cset(t.get()));
+    char* buf = nullptr;
+    if (H5Aread(a.get(), mem.get(), &buf) < 0 || buf == nullptr) throw InputError(name_, field, "cannot be read");
+    std::string s(buf);
+    H5free_memory(buf);
+    return s;
+  }
+  const std::size_t size = H5Tget_size(t.get());
+  std::string s(size, '\0');
+  if (size > 0 && H5Aread(a.get(), t.get(), s.data()) < 0) throw InputError(name_, field, "cannot be read");
+  // Fixed-length strings are padded with NULs (or spaces, for Fortran-style padding).
+  const H5T_str_t pad = H5Tget_strpad(t.get());
+  auto end = s.find('\0');
+  if (end != std::string::npos) s.resize(end);
+  if (pad == H5T_STR_SPACEPAD) s.erase(s.find_last_not_of(' ') + 1);
+  return s;
+}
+
+std::optional<std::int64_t> File::attr_int(const std::string& attr) const {
+  if (!has_attr(attr)) return std::nullopt;
+  const std::string field = "attribute " + attr;
+  Handle a(H5Aopen(id(), attr.c_str(), H5P_DEFAULT));
+  Handle t(H5Aget_type(a.get()));
+  if (!a.valid() || !t.valid()) throw InputError(name_, field, "cannot be read");
+  if (H5Tget_class(t.get()) != H5T_INTEGER) {
+    throw InputError(name_, field,
+                     "is " + type_name_of(H5Tget_class(t.get()), H5Tget_size(t.get()), true) +
+                         ", expected an integer");
+  }
+  Handle space(H5Aget_space(a.get()));
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) throw InputError(name_, field, "is not a single integer");
+  std::int64_t v = 0;
+  if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) throw InputError(name_, field, "cannot be read as a 64-bit integer");
+  return v;
+}
+
+void File::set_attr(const std::string& attr, std::string_view value) {
+  if (has_attr(attr)) H5Adelete(id(), attr.c_str());
+  Handle t(H5Tcopy(H5T_C_S1));
+  H5Tset_size(t.get(), value.size() + 1);
+  H5Tset_strpad(t.get(), H5T_STR_NULLTERM);
+  H5Tset_cset(t.get(), H5T_CSET_UTF8);
+  Handle space(H5Screate(H5S_SCALAR));
+  Handle a(H5Acreate2(id(), attr.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  std::string buf(value);
+  if (!a.valid() || H5Awrite(a.get(), t.get(), buf.c_str()) < 0) {
+    throw InputError(name_, "attribute " + attr, "cannot be written");
+  }
+}
+
+void File::set_attr(const std::string& attr, std::int64_t value) {
+  if (has_attr(attr)) H5Adelete(id(), attr.c_str());
+  Handle space(H5Screate(H5S_SCALAR));
+  Handle a(H5Acreate2(id(), attr.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  if (!a.valid() || H5Awrite(a.get(), H5T_NATIVE_INT64, &value) < 0) {
+    throw InputError(name_, "attribute " + attr, "cannot be written");
+  }
+}
+
+bool File::has_dataset(const std::string& path) const {
+  // Walk the path one link at a time: H5Lexists fails on a missing intermediate group.
+  std::string prefix;
+  std::size_t start = 0;
+  while (true) {
+    const auto slash = path.find('/', start);
+    prefix = path.substr(0, slash);
+    if (H5Lexists(id(), prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  H5O_info_t info;
+  if (H5Oget_info_by_name(id(), path.c_str(), &info, H5P_DEFAULT) < 0) return false;
+  return info.type == H5O_TYPE_DATASET;
+}
+
+DatasetInfo File::dataset_info(const std::string& path) const {
+  if (!has_dataset(path)) throw InputError(name_, display(path), "missing");
+  Handle d(H5Dopen2(id(), path.c_str(), H5P_DEFAULT));
+  Handle t(H5Dget_type(d.get()));
+  Handle space(H5Dget_space(d.get()));
+  if (!d.valid() || !t.valid() || !space.valid()) throw InputError(name_, display(path), "cannot be opened");
+  DatasetInfo info;
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) throw InputError(name_, display(path), "has an unreadable shape");
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  for (auto v : dims) info.dims.push_back(static_cast<std::int64_t>(v));
+  info.type_class = H5Tget_class(t.get());
+  info.type_size = H5Tget_size(t.get());
+  info.is_signed = info.type_class != H5T_INTEGER || H5Tget_sign(t.get()) != H5T_SGN_NONE;
+  return info;
+}
+
+namespace {
+herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* out) {
+  if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+  return 0;
+}
+}  // namespace
+
+std::vector<std::string> File::dataset_paths() const {
+  std::vector<std::string> out;
+  if (H5Ovisit(id(), H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &out) < 0) {
+    throw InputError(name_, "", "cannot list the datasets (damaged file?)");
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+Handle intermediate_groups() {
+  Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  return lcpl;
+}
+}  // namespace
+
+template <typename T>
+void File::write_1d(const std::string& path, std::span<const T> data, Storage storage) {
+  const hsize_t n = data.size();
+  Handle space(H5Screate_simple(1, &n, nullptr));
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  // An empty dataset cannot be chunked; it stays contiguous (and empty).
+  if (storage == Storage::compressed && n > 0) {
+    const hsize_t chunk = std::min(n, kChunkElements);
+    H5Pset_chunk(dcpl.get(), 1, &chunk);
+    if (sizeof(T) > 1) H5Pset_shuffle(dcpl.get());
+    H5Pset_deflate(dcpl.get(), kDeflateLevel);
+  }
+  Handle lcpl = intermediate_groups();
+  Handle d(H5Dcreate2(id(), path.c_str(), TypeOf<T>::file(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
+  if (!d.valid()) throw InputError(name_, display(path), "cannot create the dataset");
+  if (n > 0 && H5Dwrite(d.get(), TypeOf<T>::memory(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) < 0) {
+    throw InputError(name_, display(path), "write failed (disk full?)");
+  }
+}
+
+void File::write_tensor(const std::string& path, const std::vector<std::int64_t>& dims, const float* data) {
+  std::vector<hsize_t> hd(dims.begin(), dims.end());
+  Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
+                            : H5Screate_simple(static_cast<int>(hd.size()), hd.data(), nullptr));
+  Handle lcpl = intermediate_groups();
+  Handle d(H5Dcreate2(id(), path.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT));
+  if (!d.valid()) throw InputError(name_, display(path), "cannot create the dataset");
+  std::int64_t n = 1;
+  for (auto v : dims) n *= v;
+  if (n > 0 && H5Dwrite(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
+    throw InputError(name_, display(path), "write failed (disk full?)");
+  }
+}
+
+template <typename T>
+void File::read(const std::string& path, T* dst, std::size_t count) const {
+  const DatasetInfo info = dataset_info(path);
+  if (!converts_losslessly<T>(info)) {
+    throw InputError(name_, display(path),
+                     fmt::format("is stored as {}, expected {}", info.type_name(),
+                                 type_name_of(TypeOf<T>::cls, sizeof(T), TypeOf<T>::is_signed)));
+  }
+  if (static_cast<std::size_t>(info.elements()) != count) {
+    throw InputError(name_, display(path),
+                     fmt::format("has {} elements, expected {}", info.elements(), count));
+  }
+  if (count == 0) return;
+  Handle d(H5Dopen2(id(), path.c_str(), H5P_DEFAULT));
+  if (H5Dread(d.get(), TypeOf<T>::memory(), H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
+    throw InputError(name_, display(path), "cannot be read (damaged data?)");
+  }
+}
+
+template <typename T>
+std::vector<T> File::read_1d(const std::string& path) const {
+  const DatasetInfo info = dataset_info(path);
+  if (info.dims.size() != 1) {
+    throw InputError(name_, display(path), fmt::format("has {} dimensions, expected 1", info.dims.size()));
+  }
+  std::vector<T> out(static_cast<std::size_t>(info.dims[0]));
+  read<T>(path, out.data(), out.size());
+  return out;
+}
+
+void File::close() {
+  if (!file_.valid()) return;
+  if (H5Fflush(file_.get(), H5F_SCOPE_LOCAL) < 0 || !file_.reset()) {
+    throw InputError(name_, "", "cannot finish writing the HDF5 file (disk full?)");
+  }
+}
+
+#define BRAID_H5_INSTANTIATE(T)                                                        \
+  template void File::write_1d<T>(const std::string&, std::span<const T>, Storage);    \
+  template void File::read<T>(const std::string&, T*, std::size_t) const;              \
+  template std::vector<T> File::read_1d<T>(const std::string&) const;
+BRAID_H5_INSTANTIATE(std::int32_t)
+BRAID_H5_INSTANTIATE(std::int64_t)
+BRAID_H5_INSTANTIATE(std::uint8_t)
+BRAID_H5_INSTANTIATE(float)
+BRAID_H5_INSTANTIATE(double)
+#undef BRAID_H5_INSTANTIATE
+
+}  // namespace braid::io::h5

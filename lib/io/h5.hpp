@@ -1,0 +1,115 @@
+// A thin RAII layer over the HDF5 C API, used by braid's file formats. Every
+// failure becomes a braid::InputError that names the file (as the user knows
+// it) and the dataset or attribute, instead of HDF5's own error stack, which is
+// silenced. HDF5 on Debian is built without thread safety: use one file object
+// from one thread at a time.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace braid::io::h5 {
+
+// Owns one HDF5 identifier of any kind (file, dataset, dataspace, type, property
+// list, attribute, group) and releases it when destroyed.
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(hid_t id) : id_(id) {}
+  ~Handle() { reset(); }
+  Handle(Handle&& o) noexcept : id_(o.id_) { o.id_ = H5I_INVALID_HID; }
+  Handle& operator=(Handle&& o) noexcept;
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+
+  hid_t get() const noexcept { return id_; }
+  bool valid() const noexcept { return id_ >= 0; }
+  // Releases the id now; returns false when HDF5 reports a failure (a failed flush).
+  bool reset() noexcept;
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+};
+
+// What a dataset holds, as found in the file.
+struct DatasetInfo {
+  std::vector<std::int64_t> dims;
+  H5T_class_t type_class = H5T_NO_CLASS;
+  std::size_t type_size = 0;
+  bool is_signed = true;
+  std::int64_t elements() const;
+  // "int32", "uint8", "float32", "string", ...
+  std::string type_name() const;
+};
+
+// How a 1-D array is laid out on disk: chunked and deflated (sample data) or
+// contiguous (weights: large, incompressible, read whole).
+enum class Storage { compressed, contiguous };
+
+// An open HDF5 file. `name` is what messages call it (the final path of a file
+// being written under a temporary name).
+class File {
+ public:
+  // Creates (truncates) `actual`; messages say `name`.
+  static File create(const std::filesystem::path& actual, std::string name);
+  // Opens read-only. InputError when it does not exist, is not HDF5, or is
+  // damaged or truncated (HDF5 checks the end-of-file address on open).
+  static File open_read(const std::filesystem::path& path);
+
+  File(File&&) noexcept = default;
+  File& operator=(File&&) noexcept = default;
+  ~File() = default;
+
+  hid_t id() const noexcept { return file_.get(); }
+  const std::string& name() const noexcept { return name_; }
+
+  // ---- attributes of the root group
+  bool has_attr(const std::string& attr) const;
+  // nullopt when absent; InputError when present but not a string / integer.
+  std::optional<std::string> attr_string(const std::string& attr) const;
+  std::optional<std::int64_t> attr_int(const std::string& attr) const;
+  // Fixed-length UTF-8 string; scalar 64-bit integer.
+  void set_attr(const std::string& attr, std::string_view value);
+  void set_attr(const std::string& attr, std::int64_t value);
+
+  // ---- datasets (path like "tokens" or "logprobs/actor"; groups are created as needed)
+  bool has_dataset(const std::string& path) const;
+  // InputError when absent or not a dataset.
+  DatasetInfo dataset_info(const std::string& path) const;
+  // Paths of every dataset in the file, sorted ("logprobs/actor", "tokens", ...).
+  std::vector<std::string> dataset_paths() const;
+
+  template <typename T>
+  void write_1d(const std::string& path, std::span<const T> data, Storage storage = Storage::compressed);
+  void write_tensor(const std::string& path, const std::vector<std::int64_t>& dims, const float* data);
+
+  // Reads a whole dataset into dst (room for `count` elements, which must be its
+  // size). The stored type must convert to T without loss (int16 -> int32 is
+  // fine, int64 -> int32 or float64 -> float32 is refused with the types named).
+  template <typename T>
+  void read(const std::string& path, T* dst, std::size_t count) const;
+  template <typename T>
+  std::vector<T> read_1d(const std::string& path) const;
+
+  // Flushes and closes; throws InputError when HDF5 reports a failure.
+  void close();
+
+ private:
+  File(Handle file, std::string name) : file_(std::move(file)), name_(std::move(name)) {}
+  Handle file_;
+  std::string name_;
+};
+
+// Turns off HDF5's printing of its error stack (idempotent; File does it).
+void silence_errors();
+// "1.10.8"
+std::string library_version();
+
+}  // namespace braid::io::h5

@@ -1,0 +1,212 @@
+#include "io/weight_shard.hpp"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "io/h5.hpp"
+#include "io/shard_header.hpp"
+
+namespace braid::io {
+
+std::int64_t numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string shape_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+std::string optimizer_tensor_name(const std::string& param_name, const std::string& state) {
+  return param_name + "." + state;
+}
+
+// ---- writer -----------------------------------------------------------------
+
+struct WeightShardWriter::Impl {
+  AtomicFile out;
+  h5::File file;
+  std::set<std::string> names;
+  bool committed = false;
+
+  Impl(const std::filesystem::path& path, const WeightShardMeta& meta)
+      : out(path), file(h5::File::create(out.temp_path(), path.string())) {
+    if (meta.kind != "weights" && meta.kind != "optimizer") {
+      throw std::invalid_argument("WeightShardMeta::kind must be \"weights\" or \"optimizer\", not " + meta.kind);
+    }
+    write_header(file, kWeightsFormat, kWeightsVersion);
+    file.set_attr("kind", meta.kind);
+    file.set_attr("model_config", meta.model_config);
+    file.set_attr("layer_begin", std::int64_t{meta.layer_begin});
+    file.set_attr("layer_end", std::int64_t{meta.layer_end});
+    file.set_attr("has_embedding", std::int64_t{meta.has_embedding ? 1 : 0});
+    file.set_attr("has_head", std::int64_t{meta.has_head ? 1 : 0});
+    file.set_attr("tp_rank", std::int64_t{meta.tp_rank});
+    file.set_attr("tp_size", std::int64_t{meta.tp_size});
+    file.set_attr("step", meta.step);
+    file.set_attr("created_by", meta.created_by);
+  }
+};
+
+WeightShardWriter::WeightShardWriter(std::filesystem::path path, WeightShardMeta meta)
+    : impl_(std::make_unique<Impl>(path, meta)) {}
+WeightShardWriter::~WeightShardWriter() = default;
+WeightShardWriter::WeightShardWriter(WeightShardWriter&&) noexcept = default;
+WeightShardWriter& WeightShardWriter::operator=(WeightShardWriter&&) noexcept = default;
+
+const std::filesystem::path& WeightShardWriter::path() const { return impl_->out.final_path(); }
+
+void WeightShardWriter::add(const std::string& name, const Shape& shape, const float* data) {
+  if (impl_->committed) throw std::logic_error("WeightShardWriter::add after commit");
+  if (name.empty() || name.find('/') != std::string::npos || name == ".") {
+    throw std::invalid_argument("bad tensor name \"" + name + "\" (empty or contains '/')");
+  }
+  for (auto d : shape) {
+    if (d < 0) throw std::invalid_argument("negative dimension in the shape of " + name);
+  }
+  if (!impl_->names.insert(name).second) throw std::invalid_argument("tensor " + name + " added twice");
+  impl_->file.write_tensor(name, shape, data);
+}
+
+void WeightShardWriter::add(const std::string& name, const Shape& shape, std::span<const float> data) {
+  if (static_cast<std::int64_t>(data.size()) != numel(shape)) {
+    throw std::invalid_argument(fmt::format("tensor {}: {} values for shape {}", name, data.size(),
+                                            shape_string(shape)));
+  }
+  add(name, shape, data.data());
+}
+
+void WeightShardWriter::commit() {
+  if (impl_->committed) throw std::logic_error("WeightShardWriter::commit called twice");
+  mark_complete(impl_->file);
+  impl_->file.close();
+  impl_->out.commit();
+  impl_->committed = true;
+}
+
+// ---- reader -----------------------------------------------------------------
+
+struct WeightShardReader::Impl {
+  std::filesystem::path path;
+  h5::File file;
+  WeightShardMeta meta;
+  std::vector<std::string> names;
+  std::map<std::string, Shape> shapes;
+
+  explicit Impl(std::filesystem::path p) : path(std::move(p)), file(h5::File::open_read(path)) {
+    check_header(file, kWeightsFormat, kWeightsVersion);
+    const std::string& fname = file.name();
+    auto int_attr = [&](const char* attr, std::int64_t dflt) { return file.attr_int(attr).value_or(dflt); };
+    meta.kind = file.attr_string("kind").value_or("weights");
+    if (meta.kind != "weights" && meta.kind != "optimizer") {
+      throw InputError(fname, "attribute kind", "is \"" + meta.kind + "\", expected \"weights\" or \"optimizer\"");
+    }
+    meta.model_config = file.attr_string("model_config").value_or("");
+    meta.layer_begin = static_cast<int>(int_attr("layer_begin", 0));
+    meta.layer_end = static_cast<int>(int_attr("layer_end", 0));
+    meta.has_embedding = int_attr("has_embedding", 0) != 0;
+    meta.has_head = int_attr("has_head", 0) != 0;
+    meta.tp_rank = static_cast<int>(int_attr("tp_rank", 0));
+    meta.tp_size = static_cast<int>(int_attr("tp_size", 1));
+    meta.step = int_attr("step", 0);
+    meta.created_by = file.attr_string("created_by").value_or("");
+    if (meta.layer_begin < 0 || meta.layer_end < meta.layer_begin) {
+      throw InputError(fname, "attribute layer_end",
+                       fmt::format("layers [{}, {}) are not a range", meta.layer_begin, meta.layer_end));
+    }
+    if (meta.tp_size < 1 || meta.tp_rank < 0 || meta.tp_rank >= meta.tp_size) {
+      throw InputError(fname, "attribute tp_rank",
+                       fmt::format("tp_rank {} is not in [0, tp_size = {})", meta.tp_rank, meta.tp_size));
+    }
+    for (const auto& name : file.dataset_paths()) {
+      const auto info = file.dataset_info(name);
+      if (info.type_class != H5T_FLOAT || info.type_size > 4) {
+        throw InputError(fname, "/" + name, "is stored as " + info.type_name() + ", expected float32");
+      }
+      names.push_back(name);
+      shapes[name] = info.dims;
+    }
+  }
+};
+
+WeightShardReader::WeightShardReader(std::filesystem::path path)
+    : impl_(std::make_unique<Impl>(std::move(path))) {}
+WeightShardReader::~WeightShardReader() = default;
+WeightShardReader::WeightShardReader(WeightShardReader&&) noexcept = default;
+WeightShardReader& WeightShardReader::operator=(WeightShardReader&&) noexcept = default;
+
+const std::filesystem::path& WeightShardReader::path() const { return impl_->path; }
+const WeightShardMeta& WeightShardReader::meta() const { return impl_->meta; }
+const std::vector<std::string>& WeightShardReader::names() const { return impl_->names; }
+bool WeightShardReader::contains(const std::string& name) const { return impl_->shapes.count(name) > 0; }
+
+Shape WeightShardReader::shape(const std::string& name) const {
+  auto it = impl_->shapes.find(name);
+  if (it == impl_->shapes.end()) throw InputError(impl_->file.name(), name, "no such tensor in this shard");
+  return it->second;
+}
+
+void WeightShardReader::read(const std::string& name, float* dst) const {
+  const Shape s = shape(name);
+  impl_->file.read<float>(name, dst, static_cast<std::size_t>(numel(s)));
+}
+
+std::vector<float> WeightShardReader::read(const std::string& name) const {
+  std::vector<float> out(static_cast<std::size_t>(numel(shape(name))));
+  read(name, out.data());
+  return out;
+}
+
+// ---- several shards ---------------------------------------------------------
+
+WeightShardSet::WeightShardSet(const std::vector<std::filesystem::path>& paths) {
+  if (paths.empty()) throw UsageError("no weight shard given");
+  shards_.reserve(paths.size());
+  for (const auto& p : paths) shards_.emplace_back(p);
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    for (const auto& name : shards_[i].names()) {
+      auto [it, fresh] = holder_of_.emplace(name, i);
+      if (!fresh) {
+        throw InputError(shards_[i].path().string(), name,
+                         "tensor also in " + shards_[it->second].path().string() + ": which one to load is ambiguous");
+      }
+    }
+  }
+}
+
+std::vector<std::string> WeightShardSet::names() const {
+  std::vector<std::string> out;
+  out.reserve(holder_of_.size());
+  for (const auto& [name, _] : holder_of_) out.push_back(name);
+  return out;
+}
+
+bool WeightShardSet::contains(const std::string& name) const { return holder_of_.count(name) > 0; }
+
+const WeightShardReader& WeightShardSet::holder(const std::string& name) const {
+  auto it = holder_of_.find(name);
+  if (it == holder_of_.end()) {
+    std::vector<std::string> files;
+    for (const auto& s : shards_) files.push_back(s.path().string());
+    throw InputError(fmt::format("{}", fmt::join(files, ", ")), name, "no shard holds this tensor");
+  }
+  return shards_[it->second];
+}
+
+int WeightShardSet::layer_begin() const {
+  int v = shards_.front().meta().layer_begin;
+  for (const auto& s : shards_) v = std::min(v, s.meta().layer_begin);
+  return v;
+}
+
+int WeightShardSet::layer_end() const {
+  int v = shards_.front().meta().layer_end;
+  for (const auto& s : shards_) v = std::max(v, s.meta().layer_end);
+  return v;
+}
+
+}  // namespace braid::io

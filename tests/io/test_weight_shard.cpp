@@ -1,0 +1,131 @@
+#define BOOST_TEST_MODULE weight_shard
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "io/weight_shard.hpp"
+
+namespace fs = std::filesystem;
+using namespace braid;
+using namespace braid::io;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  const char* dir = std::getenv("BRAID_SCRATCH");
+  return fs::path(dir != nullptr ? dir : ".") / name;
+}
+
+std::vector<float> ramp(std::int64_t n, float start) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+// A stage of a tiny 4-layer model: layers [begin, end), the embedding on the first, the head on the last.
+void write_stage(const fs::path& path, int begin, int end, int layers) {
+  WeightShardMeta meta;
+  meta.model_config = R"({"hidden_size": 4, "num_hidden_layers": 4})";
+  meta.layer_begin = begin;
+  meta.layer_end = end;
+  meta.has_embedding = begin == 0;
+  meta.has_head = end == layers;
+  meta.step = 7;
+  meta.created_by = "test_weight_shard";
+  WeightShardWriter w(path, meta);
+  if (meta.has_embedding) w.add("model.embed_tokens.weight", {8, 4}, ramp(32, 0.5f));
+  for (int l = begin; l < end; ++l) {
+    w.add("model.layers." + std::to_string(l) + ".self_attn.q_proj.weight", {4, 4}, ramp(16, 100.0f * l));
+  }
+  if (meta.has_head) {
+    w.add("model.norm.weight", {4}, ramp(4, 1.0f));
+    w.add("lm_head.weight", {8, 4}, ramp(32, -3.0f));
+  }
+  w.commit();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(round_trip_keeps_tensors_shapes_and_metadata) {
+  const auto path = scratch("one.h5");
+  write_stage(path, 0, 4, 4);
+  WeightShardReader r(path);
+  BOOST_TEST(r.meta().layer_begin == 0);
+  BOOST_TEST(r.meta().layer_end == 4);
+  BOOST_TEST(r.meta().has_embedding);
+  BOOST_TEST(r.meta().has_head);
+  BOOST_TEST(r.meta().step == 7);
+  BOOST_TEST(r.meta().kind == "weights");
+  BOOST_TEST(r.meta().created_by == "test_weight_shard");
+  BOOST_TEST(r.meta().model_config == R"({"hidden_size": 4, "num_hidden_layers": 4})");
+  BOOST_TEST(r.names().size() == 1u + 4u + 2u);
+  BOOST_TEST((r.shape("lm_head.weight") == Shape{8, 4}));
+  BOOST_TEST((r.shape("model.norm.weight") == Shape{4}));
+  const auto q2 = r.read("model.layers.2.self_attn.q_proj.weight");
+  const auto expect = ramp(16, 200.0f);
+  BOOST_TEST(q2 == expect, boost::test_tools::per_element());
+  BOOST_CHECK_THROW(r.shape("model.layers.9.mlp.up_proj.weight"), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(four_stage_checkpoint_loads_through_a_set) {
+  std::vector<fs::path> stages;
+  for (int s = 0; s < 4; ++s) {
+    stages.push_back(scratch("stage" + std::to_string(s) + ".h5"));
+    write_stage(stages.back(), s, s + 1, 4);
+  }
+  WeightShardSet set(stages);
+  BOOST_TEST(set.layer_begin() == 0);
+  BOOST_TEST(set.layer_end() == 4);
+  BOOST_TEST(set.names().size() == 7u);
+  BOOST_TEST(set.holder("lm_head.weight").path() == stages[3]);
+  BOOST_TEST(set.holder("model.layers.1.self_attn.q_proj.weight").path() == stages[1]);
+  const auto embed = set.read("model.embed_tokens.weight");
+  BOOST_TEST(embed == ramp(32, 0.5f), boost::test_tools::per_element());
+  BOOST_CHECK_THROW(set.holder("model.layers.4.self_attn.q_proj.weight"), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(a_tensor_in_two_shards_is_refused) {
+  const auto a = scratch("dup_a.h5"), b = scratch("dup_b.h5");
+  write_stage(a, 0, 2, 4);
+  write_stage(b, 1, 4, 4);
+  BOOST_CHECK_THROW(WeightShardSet({a, b}), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(optimizer_state_is_a_shard_of_kind_optimizer) {
+  const auto path = scratch("optim.h5");
+  WeightShardMeta meta;
+  meta.kind = "optimizer";
+  meta.step = 123;
+  WeightShardWriter w(path, meta);
+  w.add(optimizer_tensor_name("model.norm.weight", "exp_avg"), {4}, ramp(4, 0));
+  w.add(optimizer_tensor_name("model.norm.weight", "exp_avg_sq"), {4}, ramp(4, 1));
+  w.commit();
+  WeightShardReader r(path);
+  BOOST_TEST(r.meta().kind == "optimizer");
+  BOOST_TEST(r.meta().step == 123);
+  BOOST_TEST(r.contains("model.norm.weight.exp_avg_sq"));
+}
+
+BOOST_AUTO_TEST_CASE(an_uncommitted_writer_leaves_no_file) {
+  const auto path = scratch("abandoned.h5");
+  fs::remove(path);
+  {
+    WeightShardWriter w(path, WeightShardMeta{});
+    w.add("x", {2}, ramp(2, 0));
+  }
+  BOOST_TEST(!fs::exists(path));
+  for (const auto& e : fs::directory_iterator(path.parent_path())) {
+    BOOST_TEST(e.path().filename().string().find(".abandoned.h5.tmp") == std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(writer_rejects_bad_tensors) {
+  WeightShardWriter w(scratch("bad.h5"), WeightShardMeta{});
+  BOOST_CHECK_THROW(w.add("a/b", {1}, ramp(1, 0)), std::invalid_argument);
+  BOOST_CHECK_THROW(w.add("a", {2, 2}, ramp(3, 0)), std::invalid_argument);
+  w.add("a", {1}, ramp(1, 0));
+  BOOST_CHECK_THROW(w.add("a", {1}, ramp(1, 0)), std::invalid_argument);
+}
