@@ -1,0 +1,91 @@
+// A Hugging Face tokenizer.json with a BPE model, in its two common shapes:
+//
+//  * byte-level BPE (GPT-2, Llama-3): pre_tokenizer ByteLevel, or a Split regex
+//    followed by ByteLevel; decoder ByteLevel.
+//  * sentencepiece-style BPE (Llama-2): normalizer Prepend("▁") + Replace(" ", "▁")
+//    or a Metaspace pre_tokenizer; byte_fallback to <0xNN>; decoder Replace /
+//    ByteFallback / Fuse / Strip or Metaspace.
+//
+// Added tokens (<|begin_of_text|>, <s>, ...) are matched literally in the text
+// before anything else, longest first. Their lstrip/rstrip/single_word flags are
+// ignored, and so is the post_processor: encode() adds no BOS (tokenizer.hpp).
+// Unsupported components (NFC normalizers, WordPiece, ...) are refused with an
+// InputError naming the field, rather than tokenizing differently from HF.
+#pragma once
+
+#include "core/json.hpp"
+#include "tokenizer/bpe_model.hpp"
+#include "tokenizer/regex.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+namespace braid::tok {
+
+class HfTokenizer final : public Tokenizer {
+ public:
+  // Reads tokenizer.json at path, and BOS/EOS/PAD names from a
+  // tokenizer_config.json beside it when there is one.
+  static std::unique_ptr<HfTokenizer> load(const std::string& path);
+  // origin names the document in error messages.
+  HfTokenizer(const json& doc, const std::string& origin);
+
+  std::vector<TokenId> encode(std::string_view text) const override;
+  std::string decode(std::span<const TokenId> ids, bool skip_special = true) const override;
+  std::int32_t vocab_size() const override { return model_.max_id() + 1; }
+  std::optional<TokenId> bos() const override { return bos_; }
+  std::optional<TokenId> eos() const override { return eos_; }
+  std::optional<TokenId> pad() const override { return pad_; }
+  std::string describe() const override;
+
+  // Names BOS/EOS/PAD by token text (tokenizer_config.json's bos_token, ...).
+  void set_special(std::optional<std::string> bos, std::optional<std::string> eos,
+                   std::optional<std::string> pad);
+
+ private:
+  struct NormStep {
+    enum Kind { prepend, replace } kind;
+    std::string pattern, content;
+  };
+  struct PreStep {
+    enum Kind { byte_level, split, metaspace } kind;
+    bool add_prefix_space = false;
+    std::optional<Regex> regex;      // byte_level with use_regex, or split by Regex
+    std::string literal;             // split by String
+    SplitBehavior behavior = SplitBehavior::isolated;
+    bool invert = false;
+    std::string replacement;         // metaspace
+    std::string prepend_scheme;      // metaspace: always, first, never
+    bool split_on_replacement = true;
+  };
+  struct DecStep {
+    enum Kind { byte_level, replace, byte_fallback, fuse, strip, metaspace } kind;
+    std::string pattern, content;
+    int start = 0, stop = 0;
+    bool strip_first = false;        // metaspace: drop the space it prepended
+  };
+
+  void read_normalizer(const json& n, const std::string& where, Checker& c);
+  void read_pre_tokenizer(const json& p, const std::string& where, Checker& c);
+  void read_decoder(const json& d, const std::string& where, Checker& c);
+  void read_added_tokens(const json& doc, Checker& c);
+
+  std::string normalize(std::string text) const;
+  std::vector<std::string> pre_tokenize(std::string text, bool first_segment) const;
+  void encode_segment(std::string_view text, bool first_segment, std::vector<TokenId>& out) const;
+  std::optional<TokenId> find_special(const std::vector<std::string>& names) const;
+
+  BpeModel model_;
+  std::vector<NormStep> normalizer_;
+  std::vector<PreStep> pre_tokenizer_;
+  std::vector<DecStep> decoder_;
+  std::vector<std::pair<std::string, TokenId>> added_;  // longest content first
+  std::unordered_set<TokenId> special_;
+  bool byte_level_ = false;
+  std::optional<TokenId> bos_, eos_, pad_;
+};
+
+}  // namespace braid::tok

@@ -1,0 +1,43 @@
+// The text <-> token id interface every braid tool uses, and the one place that
+// picks an implementation: "byte" (the default, byte_tokenizer.hpp) or a Hugging
+// Face tokenizer.json (hf_tokenizer.hpp).
+//
+// encode() never adds BOS/EOS: callers that want them prepend bos() themselves,
+// so that a prompt file's ids mean the same whatever the tokenizer's template.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace braid::tok {
+
+using TokenId = std::int32_t;
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  virtual std::vector<TokenId> encode(std::string_view text) const = 0;
+  // skip_special drops BOS/EOS/PAD and other special tokens from the text.
+  virtual std::string decode(std::span<const TokenId> ids, bool skip_special = true) const = 0;
+
+  // One more than the largest id this tokenizer can produce (a model's
+  // vocab_size must be at least this).
+  virtual std::int32_t vocab_size() const = 0;
+  virtual std::optional<TokenId> bos() const = 0;
+  virtual std::optional<TokenId> eos() const = 0;
+  virtual std::optional<TokenId> pad() const = 0;
+  // A short description for logs ("byte", "hf-bpe(byte-level) 50257 tokens").
+  virtual std::string describe() const = 0;
+};
+
+// "byte" -> the byte tokenizer; anything else is read as a tokenizer.json path
+// (a folder is taken to hold one). Bad files throw InputError naming the field.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec);
+
+}  // namespace braid::tok
