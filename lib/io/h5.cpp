@@ -327,12 +327,22 @@ void File::read(const std::string& path, T* dst, std::size_t count) const {
 }
 
 template <typename T>
-std::vector<T> File::read_1d(const std::string& path) const {
+std::int64_t File::length_1d(const std::string& path) const {
   const DatasetInfo info = dataset_info(path);
   if (info.dims.size() != 1) {
     throw InputError(name_, display(path), fmt::format("has {} dimensions, expected 1", info.dims.size()));
   }
-  std::vector<T> out(static_cast<std::size_t>(info.dims[0]));
+  if (!converts_losslessly<T>(info)) {
+    throw InputError(name_, display(path),
+                     fmt::format("is stored as {}, expected {}", info.type_name(),
+                                 type_name_of(TypeOf<T>::cls, sizeof(T), TypeOf<T>::is_signed)));
+  }
+  return info.dims[0];
+}
+
+template <typename T>
+std::vector<T> File::read_1d(const std::string& path) const {
+  std::vector<T> out(static_cast<std::size_t>(length_1d<T>(path)));
   read<T>(path, out.data(), out.size());
   return out;
 }
@@ -347,7 +357,8 @@ void File::close() {
 #define BRAID_H5_INSTANTIATE(T)                                                        \
   template void File::write_1d<T>(const std::string&, std::span<const T>, Storage);    \
   template void File::read<T>(const std::string&, T*, std::size_t) const;              \
-  template std::vector<T> File::read_1d<T>(const std::string&) const;
+  template std::vector<T> File::read_1d<T>(const std::string&) const;      \
+  template std::int64_t File::length_1d<T>(const std::string&) const;
 BRAID_H5_INSTANTIATE(std::int32_t)
 BRAID_H5_INSTANTIATE(std::int64_t)
 BRAID_H5_INSTANTIATE(std::uint8_t)

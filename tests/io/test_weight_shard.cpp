@@ -1,23 +1,19 @@
 #define BOOST_TEST_MODULE weight_shard
 #include <boost/test/unit_test.hpp>
 
-#include <cstdlib>
 #include <filesystem>
 #include <numeric>
 
 #include "core/error.hpp"
 #include "io/weight_shard.hpp"
+#include "scratch.hpp"
 
 namespace fs = std::filesystem;
 using namespace braid;
 using namespace braid::io;
+using braid::test::scratch;
 
 namespace {
-
-fs::path scratch(const std::string& name) {
-  const char* dir = std::getenv("BRAID_SCRATCH");
-  return fs::path(dir != nullptr ? dir : ".") / name;
-}
 
 std::vector<float> ramp(std::int64_t n, float start) {
   std::vector<float> v(static_cast<std::size_t>(n));

@@ -1,0 +1,112 @@
+#include "io/sample_batch.hpp"
+
+#include <fmt/format.h>
+
+namespace braid::io {
+
+const std::array<TokenArrayField, 5>& token_array_fields() {
+  static const std::array<TokenArrayField, 5> fields{{
+      {"logprobs/actor", &SampleBatch::logprobs_actor},
+      {"logprobs/ref", &SampleBatch::logprobs_ref},
+      {"values", &SampleBatch::values},
+      {"advantages", &SampleBatch::advantages},
+      {"returns", &SampleBatch::returns},
+  }};
+  return fields;
+}
+
+std::size_t SampleBatch::add(std::span<const std::int32_t> sequence, std::int32_t prompt_length, std::int64_t id) {
+  tokens.insert(tokens.end(), sequence.begin(), sequence.end());
+  offsets.push_back(static_cast<std::int64_t>(tokens.size()));
+  prompt_len.push_back(prompt_length);
+  sample_id.push_back(id);
+  if (reward) reward->push_back(0.0f);
+  for (const auto& f : token_array_fields()) {
+    auto& arr = this->*f.member;
+    if (arr) arr->resize(arr->size() + sequence.size(), 0.0f);
+  }
+  return size() - 1;
+}
+
+std::span<const std::int32_t> SampleBatch::sequence(std::size_t i) const {
+  return std::span<const std::int32_t>(tokens).subspan(begin(i), length(i));
+}
+
+std::span<const std::int32_t> SampleBatch::prompt(std::size_t i) const {
+  return std::span<const std::int32_t>(tokens).subspan(begin(i), static_cast<std::size_t>(prompt_len[i]));
+}
+
+std::span<const std::int32_t> SampleBatch::response(std::size_t i) const {
+  return std::span<const std::int32_t>(tokens).subspan(response_begin(i), response_length(i));
+}
+
+std::span<const float> SampleBatch::response_of(const std::vector<float>& per_token, std::size_t i) const {
+  return std::span<const float>(per_token).subspan(response_begin(i), response_length(i));
+}
+
+std::vector<std::string> layout_problems(const SampleLayout& l) {
+  std::vector<std::string> out;
+  if (l.offsets.empty()) {
+    out.push_back("/offsets: is empty, expected n+1 entries starting with 0");
+    return out;
+  }
+  const std::size_t n = l.offsets.size() - 1;
+  if (l.offsets.front() != 0) out.push_back(fmt::format("/offsets: offsets[0] is {}, expected 0", l.offsets.front()));
+  if (l.offsets.back() != l.tokens) {
+    out.push_back(fmt::format("/offsets: the last offset is {}, expected {} (the length of /tokens)", l.offsets.back(),
+                              l.tokens));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (l.offsets[i + 1] < l.offsets[i]) {
+      out.push_back(fmt::format("/offsets: decreases at sequence {} ({} then {})", i, l.offsets[i], l.offsets[i + 1]));
+      break;
+    }
+  }
+  if (l.prompt_len.size() != n) {
+    out.push_back(fmt::format("/prompt_len: has {} entries, expected {} (one per sequence)", l.prompt_len.size(), n));
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t len = l.offsets[i + 1] - l.offsets[i];
+      if (l.prompt_len[i] < 0 || l.prompt_len[i] > len) {
+        out.push_back(fmt::format("/prompt_len: sequence {} has prompt_len {} but {} tokens", i, l.prompt_len[i],
+                                  len));
+        break;
+      }
+    }
+  }
+  if (l.sample_ids != static_cast<std::int64_t>(n)) {
+    out.push_back(fmt::format("/sample_id: has {} entries, expected {} (one per sequence)", l.sample_ids, n));
+  }
+  if (l.rewards && *l.rewards != static_cast<std::int64_t>(n)) {
+    out.push_back(fmt::format("/reward: has {} entries, expected {} (one per sequence)", *l.rewards, n));
+  }
+  for (const auto& [path, len] : l.token_arrays) {
+    if (len != l.tokens) {
+      out.push_back(fmt::format("/{}: has {} entries, expected {} (the length of /tokens)", path, len, l.tokens));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> SampleBatch::problems() const {
+  SampleLayout l;
+  l.tokens = static_cast<std::int64_t>(tokens.size());
+  l.offsets = offsets;
+  l.prompt_len = prompt_len;
+  l.sample_ids = static_cast<std::int64_t>(sample_id.size());
+  if (reward) l.rewards = static_cast<std::int64_t>(reward->size());
+  for (const auto& f : token_array_fields()) {
+    const auto& arr = this->*f.member;
+    if (arr) l.token_arrays.emplace_back(f.path, static_cast<std::int64_t>(arr->size()));
+  }
+  auto out = layout_problems(l);
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    if (tokens[t] < 0) {
+      out.push_back(fmt::format("/tokens: token {} is {}, expected a token id >= 0", t, tokens[t]));
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace braid::io

@@ -1,0 +1,79 @@
+// A batch of RL samples in memory, laid out the way a sample shard stores it:
+// all sequences' tokens back to back in `tokens`, sequence i at
+// [offsets[i], offsets[i+1]), its first prompt_len[i] tokens the prompt and the
+// rest the response. Per-token arrays run parallel to `tokens`; entry t belongs
+// to token t (at prompt positions they are unused and written as 0).
+//
+//   SampleBatch b;
+//   b.add(prompt_and_response_tokens, prompt_length, id);
+//   b.logprobs_actor = std::vector<float>(b.token_count());   // fill per token
+//   for (std::size_t i = 0; i < b.size(); ++i) use(b.response(i));
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace braid::io {
+
+struct SampleBatch {
+  std::vector<std::int32_t> tokens;          // all sequences, flat
+  std::vector<std::int64_t> offsets{0};      // size() + 1 entries, offsets[0] == 0
+  std::vector<std::int32_t> prompt_len;      // per sequence
+  std::vector<std::int64_t> sample_id;       // per sequence: which prompt/sample it is
+  std::optional<std::vector<float>> reward;  // per sequence, once scored
+
+  // Per-token arrays (each absent until a stage computes it):
+  std::optional<std::vector<float>> logprobs_actor;  // log π(token t | tokens before t), generating policy
+  std::optional<std::vector<float>> logprobs_ref;    // the same under the reference model
+  std::optional<std::vector<float>> values;          // critic's value at the position that produced token t
+  std::optional<std::vector<float>> advantages;      // GAE advantage of token t
+  std::optional<std::vector<float>> returns;         // value target of token t
+
+  std::size_t size() const noexcept { return prompt_len.size(); }
+  std::size_t token_count() const noexcept { return tokens.size(); }
+
+  // Appends one sequence; returns its index. Per-token arrays that are present
+  // grow by the sequence's length (zeros), the reward (if present) by a 0.
+  std::size_t add(std::span<const std::int32_t> sequence, std::int32_t prompt_length, std::int64_t id);
+
+  // Token index range of sequence i, and of its response part.
+  std::size_t begin(std::size_t i) const { return static_cast<std::size_t>(offsets[i]); }
+  std::size_t end(std::size_t i) const { return static_cast<std::size_t>(offsets[i + 1]); }
+  std::size_t response_begin(std::size_t i) const { return begin(i) + static_cast<std::size_t>(prompt_len[i]); }
+  std::size_t length(std::size_t i) const { return end(i) - begin(i); }
+  std::size_t response_length(std::size_t i) const { return end(i) - response_begin(i); }
+
+  std::span<const std::int32_t> sequence(std::size_t i) const;
+  std::span<const std::int32_t> prompt(std::size_t i) const;
+  std::span<const std::int32_t> response(std::size_t i) const;
+  // The response part of a per-token array (one of the members above).
+  std::span<const float> response_of(const std::vector<float>& per_token, std::size_t i) const;
+
+  // Every broken invariant, each naming the dataset ("/offsets: ..."); empty when valid.
+  std::vector<std::string> problems() const;
+};
+
+// The per-token arrays by their dataset path in a shard, for code that treats them alike.
+struct TokenArrayField {
+  const char* path;  // "logprobs/actor"
+  std::optional<std::vector<float>> SampleBatch::*member;
+};
+const std::array<TokenArrayField, 5>& token_array_fields();
+
+// The sizes a shard's datasets have, enough to check the layout without reading
+// the per-token data. problems() of a batch and the shard reader both use it.
+struct SampleLayout {
+  std::int64_t tokens = 0;
+  std::vector<std::int64_t> offsets;
+  std::vector<std::int32_t> prompt_len;
+  std::int64_t sample_ids = 0;
+  std::optional<std::int64_t> rewards;
+  std::vector<std::pair<std::string, std::int64_t>> token_arrays;  // path, length
+};
+std::vector<std::string> layout_problems(const SampleLayout& layout);
+
+}  // namespace braid::io

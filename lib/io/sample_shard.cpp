@@ -1,0 +1,121 @@
+#include "io/sample_shard.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "io/h5.hpp"
+#include "io/shard_header.hpp"
+
+namespace braid::io {
+namespace {
+
+constexpr const char* kTokens = "tokens";
+constexpr const char* kOffsets = "offsets";
+constexpr const char* kPromptLen = "prompt_len";
+constexpr const char* kSampleId = "sample_id";
+constexpr const char* kReward = "reward";
+
+bool known_dataset(const std::string& path) {
+  for (const char* p : {kTokens, kOffsets, kPromptLen, kSampleId, kReward}) {
+    if (path == p) return true;
+  }
+  for (const auto& f : token_array_fields()) {
+    if (path == f.path) return true;
+  }
+  return false;
+}
+
+SampleShardMeta read_meta(const h5::File& f) {
+  SampleShardMeta meta;
+  meta.policy_step = f.attr_int("policy_step").value_or(0);
+  meta.created_by = f.attr_string("created_by").value_or("");
+  meta.config = f.attr_string("config").value_or("");
+  return meta;
+}
+
+// Opens the file, checks the header, and reads the layout (offsets and prompt
+// lengths in full, the rest as sizes). Throws one InputError listing every problem.
+SampleLayout read_layout(const h5::File& f) {
+  check_header(f, kSamplesFormat, kSamplesVersion);
+  SampleLayout l;
+  l.tokens = f.length_1d<std::int32_t>(kTokens);
+  l.offsets = f.read_1d<std::int64_t>(kOffsets);
+  l.prompt_len = f.read_1d<std::int32_t>(kPromptLen);
+  l.sample_ids = f.length_1d<std::int64_t>(kSampleId);
+  if (f.has_dataset(kReward)) l.rewards = f.length_1d<float>(kReward);
+  for (const auto& field : token_array_fields()) {
+    if (f.has_dataset(field.path)) l.token_arrays.emplace_back(field.path, f.length_1d<float>(field.path));
+  }
+  auto problems = layout_problems(l);
+  if (!problems.empty()) throw InputError(f.name(), problems);
+  return l;
+}
+
+}  // namespace
+
+void write_sample_shard(const std::filesystem::path& path, const SampleBatch& batch, const SampleShardMeta& meta) {
+  if (auto problems = batch.problems(); !problems.empty()) {
+    throw std::invalid_argument(fmt::format("refusing to write {}: {}", path.string(), fmt::join(problems, "; ")));
+  }
+  AtomicFile out(path);
+  auto f = h5::File::create(out.temp_path(), path.string());
+  write_header(f, kSamplesFormat, kSamplesVersion);
+  f.set_attr("policy_step", meta.policy_step);
+  f.set_attr("created_by", meta.created_by);
+  f.set_attr("config", meta.config);
+  f.write_1d<std::int32_t>(kTokens, batch.tokens);
+  f.write_1d<std::int64_t>(kOffsets, batch.offsets);
+  f.write_1d<std::int32_t>(kPromptLen, batch.prompt_len);
+  f.write_1d<std::int64_t>(kSampleId, batch.sample_id);
+  if (batch.reward) f.write_1d<float>(kReward, *batch.reward);
+  for (const auto& field : token_array_fields()) {
+    if (const auto& arr = batch.*field.member) f.write_1d<float>(field.path, *arr);
+  }
+  mark_complete(f);
+  f.close();
+  out.commit();
+}
+
+SampleShard read_sample_shard(const std::filesystem::path& path) {
+  const auto f = h5::File::open_read(path);
+  SampleLayout layout = read_layout(f);
+  SampleShard s;
+  s.meta = read_meta(f);
+  SampleBatch& b = s.batch;
+  b.tokens = f.read_1d<std::int32_t>(kTokens);
+  b.offsets = std::move(layout.offsets);
+  b.prompt_len = std::move(layout.prompt_len);
+  b.sample_id = f.read_1d<std::int64_t>(kSampleId);
+  if (layout.rewards) b.reward = f.read_1d<float>(kReward);
+  for (const auto& field : token_array_fields()) {
+    if (f.has_dataset(field.path)) b.*field.member = f.read_1d<float>(field.path);
+  }
+  auto bad = std::find_if(b.tokens.begin(), b.tokens.end(), [](std::int32_t t) { return t < 0; });
+  if (bad != b.tokens.end()) {
+    throw InputError(f.name(), "/tokens",
+                     fmt::format("token {} is {}, expected a token id >= 0", bad - b.tokens.begin(), *bad));
+  }
+  return s;
+}
+
+SampleShardInfo probe_sample_shard(const std::filesystem::path& path) {
+  const auto f = h5::File::open_read(path);
+  const SampleLayout layout = read_layout(f);
+  SampleShardInfo info;
+  info.meta = read_meta(f);
+  info.version = static_cast<int>(f.attr_int(kAttrVersion).value_or(0));
+  info.sequences = static_cast<std::int64_t>(layout.offsets.size()) - 1;
+  info.tokens = layout.tokens;
+  info.has_reward = layout.rewards.has_value();
+  for (const auto& [p, _] : layout.token_arrays) info.token_arrays.push_back(p);
+  for (const auto& p : f.dataset_paths()) {
+    if (!known_dataset(p)) info.other_datasets.push_back(p);
+  }
+  return info;
+}
+
+}  // namespace braid::io

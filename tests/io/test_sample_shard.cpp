@@ -1,0 +1,192 @@
+#define BOOST_TEST_MODULE sample_shard
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "io/sample_shard.hpp"
+#include "io/weight_shard.hpp"
+#include "scratch.hpp"
+
+using namespace braid;
+using namespace braid::io;
+using braid::test::scratch;
+
+namespace {
+
+// A batch of n random sequences with every optional array filled with distinct values.
+SampleBatch random_batch(std::size_t n, bool scored, std::uint64_t seed) {
+  Rng rng(seed);
+  SampleBatch b;
+  if (scored) {
+    b.reward.emplace();
+    for (const auto& f : token_array_fields()) (b.*f.member).emplace();
+  } else {
+    b.logprobs_actor.emplace();
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto prompt = static_cast<std::int32_t>(rng.between(0, 20));
+    const auto len = static_cast<std::size_t>(prompt + rng.between(0, 40));
+    std::vector<std::int32_t> seq(len);
+    for (auto& t : seq) t = static_cast<std::int32_t>(rng.below(259));
+    b.add(seq, prompt, static_cast<std::int64_t>(1000 + i));
+  }
+  if (b.reward) {
+    for (auto& r : *b.reward) r = static_cast<float>(rng.normal());
+  }
+  for (const auto& f : token_array_fields()) {
+    if (auto& arr = b.*f.member) {
+      for (auto& v : *arr) v = static_cast<float>(rng.normal());
+    }
+  }
+  return b;
+}
+
+void require_equal(const SampleBatch& a, const SampleBatch& b) {
+  BOOST_TEST(a.tokens == b.tokens, boost::test_tools::per_element());
+  BOOST_TEST(a.offsets == b.offsets, boost::test_tools::per_element());
+  BOOST_TEST(a.prompt_len == b.prompt_len, boost::test_tools::per_element());
+  BOOST_TEST(a.sample_id == b.sample_id, boost::test_tools::per_element());
+  BOOST_TEST(a.reward.has_value() == b.reward.has_value());
+  if (a.reward && b.reward) BOOST_TEST(*a.reward == *b.reward, boost::test_tools::per_element());
+  for (const auto& f : token_array_fields()) {
+    const auto& x = a.*f.member;
+    const auto& y = b.*f.member;
+    BOOST_TEST_INFO("per-token array " << f.path);
+    BOOST_TEST(x.has_value() == y.has_value());
+    if (x && y) BOOST_TEST(*x == *y, boost::test_tools::per_element());
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(generated_shard_round_trips) {
+  const auto batch = random_batch(50, false, 1);
+  const auto path = scratch("generated.h5");
+  write_sample_shard(path, batch, {.policy_step = 12, .created_by = "braid-generate --n 50", .config = R"({"a": 1})"});
+  const auto shard = read_sample_shard(path);
+  require_equal(shard.batch, batch);
+  BOOST_TEST(shard.meta.policy_step == 12);
+  BOOST_TEST(shard.meta.created_by == "braid-generate --n 50");
+  BOOST_TEST(shard.meta.config == R"({"a": 1})");
+}
+
+BOOST_AUTO_TEST_CASE(scored_shard_round_trips_with_every_array) {
+  const auto batch = random_batch(80, true, 2);
+  const auto path = scratch("scored.h5");
+  write_sample_shard(path, batch, {});
+  require_equal(read_sample_shard(path).batch, batch);
+  const auto info = probe_sample_shard(path);
+  BOOST_TEST(info.sequences == 80);
+  BOOST_TEST(info.tokens == static_cast<std::int64_t>(batch.token_count()));
+  BOOST_TEST(info.has_reward);
+  BOOST_TEST(info.token_arrays.size() == 5u);
+  BOOST_TEST(info.other_datasets.empty());
+}
+
+BOOST_AUTO_TEST_CASE(score_reads_adds_and_writes_a_new_shard) {
+  const auto gen = scratch("gen.h5"), scored = scratch("gen.scored.h5");
+  write_sample_shard(gen, random_batch(10, false, 3), {.policy_step = 4});
+  auto s = read_sample_shard(gen);
+  s.batch.values = std::vector<float>(s.batch.token_count(), 0.25f);
+  s.batch.reward = std::vector<float>(s.batch.size(), 1.0f);
+  write_sample_shard(scored, s.batch, s.meta);
+  const auto back = read_sample_shard(scored);
+  require_equal(back.batch, s.batch);
+  BOOST_TEST(back.meta.policy_step == 4);
+  BOOST_TEST(!read_sample_shard(gen).batch.values.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(empty_shard_and_empty_sequences_round_trip) {
+  SampleBatch empty;
+  empty.logprobs_actor.emplace();
+  write_sample_shard(scratch("empty.h5"), empty, {});
+  require_equal(read_sample_shard(scratch("empty.h5")).batch, empty);
+
+  SampleBatch holes;
+  holes.add(std::vector<std::int32_t>{}, 0, 1);
+  holes.add(std::vector<std::int32_t>{5, 6, 7}, 3, 2);  // a prompt with no response
+  write_sample_shard(scratch("holes.h5"), holes, {});
+  const auto back = read_sample_shard(scratch("holes.h5")).batch;
+  require_equal(back, holes);
+  BOOST_TEST(back.response(1).empty());
+  BOOST_TEST(back.prompt(1).size() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(large_config_attribute_round_trips) {
+  SampleShardMeta meta;
+  meta.config = std::string(200000, 'x');  // over HDF5's 64 KiB compact-attribute limit
+  write_sample_shard(scratch("bigconfig.h5"), random_batch(2, false, 4), meta);
+  BOOST_TEST(read_sample_shard(scratch("bigconfig.h5")).meta.config.size() == 200000u);
+}
+
+BOOST_AUTO_TEST_CASE(sequence_views_follow_offsets_and_prompt_len) {
+  SampleBatch b;
+  b.logprobs_actor.emplace();
+  b.add(std::vector<std::int32_t>{1, 2, 3, 4}, 1, 10);
+  b.add(std::vector<std::int32_t>{5, 6}, 2, 11);
+  (*b.logprobs_actor)[2] = -0.5f;
+  BOOST_TEST(b.size() == 2u);
+  BOOST_TEST(b.offsets == (std::vector<std::int64_t>{0, 4, 6}), boost::test_tools::per_element());
+  BOOST_TEST(b.response(0).size() == 3u);
+  BOOST_TEST(b.response(0)[0] == 2);
+  BOOST_TEST(b.sequence(1)[1] == 6);
+  BOOST_TEST(b.response_of(*b.logprobs_actor, 0)[1] == -0.5f);
+  BOOST_TEST(b.logprobs_actor->size() == 6u);
+}
+
+BOOST_AUTO_TEST_CASE(batch_problems_name_each_broken_invariant) {
+  SampleBatch b;
+  b.add(std::vector<std::int32_t>{1, 2, 3}, 1, 0);
+  b.add(std::vector<std::int32_t>{4, 5}, 1, 1);
+  BOOST_TEST(b.problems().empty());
+
+  auto bad = b;
+  bad.prompt_len[1] = 3;
+  bad.values = std::vector<float>(4);
+  bad.reward = std::vector<float>(1);
+  bad.offsets[1] = 6;  // beyond offsets[2] = 5: decreasing
+  const auto problems = bad.problems();
+  auto mentions = [&](const std::string& s) {
+    return std::any_of(problems.begin(), problems.end(), [&](const std::string& p) { return p.find(s) != std::string::npos; });
+  };
+  BOOST_TEST(mentions("/offsets: decreases"));
+  BOOST_TEST(mentions("/values: has 4 entries, expected 5"));
+  BOOST_TEST(mentions("/reward: has 1 entries, expected 2"));
+  BOOST_TEST(problems.size() >= 3u);
+  BOOST_CHECK_THROW(write_sample_shard(scratch("never.h5"), bad, {}), std::invalid_argument);
+  BOOST_TEST(!std::filesystem::exists(scratch("never.h5")));
+
+  auto long_prompt = b;
+  long_prompt.prompt_len[0] = 4;
+  BOOST_TEST(long_prompt.problems().size() == 1u);
+  BOOST_TEST(long_prompt.problems()[0].find("/prompt_len") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(reading_a_weight_shard_as_samples_names_the_format) {
+  const auto path = scratch("weights_not_samples.h5");
+  {
+    WeightShardWriter w(path, WeightShardMeta{});
+    w.add("model.norm.weight", {2}, std::vector<float>{1, 2});
+    w.commit();
+  }
+  try {
+    read_sample_shard(path);
+    BOOST_FAIL("a weight shard was read as samples");
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    BOOST_TEST(msg.find(path.string()) != std::string::npos);
+    BOOST_TEST(msg.find("\"braid.weights\", expected \"braid.samples\"") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_file_is_named) {
+  try {
+    read_sample_shard(scratch("does-not-exist.h5"));
+    BOOST_FAIL("a missing file was read");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("does-not-exist.h5: no such file") != std::string::npos);
+  }
+}
