@@ -1,0 +1,159 @@
+#include "generate/generate.hpp"
+
+#include "core/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <optional>
+
+namespace braid::gen {
+
+const char* to_string(FinishReason r) { return r == FinishReason::stop ? "stop" : "length"; }
+
+namespace {
+
+struct Running {
+  Sample sample;
+  SequenceSampler sampler;
+  bool prefilled = false;
+};
+
+}  // namespace
+
+Generator::Generator(const model::Model& m, GenerateOptions opt) : m_(&m), opt_(std::move(opt)) {
+  if (!m.is_first_stage() || !m.is_last_stage() || !m.options().lm_head) {
+    throw UsageError("generation needs a whole model with an LM head, not a pipeline stage");
+  }
+  validate(opt_.sampling);
+  if (opt_.max_batch < 1) throw UsageError("max batch must be at least 1");
+  if (opt_.max_new_tokens < 1) throw UsageError("max new tokens must be at least 1");
+  if (opt_.max_len <= 0) opt_.max_len = m.config().max_position_embeddings;
+}
+
+GenerateStats Generator::run(std::span<const Prompt> prompts, const std::function<void(Sample&&)>& on_done) {
+  const auto& cfg = m_->config();
+  std::int64_t longest = 0;
+  for (const Prompt& p : prompts) {
+    const std::string field = fmt::format("prompt of sample {}", p.sample_id);
+    require(!p.tokens.empty(), "prompts", field, "is empty (start it with a BOS token)");
+    require(static_cast<std::int64_t>(p.tokens.size()) < opt_.max_len, "prompts", field,
+            fmt::format("has {} tokens, not fewer than the max length {}", p.tokens.size(), opt_.max_len));
+    for (auto t : p.tokens) {
+      require(t >= 0 && t < cfg.vocab_size, "prompts", field,
+              fmt::format("token {} is outside the model's vocabulary [0, {})", t, cfg.vocab_size));
+    }
+    longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.tokens.size()));
+  }
+  GenerateStats stats;
+  if (prompts.empty()) return stats;
+
+  const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(opt_.max_batch), prompts.size()));
+  const std::int64_t prefill_budget = std::max(opt_.prefill_tokens, longest);
+  auto cache = m_->make_kv_cache(slots, opt_.max_len);
+  auto acts = m_->make_activations({.max_tokens = prefill_budget + slots,
+                                    .max_sequences = slots,
+                                    .max_seq_len = opt_.max_len,
+                                    .training = false});
+  const bool host = m_->backend().host_accessible();
+  std::vector<float> host_logits;
+
+  std::deque<std::size_t> waiting;
+  for (std::size_t i = 0; i < prompts.size(); ++i) waiting.push_back(i);
+  std::vector<std::optional<Running>> slot(static_cast<std::size_t>(slots));
+  std::vector<std::int32_t> tokens;
+  std::vector<model::Segment> segments;
+  std::vector<int> segment_slot;
+
+  auto finish = [&](int s, FinishReason why) {
+    Running& r = *slot[static_cast<std::size_t>(s)];
+    r.sample.finish = why;
+    cache.clear(s);
+    Sample done = std::move(r.sample);
+    slot[static_cast<std::size_t>(s)].reset();
+    on_done(std::move(done));
+  };
+
+  for (;;) {
+    tokens.clear();
+    segments.clear();
+    segment_slot.clear();
+    // Decode rows of the running sequences first, then prompts that fit in the budget.
+    for (int s = 0; s < slots; ++s) {
+      const auto& r = slot[static_cast<std::size_t>(s)];
+      if (r && r->prefilled) {
+        tokens.push_back(r->sample.response.back());
+        segments.push_back({s, 1});
+        segment_slot.push_back(s);
+      }
+    }
+    std::int64_t prefilled = 0;
+    for (int s = 0; s < slots && !waiting.empty(); ++s) {
+      if (slot[static_cast<std::size_t>(s)]) continue;
+      const Prompt& p = prompts[waiting.front()];
+      const auto len = static_cast<std::int64_t>(p.tokens.size());
+      if (prefilled > 0 && prefilled + len > prefill_budget) break;
+      waiting.pop_front();
+      slot[static_cast<std::size_t>(s)].emplace(Running{Sample{.sample_id = p.sample_id, .prompt = p.tokens},
+                                                        SequenceSampler(opt_.sampling, p.sample_id)});
+      tokens.insert(tokens.end(), p.tokens.begin(), p.tokens.end());
+      segments.push_back({s, len});
+      segment_slot.push_back(s);
+      prefilled += len;
+    }
+    if (segments.empty()) break;
+
+    const auto t0 = std::chrono::steady_clock::now();
+    m_->forward_cached(tokens, segments, cache, acts);
+    m_->backend().synchronize();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++stats.steps;
+    stats.prefill_tokens += prefilled;
+    stats.decode_tokens += static_cast<std::int64_t>(tokens.size()) - prefilled;
+    (prefilled > 0 ? stats.prefill_seconds : stats.decode_seconds) += dt;
+
+    const std::int64_t vocab = cfg.vocab_size;
+    const float* logits = acts.logits();
+    if (!host) {
+      host_logits.resize(static_cast<std::size_t>(vocab) * segments.size());
+      m_->backend().copy_to_host(host_logits.data(), logits, host_logits.size() * sizeof(float));
+      logits = host_logits.data();
+    }
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      const int s = segment_slot[i];
+      Running& r = *slot[static_cast<std::size_t>(s)];
+      r.prefilled = true;
+      const Sampled x = r.sampler.sample({logits + static_cast<std::int64_t>(i) * vocab, static_cast<std::size_t>(vocab)});
+      r.sample.response.push_back(x.token);
+      r.sample.logprobs.push_back(x.logprob);
+      r.sample.raw_logprobs.push_back(x.raw_logprob);
+      const auto total = static_cast<std::int64_t>(r.sample.prompt.size() + r.sample.response.size());
+      if (std::find(opt_.stop_tokens.begin(), opt_.stop_tokens.end(), x.token) != opt_.stop_tokens.end()) {
+        finish(s, FinishReason::stop);
+      } else if (static_cast<std::int64_t>(r.sample.response.size()) >= opt_.max_new_tokens || total >= opt_.max_len) {
+        finish(s, FinishReason::length);
+      }
+    }
+  }
+  return stats;
+}
+
+std::vector<Sample> generate(const model::Model& m, std::span<const Prompt> prompts, const GenerateOptions& opt,
+                             GenerateStats* stats) {
+  std::map<std::uint64_t, std::size_t> index;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    if (!index.emplace(prompts[i].sample_id, i).second) {
+      throw InputError("prompts", fmt::format("sample {}", prompts[i].sample_id), "sample id is not unique");
+    }
+  }
+  std::vector<Sample> out(prompts.size());
+  Generator g(m, opt);
+  const GenerateStats st = g.run(prompts, [&](Sample&& s) { out[index.at(s.sample_id)] = std::move(s); });
+  if (stats) *stats = st;
+  return out;
+}
+
+}  // namespace braid::gen
