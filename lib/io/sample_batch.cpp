@@ -56,15 +56,16 @@ std::vector<std::string> layout_problems(const SampleLayout& l) {
     out.push_back(fmt::format("/offsets: the last offset is {}, expected {} (the length of /tokens)", l.offsets.back(),
                               l.tokens));
   }
-  for (std::size_t i = 0; i < n; ++i) {
+  bool monotone = true;
+  for (std::size_t i = 0; i < n && monotone; ++i) {
     if (l.offsets[i + 1] < l.offsets[i]) {
       out.push_back(fmt::format("/offsets: decreases at sequence {} ({} then {})", i, l.offsets[i], l.offsets[i + 1]));
-      break;
+      monotone = false;
     }
   }
   if (l.prompt_len.size() != n) {
     out.push_back(fmt::format("/prompt_len: has {} entries, expected {} (one per sequence)", l.prompt_len.size(), n));
-  } else {
+  } else if (monotone) {  // sequence lengths mean nothing while the offsets decrease
     for (std::size_t i = 0; i < n; ++i) {
       const std::int64_t len = l.offsets[i + 1] - l.offsets[i];
       if (l.prompt_len[i] < 0 || l.prompt_len[i] > len) {

@@ -1,0 +1,85 @@
+#include "io/inspect.hpp"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "io/h5.hpp"
+#include "io/inspect_kinds.hpp"
+#include "io/sample_shard.hpp"
+#include "io/shard_header.hpp"
+#include "io/weight_shard.hpp"
+
+namespace braid::io {
+namespace {
+
+bool is_hdf5(const std::string& path) {
+  if (is_std_stream(path)) return false;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw InputError(path, "", "no such file");
+  if (std::filesystem::is_directory(path, ec)) throw InputError(path, "", "is a folder, not a file");
+  h5::silence_errors();
+  return H5Fis_hdf5(path.c_str()) > 0;
+}
+
+// A braid JSON file: an object with a "format" starting with "braid." and a version.
+json load_braid_json(const std::string& path) {
+  const std::string text = read_text_file(path);
+  const std::string name = is_std_stream(path) ? "<stdin>" : path;
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || text[first] != '{') {
+    throw InputError(name, "", "not a braid file: neither HDF5 nor a JSON object");
+  }
+  json doc = parse_json_text(text, name);
+  Checker c(name);
+  auto format = c.string(doc, "", "format");
+  if (format && format->rfind("braid.", 0) != 0) c.fail("format", "is \"" + *format + "\", not a braid format");
+  c.integer(doc, "", "version", {.min = 1});
+  c.check();
+  return doc;
+}
+
+std::string hdf5_format(const std::string& path) {
+  const auto f = h5::File::open_read(path);
+  return read_format_name(f);
+}
+
+[[noreturn]] void unknown_format(const std::string& path, const std::string& format) {
+  throw InputError(path, "attribute format",
+                   fmt::format("\"{}\" is not a format this braid reads ({}, {})", format, kSamplesFormat,
+                               kWeightsFormat));
+}
+
+}  // namespace
+
+ordered_json inspect_file(const std::string& path, const InspectOptions& options) {
+  if (!is_hdf5(path)) return detail::summarize_json(is_std_stream(path) ? "-" : path, load_braid_json(path));
+  const std::string format = hdf5_format(path);
+  if (format == kSamplesFormat) return detail::summarize_samples(path, options);
+  if (format == kWeightsFormat) return detail::summarize_weights(path);
+  unknown_format(path, format);
+}
+
+std::optional<std::string> check_file(const std::string& path) {
+  try {
+    if (!is_hdf5(path)) {
+      load_braid_json(path);
+      return std::nullopt;
+    }
+    const std::string format = hdf5_format(path);
+    if (format == kSamplesFormat) {
+      probe_sample_shard(path);
+    } else if (format == kWeightsFormat) {
+      WeightShardReader r(path);
+    } else {
+      unknown_format(path, format);
+    }
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+}
+
+}  // namespace braid::io

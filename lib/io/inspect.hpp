@@ -1,0 +1,31 @@
+// What is in a braid file, for people and for scripts: `braid inspect` prints
+// the JSON summary made here (--json) or its text rendering; `braid check`
+// uses check_file. The kind of file is found from its content: an HDF5 file's
+// "format" attribute (braid.samples, braid.weights) or a JSON file's "format"
+// key (braid.schedule, braid.plan, ...).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "core/json.hpp"
+
+namespace braid::io {
+
+struct InspectOptions {
+  std::size_t samples_shown = 3;  // sample shards: how many sequences to decode
+};
+
+// The summary of one file ("-": JSON on stdin). InputError naming the file when
+// it is not a valid braid file.
+ordered_json inspect_file(const std::string& path, const InspectOptions& options = {});
+
+// The summary as text lines for a terminal.
+std::string render_inspect_text(const ordered_json& summary);
+
+// nullopt when `path` is a good, complete braid file; otherwise why not (a
+// message naming the file). Reads only headers and layouts, not the bulk data.
+std::optional<std::string> check_file(const std::string& path);
+
+}  // namespace braid::io

@@ -1,0 +1,112 @@
+#include <map>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "io/inspect.hpp"
+
+namespace braid::io {
+namespace {
+
+constexpr std::size_t kConfigChars = 160;
+
+std::string number(const ordered_json& v) {
+  if (v.is_number_integer()) return std::to_string(v.get<std::int64_t>());
+  if (v.is_number()) return fmt::format("{:.4g}", v.get<double>());
+  return v.dump();
+}
+
+std::string one_line(const ordered_json& v, std::size_t max_chars) {
+  std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+  if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
+  return s;
+}
+
+std::string dist_line(const std::string& label, const ordered_json& d) {
+  if (d.value("count", 0) == 0) return fmt::format("  {:<18} none\n", label);
+  return fmt::format("  {:<18} min {}  p50 {}  p90 {}  max {}  mean {}  std {}\n", label, number(d["min"]),
+                     number(d["p50"]), number(d["p90"]), number(d["max"]), number(d["mean"]), number(d["std"]));
+}
+
+std::string render_samples(const ordered_json& s) {
+  std::string out = fmt::format("{}: {} v{}, policy step {}\n", s["file"].get<std::string>(),
+                                s["format"].get<std::string>(), number(s["version"]), number(s["policy_step"]));
+  if (!s["created_by"].get<std::string>().empty()) out += "  created by: " + s["created_by"].get<std::string>() + "\n";
+  if (!s["config"].is_null()) out += "  config: " + one_line(s["config"], kConfigChars) + "\n";
+  out += fmt::format("  {} sequences, {} tokens\n", number(s["sequences"]), number(s["tokens"]));
+  out += dist_line("prompt length", s["prompt_length"]);
+  out += dist_line("response length", s["response_length"]);
+  if (s.contains("reward")) out += dist_line("reward", s["reward"]);
+  for (const auto& [name, d] : s["token_arrays"].items()) out += dist_line(name, d);
+  for (const auto& one : s["first_samples"]) {
+    out += fmt::format("  sample {} (id {}, prompt {} tokens, response {}{}):\n", number(one["index"]),
+                       number(one["sample_id"]), number(one["prompt_len"]), number(one["response_len"]),
+                       one.contains("reward") ? ", reward " + number(one["reward"]) : "");
+    out += "    prompt:   \"" + one["prompt"].get<std::string>() + "\"\n";
+    out += "    response: \"" + one["response"].get<std::string>() + "\"\n";
+  }
+  return out;
+}
+
+std::string shape_text(const ordered_json& shape) {
+  std::vector<std::string> dims;
+  for (const auto& d : shape) dims.push_back(number(d));
+  return "[" + fmt::format("{}", fmt::join(dims, ", ")) + "]";
+}
+
+std::string render_weights(const ordered_json& s) {
+  std::string out = fmt::format("{}: {} v{} ({}), step {}\n", s["file"].get<std::string>(),
+                                s["format"].get<std::string>(), number(s["version"]), s["kind"].get<std::string>(),
+                                number(s["step"]));
+  out += fmt::format("  decoder layers [{}, {}), embedding {}, head {}, tp rank {} of {}\n", number(s["layer_begin"]),
+                     number(s["layer_end"]), s["has_embedding"].get<bool>() ? "yes" : "no",
+                     s["has_head"].get<bool>() ? "yes" : "no", number(s["tp_rank"]), number(s["tp_size"]));
+  out += fmt::format("  {} tensors, {} parameters\n", number(s["tensor_count"]), number(s["parameters"]));
+  if (!s["created_by"].get<std::string>().empty()) out += "  created by: " + s["created_by"].get<std::string>() + "\n";
+  if (!s["model_config"].is_null()) out += "  model config: " + one_line(s["model_config"], kConfigChars) + "\n";
+
+  // Layer tensors are listed once per kind with the layers that have it: 32 layers make 9 lines, not 288.
+  static const std::regex layer_re(R"(^model\.layers\.(\d+)\.(.+)$)");
+  struct PerLayer {
+    std::string shape, dtype;
+    std::set<long> layers;
+  };
+  std::map<std::string, PerLayer> per_layer;
+  for (const auto& t : s["tensors"]) {
+    const std::string name = t["name"].get<std::string>();
+    std::smatch m;
+    if (std::regex_match(name, m, layer_re)) {
+      auto& p = per_layer[m[2].str()];
+      p.shape = shape_text(t["shape"]);
+      p.dtype = t["dtype"].get<std::string>();
+      p.layers.insert(std::stol(m[1].str()));
+    } else {
+      out += fmt::format("  {:<44} {:<16} {}\n", name, shape_text(t["shape"]), t["dtype"].get<std::string>());
+    }
+  }
+  for (const auto& [suffix, p] : per_layer) {
+    out += fmt::format("  model.layers.*.{:<30} {:<16} {}  x{} (layers {}..{})\n", suffix, p.shape, p.dtype,
+                       p.layers.size(), *p.layers.begin(), *p.layers.rbegin());
+  }
+  return out;
+}
+
+std::string render_json(const ordered_json& s) {
+  std::string out = fmt::format("{}: {} v{}\n", s["file"].get<std::string>(), one_line(s["format"], 80),
+                                one_line(s["version"], 20));
+  for (const auto& [k, v] : s["figures"].items()) out += fmt::format("  {:<24} {}\n", k, one_line(v, 80));
+  for (const auto& [k, v] : s["keys"].items()) out += fmt::format("  {:<24} {}\n", k + ":", one_line(v, 80));
+  return out;
+}
+
+}  // namespace
+
+std::string render_inspect_text(const ordered_json& summary) {
+  const std::string kind = summary.value("kind", "");
+  if (kind == "samples") return render_samples(summary);
+  if (kind == "weights" || kind == "optimizer") return render_weights(summary);
+  return render_json(summary);
+}
+
+}  // namespace braid::io

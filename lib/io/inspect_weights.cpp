@@ -1,0 +1,38 @@
+#include "io/h5.hpp"
+#include "io/inspect_kinds.hpp"
+#include "io/weight_shard.hpp"
+
+namespace braid::io::detail {
+
+ordered_json summarize_weights(const std::string& path) {
+  const WeightShardReader r(path);
+  const auto file = h5::File::open_read(path);
+  const auto& m = r.meta();
+  ordered_json s;
+  s["file"] = path;
+  s["kind"] = m.kind;
+  s["format"] = kWeightsFormat;
+  s["version"] = kWeightsVersion;
+  s["step"] = m.step;
+  s["layer_begin"] = m.layer_begin;
+  s["layer_end"] = m.layer_end;
+  s["has_embedding"] = m.has_embedding;
+  s["has_head"] = m.has_head;
+  s["tp_rank"] = m.tp_rank;
+  s["tp_size"] = m.tp_size;
+  s["created_by"] = m.created_by;
+  s["model_config"] = json_or_text(m.model_config);
+  std::int64_t parameters = 0;
+  ordered_json tensors = ordered_json::array();
+  for (const auto& name : r.names()) {
+    const Shape shape = r.shape(name);
+    parameters += numel(shape);
+    tensors.push_back({{"name", name}, {"shape", shape}, {"dtype", file.dataset_info(name).type_name()}});
+  }
+  s["tensor_count"] = r.names().size();
+  s["parameters"] = parameters;
+  s["tensors"] = tensors;
+  return s;
+}
+
+}  // namespace braid::io::detail

@@ -1,0 +1,32 @@
+// braid check FILE...: answers by exit code alone whether every file is a good,
+// complete braid file (like samtools quickcheck). 0: all good; 1: some are not
+// (-v names them and says why, on stderr); 2: the command line is wrong.
+#include <memory>
+
+#include "core/log.hpp"
+#include "io/inspect.hpp"
+#include "verbs.hpp"
+
+namespace braid::driver {
+
+void add_check_command(CLI::App& app, Verbs& verbs) {
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto* sub = app.add_subcommand(
+      "check",
+      "Check braid files (sample shards, weight shards, braid JSON) quickly: exit 0 when all are good "
+      "and complete, 1 when some are not (-v lists them with the reason); prints nothing otherwise");
+  sub->add_option("files", *files, "Files to check")->required();
+  verbs.add(sub, [files, &app] {
+    const bool tell = verbose(app);
+    int bad = 0;
+    for (const auto& f : *files) {
+      if (auto problem = io::check_file(f)) {
+        ++bad;
+        if (tell) log::write(log::Level::quiet, "", *problem);
+      }
+    }
+    return bad == 0 ? 0 : 1;
+  });
+}
+
+}  // namespace braid::driver

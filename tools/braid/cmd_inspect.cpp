@@ -1,0 +1,41 @@
+// braid inspect FILE: what a braid file holds, as text or (--json) as JSON.
+#include <iostream>
+#include <memory>
+
+#include "io/inspect.hpp"
+#include "verbs.hpp"
+
+namespace braid::driver {
+
+namespace {
+struct InspectOptions {
+  std::string file;
+  bool json = false;
+  std::size_t samples = 3;
+};
+}  // namespace
+
+void add_inspect_command(CLI::App& app, Verbs& verbs) {
+  auto opt = std::make_shared<InspectOptions>();
+  auto* sub = app.add_subcommand(
+      "inspect",
+      "Summarise a braid file: sample shard (counts, length distributions, reward and per-token "
+      "statistics, the first samples decoded), weight shard (tensors, shapes, layer range) or braid "
+      "JSON file (format, keys, key figures)");
+  sub->add_option("file", opt->file, "The file (\"-\": a JSON file on stdin)")->required();
+  sub->add_flag("--json", opt->json, "Print the summary as JSON for scripts");
+  sub->add_option("-n,--samples", opt->samples, "Sample shards: how many sequences to decode")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  verbs.add(sub, [opt] {
+    const auto summary = io::inspect_file(opt->file, {.samples_shown = opt->samples});
+    if (opt->json) {
+      std::cout << summary.dump(2) << '\n';
+    } else {
+      std::cout << io::render_inspect_text(summary);
+    }
+    return 0;
+  });
+}
+
+}  // namespace braid::driver

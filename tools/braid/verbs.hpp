@@ -1,0 +1,40 @@
+// The `braid` driver's verbs. Each verb lives in its own cmd_<verb>.cpp and
+// registers itself with one add_<verb>_command(app, verbs) call in main.cpp:
+//
+//   void add_init_command(CLI::App& app, Verbs& verbs) {
+//     auto* sub = app.add_subcommand("init", "...");
+//     auto opt = std::make_shared<InitOptions>();   // outlives this function
+//     sub->add_option(...);
+//     verbs.add(sub, [opt] { return model::init(*opt); });
+//   }
+//
+// The body returns the exit code; errors are thrown (core/error.hpp) and turned
+// into messages and exit codes by braid::cli::run.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <utility>
+#include <vector>
+
+namespace braid::driver {
+
+class Verbs {
+ public:
+  void add(CLI::App* sub, std::function<int()> body) { verbs_.emplace_back(sub, std::move(body)); }
+  // Runs the body of the subcommand given on the command line.
+  int run() const;
+
+ private:
+  std::vector<std::pair<CLI::App*, std::function<int()>>> verbs_;
+};
+
+// Whether -v/--verbose was given (before or after the verb).
+bool verbose(const CLI::App& app);
+
+void add_inspect_command(CLI::App& app, Verbs& verbs);
+void add_check_command(CLI::App& app, Verbs& verbs);
+void add_info_command(CLI::App& app, Verbs& verbs);
+
+}  // namespace braid::driver
