@@ -114,9 +114,10 @@ class BasicActivations {
   const T* logits() const;
   T* logits();
 
+  struct Impl;  // internal: model/model_impl.hpp
+
  private:
   friend class BasicModel<T>;
-  struct Impl;
   explicit BasicActivations(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -136,9 +137,10 @@ class BasicKVCache {
   // Keeps the first len tokens of the slot (len <= length): rewinds a speculative step.
   void truncate(int slot, std::int64_t len);
 
+  struct Impl;  // internal: model/model_impl.hpp
+
  private:
   friend class BasicModel<T>;
-  struct Impl;
   explicit BasicKVCache(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -199,8 +201,9 @@ class BasicModel {
   // Accumulates the value head's backward into acts.output_grad() and score.weight's grad.
   void values_backward(BasicActivations<T>& acts, const T* d_values);
 
+  struct Impl;  // internal: model/model_impl.hpp
+
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -52,7 +52,7 @@ class AdamW {
   std::int64_t step_ = 0;
 };
 
-// Learning rate at a step (0-based): linear warmup from 0 to peak over warmup_steps, then
+// Learning rate at a step (0-based): linear warmup, peak · (step + 1) / warmup_steps, then
 // constant, or cosine down to min_lr at total_steps.
 struct LrSchedule {
   enum class Kind { constant, cosine };

@@ -1,0 +1,54 @@
+// Embedding gather/scatter and the vector ops (axpy, scale, Σx²).
+#include "backend/cpu/kernels.hpp"
+
+#include <algorithm>
+
+namespace braid::backend::cpu {
+
+template <typename T>
+void embedding_forward(const std::int32_t* ids, std::int64_t n, const T* table, std::int64_t dim, T* out) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < n; ++r) std::copy_n(table + std::int64_t(ids[r]) * dim, dim, out + r * dim);
+}
+
+// Serial: rows may repeat a token, and the scatter is cheap beside the matrix products.
+template <typename T>
+void embedding_backward(const std::int32_t* ids, std::int64_t n, const T* d_out, std::int64_t dim, T* d_table) {
+  for (std::int64_t r = 0; r < n; ++r) {
+    T* dst = d_table + std::int64_t(ids[r]) * dim;
+    const T* src = d_out + r * dim;
+    for (std::int64_t j = 0; j < dim; ++j) dst[j] += src[j];
+  }
+}
+
+template <typename T>
+void axpy(std::int64_t n, T alpha, const T* x, T* y) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+template <typename T>
+void scale(std::int64_t n, T alpha, T* x) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+template <typename T>
+double sum_squares(std::int64_t n, const T* x) {
+  double s = 0;
+#pragma omp parallel for schedule(static) reduction(+ : s)
+  for (std::int64_t i = 0; i < n; ++i) s += double(x[i]) * double(x[i]);
+  return s;
+}
+
+#define BRAID_INSTANTIATE(T)                                                                       \
+  template void embedding_forward<T>(const std::int32_t*, std::int64_t, const T*, std::int64_t, T*); \
+  template void embedding_backward<T>(const std::int32_t*, std::int64_t, const T*, std::int64_t, T*); \
+  template void axpy<T>(std::int64_t, T, const T*, T*);                                             \
+  template void scale<T>(std::int64_t, T, T*);                                                      \
+  template double sum_squares<T>(std::int64_t, const T*);
+BRAID_INSTANTIATE(float)
+BRAID_INSTANTIATE(double)
+#undef BRAID_INSTANTIATE
+
+}  // namespace braid::backend::cpu

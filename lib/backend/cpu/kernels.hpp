@@ -1,0 +1,63 @@
+// The CPU kernels behind CpuBackend, templated on the scalar type (float for work,
+// double for gradient checks). Threads: OpenMP, with the count CpuBackend set.
+// Semantics of each op are those of backend::Ops (backend/backend.hpp).
+#pragma once
+
+#include "backend/backend.hpp"
+
+#include <cstdint>
+#include <span>
+
+namespace braid::backend::cpu {
+
+template <typename T>
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+          const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc);
+
+template <typename T>
+void embedding_forward(const std::int32_t* ids, std::int64_t n, const T* table, std::int64_t dim, T* out);
+template <typename T>
+void embedding_backward(const std::int32_t* ids, std::int64_t n, const T* d_out, std::int64_t dim,
+                        T* d_table);
+
+template <typename T>
+void rmsnorm_forward(const T* x, const T* w, std::int64_t n, std::int64_t dim, double eps, T* y, T* rstd);
+template <typename T>
+void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, std::int64_t n,
+                      std::int64_t dim, T* dx, T* dw);
+
+template <typename T>
+void rope(T* x, std::int64_t n, std::int64_t stride, int n_heads, int head_dim,
+          const std::int32_t* pos, const T* cos, const T* sin, bool inverse);
+
+template <typename T>
+void attention_forward(const AttentionDims& dims, std::span<const AttentionSegment> segs, const T* q,
+                       const T* k, const T* v, T* out, T* lse);
+template <typename T>
+void attention_backward(const AttentionDims& dims, std::span<const AttentionSegment> segs, const T* q,
+                        const T* k, const T* v, const T* out, const T* lse, const T* d_out, T* d_q,
+                        T* d_k, T* d_v);
+
+template <typename T>
+void swiglu_forward(const T* gate_up, std::int64_t n, std::int64_t inter, T* out);
+template <typename T>
+void swiglu_backward(const T* gate_up, const T* d_out, std::int64_t n, std::int64_t inter, T* d_gate_up);
+
+template <typename T>
+void axpy(std::int64_t n, T alpha, const T* x, T* y);
+template <typename T>
+void scale(std::int64_t n, T alpha, T* x);
+template <typename T>
+double sum_squares(std::int64_t n, const T* x);
+
+template <typename T>
+void softmax_stats(const T* logits, std::int64_t rows, std::int64_t vocab, const std::int32_t* targets,
+                   T* lse, T* logprob, T* entropy);
+template <typename T>
+void softmax_stats_backward(T* logits, std::int64_t rows, std::int64_t vocab, const std::int32_t* targets,
+                            const T* lse, const T* entropy, const T* d_logprob, const T* d_entropy);
+
+template <typename T>
+void adamw(std::int64_t n, T* w, const T* grad, T* m, T* v, const AdamWStep& s);
+
+}  // namespace braid::backend::cpu

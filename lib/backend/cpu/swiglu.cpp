@@ -1,0 +1,42 @@
+// SwiGLU of the Llama MLP: silu(gate) · up, from the fused [gate | up] projection.
+#include "backend/cpu/kernels.hpp"
+
+#include <cmath>
+
+namespace braid::backend::cpu {
+
+template <typename T>
+void swiglu_forward(const T* gate_up, std::int64_t n, std::int64_t inter, T* out) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < n; ++r) {
+    const T* g = gate_up + r * 2 * inter;
+    const T* u = g + inter;
+    T* o = out + r * inter;
+    for (std::int64_t j = 0; j < inter; ++j) o[j] = g[j] / (T(1) + std::exp(-g[j])) * u[j];
+  }
+}
+
+// d silu(g)/dg = σ(g) · (1 + g · (1 − σ(g))).
+template <typename T>
+void swiglu_backward(const T* gate_up, const T* d_out, std::int64_t n, std::int64_t inter, T* d_gate_up) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < n; ++r) {
+    const T* g = gate_up + r * 2 * inter;
+    const T* u = g + inter;
+    const T* dout = d_out + r * inter;
+    T* dg = d_gate_up + r * 2 * inter;
+    T* du = dg + inter;
+    for (std::int64_t j = 0; j < inter; ++j) {
+      const T sig = T(1) / (T(1) + std::exp(-g[j]));
+      du[j] = dout[j] * g[j] * sig;
+      dg[j] = dout[j] * u[j] * sig * (T(1) + g[j] * (T(1) - sig));
+    }
+  }
+}
+
+template void swiglu_forward<float>(const float*, std::int64_t, std::int64_t, float*);
+template void swiglu_forward<double>(const double*, std::int64_t, std::int64_t, double*);
+template void swiglu_backward<float>(const float*, const float*, std::int64_t, std::int64_t, float*);
+template void swiglu_backward<double>(const double*, const double*, std::int64_t, std::int64_t, double*);
+
+}  // namespace braid::backend::cpu

@@ -1,0 +1,115 @@
+// The CPU backend: host memory, OpenBLAS for products, OpenMP loops for the rest.
+// Every op is synchronous, so synchronize() has nothing to wait for.
+#include "backend/backend.hpp"
+#include "backend/cpu/kernels.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace braid::backend {
+namespace {
+
+template <typename T>
+class CpuOps final : public Ops<T> {
+ public:
+  void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+            std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) override {
+    cpu::gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  void embedding_forward(const std::int32_t* ids, std::int64_t n, const T* table, std::int64_t dim,
+                         T* out) override {
+    cpu::embedding_forward<T>(ids, n, table, dim, out);
+  }
+  void embedding_backward(const std::int32_t* ids, std::int64_t n, const T* d_out, std::int64_t dim,
+                          T* d_table) override {
+    cpu::embedding_backward<T>(ids, n, d_out, dim, d_table);
+  }
+  void rmsnorm_forward(const T* x, const T* w, std::int64_t n, std::int64_t dim, double eps, T* y,
+                       T* rstd) override {
+    cpu::rmsnorm_forward<T>(x, w, n, dim, eps, y, rstd);
+  }
+  void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, std::int64_t n, std::int64_t dim,
+                        T* dx, T* dw) override {
+    cpu::rmsnorm_backward<T>(x, w, rstd, dy, n, dim, dx, dw);
+  }
+  void rope(T* x, std::int64_t n, std::int64_t stride, int n_heads, int head_dim, const std::int32_t* pos,
+            const T* cos, const T* sin, bool inverse) override {
+    cpu::rope<T>(x, n, stride, n_heads, head_dim, pos, cos, sin, inverse);
+  }
+  void attention_forward(const AttentionDims& dims, std::span<const AttentionSegment> segs, const T* q,
+                         const T* k, const T* v, T* out, T* lse) override {
+    cpu::attention_forward<T>(dims, segs, q, k, v, out, lse);
+  }
+  void attention_backward(const AttentionDims& dims, std::span<const AttentionSegment> segs, const T* q,
+                          const T* k, const T* v, const T* out, const T* lse, const T* d_out, T* d_q,
+                          T* d_k, T* d_v) override {
+    cpu::attention_backward<T>(dims, segs, q, k, v, out, lse, d_out, d_q, d_k, d_v);
+  }
+  void swiglu_forward(const T* gate_up, std::int64_t n, std::int64_t inter, T* out) override {
+    cpu::swiglu_forward<T>(gate_up, n, inter, out);
+  }
+  void swiglu_backward(const T* gate_up, const T* d_out, std::int64_t n, std::int64_t inter,
+                       T* d_gate_up) override {
+    cpu::swiglu_backward<T>(gate_up, d_out, n, inter, d_gate_up);
+  }
+  void axpy(std::int64_t n, T alpha, const T* x, T* y) override { cpu::axpy<T>(n, alpha, x, y); }
+  void scale(std::int64_t n, T alpha, T* x) override { cpu::scale<T>(n, alpha, x); }
+  double sum_squares(std::int64_t n, const T* x) override { return cpu::sum_squares<T>(n, x); }
+  void softmax_stats(const T* logits, std::int64_t rows, std::int64_t vocab, const std::int32_t* targets,
+                     T* lse, T* logprob, T* entropy) override {
+    cpu::softmax_stats<T>(logits, rows, vocab, targets, lse, logprob, entropy);
+  }
+  void softmax_stats_backward(T* logits, std::int64_t rows, std::int64_t vocab, const std::int32_t* targets,
+                              const T* lse, const T* entropy, const T* d_logprob, const T* d_entropy) override {
+    cpu::softmax_stats_backward<T>(logits, rows, vocab, targets, lse, entropy, d_logprob, d_entropy);
+  }
+  void adamw(std::int64_t n, T* w, const T* grad, T* m, T* v, const AdamWStep& s) override {
+    cpu::adamw<T>(n, w, grad, m, v, s);
+  }
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : threads_(threads > 0 ? threads : available_cores()) {
+    openblas_set_num_threads(threads_);
+    omp_set_num_threads(threads_);
+  }
+
+  std::string name() const override { return "cpu"; }
+  int threads() const override { return threads_; }
+  bool supports(Op, DType) const override { return true; }
+  bool host_accessible() const override { return true; }
+
+  void* allocate(std::size_t bytes) override {
+    // 64-byte alignment: whole cache lines, and what AVX-512 loads like.
+    const std::size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void deallocate(void* p) noexcept override { std::free(p); }
+  void copy_to_device(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy(void* dst, const void* src, std::size_t bytes) override { std::memmove(dst, src, bytes); }
+  void fill_zero(void* dst, std::size_t bytes) override { std::memset(dst, 0, bytes); }
+  void synchronize() override {}
+
+ protected:
+  Ops<float>* f32_ops() override { return &f32_; }
+  Ops<double>* f64_ops() override { return &f64_; }
+
+ private:
+  int threads_;
+  CpuOps<float> f32_;
+  CpuOps<double> f64_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+}  // namespace braid::backend

@@ -1,0 +1,81 @@
+#include "model/config.hpp"
+
+#include "core/error.hpp"
+
+namespace braid::model {
+
+ModelConfig parse_config(const json& doc, const std::string& origin) {
+  Checker c(origin);
+  ModelConfig cfg;
+  if (!doc.is_object()) {
+    c.fail("", "expected a JSON object (a Hugging Face config.json)");
+    c.check();
+  }
+  const Bounds positive{.min = 1};
+  cfg.hidden_size = int(c.integer(doc, "", "hidden_size", positive).value_or(0));
+  cfg.num_hidden_layers = int(c.integer(doc, "", "num_hidden_layers", positive).value_or(0));
+  cfg.num_attention_heads = int(c.integer(doc, "", "num_attention_heads", positive).value_or(0));
+  cfg.num_key_value_heads =
+      int(c.integer(doc, "", "num_key_value_heads", positive, cfg.num_attention_heads).value_or(0));
+  cfg.intermediate_size = int(c.integer(doc, "", "intermediate_size", positive).value_or(0));
+  cfg.vocab_size = int(c.integer(doc, "", "vocab_size", positive).value_or(0));
+  cfg.rms_norm_eps = c.number(doc, "", "rms_norm_eps", {.min = 0, .exclusive_min = true}, 1e-6).value_or(1e-6);
+  cfg.rope_theta = c.number(doc, "", "rope_theta", {.min = 0, .exclusive_min = true}, 10000.0).value_or(1e4);
+  cfg.max_position_embeddings =
+      int(c.integer(doc, "", "max_position_embeddings", positive, 2048).value_or(2048));
+  cfg.tie_word_embeddings = c.boolean(doc, "", "tie_word_embeddings", false).value_or(false);
+
+  if (cfg.num_attention_heads > 0 && cfg.hidden_size > 0) {
+    if (cfg.hidden_size % cfg.num_attention_heads != 0)
+      c.fail("hidden_size", "must be a multiple of num_attention_heads");
+    else if (cfg.head_dim() % 2 != 0)
+      c.fail("hidden_size", "hidden_size / num_attention_heads (the head size) must be even for rotary embeddings");
+  }
+  if (cfg.num_key_value_heads > 0 && cfg.num_attention_heads % cfg.num_key_value_heads != 0)
+    c.fail("num_key_value_heads", "must divide num_attention_heads");
+  if (doc.contains("head_dim") && !doc["head_dim"].is_null() && cfg.num_attention_heads > 0) {
+    const auto hd = c.integer(doc, "", "head_dim", positive);
+    if (hd && *hd != cfg.head_dim())
+      c.fail("head_dim", "only head_dim = hidden_size / num_attention_heads is supported");
+  }
+  if (doc.contains("hidden_act")) {
+    c.string(doc, "", "hidden_act", {"silu"});
+  }
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    if (doc.contains(key) && c.boolean(doc, "", key).value_or(false))
+      c.fail(key, "biases in attention or MLP projections are not supported");
+  }
+  if (doc.contains("rope_scaling") && !doc["rope_scaling"].is_null())
+    c.fail("rope_scaling", "rope scaling is not supported (must be null or absent)");
+  if (doc.contains("model_type") && doc["model_type"].is_string() && doc["model_type"] != "llama")
+    c.fail("model_type", "expected \"llama\"");
+  c.check();
+  return cfg;
+}
+
+ModelConfig load_config(const std::string& path) { return parse_config(load_json_file(path), path); }
+
+json config_to_json(const ModelConfig& cfg) {
+  return json{
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"hidden_act", "silu"},
+      {"hidden_size", cfg.hidden_size},
+      {"num_hidden_layers", cfg.num_hidden_layers},
+      {"num_attention_heads", cfg.num_attention_heads},
+      {"num_key_value_heads", cfg.num_key_value_heads},
+      {"intermediate_size", cfg.intermediate_size},
+      {"vocab_size", cfg.vocab_size},
+      {"rms_norm_eps", cfg.rms_norm_eps},
+      {"rope_theta", cfg.rope_theta},
+      {"max_position_embeddings", cfg.max_position_embeddings},
+      {"tie_word_embeddings", cfg.tie_word_embeddings},
+      {"attention_bias", false},
+      {"mlp_bias", false},
+      {"rope_scaling", nullptr},
+      {"initializer_range", 0.02},
+      {"torch_dtype", "float32"},
+  };
+}
+
+}  // namespace braid::model

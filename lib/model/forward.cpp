@@ -1,0 +1,207 @@
+// The forward passes: over whole sequences (training, scoring) and over new tokens
+// appended to a KV cache (prefill and decode). Both run the same layer body; they
+// differ only in where attention finds its keys and values.
+#include "model/model_impl.hpp"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <vector>
+
+namespace braid::model {
+namespace {
+
+template <typename T>
+struct LayerIo {
+  const T* x;  // residual stream in
+  T* mid;      // after attention (may alias x in inference)
+  T* out;      // after the MLP (may alias mid)
+};
+
+// One decoder layer. attend(qkv, att, lse) runs attention on the layer's q|k|v rows.
+template <typename T, typename Attend>
+void layer_forward(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, int l,
+                   LayerIo<T> io, Attend&& attend) {
+  backend::Ops<T>& ops = *m.ops;
+  const LayerWeights<T>& w = m.w[std::size_t(l)];
+  const ModelConfig& c = m.cfg;
+  const std::int64_t N = a.n, D = a.D, QKV = a.QKV, HD = a.HD, I = a.I;
+  const std::int64_t s = a.slot(l);
+  T* ln1 = a.ln1.data() + s * a.max_tokens * D;
+  T* rstd1 = a.rstd1.data() + s * a.max_tokens;
+  T* qkv = a.qkv.data() + s * a.max_tokens * QKV;
+  T* att = a.att.data() + s * a.max_tokens * HD;
+  T* lse = a.lse.data() + s * a.max_tokens * a.H;
+  T* ln2 = a.ln2.data() + s * a.max_tokens * D;
+  T* rstd2 = a.rstd2.data() + s * a.max_tokens;
+  T* gu = a.gate_up.data() + s * a.max_tokens * 2 * I;
+  T* act = a.act.data() + s * a.max_tokens * I;
+
+  ops.rmsnorm_forward(io.x, w.ln1, N, D, c.rms_norm_eps, ln1, rstd1);
+  ops.gemm(false, true, N, QKV, D, T(1), ln1, D, w.qkv, D, T(0), qkv, QKV);
+  const int hd = c.head_dim();
+  ops.rope(qkv, N, QKV, c.num_attention_heads, hd, a.pos.data(), m.cos.data(), m.sin.data(), false);
+  ops.rope(qkv + std::int64_t(c.num_attention_heads) * hd, N, QKV, c.num_key_value_heads, hd, a.pos.data(),
+           m.cos.data(), m.sin.data(), false);
+  attend(qkv, att, lse);
+  if (io.mid != io.x) m.be->copy(io.mid, io.x, std::size_t(N * D) * sizeof(T));
+  ops.gemm(false, true, N, D, HD, T(1), att, HD, w.o, HD, T(1), io.mid, D);
+
+  ops.rmsnorm_forward(io.mid, w.ln2, N, D, c.rms_norm_eps, ln2, rstd2);
+  ops.gemm(false, true, N, 2 * I, D, T(1), ln2, D, w.gate_up, D, T(0), gu, 2 * I);
+  ops.swiglu_forward(gu, N, I, act);
+  if (io.out != io.mid) m.be->copy(io.out, io.mid, std::size_t(N * D) * sizeof(T));
+  ops.gemm(false, true, N, D, I, T(1), act, I, w.down, I, T(1), io.out, D);
+}
+
+template <typename T>
+backend::AttentionDims dims_of(const ModelConfig& c, std::int64_t q_stride, std::int64_t kv_stride) {
+  return {c.num_attention_heads, c.num_key_value_heads, c.head_dim(), q_stride, kv_stride};
+}
+
+template <typename T>
+void check_tokens(const typename BasicModel<T>::Impl& m, std::span<const std::int32_t> tokens, std::int64_t n) {
+  if (std::int64_t(tokens.size()) != n)
+    throw std::invalid_argument(fmt::format("forward: {} tokens given for {} positions", tokens.size(), n));
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= m.cfg.vocab_size)
+      throw std::invalid_argument(
+          fmt::format("forward: token {} at row {} is outside the vocabulary of {}", tokens[i], i, m.cfg.vocab_size));
+}
+
+}  // namespace
+
+template <typename T>
+void BasicModel<T>::forward(const Batch& batch, BasicActivations<T>& acts) const {
+  const Impl& m = *impl_;
+  auto& a = *acts.impl_;
+  const auto& off = batch.offsets;
+  if (off.size() < 2 || off[0] != 0) throw std::invalid_argument("forward: offsets must start at 0 and hold n+1 entries");
+  const std::int64_t n_seq = std::int64_t(off.size()) - 1, N = off.back();
+  if (n_seq > a.max_seqs || N > a.max_tokens)
+    throw std::invalid_argument(fmt::format("forward: batch of {} sequences / {} tokens exceeds the activations' {} / {}",
+                                            n_seq, N, a.max_seqs, a.max_tokens));
+  a.n = N;
+  a.n_out = N;
+  a.segs.clear();
+  std::vector<std::int32_t> pos(static_cast<std::size_t>(N));
+  for (std::int64_t s = 0; s < n_seq; ++s) {
+    const std::int64_t len = off[std::size_t(s + 1)] - off[std::size_t(s)];
+    if (len < 0 || len > m.cfg.max_position_embeddings)
+      throw std::invalid_argument(fmt::format("forward: sequence {} has length {} (max_position_embeddings {})", s,
+                                              len, m.cfg.max_position_embeddings));
+    a.segs.push_back({off[std::size_t(s)], len, off[std::size_t(s)], 0});
+    for (std::int64_t i = 0; i < len; ++i) pos[std::size_t(off[std::size_t(s)] + i)] = std::int32_t(i);
+  }
+  m.be->copy_to_device(a.pos.data(), pos.data(), pos.size() * sizeof(std::int32_t));
+
+  const std::int64_t D = a.D;
+  T* x = a.resid_at(0);
+  if (m.first()) {
+    check_tokens<T>(m, batch.tokens, N);
+    m.be->copy_to_device(a.tokens.data(), batch.tokens.data(), std::size_t(N) * sizeof(std::int32_t));
+    m.ops->embedding_forward(a.tokens.data(), N, m.embed, D, x);
+  }
+  const auto dims = dims_of<T>(m.cfg, a.QKV, a.QKV);
+  const std::int64_t k_off = std::int64_t(m.cfg.num_attention_heads) * m.cfg.head_dim();
+  const std::int64_t v_off = k_off + std::int64_t(m.cfg.num_key_value_heads) * m.cfg.head_dim();
+  for (int l = 0; l < m.layers(); ++l) {
+    LayerIo<T> io{x, x, x};
+    if (a.training) io = {a.resid_at(2 * l), a.resid_at(2 * l + 1), a.resid_at(2 * l + 2)};
+    layer_forward<T>(m, a, l, io, [&](T* qkv, T* att, T* lse) {
+      m.ops->attention_forward(dims, a.segs, qkv, qkv + k_off, qkv + v_off, att, lse);
+    });
+    x = io.out;
+  }
+  if (m.last()) {
+    m.ops->rmsnorm_forward(x, m.norm, N, D, m.cfg.rms_norm_eps, a.final_out.data(), a.final_rstd.data());
+    a.output_ptr = a.final_out.data();
+  } else {
+    a.output_ptr = x;
+  }
+  if (a.training) m.be->fill_zero(a.out_grad.data(), std::size_t(N * D) * sizeof(T));
+  a.last_was_training_forward = a.training;
+}
+
+template <typename T>
+void BasicModel<T>::forward_cached(std::span<const std::int32_t> tokens, std::span<const Segment> segments,
+                                   BasicKVCache<T>& cache, BasicActivations<T>& acts) const {
+  const Impl& m = *impl_;
+  auto& a = *acts.impl_;
+  auto& kv = *cache.impl_;
+  if (kv.layers != m.layers()) throw std::invalid_argument("forward_cached: the cache was made for another stage");
+  const std::int64_t n_seg = std::int64_t(segments.size());
+  if (n_seg == 0) throw std::invalid_argument("forward_cached: no segments");
+  if (n_seg > a.max_seqs) throw std::invalid_argument("forward_cached: more segments than the activations hold");
+  a.segs.clear();
+  std::vector<char> seen(std::size_t(kv.slots), 0);
+  std::vector<std::int32_t> pos;
+  std::int64_t N = 0;
+  for (const Segment& sg : segments) {
+    if (sg.slot < 0 || sg.slot >= kv.slots) throw std::invalid_argument(fmt::format("forward_cached: no slot {}", sg.slot));
+    if (seen[std::size_t(sg.slot)]++) throw std::invalid_argument(fmt::format("forward_cached: slot {} given twice", sg.slot));
+    const std::int64_t past = kv.length[std::size_t(sg.slot)];
+    if (sg.len <= 0 || past + sg.len > kv.max_len)
+      throw std::invalid_argument(fmt::format("forward_cached: slot {} would hold {} tokens (cache max_len {})", sg.slot,
+                                              past + sg.len, kv.max_len));
+    a.segs.push_back({N, sg.len, std::int64_t(sg.slot) * kv.max_len, past});
+    for (std::int64_t i = 0; i < sg.len; ++i) pos.push_back(std::int32_t(past + i));
+    N += sg.len;
+  }
+  if (N > a.max_tokens) throw std::invalid_argument("forward_cached: more tokens than the activations hold");
+  a.n = N;
+  m.be->copy_to_device(a.pos.data(), pos.data(), pos.size() * sizeof(std::int32_t));
+
+  const std::int64_t D = a.D, row = kv.row;
+  T* x = a.resid_at(0);  // in place through every layer
+  if (m.first()) {
+    check_tokens<T>(m, tokens, N);
+    m.be->copy_to_device(a.tokens.data(), tokens.data(), std::size_t(N) * sizeof(std::int32_t));
+    m.ops->embedding_forward(a.tokens.data(), N, m.embed, D, x);
+  }
+  const auto dims = dims_of<T>(m.cfg, a.QKV, row);
+  const std::int64_t k_off = std::int64_t(m.cfg.num_attention_heads) * m.cfg.head_dim();
+  const std::int64_t v_off = k_off + row;
+  for (int l = 0; l < m.layers(); ++l) {
+    LayerIo<T> io{x, x, x};
+    if (a.training) io = {a.resid_at(0), a.resid_at(0), a.resid_at(0)};
+    T* k_cache = kv.k.data() + kv.layer_offset(l);
+    T* v_cache = kv.v.data() + kv.layer_offset(l);
+    layer_forward<T>(m, a, l, io, [&](T* qkv, T* att, T* lse) {
+      for (const backend::AttentionSegment& sg : a.segs)
+        for (std::int64_t i = 0; i < sg.q_len; ++i) {
+          const T* src = qkv + (sg.q_begin + i) * a.QKV;
+          const std::int64_t dst = (sg.kv_begin + sg.past + i) * row;
+          m.be->copy(k_cache + dst, src + k_off, std::size_t(row) * sizeof(T));
+          m.be->copy(v_cache + dst, src + v_off, std::size_t(row) * sizeof(T));
+        }
+      m.ops->attention_forward(dims, a.segs, qkv, k_cache, v_cache, att, lse);
+    });
+  }
+  for (const Segment& sg : segments) kv.length[std::size_t(sg.slot)] += sg.len;
+
+  if (m.last()) {
+    for (std::int64_t s = 0; s < n_seg; ++s) {
+      const auto& sg = a.segs[std::size_t(s)];
+      m.be->copy(a.last_rows.data() + s * D, x + (sg.q_begin + sg.q_len - 1) * D, std::size_t(D) * sizeof(T));
+    }
+    m.ops->rmsnorm_forward(a.last_rows.data(), m.norm, n_seg, D, m.cfg.rms_norm_eps, a.final_out.data(),
+                           a.final_rstd.data());
+    if (a.has_logits) lm_logits(a.final_out.data(), n_seg, a.logits.data());
+    a.output_ptr = a.final_out.data();
+    a.n_out = n_seg;
+  } else {
+    a.output_ptr = x;
+    a.n_out = N;
+  }
+  a.last_was_training_forward = false;
+}
+
+template void BasicModel<float>::forward(const Batch&, BasicActivations<float>&) const;
+template void BasicModel<double>::forward(const Batch&, BasicActivations<double>&) const;
+template void BasicModel<float>::forward_cached(std::span<const std::int32_t>, std::span<const Segment>,
+                                                BasicKVCache<float>&, BasicActivations<float>&) const;
+template void BasicModel<double>::forward_cached(std::span<const std::int32_t>, std::span<const Segment>,
+                                                 BasicKVCache<double>&, BasicActivations<double>&) const;
+
+}  // namespace braid::model

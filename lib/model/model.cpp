@@ -1,0 +1,236 @@
+// Construction of a model (or a stage of one): the parameter layout under Hugging Face
+// names, initialisation, the heads, and the buffers a forward needs.
+#include "model/model_impl.hpp"
+
+#include "core/rng.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace braid::model {
+namespace {
+
+struct Layout {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  int layer;
+};
+
+// The stage's tensors in storage order. Within a layer q, k, v and gate, up are adjacent.
+std::vector<Layout> layout(const ModelConfig& c, const ModelOptions& o, int begin, int end) {
+  const std::int64_t D = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const std::int64_t hd = c.head_dim(), H = c.num_attention_heads, KV = c.num_key_value_heads;
+  const bool first = begin == 0, last = end == c.num_hidden_layers;
+  std::vector<Layout> out;
+  // A last stage of a tied model keeps its own copy of the embedding as its LM head.
+  if (first || (last && o.lm_head && c.tie_word_embeddings)) out.push_back({"model.embed_tokens.weight", {V, D}, -1});
+  for (int l = begin; l < end; ++l) {
+    const std::string p = fmt::format("model.layers.{}.", l);
+    out.push_back({p + "input_layernorm.weight", {D}, l});
+    out.push_back({p + "self_attn.q_proj.weight", {H * hd, D}, l});
+    out.push_back({p + "self_attn.k_proj.weight", {KV * hd, D}, l});
+    out.push_back({p + "self_attn.v_proj.weight", {KV * hd, D}, l});
+    out.push_back({p + "self_attn.o_proj.weight", {D, H * hd}, l});
+    out.push_back({p + "post_attention_layernorm.weight", {D}, l});
+    out.push_back({p + "mlp.gate_proj.weight", {I, D}, l});
+    out.push_back({p + "mlp.up_proj.weight", {I, D}, l});
+    out.push_back({p + "mlp.down_proj.weight", {D, I}, l});
+  }
+  if (last) {
+    out.push_back({"model.norm.weight", {D}, -1});
+    if (o.lm_head && !c.tie_word_embeddings) out.push_back({"lm_head.weight", {V, D}, -1});
+    if (o.value_head) out.push_back({"score.weight", {1, D}, -1});
+  }
+  return out;
+}
+
+std::uint64_t name_stream(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char ch : s) { h ^= ch; h *= 1099511628211ull; }
+  return h;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+std::int64_t parameter_count(const ModelConfig& cfg, const ModelOptions& opt) {
+  const int end = opt.layers.end < 0 ? cfg.num_hidden_layers : opt.layers.end;
+  std::int64_t n = 0;
+  for (const Layout& t : layout(cfg, opt, opt.layers.begin, end)) {
+    std::int64_t k = 1;
+    for (auto d : t.shape) k *= d;
+    n += k;
+  }
+  return n;
+}
+
+template <typename T>
+BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backend::Backend& be)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.cfg = cfg;
+  m.opt = opt;
+  m.be = &be;
+  m.ops = &be.template ops<T>();
+  m.begin = opt.layers.begin;
+  m.end = opt.layers.end < 0 ? cfg.num_hidden_layers : opt.layers.end;
+  if (m.begin < 0 || m.begin >= m.end || m.end > cfg.num_hidden_layers)
+    throw std::invalid_argument(fmt::format("layer range [{}, {}) is not inside a model of {} layers", m.begin,
+                                            m.end, cfg.num_hidden_layers));
+  if (cfg.hidden_size <= 0 || cfg.num_attention_heads <= 0 || cfg.num_key_value_heads <= 0 ||
+      cfg.num_attention_heads % cfg.num_key_value_heads != 0 || cfg.hidden_size % cfg.num_attention_heads != 0 ||
+      cfg.head_dim() % 2 != 0)
+    throw std::invalid_argument("model config has inconsistent head counts or sizes");
+
+  const std::vector<Layout> lay = layout(cfg, opt, m.begin, m.end);
+  std::int64_t total = 0;
+  for (const Layout& t : lay) {
+    std::int64_t k = 1;
+    for (auto d : t.shape) k *= d;
+    total += k;
+  }
+  m.params = backend::Buffer<T>(be, std::size_t(total));
+  m.grads = backend::Buffer<T>(be, std::size_t(total));
+  std::int64_t off = 0;
+  for (const Layout& t : lay) {
+    Tensor<T> x{t.name, t.shape, m.params.data() + off, m.grads.data() + off, 1, t.layer};
+    for (auto d : t.shape) x.numel *= d;
+    off += x.numel;
+    m.tensors.push_back(std::move(x));
+  }
+
+  m.w.resize(std::size_t(m.layers()));
+  m.g.resize(std::size_t(m.layers()));
+  for (const Tensor<T>& t : m.tensors) {
+    if (t.layer >= 0) {
+      const auto i = std::size_t(t.layer - m.begin);
+      LayerWeights<T>& w = m.w[i];
+      LayerWeights<T>& g = m.g[i];
+      auto set = [&](T*& wp, T*& gp) { wp = t.data; gp = t.grad; };
+      if (ends_with(t.name, "input_layernorm.weight")) set(w.ln1, g.ln1);
+      else if (ends_with(t.name, "q_proj.weight")) set(w.qkv, g.qkv);
+      else if (ends_with(t.name, "o_proj.weight")) set(w.o, g.o);
+      else if (ends_with(t.name, "post_attention_layernorm.weight")) set(w.ln2, g.ln2);
+      else if (ends_with(t.name, "gate_proj.weight")) set(w.gate_up, g.gate_up);
+      else if (ends_with(t.name, "down_proj.weight")) set(w.down, g.down);
+    } else if (t.name == "model.embed_tokens.weight") {
+      m.embed = t.data;
+      m.embed_g = t.grad;
+    } else if (t.name == "model.norm.weight") {
+      m.norm = t.data;
+      m.norm_g = t.grad;
+    } else if (t.name == "lm_head.weight") {
+      m.head = t.data;
+      m.head_g = t.grad;
+    } else if (t.name == "score.weight") {
+      m.score = t.data;
+      m.score_g = t.grad;
+    }
+  }
+  if (m.last() && opt.lm_head && cfg.tie_word_embeddings) {
+    m.head = m.embed;
+    m.head_g = m.embed_g;
+  }
+  if (!m.first()) {
+    // The embedding copy of a tied last stage is its head, not an input layer.
+    if (!(m.last() && opt.lm_head && cfg.tie_word_embeddings)) { m.embed = nullptr; m.embed_g = nullptr; }
+  }
+
+  // Rotary tables in double, as Hugging Face computes inv_freq = θ^(−2j/d).
+  const int half = cfg.head_dim() / 2;
+  const std::int64_t P = cfg.max_position_embeddings;
+  std::vector<T> c(std::size_t(P * half)), s(std::size_t(P * half));
+  for (std::int64_t p = 0; p < P; ++p)
+    for (int j = 0; j < half; ++j) {
+      const double inv_freq = 1.0 / std::pow(cfg.rope_theta, 2.0 * j / cfg.head_dim());
+      c[std::size_t(p * half + j)] = T(std::cos(double(p) * inv_freq));
+      s[std::size_t(p * half + j)] = T(std::sin(double(p) * inv_freq));
+    }
+  m.cos = backend::Buffer<T>(be, c.size());
+  m.sin = backend::Buffer<T>(be, s.size());
+  be.copy_to_device(m.cos.data(), c.data(), c.size() * sizeof(T));
+  be.copy_to_device(m.sin.data(), s.data(), s.size() * sizeof(T));
+}
+
+template <typename T> BasicModel<T>::~BasicModel() = default;
+template <typename T> BasicModel<T>::BasicModel(BasicModel&&) noexcept = default;
+template <typename T> BasicModel<T>& BasicModel<T>::operator=(BasicModel&&) noexcept = default;
+
+template <typename T> const ModelConfig& BasicModel<T>::config() const { return impl_->cfg; }
+template <typename T> const ModelOptions& BasicModel<T>::options() const { return impl_->opt; }
+template <typename T> backend::Backend& BasicModel<T>::backend() const { return *impl_->be; }
+template <typename T> int BasicModel<T>::layer_begin() const { return impl_->begin; }
+template <typename T> int BasicModel<T>::layer_end() const { return impl_->end; }
+template <typename T> bool BasicModel<T>::is_first_stage() const { return impl_->first(); }
+template <typename T> bool BasicModel<T>::is_last_stage() const { return impl_->last(); }
+template <typename T> std::vector<Tensor<T>>& BasicModel<T>::tensors() { return impl_->tensors; }
+template <typename T> const std::vector<Tensor<T>>& BasicModel<T>::tensors() const { return impl_->tensors; }
+template <typename T> std::span<T> BasicModel<T>::parameters() { return {impl_->params.data(), impl_->params.size()}; }
+template <typename T> std::span<T> BasicModel<T>::gradients() { return {impl_->grads.data(), impl_->grads.size()}; }
+template <typename T> std::int64_t BasicModel<T>::parameter_count() const { return std::int64_t(impl_->params.size()); }
+
+template <typename T>
+Tensor<T>* BasicModel<T>::find(const std::string& hf_name) {
+  for (Tensor<T>& t : impl_->tensors)
+    if (t.name == hf_name) return &t;
+  return nullptr;
+}
+
+template <typename T>
+void BasicModel<T>::init_random(std::uint64_t seed, double std) {
+  Impl& m = *impl_;
+  std::vector<T> host;
+  for (Tensor<T>& t : m.tensors) {
+    host.assign(std::size_t(t.numel), T(0));
+    if (t.shape.size() == 1) {
+      std::fill(host.begin(), host.end(), T(1));
+    } else {
+      Rng rng(seed, name_stream(t.name));
+      for (T& x : host) x = T(rng.normal() * std);
+    }
+    m.be->copy_to_device(t.data, host.data(), host.size() * sizeof(T));
+  }
+}
+
+template <typename T>
+void BasicModel<T>::zero_grad() { impl_->grads.zero(); }
+
+template <typename T>
+const T* BasicModel<T>::lm_head_weight() const { return impl_->head; }
+template <typename T>
+T* BasicModel<T>::lm_head_grad() { return impl_->head_g; }
+
+template <typename T>
+void BasicModel<T>::lm_logits(const T* hidden, std::int64_t rows, T* logits) const {
+  const Impl& m = *impl_;
+  if (!m.head) throw std::logic_error("lm_logits: this stage has no LM head");
+  const std::int64_t D = m.cfg.hidden_size, V = m.cfg.vocab_size;
+  m.ops->gemm(false, true, rows, V, D, T(1), hidden, D, m.head, D, T(0), logits, V);
+}
+
+template <typename T>
+void BasicModel<T>::values(const BasicActivations<T>& acts, T* values) const {
+  const Impl& m = *impl_;
+  if (!m.score) throw std::logic_error("values: this stage has no value head");
+  const std::int64_t D = m.cfg.hidden_size;
+  m.ops->gemm(false, true, acts.impl_->n_out, 1, D, T(1), acts.output(), D, m.score, D, T(0), values, 1);
+}
+
+template <typename T>
+void BasicModel<T>::values_backward(BasicActivations<T>& acts, const T* d_values) {
+  Impl& m = *impl_;
+  if (!m.score) throw std::logic_error("values_backward: this stage has no value head");
+  const std::int64_t D = m.cfg.hidden_size, N = acts.impl_->n;
+  m.ops->gemm(false, false, N, D, 1, T(1), d_values, 1, m.score, D, T(1), acts.output_grad(), D);
+  m.ops->gemm(true, false, 1, D, N, T(1), d_values, 1, acts.output(), D, T(1), m.score_g, D);
+}
+
+template class BasicModel<float>;
+template class BasicModel<double>;
+
+}  // namespace braid::model

@@ -1,0 +1,84 @@
+// Internal: the state behind BasicModel, BasicActivations and BasicKVCache, shared by
+// the files that implement construction, forward, cached forward and backward.
+#pragma once
+
+#include "model/model.hpp"
+
+#include <vector>
+
+namespace braid::model {
+
+// Pointers of one decoder layer's weights (or gradients) inside the contiguous buffer.
+// q|k|v and gate|up are adjacent tensors, so each pair is one fused matrix.
+template <typename T>
+struct LayerWeights {
+  T* ln1 = nullptr;      // input_layernorm [D]
+  T* qkv = nullptr;      // q_proj, k_proj, v_proj stacked: [(H + 2KV)·hd × D]
+  T* o = nullptr;        // o_proj [D × H·hd]
+  T* ln2 = nullptr;      // post_attention_layernorm [D]
+  T* gate_up = nullptr;  // gate_proj, up_proj stacked: [2I × D]
+  T* down = nullptr;     // down_proj [D × I]
+};
+
+template <typename T>
+struct BasicModel<T>::Impl {
+  ModelConfig cfg;
+  ModelOptions opt;
+  backend::Backend* be = nullptr;
+  backend::Ops<T>* ops = nullptr;
+  int begin = 0, end = 0;
+  backend::Buffer<T> params, grads;
+  std::vector<Tensor<T>> tensors;
+  T* embed = nullptr;   T* embed_g = nullptr;
+  std::vector<LayerWeights<T>> w, g;
+  T* norm = nullptr;    T* norm_g = nullptr;
+  T* head = nullptr;    T* head_g = nullptr;   // LM head (may alias the embedding)
+  T* score = nullptr;   T* score_g = nullptr;
+  backend::Buffer<T> cos, sin;                  // [max_position_embeddings × hd/2]
+
+  bool first() const { return begin == 0; }
+  bool last() const { return end == cfg.num_hidden_layers; }
+  int layers() const { return end - begin; }
+};
+
+// Per-layer activation slots; in inference mode one slot serves every layer.
+template <typename T>
+struct BasicActivations<T>::Impl {
+  backend::Backend* be = nullptr;
+  bool training = false;
+  std::int64_t max_tokens = 0, max_seqs = 0;
+  int layers = 0, slots = 0;           // slots = layers (training) or 1
+  int D = 0, QKV = 0, HD = 0, H = 0, I = 0, V = 0;
+  bool has_logits = false;
+
+  std::int64_t n = 0;                  // tokens of the last forward
+  std::int64_t n_out = 0;              // rows of output(): n, or segments after forward_cached
+  bool last_was_training_forward = false;
+  std::vector<backend::AttentionSegment> segs;
+  backend::Buffer<std::int32_t> tokens, pos;
+
+  // resid: training: 2·layers + 1 rows of N × D (input, then mid and out of each layer);
+  // inference: one N × D stream updated in place.
+  backend::Buffer<T> resid;
+  backend::Buffer<T> ln1, rstd1, qkv, att, lse, ln2, rstd2, gate_up, act;
+  backend::Buffer<T> final_out, final_rstd;      // last stage
+  backend::Buffer<T> last_rows;                  // forward_cached: last token rows [segs × D]
+  backend::Buffer<T> logits;                     // forward_cached: [segs × V]
+  backend::Buffer<T> out_grad, d_res, d_ln, d_qkv, d_att, d_gate_up, d_act;  // training
+
+  T* resid_at(int i) { return resid.data() + std::int64_t(i) * max_tokens * D; }
+  std::int64_t slot(int l) const { return training ? l : 0; }
+  const T* output_ptr = nullptr;
+};
+
+template <typename T>
+struct BasicKVCache<T>::Impl {
+  int layers = 0, slots = 0;
+  std::int64_t max_len = 0, row = 0;   // row = kv heads · head_dim
+  backend::Buffer<T> k, v;             // [layers × slots × max_len × row]
+  std::vector<std::int64_t> length;
+
+  std::int64_t layer_offset(int l) const { return std::int64_t(l) * slots * max_len * row; }
+};
+
+}  // namespace braid::model
