@@ -1,0 +1,47 @@
+// Model weights to and from HDF5 weight shards (io/weight_shard.hpp), by layer range.
+//
+// A checkpoint of S pipeline stages is S files, stage_path(out, i, S), each holding
+// the tensors of its stage under Hugging Face names. Loading looks every tensor of
+// the receiving model up in whichever file has it, so 4 stage files load into a
+// model of 1 or 2 stages, and back.
+//
+// Tied embeddings: the last stage of a tied model keeps a copy of
+// model.embed_tokens.weight as its LM head. Only the first stage writes it (one copy
+// per checkpoint); a tied last stage loads it from the first stage's file.
+#pragma once
+
+#include "io/weight_shard.hpp"
+#include "model/model.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace braid::train {
+
+// Layers split as evenly as possible over `stages` (earlier stages take the extra ones).
+std::vector<model::LayerRange> split_layers(int num_layers, int stages);
+
+// out itself for one stage; "ckpt.h5" -> "ckpt.stage2-of-4.h5" for stage 2 of 4.
+std::filesystem::path stage_path(const std::filesystem::path& out, int stage, int stages);
+// The files of a checkpoint written with stage_path(out, *, stages).
+std::vector<std::filesystem::path> stage_paths(const std::filesystem::path& out, int stages);
+
+struct SaveInfo {
+  std::int64_t step = 0;
+  std::string created_by;     // the command line
+  std::string config_json;    // config.json text to store; "" = config_to_json(model config)
+};
+
+// Writes the model's stage as one shard, atomically.
+void save_weights(const model::Model& m, const std::filesystem::path& path, const SaveInfo& info = {});
+
+// Fills every tensor of m from the shards. InputError (naming the file and tensor) when a
+// tensor is missing, has another shape, or the shards' config differs from m's.
+void load_weights(model::Model& m, const io::WeightShardSet& shards);
+
+// The model config the shards were written with (from the first shard).
+model::ModelConfig config_of(const io::WeightShardSet& shards);
+
+}  // namespace braid::train

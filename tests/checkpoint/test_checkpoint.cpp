@@ -1,0 +1,143 @@
+#define BOOST_TEST_MODULE checkpoint
+#include <boost/test/unit_test.hpp>
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "train/checkpoint.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <vector>
+
+namespace fs = std::filesystem;
+using braid::model::Model;
+using braid::model::ModelConfig;
+
+namespace {
+
+ModelConfig tiny(bool tied = false) {
+  ModelConfig c;
+  c.hidden_size = 16;
+  c.num_hidden_layers = 4;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.intermediate_size = 24;
+  c.vocab_size = 40;
+  c.max_position_embeddings = 32;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+fs::path scratch(const std::string& name) { return fs::path(std::getenv("BRAID_SCRATCH")) / name; }
+
+std::vector<Model> stages(const ModelConfig& c, int n, braid::backend::Backend& be) {
+  std::vector<Model> out;
+  for (auto r : braid::train::split_layers(c.num_hidden_layers, n)) out.emplace_back(c, braid::model::ModelOptions{.layers = r}, be);
+  return out;
+}
+
+std::map<std::string, std::vector<float>> weights_of(const std::vector<Model>& ms) {
+  std::map<std::string, std::vector<float>> w;
+  for (const Model& m : ms) {
+    for (const auto& t : m.tensors()) {
+      std::vector<float> v(t.data, t.data + t.numel);
+      auto [it, fresh] = w.emplace(t.name, v);
+      if (!fresh) BOOST_TEST((it->second == v), "two stages disagree on " << t.name);
+    }
+  }
+  return w;
+}
+
+void save(const std::vector<Model>& ms, const fs::path& out) {
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    braid::train::save_weights(ms[i], braid::train::stage_path(out, int(i), int(ms.size())), {.step = 7});
+  }
+}
+
+void load(std::vector<Model>& ms, const fs::path& out, int files) {
+  braid::io::WeightShardSet set(braid::train::stage_paths(out, files));
+  for (Model& m : ms) braid::train::load_weights(m, set);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(layer_split_and_file_names) {
+  const auto r = braid::train::split_layers(10, 4);
+  BOOST_TEST(r.size() == 4u);
+  BOOST_TEST(r[0].begin == 0);
+  BOOST_TEST(r[0].end == 3);
+  BOOST_TEST(r[1].end == 6);
+  BOOST_TEST(r[2].end == 8);
+  BOOST_TEST(r[3].end == 10);
+  BOOST_CHECK_THROW(braid::train::split_layers(2, 3), braid::UsageError);
+  BOOST_TEST(braid::train::stage_path("out/ckpt.h5", 2, 4) == fs::path("out/ckpt.stage2-of-4.h5"));
+  BOOST_TEST(braid::train::stage_path("out/ckpt.h5", 0, 1) == fs::path("out/ckpt.h5"));
+}
+
+BOOST_AUTO_TEST_CASE(four_stage_checkpoint_loads_into_one_and_two_stages_and_back) {
+  auto be = braid::backend::make_cpu_backend(1);
+  const ModelConfig c = tiny();
+  auto four = stages(c, 4, *be);
+  for (auto& m : four) m.init_random(99);
+  const auto want = weights_of(four);
+  const fs::path ck4 = scratch("ck4.h5");
+  save(four, ck4);
+
+  auto one = stages(c, 1, *be);
+  load(one, ck4, 4);
+  BOOST_TEST((weights_of(one) == want));
+
+  auto two = stages(c, 2, *be);
+  load(two, ck4, 4);
+  BOOST_TEST((weights_of(two) == want));
+  const fs::path ck2 = scratch("ck2.h5");
+  save(two, ck2);
+
+  auto back = stages(c, 4, *be);
+  for (auto& m : back) m.init_random(1);  // other weights, to be overwritten
+  BOOST_TEST((weights_of(back) != want));
+  load(back, ck2, 2);
+  BOOST_TEST((weights_of(back) == want));
+
+  braid::io::WeightShardReader r(braid::train::stage_path(ck2, 1, 2));
+  BOOST_TEST(r.meta().layer_begin == 2);
+  BOOST_TEST(r.meta().layer_end == 4);
+  BOOST_TEST(r.meta().has_head);
+  BOOST_TEST(!r.meta().has_embedding);
+  BOOST_TEST(r.meta().step == 7);
+}
+
+BOOST_AUTO_TEST_CASE(tied_embedding_is_written_once_and_feeds_the_last_stage) {
+  auto be = braid::backend::make_cpu_backend(1);
+  const ModelConfig c = tiny(true);
+  auto one = stages(c, 1, *be);
+  one[0].init_random(3);
+  const fs::path ck = scratch("tied.h5");
+  save(one, ck);
+  auto two = stages(c, 2, *be);
+  load(two, ck, 1);
+  BOOST_TEST((weights_of(two) == weights_of(one)));
+  const fs::path ck2 = scratch("tied2.h5");
+  save(two, ck2);  // two files, one embedding: the set would refuse a duplicate
+  auto again = stages(c, 1, *be);
+  load(again, ck2, 2);
+  BOOST_TEST((weights_of(again) == weights_of(one)));
+}
+
+BOOST_AUTO_TEST_CASE(wrong_or_incomplete_checkpoints_are_refused) {
+  auto be = braid::backend::make_cpu_backend(1);
+  auto four = stages(tiny(), 4, *be);
+  const fs::path ck = scratch("partial.h5");
+  save(four, ck);
+  auto one = stages(tiny(), 1, *be);
+  // Only the first two stage files: layers 2, 3 and the head are missing.
+  braid::io::WeightShardSet half({braid::train::stage_path(ck, 0, 4), braid::train::stage_path(ck, 1, 4)});
+  BOOST_CHECK_THROW(braid::train::load_weights(one[0], half), braid::InputError);
+
+  ModelConfig other = tiny();
+  other.intermediate_size = 32;
+  auto wrong = stages(other, 1, *be);
+  braid::io::WeightShardSet all(braid::train::stage_paths(ck, 4));
+  BOOST_CHECK_THROW(braid::train::load_weights(wrong[0], all), braid::InputError);
+}
