@@ -1,0 +1,98 @@
+#include "hf/import_export.hpp"
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/log.hpp"
+#include "hf/hf_folder.hpp"
+#include "hf/llama_layout.hpp"
+#include "io/weight_shard.hpp"
+#include "train/checkpoint.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace braid::hf {
+
+std::vector<std::filesystem::path> import_hf(const std::filesystem::path& hf_dir, const std::filesystem::path& out,
+                                             const ImportOptions& opt) {
+  const HfFolder folder(hf_dir);
+  const model::ModelConfig cfg = model::parse_config(folder.config(), folder.config_path().string());
+  const bool value_head = folder.contains("score.weight");
+  const bool lm_head = cfg.tie_word_embeddings || folder.contains("lm_head.weight");
+  if (!lm_head && !value_head) {
+    throw InputError(hf_dir.string(), "lm_head.weight",
+                     "missing: the model has neither an LM head (lm_head.weight or tie_word_embeddings) nor a "
+                     "value head (score.weight)");
+  }
+  const auto ranges = train::split_layers(cfg.num_hidden_layers, opt.stages);
+  std::set<std::string> used;
+  std::vector<std::filesystem::path> written;
+  std::vector<float> buf;
+  for (int s = 0; s < opt.stages; ++s) {
+    const model::ModelOptions mo{.layers = ranges[static_cast<std::size_t>(s)], .lm_head = lm_head, .value_head = value_head};
+    io::WeightShardMeta meta;
+    meta.model_config = folder.config().dump();
+    meta.layer_begin = mo.layers.begin;
+    meta.layer_end = mo.layers.end;
+    meta.has_embedding = s == 0;
+    meta.has_head = s + 1 == opt.stages;
+    meta.created_by = opt.created_by;
+    const auto path = train::stage_path(out, s, opt.stages);
+    io::WeightShardWriter w(path, meta);
+    for (const TensorSpec& t : llama_tensors(cfg, mo)) {
+      if (!folder.contains(t.name)) throw InputError(hf_dir.string(), t.name, "tensor missing from the safetensors files");
+      const Shape shape = folder.shape(t.name);
+      if (shape != t.shape) {
+        throw InputError(folder.holder(t.name).path().string(), t.name,
+                         fmt::format("shape {} where config.json implies {}", io::shape_string(shape),
+                                     io::shape_string(t.shape)));
+      }
+      buf.resize(static_cast<std::size_t>(numel(shape)));
+      folder.read(t.name, buf.data());
+      w.add(t.name, t.shape, buf.data());
+      used.insert(t.name);
+    }
+    w.commit();
+    written.push_back(path);
+  }
+  std::vector<std::string> unused;
+  for (const auto& n : folder.names()) {
+    if (!used.contains(n) && !(cfg.tie_word_embeddings && n == "lm_head.weight")) unused.push_back(n);
+  }
+  if (!unused.empty()) {
+    log::warn("{}: {} tensor(s) braid does not use were skipped (first: {})", hf_dir.string(), unused.size(), unused.front());
+  }
+  return written;
+}
+
+void export_hf(const std::vector<std::filesystem::path>& shard_paths, const std::filesystem::path& out_dir,
+               const ExportOptions& opt) {
+  const io::WeightShardSet shards(shard_paths);
+  for (const auto& s : shards.shards()) {
+    if (s.meta().kind != "weights") {
+      throw InputError(s.path().string(), "kind", fmt::format("is \"{}\": only weight shards can be exported", s.meta().kind));
+    }
+  }
+  const model::ModelConfig cfg = train::config_of(shards);
+  if (shards.layer_begin() != 0 || shards.layer_end() != cfg.num_hidden_layers) {
+    throw InputError(shard_paths.front().string(), "layer_end",
+                     fmt::format("the files hold layers [{}, {}) of a {}-layer model: export needs them all",
+                                 shards.layer_begin(), shards.layer_end(), cfg.num_hidden_layers));
+  }
+  json config = parse_json_text(shards.shards().front().meta().model_config, shard_paths.front().string());
+  config["torch_dtype"] = opt.dtype == StoreDtype::f32 ? "float32" : "bfloat16";
+  if (!config.contains("architectures")) config["architectures"] = {"LlamaForCausalLM"};
+  if (!config.contains("model_type")) config["model_type"] = "llama";
+
+  std::filesystem::create_directories(out_dir);
+  SafetensorsWriter w(out_dir / "model.safetensors", opt.dtype);
+  w.set_metadata("format", "pt");
+  for (const std::string& name : shards.names()) {
+    w.add(name, shards.shape(name), [&shards, name](float* dst) { shards.read(name, dst); });
+  }
+  w.commit();
+  write_text_file((out_dir / "config.json").string(), config.dump(2) + "\n");
+}
+
+}  // namespace braid::hf

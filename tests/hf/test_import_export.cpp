@@ -1,0 +1,172 @@
+#define BOOST_TEST_MODULE hf_import_export
+#include <boost/test/unit_test.hpp>
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "hf/import_export.hpp"
+#include "hf/llama_layout.hpp"
+#include "hf/safetensors.hpp"
+#include "train/checkpoint.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace fs = std::filesystem;
+using braid::model::Model;
+using braid::model::ModelConfig;
+using braid::model::ModelOptions;
+
+namespace {
+
+ModelConfig tiny(bool tied = false) {
+  ModelConfig c;
+  c.hidden_size = 16;
+  c.num_hidden_layers = 3;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.intermediate_size = 24;
+  c.vocab_size = 40;
+  c.max_position_embeddings = 32;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+fs::path scratch(const std::string& name) { return fs::path(std::getenv("BRAID_SCRATCH")) / name; }
+
+std::map<std::string, std::vector<float>> weights_of(const Model& m) {
+  std::map<std::string, std::vector<float>> w;
+  for (const auto& t : m.tensors()) w[t.name] = std::vector<float>(t.data, t.data + t.numel);
+  return w;
+}
+
+// A folder as transformers' save_pretrained writes it, from a model's weights.
+void write_hf_folder(const fs::path& dir, const ModelConfig& c, const Model& m, bool sharded, bool extra_buffer) {
+  fs::create_directories(dir);
+  auto cfg = braid::model::config_to_json(c);
+  cfg["bos_token_id"] = 1;
+  std::ofstream(dir / "config.json") << cfg.dump(2);
+  const auto& ts = m.tensors();
+  std::vector<float> inv_freq(c.head_dim() / 2, 0.5f);
+  if (!sharded) {
+    braid::hf::SafetensorsWriter w(dir / "model.safetensors", braid::hf::StoreDtype::f32);
+    for (const auto& t : ts) w.add(t.name, t.shape, t.data);
+    if (extra_buffer) w.add("model.layers.0.self_attn.rotary_emb.inv_freq", {c.head_dim() / 2}, inv_freq.data());
+    w.commit();
+    return;
+  }
+  braid::json index{{"metadata", {{"total_size", 0}}}, {"weight_map", braid::json::object()}};
+  braid::hf::SafetensorsWriter a(dir / "model-00001-of-00002.safetensors"), b(dir / "model-00002-of-00002.safetensors");
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    auto& w = i % 2 ? b : a;
+    w.add(ts[i].name, ts[i].shape, ts[i].data);
+    index["weight_map"][ts[i].name] = i % 2 ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors";
+  }
+  a.commit();
+  b.commit();
+  std::ofstream(dir / "model.safetensors.index.json") << index.dump(2);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(layout_lists_what_the_model_holds) {
+  auto be = braid::backend::make_cpu_backend(1);
+  for (bool tied : {false, true}) {
+    const ModelConfig c = tiny(tied);
+    for (auto range : std::vector<braid::model::LayerRange>{{0, 3}, {0, 1}, {1, 2}, {2, 3}}) {
+      for (bool value : {false, true}) {
+        const ModelOptions o{.layers = range, .lm_head = true, .value_head = value};
+        Model m(c, o, *be);
+        const auto spec = braid::hf::llama_tensors(c, o, false);
+        BOOST_TEST_REQUIRE(spec.size() == m.tensors().size());
+        for (std::size_t i = 0; i < spec.size(); ++i) {
+          BOOST_TEST(spec[i].name == m.tensors()[i].name);
+          BOOST_TEST(spec[i].shape == m.tensors()[i].shape, boost::test_tools::per_element());
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(import_sharded_folder_into_stages) {
+  auto be = braid::backend::make_cpu_backend(1);
+  const ModelConfig c = tiny();
+  Model src(c, {}, *be);
+  src.init_random(21);
+  const fs::path dir = scratch("hf_sharded");
+  write_hf_folder(dir, c, src, true, false);
+  const auto files = braid::hf::import_hf(dir, scratch("imported.h5"), {.stages = 3});
+  BOOST_TEST(files.size() == 3u);
+  Model dst(c, {}, *be);
+  braid::train::load_weights(dst, braid::io::WeightShardSet(files));
+  BOOST_TEST((weights_of(dst) == weights_of(src)));
+  // The shard keeps the folder's own config.json, extra keys included.
+  braid::io::WeightShardReader r(files[0]);
+  BOOST_TEST(braid::json::parse(r.meta().model_config)["bos_token_id"] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(export_then_import_round_trips_exactly) {
+  auto be = braid::backend::make_cpu_backend(1);
+  for (bool tied : {false, true}) {
+    const ModelConfig c = tiny(tied);
+    Model m(c, {}, *be);
+    m.init_random(5);
+    const fs::path ck = scratch(tied ? "rt_tied.h5" : "rt.h5");
+    braid::train::save_weights(m, ck);
+    const fs::path out = scratch(tied ? "hf_out_tied" : "hf_out");
+    braid::hf::export_hf({ck}, out);
+
+    braid::hf::SafetensorsReader st(out / "model.safetensors");
+    BOOST_TEST(st.contains("lm_head.weight") == !tied);  // HF drops a tied head too
+    BOOST_TEST(st.metadata().at("format") == "pt");
+    const auto cfg = braid::load_json_file((out / "config.json").string());
+    BOOST_TEST(cfg["architectures"][0] == "LlamaForCausalLM");
+    BOOST_TEST(cfg["tie_word_embeddings"] == tied);
+    BOOST_TEST(cfg["num_key_value_heads"] == 2);
+
+    const auto back = braid::hf::import_hf(out, scratch(tied ? "back_tied.h5" : "back.h5"), {.stages = 2});
+    Model again(c, {}, *be);
+    braid::train::load_weights(again, braid::io::WeightShardSet(back));
+    BOOST_TEST((weights_of(again) == weights_of(m)));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bf16_export_is_close) {
+  auto be = braid::backend::make_cpu_backend(1);
+  const ModelConfig c = tiny();
+  Model m(c, {}, *be);
+  m.init_random(8);
+  const fs::path ck = scratch("bf.h5");
+  braid::train::save_weights(m, ck);
+  braid::hf::export_hf({ck}, scratch("hf_bf16"), {.dtype = braid::hf::StoreDtype::bf16});
+  braid::hf::SafetensorsReader st(scratch("hf_bf16") / "model.safetensors");
+  const auto& t = m.tensors()[1];
+  BOOST_TEST(st.info(t.name).dtype == "BF16");
+  const auto got = st.read(t.name);
+  for (std::size_t i = 0; i < got.size(); ++i) BOOST_TEST(std::abs(got[i] - t.data[i]) <= std::abs(t.data[i]) / 256);
+}
+
+BOOST_AUTO_TEST_CASE(import_skips_unused_buffers_and_refuses_missing_tensors) {
+  auto be = braid::backend::make_cpu_backend(1);
+  const ModelConfig c = tiny();
+  Model m(c, {}, *be);
+  m.init_random(2);
+  const fs::path dir = scratch("hf_extra");
+  write_hf_folder(dir, c, m, false, true);
+  BOOST_CHECK_NO_THROW(braid::hf::import_hf(dir, scratch("extra.h5")));
+
+  // A config that promises more layers than the file has.
+  ModelConfig more = c;
+  more.num_hidden_layers = 4;
+  std::ofstream(dir / "config.json") << braid::model::config_to_json(more).dump();
+  try {
+    braid::hf::import_hf(dir, scratch("missing.h5"));
+    BOOST_FAIL("a folder missing layer 3 was imported");
+  } catch (const braid::InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("model.layers.3.") != std::string::npos);
+  }
+  BOOST_TEST(!fs::exists(scratch("missing.h5")));
+}
