@@ -1,0 +1,158 @@
+// KV-cache decoding gives the logits of a full forward pass over the same tokens, with
+// prefills and decode steps of several sequences at different positions in one batch
+// (continuous batching), and a sequence gets the same logits batched or alone.
+#include <boost/test/unit_test.hpp>
+
+#include "model/model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+using namespace braid;
+
+namespace {
+
+model::ModelConfig small_config() {
+  model::ModelConfig c;
+  c.hidden_size = 32;
+  c.num_hidden_layers = 3;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.intermediate_size = 48;
+  c.vocab_size = 50;
+  c.max_position_embeddings = 64;
+  return c;
+}
+
+const std::vector<std::vector<std::int32_t>> kSeqs{
+    {3, 14, 15, 9, 26, 5, 35, 8, 9}, {27, 1, 8, 28, 18, 2}, {4, 6, 49, 0, 33, 12, 7}};
+
+// Logits of every position of every sequence by one full forward: [seq][pos][vocab].
+std::vector<std::vector<std::vector<float>>> full_logits(model::Model& m) {
+  std::vector<std::int32_t> tokens;
+  std::vector<std::int64_t> offsets{0};
+  for (const auto& s : kSeqs) {
+    tokens.insert(tokens.end(), s.begin(), s.end());
+    offsets.push_back(std::int64_t(tokens.size()));
+  }
+  auto acts = m.make_activations({.max_tokens = 32, .max_sequences = 3});
+  m.forward({tokens, offsets}, acts);
+  const int V = m.config().vocab_size;
+  std::vector<float> all(tokens.size() * std::size_t(V));
+  m.lm_logits(acts.output(), std::int64_t(tokens.size()), all.data());
+  std::vector<std::vector<std::vector<float>>> out(kSeqs.size());
+  for (std::size_t s = 0; s < kSeqs.size(); ++s)
+    for (std::size_t p = 0; p < kSeqs[s].size(); ++p) {
+      const float* row = all.data() + (std::size_t(offsets[s]) + p) * std::size_t(V);
+      out[s].emplace_back(row, row + V);
+    }
+  return out;
+}
+
+double max_rel_diff(const float* a, const std::vector<float>& b) {
+  double scale = 0, diff = 0;
+  for (std::size_t j = 0; j < b.size(); ++j) {
+    scale = std::max(scale, double(std::abs(b[j])));
+    diff = std::max(diff, double(std::abs(a[j] - b[j])));
+  }
+  return diff / scale;
+}
+
+struct Model {
+  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(1);
+  model::Model m{small_config(), {}, *be};
+  Model() { m.init_random(5, 0.3); }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(kv_cache)
+
+BOOST_AUTO_TEST_CASE(continuous_batching_matches_full_forward) {
+  Model fx;
+  auto& m = fx.m;
+  const auto ref = full_logits(m);
+  auto cache = m.make_kv_cache(4, 16);
+  auto acts = m.make_activations({.max_tokens = 16, .max_sequences = 4});
+  // Sequence s lives in slot slot_of[s]; each step feeds `take` new tokens per sequence.
+  const int slot_of[] = {0, 3, 1};
+  std::vector<std::size_t> done(kSeqs.size(), 0);
+  const std::vector<std::vector<std::size_t>> plan{
+      {4, 2, 0},   // two prefills; sequence 2 not yet arrived
+      {1, 3, 3},   // a decode step, a second prefill chunk, a new prefill
+      {1, 1, 1}, {1, 0, 1}, {1, 0, 1}, {1, 1, 1}};
+  int checked = 0;
+  for (const auto& step : plan) {
+    std::vector<std::int32_t> tokens;
+    std::vector<model::Segment> segs;
+    std::vector<std::size_t> which;
+    for (std::size_t s = 0; s < kSeqs.size(); ++s) {
+      const std::size_t take = std::min(step[s], kSeqs[s].size() - done[s]);
+      if (take == 0) continue;
+      tokens.insert(tokens.end(), kSeqs[s].begin() + long(done[s]), kSeqs[s].begin() + long(done[s] + take));
+      segs.push_back({slot_of[s], std::int64_t(take)});
+      which.push_back(s);
+      done[s] += take;
+    }
+    m.forward_cached(tokens, segs, cache, acts);
+    for (std::size_t i = 0; i < which.size(); ++i) {
+      const std::size_t s = which[i];
+      BOOST_CHECK_EQUAL(cache.length(slot_of[s]), std::int64_t(done[s]));
+      const double d = max_rel_diff(acts.logits() + i * 50, ref[s][done[s] - 1]);
+      BOOST_CHECK_MESSAGE(d < 1e-5, "sequence " << s << " position " << done[s] - 1 << ": relative difference " << d);
+      ++checked;
+    }
+  }
+  for (std::size_t s = 0; s < kSeqs.size(); ++s) BOOST_CHECK_EQUAL(done[s], kSeqs[s].size());
+  BOOST_CHECK_EQUAL(checked, 14);
+
+  // A freed slot serves a new sequence as if fresh.
+  cache.clear(0);
+  m.forward_cached(kSeqs[2], std::vector<model::Segment>{{0, 7}}, cache, acts);
+  BOOST_CHECK_LT(max_rel_diff(acts.logits(), ref[2][6]), 1e-5);
+  // Truncation rewinds: re-feeding the last token gives the same logits again.
+  cache.truncate(0, 6);
+  m.forward_cached(std::vector<std::int32_t>{kSeqs[2][6]}, std::vector<model::Segment>{{0, 1}}, cache, acts);
+  BOOST_CHECK_LT(max_rel_diff(acts.logits(), ref[2][6]), 1e-5);
+}
+
+BOOST_AUTO_TEST_CASE(decode_alone_matches_decode_batched) {
+  Model fx;
+  auto& m = fx.m;
+  auto acts = m.make_activations({.max_tokens = 16, .max_sequences = 3});
+  auto alone = m.make_kv_cache(1, 16), batched = m.make_kv_cache(3, 16);
+  std::vector<std::int32_t> prompts;
+  std::vector<model::Segment> segs;
+  for (int s = 0; s < 3; ++s) {
+    prompts.insert(prompts.end(), kSeqs[std::size_t(s)].begin(), kSeqs[std::size_t(s)].begin() + 3);
+    segs.push_back({s, 3});
+  }
+  m.forward_cached(prompts, segs, batched, acts);
+  std::vector<float> batched_logits(acts.logits(), acts.logits() + 3 * 50);
+  for (int s = 0; s < 3; ++s) {
+    alone.clear(0);
+    std::vector<std::int32_t> p(kSeqs[std::size_t(s)].begin(), kSeqs[std::size_t(s)].begin() + 3);
+    m.forward_cached(p, std::vector<model::Segment>{{0, 3}}, alone, acts);
+    std::vector<float> row(batched_logits.begin() + s * 50, batched_logits.begin() + (s + 1) * 50);
+    BOOST_CHECK_LT(max_rel_diff(acts.logits(), row), 1e-6);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rejects_bad_segments) {
+  Model fx;
+  auto& m = fx.m;
+  auto cache = m.make_kv_cache(2, 4);
+  auto acts = m.make_activations({.max_tokens = 8, .max_sequences = 2});
+  const std::vector<std::int32_t> five{1, 2, 3, 4, 5};
+  BOOST_CHECK_THROW(m.forward_cached(five, std::vector<model::Segment>{{0, 5}}, cache, acts), std::invalid_argument);
+  BOOST_CHECK_THROW(m.forward_cached(std::vector<std::int32_t>{1, 2}, std::vector<model::Segment>{{0, 1}, {0, 1}},
+                                     cache, acts),
+                    std::invalid_argument);
+  BOOST_CHECK_THROW(m.forward_cached(std::vector<std::int32_t>{50}, std::vector<model::Segment>{{1, 1}}, cache, acts),
+                    std::invalid_argument);
+  BOOST_CHECK_EQUAL(cache.length(0), 0);
+  BOOST_CHECK_EQUAL(cache.length(1), 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
