@@ -1,0 +1,202 @@
+#include "plan/fusion.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace braid::plan {
+
+std::vector<GenTail> gen_tails(const CostModel& cm, const Mesh& mesh, const Strategy& s, double kv_room) {
+  std::vector<GenTail> out;
+  const int n = s.dp;
+  if (n < 2) return out;
+  const GenTimeline g = cm.gen_timeline(mesh, s);
+  const int batch = cm.experiment().global_batch;
+  const bool spans = mesh.spans_nodes(cm.per_node());
+  const double kv_tok = cm.kv_bytes_per_sample_token(s);
+  const double longest = cm.mean_prompt() + cm.experiment().response_len.upper();
+  const double bs_max = cm.bs_max_per_replica(s);
+  const double inter_bw = cm.profile().comm.p2p_inter.bandwidth;
+  for (int pct = 5; pct <= 95; pct += 5) {
+    const int r_t = std::max(1, batch * pct / 100);
+    std::size_t k = 0;
+    while (k < g.blocks.size() && g.blocks[k].remaining > r_t) ++k;
+    if (k == g.blocks.size()) continue;  // the tail is never that large
+    const int m_bs = static_cast<int>(std::ceil(r_t / bs_max));
+    const int m_kv = kv_room > 0 ? static_cast<int>(std::ceil(r_t * longest * kv_tok / kv_room)) : n;
+    const int m = std::max({1, m_bs, m_kv});
+    if (m >= n) continue;
+    GenTail t;
+    t.r_t = r_t;
+    t.m = m;
+    const auto& b0 = g.blocks[k];
+    // The KV cache of the migrated samples crosses the network, replicas in parallel.
+    // Each device of a receiving replica takes its shard of the migrated samples' KV cache.
+    const double per_device = static_cast<double>(b0.remaining) / m * (cm.mean_prompt() + b0.step0) * kv_tok;
+    t.t_migrate = b0.start + per_device / inter_bw;
+    double now = t.t_migrate;
+    t.time.push_back(now);
+    t.completed.push_back(batch - b0.remaining);
+    for (std::size_t j = k; j < g.blocks.size(); ++j) {
+      const auto& b = g.blocks[j];
+      const double active = std::ceil(static_cast<double>(b.remaining) / m);
+      now += b.steps * cm.decode_step(s, spans, active, cm.mean_prompt() + b.step0 + 0.5 * b.steps);
+      const int next_remaining = j + 1 < g.blocks.size() ? g.blocks[j + 1].remaining : 0;
+      t.time.push_back(now);
+      t.completed.push_back(batch - next_remaining);
+    }
+    t.gen_end = now;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+InterFusion best_inter_fusion(const std::vector<GenTail>& tails, double gen_serial, double t_inf, int batch,
+                              int replicas) {
+  InterFusion best;
+  best.replicas = replicas;
+  best.serial = gen_serial + t_inf;
+  best.fused = best.serial;
+  best.gen_end = gen_serial;
+  if (t_inf <= 0) return best;
+  const double rate = batch / t_inf;  // samples per second on the whole mesh
+  for (const auto& t : tails) {
+    const double freed = static_cast<double>(replicas - t.m) / replicas;
+    // Fluid model: freed devices work through finished samples as they appear.
+    double done = 0;
+    for (std::size_t k = 1; k < t.time.size(); ++k) {
+      const double cap = freed * rate * (t.time[k] - t.time[k - 1]);
+      done = std::min(done + cap, static_cast<double>(t.completed[k - 1]));
+      done = std::max(done, 0.0);
+    }
+    const double end = t.gen_end + (batch - done) / rate;
+    if (end < best.fused) {
+      best.used = true;
+      best.fused = end;
+      best.r_t = t.r_t;
+      best.m = t.m;
+      best.gen_end = t.gen_end;
+    }
+  }
+  return best;
+}
+
+double fused_lower_bound(const std::vector<FusedModel>& models, int devices, double p2p) {
+  // Per stage group: each model present there with its position in its pipeline.
+  struct Part {
+    double arrival, work, tail, path;
+  };
+  std::vector<std::vector<Part>> at(static_cast<std::size_t>(devices));
+  double total = 0, bound = 0;
+  for (std::size_t mi = 0; mi < models.size(); ++mi) {
+    const FusedModel& m = models[mi];
+    double path = 0;
+    for (int r = 0; r < m.stages; ++r) path += m.fwd[r] + m.bwd[r] + (r > 0 ? 2 * p2p : 0);
+    bound = std::max(bound, path);
+    for (int q = 0; q < m.replicas; ++q) {
+      double arrival = 0, tail_before = 0;
+      for (int r = 0; r < m.stages; ++r) {
+        int stage = q * m.stages + r;
+        if (mi % 2 == 1) stage = devices - 1 - stage;  // the second model runs the other way
+        if (stage < 0 || stage >= devices) continue;
+        const double work = m.micro * (m.fwd[r] + m.bwd[r]) * m.work_scale;
+        at[static_cast<std::size_t>(stage)].push_back({arrival, work, tail_before, path});
+        total += work;
+        arrival += m.fwd[r] + p2p;
+        tail_before += m.bwd[r] + p2p;
+      }
+    }
+  }
+  for (const auto& parts : at) {
+    if (parts.empty()) continue;
+    double arrival = parts[0].arrival, tail = parts[0].tail, work = 0;
+    for (const auto& p : parts) {
+      arrival = std::min(arrival, p.arrival);
+      tail = std::min(tail, p.tail);
+      work += p.work;
+    }
+    bound = std::max(bound, arrival + work + tail);
+  }
+  return std::max(bound, total / devices);
+}
+
+IntraFusion intra_fusion(const CostModel& cm, const Mesh& mesh, const Strategy& a, const Strategy& c,
+                         double serial, double mem_capacity, std::optional<double> schedule_ms) {
+  IntraFusion f;
+  f.serial = serial;
+  f.fused = serial;
+  const int tp = std::max(a.tp, c.tp);
+  // RLHFuse merges s consecutive stages of the model with the smaller tp so
+  // both models' stages span the same devices.
+  const int sa = tp / a.tp, sc = tp / c.tp;
+  if (a.pp % sa != 0 || c.pp % sc != 0) return f;
+  const int n1 = a.pp / sa, n2 = c.pp / sc;
+  // Pipelines of each model over the mesh's stage groups: its dp.
+  const int g = std::gcd(a.dp, c.dp);
+  const int devices = mesh.count / tp / g;
+  if (devices != n1 * a.dp / g || devices != n2 * c.dp / g) return f;
+  const Experiment& e = cm.experiment();
+  const bool spans = mesh.spans_nodes(cm.per_node());
+  auto model = [&](const char* role, const Strategy& s, int merge) {
+    const double samples = static_cast<double>(e.mini_batch) / s.dp / s.micro;
+    const auto st = cm.train_stages(role, s.pp, s.tp, s.dp, spans, samples);
+    FusedModel m{role, s.pp / merge, s.dp / g, s.micro, {}, {}, {}, 1.0 / merge};
+    for (int k = 0; k < m.stages; ++k) {
+      double fw = 0, bw = 0, act = 0;
+      for (int i = k * merge; i < (k + 1) * merge; ++i) {
+        fw += st.fwd[i] + (i > k * merge ? st.p2p : 0);
+        bw += st.bwd[i] + (i > k * merge ? st.p2p : 0);
+        act += st.act_bytes[i] / merge;
+      }
+      m.fwd.push_back(fw);
+      m.bwd.push_back(bw);
+      m.act.push_back(act);
+    }
+    return std::make_pair(m, st);
+  };
+  const auto [ma, sta] = model("actor", a, sa);
+  const auto [mc, stc] = model("critic", c, sc);
+  const double p2p = std::max(sta.p2p, stc.p2p);
+  f.per_step_bound = fused_lower_bound({ma, mc}, devices, p2p);
+  f.groups = g;
+  double per_step = f.per_step_bound;
+  if (schedule_ms) {
+    per_step = *schedule_ms / 1e3;
+    f.source = "schedule";
+  }
+  const int steps = e.global_batch / e.mini_batch * e.ppo_epochs;
+  f.fused = steps * (per_step + sta.sync + stc.sync);
+  f.used = f.fused < serial || schedule_ms.has_value();
+  if (!f.used) f.fused = serial;
+
+  auto ms = [](const std::vector<double>& v) {
+    ordered_json j = ordered_json::array();
+    for (double x : v) j.push_back(std::round(x * 1e6) / 1e3);
+    return j;
+  };
+  auto gb = [](const std::vector<double>& v) {
+    ordered_json j = ordered_json::array();
+    for (double x : v) j.push_back(std::round(x / 1e6) / 1e3);
+    return j;
+  };
+  ordered_json spec;
+  spec["format"] = "braid.schedspec";
+  spec["version"] = 1;
+  spec["devices"] = devices;
+  spec["models"] = ordered_json::array();
+  for (const FusedModel* m : {&ma, &mc}) {
+    spec["models"].push_back({{"name", m->name},
+                              {"stages", m->stages},
+                              {"replicas", m->replicas},
+                              {"micro_batches", m->micro},
+                              {"fwd", ms(m->fwd)},
+                              {"bwd", ms(m->bwd)},
+                              {"act_mem", gb(m->act)}});
+  }
+  spec["mem_capacity"] = mem_capacity > 0 ? ordered_json(std::round(mem_capacity / 1e6) / 1e3) : ordered_json(nullptr);
+  spec["p2p_time"] = std::round(p2p * 1e6) / 1e3;
+  f.schedspec = std::move(spec);
+  return f;
+}
+
+}  // namespace braid::plan

@@ -1,0 +1,136 @@
+#include "plan/profile.hpp"
+
+#include <fmt/format.h>
+
+namespace braid::plan {
+namespace {
+
+ordered_json link_json(const LinkCosts& l) {
+  return {{"gbs", l.bandwidth / 1e9}, {"latency_us", l.latency * 1e6}};
+}
+
+LinkCosts link_from(const json& j, Checker& c, const std::string& where) {
+  LinkCosts l;
+  c.no_unknown_keys(j, where, {"gbs", "latency_us"});
+  l.bandwidth = c.number(j, where, "gbs", {.min = 0, .exclusive_min = true}).value_or(1) * 1e9;
+  l.latency = c.number(j, where, "latency_us", {.min = 0}).value_or(0) * 1e-6;
+  return l;
+}
+
+const json& sub(const json& j, Checker& c, const std::string& where, const char* key) {
+  static const json empty = json::object();
+  if (!j.is_object() || !j.contains(key)) {
+    c.fail(Checker::path(where, key), "missing (required)");
+    return empty;
+  }
+  return j[key];
+}
+
+}  // namespace
+
+const ModelProfile* Profile::find(const ModelShape& s) const {
+  for (const auto& m : models) {
+    if (m.shape.same_as(s)) return &m;
+  }
+  return nullptr;
+}
+
+double find_bs_max(const Table2& t, double tolerance) {
+  if (t.x.empty() || t.y.empty()) return 1;
+  const double base = t.cell(0, 0);
+  double best = t.x.front();
+  for (std::size_t i = 0; i < t.x.size(); ++i) {
+    if (t.cell(i, 0) <= base * (1 + tolerance)) best = t.x[i];
+  }
+  return best;
+}
+
+ordered_json profile_to_json(const Profile& p) {
+  ordered_json j;
+  j["format"] = "braid.profile";
+  j["version"] = kProfileVersion;
+  j["source"] = p.source;
+  j["hardware"] = hardware_to_json(p.hardware);
+  j["comm"] = {{"p2p_intra", link_json(p.comm.p2p_intra)},
+               {"p2p_inter", link_json(p.comm.p2p_inter)},
+               {"allreduce_intra", link_json(p.comm.allreduce_intra)},
+               {"allreduce_inter", link_json(p.comm.allreduce_inter)}};
+  ordered_json models = ordered_json::array();
+  for (const auto& m : p.models) {
+    ordered_json e;
+    e["name"] = m.name;
+    e["shape"] = shape_to_hf_json(m.shape);
+    e["bs_max"] = m.bs_max;
+    const auto& mem = m.memory;
+    e["memory_bytes"] = {{"layer_weights", mem.weights},        {"layer_gradients", mem.gradients},
+                         {"layer_optimizer", mem.optimizer},    {"act_per_token_layer", mem.act_per_token},
+                         {"kv_per_token_layer", mem.kv_per_token}, {"embedding_weights", mem.embedding_weights},
+                         {"head_weights", mem.head_weights}};
+    e["layer_fwd"] = table_to_json(m.layer_fwd, "tokens", "seq_len");
+    e["layer_bwd"] = table_to_json(m.layer_bwd, "tokens", "seq_len");
+    e["embedding_fwd"] = table_to_json(m.embed_fwd, "tokens");
+    e["embedding_bwd"] = table_to_json(m.embed_bwd, "tokens");
+    e["head_fwd"] = table_to_json(m.head_fwd, "tokens");
+    e["head_bwd"] = table_to_json(m.head_bwd, "tokens");
+    e["layer_decode"] = table_to_json(m.layer_decode, "batch", "kv_len");
+    if (!m.spread.is_null()) e["spread"] = m.spread;
+    models.push_back(std::move(e));
+  }
+  j["models"] = std::move(models);
+  return j;
+}
+
+Profile profile_from_json(const json& doc, const std::string& file) {
+  Checker c(file);
+  Profile p;
+  c.format(doc, "braid.profile", kProfileVersion);
+  c.no_unknown_keys(doc, "", {"format", "version", "source", "hardware", "comm", "models"});
+  p.source = c.string(doc, "", "source", {"analytic", "calibrated", "measured"}).value_or("analytic");
+  p.hardware = hardware_from_json(sub(doc, c, "", "hardware"), c, "hardware");
+  const json& comm = sub(doc, c, "", "comm");
+  c.no_unknown_keys(comm, "comm", {"p2p_intra", "p2p_inter", "allreduce_intra", "allreduce_inter"});
+  p.comm.p2p_intra = link_from(sub(comm, c, "comm", "p2p_intra"), c, "comm.p2p_intra");
+  p.comm.p2p_inter = link_from(sub(comm, c, "comm", "p2p_inter"), c, "comm.p2p_inter");
+  p.comm.allreduce_intra = link_from(sub(comm, c, "comm", "allreduce_intra"), c, "comm.allreduce_intra");
+  p.comm.allreduce_inter = link_from(sub(comm, c, "comm", "allreduce_inter"), c, "comm.allreduce_inter");
+  for (const auto& [w, e] : c.array_items(doc, "", "models", 1)) {
+    ModelProfile m;
+    c.no_unknown_keys(*e, w, {"name", "shape", "bs_max", "memory_bytes", "layer_fwd", "layer_bwd", "embedding_fwd",
+                              "embedding_bwd", "head_fwd", "head_bwd", "layer_decode", "spread"});
+    m.name = c.string(*e, w, "name").value_or("");
+    const json& shape = sub(*e, c, w, "shape");
+    m.shape = shape_from_hf_config(shape, c, Checker::path(w, "shape"));
+    m.shape.value_head = c.boolean(shape, Checker::path(w, "shape"), "value_head", false).value_or(false);
+    m.shape.name = m.name;
+    m.bs_max = c.number(*e, w, "bs_max", {.min = 1}).value_or(1);
+    const std::string mw = Checker::path(w, "memory_bytes");
+    const json& mem = sub(*e, c, w, "memory_bytes");
+    const Bounds nonneg{.min = 0};
+    m.memory.weights = c.number(mem, mw, "layer_weights", nonneg).value_or(0);
+    m.memory.gradients = c.number(mem, mw, "layer_gradients", nonneg).value_or(0);
+    m.memory.optimizer = c.number(mem, mw, "layer_optimizer", nonneg).value_or(0);
+    m.memory.act_per_token = c.number(mem, mw, "act_per_token_layer", nonneg).value_or(0);
+    m.memory.kv_per_token = c.number(mem, mw, "kv_per_token_layer", nonneg).value_or(0);
+    m.memory.embedding_weights = c.number(mem, mw, "embedding_weights", nonneg).value_or(0);
+    m.memory.head_weights = c.number(mem, mw, "head_weights", nonneg).value_or(0);
+    auto t2 = [&](const char* key, const char* xn, const char* yn) {
+      return table2_from_json(sub(*e, c, w, key), c, Checker::path(w, key), xn, yn);
+    };
+    auto t1 = [&](const char* key) { return table1_from_json(sub(*e, c, w, key), c, Checker::path(w, key), "tokens"); };
+    m.layer_fwd = t2("layer_fwd", "tokens", "seq_len");
+    m.layer_bwd = t2("layer_bwd", "tokens", "seq_len");
+    m.layer_decode = t2("layer_decode", "batch", "kv_len");
+    m.embed_fwd = t1("embedding_fwd");
+    m.embed_bwd = t1("embedding_bwd");
+    m.head_fwd = t1("head_fwd");
+    m.head_bwd = t1("head_bwd");
+    if (e->contains("spread")) m.spread = (*e)["spread"];
+    p.models.push_back(std::move(m));
+  }
+  c.check();
+  return p;
+}
+
+Profile load_profile(const std::string& file) { return profile_from_json(load_json_file(file), file); }
+
+}  // namespace braid::plan

@@ -1,0 +1,114 @@
+// braid-meshplan: a device mesh and 3D-parallel strategy per model function
+// call, with stage fusion, predicted iteration time and memory -> plan.json.
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/cli.hpp"
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/json.hpp"
+#include "core/log.hpp"
+#include "plan/analytic_profile.hpp"
+#include "plan/plan_output.hpp"
+
+namespace {
+
+struct Options {
+  std::string experiment;
+  std::string cluster;
+  std::string profile;
+  std::string hardware;
+  std::string output = "plan.json";
+  std::string schedule;
+  std::string search = "auto";
+  double time_limit = 20;
+  long iterations = 200000;
+  std::uint64_t seed = 1;
+  bool no_inter = false, no_intra = false;
+};
+
+std::optional<double> schedule_makespan(const std::string& file) {
+  if (file.empty()) return std::nullopt;
+  const braid::json doc = braid::load_json_file(file);
+  braid::Checker c(file);
+  c.format(doc, "braid.schedule", 1);
+  const auto ms = c.number(doc, "", "makespan", {.min = 0, .exclusive_min = true});
+  c.check();
+  return ms;
+}
+
+int run(const Options& o) {
+  using namespace braid::plan;
+  const Experiment exp = load_experiment(o.experiment);
+  const Cluster cluster = load_cluster(o.cluster);
+  Profile profile;
+  PlanInputs in{o.experiment, o.cluster, o.profile, "", ""};
+  if (!o.profile.empty()) {
+    profile = load_profile(o.profile);
+  } else {
+    std::vector<ModelShape> shapes;
+    for (const auto& m : exp.models) shapes.push_back(m.shape);
+    profile = analytic_profile(load_hardware(o.hardware), shapes);
+    in.profile = "analytic:" + o.hardware;
+  }
+  if (profile.hardware.devices_per_node != cluster.devices_per_node) {
+    braid::log::warn("the profile's hardware has {} devices per node, the cluster {}; using the cluster's",
+                     profile.hardware.devices_per_node, cluster.devices_per_node);
+  }
+  in.profile_source = profile.source;
+  in.hardware = profile.hardware.name;
+  const CostModel cm(exp, profile, cluster);
+  FusionSettings fusion{!o.no_inter, !o.no_intra, schedule_makespan(o.schedule)};
+  const PlanSpace space(cm, fusion);
+  braid::log::info("{} calls on {} x {} devices, {} meshes, {:.3g} plans", space.calls().size(), cluster.nodes,
+                   cluster.devices_per_node, space.meshes().size(), space.plan_count());
+  SearchOptions so;
+  so.method = o.search;
+  so.time_limit_s = o.time_limit;
+  so.max_iterations = o.iterations;
+  so.seed = o.seed;
+  so.progress = braid::log::level() >= braid::log::Level::info;
+  const SearchResult r = search_plan(space, so);
+  braid::log::info("{} search: {} plans costed in {:.2f} s", r.method, r.evaluated, r.seconds);
+  braid::write_text_file(o.output, plan_to_json(space, r, in).dump(2) + "\n");
+  if (o.output != "-") fmt::print("{}\n", plan_summary(space, r));
+  if (r.eval.oom) {
+    braid::log::error("no plan found fits in device memory: peak {:.1f} GB on device {}, usable {:.1f} GB",
+                      r.eval.peak_memory / 1e9, r.eval.peak_device, cm.device_memory() / 1e9);
+    return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Plans an RLHF iteration: a device mesh and (dp, tp, pp, micro-batches) per model function call,\n"
+      "searched with Metropolis-Hastings over a profile-based cost model (or enumerated when the space is\n"
+      "small), with inter-stage (generation/inference) and intra-stage (actor/critic training) fusion.\n"
+      "Writes plan.json and prints a one-line summary on stdout.",
+      "braid-meshplan"};
+  Options o;
+  app.add_option("experiment", o.experiment, "experiment JSON (braid.experiment)")->required();
+  app.add_option("cluster", o.cluster, "cluster JSON (braid.cluster)")->required();
+  auto* prof = app.add_option("-p,--profile", o.profile, "profile.json from braid-profile");
+  auto* hw = app.add_option("--hardware", o.hardware, "analytic profile for this hardware instead: h100, h200 or a JSON file");
+  prof->excludes(hw);
+  app.add_option("-o,--output", o.output, "plan file ('-': stdout, then no summary)")->capture_default_str();
+  app.add_option("--schedule", o.schedule, "braid.schedule whose makespan (ms) is the fused training step time");
+  app.add_option("--search", o.search, "auto (enumerate small spaces), mh or exhaustive")
+      ->check(CLI::IsMember({"auto", "mh", "exhaustive"}))
+      ->capture_default_str();
+  app.add_option("--time-limit", o.time_limit, "seconds of Metropolis-Hastings")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--iterations", o.iterations, "Metropolis-Hastings proposals at most")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed of the search")->capture_default_str();
+  app.add_flag("--no-inter-fusion", o.no_inter, "plan without generation/inference fusion");
+  app.add_flag("--no-intra-fusion", o.no_intra, "plan without fused actor/critic training");
+  return braid::cli::run(app, argc, argv, [&] {
+    if (o.profile.empty() && o.hardware.empty()) throw braid::UsageError("give --profile FILE or --hardware h100|h200|FILE");
+    return run(o);
+  });
+}
