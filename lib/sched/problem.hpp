@@ -1,0 +1,75 @@
+// The fused-pipeline scheduling problem in the flat form every pass works on.
+//
+// A schedspec names models (actor, critic, ...) that each run as `replicas`
+// pipelines of `stages` stages over the same `devices`. After the spec is
+// checked (and stages merged where tensor-parallel degrees differ, RLHFuse
+// §5.2), every device holds exactly one stage of every model, so each device
+// runs the same number of subtasks: one forward (F) and one backward (B) per
+// micro-batch per model. Subtasks are numbered so that device d owns the
+// contiguous range [d*per_device, (d+1)*per_device): the passes index flat
+// arrays rather than chase pointers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace braid::sched {
+
+enum class Kind : std::uint8_t { F = 0, B = 1 };
+
+struct ModelSpec {
+  std::string name;
+  int stages = 1;          // after any tp merge
+  int replicas = 1;        // fusion factor K
+  int micro_batches = 1;   // per replica
+  int tp = 1;
+  bool forward = true;     // stage 0 on the lowest device of its replica
+  std::vector<double> fwd, bwd, act_mem;  // one value per stage (after merge)
+  int merged_from = 1;     // how many original stages make one stage here
+};
+
+struct SchedSpec {
+  int devices = 1;
+  std::vector<ModelSpec> models;
+  std::optional<double> mem_capacity;  // nullopt: unlimited
+  double p2p_time = 0;
+};
+
+// Reads and checks a braid.schedspec document; every problem is reported at once
+// through one InputError naming `origin`. Refuses what cannot be scheduled.
+SchedSpec parse_schedspec(const std::string& json_text, const std::string& origin);
+SchedSpec load_schedspec(const std::string& path);
+
+struct Problem {
+  SchedSpec spec;
+  int devices = 0;
+  int per_device = 0;   // subtasks per device
+  int num_tasks = 0;
+  std::vector<int> model_offset;  // start of model m's block inside a device's range
+
+  // Per subtask.
+  std::vector<double> dur;
+  std::vector<double> mem_delta;   // +act_mem for F (held from its start), -act_mem for B
+  std::vector<double> lag;         // p2p_time when the data predecessor is on another device
+  std::vector<std::int32_t> pred;  // data predecessor or -1
+  std::vector<std::int32_t> succ;  // data successor or -1
+  std::vector<std::int32_t> device;
+  std::vector<std::int16_t> model, replica, stage;
+  std::vector<std::int32_t> micro_batch;
+  std::vector<Kind> kind;
+
+  int device_of(int m, int r, int s) const;
+  int task_id(int m, int r, int s, int j, Kind k) const;
+  // The stage and replica of model m that device d holds.
+  int stage_on(int m, int d) const;
+  int replica_on(int m, int d) const;
+};
+
+Problem build_problem(const SchedSpec& spec);
+
+// A spec holding only model m (same devices), for the per-model baselines.
+SchedSpec only_model(const SchedSpec& spec, int m);
+
+}  // namespace braid::sched

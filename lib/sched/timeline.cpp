@@ -1,0 +1,290 @@
+#include "sched/timeline.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <stdexcept>
+
+namespace braid::sched {
+
+Timeline::Timeline(const Problem& p, const Order& order)
+    : p_(p),
+      per_device_(p.per_device),
+      cap_(p.spec.mem_capacity.value_or(std::numeric_limits<double>::infinity()) * (1 + 1e-12)),
+      order_(order) {
+  const Timing t = evaluate(p, order);
+  if (!t.valid) throw std::logic_error("Timeline needs a valid schedule: " + t.problem);
+  const auto n = static_cast<std::size_t>(p.num_tasks);
+  start_ = t.start;
+  end_ = t.end;
+  pos_.assign(n, 0);
+  level_.assign(n, 0);
+  for (int d = 0; d < p.devices; ++d) {
+    double level = 0;
+    for (int i = 0; i < per_device_; ++i) {
+      const auto k = static_cast<std::size_t>(d * per_device_ + i);
+      pos_[static_cast<std::size_t>(order_[k])] = i;
+      level += p.mem_delta[static_cast<std::size_t>(order_[k])];
+      level_[k] = level;
+    }
+  }
+  // Start times order the graph topologically; ties have no edge between them.
+  at_ord_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) at_ord_[i] = static_cast<std::int32_t>(i);
+  std::stable_sort(at_ord_.begin(), at_ord_.end(),
+                   [&](std::int32_t x, std::int32_t y) { return start_[static_cast<std::size_t>(x)] < start_[static_cast<std::size_t>(y)]; });
+  ord_.assign(n, 0);
+  for (std::size_t i = 0; i < n; ++i) ord_[static_cast<std::size_t>(at_ord_[i])] = static_cast<std::int32_t>(i);
+  q_.assign(n, 0);
+  for (std::size_t i = n; i-- > 0;) {
+    const std::int32_t w = at_ord_[i];
+    q_[static_cast<std::size_t>(w)] = compute_q(w);
+  }
+  mark_.assign(n, 0);
+  dirty_.assign((n + 63) / 64, 0);
+}
+
+double Timeline::makespan() const {
+  double m = 0;
+  for (int d = 0; d < p_.devices; ++d) {
+    m = std::max(m, end_[static_cast<std::size_t>(order_[static_cast<std::size_t>((d + 1) * per_device_ - 1)])]);
+  }
+  return m;
+}
+
+double Timeline::device_peak(int d) const {
+  const auto first = level_.begin() + static_cast<std::ptrdiff_t>(d) * per_device_;
+  return std::max(0.0, *std::max_element(first, first + per_device_));
+}
+
+inline double Timeline::compute_start(std::int32_t t) const {
+  const auto ti = static_cast<std::size_t>(t);
+  const int i = pos_[ti];
+  double s = i > 0 ? end_[static_cast<std::size_t>(order_[static_cast<std::size_t>(p_.device[ti] * per_device_ + i - 1)])] : 0.0;
+  const std::int32_t pred = p_.pred[ti];
+  if (pred >= 0) s = std::max(s, end_[static_cast<std::size_t>(pred)] + p_.lag[ti]);
+  return s;
+}
+
+inline double Timeline::compute_q(std::int32_t t) const {
+  const auto ti = static_cast<std::size_t>(t);
+  const int i = pos_[ti];
+  double rest = i + 1 < per_device_ ? q_[static_cast<std::size_t>(order_[static_cast<std::size_t>(p_.device[ti] * per_device_ + i + 1)])] : 0.0;
+  const std::int32_t succ = p_.succ[ti];
+  if (succ >= 0) rest = std::max(rest, q_[static_cast<std::size_t>(succ)] + p_.lag[static_cast<std::size_t>(succ)]);
+  return p_.dur[ti] + rest;
+}
+
+inline void Timeline::mark_dirty(std::int32_t t) {
+  const auto o = static_cast<std::size_t>(ord_[static_cast<std::size_t>(t)]);
+  dirty_[o >> 6] |= std::uint64_t{1} << (o & 63);
+}
+
+void Timeline::set_ord(std::int32_t t, std::int32_t o) {
+  ord_log_.push_back({t, ord_[static_cast<std::size_t>(t)]});
+  ord_[static_cast<std::size_t>(t)] = o;
+  at_ord_[static_cast<std::size_t>(o)] = t;
+}
+
+void Timeline::apply_swap(int d, int i) {
+  const std::size_t k = static_cast<std::size_t>(d) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(i);
+  std::swap(order_[k], order_[k + 1]);
+  pos_[static_cast<std::size_t>(order_[k])] = i;
+  pos_[static_cast<std::size_t>(order_[k + 1])] = i + 1;
+}
+
+SwapResult Timeline::swap(int d, int i, double threshold) {
+  const std::size_t base = static_cast<std::size_t>(d) * static_cast<std::size_t>(per_device_);
+  const std::size_t k = base + static_cast<std::size_t>(i);
+  const std::int32_t a = order_[k];
+  const std::int32_t b = order_[k + 1];
+  const auto ai = static_cast<std::size_t>(a), bi = static_cast<std::size_t>(b);
+  const std::int32_t pred_b = p_.pred[bi];
+  if (pred_b == a) return SwapResult::invalid;
+  // Micro-batches of one model pass a stage in order: such swaps only relabel.
+  if (p_.model[ai] == p_.model[bi] && p_.kind[ai] == p_.kind[bi]) return SwapResult::invalid;
+  const double new_level = (i > 0 ? level_[k - 1] : 0.0) + p_.mem_delta[bi];
+  if (new_level > cap_) return SwapResult::invalid;
+
+  if (++epoch_ == 0) {  // wrapped: clear the stamps once every 2^32 swaps
+    std::fill(mark_.begin(), mark_.end(), 0);
+    epoch_ = 1;
+  }
+  const std::int32_t ord_a = ord_[ai], ord_b = ord_[bi];
+  // (1) Descendants of a placed before b: they must move after b. Meeting b's
+  // data predecessor there means b→a would close a cycle.
+  forward_.clear();
+  forward_.push_back(a);
+  mark_[ai] = epoch_;
+  stack_.clear();
+  if (const std::int32_t s = p_.succ[ai]; s >= 0 && ord_[static_cast<std::size_t>(s)] < ord_b) stack_.push_back(s);
+  while (!stack_.empty()) {
+    const std::int32_t w = stack_.back();
+    stack_.pop_back();
+    const auto wi = static_cast<std::size_t>(w);
+    if (mark_[wi] == epoch_) continue;
+    if (w == pred_b) return SwapResult::invalid;
+    mark_[wi] = epoch_;
+    forward_.push_back(w);
+    if (const std::int32_t s = p_.succ[wi]; s >= 0 && ord_[static_cast<std::size_t>(s)] < ord_b) stack_.push_back(s);
+    if (pos_[wi] + 1 < per_device_) {
+      const std::int32_t nx = order_[static_cast<std::size_t>(p_.device[wi] * per_device_ + pos_[wi] + 1)];
+      if (ord_[static_cast<std::size_t>(nx)] < ord_b) stack_.push_back(nx);
+    }
+  }
+
+  // (2) Exact bounds through b and a before touching anything: their new
+  // starts depend on unchanged subtasks, their new q on unchanged ones below.
+  const std::int32_t y = i + 2 < per_device_ ? order_[k + 2] : -1;
+  double qa = y >= 0 ? q_[static_cast<std::size_t>(y)] : 0.0;
+  if (const std::int32_t s = p_.succ[ai]; s >= 0) qa = std::max(qa, q_[static_cast<std::size_t>(s)] + p_.lag[static_cast<std::size_t>(s)]);
+  qa += p_.dur[ai];
+  double qb = qa;
+  if (const std::int32_t s = p_.succ[bi]; s >= 0) qb = std::max(qb, q_[static_cast<std::size_t>(s)] + p_.lag[static_cast<std::size_t>(s)]);
+  qb += p_.dur[bi];
+  double sb = i > 0 ? end_[static_cast<std::size_t>(order_[k - 1])] : 0.0;
+  if (pred_b >= 0) sb = std::max(sb, end_[static_cast<std::size_t>(pred_b)] + p_.lag[bi]);
+  if (sb + qb > threshold) return SwapResult::too_slow;
+  double sa = sb + p_.dur[bi];
+  if (const std::int32_t pa = p_.pred[ai]; pa >= 0) sa = std::max(sa, end_[static_cast<std::size_t>(pa)] + p_.lag[ai]);
+  if (sa + qa > threshold) return SwapResult::too_slow;
+
+  // (3) Ancestors of b placed after a: they must move before a.
+  backward_.clear();
+  backward_.push_back(b);
+  mark_[bi] = epoch_;
+  if (pred_b >= 0 && ord_[static_cast<std::size_t>(pred_b)] > ord_a) stack_.push_back(pred_b);
+  while (!stack_.empty()) {
+    const std::int32_t w = stack_.back();
+    stack_.pop_back();
+    const auto wi = static_cast<std::size_t>(w);
+    if (mark_[wi] == epoch_) continue;
+    mark_[wi] = epoch_;
+    backward_.push_back(w);
+    if (const std::int32_t pr = p_.pred[wi]; pr >= 0 && ord_[static_cast<std::size_t>(pr)] > ord_a) stack_.push_back(pr);
+    if (pos_[wi] > 0) {
+      const std::int32_t pv = order_[static_cast<std::size_t>(p_.device[wi] * per_device_ + pos_[wi] - 1)];
+      if (ord_[static_cast<std::size_t>(pv)] > ord_a) stack_.push_back(pv);
+    }
+  }
+  // (4) Reuse the slots of both sets: ancestors of b first, then descendants of a.
+  ord_log_.clear();
+  if (backward_.size() == 1 && forward_.size() == 1) {
+    set_ord(b, ord_a);
+    set_ord(a, ord_b);
+  } else {
+    auto by_ord = [&](std::int32_t x, std::int32_t z) { return ord_[static_cast<std::size_t>(x)] < ord_[static_cast<std::size_t>(z)]; };
+    slots_.clear();
+    for (std::int32_t w : backward_) slots_.push_back(ord_[static_cast<std::size_t>(w)]);
+    for (std::int32_t w : forward_) slots_.push_back(ord_[static_cast<std::size_t>(w)]);
+    std::sort(slots_.begin(), slots_.end());
+    std::sort(backward_.begin(), backward_.end(), by_ord);
+    std::sort(forward_.begin(), forward_.end(), by_ord);
+    std::size_t s = 0;
+    for (std::int32_t w : backward_) set_ord(w, slots_[s++]);
+    for (std::int32_t w : forward_) set_ord(w, slots_[s++]);
+  }
+
+  // (5) The swap itself.
+  apply_swap(d, i);
+  last_d_ = d;
+  last_i_ = i;
+  last_level_ = level_[k];
+  level_[k] = new_level;
+  q_log_.clear();
+
+  // (6) Push new times forward in topological order, stopping where nothing moves.
+  log_.clear();
+  mark_dirty(b);
+  mark_dirty(a);
+  if (y >= 0) mark_dirty(y);  // its device predecessor is now a
+  std::size_t word = static_cast<std::size_t>(ord_[bi]) >> 6;
+  const std::size_t words = dirty_.size();
+  while (word < words) {
+    const std::uint64_t bits = dirty_[word];
+    if (bits == 0) {
+      ++word;
+      continue;
+    }
+    dirty_[word] = bits & (bits - 1);
+    const std::int32_t w = at_ord_[(word << 6) + static_cast<std::size_t>(std::countr_zero(bits))];
+    const auto wi = static_cast<std::size_t>(w);
+    const double s = compute_start(w);
+    if (s == start_[wi]) continue;
+    log_.push_back({w, start_[wi], end_[wi]});
+    start_[wi] = s;
+    end_[wi] = s + p_.dur[wi];
+    // q of a and b is still the old one here; their bounds were checked above.
+    if (w != a && w != b && s + q_[wi] > threshold) {
+      for (std::size_t rest = word; rest < words; ++rest) dirty_[rest] = 0;
+      restore();
+      return SwapResult::too_slow;
+    }
+    if (const std::int32_t sc = p_.succ[wi]; sc >= 0) mark_dirty(sc);
+    if (const int np = pos_[wi] + 1; np < per_device_) mark_dirty(order_[static_cast<std::size_t>(p_.device[wi] * per_device_ + np)]);
+  }
+  // Paths that avoid the swap keep their length; they bind when the caller's
+  // threshold lies below the current makespan.
+  if (makespan() > threshold) {
+    restore();
+    return SwapResult::too_slow;
+  }
+  update_q(a, b, qa, qb);
+  return SwapResult::done;
+}
+
+// q changes only for a, b and their ancestors: walk them backwards in
+// topological order, stopping where a value comes out unchanged.
+void Timeline::update_q(std::int32_t a, std::int32_t b, double qa, double qb) {
+  auto set_q = [&](std::int32_t t, double v) {
+    q_log_.push_back({t, q_[static_cast<std::size_t>(t)]});
+    q_[static_cast<std::size_t>(t)] = v;
+  };
+  auto mark_preds = [&](std::int32_t t) {
+    const auto ti = static_cast<std::size_t>(t);
+    if (const std::int32_t pr = p_.pred[ti]; pr >= 0) mark_dirty(pr);
+    if (pos_[ti] > 0) mark_dirty(order_[static_cast<std::size_t>(p_.device[ti] * per_device_ + pos_[ti] - 1)]);
+  };
+  set_q(a, qa);
+  set_q(b, qb);
+  if (const std::int32_t pa = p_.pred[static_cast<std::size_t>(a)]; pa >= 0) mark_dirty(pa);
+  mark_preds(b);
+  std::size_t word = static_cast<std::size_t>(ord_[static_cast<std::size_t>(a)]) >> 6;
+  for (;;) {
+    const std::uint64_t bits = dirty_[word];
+    if (bits == 0) {
+      if (word == 0) break;
+      --word;
+      continue;
+    }
+    const int bit = 63 - std::countl_zero(bits);
+    dirty_[word] = bits & ~(std::uint64_t{1} << bit);
+    const std::int32_t w = at_ord_[(word << 6) + static_cast<std::size_t>(bit)];
+    const double v = compute_q(w);
+    if (v == q_[static_cast<std::size_t>(w)]) continue;
+    set_q(w, v);
+    mark_preds(w);
+  }
+}
+
+void Timeline::restore() {
+  for (auto it = log_.rbegin(); it != log_.rend(); ++it) {
+    start_[static_cast<std::size_t>(it->task)] = it->start;
+    end_[static_cast<std::size_t>(it->task)] = it->end;
+  }
+  log_.clear();
+  for (auto it = q_log_.rbegin(); it != q_log_.rend(); ++it) q_[static_cast<std::size_t>(it->task)] = it->q;
+  q_log_.clear();
+  for (auto it = ord_log_.rbegin(); it != ord_log_.rend(); ++it) {
+    ord_[static_cast<std::size_t>(it->task)] = it->ord;
+    at_ord_[static_cast<std::size_t>(it->ord)] = it->task;
+  }
+  ord_log_.clear();
+  const std::size_t k = static_cast<std::size_t>(last_d_) * static_cast<std::size_t>(per_device_) +
+                        static_cast<std::size_t>(last_i_);
+  apply_swap(last_d_, last_i_);
+  level_[k] = last_level_;
+}
+
+void Timeline::undo() { restore(); }
+
+}  // namespace braid::sched

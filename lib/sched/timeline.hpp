@@ -1,0 +1,102 @@
+// A schedule whose start/end times are kept current under adjacent swaps: the
+// move of RLHFuse Algorithm 2, evaluated incrementally instead of by the
+// from-scratch recursion of Algorithm 3.
+//
+// Why it is cheap:
+// * A topological order `ord` of the dependency graph (device order + data
+//   edges) is kept as a permutation. Swapping neighbours a, b on a device
+//   removes a→b and adds b→a; the order is repaired the Pearce–Kelly way, by
+//   reordering only the descendants of a and the ancestors of b that lie
+//   between them. Meeting b's data predecessor among a's descendants means the
+//   swap closes a cycle (a deadlock) and it is refused.
+// * New times are pushed forward from b and a through a bucket queue keyed by
+//   `ord` (a bitset scanned upwards: no heap), and only along paths whose end
+//   times actually change.
+// * Each subtask also keeps q, the longest path from its start to the end of
+//   the schedule (durations and p2p lags). q depends on the graph below a
+//   subtask only, so a swap changes it only for b, a and their ancestors. The
+//   caller passes the largest makespan it would accept (the annealer draws its
+//   random number first); new start + q of b, of a, and of every subtask whose
+//   time moves is then an exact lower bound of the new makespan, and the swap
+//   is rolled back the moment one exceeds the threshold. Most rejected moves
+//   cost O(1); q is brought up to date (backwards, same bucket queue) only for
+//   moves that are kept.
+// * Activation memory on a device depends only on its order (one subtask at a
+//   time), so the memory cap is an O(1) check at the swap point.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "sched/problem.hpp"
+#include "sched/schedule.hpp"
+
+namespace braid::sched {
+
+enum class SwapResult { done, invalid, too_slow };
+
+class Timeline {
+ public:
+  // `order` must be valid (evaluate() says so) and within the memory cap.
+  Timeline(const Problem& p, const Order& order);
+
+  // Swaps the subtasks at positions i and i+1 of device d. `invalid`: the
+  // result would break a dependency, deadlock, exceed the memory cap or reorder
+  // two micro-batches of one stage; `too_slow`: its makespan would exceed
+  // `threshold`. In both cases nothing changes. `done`: swapped; undo() reverts.
+  SwapResult swap(int d, int i, double threshold = std::numeric_limits<double>::infinity());
+  // Reverts the last swap that returned `done` (only that one).
+  void undo();
+
+  double makespan() const;
+  const Order& order() const { return order_; }
+  const std::vector<double>& start() const { return start_; }
+  const std::vector<double>& end() const { return end_; }
+  // Peak activation memory of device d (a scan of its levels).
+  double device_peak(int d) const;
+  // Subtasks recomputed by the last swap (for the benchmark's figures).
+  std::size_t last_touched() const { return log_.size(); }
+
+ private:
+  struct Saved {
+    std::int32_t task;
+    double start, end;
+  };
+  struct SavedQ {
+    std::int32_t task;
+    double q;
+  };
+  struct SavedOrd {
+    std::int32_t task, ord;
+  };
+  double compute_start(std::int32_t t) const;
+  double compute_q(std::int32_t t) const;
+  void update_q(std::int32_t a, std::int32_t b, double qa, double qb);
+  void mark_dirty(std::int32_t t);
+  void set_ord(std::int32_t t, std::int32_t o);
+  void apply_swap(int d, int i);
+  void restore();
+
+  const Problem& p_;
+  int per_device_;
+  double cap_;
+  Order order_;
+  std::vector<std::int32_t> pos_;
+  std::vector<std::int32_t> ord_, at_ord_;  // topological order and its inverse
+  std::vector<double> start_, end_;
+  std::vector<double> level_;      // memory on the device after the subtask at that position
+  std::vector<double> q_;          // longest path from a subtask's start to the end
+  // Per-swap scratch, reused so a swap allocates nothing.
+  std::vector<std::uint32_t> mark_;
+  std::uint32_t epoch_ = 0;
+  std::vector<std::uint64_t> dirty_;
+  std::vector<std::int32_t> stack_, forward_, backward_, slots_;
+  std::vector<Saved> log_;
+  std::vector<SavedOrd> ord_log_;
+  std::vector<SavedQ> q_log_;
+  int last_d_ = -1, last_i_ = -1;
+  double last_level_ = 0;
+};
+
+}  // namespace braid::sched
