@@ -14,7 +14,7 @@ namespace {
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // Decode steps are costed in at most this many blocks per call.
-constexpr int kDecodeBlocks = 256;
+constexpr int kDecodeBlocks = 128;
 
 }  // namespace
 
@@ -116,7 +116,7 @@ std::vector<Strategy> CostModel::strategies(const Call& call, int devices) const
       } else {
         if (dp > batch) continue;
         const int per_replica = ceil_div(batch, dp);
-        for (int mb = 1; mb <= std::min(per_replica, 32); mb *= 2) out.push_back({dp, tp, pp, mb});
+        for (int mb = 1; mb <= std::min(per_replica, max_micro_); mb *= 2) out.push_back({dp, tp, pp, mb});
       }
     }
   }

@@ -57,6 +57,10 @@ class CostModel {
   double device_memory() const;  // usable bytes per device
   const ModelProfile& model(const std::string& role) const;
 
+  // The most micro-batches a generation or inference call may split its batch into
+  // (powers of two up to this; training takes the experiment's micro-batch size or searches up to 64).
+  void set_max_micro(int n) { max_micro_ = n; }
+
   // Strategies worth considering for `call` on a mesh of `devices` devices.
   std::vector<Strategy> strategies(const Call& call, int devices) const;
   CallEstimate estimate(const Call& call, const Mesh& mesh, const Strategy& s) const;
@@ -102,6 +106,7 @@ class CostModel {
   std::vector<int> responses_;               // sample response lengths, ascending
   double mean_prompt_ = 0, mean_response_ = 0;
   CommProfile comm_;
+  int max_micro_ = 32;
 };
 
 }  // namespace braid::plan

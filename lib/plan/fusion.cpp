@@ -99,7 +99,7 @@ double fused_lower_bound(const std::vector<FusedModel>& models, int devices, dou
         int stage = q * m.stages + r;
         if (mi % 2 == 1) stage = devices - 1 - stage;  // the second model runs the other way
         if (stage < 0 || stage >= devices) continue;
-        const double work = m.micro * (m.fwd[r] + m.bwd[r]) * m.work_scale;
+        const double work = m.micro * (m.fwd[r] + m.bwd[r]);
         at[static_cast<std::size_t>(stage)].push_back({arrival, work, tail_before, path});
         total += work;
         arrival += m.fwd[r] + p2p;
@@ -109,6 +109,7 @@ double fused_lower_bound(const std::vector<FusedModel>& models, int devices, dou
   }
   for (const auto& parts : at) {
     if (parts.empty()) continue;
+    for (const auto& p : parts) bound = std::max(bound, p.arrival + p.work + p.tail);
     double arrival = parts[0].arrival, tail = parts[0].tail, work = 0;
     for (const auto& p : parts) {
       arrival = std::min(arrival, p.arrival);
@@ -135,18 +136,20 @@ IntraFusion intra_fusion(const CostModel& cm, const Mesh& mesh, const Strategy& 
   const int g = std::gcd(a.dp, c.dp);
   const int devices = mesh.count / tp / g;
   if (devices != n1 * a.dp / g || devices != n2 * c.dp / g) return f;
+  // One fused pipeline carries micro-batches of one size for both models (K1·M1 = K2·M2).
+  if (a.dp * a.micro != c.dp * c.micro) return f;
   const Experiment& e = cm.experiment();
   const bool spans = mesh.spans_nodes(cm.per_node());
   auto model = [&](const char* role, const Strategy& s, int merge) {
     const double samples = static_cast<double>(e.mini_batch) / s.dp / s.micro;
     const auto st = cm.train_stages(role, s.pp, s.tp, s.dp, spans, samples);
-    FusedModel m{role, s.pp / merge, s.dp / g, s.micro, {}, {}, {}, 1.0 / merge};
+    FusedModel m{role, s.pp / merge, s.dp / g, s.micro, {}, {}, {}};
     for (int k = 0; k < m.stages; ++k) {
       double fw = 0, bw = 0, act = 0;
       for (int i = k * merge; i < (k + 1) * merge; ++i) {
         fw += st.fwd[i] + (i > k * merge ? st.p2p : 0);
         bw += st.bwd[i] + (i > k * merge ? st.p2p : 0);
-        act += st.act_bytes[i] / merge;
+        act += st.act_bytes[i];
       }
       m.fwd.push_back(fw);
       m.bwd.push_back(bw);
@@ -171,7 +174,7 @@ IntraFusion intra_fusion(const CostModel& cm, const Mesh& mesh, const Strategy& 
 
   auto ms = [](const std::vector<double>& v) {
     ordered_json j = ordered_json::array();
-    for (double x : v) j.push_back(std::round(x * 1e6) / 1e3);
+    for (double x : v) j.push_back(std::round(x * 1e9) / 1e6);
     return j;
   };
   auto gb = [](const std::vector<double>& v) {
@@ -184,15 +187,19 @@ IntraFusion intra_fusion(const CostModel& cm, const Mesh& mesh, const Strategy& 
   spec["version"] = 1;
   spec["devices"] = devices;
   spec["models"] = ordered_json::array();
-  for (const FusedModel* m : {&ma, &mc}) {
-    spec["models"].push_back({{"name", m->name},
-                              {"stages", m->stages},
-                              {"replicas", m->replicas},
-                              {"micro_batches", m->micro},
-                              {"fwd", ms(m->fwd)},
-                              {"bwd", ms(m->bwd)},
-                              {"act_mem", gb(m->act)}});
-  }
+  // The spec lists each model's own stages and tp; schedgen does the merge.
+  auto spec_model = [&](const FusedModel& m, const Strategy& s, const CostModel::StageTimes& st) {
+    std::vector<double> fw, bw;
+    for (int i = 0; i < s.pp; ++i) {
+      fw.push_back(st.fwd[i]);
+      bw.push_back(st.bwd[i]);
+    }
+    return ordered_json{{"name", m.name},      {"stages", s.pp},      {"replicas", m.replicas},
+                        {"micro_batches", m.micro}, {"tp", s.tp},      {"fwd", ms(fw)},
+                        {"bwd", ms(bw)},        {"act_mem", gb(st.act_bytes)}};
+  };
+  spec["models"].push_back(spec_model(ma, a, sta));
+  spec["models"].push_back(spec_model(mc, c, stc));
   spec["mem_capacity"] = mem_capacity > 0 ? ordered_json(std::round(mem_capacity / 1e6) / 1e3) : ordered_json(nullptr);
   spec["p2p_time"] = std::round(p2p * 1e6) / 1e3;
   f.schedspec = std::move(spec);

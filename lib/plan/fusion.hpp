@@ -53,15 +53,16 @@ InterFusion best_inter_fusion(const std::vector<GenTail>& tails, double gen_seri
 struct FusedModel {
   std::string name;
   int stages = 1, replicas = 1, micro = 1;
-  std::vector<double> fwd, bwd, act;  // seconds, seconds, bytes per micro-batch
-  // Device-time of a stage per second of its latency: 1, or 1/s for a stage
-  // merged from s stages of a model with s times smaller tp, whose sub-stages
-  // work on different micro-batches side by side.
-  double work_scale = 1;
+  // Seconds, seconds, bytes per micro-batch. A stage merged from s stages of
+  // a model with s times smaller tp takes the sum of their times, as
+  // braid-schedgen merges them (sched/spec.cpp), so plan and schedule agree.
+  std::vector<double> fwd, bwd, act;
 };
 
 // Lower bound of a fused bidirectional schedule of models[0] (forward
-// direction) and models[1] (reverse) over `devices` stage groups.
+// direction) and models[1] (reverse) over `devices` stage groups. Per stage
+// group it takes both models together and each alone (sched/bound.cpp's
+// subsets, for two models).
 double fused_lower_bound(const std::vector<FusedModel>& models, int devices, double p2p);
 
 struct IntraFusion {

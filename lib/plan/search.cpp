@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -174,7 +175,8 @@ SearchResult exhaustive_search(const PlanSpace& space, bool progress) {
   Plan p(nc);
   double best = std::numeric_limits<double>::infinity();
   const double total = space.plan_count();
-  Progress bar("enumerating plans", progress ? static_cast<std::uint64_t>(total) : 0, "plans");
+  std::optional<Progress> bar;
+  if (progress) bar.emplace("enumerating plans", static_cast<std::uint64_t>(total), "plans");
   while (true) {
     for (std::size_t c = 0; c < nc; ++c) p[c] = space.options(static_cast<int>(c))[idx[c]];
     const double cost = space.evaluate(p).cost;
@@ -183,12 +185,12 @@ SearchResult exhaustive_search(const PlanSpace& space, bool progress) {
       best = cost;
       r.plan = p;
     }
-    if (progress && r.evaluated % 4096 == 0) bar.set(static_cast<std::uint64_t>(r.evaluated));
+    if (bar && r.evaluated % 4096 == 0) bar->set(static_cast<std::uint64_t>(r.evaluated));
     std::size_t c = 0;
     while (c < nc && ++idx[c] == space.options(static_cast<int>(c)).size()) idx[c++] = 0;
     if (c == nc) break;
   }
-  bar.finish();
+  if (bar) bar->finish();
   r.eval = space.evaluate(r.plan);
   r.seconds = seconds_since(t0);
   return r;
@@ -226,14 +228,15 @@ SearchResult search_plan(const PlanSpace& space, const SearchOptions& opt) {
   // early on a 10% worse plan is often accepted, at the end almost never.
   const double beta0 = 10, beta1 = 2000;
   Rng rng(opt.seed, 0);
-  Progress bar("searching plans", opt.progress ? static_cast<std::uint64_t>(opt.max_iterations) : 0, "plans");
+  std::optional<Progress> bar;
+  if (opt.progress) bar.emplace("searching plans", static_cast<std::uint64_t>(opt.max_iterations), "plans");
   long k = 0;
   for (; k < opt.max_iterations; ++k) {
     if ((k & 255) == 0) {
       if (Clock::now() > deadline) break;
-      if (opt.progress) {
-        bar.set(static_cast<std::uint64_t>(k));
-        bar.set_status(fmt::format("best {:.1f} s", c_best));
+      if (bar) {
+        bar->set(static_cast<std::uint64_t>(k));
+        bar->set_status(fmt::format("best {:.1f} s", c_best));
       }
     }
     const double beta = beta0 * std::pow(beta1 / beta0, static_cast<double>(k) / opt.max_iterations);
@@ -248,8 +251,10 @@ SearchResult search_plan(const PlanSpace& space, const SearchOptions& opt) {
       }
     }
   }
-  bar.set(static_cast<std::uint64_t>(k));
-  bar.finish();
+  if (bar) {
+    bar->set(static_cast<std::uint64_t>(k));
+    bar->finish();
+  }
   s.descend(best, c_best, end);
   r.plan = best;
   r.eval = space.evaluate(best);

@@ -26,6 +26,7 @@ struct Options {
   double time_limit = 20;
   long iterations = 200000;
   std::uint64_t seed = 1;
+  int max_micro = 32;
   bool no_inter = false, no_intra = false;
 };
 
@@ -59,7 +60,8 @@ int run(const Options& o) {
   }
   in.profile_source = profile.source;
   in.hardware = profile.hardware.name;
-  const CostModel cm(exp, profile, cluster);
+  CostModel cm(exp, profile, cluster);
+  cm.set_max_micro(o.max_micro);
   FusionSettings fusion{!o.no_inter, !o.no_intra, schedule_makespan(o.schedule)};
   const PlanSpace space(cm, fusion);
   braid::log::info("{} calls on {} x {} devices, {} meshes, {:.3g} plans", space.calls().size(), cluster.nodes,
@@ -104,6 +106,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--time-limit", o.time_limit, "seconds of Metropolis-Hastings")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--iterations", o.iterations, "Metropolis-Hastings proposals at most")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--max-micro", o.max_micro, "most micro-batches of a generation or inference call (powers of two up to this)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "random seed of the search")->capture_default_str();
   app.add_flag("--no-inter-fusion", o.no_inter, "plan without generation/inference fusion");
   app.add_flag("--no-intra-fusion", o.no_intra, "plan without fused actor/critic training");

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# braid-meshplan end to end: the plan file, the summary, fusion, exit codes.
+set -euo pipefail
+plan=$BRAID_BIN/braid-meshplan
+fx=$BRAID_FIXTURES/plan
+cd "$BRAID_SCRATCH"
+rm -f plan.json serial.json out.txt err.txt
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# A PPO plan on 2 x 4 devices: one summary line naming every call and both times.
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-2x4.json" --hardware h100 -o plan.json --time-limit 5 --iterations 3000 \
+  > out.txt 2> err.txt
+[[ $(wc -l < out.txt) -eq 1 ]] || fail "summary is not one line: $(cat out.txt)"
+grep -Eq '^actor_gen [dtp0-9]+ \| .*iter [0-9.]+ s \(serial [0-9.]+ s\)$' out.txt || fail "summary: $(cat out.txt)"
+grep -q 'searching plans' err.txt || fail "no progress on stderr"
+python3 - plan.json <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["format"] == "braid.plan" and p["version"] == 1
+names = [c["name"] for c in p["calls"]]
+assert names == ["actor_gen", "ref_inf", "reward_inf", "critic_inf", "actor_train", "critic_train"], names
+for c in p["calls"]:
+    s = c["strategy"]
+    assert s["dp"] * s["tp"] * s["pp"] == c["mesh"]["devices"], c
+    assert 0 <= c["mesh"]["first_device"] and c["mesh"]["first_device"] + c["mesh"]["devices"] <= 8
+pr = p["predicted"]
+assert pr["fused_s"] <= pr["serial_s"] + 1e-9, pr
+b = pr["breakdown"]
+assert abs(sum(b.values()) - pr["iteration_s"]) < 0.01, (b, pr)
+assert p["memory"]["peak_gb"] <= p["memory"]["capacity_gb"]
+intra = p["fusion"]["intra_stage"]
+if intra["used"]:
+    spec = intra["schedspec"]
+    assert spec["format"] == "braid.schedspec"
+    assert [m["name"] for m in spec["models"]] == ["actor", "critic"]
+    for m in spec["models"]:
+        assert len(m["fwd"]) == m["stages"] and all(x > 0 for x in m["fwd"] + m["bwd"])
+PY
+
+# Without fusion the plan says so and fused == serial.
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-2x4.json" --hardware h100 -o serial.json --iterations 3000 -q \
+  --no-inter-fusion --no-intra-fusion > out.txt
+python3 -c "
+import json; p = json.load(open('serial.json'))
+assert p['predicted']['fused_s'] == p['predicted']['serial_s']
+assert not p['fusion']['inter_stage']['used'] and not p['fusion']['intra_stage']['used']"
+
+# A schedule's makespan replaces the bound for the fused training stage.
+echo '{"format": "braid.schedule", "version": 1, "makespan": 1.5}' > sched.json
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" --hardware h100 -o sched-plan.json --search exhaustive \
+  --max-micro 1 --schedule sched.json -q > /dev/null
+python3 -c "
+import json; p = json.load(open('sched-plan.json'))
+i = p['fusion']['intra_stage']
+assert i['used'] and i['source'] == 'schedule', i
+# Each of the 4 optimizer steps: the schedule's 1.5 ms plus the gradient sync and update.
+assert 4 * 0.0015 <= i['train_fused_s'] < i['train_serial_s'], i"
+
+# '-' writes the plan to stdout and nothing else.
+"$plan" "$fx/grpo-tiny.json" "$fx/cluster-1x2.json" --hardware h100 -o - -q --max-micro 1 > out.txt
+python3 -c "import json; assert json.load(open('out.txt'))['format'] == 'braid.plan'"
+
+# Bad input: exit 2, the file and fields named, no plan written.
+cat > bad.json <<'J'
+{"format": "braid.experiment", "version": 1, "algorithm": "ppo",
+ "models": {"actor": {"config": "nowhere.json"}},
+ "batch": {"global": 10, "mini": 4}, "prompt_len": {"dist": "fixed", "value": 8},
+ "response_len": {"dist": "fixed", "value": 8}}
+J
+set +e
+"$plan" bad.json "$fx/cluster-1x2.json" --hardware h100 -o never.json 2> err.txt
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "bad experiment exit $rc"
+[[ ! -e never.json ]] || fail "a plan was written for bad input"
+for field in models.actor.config models.critic batch.mini; do
+  grep -q "$field" err.txt || fail "error does not name $field: $(cat err.txt)"
+done
+grep -q 'bad.json' err.txt || fail "error does not name the file"
+set +e
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" -o never.json 2> err.txt
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "missing profile exit $rc"
+echo ok

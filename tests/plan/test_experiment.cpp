@@ -1,0 +1,75 @@
+// Experiment and cluster files: validation and length distributions.
+#define BOOST_TEST_MODULE plan_experiment
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+
+#include "core/error.hpp"
+#include "plan/experiment.hpp"
+
+using namespace braid::plan;
+
+namespace {
+std::string fixture(const std::string& name) { return std::string(std::getenv("BRAID_FIXTURES")) + "/plan/" + name; }
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(reads_models_by_hf_config_relative_to_the_experiment) {
+  const Experiment e = load_experiment(fixture("ppo-tiny.json"));
+  BOOST_TEST(e.models.size() == 4u);
+  BOOST_TEST(e.model("actor")->shape.hidden == 2048);
+  BOOST_TEST(e.model("actor")->shape.kv_heads == 4);
+  BOOST_TEST(e.model("critic")->shape.value_head);
+  BOOST_TEST(!e.model("ref")->shape.value_head);
+  BOOST_TEST(*e.micro_batch == 4);
+}
+
+BOOST_AUTO_TEST_CASE(every_problem_of_an_experiment_is_reported_at_once) {
+  const auto doc = braid::json::parse(R"({
+    "format": "braid.experiment", "version": 1, "algorithm": "ppo",
+    "models": {"actor": {"config": {"hidden_size": 100, "intermediate_size": 10, "num_hidden_layers": 2,
+                                    "num_attention_heads": 3, "vocab_size": 10}},
+               "critc": {}},
+    "batch": {"global": 100, "mini": 30},
+    "prompt_len": {"dist": "fixed", "value": 10},
+    "response_len": {"dist": "lognormal", "median": 10, "min": 10, "max": 5}
+  })");
+  try {
+    experiment_from_json(doc, "exp.json");
+    BOOST_FAIL("accepted a broken experiment");
+  } catch (const braid::InputError& e) {
+    const std::string all = e.what();
+    for (const char* needle : {"models.critc", "did you mean \"critic\"", "models.critic", "models.ref",
+                               "hidden_size", "batch.mini", "response_len.sigma", "response_len.max"}) {
+      BOOST_TEST_INFO(needle);
+      BOOST_TEST(all.find(needle) != std::string::npos);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(lognormal_quantiles_have_the_median_and_the_cap) {
+  LengthDist d;
+  d.kind = "lognormal";
+  d.median = 100;
+  d.sigma = 1.0;
+  d.min = 1;
+  d.max = 1000;
+  const auto q = d.quantiles(1000);
+  BOOST_TEST(q.size() == 1000u);
+  BOOST_TEST(std::abs(q[500] - 100) <= 1);
+  BOOST_TEST(q.back() <= 1000);
+  // P(len > 1000) = P(z > ln 10) = 1.07%: about ten samples sit at the cap.
+  int capped = 0;
+  for (int v : q) capped += v == 1000;
+  BOOST_TEST(capped >= 8);
+  BOOST_TEST(capped <= 13);
+}
+
+BOOST_AUTO_TEST_CASE(cluster_rejects_what_meshes_cannot_split) {
+  const auto doc = braid::json::parse(R"({"format": "braid.cluster", "version": 1, "nodes": 0, "devices_per_node": 6})");
+  try {
+    cluster_from_json(doc, "c.json");
+    BOOST_FAIL("accepted a broken cluster");
+  } catch (const braid::InputError& e) {
+    BOOST_TEST(e.problems().size() == 2u);
+  }
+}

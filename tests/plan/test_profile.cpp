@@ -1,0 +1,112 @@
+// The analytic profile, its tables and its file format.
+#define BOOST_TEST_MODULE plan_profile
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "plan/analytic_profile.hpp"
+
+using namespace braid::plan;
+
+namespace {
+
+ModelShape llama7b() {
+  ModelShape s;
+  s.name = "llama-7b";
+  s.hidden = 4096;
+  s.intermediate = 11008;
+  s.layers = 32;
+  s.heads = s.kv_heads = 32;
+  s.vocab = 32000;
+  return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(table_interpolates_clamps_below_and_extrapolates_above) {
+  Table1 t{{1, 2, 4}, {10, 20, 40}};
+  BOOST_TEST(t.at(3) == 30.0);
+  BOOST_TEST(t.at(0.5) == 10.0);
+  BOOST_TEST(t.at(8) == 80.0);
+  Table2 u{{1, 2}, {10, 20}, {1, 2, 3, 4}};
+  BOOST_TEST(u.at(1.5, 15) == 2.5);
+  BOOST_TEST(u.at(2, 10) == 3.0);
+}
+
+BOOST_AUTO_TEST_CASE(llama7b_parameter_count_matches_the_published_size) {
+  // LLaMA-7B has 6.74e9 parameters; ours adds only the value-less norms' rounding.
+  BOOST_TEST(std::abs(llama7b().total_params() - 6.738e9) / 6.738e9 < 0.002);
+}
+
+BOOST_AUTO_TEST_CASE(decode_is_flat_until_bs_max_then_grows) {
+  const Hardware hw = hardware_preset("h100");
+  const ModelProfile m = analytic_model_profile(llama7b(), hw);
+  // Weight reads dominate a small-batch step: roughly hw peak / bandwidth
+  // tokens per weight byte before compute or KV reads take over.
+  BOOST_TEST(m.bs_max >= 8.0);
+  BOOST_TEST(m.bs_max <= 512.0);
+  const double t1 = m.layer_decode.at(1, 128), tmax = m.layer_decode.at(m.bs_max, 128);
+  BOOST_TEST(tmax <= 1.25 * t1);
+  BOOST_TEST(m.layer_decode.at(4 * m.bs_max, 128) > 1.5 * t1);
+  // Long KV makes a step slower at the same batch.
+  BOOST_TEST(m.layer_decode.at(64, 8192) > m.layer_decode.at(64, 128));
+}
+
+BOOST_AUTO_TEST_CASE(large_forward_runs_at_matmul_efficiency_and_backward_costs_twice) {
+  const Hardware hw = hardware_preset("h100");
+  const ModelShape s = llama7b();
+  const ModelProfile m = analytic_model_profile(s, hw);
+  const double tokens = 65536, seq = 1024;
+  const double flops = 2 * tokens * s.layer_matmul_params() + 2 * tokens * seq * s.hidden;
+  const double ideal = flops / (hw.peak_flops * hw.eff.matmul) + hw.layer_overhead;
+  BOOST_TEST(std::abs(m.layer_fwd.at(tokens, seq) - ideal) / ideal < 1e-9);
+  BOOST_TEST(std::abs(m.layer_bwd.at(tokens, seq) / m.layer_fwd.at(tokens, seq) - 2.0) < 0.01);
+}
+
+BOOST_AUTO_TEST_CASE(memory_per_layer_follows_mixed_precision_adam) {
+  const ModelShape s = llama7b();
+  const LayerMemory mem = analytic_memory(s, 2);
+  BOOST_TEST(mem.weights == 2 * s.layer_params());
+  BOOST_TEST(mem.gradients == 4 * s.layer_params());
+  BOOST_TEST(mem.optimizer == 12 * s.layer_params());
+  BOOST_TEST(mem.kv_per_token == 2.0 * 4096 * 2);
+}
+
+BOOST_AUTO_TEST_CASE(profile_round_trips_through_json) {
+  const Profile p = analytic_profile(hardware_preset("h200"), {llama7b()});
+  const auto text = profile_to_json(p).dump();
+  const Profile q = profile_from_json(braid::json::parse(text), "p.json");
+  BOOST_TEST(q.hardware.mem_capacity == p.hardware.mem_capacity);
+  BOOST_REQUIRE(q.models.size() == 1);
+  BOOST_TEST(q.models[0].shape.same_as(p.models[0].shape));
+  BOOST_TEST(q.models[0].layer_decode.at(100, 3000) == p.models[0].layer_decode.at(100, 3000));
+  BOOST_TEST(q.comm.p2p_inter.bandwidth == p.comm.p2p_inter.bandwidth);
+}
+
+BOOST_AUTO_TEST_CASE(a_broken_profile_reports_every_problem) {
+  auto doc = braid::json::parse(profile_to_json(analytic_profile(hardware_preset("h100"), {llama7b()})).dump());
+  doc["version"] = 9;
+  doc["models"][0]["layer_fwd"]["tokens"][1] = 0.5;  // no longer increasing
+  doc["models"][0]["bs_maxx"] = 3;
+  try {
+    profile_from_json(doc, "bad.json");
+    BOOST_FAIL("accepted a broken profile");
+  } catch (const braid::InputError& e) {
+    BOOST_TEST(e.problems().size() == 3u);
+    const std::string all = e.what();
+    BOOST_TEST(all.find("bad.json") != std::string::npos);
+    BOOST_TEST(all.find("models[0].layer_fwd.tokens") != std::string::npos);
+    BOOST_TEST(all.find("did you mean \"bs_max\"") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(calibration_recovers_the_efficiency_of_a_profile_made_with_it) {
+  Hardware truth = hardware_preset("h100");
+  truth.eff = {0.41, 0.83, 0.7};
+  const Profile measured = analytic_profile(truth, {llama7b()});
+  Hardware guess = hardware_preset("h100");
+  const Efficiency e = calibrate_efficiency(guess, measured);
+  BOOST_TEST(std::abs(e.matmul - 0.41) < 0.01);
+  BOOST_TEST(std::abs(e.memory - 0.83) < 0.03);
+}
