@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "io/byte_tokenizer.hpp"
+#include "io/token_display.hpp"
 #include "io/inspect_kinds.hpp"
 #include "io/sample_shard.hpp"
 
@@ -79,8 +79,8 @@ ordered_json summarize_samples(const std::string& path, const InspectOptions& op
     one["prompt_len"] = b.prompt_len[i];
     one["response_len"] = b.response_length(i);
     if (b.reward) one["reward"] = (*b.reward)[i];
-    one["prompt"] = byte_tokenizer::decode_for_display(b.prompt(i));
-    one["response"] = byte_tokenizer::decode_for_display(b.response(i));
+    one["prompt"] = display_tokens(b.prompt(i));
+    one["response"] = display_tokens(b.response(i));
     shown.push_back(std::move(one));
   }
   s["first_samples"] = shown;

@@ -1,38 +1,27 @@
-#include "io/byte_tokenizer.hpp"
+#include "io/token_display.hpp"
 
 #include <fmt/format.h>
 
-namespace braid::io::byte_tokenizer {
+namespace braid::io {
+namespace {
+// The byte tokenizer's special ids (tokenizer/byte_tokenizer.hpp).
+constexpr std::int32_t kBos = 256;
+constexpr std::int32_t kEos = 257;
+constexpr std::int32_t kPad = 258;
+}  // namespace
 
-std::vector<std::int32_t> encode(std::string_view text, bool add_bos) {
-  std::vector<std::int32_t> out;
-  out.reserve(text.size() + (add_bos ? 1 : 0));
-  if (add_bos) out.push_back(kBos);
-  for (unsigned char c : text) out.push_back(c);
-  return out;
-}
-
-std::string decode(std::span<const std::int32_t> tokens) {
-  std::string out;
-  out.reserve(tokens.size());
-  for (auto t : tokens) {
-    if (t >= 0 && t < 256) out.push_back(static_cast<char>(t));
-  }
-  return out;
-}
-
-std::string decode_for_display(std::span<const std::int32_t> tokens) {
+std::string display_tokens(std::span<const std::int32_t> tokens) {
   std::string out;
   out.reserve(tokens.size());
   for (auto t : tokens) {
     if (t == kBos) {
-      out += "<bos>";
+      out += "<|bos|>";
     } else if (t == kEos) {
-      out += "<eos>";
+      out += "<|eos|>";
     } else if (t == kPad) {
-      out += "<pad>";
+      out += "<|pad|>";
     } else if (t < 0 || t >= 256) {
-      out += fmt::format("<id:{}>", t);
+      out += fmt::format("<|id:{}|>", t);
     } else if (t == '\n') {
       out += "\\n";
     } else if (t == '\t') {
@@ -48,4 +37,4 @@ std::string decode_for_display(std::span<const std::int32_t> tokens) {
   return out;
 }
 
-}  // namespace braid::io::byte_tokenizer
+}  // namespace braid::io

@@ -1,30 +1,17 @@
-// The byte-level tokenizer braid uses when no other is configured: token id =
-// byte value (0..255), plus three special ids above the bytes. Small models
-// and tests use it end to end; `braid inspect` uses it to show samples.
+// Token ids shown to people (braid inspect), assuming braid's default byte
+// tokenizer (tokenizer/byte_tokenizer.hpp: id = byte 0..255, 256 BOS, 257 EOS,
+// 258 PAD). Ids of other tokenizers still show, as <|id:N|>, so a shard is
+// always displayable without loading its tokenizer.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
-#include <string_view>
-#include <vector>
 
-namespace braid::io::byte_tokenizer {
+namespace braid::io {
 
-inline constexpr std::int32_t kBos = 256;
-inline constexpr std::int32_t kEos = 257;
-inline constexpr std::int32_t kPad = 258;
-inline constexpr std::int32_t kVocabSize = 259;
+// One line: printable ASCII as is; \n, \t, \\ and other bytes escaped (\xNN);
+// <|bos|>, <|eos|>, <|pad|>; ids beyond the byte vocabulary as <|id:N|>.
+std::string display_tokens(std::span<const std::int32_t> tokens);
 
-// One token per byte, after a kBos when add_bos.
-std::vector<std::int32_t> encode(std::string_view text, bool add_bos = false);
-
-// The bytes back (special and out-of-range ids are dropped).
-std::string decode(std::span<const std::int32_t> tokens);
-
-// One printable line for humans: printable ASCII as is; \n, \t, \\ and other
-// bytes escaped (\xNN); special ids as <bos>, <eos>, <pad>; ids outside the
-// vocabulary as <id:N>, so any tokenizer's output still shows something.
-std::string decode_for_display(std::span<const std::int32_t> tokens);
-
-}  // namespace braid::io::byte_tokenizer
+}  // namespace braid::io

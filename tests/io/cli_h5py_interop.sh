@@ -41,7 +41,7 @@ field() { "$PY" -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.a
 [[ $(field 'd["tokens"]' < "$S/from_h5py.json") == 8 ]] || fail "tokens"
 [[ $(field 'd["policy_step"]' < "$S/from_h5py.json") == 7 ]] || fail "policy_step"
 [[ $(field 'd["first_samples"][0]["prompt"]' < "$S/from_h5py.json") == "2+2=" ]] || fail "prompt decoded"
-[[ $(field 'd["first_samples"][0]["response"]' < "$S/from_h5py.json") == "4<eos>" ]] || fail "response decoded"
+[[ $(field 'd["first_samples"][0]["response"]' < "$S/from_h5py.json") == "4<|eos|>" ]] || fail "response decoded"
 [[ $(field 'd["first_samples"][1]["response_len"]' < "$S/from_h5py.json") == 0 ]] || fail "empty response"
 [[ $(field 'd["reward"]["mean"]' < "$S/from_h5py.json") == 0.5 ]] || fail "reward mean"
 [[ $(field 'd["token_arrays"]["logprobs/actor"]["min"]' < "$S/from_h5py.json") == -0.5 ]] || fail "logprobs"

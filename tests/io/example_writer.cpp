@@ -1,10 +1,10 @@
 // Writes the sample shard and weight shard that tests/io/cli_h5py_interop.sh
 // reads with h5py and h5dump: `example_writer SAMPLES.h5 WEIGHTS.h5`.
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <vector>
 
-#include "io/byte_tokenizer.hpp"
 #include "io/sample_shard.hpp"
 #include "io/weight_shard.hpp"
 
@@ -18,10 +18,9 @@ int main(int argc, char** argv) {
     SampleBatch b;
     b.logprobs_actor.emplace();
     b.reward.emplace();
-    auto seq = byte_tokenizer::encode("2+2=4");
-    seq.push_back(byte_tokenizer::kEos);
-    b.add(seq, 4, 10);
-    b.add(byte_tokenizer::encode("Hello"), 5, 11);
+    const std::int32_t eos = 257;  // the byte tokenizer's end of sequence
+    b.add(std::vector<std::int32_t>{'2', '+', '2', '=', '4', eos}, 4, 10);
+    b.add(std::vector<std::int32_t>{'H', 'e', 'l', 'l', 'o'}, 5, 11);
     (*b.logprobs_actor)[4] = -0.25f;
     (*b.logprobs_actor)[5] = -0.5f;
     (*b.reward)[0] = 1.0f;

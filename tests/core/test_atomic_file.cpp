@@ -1,0 +1,107 @@
+// AtomicFile: a file appears under its final name only when complete, an
+// abandoned one leaves nothing, and SIGTERM cleans up the temporary.
+#define BOOST_TEST_MODULE atomic_file
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+
+namespace fs = std::filesystem;
+using namespace braid;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  const char* dir = std::getenv("BRAID_SCRATCH");
+  return fs::path(dir != nullptr ? dir : ".") / name;
+}
+
+std::size_t temps_in(const fs::path& dir, const std::string& final_name) {
+  std::size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    n += e.path().filename().string().rfind("." + final_name + ".tmp-", 0) == 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(commit_renames_a_complete_file_onto_the_final_name) {
+  const auto path = scratch("out.txt");
+  write_text_file(path.string(), "old");
+  AtomicFile f(path);
+  BOOST_TEST(f.temp_path().parent_path() == path.parent_path());
+  BOOST_TEST(f.temp_path().filename().string().rfind(".out.txt.tmp-", 0) == 0u);
+  std::ofstream(f.temp_path()) << "new";
+  BOOST_TEST(read_text_file(path.string()) == "old");  // the reader still sees the old file
+  f.commit();
+  BOOST_TEST(read_text_file(path.string()) == "new");
+  BOOST_TEST(!fs::exists(f.temp_path()));
+  BOOST_CHECK_THROW(f.commit(), std::logic_error);
+}
+
+BOOST_AUTO_TEST_CASE(an_abandoned_file_leaves_nothing) {
+  const auto path = scratch("abandoned.txt");
+  fs::remove(path);
+  try {
+    AtomicFile f(path);
+    std::ofstream(f.temp_path()) << "half";
+    throw std::runtime_error("writer failed");
+  } catch (const std::runtime_error&) {
+  }
+  BOOST_TEST(!fs::exists(path));
+  BOOST_TEST(temps_in(path.parent_path(), "abandoned.txt") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(committing_nothing_is_an_error) {
+  AtomicFile f(scratch("empty.txt"));
+  BOOST_CHECK_THROW(f.commit(), std::runtime_error);
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_folder_is_an_input_error_naming_the_file) {
+  try {
+    AtomicFile f(scratch("no-such-dir/x.txt"));
+    BOOST_FAIL("no error");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("no-such-dir/x.txt") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_removes_the_temporary) {
+  const auto path = scratch("signalled.txt");
+  fs::remove(path);
+  int ready[2];
+  BOOST_REQUIRE(pipe(ready) == 0);
+  const pid_t pid = fork();
+  BOOST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(ready[0]);
+    install_temp_cleanup_on_signals();
+    AtomicFile f(path);
+    std::ofstream(f.temp_path()) << "partial";
+    const char c = 'x';
+    if (write(ready[1], &c, 1) != 1) _exit(4);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char c = 0;
+  BOOST_REQUIRE(read(ready[0], &c, 1) == 1);
+  close(ready[0]);
+  BOOST_TEST(temps_in(path.parent_path(), "signalled.txt") == 1u);
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  BOOST_TEST(WIFSIGNALED(status));
+  BOOST_TEST(WTERMSIG(status) == SIGTERM);
+  BOOST_TEST(!fs::exists(path));
+  BOOST_TEST(temps_in(path.parent_path(), "signalled.txt") == 0u);
+}

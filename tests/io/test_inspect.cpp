@@ -1,0 +1,80 @@
+// The summaries behind `braid inspect --json` and the verdicts of `braid check`,
+// on the fixtures whose contents make_fixtures.py fixes.
+#define BOOST_TEST_MODULE inspect
+#include <boost/test/unit_test.hpp>
+
+#include <vector>
+
+#include "core/error.hpp"
+#include "io/inspect.hpp"
+#include "io/token_display.hpp"
+#include "scratch.hpp"
+
+using namespace braid;
+using namespace braid::io;
+using braid::test::fixture;
+
+BOOST_AUTO_TEST_CASE(sample_shard_summary) {
+  const auto s = inspect_file(fixture("io/good_samples.h5").string(), {.samples_shown = 5});
+  BOOST_TEST(s["kind"] == "samples");
+  BOOST_TEST(s["sequences"] == 3);
+  BOOST_TEST(s["tokens"] == 14);
+  BOOST_TEST(s["policy_step"] == 3);
+  BOOST_TEST(s["config"]["fixture"] == true);
+  BOOST_TEST(s["prompt_length"]["min"] == 2.0);
+  BOOST_TEST(s["response_length"]["max"] == 3.0);
+  BOOST_TEST(s["response_length"]["p50"] == 3.0);
+  BOOST_TEST(s["reward"]["mean"].get<double>() == 0.25, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(s["token_arrays"].contains("values"));
+  BOOST_TEST(!s["token_arrays"].contains("advantages"));
+  // logprobs/actor over response tokens only: the fixture's linspace at positions 3-5 and 11-13.
+  BOOST_TEST(s["token_arrays"]["logprobs/actor"]["count"] == 6);
+  BOOST_TEST(s["first_samples"].size() == 3u);
+  BOOST_TEST(s["first_samples"][0]["prompt"] == "Hi!");
+  BOOST_TEST(s["first_samples"][2]["response"] == "\\x07A<|eos|>");
+  BOOST_TEST(s["first_samples"][1]["response_len"] == 0);
+  const std::string text = render_inspect_text(s);
+  BOOST_TEST(text.find("3 sequences, 14 tokens") != std::string::npos);
+  BOOST_TEST(text.find("response: \"\\x07A<|eos|>\"") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(weight_shard_summary) {
+  const auto s = inspect_file(fixture("io/good_weights.h5").string());
+  BOOST_TEST(s["kind"] == "weights");
+  BOOST_TEST(s["tensor_count"] == 3);
+  BOOST_TEST(s["parameters"] == 8 * 4 + 4 + 16);
+  BOOST_TEST(s["model_config"]["vocab_size"] == 8);
+  BOOST_TEST(s["tensors"][0]["name"] == "model.embed_tokens.weight");
+  BOOST_TEST(s["tensors"][0]["dtype"] == "float32");
+  const std::string text = render_inspect_text(s);
+  BOOST_TEST(text.find("model.layers.*.self_attn.q_proj.weight") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(json_file_summary_finds_key_figures) {
+  const auto s = inspect_file(fixture("io/schedule.json").string());
+  BOOST_TEST(s["format"] == "braid.schedule");
+  BOOST_TEST(s["figures"]["makespan"] == 41.5);
+  BOOST_TEST(s["figures"]["lower_bound"] == 38.0);
+  BOOST_TEST(s["figures"]["baselines.serial_1f1b_makespan"] == 52.0);
+  BOOST_TEST(s["keys"]["streams"] == "array of 2");
+  BOOST_TEST(s["keys"]["devices"] == 2);
+}
+
+BOOST_AUTO_TEST_CASE(check_file_accepts_good_and_explains_bad) {
+  for (const char* good : {"io/good_samples.h5", "io/good_weights.h5", "io/schedule.json"}) {
+    BOOST_TEST_INFO(good);
+    BOOST_TEST(!check_file(fixture(good).string()).has_value());
+  }
+  const auto why = check_file(fixture("io/bad_json_not_braid.json").string());
+  BOOST_REQUIRE(why.has_value());
+  BOOST_TEST(why->find("format: missing (required)") != std::string::npos);
+  const auto syntax = check_file(fixture("io/bad_json_syntax.json").string());
+  BOOST_REQUIRE(syntax.has_value());
+  BOOST_TEST(syntax->find("not valid JSON") != std::string::npos);
+  BOOST_CHECK_THROW(inspect_file(fixture("io/bad_truncated.h5").string()), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(tokens_display_escaped) {
+  const std::vector<std::int32_t> ids{'a', '\n', '\\', 0x07, 0xff, 256, 257, 258, 1000, -1};
+  BOOST_TEST(display_tokens(ids) == "a\\n\\\\\\x07\\xff<|bos|><|eos|><|pad|><|id:1000|><|id:-1|>");
+}
