@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
   braid::driver::add_inspect_command(app, verbs);
   braid::driver::add_check_command(app, verbs);
   braid::driver::add_info_command(app, verbs);
+  braid::driver::add_init_command(app, verbs);
+  braid::driver::add_import_command(app, verbs);
+  braid::driver::add_export_command(app, verbs);
 
   return braid::cli::run(app, argc, argv, [&] { return verbs.run(); });
 }

@@ -36,5 +36,9 @@ bool verbose(const CLI::App& app);
 void add_inspect_command(CLI::App& app, Verbs& verbs);
 void add_check_command(CLI::App& app, Verbs& verbs);
 void add_info_command(CLI::App& app, Verbs& verbs);
+// Models in and out: cmd_init.cpp, cmd_import.cpp, cmd_export.cpp.
+void add_init_command(CLI::App& app, Verbs& verbs);
+void add_import_command(CLI::App& app, Verbs& verbs);
+void add_export_command(CLI::App& app, Verbs& verbs);
 
 }  // namespace braid::driver

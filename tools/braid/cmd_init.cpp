@@ -1,0 +1,74 @@
+// braid init: a new model with random weights (seeded), written as weight shards
+// (one per pipeline stage); prints the files written, one per line.
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "core/log.hpp"
+#include "model/config.hpp"
+#include "model/model.hpp"
+#include "train/checkpoint.hpp"
+#include "verbs.hpp"
+
+namespace braid::driver {
+namespace {
+
+struct InitOptions {
+  std::string config;
+  std::string out;
+  std::uint64_t seed = 0;
+  int stages = 1;
+  double init_std = 0.02;
+  bool value_head = false;
+  bool no_lm_head = false;
+};
+
+int run_init(const InitOptions& o) {
+  if (o.no_lm_head && !o.value_head) throw UsageError("--no-lm-head leaves the model without a head: add --value-head");
+  const json doc = load_json_file(o.config);
+  const model::ModelConfig cfg = model::parse_config(doc, o.config);
+  const auto ranges = train::split_layers(cfg.num_hidden_layers, o.stages);
+  auto be = backend::make_cpu_backend();
+  const std::string cmd = fmt::format("braid init --config {} --seed {} --stages {} --init-std {}{}{} -o {}", o.config,
+                                      o.seed, o.stages, o.init_std, o.value_head ? " --value-head" : "",
+                                      o.no_lm_head ? " --no-lm-head" : "", o.out);
+  for (int s = 0; s < o.stages; ++s) {
+    // One stage in memory at a time; the seed gives each tensor the same values whatever the split.
+    model::Model m(cfg, {.layers = ranges[static_cast<std::size_t>(s)], .lm_head = !o.no_lm_head, .value_head = o.value_head},
+                   *be);
+    m.init_random(o.seed, o.init_std);
+    const auto path = train::stage_path(o.out, s, o.stages);
+    train::save_weights(m, path, {.step = 0, .created_by = cmd, .config_json = doc.dump()});
+    log::info("wrote {} (layers {}..{}, {} parameters)", path.string(), m.layer_begin(), m.layer_end() - 1,
+              m.parameter_count());
+    std::cout << path.string() << '\n';
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_init_command(CLI::App& app, Verbs& verbs) {
+  auto o = std::make_shared<InitOptions>();
+  auto* sub = app.add_subcommand(
+      "init", "Create a Llama model with random weights from a Hugging Face config.json and write it as weight "
+              "shards (one per pipeline stage with --stages); prints the files written");
+  sub->add_option("--config,-c", o->config, "config.json (Hugging Face Llama keys)")->required();
+  sub->add_option("-o,--output", o->out, "Output weight file (with --stages N: NAME.stageI-of-N.h5)")->required();
+  sub->add_option("--seed", o->seed, "Random seed (the same seed gives the same weights for any --stages)")
+      ->capture_default_str();
+  sub->add_option("--stages", o->stages, "Write the layers as this many pipeline-stage shards")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--init-std", o->init_std, "Standard deviation of the matrices' normal init (norms start at 1)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_flag("--value-head", o->value_head, "Add a scalar value head (score.weight) for a critic or reward model");
+  sub->add_flag("--no-lm-head", o->no_lm_head, "Leave out the LM head (a critic or reward model)");
+  verbs.add(sub, [o] { return run_init(*o); });
+}
+
+}  // namespace braid::driver
