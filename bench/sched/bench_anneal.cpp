@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     AnnealOptions opt;
     opt.iterations = iterations;
     opt.time_limit = 0;
-    opt.mem_iterations = 1;
+    opt.mem_iterations = 0;
     const AnnealResult r = anneal(p, start, 0.0, opt);
     const double per_iter = r.stats.seconds / static_cast<double>(r.stats.iterations);
     const double per_proposal = r.stats.seconds / static_cast<double>(r.stats.iterations + r.stats.invalid);
@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     AnnealOptions opt;
     opt.seed = static_cast<std::uint64_t>(seed);
     opt.time_limit = 60;
-    opt.mem_iterations = 1;
+    opt.mem_iterations = 0;
     const AnnealResult r = anneal(p, start, bound, opt);
     fmt::print("seed {}: makespan {:.1f} ({}), {:.3f} s, {} iterations\n", seed, r.makespan,
                r.stats.reached_bound ? "lower bound reached" : "bound not reached", r.stats.seconds_to_best,

@@ -85,9 +85,9 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   st.reached_bound = reached();
   if (report) report(st.iterations, current, best);
 
-  const std::uint64_t mem_iters = opt.mem_iterations > 0 ? opt.mem_iterations : std::max<std::uint64_t>(st.iterations / 4, 10000);
-  const double mem_limit = opt.mem_time_limit > 0 ? opt.mem_time_limit : opt.time_limit / 4;
-  out.order = lower_memory(p, best_order, mem_iters, mem_limit, opt.seed, opt.stream + 0x5eed, &st);
+  const double mem_limit = opt.mem_time_limit > 0 ? opt.mem_time_limit : opt.time_limit / 2;
+  out.order = lower_memory(p, best_order, opt.mem_iterations, mem_limit, opt.mem_target, opt.seed,
+                           opt.stream + 0x5eed, &st);
   const Timing t = evaluate(p, out.order);
   out.makespan = t.makespan;
   out.peak_memory = t.peak_memory;
@@ -95,22 +95,28 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
 }
 
 Order lower_memory(const Problem& p, const Order& start, std::uint64_t iterations, double time_limit,
-                   std::uint64_t seed, std::uint64_t stream, AnnealStats* stats) {
+                   double target, std::uint64_t seed, std::uint64_t stream, AnnealStats* stats) {
   const auto began = Clock::now();
   Timeline tl(p, start);
   Rng rng(seed, stream);
   const double limit = tl.makespan();
-  std::vector<double> peaks(static_cast<std::size_t>(p.devices));
-  for (int d = 0; d < p.devices; ++d) peaks[static_cast<std::size_t>(d)] = tl.device_peak(d);
-  // Energy: the highest peak first; the sum of all peaks breaks its plateaus
-  // (lowering any device's peak is progress towards lowering the highest).
+  // Energy: the highest peak first; the mean of all peaks and how much memory
+  // stands above the target, over time, break its plateaus (lowering any device,
+  // or shortening a high stretch, is progress towards lowering the highest).
+  constexpr double wsum = 0.25, wex = 1.0;
+  std::vector<double> peaks(static_cast<std::size_t>(p.devices)), excess(peaks.size());
+  for (int d = 0; d < p.devices; ++d) {
+    peaks[static_cast<std::size_t>(d)] = tl.device_peak(d);
+    excess[static_cast<std::size_t>(d)] = tl.device_excess(d, target);
+  }
   auto energy = [&] {
-    double mx = 0, sum = 0;
-    for (double v : peaks) {
-      mx = std::max(mx, v);
-      sum += v;
+    double mx = 0, sum = 0, ex = 0;
+    for (std::size_t d = 0; d < peaks.size(); ++d) {
+      mx = std::max(mx, peaks[d]);
+      sum += peaks[d];
+      ex += excess[d];
     }
-    return mx + sum / (4.0 * p.devices);
+    return mx + wsum * sum / p.devices + wex * ex / p.num_tasks;
   };
   double mean_act = 0;
   for (double v : p.mem_delta) mean_act += std::fabs(v);
@@ -123,7 +129,9 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   const double alpha = std::pow(1e-4, 1.0 / static_cast<double>(std::max<std::uint64_t>(iterations, 1)));
   const auto slots = static_cast<std::uint64_t>(p.per_device - 1);
   std::uint64_t done = 0, proposals = 0;
-  while (done < iterations) {
+  auto max_peak = [&] { return *std::max_element(peaks.begin(), peaks.end()); };
+  double best_peak = max_peak();
+  while (done < iterations && !(best_peak <= target || same_time(best_peak, target))) {
     if (++proposals % kCheckEvery == 0 && time_limit > 0 && seconds_since(began) >= time_limit) break;
     const int d = static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices)));
     const int i = static_cast<int>(rng.below(slots));
@@ -132,16 +140,20 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
     ++done;
     if (r == SwapResult::done) {
       const double old_peak = peaks[static_cast<std::size_t>(d)];
+      const double old_excess = excess[static_cast<std::size_t>(d)];
       peaks[static_cast<std::size_t>(d)] = tl.device_peak(d);
+      excess[static_cast<std::size_t>(d)] = tl.device_excess(d, target);
       const double e = energy();
       if (e <= current || rng.uniform() < std::exp((current - e) / temperature)) {
         current = e;
         if (e < best) {
           best = e;
           best_order = tl.order();
+          best_peak = max_peak();
         }
       } else {
         peaks[static_cast<std::size_t>(d)] = old_peak;
+        excess[static_cast<std::size_t>(d)] = old_excess;
         tl.undo();
       }
     }

@@ -19,8 +19,9 @@ struct AnnealOptions {
   double t0 = 0;                   // initial temperature; <= 0: the mean subtask duration
   double alpha = 0.99999;          // geometric cooling per iteration
   double epsilon = 0;              // reheat (new round) below this; <= 0: t0 * 1e-4
-  std::uint64_t mem_iterations = 0;  // memory pass; 0 = a quarter of the latency iterations
-  double mem_time_limit = 0;       // seconds; 0 = a quarter of time_limit
+  std::uint64_t mem_iterations = 2'000'000;  // memory pass neighbours (its cooling spans them)
+  double mem_time_limit = 0;       // seconds; 0 = half of time_limit
+  double mem_target = 0;           // the memory pass stops once the peak is this low (serial 1F1B's)
 };
 
 struct AnnealStats {
@@ -52,8 +53,8 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
                     const AnnealReport& report = {});
 
 // The memory pass alone: from `start`, lower the peak activation memory while
-// the makespan stays at most that of `start`.
+// the makespan stays at most that of `start`; stops at `target` peak.
 Order lower_memory(const Problem& p, const Order& start, std::uint64_t iterations, double time_limit,
-                   std::uint64_t seed, std::uint64_t stream, AnnealStats* stats = nullptr);
+                   double target, std::uint64_t seed, std::uint64_t stream, AnnealStats* stats = nullptr);
 
 }  // namespace braid::sched

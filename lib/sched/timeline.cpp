@@ -56,6 +56,13 @@ double Timeline::device_peak(int d) const {
   return std::max(0.0, *std::max_element(first, first + per_device_));
 }
 
+double Timeline::device_excess(int d, double level) const {
+  double sum = 0;
+  const std::size_t first = static_cast<std::size_t>(d) * static_cast<std::size_t>(per_device_);
+  for (std::size_t k = first; k < first + static_cast<std::size_t>(per_device_); ++k) sum += std::max(0.0, level_[k] - level);
+  return sum;
+}
+
 inline double Timeline::compute_start(std::int32_t t) const {
   const auto ti = static_cast<std::size_t>(t);
   const int i = pos_[ti];

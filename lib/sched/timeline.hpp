@@ -55,6 +55,8 @@ class Timeline {
   const std::vector<double>& end() const { return end_; }
   // Peak activation memory of device d (a scan of its levels).
   double device_peak(int d) const;
+  // How far device d's memory stands above `level`, summed over its subtasks.
+  double device_excess(int d, double level) const;
   // Subtasks recomputed by the last swap (for the benchmark's figures).
   std::size_t last_touched() const { return log_.size(); }
 

@@ -1,0 +1,40 @@
+// The braid.schedule document: what the training runtime executes (per device
+// the ordered subtasks and the lowered instruction stream with peers and buffer
+// ids) and what the search found (makespan, bound, peak memory, baselines).
+// The spec it was made for travels inside, so the file checks itself.
+#pragma once
+
+#include <string>
+
+#include "core/json.hpp"
+#include "sched/lower.hpp"
+#include "sched/problem.hpp"
+#include "sched/schedule.hpp"
+
+namespace braid::sched {
+
+constexpr int kScheduleVersion = 1;
+
+struct ScheduleSummary {
+  double lower_bound = 0;
+  std::string lower_bound_binding;
+  double serial_makespan = 0, serial_peak = 0;
+  double greedy_makespan = 0, greedy_peak = 0;
+  ordered_json search;  // how it was found (ranks, iterations, seconds, options)
+};
+
+ordered_json spec_to_json(const SchedSpec& spec);
+
+ordered_json schedule_to_json(const Problem& p, const Order& order, const Timing& timing, const Lowered& lowered,
+                              const ScheduleSummary& summary);
+
+// Reads back the spec and the instruction streams of a braid.schedule file
+// (for --verify); problems name `origin` and the field.
+struct LoadedSchedule {
+  Problem problem;
+  Lowered lowered;
+  double makespan = 0;
+};
+LoadedSchedule load_schedule(const json& doc, const std::string& origin);
+
+}  // namespace braid::sched

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# braid-schedgen end to end: a schedule that checks itself, its refusals, a
+# corrupted schedule caught by --verify, and 2 MPI ranks never worse than 1
+# with the same per-rank budget.
+set -euo pipefail
+GEN="$BRAID_BIN/braid-schedgen"
+FIX="$BRAID_FIXTURES/sched"
+S="$BRAID_SCRATCH"
+rm -rf "$S" && mkdir -p "$S"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# 1. The issue's example: output keys, the bound is never above the makespan, SVG drawn.
+"$GEN" "$FIX/issue_example.json" -o "$S/s.json" --svg "$S/s.svg" --time-limit 5 -q
+for key in format version makespan lower_bound peak_memory baselines devices; do
+  jq -e "has(\"$key\")" "$S/s.json" > /dev/null || fail "schedule.json lacks $key"
+done
+[[ $(jq -r .format "$S/s.json") == braid.schedule ]] || fail "wrong format name"
+jq -e '.makespan >= .lower_bound - 1e-9' "$S/s.json" > /dev/null || fail "makespan below the lower bound"
+jq -e '.makespan <= .baselines.greedy.makespan + 1e-9 and .makespan < .baselines.serial_1f1b.makespan' "$S/s.json" > /dev/null \
+  || fail "worse than a baseline"
+jq -e '[.devices[].instructions[] | select(.op=="SEND_F" or .op=="RECV_B")] | length > 0' "$S/s.json" > /dev/null \
+  || fail "no communication in the instruction streams"
+grep -q "<svg" "$S/s.svg" || fail "no SVG written"
+"$GEN" --verify "$S/s.json" -q || fail "--verify refuses a fresh schedule"
+
+# 2. stdin in, stdout out.
+"$GEN" - --time-limit 1 -q < "$FIX/issue_example.json" | jq -e '.format == "braid.schedule"' > /dev/null \
+  || fail "stdin/stdout round trip"
+
+# 3. A memory cap is respected.
+jq '.mem_capacity = 17' "$FIX/issue_example.json" > "$S/capped.json"
+"$GEN" "$S/capped.json" -o "$S/capped_out.json" --time-limit 2 -q
+jq -e '.peak_memory <= 17 + 1e-9 and ([.devices[].peak_memory] | max) <= 17 + 1e-9' "$S/capped_out.json" > /dev/null \
+  || fail "memory cap exceeded"
+
+# 4. Refusals: exit 2, the file and the field named, nothing written.
+jq '.models[1].stages = 3' "$FIX/issue_example.json" > "$S/bad.json"
+set +e
+"$GEN" "$S/bad.json" -o "$S/bad_out.json" 2> "$S/bad.err"; code=$?
+set -e
+[[ $code == 2 ]] || fail "bad spec: exit $code, expected 2"
+grep -q "bad.json" "$S/bad.err" && grep -q "models\[1\]" "$S/bad.err" || fail "bad spec: message does not name file and field"
+[[ ! -e "$S/bad_out.json" ]] || fail "output written for a refused spec"
+jq '.mem_capacity = 3' "$FIX/issue_example.json" > "$S/tiny_cap.json"
+set +e
+"$GEN" "$S/tiny_cap.json" -o "$S/tiny_out.json" 2> "$S/tiny.err"; code=$?
+set -e
+[[ $code == 2 ]] && grep -q mem_capacity "$S/tiny.err" || fail "an impossible memory cap is not refused"
+
+# 5. A corrupted schedule: device 0 waits first for a gradient -> deadlock, shown as a grid.
+jq '.devices[0].instructions |= ([.[] | select(.op=="RECV_B")][0:1] + .)' "$S/s.json" > "$S/broken.json"
+set +e
+"$GEN" --verify "$S/broken.json" 2> "$S/broken.err"; code=$?
+set -e
+[[ $code == 2 ]] || fail "--verify of a broken schedule: exit $code, expected 2"
+grep -q deadlock "$S/broken.err" && grep -q "step" "$S/broken.err" || fail "deadlock not reported with a grid"
+
+# 6. MPI: rank 0 of two ranks does exactly what one rank does; the best of two is never worse.
+if command -v mpirun > /dev/null; then
+  budget=(--iterations 30000 --time-limit 0 --mem-iterations 20000 --seed 7 -q)
+  mpirun -np 1 "$GEN" "$FIX/uneven.json" -o "$S/np1.json" "${budget[@]}"
+  mpirun -np 2 --oversubscribe "$GEN" "$FIX/uneven.json" -o "$S/np2.json" "${budget[@]}"
+  [[ $(jq .search.ranks "$S/np2.json") == 2 ]] || fail "two ranks did not both search"
+  jq -n --slurpfile a "$S/np1.json" --slurpfile b "$S/np2.json" \
+    '$b[0].makespan <= $a[0].makespan + 1e-9 and ($b[0].makespan < $a[0].makespan or $b[0].peak_memory <= $a[0].peak_memory + 1e-9)' \
+    | grep -q true || fail "2 ranks worse than 1: $(jq .makespan "$S/np2.json") vs $(jq .makespan "$S/np1.json")"
+  "$GEN" --verify "$S/np2.json" -q || fail "the reduced schedule does not verify"
+else
+  echo "SKIP: no mpirun, MPI part not run"
+fi
+echo "ok"
