@@ -1,5 +1,8 @@
 #include "plan/fusion.hpp"
 
+#include "sched/bound.hpp"
+#include "sched/problem.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -81,46 +84,6 @@ InterFusion best_inter_fusion(const std::vector<GenTail>& tails, double gen_seri
   return best;
 }
 
-double fused_lower_bound(const std::vector<FusedModel>& models, int devices, double p2p) {
-  // Per stage group: each model present there with its position in its pipeline.
-  struct Part {
-    double arrival, work, tail, path;
-  };
-  std::vector<std::vector<Part>> at(static_cast<std::size_t>(devices));
-  double total = 0, bound = 0;
-  for (std::size_t mi = 0; mi < models.size(); ++mi) {
-    const FusedModel& m = models[mi];
-    double path = 0;
-    for (int r = 0; r < m.stages; ++r) path += m.fwd[r] + m.bwd[r] + (r > 0 ? 2 * p2p : 0);
-    bound = std::max(bound, path);
-    for (int q = 0; q < m.replicas; ++q) {
-      double arrival = 0, tail_before = 0;
-      for (int r = 0; r < m.stages; ++r) {
-        int stage = q * m.stages + r;
-        if (mi % 2 == 1) stage = devices - 1 - stage;  // the second model runs the other way
-        if (stage < 0 || stage >= devices) continue;
-        const double work = m.micro * (m.fwd[r] + m.bwd[r]);
-        at[static_cast<std::size_t>(stage)].push_back({arrival, work, tail_before, path});
-        total += work;
-        arrival += m.fwd[r] + p2p;
-        tail_before += m.bwd[r] + p2p;
-      }
-    }
-  }
-  for (const auto& parts : at) {
-    if (parts.empty()) continue;
-    for (const auto& p : parts) bound = std::max(bound, p.arrival + p.work + p.tail);
-    double arrival = parts[0].arrival, tail = parts[0].tail, work = 0;
-    for (const auto& p : parts) {
-      arrival = std::min(arrival, p.arrival);
-      tail = std::min(tail, p.tail);
-      work += p.work;
-    }
-    bound = std::max(bound, arrival + work + tail);
-  }
-  return std::max(bound, total / devices);
-}
-
 IntraFusion intra_fusion(const CostModel& cm, const Mesh& mesh, const Strategy& a, const Strategy& c,
                          double serial, double mem_capacity, std::optional<double> schedule_ms) {
   IntraFusion f;
@@ -128,49 +91,23 @@ IntraFusion intra_fusion(const CostModel& cm, const Mesh& mesh, const Strategy& 
   f.fused = serial;
   const int tp = std::max(a.tp, c.tp);
   // RLHFuse merges s consecutive stages of the model with the smaller tp so
-  // both models' stages span the same devices.
-  const int sa = tp / a.tp, sc = tp / c.tp;
-  if (a.pp % sa != 0 || c.pp % sc != 0) return f;
-  const int n1 = a.pp / sa, n2 = c.pp / sc;
-  // Pipelines of each model over the mesh's stage groups: its dp.
-  const int g = std::gcd(a.dp, c.dp);
-  const int devices = mesh.count / tp / g;
-  if (devices != n1 * a.dp / g || devices != n2 * c.dp / g) return f;
+  // both models' stages span the same devices (schedgen does the merge).
+  if (a.pp % (tp / a.tp) != 0 || c.pp % (tp / c.tp) != 0) return f;
   // One fused pipeline carries micro-batches of one size for both models (K1·M1 = K2·M2).
   if (a.dp * a.micro != c.dp * c.micro) return f;
+  // Pipelines sharing a factor split into that many identical fused groups.
+  const int g = std::gcd(a.dp, c.dp);
+  const int devices = mesh.count / tp / g;
   const Experiment& e = cm.experiment();
   const bool spans = mesh.spans_nodes(cm.per_node());
-  auto model = [&](const char* role, const Strategy& s, int merge) {
+  auto stages = [&](const char* role, const Strategy& s) {
     const double samples = static_cast<double>(e.mini_batch) / s.dp / s.micro;
-    const auto st = cm.train_stages(role, s.pp, s.tp, s.dp, spans, samples);
-    FusedModel m{role, s.pp / merge, s.dp / g, s.micro, {}, {}, {}};
-    for (int k = 0; k < m.stages; ++k) {
-      double fw = 0, bw = 0, act = 0;
-      for (int i = k * merge; i < (k + 1) * merge; ++i) {
-        fw += st.fwd[i] + (i > k * merge ? st.p2p : 0);
-        bw += st.bwd[i] + (i > k * merge ? st.p2p : 0);
-        act += st.act_bytes[i];
-      }
-      m.fwd.push_back(fw);
-      m.bwd.push_back(bw);
-      m.act.push_back(act);
-    }
-    return std::make_pair(m, st);
+    return cm.train_stages(role, s.pp, s.tp, s.dp, spans, samples);
   };
-  const auto [ma, sta] = model("actor", a, sa);
-  const auto [mc, stc] = model("critic", c, sc);
+  const auto sta = stages("actor", a);
+  const auto stc = stages("critic", c);
   const double p2p = std::max(sta.p2p, stc.p2p);
-  f.per_step_bound = fused_lower_bound({ma, mc}, devices, p2p);
-  f.groups = g;
-  double per_step = f.per_step_bound;
-  if (schedule_ms) {
-    per_step = *schedule_ms / 1e3;
-    f.source = "schedule";
-  }
   const int steps = e.global_batch / e.mini_batch * e.ppo_epochs;
-  f.fused = steps * (per_step + sta.sync + stc.sync);
-  f.used = f.fused < serial || schedule_ms.has_value();
-  if (!f.used) f.fused = serial;
 
   auto ms = [](const std::vector<double>& v) {
     ordered_json j = ordered_json::array();
@@ -182,26 +119,31 @@ IntraFusion intra_fusion(const CostModel& cm, const Mesh& mesh, const Strategy& 
     for (double x : v) j.push_back(std::round(x / 1e6) / 1e3);
     return j;
   };
+  auto spec_model = [&](const char* name, const Strategy& s, const CostModel::StageTimes& st) {
+    return ordered_json{{"name", name},        {"stages", s.pp}, {"replicas", s.dp / g},
+                        {"micro_batches", s.micro}, {"tp", s.tp},   {"fwd", ms(st.fwd)},
+                        {"bwd", ms(st.bwd)},        {"act_mem", gb(st.act_bytes)}};
+  };
   ordered_json spec;
   spec["format"] = "braid.schedspec";
   spec["version"] = 1;
   spec["devices"] = devices;
-  spec["models"] = ordered_json::array();
-  // The spec lists each model's own stages and tp; schedgen does the merge.
-  auto spec_model = [&](const FusedModel& m, const Strategy& s, const CostModel::StageTimes& st) {
-    std::vector<double> fw, bw;
-    for (int i = 0; i < s.pp; ++i) {
-      fw.push_back(st.fwd[i]);
-      bw.push_back(st.bwd[i]);
-    }
-    return ordered_json{{"name", m.name},      {"stages", s.pp},      {"replicas", m.replicas},
-                        {"micro_batches", m.micro}, {"tp", s.tp},      {"fwd", ms(fw)},
-                        {"bwd", ms(bw)},        {"act_mem", gb(st.act_bytes)}};
-  };
-  spec["models"].push_back(spec_model(ma, a, sta));
-  spec["models"].push_back(spec_model(mc, c, stc));
+  spec["models"] = ordered_json::array({spec_model("actor", a, sta), spec_model("critic", c, stc)});
   spec["mem_capacity"] = mem_capacity > 0 ? ordered_json(std::round(mem_capacity / 1e6) / 1e3) : ordered_json(nullptr);
-  spec["p2p_time"] = std::round(p2p * 1e6) / 1e3;
+  spec["p2p_time"] = std::round(p2p * 1e9) / 1e6;
+
+  // The bound braid-schedgen reports for this very spec (same stage merge, same subsets).
+  const sched::SchedSpec parsed = sched::parse_schedspec(spec.dump(), "the fused training stage's schedspec");
+  f.per_step_bound = sched::lower_bound(sched::build_problem(parsed)).value / 1e3;
+  f.groups = g;
+  double per_step = f.per_step_bound;
+  if (schedule_ms) {
+    per_step = *schedule_ms / 1e3;
+    f.source = "schedule";
+  }
+  f.fused = steps * (per_step + sta.sync + stc.sync);
+  f.used = f.fused < serial || schedule_ms.has_value();
+  if (!f.used) f.fused = serial;
   f.schedspec = std::move(spec);
   return f;
 }

@@ -7,9 +7,10 @@
 // KV of the longest sample / KV room of a replica).
 //
 // Intra-stage: actor and critic training on the same devices run as one fused
-// bidirectional pipeline; its time per optimizer step is the lower bound of a
-// fused schedule (per stage: earliest arrival + its work + shortest tail; each
-// model's critical path; total work / stages), or a real schedule's makespan.
+// bidirectional pipeline; its time per optimizer step is braid-schedgen's lower
+// bound of a fused schedule for the emitted schedspec (sched/bound.hpp: per
+// device earliest arrival + work + shortest tail, critical paths, total work /
+// devices), or a real schedule's makespan (--schedule).
 #pragma once
 
 #include <optional>
@@ -47,23 +48,6 @@ std::vector<GenTail> gen_tails(const CostModel& cm, const Mesh& mesh, const Stra
 // generation mesh; falls back to serial when no candidate beats it.
 InterFusion best_inter_fusion(const std::vector<GenTail>& tails, double gen_serial, double t_inf, int batch,
                               int replicas);
-
-// One model's part of a fused pipeline: `stages` stages over `replicas`
-// pipelines, each taking `micro` micro-batches, per-stage times.
-struct FusedModel {
-  std::string name;
-  int stages = 1, replicas = 1, micro = 1;
-  // Seconds, seconds, bytes per micro-batch. A stage merged from s stages of
-  // a model with s times smaller tp takes the sum of their times, as
-  // braid-schedgen merges them (sched/spec.cpp), so plan and schedule agree.
-  std::vector<double> fwd, bwd, act;
-};
-
-// Lower bound of a fused bidirectional schedule of models[0] (forward
-// direction) and models[1] (reverse) over `devices` stage groups. Per stage
-// group it takes both models together and each alone (sched/bound.cpp's
-// subsets, for two models).
-double fused_lower_bound(const std::vector<FusedModel>& models, int devices, double p2p);
 
 struct IntraFusion {
   bool used = false;

@@ -246,10 +246,20 @@ Evaluation PlanSpace::evaluate(const Plan& plan) const {
   Groups fused = serial;
   double gen_end_offset = 0;
   if (fusion_.intra && atrain >= 0 && ctrain >= 0 && mesh[atrain] == mesh[ctrain]) {
-    ev.intra = intra_fusion(cm_, mesh[atrain], entry[atrain]->strategy, entry[ctrain]->strategy,
-                            ev.call_time[atrain] + ev.call_time[ctrain],
-                            capacity - stat[static_cast<std::size_t>(mesh[atrain].first)],
-                            fusion_.schedule_makespan_ms);
+    // The bound depends on the two strategies and the mesh's size only.
+    const double room = capacity - stat[static_cast<std::size_t>(mesh[atrain].first)];
+    const long long key = ((static_cast<long long>(shape_of_mesh_[static_cast<std::size_t>(plan[atrain].mesh)]) * 4096 +
+                            plan[atrain].entry) * 4096 + plan[ctrain].entry) * 8192 +
+                          static_cast<long long>(std::clamp(room / 1e8, 0.0, 8191.0));
+    auto it = intra_cache_.find(key);
+    if (it == intra_cache_.end()) {
+      it = intra_cache_
+               .emplace(key, intra_fusion(cm_, mesh[atrain], entry[atrain]->strategy, entry[ctrain]->strategy,
+                                          ev.call_time[atrain] + ev.call_time[ctrain], room,
+                                          fusion_.schedule_makespan_ms))
+               .first;
+    }
+    ev.intra = it->second;
     if (ev.intra.used) {
       fused.of_call[ctrain] = fused.of_call[atrain];
       fused.duration[atrain] = ev.intra.fused;

@@ -87,6 +87,7 @@ class PlanSpace {
   std::vector<std::vector<Choice>> options_;
   std::vector<std::vector<int>> parents_;      // dataflow parents per call
   mutable std::unordered_map<long long, std::vector<GenTail>> tails_cache_;
+  mutable std::unordered_map<long long, IntraFusion> intra_cache_;
 };
 
 }  // namespace braid::plan

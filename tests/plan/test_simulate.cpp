@@ -2,6 +2,9 @@
 #define BOOST_TEST_MODULE plan_simulate
 #include <boost/test/unit_test.hpp>
 
+#include <cstdlib>
+
+#include "plan/analytic_profile.hpp"
 #include "plan/fusion.hpp"
 #include "plan/simulate.hpp"
 
@@ -30,41 +33,33 @@ BOOST_AUTO_TEST_CASE(independent_calls_wait_for_the_mesh_in_ready_order) {
 }
 
 namespace {
-FusedModel uniform(const char* name, int stages, int replicas, int micro, double f, double b) {
-  return {name, stages, replicas, micro, std::vector<double>(stages, f), std::vector<double>(stages, b),
-          std::vector<double>(stages, 0.0)};
-}
+std::string fixture(const std::string& name) { return std::string(std::getenv("BRAID_FIXTURES")) + "/plan/" + name; }
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(one_model_alone_is_bound_by_its_1f1b_time) {
-  // N stages, M micro-batches, f + b per stage: 1F1B takes (M + N - 1)(f + b),
-  // and the first stage's bound (arrival 0, work M(f+b), tail (N-1)b) is below it.
-  const auto m = uniform("a", 4, 1, 8, 1.0, 2.0);
-  const double lb = fused_lower_bound({m, uniform("none", 4, 1, 0, 0.0, 0.0)}, 4, 0.0);
-  // Last stage: arrival 3f, work 8*3, tail 3b = 3 + 24 + 6 = 33 = (M + N - 1)(f+b) = 11*3.
-  BOOST_TEST(lb == 33.0);
-}
-
-BOOST_AUTO_TEST_CASE(two_mirrored_models_fill_each_others_bubbles) {
-  // Chimera's case: the same model twice in opposite directions. Alone each
-  // takes (M + N - 1)(f + b); fused the bound is the per-stage work plus the
-  // shorter of the two heads and tails, well below twice the serial time.
-  const auto a = uniform("actor", 4, 1, 4, 1.0, 2.0), c = uniform("critic", 4, 1, 4, 1.0, 2.0);
-  const double lb = fused_lower_bound({a, c}, 4, 0.0);
-  const double serial = 2 * (4 + 4 - 1) * 3.0;  // 42
-  // Stage j holds actor stage j and critic stage 3-j: the shorter head is
-  // min(j, 3-j) f, the shorter tail min(j, 3-j) b, the work 2*4*(f+b) = 24.
-  // Stages 1 and 2 bind: 1 + 24 + 2 = 27 (each model alone: 3 + 12 + 6 = 21).
-  BOOST_TEST(lb == 27.0);
-  BOOST_TEST(lb < serial);
-}
-
-BOOST_AUTO_TEST_CASE(point_to_point_time_lengthens_heads_and_tails) {
-  const auto a = uniform("actor", 4, 1, 8, 1.0, 2.0);
-  const double without = fused_lower_bound({a, uniform("none", 4, 1, 0, 0.0, 0.0)}, 4, 0.0);
-  const double with = fused_lower_bound({a, uniform("none", 4, 1, 0, 0.0, 0.0)}, 4, 0.5);
-  // Last stage: three hops in and three hops back out.
-  BOOST_TEST(with == without + 6 * 0.5);
+BOOST_AUTO_TEST_CASE(fused_training_beats_serial_and_respects_total_work) {
+  const Experiment e = load_experiment(fixture("ppo-tiny.json"));
+  const Cluster cl = load_cluster(fixture("cluster-1x8.json"));
+  std::vector<ModelShape> shapes;
+  for (const auto& m : e.models) shapes.push_back(m.shape);
+  const Profile prof = analytic_profile(hardware_preset("h100"), shapes);
+  const CostModel cm(e, prof, cl);
+  const Mesh all{0, 8};
+  const Strategy s{1, 1, 8, 4};  // 16 samples per step in 4 micro-batches of 4
+  const Call at{"actor_train", "actor", CallKind::train}, ct{"critic_train", "critic", CallKind::train};
+  const double ta = cm.estimate(at, all, s).time, tc = cm.estimate(ct, all, s).time;
+  const IntraFusion f = intra_fusion(cm, all, s, s, ta + tc, 10e9, std::nullopt);
+  BOOST_TEST(f.used);
+  BOOST_TEST(f.fused < ta + tc);
+  // No schedule beats the busiest device doing all its work without a gap.
+  const auto sa = cm.train_stages("actor", 8, 1, 1, false, 4), sc = cm.train_stages("critic", 8, 1, 1, false, 4);
+  double busiest = 0;
+  for (int k = 0; k < 8; ++k) busiest = std::max(busiest, 4 * (sa.fwd[k] + sa.bwd[k] + sc.fwd[7 - k] + sc.bwd[7 - k]));
+  BOOST_TEST(f.per_step_bound >= busiest * (1 - 1e-6));
+  BOOST_TEST(f.schedspec["devices"] == 8);
+  BOOST_TEST(f.schedspec["models"][1]["tp"] == 1);
+  // Micro-batches of different sizes cannot share one fused pipeline.
+  const IntraFusion g = intra_fusion(cm, all, s, Strategy{1, 1, 8, 2}, ta + tc, 10e9, std::nullopt);
+  BOOST_TEST(!g.used);
 }
 
 BOOST_AUTO_TEST_CASE(inter_stage_fusion_overlaps_inference_with_the_tail) {
