@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -345,6 +346,37 @@ std::vector<T> File::read_1d(const std::string& path) const {
   std::vector<T> out(static_cast<std::size_t>(length_1d<T>(path)));
   read<T>(path, out.data(), out.size());
   return out;
+}
+
+void File::read_box(const std::string& path, const std::vector<std::int64_t>& start,
+                    const std::vector<std::int64_t>& count, float* dst) const {
+  const DatasetInfo info = dataset_info(path);
+  if (!converts_losslessly<float>(info)) {
+    throw InputError(name_, display(path), "is stored as " + info.type_name() + ", expected float32");
+  }
+  if (start.size() != info.dims.size() || count.size() != info.dims.size()) {
+    throw std::invalid_argument(fmt::format("{}: a box of rank {} in a dataset of rank {}", path, start.size(),
+                                            info.dims.size()));
+  }
+  std::int64_t n = 1;
+  for (std::size_t i = 0; i < start.size(); ++i) {
+    if (start[i] < 0 || count[i] < 0 || start[i] + count[i] > info.dims[i]) {
+      throw std::invalid_argument(fmt::format("{}: box [{}, {}) outside dimension {} of size {}", path, start[i],
+                                              start[i] + count[i], i, info.dims[i]));
+    }
+    n *= count[i];
+  }
+  if (n == 0) return;
+  Handle d(H5Dopen2(id(), path.c_str(), H5P_DEFAULT));
+  Handle file_space(H5Dget_space(d.get()));
+  const std::vector<hsize_t> hs(start.begin(), start.end()), hc(count.begin(), count.end());
+  Handle mem_space(hc.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(hc.size()), hc.data(), nullptr));
+  if (!hc.empty() && H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, hs.data(), nullptr, hc.data(), nullptr) < 0) {
+    throw InputError(name_, display(path), "cannot select the slice");
+  }
+  if (H5Dread(d.get(), H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(), H5P_DEFAULT, dst) < 0) {
+    throw InputError(name_, display(path), "cannot be read (damaged data?)");
+  }
 }
 
 void File::close() {

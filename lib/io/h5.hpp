@@ -97,6 +97,9 @@ class File {
   void read(const std::string& path, T* dst, std::size_t count) const;
   template <typename T>
   std::vector<T> read_1d(const std::string& path) const;
+  // Reads the box [start, start + count) of a float dataset into dst (row-major).
+  void read_box(const std::string& path, const std::vector<std::int64_t>& start,
+                const std::vector<std::int64_t>& count, float* dst) const;
   // The length of a 1-D dataset whose type read<T> accepts, without reading it.
   template <typename T>
   std::int64_t length_1d(const std::string& path) const;

@@ -70,6 +70,7 @@ ordered_json summarize_samples(const std::string& path, const InspectOptions& op
     arrays[field.path] = distribution(std::move(v));
   }
   s["token_arrays"] = arrays;
+  s["other_datasets"] = probe_sample_shard(path).other_datasets;  // kept by no braid stage
 
   ordered_json shown = ordered_json::array();
   for (std::size_t i = 0; i < std::min(options.samples_shown, b.size()); ++i) {

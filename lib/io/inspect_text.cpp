@@ -1,6 +1,8 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -39,6 +41,10 @@ std::string render_samples(const ordered_json& s) {
   out += dist_line("response length", s["response_length"]);
   if (s.contains("reward")) out += dist_line("reward", s["reward"]);
   for (const auto& [name, d] : s["token_arrays"].items()) out += dist_line(name, d);
+  if (!s["other_datasets"].empty()) {
+    std::vector<std::string> names = s["other_datasets"].get<std::vector<std::string>>();
+    out += fmt::format("  other datasets (ignored by braid): {}\n", fmt::join(names, ", "));
+  }
   for (const auto& one : s["first_samples"]) {
     out += fmt::format("  sample {} (id {}, prompt {} tokens, response {}{}):\n", number(one["index"]),
                        number(one["sample_id"]), number(one["prompt_len"]), number(one["response_len"]),

@@ -161,6 +161,18 @@ std::vector<float> WeightShardReader::read(const std::string& name) const {
   return out;
 }
 
+void WeightShardReader::read_slice(const std::string& name, int axis, std::int64_t begin, std::int64_t end,
+                                   float* dst) const {
+  const Shape s = shape(name);
+  if (axis < 0 || axis >= static_cast<int>(s.size())) {
+    throw std::invalid_argument(fmt::format("{}: no axis {} in shape {}", name, axis, shape_string(s)));
+  }
+  Shape start(s.size(), 0), count = s;
+  start[static_cast<std::size_t>(axis)] = begin;
+  count[static_cast<std::size_t>(axis)] = end - begin;
+  impl_->file.read_box(name, start, count, dst);
+}
+
 // ---- several shards ---------------------------------------------------------
 
 WeightShardSet::WeightShardSet(const std::vector<std::filesystem::path>& paths) {

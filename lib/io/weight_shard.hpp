@@ -98,6 +98,10 @@ class WeightShardReader {
   // Reads the tensor into dst (room for numel(shape(name)) floats).
   void read(const std::string& name, float* dst) const;
   std::vector<float> read(const std::string& name) const;
+  // Reads the slice [begin, end) of the tensor along `axis` (the other axes
+  // whole), row-major, into dst: a tensor-parallel part of a full tensor
+  // (axis 0 for column-parallel q/k/v/gate/up, axis 1 for o_proj/down_proj).
+  void read_slice(const std::string& name, int axis, std::int64_t begin, std::int64_t end, float* dst) const;
 
  private:
   struct Impl;

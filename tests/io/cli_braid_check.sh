@@ -16,7 +16,7 @@ expect_rc() {  # expected_rc description command...
   [[ $rc == "$want" ]] || fail "$what: exit $rc, expected $want ($(head -c 300 "$S/err"))"
 }
 
-good=("$F/good_samples.h5" "$F/good_weights.h5" "$F/schedule.json")
+good=("$F/good_samples.h5" "$F/good_samples_extra.h5" "$F/good_weights.h5" "$F/schedule.json")
 bad=("$F"/bad_*)
 [[ ${#bad[@]} -ge 14 ]] || fail "expected at least 14 bad fixtures, found ${#bad[@]}"
 

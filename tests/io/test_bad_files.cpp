@@ -98,3 +98,10 @@ BOOST_AUTO_TEST_CASE(weight_shard_written_by_h5py_reads) {
   BOOST_TEST(r.read("model.embed_tokens.weight")[31] == 31.0f);
   BOOST_TEST(r.read("model.layers.0.self_attn.q_proj.weight")[5] == 1.0f);
 }
+
+BOOST_AUTO_TEST_CASE(unknown_datasets_are_ignored_and_listed) {
+  const auto path = fixture("io/good_samples_extra.h5");
+  BOOST_TEST(read_sample_shard(path).batch.size() == 3u);
+  const auto info = probe_sample_shard(path);
+  BOOST_TEST(info.other_datasets == std::vector<std::string>{"debug/entropy"}, boost::test_tools::per_element());
+}

@@ -125,3 +125,19 @@ BOOST_AUTO_TEST_CASE(writer_rejects_bad_tensors) {
   w.add("a", {1}, ramp(1, 0));
   BOOST_CHECK_THROW(w.add("a", {1}, ramp(1, 0)), std::invalid_argument);
 }
+
+BOOST_AUTO_TEST_CASE(tensor_parallel_slices_read_along_either_axis) {
+  const auto path = scratch("slices.h5");
+  WeightShardWriter w(path, WeightShardMeta{});
+  w.add("m", {4, 6}, ramp(24, 0));  // m[r][c] = 6r + c
+  w.commit();
+  WeightShardReader r(path);
+  std::vector<float> rows(2 * 6), cols(4 * 3);
+  r.read_slice("m", 0, 2, 4, rows.data());
+  r.read_slice("m", 1, 3, 6, cols.data());
+  BOOST_TEST(rows == ramp(12, 12), boost::test_tools::per_element());
+  const std::vector<float> expect_cols{3, 4, 5, 9, 10, 11, 15, 16, 17, 21, 22, 23};
+  BOOST_TEST(cols == expect_cols, boost::test_tools::per_element());
+  BOOST_CHECK_THROW(r.read_slice("m", 2, 0, 1, rows.data()), std::invalid_argument);
+  BOOST_CHECK_THROW(r.read_slice("m", 0, 3, 5, rows.data()), std::invalid_argument);
+}
