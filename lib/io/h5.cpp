@@ -119,9 +119,10 @@ std::string library_version() {
 
 File File::create(const std::filesystem::path& actual, std::string name) {
   silence_errors();
-  // The 1.8 format at least: attributes over 64 KiB (a long config) need its dense storage.
+  // Exactly the 1.8 format: its dense attribute storage holds attributes over 64 KiB (a long
+  // config), and capping it there keeps the files readable by HDF5 1.8 (1.10 chunk indexes are not).
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
-  H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST);
+  H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18);
   Handle f(H5Fcreate(actual.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
   if (!f.valid()) throw InputError(name, "", "cannot create the HDF5 file " + actual.string());
   return File(std::move(f), std::move(name));
