@@ -16,7 +16,7 @@ struct AnnealOptions {
   std::uint64_t stream = 0;        // one per MPI rank
   std::uint64_t iterations = 0;    // accepted-or-rejected neighbours; 0 = no cap
   double time_limit = 10.0;        // seconds for the latency search; 0 = none
-  double t0 = 0;                   // initial temperature; <= 0: the mean subtask duration
+  double t0 = 0;                   // initial temperature; <= 0: a tenth of the mean subtask duration
   double alpha = 0.99999;          // geometric cooling per iteration
   double epsilon = 0;              // reheat (new round) below this; <= 0: t0 * 1e-4
   std::uint64_t mem_iterations = 2'000'000;  // memory pass neighbours (its cooling spans them)

@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
   app.add_option("--time-limit", opt.anneal.time_limit, "Seconds of search per rank (0: none)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--t0", opt.anneal.t0, "Initial temperature (0: the mean subtask duration)")->capture_default_str();
+  app.add_option("--t0", opt.anneal.t0, "Initial temperature (0: a tenth of the mean subtask duration)")->capture_default_str();
   app.add_option("--alpha", opt.anneal.alpha, "Geometric cooling factor per iteration")
       ->capture_default_str()
       ->check(CLI::Range(0.5, 1.0));
