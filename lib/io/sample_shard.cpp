@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/json.hpp"
 #include "io/h5.hpp"
 #include "io/shard_header.hpp"
 
@@ -34,6 +35,9 @@ SampleShardMeta read_meta(const h5::File& f) {
   meta.policy_step = f.attr_int("policy_step").value_or(0);
   meta.created_by = f.attr_string("created_by").value_or("");
   meta.config = f.attr_string("config").value_or("");
+  if (!meta.config.empty() && !json::accept(meta.config)) {
+    throw InputError(f.name(), "attribute config", "is not valid JSON text");
+  }
   return meta;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/json.hpp"
 #include "io/h5.hpp"
 #include "io/shard_header.hpp"
 
@@ -106,6 +107,9 @@ struct WeightShardReader::Impl {
       throw InputError(fname, "attribute kind", "is \"" + meta.kind + "\", expected \"weights\" or \"optimizer\"");
     }
     meta.model_config = file.attr_string("model_config").value_or("");
+    if (!meta.model_config.empty() && !json::accept(meta.model_config)) {
+      throw InputError(fname, "attribute model_config", "is not valid JSON text");
+    }
     meta.layer_begin = static_cast<int>(int_attr("layer_begin", 0));
     meta.layer_end = static_cast<int>(int_attr("layer_end", 0));
     meta.has_embedding = int_attr("has_embedding", 0) != 0;

@@ -40,6 +40,7 @@ const std::vector<BadFile> kBadSampleShards = {
     {"bad_tokens_dtype.h5", "/tokens: is stored as float32, expected int32"},
     {"bad_truncated.h5", "damaged or truncated"},
     {"bad_not_hdf5.h5", "not an HDF5 file"},
+    {"bad_config_json.h5", "attribute config: is not valid JSON text"},
     {"good_weights.h5", "is \"braid.weights\", expected \"braid.samples\""},
 };
 
