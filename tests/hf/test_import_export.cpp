@@ -170,3 +170,46 @@ BOOST_AUTO_TEST_CASE(import_skips_unused_buffers_and_refuses_missing_tensors) {
   }
   BOOST_TEST(!fs::exists(scratch("missing.h5")));
 }
+
+// tests/fixtures/hf/tiny_llama: a Hugging Face folder written by Python (struct + json,
+// transformers' sharded layout) from the PyTorch reference model of
+// tests/fixtures/model; braid must import it and reproduce PyTorch's logits.
+BOOST_AUTO_TEST_CASE(imported_hf_folder_reproduces_pytorch_logits) {
+  const fs::path fixtures = fs::path(std::getenv("BRAID_FIXTURES")) / "hf";
+  const auto files = braid::hf::import_hf(fixtures / "tiny_llama", scratch("tiny_llama.h5"), {.stages = 2});
+  braid::io::WeightShardSet set(files);
+  const ModelConfig c = braid::train::config_of(set);
+  auto be = braid::backend::make_cpu_backend(1);
+  Model m(c, {}, *be);
+  braid::train::load_weights(m, set);
+
+  braid::hf::SafetensorsReader ref(fixtures / "tiny_llama_reference.safetensors");
+  const auto tok_f = ref.read("tokens");
+  const auto off_f = ref.read("offsets");
+  const auto want = ref.read("logits");
+  std::vector<std::int32_t> tokens(tok_f.begin(), tok_f.end());
+  std::vector<std::int64_t> offsets(off_f.begin(), off_f.end());
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  auto acts = m.make_activations({.max_tokens = n, .max_sequences = static_cast<std::int64_t>(offsets.size()) - 1});
+  m.forward({tokens, offsets}, acts);
+  std::vector<float> logits(static_cast<std::size_t>(n * c.vocab_size));
+  m.lm_logits(acts.output(), n, logits.data());
+  BOOST_TEST_REQUIRE(logits.size() == want.size());
+  double max_ref = 0, max_err = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    max_ref = std::max(max_ref, std::abs(double(want[i])));
+    max_err = std::max(max_err, std::abs(double(logits[i]) - want[i]));
+  }
+  BOOST_TEST_MESSAGE("max |logit error| " << max_err << " of max |logit| " << max_ref);
+  BOOST_TEST(max_err / max_ref < 1e-4);
+
+  // Exported again, every tensor is bit for bit the one Python wrote.
+  braid::hf::export_hf(files, scratch("tiny_llama_out"));
+  braid::hf::SafetensorsReader back(scratch("tiny_llama_out") / "model.safetensors");
+  const auto index = braid::load_json_file((fixtures / "tiny_llama" / "model.safetensors.index.json").string());
+  BOOST_TEST(back.names().size() == index["weight_map"].size());
+  for (auto& [name, file] : index["weight_map"].items()) {
+    braid::hf::SafetensorsReader orig(fixtures / "tiny_llama" / file.get<std::string>());
+    BOOST_TEST((back.read(name) == orig.read(name)), name);
+  }
+}
