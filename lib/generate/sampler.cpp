@@ -61,25 +61,36 @@ Sampled SequenceSampler::sample(std::span<const float> logits) {
   std::iota(order_.begin(), order_.end(), 0);
   auto more_likely = [&](std::int32_t a, std::int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
   std::size_t keep = order_.size();
-  if (params_.top_k > 0 && params_.top_k < vocab) {
-    keep = static_cast<std::size_t>(params_.top_k);
-    std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(keep), order_.end(), more_likely);
+  if (params_.top_k > 0 && params_.top_k < vocab) keep = static_cast<std::size_t>(params_.top_k);
+  std::size_t sorted = 0;
+  auto sort_prefix = [&](std::size_t k) {
+    std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k), order_.end(), more_likely);
+    sorted = k;
+    weight_.resize(k);
+    for (std::size_t i = 0; i < k; ++i) weight_[i] = weight(order_[i]);
+  };
+  double mass = 0;  // of the candidate set: the top-k, or the whole vocabulary
+  if (keep < order_.size()) {
+    sort_prefix(keep);
+    for (double w : weight_) mass += w;
   } else {
-    std::sort(order_.begin(), order_.end(), more_likely);
+    for (std::int32_t i = 0; i < vocab; ++i) mass += weight(i);
   }
-  weight_.resize(keep);
-  double total = 0;
-  for (std::size_t i = 0; i < keep; ++i) total += weight_[i] = weight(order_[i]);
+  double total = mass;
   if (params_.top_p < 1.0) {
-    // Smallest prefix whose mass reaches top_p (at least one token).
-    double acc = 0;
-    std::size_t n = 0;
-    while (n < keep) {
-      acc += weight_[n++];
-      if (acc >= params_.top_p * total) break;
+    // The nucleus is usually a small part of a large vocabulary: sort a growing
+    // prefix until it holds the mass asked for, rather than sorting everything.
+    for (std::size_t k = std::min<std::size_t>(keep, 64);; k = std::min(keep, k * 8)) {
+      if (sorted < k) sort_prefix(k);
+      double acc = 0;
+      std::size_t n = 0;
+      while (n < k && acc < params_.top_p * mass) acc += weight_[n++];
+      if (acc >= params_.top_p * mass || k == keep) {
+        keep = n;
+        total = acc;
+        break;
+      }
     }
-    keep = n;
-    total = acc;
   }
   const double target = rng_.uniform() * total;
   double acc = 0;

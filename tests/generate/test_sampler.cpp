@@ -4,7 +4,9 @@
 #include "core/error.hpp"
 #include "generate/sampler.hpp"
 
+#include <algorithm>
 #include <array>
+#include <map>
 #include <cmath>
 #include <vector>
 
@@ -120,4 +122,38 @@ BOOST_AUTO_TEST_CASE(bad_parameters_are_refused) {
   BOOST_CHECK_THROW(braid::gen::validate({.top_k = -2}), braid::UsageError);
   BOOST_CHECK_THROW(braid::gen::validate({.top_p = 0}), braid::UsageError);
   BOOST_CHECK_THROW(braid::gen::validate({.top_p = 1.5}), braid::UsageError);
+}
+
+// A large vocabulary whose nucleus holds hundreds of tokens (the sampler sorts a
+// growing prefix): every pick lies in the nucleus a full sort gives, with its
+// renormalised probability.
+BOOST_AUTO_TEST_CASE(large_vocabulary_nucleus_matches_a_full_sort) {
+  const int V = 5000;
+  std::vector<float> logits(V);
+  braid::Rng r(9);
+  for (float& l : logits) l = static_cast<float>(r.normal() * 2.0);
+  for (double top_p : {0.3, 0.9}) {
+    for (int top_k : {0, 1000}) {
+      std::vector<int> order(V);
+      for (int i = 0; i < V; ++i) order[static_cast<std::size_t>(i)] = i;
+      std::sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+      const std::size_t cand = top_k ? static_cast<std::size_t>(top_k) : order.size();
+      double mass = 0;
+      for (std::size_t i = 0; i < cand; ++i) mass += std::exp(logits[order[i]] - logits[order[0]]);
+      std::map<int, double> nucleus;
+      double acc = 0;
+      for (std::size_t i = 0; i < cand && acc < top_p * mass; ++i) {
+        const double w = std::exp(logits[order[i]] - logits[order[0]]);
+        acc += w;
+        nucleus[order[i]] = w;
+      }
+      if (top_p > 0.5) BOOST_TEST(nucleus.size() > 64u);  // past the first sorted prefix
+      SequenceSampler s({.temperature = 1.0, .top_k = top_k, .top_p = top_p, .seed = 2}, 0);
+      for (int i = 0; i < 200; ++i) {
+        const Sampled x = s.sample(logits);
+        BOOST_TEST_REQUIRE(nucleus.contains(x.token));
+        BOOST_TEST(x.logprob == static_cast<float>(std::log(nucleus[x.token] / acc)), boost::test_tools::tolerance(1e-4f));
+      }
+    }
+  }
 }
