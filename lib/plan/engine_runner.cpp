@@ -1,0 +1,136 @@
+#include "plan/engine_runner.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "model/model.hpp"
+
+namespace braid::plan {
+namespace {
+
+model::ModelConfig config_of(const ModelShape& s, int layers) {
+  model::ModelConfig c;
+  c.hidden_size = static_cast<int>(s.hidden);
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = static_cast<int>(s.heads);
+  c.num_key_value_heads = static_cast<int>(s.kv_heads);
+  c.intermediate_size = static_cast<int>(s.intermediate);
+  c.vocab_size = static_cast<int>(s.vocab);
+  c.max_position_embeddings = 1 << 20;
+  return c;
+}
+
+// A buffer of the backend's memory, freed with it.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(backend::Backend& be, std::size_t bytes) : be_(be), p_(be.allocate(bytes)) { be.fill_zero(p_, bytes); }
+  ~DeviceBuffer() { be_.deallocate(p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  backend::Backend& be_;
+  void* p_;
+};
+
+class EngineRunner final : public LayerRunner {
+ public:
+  EngineRunner(const ModelShape& s, backend::Backend& be, const RunnerLimits& lim)
+      : be_(be),
+        cfg_(config_of(s, 3)),
+        // Layer 1 of 3: a middle pipeline stage, neither embedding nor head.
+        layer_(cfg_, {.layers = {1, 2}, .lm_head = false}, be),
+        acts_(layer_.make_activations({.max_tokens = lim.max_tokens,
+                                       .max_sequences = lim.max_tokens,
+                                       .max_seq_len = lim.max_seq_len,
+                                       .training = true})),
+        out_(s.value_head ? 1 : s.vocab),
+        head_w_(be, static_cast<std::size_t>(out_ * s.hidden) * sizeof(float)),
+        embed_(be, static_cast<std::size_t>(s.vocab * s.hidden) * sizeof(float)),
+        hidden_(be, static_cast<std::size_t>(lim.max_tokens) * static_cast<std::size_t>(s.hidden) * sizeof(float)),
+        logits_(be, static_cast<std::size_t>(lim.max_tokens) * static_cast<std::size_t>(out_) * sizeof(float)),
+        ids_(static_cast<std::size_t>(lim.max_tokens)) {
+    layer_.init_random(1);
+    for (std::size_t i = 0; i < ids_.size(); ++i) ids_[i] = static_cast<std::int32_t>(i * 7919 % static_cast<std::size_t>(s.vocab));
+    ids_dev_ = std::make_unique<DeviceBuffer>(be, ids_.size() * sizeof(std::int32_t));
+    be.copy_to_device(ids_dev_->as<void>(), ids_.data(), ids_.size() * sizeof(std::int32_t));
+  }
+
+  void layer_forward(int tokens, int seq_len) override {
+    const int seq = std::min(tokens, seq_len);
+    offsets_.clear();
+    for (int at = 0; at < tokens; at += seq) offsets_.push_back(at);
+    offsets_.push_back(tokens);
+    layer_.forward({std::span<const std::int32_t>(ids_.data(), static_cast<std::size_t>(tokens)), offsets_}, acts_);
+  }
+  void layer_backward() override { layer_.backward(acts_); }
+
+  void embedding_forward(int tokens) override {
+    be_.ops<float>().embedding_forward(ids_dev_->as<std::int32_t>(), tokens, embed_.as<float>(), cfg_.hidden_size,
+                                       hidden_.as<float>());
+  }
+
+  void head_forward(int tokens) override { head_product(tokens); }
+  // The head's backward is two products of the forward's size (input and weight gradients).
+  void head_backward(int tokens) override {
+    head_product(tokens);
+    head_product(tokens);
+  }
+
+  void prepare_decode(int batch, int kv_len) override {
+    decode_acts_.reset();
+    cache_.reset();
+    cache_ = std::make_unique<model::KVCache>(layer_.make_kv_cache(batch, kv_len + 1));
+    decode_acts_ = std::make_unique<model::Activations>(layer_.make_activations(
+        {.max_tokens = static_cast<std::int64_t>(batch) * kv_len, .max_sequences = batch, .max_seq_len = kv_len + 1}));
+    std::vector<model::Segment> fill;
+    for (int b = 0; b < batch; ++b) fill.push_back({b, kv_len});
+    std::vector<std::int32_t> toks(static_cast<std::size_t>(batch) * static_cast<std::size_t>(kv_len), 1);
+    layer_.forward_cached(toks, fill, *cache_, *decode_acts_);
+    batch_ = batch;
+    kv_len_ = kv_len;
+  }
+
+  void decode_step() override {
+    std::vector<model::Segment> step;
+    for (int b = 0; b < batch_; ++b) step.push_back({b, 1});
+    std::vector<std::int32_t> toks(static_cast<std::size_t>(batch_), 1);
+    layer_.forward_cached(toks, step, *cache_, *decode_acts_);
+    // Rewind so every timed step sees the same kv length.
+    for (int b = 0; b < batch_; ++b) cache_->truncate(b, kv_len_);
+  }
+
+  void synchronize() override { be_.synchronize(); }
+
+ private:
+  void head_product(int tokens) {
+    be_.ops<float>().gemm(false, true, tokens, out_, cfg_.hidden_size, 1.0f, hidden_.as<float>(), cfg_.hidden_size,
+                          head_w_.as<float>(), cfg_.hidden_size, 0.0f, logits_.as<float>(), out_);
+  }
+
+  backend::Backend& be_;
+  model::ModelConfig cfg_;
+  model::Model layer_;
+  model::Activations acts_;
+  std::int64_t out_;
+  DeviceBuffer head_w_, embed_, hidden_, logits_;
+  std::vector<std::int32_t> ids_;
+  std::unique_ptr<DeviceBuffer> ids_dev_;
+  std::vector<std::int64_t> offsets_;
+  std::unique_ptr<model::KVCache> cache_;
+  std::unique_ptr<model::Activations> decode_acts_;
+  int batch_ = 0, kv_len_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerRunner> make_engine_runner(const ModelShape& shape, backend::Backend& be,
+                                                const RunnerLimits& limits) {
+  return std::make_unique<EngineRunner>(shape, be, limits);
+}
+
+}  // namespace braid::plan

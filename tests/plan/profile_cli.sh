@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# braid-profile end to end: analytic profiles feed meshplan, a measured profile
+# of a micro model (engine) does too and calibrates the analytic one, and the
+# MPI probe measures and checks an all-reduce between two ranks.
+set -euo pipefail
+prof=$BRAID_BIN/braid-profile
+plan=$BRAID_BIN/braid-meshplan
+fx=$BRAID_FIXTURES/plan
+cd "$BRAID_SCRATCH"
+rm -f *.json
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$prof" analytic --hardware h200 --experiment "$fx/ppo-tiny.json" -o h200.json -q
+python3 - h200.json <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["format"] == "braid.profile" and p["source"] == "analytic"
+assert p["hardware"]["mem_capacity_gb"] == 141
+names = sorted(m["name"] for m in p["models"])
+assert len(names) == 2, names  # actor = ref (LM head), critic = reward (value head)
+for m in p["models"]:
+    f = m["layer_fwd"]["seconds"]
+    assert all(row == sorted(row) for row in f), "forward time must grow with seq_len"
+    assert all(a <= b for a, b in zip([r[0] for r in f], [r[0] for r in f][1:])), "and with tokens"
+PY
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" --profile h200.json -o p1.json --max-micro 1 -q > s1.txt
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" --hardware h200 -o p2.json --max-micro 1 -q > s2.txt
+cmp s1.txt s2.txt || fail "the written profile and the in-memory one plan differently"
+
+# A profile that lacks a model's shape is refused, naming the role.
+"$prof" analytic --hardware h100 --model "$fx/small-config.json" -o partial.json -q
+set +e
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" --profile partial.json -o never.json 2> err.txt
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "partial profile exit $rc"
+grep -q "critic" err.txt || fail "no role named: $(cat err.txt)"
+
+# Measured on this machine with the engine: a micro model, smallest grids.
+"$prof" measure --experiment "$fx/ppo-micro.json" --quick --repeats 1 --threads 1 -o measured.json -q
+python3 - measured.json <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["source"] == "measured" and p["hardware"]["name"] == "cpu" and p["hardware"]["dtype_bytes"] == 4
+for m in p["models"]:
+    for t in ("layer_fwd", "layer_bwd", "layer_decode"):
+        assert all(v > 0 for row in m[t]["seconds"] for v in row), t
+    assert m["spread"]["repeats"] == 1
+PY
+"$plan" "$fx/ppo-micro.json" "$fx/cluster-1x2.json" --profile measured.json -o pm.json --max-micro 1 -q > /dev/null
+"$prof" analytic --hardware measured_hw.json --experiment "$fx/ppo-micro.json" -o never.json -q 2> err.txt && fail "missing hardware file accepted"
+python3 -c "import json; json.dump(json.load(open('measured.json'))['hardware'], open('cpu.json', 'w'))"
+"$prof" analytic --hardware cpu.json --calibrate measured.json --experiment "$fx/ppo-micro.json" -o cal.json -q
+
+# Two ranks: the probe verifies its all-reduce sums and reports positive rates.
+mpirun -np 2 --oversubscribe "$prof" comm --max-mb 1 --repeats 3 -o comm.json -q
+python3 - comm.json <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["ranks"] == 2 and c["same_host"]
+for k in ("p2p", "allreduce"):
+    assert c[k]["gbs"] > 0 and c[k]["latency_us"] > 0, c[k]
+    assert [p["bytes"] for p in c[k]["points"]] == sorted(p["bytes"] for p in c[k]["points"])
+PY
+set +e
+"$prof" comm -o never.json 2> err.txt
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "comm on one rank exit $rc"
+echo ok

@@ -1,0 +1,71 @@
+// The measuring procedure on a virtual clock: medians, spreads, tables, BS_max.
+#define BOOST_TEST_MODULE plan_measure
+#include <boost/test/unit_test.hpp>
+
+#include "plan/measure.hpp"
+
+using namespace braid::plan;
+
+namespace {
+
+// Each operation advances a virtual clock by a known cost; every third run of
+// an operation is 50% slower, as if disturbed, which the median must ignore.
+class FakeRunner final : public LayerRunner {
+ public:
+  double clock = 0;
+  void layer_forward(int tokens, int seq_len) override {
+    tokens_ = tokens;
+    tick(1e-6 * tokens + 1e-9 * tokens * seq_len);
+  }
+  void layer_backward() override { tick(2e-6 * tokens_); }
+  void embedding_forward(int tokens) override { tick(1e-8 * tokens); }
+  void head_forward(int tokens) override { tick(3e-6 * tokens); }
+  void head_backward(int tokens) override { tick(6e-6 * tokens); }
+  void prepare_decode(int batch, int kv_len) override {
+    batch_ = batch;
+    kv_ = kv_len;
+  }
+  // Flat up to a batch of 8, then linear: BS_max is 8.
+  void decode_step() override { tick(1e-3 * std::max(1.0, batch_ / 8.0) + 1e-8 * batch_ * kv_); }
+
+ private:
+  void tick(double t) { clock += (++calls_ % 3 == 0) ? 1.5 * t : t; }
+  int tokens_ = 0, batch_ = 0, kv_ = 0;
+  long calls_ = 0;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(median_ignores_a_disturbed_run_and_spread_reports_it) {
+  double clock = 0;
+  int k = 0;
+  const Timing t = time_repeated([&] { clock += (++k == 3) ? 3.0 : 1.0; }, 5, [&] { return clock; }, 0);
+  BOOST_TEST(t.median == 1.0);
+  BOOST_TEST(t.spread == 2.0);
+}
+
+BOOST_AUTO_TEST_CASE(measured_tables_hold_the_runner_costs) {
+  FakeRunner r;
+  MeasureOptions o;
+  o.repeats = 5;
+  o.grids = {{16, 64, 256}, {64, 256}, {1, 2, 4, 8, 16, 32}, {64, 128}};
+  o.now = [&] { return r.clock; };
+  int points = 0;
+  o.on_point = [&](const std::string&) { ++points; };
+  ModelShape s;
+  s.name = "fake";
+  s.hidden = 64;
+  s.intermediate = 128;
+  s.layers = 2;
+  s.heads = s.kv_heads = 4;
+  s.vocab = 100;
+  const ModelProfile m = measure_model(s, r, 4, o);
+  BOOST_TEST(points == 3 * 2 + 3 + 6 * 2);
+  BOOST_TEST(m.layer_fwd.cell(1, 1) == 1e-6 * 64 + 1e-9 * 64 * 256, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(m.layer_bwd.cell(2, 0) == 2e-6 * 256, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(m.head_bwd.at(64) == 6e-6 * 64, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(m.layer_decode.cell(5, 1) == 4e-3 + 1e-8 * 32 * 128, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(m.bs_max == 8.0);
+  BOOST_TEST(m.spread["layer_fwd"].get<double>() > 0.4);
+  BOOST_TEST(m.memory.weights == 4 * s.layer_params());
+}
