@@ -213,3 +213,30 @@ BOOST_AUTO_TEST_CASE(imported_hf_folder_reproduces_pytorch_logits) {
     BOOST_TEST((back.read(name) == orig.read(name)), name);
   }
 }
+
+// A LlamaForSequenceClassification reward model: score.weight, no LM head.
+BOOST_AUTO_TEST_CASE(reward_model_imports_with_its_value_head) {
+  auto be = braid::backend::make_cpu_backend(1);
+  const ModelConfig c = tiny();
+  const ModelOptions rm{.lm_head = false, .value_head = true};
+  Model src(c, rm, *be);
+  src.init_random(12);
+  const fs::path dir = scratch("hf_reward");
+  write_hf_folder(dir, c, src, false, false);
+  const auto files = braid::hf::import_hf(dir, scratch("reward.h5"));
+  Model dst(c, rm, *be);
+  braid::train::load_weights(dst, braid::io::WeightShardSet(files));
+  BOOST_TEST((weights_of(dst) == weights_of(src)));
+  BOOST_TEST(!braid::io::WeightShardReader(files[0]).contains("lm_head.weight"));
+
+  // Neither head: refused, naming what is missing.
+  fs::remove_all(dir);
+  Model bare(c, {.lm_head = false}, *be);
+  write_hf_folder(dir, c, bare, false, false);
+  try {
+    braid::hf::import_hf(dir, scratch("headless.h5"));
+    BOOST_FAIL("a model without heads was imported");
+  } catch (const braid::InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("lm_head.weight") != std::string::npos);
+  }
+}
