@@ -5,21 +5,12 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <functional>
+#include <queue>
 #include <stdexcept>
 
 namespace braid::tok {
 
-namespace {
-// Never inside a token: JSON strings are valid UTF-8 and 0xFF never is.
-constexpr char kSep = '\xff';
-std::string merge_key(std::string_view a, std::string_view b) {
-  std::string k;
-  k.reserve(a.size() + b.size() + 1);
-  k.append(a).push_back(kSep);
-  k.append(b);
-  return k;
-}
-}  // namespace
 
 BpeModel::BpeModel(const json& model, Checker& checker) {
   if (!model.is_object()) {
@@ -67,10 +58,11 @@ BpeModel::BpeModel(const json& model, Checker& checker) {
       const std::string field = fmt::format("model.merges[{}]", rank);
       if (left.empty() || right.empty()) {
         checker.fail(field, "must be \"left right\" or [\"left\", \"right\"]");
-      } else if (!vocab_.contains(left + right)) {
-        checker.fail(field, fmt::format("merged token \"{}\" is not in model.vocab", left + right));
+      } else if (!vocab_.contains(left) || !vocab_.contains(right) || !vocab_.contains(left + right)) {
+        checker.fail(field, fmt::format("\"{}\", \"{}\" or \"{}\" is not in model.vocab", left, right, left + right));
       } else {
-        merge_rank_.emplace(merge_key(left, right), rank);
+        // The first of two equal merges wins, as HF keeps the lowest rank.
+        merges_.emplace(pair_key(vocab_[left], vocab_[right]), Merge{rank, vocab_[left + right]});
       }
       ++rank;
     }
@@ -109,50 +101,66 @@ const TokenId* BpeModel::id_of(std::string_view token) const {
   return it == vocab_.end() ? nullptr : &it->second;
 }
 
-int BpeModel::rank(std::string_view left, std::string_view right) const {
-  auto it = merge_rank_.find(merge_key(left, right));
-  return it == merge_rank_.end() ? INT_MAX : it->second;
-}
-
-std::vector<std::string> BpeModel::merge_word(std::string_view piece) const {
-  std::vector<std::string> symbols;
-  for (std::string_view c : utf8::chars(piece)) symbols.emplace_back(c);
-  // Always apply the lowest-ranked pair present, leftmost first: the order HF's
-  // BPE applies merges in, so results agree token for token.
-  while (symbols.size() > 1) {
-    int best = INT_MAX;
-    std::size_t at = 0;
-    for (std::size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const int r = rank(symbols[i], symbols[i + 1]);
-      if (r < best) { best = r; at = i; }
-    }
-    if (best == INT_MAX) break;
-    symbols[at] += symbols[at + 1];
-    symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(at) + 1);
-  }
-  return symbols;
-}
-
 void BpeModel::tokenize(std::string_view piece, std::vector<TokenId>& out) const {
   if (piece.empty()) return;
   if (ignore_merges_) {
     if (const auto* id = id_of(piece)) { out.push_back(*id); return; }
   }
-  bool last_was_unk = false;
-  for (const std::string& sym : merge_word(piece)) {
-    if (const auto* id = id_of(sym)) {
-      out.push_back(*id);
-      last_was_unk = false;
-    } else if (byte_fallback_) {
-      for (unsigned char b : sym) out.push_back(byte_ids_[b]);
-      last_was_unk = false;
-    } else if (unk_ >= 0) {
-      if (!(fuse_unk_ && last_was_unk)) out.push_back(unk_);
-      last_was_unk = true;
-    } else {
-      throw std::runtime_error(fmt::format("tokenizer: \"{}\" is not in the vocabulary and there is no "
-                                           "unk_token or byte fallback", sym));
-    }
+  // Symbols as a linked list over the piece's characters (or their fallback bytes).
+  struct Sym { TokenId id; int prev, next; bool unk; };
+  std::vector<Sym> syms;
+  syms.reserve(piece.size());
+  auto append = [&](TokenId id, bool unk) {
+    const int i = static_cast<int>(syms.size());
+    syms.push_back({id, i - 1, -1, unk});
+    if (i > 0) syms[static_cast<std::size_t>(i - 1)].next = i;
+  };
+  for (std::string_view c : utf8::chars(piece)) {
+    if (const auto* id = id_of(c)) append(*id, false);
+    else if (byte_fallback_) for (unsigned char b : c) append(byte_ids_[b], false);
+    else if (unk_ >= 0) append(unk_, true);
+    else throw std::runtime_error(fmt::format("tokenizer: \"{}\" is not in the vocabulary and there is no "
+                                              "unk_token or byte fallback", c));
+  }
+
+  // Lowest rank first, leftmost first among equal ranks: the order HF's BPE merges
+  // in, so results agree token for token. Entries made stale by an earlier merge are
+  // recognised by their ids no longer matching and skipped.
+  struct Cand {
+    int rank, left;
+    TokenId left_id, right_id, merged;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<>> queue;
+  auto consider = [&](int i) {
+    if (i < 0) return;
+    const Sym& l = syms[static_cast<std::size_t>(i)];
+    if (l.next < 0 || l.unk) return;
+    const Sym& r = syms[static_cast<std::size_t>(l.next)];
+    if (r.unk) return;
+    auto it = merges_.find(pair_key(l.id, r.id));
+    if (it != merges_.end()) queue.push({it->second.rank, i, l.id, r.id, it->second.merged});
+  };
+  for (int i = 0; i + 1 < static_cast<int>(syms.size()); ++i) consider(i);
+  while (!queue.empty()) {
+    const Cand c = queue.top();
+    queue.pop();
+    Sym& l = syms[static_cast<std::size_t>(c.left)];
+    if (l.id != c.left_id || l.next < 0) continue;
+    Sym& r = syms[static_cast<std::size_t>(l.next)];
+    if (r.id != c.right_id) continue;
+    l.id = c.merged;
+    l.next = r.next;
+    if (r.next >= 0) syms[static_cast<std::size_t>(r.next)].prev = c.left;
+    r.id = -1;  // gone
+    consider(l.prev);
+    consider(c.left);
+  }
+  bool last_unk = false;
+  for (int i = 0; i >= 0 && !syms.empty(); i = syms[static_cast<std::size_t>(i)].next) {
+    const Sym& s = syms[static_cast<std::size_t>(i)];
+    if (!(s.unk && last_unk && fuse_unk_)) out.push_back(s.id);
+    last_unk = s.unk;
   }
 }
 

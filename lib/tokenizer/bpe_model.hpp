@@ -6,6 +6,7 @@
 #include "core/json.hpp"
 #include "tokenizer/tokenizer.hpp"
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -31,12 +32,17 @@ class BpeModel {
   bool byte_fallback() const noexcept { return byte_fallback_; }
 
  private:
-  std::vector<std::string> merge_word(std::string_view piece) const;
-  int rank(std::string_view left, std::string_view right) const;
+  struct Merge {
+    int rank;
+    TokenId merged;
+  };
+  static std::uint64_t pair_key(TokenId left, TokenId right) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) | static_cast<std::uint32_t>(right);
+  }
 
   std::unordered_map<std::string, TokenId> vocab_;
   std::vector<std::string> id_to_token_;
-  std::unordered_map<std::string, int> merge_rank_;  // key: left + '\xff' + right
+  std::unordered_map<std::uint64_t, Merge> merges_;  // (left id, right id) -> rank, merged id
   TokenId byte_ids_[256] = {};
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;

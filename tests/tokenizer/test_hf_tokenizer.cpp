@@ -41,6 +41,16 @@ BOOST_AUTO_TEST_CASE(gpt2_byte_level_bpe) {
   BOOST_TEST(*t->eos() == 268);
 }
 
+BOOST_AUTO_TEST_CASE(equal_ranks_merge_leftmost_first_in_long_words) {
+  auto t = braid::tok::load_tokenizer(fixture("gpt2_style"));
+  // 1001 l's: the pairs (l, l) merge left to right into 500 "ll" (257) and one "l" left over.
+  Ids want(500, 257);
+  want.push_back('l');
+  BOOST_TEST(enc(*t, std::string(1001, 'l')) == want, boost::test_tools::per_element());
+  // "hellllo": he, then ll at the leftmost place, then hell; "llo" ends as ll + o.
+  BOOST_TEST(enc(*t, "hellllo") == (Ids{258, 257, 'o'}), boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(llama3_split_regex_then_byte_level) {
   auto t = braid::tok::load_tokenizer(fixture("llama3_style"));
   // \p{N}{1,3} cuts "4512" into "451" + "2", unlike GPT-2's regex above.
