@@ -73,6 +73,7 @@ InterFusion best_inter_fusion(const std::vector<GenTail>& tails, double gen_seri
       done = std::max(done, 0.0);
     }
     const double end = t.gen_end + (batch - done) / rate;
+    best.curve.emplace_back(t.r_t, end);
     if (end < best.fused) {
       best.used = true;
       best.fused = end;

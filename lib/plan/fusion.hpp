@@ -39,6 +39,7 @@ struct InterFusion {
   double serial = 0;  // generation + inference, one after the other
   double fused = 0;
   double gen_end = 0;  // when the last sample finishes generating
+  std::vector<std::pair<int, double>> curve;  // (R_t, fused time) of every candidate (RLHFuse Fig. 9)
 };
 
 // Every R_t candidate for a generation option (n replicas).
