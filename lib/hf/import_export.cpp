@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
+#include "core/progress.hpp"
 #include "hf/hf_folder.hpp"
 #include "hf/llama_layout.hpp"
 #include "io/weight_shard.hpp"
@@ -29,6 +30,7 @@ std::vector<std::filesystem::path> import_hf(const std::filesystem::path& hf_dir
   std::set<std::string> used;
   std::vector<std::filesystem::path> written;
   std::vector<float> buf;
+  Progress progress("import", folder.names().size(), "tensors");
   for (int s = 0; s < opt.stages; ++s) {
     const model::ModelOptions mo{.layers = ranges[static_cast<std::size_t>(s)], .lm_head = lm_head, .value_head = value_head};
     io::WeightShardMeta meta;
@@ -52,10 +54,12 @@ std::vector<std::filesystem::path> import_hf(const std::filesystem::path& hf_dir
       folder.read(t.name, buf.data());
       w.add(t.name, t.shape, buf.data());
       used.insert(t.name);
+      progress.advance();
     }
     w.commit();
     written.push_back(path);
   }
+  progress.finish();
   std::vector<std::string> unused;
   for (const auto& n : folder.names()) {
     if (!used.contains(n) && !(cfg.tie_word_embeddings && n == "lm_head.weight")) unused.push_back(n);
@@ -88,10 +92,16 @@ void export_hf(const std::vector<std::filesystem::path>& shard_paths, const std:
   std::filesystem::create_directories(out_dir);
   SafetensorsWriter w(out_dir / "model.safetensors", opt.dtype);
   w.set_metadata("format", "pt");
-  for (const std::string& name : shards.names()) {
-    w.add(name, shards.shape(name), [&shards, name](float* dst) { shards.read(name, dst); });
+  const auto names = shards.names();
+  Progress progress("export", names.size(), "tensors");
+  for (const std::string& name : names) {
+    w.add(name, shards.shape(name), [&shards, &progress, name](float* dst) {
+      shards.read(name, dst);
+      progress.advance();
+    });
   }
   w.commit();
+  progress.finish();
   write_text_file((out_dir / "config.json").string(), config.dump(2) + "\n");
 }
 
