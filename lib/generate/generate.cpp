@@ -32,6 +32,10 @@ Generator::Generator(const model::Model& m, GenerateOptions opt) : m_(&m), opt_(
   if (opt_.max_batch < 1) throw UsageError("max batch must be at least 1");
   if (opt_.max_new_tokens < 1) throw UsageError("max new tokens must be at least 1");
   if (opt_.max_len <= 0) opt_.max_len = m.config().max_position_embeddings;
+  if (opt_.max_len > m.config().max_position_embeddings) {
+    throw UsageError(fmt::format("max length {} exceeds the model's max_position_embeddings {}", opt_.max_len,
+                                 m.config().max_position_embeddings));
+  }
 }
 
 GenerateStats Generator::run(std::span<const Prompt> prompts, const std::function<void(Sample&&)>& on_done) {

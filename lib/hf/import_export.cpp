@@ -7,6 +7,7 @@
 #include "hf/hf_folder.hpp"
 #include "hf/llama_layout.hpp"
 #include "io/weight_shard.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "train/checkpoint.hpp"
 
 #include <fmt/format.h>
@@ -70,8 +71,8 @@ std::vector<std::filesystem::path> import_hf(const std::filesystem::path& hf_dir
   return written;
 }
 
-void export_hf(const std::vector<std::filesystem::path>& shard_paths, const std::filesystem::path& out_dir,
-               const ExportOptions& opt) {
+std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::path>& shard_paths,
+                                             const std::filesystem::path& out_dir, const ExportOptions& opt) {
   const io::WeightShardSet shards(shard_paths);
   for (const auto& s : shards.shards()) {
     if (s.meta().kind != "weights") {
@@ -103,6 +104,26 @@ void export_hf(const std::vector<std::filesystem::path>& shard_paths, const std:
   w.commit();
   progress.finish();
   write_text_file((out_dir / "config.json").string(), config.dump(2) + "\n");
+  std::vector<std::filesystem::path> written{out_dir / "config.json", out_dir / "model.safetensors"};
+
+  if (!opt.tokenizer.empty()) {
+    std::filesystem::path tj = opt.tokenizer;
+    if (std::filesystem::is_directory(tj)) tj /= "tokenizer.json";
+    const auto tk = tok::load_tokenizer(tj.string());
+    if (tk->vocab_size() > cfg.vocab_size) {
+      throw InputError(tj.string(), "model.vocab",
+                       fmt::format("the tokenizer has {} ids, more than the model's vocab_size {}", tk->vocab_size(),
+                                   cfg.vocab_size));
+    }
+    for (const auto& name : {"tokenizer.json", "tokenizer_config.json"}) {
+      const auto src = tj.parent_path() / name;
+      if (std::filesystem::exists(src)) {
+        write_text_file((out_dir / name).string(), read_text_file(src.string()));
+        written.push_back(out_dir / name);
+      }
+    }
+  }
+  return written;
 }
 
 }  // namespace braid::hf

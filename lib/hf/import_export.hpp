@@ -7,7 +7,8 @@
 //   head. Tensors braid has no use for (rotary inv_freq buffers) are skipped with a
 //   warning; a missing or misshapen one is an InputError naming it.
 // export: weight shards -> config.json + model.safetensors (F32 or BF16) in a folder,
-//   loadable by transformers' LlamaForCausalLM.from_pretrained.
+//   loadable by transformers' LlamaForCausalLM.from_pretrained; optionally the
+//   tokenizer files too, so that the folder is complete.
 //
 // The config.json stored in the shards is the imported file's own text, so export
 // gives back its extra keys (bos_token_id, torch_dtype, ...).
@@ -32,9 +33,13 @@ std::vector<std::filesystem::path> import_hf(const std::filesystem::path& hf_dir
 
 struct ExportOptions {
   StoreDtype dtype = StoreDtype::f32;
+  // A tokenizer.json (or a folder with one) to copy beside the weights, with the
+  // tokenizer_config.json next to it if there is one; checked by loading it first.
+  std::filesystem::path tokenizer;
 };
 
-void export_hf(const std::vector<std::filesystem::path>& shards, const std::filesystem::path& out_dir,
+// Returns the files written.
+std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::path>& shards, const std::filesystem::path& out_dir,
                const ExportOptions& opt = {});
 
 }  // namespace braid::hf

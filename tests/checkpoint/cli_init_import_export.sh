@@ -10,7 +10,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 cat > "$S/config.json" <<'JSON'
 {"hidden_size": 16, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
- "intermediate_size": 24, "vocab_size": 259, "max_position_embeddings": 64, "rms_norm_eps": 1e-5}
+ "intermediate_size": 24, "vocab_size": 300, "max_position_embeddings": 64, "rms_norm_eps": 1e-5}
 JSON
 
 "$B" -q init -c "$S/config.json" --seed 3 --stages 4 -o "$S/w.h5" > "$S/files"
@@ -28,6 +28,12 @@ cmp "$S/hf4/model.safetensors" "$S/hf1/model.safetensors" || fail "4-stage and 1
 "$B" -q import "$S/hf1" --stages 2 -o "$S/back.h5" > /dev/null
 "$B" -q export "$S"/back.stage*-of-2.h5 -o "$S/hf2" > /dev/null
 cmp "$S/hf1/model.safetensors" "$S/hf2/model.safetensors" || fail "import/export round trip changed the weights"
+
+# The tokenizer goes along when asked (checked against the model's vocabulary first).
+T="$BRAID_FIXTURES/tokenizer/llama2_style"
+"$B" -q export "$S/one.h5" --tokenizer "$T" -o "$S/hft" > "$S/files"
+grep -q 'tokenizer_config.json$' "$S/files" || fail "export --tokenizer did not list tokenizer_config.json"
+cmp "$T/tokenizer.json" "$S/hft/tokenizer.json" || fail "tokenizer.json not copied as is"
 
 # Another seed, other weights.
 "$B" -q init -c "$S/config.json" --seed 4 -o "$S/other.h5" > /dev/null

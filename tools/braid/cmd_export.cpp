@@ -9,7 +9,7 @@
 namespace braid::driver {
 
 void add_export_command(CLI::App& app, Verbs& verbs) {
-  struct Opt { std::vector<std::string> shards; std::string out, dtype = "f32"; };
+  struct Opt { std::vector<std::string> shards; std::string out, dtype = "f32", tokenizer; };
   auto o = std::make_shared<Opt>();
   auto* sub = app.add_subcommand(
       "export", "Export braid weight shards (all stages of one checkpoint) as a Hugging Face folder: config.json "
@@ -17,11 +17,15 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
   sub->add_option("weights", o->shards, "Weight shard files (every stage of the checkpoint)")->required();
   sub->add_option("-o,--output", o->out, "Output folder (created if missing)")->required();
   sub->add_option("--dtype", o->dtype, "Stored precision")->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+  sub->add_option("--tokenizer", o->tokenizer,
+                  "tokenizer.json (or a folder with one) to copy into the output, with its tokenizer_config.json")
+      ->check(CLI::ExistingPath);
   verbs.add(sub, [o] {
     std::vector<std::filesystem::path> paths(o->shards.begin(), o->shards.end());
-    hf::export_hf(paths, o->out, {.dtype = o->dtype == "bf16" ? hf::StoreDtype::bf16 : hf::StoreDtype::f32});
-    const std::filesystem::path dir(o->out);
-    std::cout << (dir / "config.json").string() << '\n' << (dir / "model.safetensors").string() << '\n';
+    const auto files = hf::export_hf(paths, o->out,
+                                     {.dtype = o->dtype == "bf16" ? hf::StoreDtype::bf16 : hf::StoreDtype::f32,
+                                      .tokenizer = o->tokenizer});
+    for (const auto& f : files) std::cout << f.string() << '\n';
     return 0;
   });
 }
