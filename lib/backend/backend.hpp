@@ -1,6 +1,6 @@
 // The one interface the model runs on: device memory, a stream to wait on, and
 // the small set of ops a Llama decoder needs (in the manner of ggml's backends).
-// The CPU backend (OpenBLAS + OpenMP) implements every op for float and double;
+// The CPU backend (OpenBLAS + its own thread pool) implements every op for float and double;
 // double exists so that gradients can be checked by finite differences. A GPU
 // backend would implement Ops<float> only and answer supports(op, f64) = false.
 //
@@ -143,7 +143,7 @@ template <> Ops<float>& Backend::ops<float>();
 template <> Ops<double>& Backend::ops<double>();
 
 // The CPU backend. threads <= 0: the cores available to this process. Sets OpenBLAS's
-// thread count too (a process-wide setting).
+// thread count to 1 (the backend threads products itself); a process-wide setting.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
 
 // Cores this process may run on (sched_getaffinity), at least 1.

@@ -1,10 +1,10 @@
-// The CPU backend: host memory, OpenBLAS for products, OpenMP loops for the rest.
+// The CPU backend: host memory, OpenBLAS for products, a thread pool for the loops.
 // Every op is synchronous, so synchronize() has nothing to wait for.
 #include "backend/backend.hpp"
 #include "backend/cpu/kernels.hpp"
+#include "backend/cpu/thread_pool.hpp"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -75,8 +75,9 @@ class CpuOps final : public Ops<T> {
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads) : threads_(threads > 0 ? threads : available_cores()) {
-    openblas_set_num_threads(threads_);
-    omp_set_num_threads(threads_);
+    // One pool of threads: braid's. OpenBLAS runs single-threaded inside it (cpu/gemm.cpp).
+    openblas_set_num_threads(1);
+    cpu::set_pool_threads(threads_);
   }
 
   std::string name() const override { return "cpu"; }

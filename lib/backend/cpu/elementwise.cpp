@@ -1,14 +1,17 @@
 // Embedding gather/scatter and the vector ops (axpy, scale, Σx²).
 #include "backend/cpu/kernels.hpp"
+#include "backend/cpu/thread_pool.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace braid::backend::cpu {
 
 template <typename T>
 void embedding_forward(const std::int32_t* ids, std::int64_t n, const T* table, std::int64_t dim, T* out) {
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < n; ++r) std::copy_n(table + std::int64_t(ids[r]) * dim, dim, out + r * dim);
+  parallel_for(n, kParallelMin / dim, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t r = lo; r < hi; ++r) std::copy_n(table + std::int64_t(ids[r]) * dim, dim, out + r * dim);
+  });
 }
 
 // Serial: rows may repeat a token, and the scatter is cheap beside the matrix products.
@@ -23,21 +26,29 @@ void embedding_backward(const std::int32_t* ids, std::int64_t n, const T* d_out,
 
 template <typename T>
 void axpy(std::int64_t n, T alpha, const T* x, T* y) {
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+  parallel_for(n, kParallelMin, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) y[i] += alpha * x[i];
+  });
 }
 
 template <typename T>
 void scale(std::int64_t n, T alpha, T* x) {
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
+  parallel_for(n, kParallelMin, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) x[i] *= alpha;
+  });
 }
 
 template <typename T>
 double sum_squares(std::int64_t n, const T* x) {
+  // Partial sums per chunk, added in chunk order: the same result for any thread count.
+  std::vector<double> part(std::size_t((n + kParallelMin - 1) / kParallelMin), 0.0);
+  parallel_for(n, kParallelMin, [&](std::int64_t lo, std::int64_t hi) {
+    double s = 0;
+    for (std::int64_t i = lo; i < hi; ++i) s += double(x[i]) * double(x[i]);
+    part[std::size_t(lo / kParallelMin)] = s;
+  });
   double s = 0;
-#pragma omp parallel for schedule(static) reduction(+ : s)
-  for (std::int64_t i = 0; i < n; ++i) s += double(x[i]) * double(x[i]);
+  for (double p : part) s += p;
   return s;
 }
 

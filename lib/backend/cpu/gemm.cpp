@@ -1,28 +1,94 @@
-// Matrix products go to OpenBLAS; it runs its own threads (count set by CpuBackend).
+// Matrix products go to OpenBLAS, but threaded by the backend's own pool rather than by
+// OpenBLAS's: CpuBackend sets OpenBLAS to one thread and each pool thread multiplies a
+// block of C. Two pools on the same cores (OpenBLAS's threads busy-waiting while the
+// elementwise loops run, and the reverse) made the engine several times slower.
 #include "backend/cpu/kernels.hpp"
+#include "backend/cpu/thread_pool.hpp"
 
 #include <cblas.h>
 
+#include <algorithm>
+
 namespace braid::backend::cpu {
+namespace {
 
-template <>
-void gemm<float>(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-                 const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
-                 float* c, std::int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+void blas(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+          std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blasint(m),
+              blasint(n), blasint(k), alpha, a, blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
 }
 
-template <>
-void gemm<double>(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
-                  const double* a, std::int64_t lda, const double* b, std::int64_t ldb, double beta,
-                  double* c, std::int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+void blas(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
+          std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blasint(m),
+              blasint(n), blasint(k), alpha, a, blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
 }
+
+// C[1×N] = alpha · a[1×K] · op(B) + beta · C as a matrix-vector product: decode steps of
+// one sequence are memory-bound, and gemv streams B once without packing it.
+void gemv_row(bool ta, bool tb, std::int64_t n, std::int64_t k, float alpha, const float* a, std::int64_t lda,
+              const float* b, std::int64_t ldb, float beta, float* c) {
+  const blasint inc = ta ? blasint(lda) : 1;
+  if (tb) cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(n), blasint(k), alpha, b, blasint(ldb), a, inc, beta, c, 1);
+  else cblas_sgemv(CblasRowMajor, CblasTrans, blasint(k), blasint(n), alpha, b, blasint(ldb), a, inc, beta, c, 1);
+}
+
+void gemv_row(bool ta, bool tb, std::int64_t n, std::int64_t k, double alpha, const double* a, std::int64_t lda,
+              const double* b, std::int64_t ldb, double beta, double* c) {
+  const blasint inc = ta ? blasint(lda) : 1;
+  if (tb) cblas_dgemv(CblasRowMajor, CblasNoTrans, blasint(n), blasint(k), alpha, b, blasint(ldb), a, inc, beta, c, 1);
+  else cblas_dgemv(CblasRowMajor, CblasTrans, blasint(k), blasint(n), alpha, b, blasint(ldb), a, inc, beta, c, 1);
+}
+
+}  // namespace
+
+template <typename T>
+void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a, std::int64_t lda,
+          const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  const int threads = pool().threads();
+  // Below ~1 MFLOP the fork/join costs more than it saves.
+  if (threads == 1 || double(m) * double(n) * double(k) < 5e5) {
+    if (m == 1) gemv_row(ta, tb, n, k, alpha, a, lda, b, ldb, beta, c);
+    else blas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // Split the longer side of C into one block per thread, in multiples of 16 so each
+  // block keeps whole SIMD panels.
+  const bool split_rows = m >= n;
+  const std::int64_t len = split_rows ? m : n;
+  const std::int64_t block = std::max<std::int64_t>(16, (len / threads + 15) / 16 * 16);
+  const int parts = int((len + block - 1) / block);
+  parallel_for(parts, 1, [&](std::int64_t p_lo, std::int64_t p_hi) {
+  for (std::int64_t p = p_lo; p < p_hi; ++p) {
+    const std::int64_t lo = std::int64_t(p) * block, cnt = std::min(block, len - lo);
+    if (m == 1) {
+      gemv_row(ta, tb, cnt, k, alpha, a, lda, tb ? b + lo * ldb : b + lo, ldb, beta, c + lo);
+    } else if (split_rows) {
+      const T* ap = ta ? a + lo : a + lo * lda;
+      blas(ta, tb, cnt, n, k, alpha, ap, lda, b, ldb, beta, c + lo * ldc, ldc);
+    } else {
+      const T* bp = tb ? b + lo * ldb : b + lo;
+      blas(ta, tb, m, cnt, k, alpha, a, lda, bp, ldb, beta, c + lo, ldc);
+    }
+  }
+  });
+}
+
+template <typename T>
+void gemm_serial(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+                 std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  blas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template void gemm_serial<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
+                                 std::int64_t, const float*, std::int64_t, float, float*, std::int64_t);
+template void gemm_serial<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, const double*,
+                                  std::int64_t, const double*, std::int64_t, double, double*, std::int64_t);
+template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*, std::int64_t,
+                          const float*, std::int64_t, float, float*, std::int64_t);
+template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, const double*,
+                           std::int64_t, const double*, std::int64_t, double, double*, std::int64_t);
 
 }  // namespace braid::backend::cpu

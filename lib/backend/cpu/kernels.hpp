@@ -1,5 +1,5 @@
 // The CPU kernels behind CpuBackend, templated on the scalar type (float for work,
-// double for gradient checks). Threads: OpenMP, with the count CpuBackend set.
+// double for gradient checks). Threads: the backend's pool (cpu/thread_pool.hpp).
 // Semantics of each op are those of backend::Ops (backend/backend.hpp).
 #pragma once
 
@@ -10,9 +10,18 @@
 
 namespace braid::backend::cpu {
 
+// Loops over fewer elements than this run on one thread: a fork/join costs microseconds,
+// more than the loop itself (decode steps are made of such loops).
+constexpr std::int64_t kParallelMin = std::int64_t(1) << 15;
+
 template <typename T>
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
           const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc);
+
+// The same product on the calling thread only, for use inside a parallel region.
+template <typename T>
+void gemm_serial(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+                 const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc);
 
 template <typename T>
 void embedding_forward(const std::int32_t* ids, std::int64_t n, const T* table, std::int64_t dim, T* out);

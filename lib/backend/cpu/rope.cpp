@@ -1,6 +1,7 @@
 // Rotary position embedding, Hugging Face Llama layout: the two halves of a head
 // (not interleaved pairs) form the rotated pairs (rotate_half).
 #include "backend/cpu/kernels.hpp"
+#include "backend/cpu/thread_pool.hpp"
 
 namespace braid::backend::cpu {
 
@@ -9,8 +10,8 @@ void rope(T* x, std::int64_t n, std::int64_t stride, int n_heads, int head_dim, 
           const T* cos, const T* sin, bool inverse) {
   const int half = head_dim / 2;
   const T sign = inverse ? T(-1) : T(1);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < n; ++r) {
+  parallel_for(n, kParallelMin / stride, [&](std::int64_t lo, std::int64_t hi) {
+  for (std::int64_t r = lo; r < hi; ++r) {
     const T* c = cos + std::int64_t(pos[r]) * half;
     const T* s = sin + std::int64_t(pos[r]) * half;
     for (int h = 0; h < n_heads; ++h) {
@@ -23,6 +24,7 @@ void rope(T* x, std::int64_t n, std::int64_t stride, int n_heads, int head_dim, 
       }
     }
   }
+  });
 }
 
 template void rope<float>(float*, std::int64_t, std::int64_t, int, int, const std::int32_t*, const float*,

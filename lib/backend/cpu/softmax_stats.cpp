@@ -3,6 +3,7 @@
 //
 //   ∂logprob_t/∂z_j = δ_jt − p_j,   ∂H/∂z_j = −p_j · (log p_j + H).
 #include "backend/cpu/kernels.hpp"
+#include "backend/cpu/thread_pool.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,15 +13,16 @@ namespace braid::backend::cpu {
 template <typename T>
 void softmax_stats(const T* logits, std::int64_t rows, std::int64_t vocab, const std::int32_t* targets,
                    T* lse, T* logprob, T* entropy) {
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, kParallelMin / vocab, [&](std::int64_t lo, std::int64_t hi) {
+  for (std::int64_t r = lo; r < hi; ++r) {
     const T* z = logits + r * vocab;
     const T m = *std::max_element(z, z + vocab);
     double s = 0, sz = 0;
     for (std::int64_t j = 0; j < vocab; ++j) {
-      const double e = std::exp(double(z[j] - m));
-      s += e;
-      sz += e * double(z[j] - m);
+      const T d = z[j] - m;
+      const T e = std::exp(d);  // float exp for float: the loop is exp-bound
+      s += double(e);
+      sz += double(e * d);
     }
     const double l = double(m) + std::log(s);
     if (lse) lse[r] = T(l);
@@ -28,13 +30,14 @@ void softmax_stats(const T* logits, std::int64_t rows, std::int64_t vocab, const
     // H = lse − Σ p z = log s − Σ p (z − m)
     if (entropy) entropy[r] = T(std::log(s) - sz / s);
   }
+  });
 }
 
 template <typename T>
 void softmax_stats_backward(T* logits, std::int64_t rows, std::int64_t vocab, const std::int32_t* targets,
                             const T* lse, const T* entropy, const T* d_logprob, const T* d_entropy) {
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, kParallelMin / vocab, [&](std::int64_t lo, std::int64_t hi) {
+  for (std::int64_t r = lo; r < hi; ++r) {
     T* z = logits + r * vocab;
     const std::int32_t t = targets ? targets[r] : -1;
     const T glp = (d_logprob && t >= 0) ? d_logprob[r] : T(0);
@@ -48,6 +51,7 @@ void softmax_stats_backward(T* logits, std::int64_t rows, std::int64_t vocab, co
     }
     if (t >= 0) z[t] += glp;
   }
+  });
 }
 
 template void softmax_stats<float>(const float*, std::int64_t, std::int64_t, const std::int32_t*, float*,

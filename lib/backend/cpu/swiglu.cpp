@@ -1,5 +1,6 @@
 // SwiGLU of the Llama MLP: silu(gate) · up, from the fused [gate | up] projection.
 #include "backend/cpu/kernels.hpp"
+#include "backend/cpu/thread_pool.hpp"
 
 #include <cmath>
 
@@ -7,20 +8,21 @@ namespace braid::backend::cpu {
 
 template <typename T>
 void swiglu_forward(const T* gate_up, std::int64_t n, std::int64_t inter, T* out) {
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < n; ++r) {
-    const T* g = gate_up + r * 2 * inter;
-    const T* u = g + inter;
-    T* o = out + r * inter;
-    for (std::int64_t j = 0; j < inter; ++j) o[j] = g[j] / (T(1) + std::exp(-g[j])) * u[j];
-  }
+  parallel_for(n, kParallelMin / inter, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t r = lo; r < hi; ++r) {
+      const T* g = gate_up + r * 2 * inter;
+      const T* u = g + inter;
+      T* o = out + r * inter;
+      for (std::int64_t j = 0; j < inter; ++j) o[j] = g[j] / (T(1) + std::exp(-g[j])) * u[j];
+    }
+  });
 }
 
 // d silu(g)/dg = σ(g) · (1 + g · (1 − σ(g))).
 template <typename T>
 void swiglu_backward(const T* gate_up, const T* d_out, std::int64_t n, std::int64_t inter, T* d_gate_up) {
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < n; ++r) {
+  parallel_for(n, kParallelMin / inter, [&](std::int64_t lo, std::int64_t hi) {
+  for (std::int64_t r = lo; r < hi; ++r) {
     const T* g = gate_up + r * 2 * inter;
     const T* u = g + inter;
     const T* dout = d_out + r * inter;
@@ -32,6 +34,7 @@ void swiglu_backward(const T* gate_up, const T* d_out, std::int64_t n, std::int6
       dg[j] = dout[j] * u[j] * sig * (T(1) + g[j] * (T(1) - sig));
     }
   }
+  });
 }
 
 template void swiglu_forward<float>(const float*, std::int64_t, std::int64_t, float*);
