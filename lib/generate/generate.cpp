@@ -57,10 +57,13 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
 
   const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(opt_.max_batch), prompts.size()));
   const std::int64_t prefill_budget = std::max(opt_.prefill_tokens, longest);
-  auto cache = m_->make_kv_cache(slots, opt_.max_len);
+  // No sequence can hold more than its prompt plus max_new_tokens: size the cache
+  // (layers x slots x length, the big allocation) for that, not for max_len.
+  const std::int64_t cache_len = std::min(opt_.max_len, longest + opt_.max_new_tokens);
+  auto cache = m_->make_kv_cache(slots, cache_len);
   auto acts = m_->make_activations({.max_tokens = prefill_budget + slots,
                                     .max_sequences = slots,
-                                    .max_seq_len = opt_.max_len,
+                                    .max_seq_len = cache_len,
                                     .training = false});
   const bool host = m_->backend().host_accessible();
   std::vector<float> host_logits;
