@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "tokenizer/byte_level.hpp"
+#include "tokenizer/unicode_normalize.hpp"
 
 #include <fmt/format.h>
 
@@ -114,6 +115,8 @@ void HfTokenizer::read_normalizer(const json& n, const std::string& where, Check
     for (std::size_t i = 0; i < n["normalizers"].size(); ++i) {
       read_normalizer(n["normalizers"][i], fmt::format("{}.normalizers[{}]", where, i), c);
     }
+  } else if (type == "NFC" || type == "NFKC" || type == "NFD" || type == "NFKD") {
+    normalizer_.push_back({NormStep::unicode, type, ""});
   } else if (type == "Prepend" && n.contains("prepend") && n["prepend"].is_string()) {
     normalizer_.push_back({NormStep::prepend, "", n["prepend"].get<std::string>()});
   } else if (type == "Replace") {
@@ -121,7 +124,7 @@ void HfTokenizer::read_normalizer(const json& n, const std::string& where, Check
     if (pat && pat->second) c.fail(where + ".pattern", "a Regex in a Replace normalizer is not supported");
     if (pat && !pat->second) normalizer_.push_back({NormStep::replace, pat->first, n.value("content", "")});
   } else {
-    c.fail(where, fmt::format("normalizer type \"{}\" is not supported (braid reads Sequence, Prepend, Replace)", type));
+    c.fail(where, fmt::format("normalizer type \"{}\" is not supported (braid reads Sequence, Prepend, Replace, NFC, NFKC, NFD, NFKD)", type));
   }
 }
 
@@ -230,6 +233,8 @@ std::string HfTokenizer::normalize(std::string text) const {
   for (const NormStep& s : normalizer_) {
     if (s.kind == NormStep::prepend) {
       if (!text.empty()) text = s.content + text;
+    } else if (s.kind == NormStep::unicode) {
+      text = unicode_normalize(text, s.pattern);
     } else {
       replace_all(text, s.pattern, s.content);
     }

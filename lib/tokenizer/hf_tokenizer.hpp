@@ -9,7 +9,9 @@
 // Added tokens (<|begin_of_text|>, <s>, ...) are matched literally in the text
 // before anything else, longest first. Their lstrip/rstrip/single_word flags are
 // ignored, and so is the post_processor: encode() adds no BOS (tokenizer.hpp).
-// Unsupported components (NFC normalizers, WordPiece, ...) are refused with an
+// Unicode normalizers (NFC, NFKC, NFD, NFKD) run on ICU; there invalid UTF-8 in the
+// text becomes U+FFFD, as it would on its way into HF's Rust strings.
+// Unsupported components (Lowercase, WordPiece, ...) are refused with an
 // InputError naming the field, rather than tokenizing differently from HF.
 #pragma once
 
@@ -47,8 +49,8 @@ class HfTokenizer final : public Tokenizer {
 
  private:
   struct NormStep {
-    enum Kind { prepend, replace } kind;
-    std::string pattern, content;
+    enum Kind { prepend, replace, unicode } kind;
+    std::string pattern, content;   // unicode: pattern is the form, "NFC", "NFKC", "NFD" or "NFKD"
   };
   struct PreStep {
     enum Kind { byte_level, split, metaspace } kind;

@@ -60,6 +60,17 @@ BOOST_AUTO_TEST_CASE(llama3_split_regex_then_byte_level) {
   BOOST_TEST(enc(*t, "IT'S") == (Ids{'I', 'T', '\'', 'S'}), boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(nfc_normalizer_composes_before_splitting) {
+  auto qwen = braid::tok::load_tokenizer(fixture("qwen2_style"));
+  auto gpt2 = braid::tok::load_tokenizer(fixture("gpt2_style"));
+  const std::string decomposed = "e\xCC\x81";  // e + U+0301 combining acute
+  BOOST_TEST(enc(*qwen, decomposed) == (Ids{0xC3, 0xA9}), boost::test_tools::per_element());  // é, composed
+  BOOST_TEST(enc(*gpt2, decomposed) == (Ids{'e', 0xCC, 0x81}), boost::test_tools::per_element());
+  // NFC keeps compatibility characters (NFKC would turn the ligature into "fi").
+  BOOST_TEST(enc(*qwen, "\xEF\xAC\x81") == (Ids{0xEF, 0xAC, 0x81}), boost::test_tools::per_element());
+  BOOST_TEST(enc(*qwen, "hello world") == (Ids{259, 264}), boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(byte_level_round_trips_any_bytes) {
   auto t = braid::tok::load_tokenizer(fixture("gpt2_style"));
   std::string text = "hello world, 12345\n\ttabs  and  spaces \xE2\x96\x81 <|endoftext|> end";
@@ -93,7 +104,7 @@ BOOST_AUTO_TEST_CASE(sentencepiece_bpe_with_byte_fallback) {
 
 BOOST_AUTO_TEST_CASE(bad_tokenizer_json_names_every_field) {
   braid::json doc = braid::json::parse(R"({
-    "normalizer": {"type": "NFC"},
+    "normalizer": {"type": "Lowercase"},
     "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}
   })");
   try {
