@@ -69,7 +69,8 @@ std::string render(const nlohmann::ordered_json& info) {
   if (!cuda["built"].get<bool>()) {
     out += "  cuda       not built (CPU backend only)\n";
   } else {
-    out += fmt::format("  cuda       built, runtime {}, {} device(s){}\n", cuda["runtime_version"].get<int>(),
+    const int rt = cuda["runtime_version"].get<int>();  // 1000 * major + 10 * minor
+    out += fmt::format("  cuda       built, runtime {}.{}, {} device(s){}\n", rt / 1000, rt % 1000 / 10,
                        cuda["devices"].size(),
                        cuda.contains("error") ? " (" + cuda["error"].get<std::string>() + ")" : "");
     for (const auto& d : cuda["devices"]) {
