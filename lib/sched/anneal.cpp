@@ -101,24 +101,40 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   const auto began = Clock::now();
   Timeline tl(p, start);
   Rng rng(seed, stream);
-  const double limit = tl.makespan();
+  const double limit = tl.makespan() * (1 + 1e-12);
   // Energy: the highest peak first; the mean of all peaks and how much memory
-  // stands above the target, over time, break its plateaus (lowering any device,
-  // or shortening a high stretch, is progress towards lowering the highest).
+  // stands above the target, summed over subtasks, break its plateaus (lowering
+  // any device, or shortening a high stretch, is progress towards lowering the
+  // highest). A swap changes one level of one device, so all three are kept
+  // up to date in O(1), with a rescan of the device only when its sole peak falls.
   constexpr double wsum = 0.25, wex = 1.0;
-  std::vector<double> peaks(static_cast<std::size_t>(p.devices)), excess(peaks.size());
-  for (int d = 0; d < p.devices; ++d) {
-    peaks[static_cast<std::size_t>(d)] = tl.device_peak(d);
-    excess[static_cast<std::size_t>(d)] = tl.device_excess(d, target);
+  const auto nd = static_cast<std::size_t>(p.devices);
+  std::vector<double> peak(nd), excess(nd);
+  std::vector<int> at_peak(nd);
+  auto rescan = [&](std::size_t d) {
+    double pk = 0;
+    int count = 0;
+    for (int i = 0; i < p.per_device; ++i) {
+      const double v = tl.device_level(static_cast<int>(d), i);
+      if (v > pk) {
+        pk = v;
+        count = 1;
+      } else if (v == pk) {
+        ++count;
+      }
+    }
+    peak[d] = pk;
+    at_peak[d] = count;
+  };
+  double sum_peak = 0, sum_excess = 0;
+  for (std::size_t d = 0; d < nd; ++d) {
+    rescan(d);
+    excess[d] = tl.device_excess(static_cast<int>(d), target);
+    sum_peak += peak[d];
+    sum_excess += excess[d];
   }
   auto energy = [&] {
-    double mx = 0, sum = 0, ex = 0;
-    for (std::size_t d = 0; d < peaks.size(); ++d) {
-      mx = std::max(mx, peaks[d]);
-      sum += peaks[d];
-      ex += excess[d];
-    }
-    return mx + wsum * sum / p.devices + wex * ex / p.num_tasks;
+    return *std::max_element(peak.begin(), peak.end()) + wsum * sum_peak / p.devices + wex * sum_excess / p.num_tasks;
   };
   double mean_act = 0;
   for (double v : p.mem_delta) mean_act += std::fabs(v);
@@ -127,39 +143,59 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
 
   double current = energy(), best = current;
   Order best_order = tl.order();
-  double temperature = mean_act * 0.5;
-  const double alpha = std::pow(1e-4, 1.0 / static_cast<double>(std::max<std::uint64_t>(iterations, 1)));
-  const auto slots = static_cast<std::uint64_t>(p.per_device - 1);
+  double best_peak = *std::max_element(peak.begin(), peak.end());
+  const double t_start = mean_act * 0.5;
+  double temperature = t_start;
   std::uint64_t done = 0, proposals = 0;
-  auto max_peak = [&] { return *std::max_element(peaks.begin(), peaks.end()); };
-  double best_peak = max_peak();
+  // Cooling by 1e4 over the budget, whichever of iterations and time binds first.
+  auto cool = [&] {
+    double frac = static_cast<double>(done) / static_cast<double>(std::max<std::uint64_t>(iterations, 1));
+    if (time_limit > 0) frac = std::max(frac, seconds_since(began) / time_limit);
+    temperature = t_start * std::pow(1e-4, std::min(1.0, frac));
+  };
+  const auto slots = static_cast<std::uint64_t>(p.per_device - 1);
   while (done < iterations && !(best_peak <= target || same_time(best_peak, target))) {
-    if (++proposals % kCheckEvery == 0 && time_limit > 0 && seconds_since(began) >= time_limit) break;
+    if (++proposals % kCheckEvery == 0) {
+      if (time_limit > 0 && seconds_since(began) >= time_limit) break;
+      cool();
+    }
     const int d = static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices)));
     const int i = static_cast<int>(rng.below(slots));
-    const SwapResult r = tl.swap(d, i, limit * (1 + 1e-12));
+    const SwapResult r = tl.swap(d, i, limit);
     if (r == SwapResult::invalid) continue;
     ++done;
-    if (r == SwapResult::done) {
-      const double old_peak = peaks[static_cast<std::size_t>(d)];
-      const double old_excess = excess[static_cast<std::size_t>(d)];
-      peaks[static_cast<std::size_t>(d)] = tl.device_peak(d);
-      excess[static_cast<std::size_t>(d)] = tl.device_excess(d, target);
-      const double e = energy();
-      if (e <= current || rng.uniform() < std::exp((current - e) / temperature)) {
-        current = e;
-        if (e < best) {
-          best = e;
-          best_order = tl.order();
-          best_peak = max_peak();
-        }
-      } else {
-        peaks[static_cast<std::size_t>(d)] = old_peak;
-        excess[static_cast<std::size_t>(d)] = old_excess;
-        tl.undo();
-      }
+    if (r != SwapResult::done) continue;
+    const auto du = static_cast<std::size_t>(d);
+    const double old_level = tl.swapped_level_before(), new_level = tl.swapped_level_after();
+    const double saved_peak = peak[du], saved_excess = excess[du];
+    const int saved_count = at_peak[du];
+    if (old_level == peak[du]) --at_peak[du];
+    if (new_level > peak[du]) {
+      peak[du] = new_level;
+      at_peak[du] = 1;
+    } else if (new_level == peak[du]) {
+      ++at_peak[du];
     }
-    temperature *= alpha;
+    if (at_peak[du] == 0) rescan(du);
+    excess[du] += std::max(0.0, new_level - target) - std::max(0.0, old_level - target);
+    sum_peak += peak[du] - saved_peak;
+    sum_excess += excess[du] - saved_excess;
+    const double e = energy();
+    if (e <= current || rng.uniform() < std::exp((current - e) / temperature)) {
+      current = e;
+      if (e < best) {
+        best = e;
+        best_order = tl.order();
+        best_peak = *std::max_element(peak.begin(), peak.end());
+      }
+    } else {
+      sum_peak += saved_peak - peak[du];
+      sum_excess += saved_excess - excess[du];
+      peak[du] = saved_peak;
+      excess[du] = saved_excess;
+      at_peak[du] = saved_count;
+      tl.undo();
+    }
   }
   if (stats != nullptr) {
     stats->mem_iterations = done;

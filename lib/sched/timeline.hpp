@@ -55,8 +55,14 @@ class Timeline {
   const std::vector<double>& end() const { return end_; }
   // Peak activation memory of device d (a scan of its levels).
   double device_peak(int d) const;
+  // Device d's memory after the subtask at position i.
+  double device_level(int d, int i) const { return level_[static_cast<std::size_t>(d * per_device_ + i)]; }
   // How far device d's memory stands above `level`, summed over its subtasks.
   double device_excess(int d, double level) const;
+  // The memory level the last kept swap changed (device's level after the
+  // subtask now at position i): before and after. No other level changes.
+  double swapped_level_before() const { return last_level_; }
+  double swapped_level_after() const;
   // Subtasks recomputed by the last swap (for the benchmark's figures).
   std::size_t last_touched() const { return log_.size(); }
 

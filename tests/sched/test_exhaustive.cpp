@@ -64,9 +64,15 @@ void anneal_finds_optimum(const SchedSpec& spec) {
   const LowerBound lb = lower_bound(p);
   BOOST_CHECK_LE(lb.value, opt.makespan + 1e-9);
   const Order start = greedy(p).value_or(one_f_one_b(p));
+  double mean_dur = 0;
+  for (double v : p.dur) mean_dur += v / p.num_tasks;
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     AnnealOptions o;
     o.seed = seed;
+    // Ten times the default start temperature: on these tiny problems (and most
+    // under a memory cap) the way to the optimum leads through much worse
+    // schedules; the default, tuned on Table 3, stays at 24.4 of 23.2 here.
+    o.t0 = mean_dur;
     o.iterations = 200000;
     o.time_limit = 0;
     o.mem_iterations = 20000;
