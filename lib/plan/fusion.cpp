@@ -85,8 +85,36 @@ InterFusion best_inter_fusion(const std::vector<GenTail>& tails, double gen_seri
   return best;
 }
 
+bool same_schedspec(const json& a, const json& b) {
+  if (!a.is_object() || !b.is_object() || a.value("devices", -1) != b.value("devices", -2)) return false;
+  const json& ma = a["models"];
+  const json& mb = b["models"];
+  if (!ma.is_array() || !mb.is_array() || ma.size() != mb.size()) return false;
+  auto sum = [](const json& v) {
+    double t = 0;
+    if (v.is_number()) return v.get<double>();
+    for (const auto& x : v) t += x.get<double>();
+    return t;
+  };
+  for (std::size_t i = 0; i < ma.size(); ++i) {
+    const json& x = ma[i];
+    const json& y = mb[i];
+    if (x.value("name", "") != y.value("name", "") || x.value("replicas", 1) != y.value("replicas", 1) ||
+        x.value("micro_batches", 0) != y.value("micro_batches", 0)) {
+      return false;
+    }
+    for (const char* k : {"fwd", "bwd"}) {
+      if (!x.contains(k) || !y.contains(k)) return false;
+      const double sx = sum(x[k]), sy = sum(y[k]);
+      // Times are in ms, rounded to ns.
+      if (std::abs(sx - sy) > 1e-5 * std::max(1.0, std::abs(sx))) return false;
+    }
+  }
+  return true;
+}
+
 IntraFusion intra_fusion(const CostModel& cm, const Mesh& mesh, const Strategy& a, const Strategy& c,
-                         double serial, double mem_capacity, std::optional<double> schedule_ms) {
+                         double serial, double mem_capacity, const KnownSchedule* schedule) {
   IntraFusion f;
   f.serial = serial;
   f.fused = serial;
@@ -138,12 +166,13 @@ IntraFusion intra_fusion(const CostModel& cm, const Mesh& mesh, const Strategy& 
   f.per_step_bound = sched::lower_bound(sched::build_problem(parsed)).value / 1e3;
   f.groups = g;
   double per_step = f.per_step_bound;
-  if (schedule_ms) {
-    per_step = *schedule_ms / 1e3;
+  const bool scheduled = schedule != nullptr && same_schedspec(spec, schedule->spec);
+  if (scheduled) {
+    per_step = schedule->makespan_ms / 1e3;
     f.source = "schedule";
   }
   f.fused = steps * (per_step + sta.sync + stc.sync);
-  f.used = f.fused < serial || schedule_ms.has_value();
+  f.used = f.fused < serial || scheduled;
   if (!f.used) f.fused = serial;
   f.schedspec = std::move(spec);
   return f;

@@ -60,9 +60,20 @@ struct IntraFusion {
   ordered_json schedspec;    // braid.schedspec for one fused group (times in ms, memory in GB)
 };
 
+// A braid.schedule found for some schedspec: its makespan replaces the bound
+// for plans whose fused training emits that same spec.
+struct KnownSchedule {
+  double makespan_ms = 0;
+  json spec;
+};
+
+// Whether a plan's schedspec is the one a schedule was made for: same devices,
+// and per model the same name, replicas, micro-batches and total fwd/bwd time
+// (schedgen stores the spec after its tp merge, which keeps the sums).
+bool same_schedspec(const json& a, const json& b);
+
 // Actor and critic training on the same mesh. serial = the two calls' times.
-// schedule_makespan_ms: a braid.schedule's makespan to use instead of the bound.
 IntraFusion intra_fusion(const CostModel& cm, const Mesh& mesh, const Strategy& actor, const Strategy& critic,
-                         double serial, double mem_capacity_bytes, std::optional<double> schedule_makespan_ms);
+                         double serial, double mem_capacity_bytes, const KnownSchedule* schedule);
 
 }  // namespace braid::plan

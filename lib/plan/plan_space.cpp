@@ -256,7 +256,7 @@ Evaluation PlanSpace::evaluate(const Plan& plan) const {
       it = intra_cache_
                .emplace(key, intra_fusion(cm_, mesh[atrain], entry[atrain]->strategy, entry[ctrain]->strategy,
                                           ev.call_time[atrain] + ev.call_time[ctrain], room,
-                                          fusion_.schedule_makespan_ms))
+                                          fusion_.schedule ? &*fusion_.schedule : nullptr))
                .first;
     }
     ev.intra = it->second;

@@ -31,7 +31,7 @@ using Plan = std::vector<Choice>;
 struct FusionSettings {
   bool inter = true;
   bool intra = true;
-  std::optional<double> schedule_makespan_ms;  // from --schedule
+  std::optional<KnownSchedule> schedule;  // from --schedule
 };
 
 struct Breakdown {

@@ -46,16 +46,44 @@ import json; p = json.load(open('serial.json'))
 assert p['predicted']['fused_s'] == p['predicted']['serial_s']
 assert not p['fusion']['inter_stage']['used'] and not p['fusion']['intra_stage']['used']"
 
-# A schedule's makespan replaces the bound for the fused training stage.
-echo '{"format": "braid.schedule", "version": 1, "makespan": 1.5}' > sched.json
+# A schedule made for the plan's own schedspec replaces the bound; one made for another spec does not.
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" --hardware h100 -o first.json --search exhaustive --max-micro 1 -q > /dev/null
+python3 - first.json <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+i = p["fusion"]["intra_stage"]
+assert i["used"], i
+spec = i["schedspec"]
+ms = i["step_bound_s"] * 1000
+json.dump({"format": "braid.schedule", "version": 1, "makespan": ms, "spec": spec}, open("sched.json", "w"))
+spec["models"][0]["micro_batches"] += 1
+json.dump({"format": "braid.schedule", "version": 1, "makespan": ms, "spec": spec}, open("other.json", "w"))
+PY
 "$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" --hardware h100 -o sched-plan.json --search exhaustive \
   --max-micro 1 --schedule sched.json -q > /dev/null
-python3 -c "
-import json; p = json.load(open('sched-plan.json'))
-i = p['fusion']['intra_stage']
-assert i['used'] and i['source'] == 'schedule', i
-# Each of the 4 optimizer steps: the schedule's 1.5 ms plus the gradient sync and update.
-assert 4 * 0.0015 <= i['train_fused_s'] < i['train_serial_s'], i"
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" --hardware h100 -o other-plan.json --search exhaustive \
+  --max-micro 1 --schedule other.json 2> err.txt > /dev/null
+grep -q "made for another fused training spec" err.txt || fail "no warning for a foreign schedule"
+python3 - first.json sched-plan.json other-plan.json <<'PY'
+import json, sys
+first, sched, other = (json.load(open(f))["fusion"]["intra_stage"] for f in sys.argv[1:])
+assert sched["source"] == "schedule" and other["source"] == "lower_bound", (sched["source"], other["source"])
+assert abs(sched["train_fused_s"] - first["train_fused_s"]) < 1e-3, (sched, first)
+PY
+# With braid-schedgen built: its schedule for our spec reaches a makespan at or above our bound.
+if [[ -x $BRAID_BIN/braid-schedgen ]]; then
+  python3 -c "import json; json.dump(json.load(open('first.json'))['fusion']['intra_stage']['schedspec'], open('spec.json', 'w'))"
+  "$BRAID_BIN/braid-schedgen" spec.json -o real.json --time-limit 2 -q
+  "$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" --hardware h100 -o real-plan.json --search exhaustive \
+    --max-micro 1 --schedule real.json -q > /dev/null
+  python3 - first.json real-plan.json real.json <<'PY'
+import json, sys
+first, real = (json.load(open(f))["fusion"]["intra_stage"] for f in sys.argv[1:3])
+sched = json.load(open(sys.argv[3]))
+assert sched["makespan"] >= first["step_bound_s"] * 1000 * (1 - 1e-6), (sched["makespan"], first["step_bound_s"])
+assert real["train_fused_s"] >= first["train_fused_s"] - 1e-3
+PY
+fi
 
 # '-' writes the plan to stdout and nothing else.
 "$plan" "$fx/grpo-tiny.json" "$fx/cluster-1x2.json" --hardware h100 -o - -q --max-micro 1 > out.txt

@@ -47,7 +47,7 @@ BOOST_AUTO_TEST_CASE(fused_training_beats_serial_and_respects_total_work) {
   const Strategy s{1, 1, 8, 4};  // 16 samples per step in 4 micro-batches of 4
   const Call at{"actor_train", "actor", CallKind::train}, ct{"critic_train", "critic", CallKind::train};
   const double ta = cm.estimate(at, all, s).time, tc = cm.estimate(ct, all, s).time;
-  const IntraFusion f = intra_fusion(cm, all, s, s, ta + tc, 10e9, std::nullopt);
+  const IntraFusion f = intra_fusion(cm, all, s, s, ta + tc, 10e9, nullptr);
   BOOST_TEST(f.used);
   BOOST_TEST(f.fused < ta + tc);
   // No schedule beats the busiest device doing all its work without a gap.
@@ -58,7 +58,7 @@ BOOST_AUTO_TEST_CASE(fused_training_beats_serial_and_respects_total_work) {
   BOOST_TEST(f.schedspec["devices"] == 8);
   BOOST_TEST(f.schedspec["models"][1]["tp"] == 1);
   // Micro-batches of different sizes cannot share one fused pipeline.
-  const IntraFusion g = intra_fusion(cm, all, s, Strategy{1, 1, 8, 2}, ta + tc, 10e9, std::nullopt);
+  const IntraFusion g = intra_fusion(cm, all, s, Strategy{1, 1, 8, 2}, ta + tc, 10e9, nullptr);
   BOOST_TEST(!g.used);
 }
 

@@ -30,14 +30,17 @@ struct Options {
   bool no_inter = false, no_intra = false;
 };
 
-std::optional<double> schedule_makespan(const std::string& file) {
+std::optional<braid::plan::KnownSchedule> load_schedule(const std::string& file) {
   if (file.empty()) return std::nullopt;
   const braid::json doc = braid::load_json_file(file);
   braid::Checker c(file);
   c.format(doc, "braid.schedule", 1);
   const auto ms = c.number(doc, "", "makespan", {.min = 0, .exclusive_min = true});
+  if (doc.is_object() && !(doc.contains("spec") && doc["spec"].is_object())) {
+    c.fail("spec", "missing (required): the braid.schedspec the schedule was made for");
+  }
   c.check();
-  return ms;
+  return braid::plan::KnownSchedule{*ms, doc["spec"]};
 }
 
 int run(const Options& o) {
@@ -62,7 +65,7 @@ int run(const Options& o) {
   in.hardware = profile.hardware.name;
   CostModel cm(exp, profile, cluster);
   cm.set_max_micro(o.max_micro);
-  FusionSettings fusion{!o.no_inter, !o.no_intra, schedule_makespan(o.schedule)};
+  FusionSettings fusion{!o.no_inter, !o.no_intra, load_schedule(o.schedule)};
   const PlanSpace space(cm, fusion);
   braid::log::info("{} calls on {} x {} devices, {} meshes, {:.3g} plans", space.calls().size(), cluster.nodes,
                    cluster.devices_per_node, space.meshes().size(), space.plan_count());
@@ -74,6 +77,10 @@ int run(const Options& o) {
   so.progress = braid::log::level() >= braid::log::Level::info;
   const SearchResult r = search_plan(space, so);
   braid::log::info("{} search: {} plans costed in {:.2f} s", r.method, r.evaluated, r.seconds);
+  if (fusion.schedule && r.eval.intra.source != "schedule") {
+    braid::log::warn("{} was made for another fused training spec than this plan's; its training time is the lower bound",
+                     o.schedule);
+  }
   braid::write_text_file(o.output, plan_to_json(space, r, in).dump(2) + "\n");
   if (o.output != "-") fmt::print("{}\n", plan_summary(space, r));
   if (r.eval.oom) {
@@ -100,7 +107,7 @@ int main(int argc, char** argv) {
   auto* hw = app.add_option("--hardware", o.hardware, "analytic profile for this hardware instead: h100, h200 or a JSON file");
   prof->excludes(hw);
   app.add_option("-o,--output", o.output, "plan file ('-': stdout, then no summary)")->capture_default_str();
-  app.add_option("--schedule", o.schedule, "braid.schedule whose makespan (ms) is the fused training step time");
+  app.add_option("--schedule", o.schedule, "braid.schedule (from braid-schedgen): its makespan (ms) is the fused training step time of plans with its spec");
   app.add_option("--search", o.search, "auto (enumerate small spaces), mh or exhaustive")
       ->check(CLI::IsMember({"auto", "mh", "exhaustive"}))
       ->capture_default_str();
