@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "core/log.hpp"
@@ -18,24 +16,24 @@ using namespace braid;
 
 namespace {
 
-// Runs body with stderr redirected to a file; returns what it wrote.
+// Runs body with stderr redirected to an anonymous temporary file; returns what it wrote.
 template <typename F>
 std::string capture_stderr(F body) {
   std::fflush(stderr);
-  char name[] = "/tmp/braid-progress-XXXXXX";
-  const int fd = mkstemp(name);
+  std::FILE* tmp = std::tmpfile();
+  BOOST_REQUIRE(tmp != nullptr);
   const int saved = dup(STDERR_FILENO);
-  dup2(fd, STDERR_FILENO);
+  dup2(fileno(tmp), STDERR_FILENO);
   body();
   std::fflush(stderr);
   dup2(saved, STDERR_FILENO);
   close(saved);
-  close(fd);
-  std::ifstream in(name);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::remove(name);
-  return ss.str();
+  std::string out;
+  std::rewind(tmp);
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, tmp)) > 0;) out.append(buf, n);
+  std::fclose(tmp);
+  return out;
 }
 
 }  // namespace
