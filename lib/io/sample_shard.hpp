@@ -9,7 +9,8 @@
 //   s.meta.created_by = cmdline;
 //   write_sample_shard("scored-0003.h5", s.batch, s.meta);
 //
-// The layout on disk is documented in docs/formats.md.
+// The layout on disk is documented in docs/formats.md. HDF5 (Debian's build)
+// is not thread-safe: read and write shards from one thread at a time.
 #pragma once
 
 #include <cstdint>

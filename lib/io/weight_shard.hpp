@@ -16,7 +16,8 @@
 // Optimizer state goes to a separate file of the same format with
 // kind = "optimizer": tensors "<name>.exp_avg" and "<name>.exp_avg_sq"
 // (optimizer_tensor_name) and the optimizer's step in meta.step.
-// The layout on disk is documented in docs/formats.md.
+// The layout on disk is documented in docs/formats.md. HDF5 (Debian's build)
+// is not thread-safe: read and write shards from one thread at a time.
 #pragma once
 
 #include <cstdint>
