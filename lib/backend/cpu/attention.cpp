@@ -26,6 +26,52 @@ T* scratch(int which, std::size_t n) {
   return buf[which].data();
 }
 
+constexpr std::int64_t kLoopRows = 4;
+
+// Eight independent partial sums: without -ffast-math the compiler may not reorder a
+// single running sum, and a scalar dot product made decode attention the bottleneck.
+template <typename T>
+T dot(const T* a, const T* b, int n) {
+  T acc[8] = {};
+  int c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int u = 0; u < 8; ++u) acc[u] += a[c + u] * b[c + u];
+  T s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; c < n; ++c) s += a[c] * b[c];
+  return s;
+}
+
+// Plain loops for a few query rows (row r sees keys 0 .. past + r): scores by dot products
+// over the contiguous head dimension, then out = Σ p_j v_j.
+template <typename T>
+void attend_rows(std::int64_t past, std::int64_t rows, int hd, T scale, const T* q, std::int64_t q_stride,
+                 const T* k, const T* v, std::int64_t kv_stride, T* s, T* out, std::int64_t out_stride, T* lse,
+                 std::int64_t lse_stride) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* qr = q + r * q_stride;
+    const std::int64_t nk = past + r + 1;
+    T m = -INFINITY;
+    for (std::int64_t j = 0; j < nk; ++j) {
+      s[j] = dot(qr, k + j * kv_stride, hd) * scale;
+      m = std::max(m, s[j]);
+    }
+    T l = 0;
+    for (std::int64_t j = 0; j < nk; ++j) {
+      s[j] = std::exp(s[j] - m);
+      l += s[j];
+    }
+    T* o = out + r * out_stride;
+    std::fill(o, o + hd, T(0));
+    const T inv = T(1) / l;
+    for (std::int64_t j = 0; j < nk; ++j) {
+      const T p = s[j] * inv;
+      const T* vj = v + j * kv_stride;
+      for (int c = 0; c < hd; ++c) o[c] += p * vj[c];
+    }
+    lse[r * lse_stride] = m + std::log(l);
+  }
+}
+
 std::int64_t work_of(const AttentionDims& d, std::span<const AttentionSegment> segs) {
   std::int64_t w = 0;
   for (const auto& s : segs) w += s.q_len * (s.past + s.q_len);
@@ -54,6 +100,12 @@ void attention_forward(const AttentionDims& d, std::span<const AttentionSegment>
       const std::int64_t nk = sg.past + i0 + qb;  // keys the last row of the block sees
       T* s = scratch<T>(0, std::size_t(qb * nk));
       const std::int64_t row0 = sg.q_begin + i0;
+      if (qb <= kLoopRows) {  // decode steps: a BLAS call per row costs more than the row
+        attend_rows(sg.past + i0, qb, hd, scale, q + row0 * d.q_stride + std::int64_t(h) * hd, d.q_stride, kg, vg,
+                    d.kv_stride, s, out + row0 * out_stride + std::int64_t(h) * hd, out_stride,
+                    lse + row0 * d.n_heads + h, d.n_heads);
+        continue;
+      }
       gemm_serial<T>(false, true, qb, nk, hd, scale, q + row0 * d.q_stride + std::int64_t(h) * hd, d.q_stride, kg,
                      d.kv_stride, T(0), s, nk);
       for (std::int64_t r = 0; r < qb; ++r) {
