@@ -74,6 +74,8 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
   std::vector<std::int32_t> tokens;
   std::vector<model::Segment> segments;
   std::vector<int> segment_slot;
+  std::vector<Sampled> sampled;
+  const int threads = std::max(1, m_->backend().threads());
 
   auto finish = [&](int s, FinishReason why) {
     Running& r = *slot[static_cast<std::size_t>(s)];
@@ -129,11 +131,21 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
       m_->backend().copy_to_host(host_logits.data(), logits, host_logits.size() * sizeof(float));
       logits = host_logits.data();
     }
+    // Sampling is independent per sequence (own stream, own logits row), so rows are
+    // sampled in parallel; the finishing and callbacks below stay in slot order.
+    const auto n_seg = static_cast<std::int64_t>(segments.size());
+    sampled.resize(segments.size());
+    const bool parallel = n_seg > 1 && n_seg * vocab >= (1 << 16);
+#pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
+    for (std::int64_t i = 0; i < n_seg; ++i) {
+      Running& r = *slot[static_cast<std::size_t>(segment_slot[static_cast<std::size_t>(i)])];
+      sampled[static_cast<std::size_t>(i)] = r.sampler.sample({logits + i * vocab, static_cast<std::size_t>(vocab)});
+    }
     for (std::size_t i = 0; i < segments.size(); ++i) {
       const int s = segment_slot[i];
       Running& r = *slot[static_cast<std::size_t>(s)];
       r.prefilled = true;
-      const Sampled x = r.sampler.sample({logits + static_cast<std::int64_t>(i) * vocab, static_cast<std::size_t>(vocab)});
+      const Sampled x = sampled[i];
       r.sample.response.push_back(x.token);
       r.sample.logprobs.push_back(x.logprob);
       r.sample.raw_logprobs.push_back(x.raw_logprob);

@@ -156,3 +156,25 @@ BOOST_FIXTURE_TEST_CASE(bad_prompts_are_refused, Fixture) {
   std::vector<Prompt> twice{{.sample_id = 1, .tokens = {1}}, {.sample_id = 1, .tokens = {2}}};
   BOOST_CHECK_THROW(braid::gen::generate(m, twice, opt), braid::InputError);
 }
+
+// Large enough a vocabulary that the rows of a step are sampled in parallel threads:
+// still the samples of each sequence run alone.
+BOOST_AUTO_TEST_CASE(parallel_sampling_keeps_each_sequence_its_samples) {
+  auto be = braid::backend::make_cpu_backend(2);
+  ModelConfig c = tiny();
+  c.hidden_size = 16;
+  c.intermediate_size = 16;
+  c.vocab_size = 20000;
+  Model m(c, {}, *be);
+  m.init_random(5, 0.3);
+  std::vector<Prompt> ps;
+  for (std::uint64_t i = 0; i < 6; ++i) ps.push_back({i, {static_cast<std::int32_t>(i * 3001 % 20000), 7}});
+  GenerateOptions opt{.sampling = {.temperature = 1.0, .top_p = 0.9, .seed = 8}, .max_batch = 4, .max_new_tokens = 6};
+  const auto batched = braid::gen::generate(m, ps, opt);
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    GenerateOptions one = opt;
+    one.max_batch = 1;
+    const auto alone = braid::gen::generate(m, std::span(&ps[i], 1), one);
+    BOOST_TEST(batched[i].response == alone[0].response, boost::test_tools::per_element());
+  }
+}
