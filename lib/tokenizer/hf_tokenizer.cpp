@@ -1,23 +1,17 @@
+// Running a tokenizer.json's steps: normalize, pre-tokenize, BPE, decode.
 #include "tokenizer/hf_tokenizer.hpp"
 
 #include "core/error.hpp"
-#include "core/files.hpp"
 #include "tokenizer/byte_level.hpp"
 #include "tokenizer/unicode_normalize.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 
 namespace braid::tok {
 
 namespace {
-
-// GPT-2's pre-tokenizer regex, used by ByteLevel when use_regex is true.
-const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-const char* kMetaspace = "\xE2\x96\x81";  // "▁"
 
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
   if (from.empty()) return;
@@ -47,187 +41,7 @@ std::vector<std::pair<std::size_t, std::size_t>> complement(const std::vector<st
   return out;
 }
 
-// A pattern object {"String": "x"} or {"Regex": "x"}; returns (text, is_regex).
-std::optional<std::pair<std::string, bool>> read_pattern(const json& obj, const std::string& where, Checker& c) {
-  auto it = obj.find("pattern");
-  if (it != obj.end() && it->is_object()) {
-    if (it->contains("String") && (*it)["String"].is_string()) return std::pair{(*it)["String"].get<std::string>(), false};
-    if (it->contains("Regex") && (*it)["Regex"].is_string()) return std::pair{(*it)["Regex"].get<std::string>(), true};
-  }
-  c.fail(Checker::path(where, "pattern"), "must be {\"String\": ...} or {\"Regex\": ...}");
-  return std::nullopt;
-}
-
-std::optional<std::string> special_name(const json& cfg, const char* key) {
-  auto it = cfg.find(key);
-  if (it == cfg.end()) return std::nullopt;
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
-  return std::nullopt;
-}
-
 }  // namespace
-
-std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::string& path) {
-  auto tk = std::make_unique<HfTokenizer>(load_json_file(path), path);
-  const auto cfg_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
-  if (std::filesystem::exists(cfg_path)) {
-    const json cfg = load_json_file(cfg_path.string());
-    tk->set_special(special_name(cfg, "bos_token"), special_name(cfg, "eos_token"), special_name(cfg, "pad_token"));
-  }
-  return tk;
-}
-
-HfTokenizer::HfTokenizer(const json& doc, const std::string& origin) {
-  Checker c(origin);
-  if (!doc.is_object()) throw InputError(origin, "", "a tokenizer.json must be a JSON object");
-  model_ = BpeModel(doc.value("model", json()), c);
-  if (doc.contains("normalizer")) read_normalizer(doc["normalizer"], "normalizer", c);
-  if (doc.contains("pre_tokenizer")) read_pre_tokenizer(doc["pre_tokenizer"], "pre_tokenizer", c);
-  if (doc.contains("decoder")) read_decoder(doc["decoder"], "decoder", c);
-  read_added_tokens(doc, c);
-  c.check();
-  byte_level_ = std::any_of(pre_tokenizer_.begin(), pre_tokenizer_.end(),
-                            [](const PreStep& s) { return s.kind == PreStep::byte_level; });
-  bos_ = find_special({"<|begin_of_text|>", "<s>", "<|startoftext|>", "<bos>"});
-  eos_ = find_special({"<|end_of_text|>", "</s>", "<|endoftext|>", "<eos>"});
-  pad_ = find_special({"<pad>", "<|pad|>", "<|finetune_right_pad_id|>"});
-}
-
-std::optional<TokenId> HfTokenizer::find_special(const std::vector<std::string>& names) const {
-  for (const auto& n : names) {
-    if (const auto* id = model_.id_of(n)) return *id;
-  }
-  return std::nullopt;
-}
-
-void HfTokenizer::set_special(std::optional<std::string> bos, std::optional<std::string> eos,
-                              std::optional<std::string> pad) {
-  if (bos) bos_ = find_special({*bos});
-  if (eos) eos_ = find_special({*eos});
-  if (pad) pad_ = find_special({*pad});
-}
-
-void HfTokenizer::read_normalizer(const json& n, const std::string& where, Checker& c) {
-  if (n.is_null()) return;
-  const std::string type = n.is_object() ? n.value("type", "") : "";
-  if (type == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array()) {
-    for (std::size_t i = 0; i < n["normalizers"].size(); ++i) {
-      read_normalizer(n["normalizers"][i], fmt::format("{}.normalizers[{}]", where, i), c);
-    }
-  } else if (type == "NFC" || type == "NFKC" || type == "NFD" || type == "NFKD") {
-    normalizer_.push_back({NormStep::unicode, type, ""});
-  } else if (type == "Prepend" && n.contains("prepend") && n["prepend"].is_string()) {
-    normalizer_.push_back({NormStep::prepend, "", n["prepend"].get<std::string>()});
-  } else if (type == "Replace") {
-    auto pat = read_pattern(n, where, c);
-    if (pat && pat->second) c.fail(where + ".pattern", "a Regex in a Replace normalizer is not supported");
-    if (pat && !pat->second) normalizer_.push_back({NormStep::replace, pat->first, n.value("content", "")});
-  } else {
-    c.fail(where, fmt::format("normalizer type \"{}\" is not supported (braid reads Sequence, Prepend, Replace, NFC, NFKC, NFD, NFKD)", type));
-  }
-}
-
-void HfTokenizer::read_pre_tokenizer(const json& p, const std::string& where, Checker& c) {
-  if (p.is_null()) return;
-  const std::string type = p.is_object() ? p.value("type", "") : "";
-  if (type == "Sequence" && p.contains("pretokenizers") && p["pretokenizers"].is_array()) {
-    for (std::size_t i = 0; i < p["pretokenizers"].size(); ++i) {
-      read_pre_tokenizer(p["pretokenizers"][i], fmt::format("{}.pretokenizers[{}]", where, i), c);
-    }
-  } else if (type == "ByteLevel") {
-    PreStep s{PreStep::byte_level};
-    s.add_prefix_space = p.value("add_prefix_space", false);
-    if (p.value("use_regex", true)) s.regex.emplace(kGpt2Pattern, "", where);
-    pre_tokenizer_.push_back(std::move(s));
-  } else if (type == "Split") {
-    PreStep s{PreStep::split};
-    auto pat = read_pattern(p, where, c);
-    if (!pat) return;
-    try {
-      if (pat->second) s.regex.emplace(pat->first, "", where + ".pattern.Regex");
-      else s.literal = pat->first;
-    } catch (const InputError& e) {
-      c.fail(where + ".pattern", e.what());
-      return;
-    }
-    const std::string b = p.value("behavior", "Isolated");
-    if (b == "Removed") s.behavior = SplitBehavior::removed;
-    else if (b == "Isolated") s.behavior = SplitBehavior::isolated;
-    else if (b == "MergedWithPrevious") s.behavior = SplitBehavior::merged_with_previous;
-    else if (b == "MergedWithNext") s.behavior = SplitBehavior::merged_with_next;
-    else if (b == "Contiguous") s.behavior = SplitBehavior::contiguous;
-    else c.fail(where + ".behavior", fmt::format("unknown split behavior \"{}\"", b));
-    s.invert = p.value("invert", false);
-    pre_tokenizer_.push_back(std::move(s));
-  } else if (type == "Metaspace") {
-    PreStep s{PreStep::metaspace};
-    s.replacement = p.value("replacement", kMetaspace);
-    // Older files say add_prefix_space, newer ones prepend_scheme.
-    s.prepend_scheme = p.value("prepend_scheme", p.value("add_prefix_space", true) ? "always" : "never");
-    s.split_on_replacement = p.value("split", true);
-    pre_tokenizer_.push_back(std::move(s));
-  } else {
-    c.fail(where, fmt::format("pre_tokenizer type \"{}\" is not supported (braid reads Sequence, ByteLevel, "
-                              "Split, Metaspace)", type));
-  }
-}
-
-void HfTokenizer::read_decoder(const json& d, const std::string& where, Checker& c) {
-  if (d.is_null()) return;
-  const std::string type = d.is_object() ? d.value("type", "") : "";
-  if (type == "Sequence" && d.contains("decoders") && d["decoders"].is_array()) {
-    for (std::size_t i = 0; i < d["decoders"].size(); ++i) {
-      read_decoder(d["decoders"][i], fmt::format("{}.decoders[{}]", where, i), c);
-    }
-  } else if (type == "ByteLevel") {
-    decoder_.push_back({DecStep::byte_level});
-  } else if (type == "Replace") {
-    auto pat = read_pattern(d, where, c);
-    if (pat && pat->second) c.fail(where + ".pattern", "a Regex in a Replace decoder is not supported");
-    if (pat && !pat->second) decoder_.push_back({DecStep::replace, pat->first, d.value("content", "")});
-  } else if (type == "ByteFallback") {
-    decoder_.push_back({DecStep::byte_fallback});
-  } else if (type == "Fuse") {
-    decoder_.push_back({DecStep::fuse});
-  } else if (type == "Strip") {
-    DecStep s{DecStep::strip, "", d.value("content", " ")};
-    s.start = d.value("start", 0);
-    s.stop = d.value("stop", 0);
-    decoder_.push_back(s);
-  } else if (type == "Metaspace") {
-    DecStep s{DecStep::metaspace, d.value("replacement", kMetaspace), " "};
-    s.strip_first = d.value("prepend_scheme", d.value("add_prefix_space", true) ? "always" : "never") != "never";
-    decoder_.push_back(s);
-  } else {
-    c.fail(where, fmt::format("decoder type \"{}\" is not supported", type));
-  }
-}
-
-void HfTokenizer::read_added_tokens(const json& doc, Checker& c) {
-  auto it = doc.find("added_tokens");
-  if (it == doc.end() || it->is_null()) return;
-  if (!it->is_array()) {
-    c.fail("added_tokens", "must be an array");
-    return;
-  }
-  for (std::size_t i = 0; i < it->size(); ++i) {
-    const json& t = (*it)[i];
-    const std::string where = fmt::format("added_tokens[{}]", i);
-    if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
-        !t["content"].is_string() || t["id"].get<std::int64_t>() < 0) {
-      c.fail(where, "must have a non-negative integer \"id\" and a string \"content\"");
-      continue;
-    }
-    const auto id = t["id"].get<TokenId>();
-    const auto content = t["content"].get<std::string>();
-    model_.add_token(content, id);
-    added_.emplace_back(content, id);
-    if (t.value("special", false)) special_.insert(id);
-  }
-  std::stable_sort(added_.begin(), added_.end(),
-                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
-}
 
 std::string HfTokenizer::normalize(std::string text) const {
   for (const NormStep& s : normalizer_) {
