@@ -108,7 +108,7 @@ void HfTokenizer::read_pre_tokenizer(const json& p, const std::string& where, Ch
     }
   } else if (type == "ByteLevel") {
     PreStep s{PreStep::byte_level};
-    s.add_prefix_space = p.value("add_prefix_space", false);
+    s.add_prefix_space = p.value("add_prefix_space", true);  // HF's default when the key is absent
     if (p.value("use_regex", true)) s.regex.emplace(kGpt2Pattern, "", where);
     pre_tokenizer_.push_back(std::move(s));
   } else if (type == "Split") {
