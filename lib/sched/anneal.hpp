@@ -19,6 +19,7 @@ struct AnnealOptions {
   double t0 = 0;                   // initial temperature; <= 0: a tenth of the mean subtask duration
   double alpha = 0.99999;          // geometric cooling per iteration
   double epsilon = 0;              // reheat (new round) below this; <= 0: t0 * 1e-4
+  double mem_weight = 0;           // latency energy = makespan + mem_weight x (mean subtask / mean act_mem) x peak
   std::uint64_t mem_iterations = 20'000'000;  // memory pass neighbours (its cooling spans them or its time)
   double mem_time_limit = 0;       // seconds; 0 = half of time_limit
   double mem_target = 0;           // the memory pass stops once the peak is this low (serial 1F1B's)

@@ -31,6 +31,14 @@ BOOST_AUTO_TEST_CASE(bound_is_below_every_schedule_met_on_a_random_walk) {
     const AnnealResult r = anneal(p, *greedy(p), bound, o);
     BOOST_CHECK_LE(bound, r.makespan + 1e-9);
     BOOST_CHECK_LE(bound, evaluate(p, *greedy(p)).makespan + 1e-9);
+    // With memory in the energy the result is still a valid schedule, and the
+    // memory pass never raises the makespan it started from.
+    o.mem_weight = 0.3;
+    const AnnealResult rm = anneal(p, *greedy(p), bound, o);
+    const Timing tm = evaluate(p, rm.order);
+    BOOST_REQUIRE(tm.valid);
+    BOOST_CHECK_LE(bound, tm.makespan + 1e-9);
+    BOOST_CHECK_LE(tm.makespan, evaluate(p, *greedy(p)).makespan + 1e-9);
   }
 }
 

@@ -127,6 +127,7 @@ int generate(Options opt, int rank) {
                     {"t0", opt.anneal.t0},
                     {"alpha", opt.anneal.alpha},
                     {"epsilon", opt.anneal.epsilon},
+                    {"mem_weight", opt.anneal.mem_weight},
                     {"dry_run_makespan", run.makespan}};
   write_text_file(opt.output, schedule_to_json(p, found.best.order, timing, lowered, summary).dump(1) + "\n");
   if (!opt.svg.empty()) write_text_file(opt.svg, schedule_svg(p, found.best.order, timing, serial.peak_memory));
@@ -158,13 +159,13 @@ int main(int argc, char** argv) {
   app.add_option("--verify", opt.verify,
                  "Instead: dry-run the instruction streams of this braid.schedule file and check its makespan");
   app.add_option("--start", opt.start,
-                 "Anneal from the greedy fusion (the paper's choice) or from 1F1B model after model (lower memory "
-                 "at the same makespan, often)")
+                 "Anneal from the greedy fusion (the paper's choice) or from 1F1B model after model (sometimes "
+                 "lower memory, sometimes slower to the bound; docs/schedgen.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"greedy", "1f1b"}));
   app.add_option("--seed", opt.anneal.seed, "Random seed (rank r uses stream r)")->capture_default_str();
   app.add_option("--iterations", opt.anneal.iterations, "Neighbours per rank (0: no cap)")->capture_default_str();
-  app.add_option("--time-limit", opt.anneal.time_limit, "Seconds of search per rank (0: none)")
+  app.add_option("--time-limit", opt.anneal.time_limit, "Seconds of latency search per rank (0: none); the memory pass gets up to half as much again")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--t0", opt.anneal.t0, "Initial temperature (0: a tenth of the mean subtask duration)")->capture_default_str();
@@ -172,6 +173,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.5, 1.0));
   app.add_option("--epsilon", opt.anneal.epsilon, "Reheat below this temperature (0: t0 x 1e-4)")->capture_default_str();
+  app.add_option("--mem-weight", opt.anneal.mem_weight,
+                 "Memory in the latency search's energy: makespan + w x (mean subtask / mean act_mem) x peak")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--mem-iterations", opt.anneal.mem_iterations,
                  "Neighbours of the memory pass (it also stops at half the time limit, or at serial 1F1B's peak)")
       ->capture_default_str();
