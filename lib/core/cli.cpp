@@ -33,6 +33,21 @@ int finish_stdout(int code) {
   return code;
 }
 
+// CLI11 reports "A subcommand is required" for `tool bogus`; name the word instead.
+std::string unknown_subcommand(const CLI::App& app, int argc, char** argv) {
+  auto subs = app.get_subcommands([](const CLI::App*) { return true; });
+  int first = 1;  // the first word that is not a flag (top-level options are flags only)
+  while (first < argc && argv[first][0] == '-') ++first;
+  if (subs.empty() || first >= argc) return "";
+  const std::string word = argv[first];
+  std::string names;
+  for (const auto* sub : subs) {
+    if (sub->check_name(word)) return "";
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  return "unknown command '" + word + "' (commands: " + names + ")";
+}
+
 }  // namespace
 
 void add_common_options(CLI::App& app) {
@@ -77,7 +92,8 @@ int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body) 
   } catch (const CLI::CallForVersion& e) {
     return finish_stdout(app.exit(e));
   } catch (const CLI::ParseError& e) {
-    log::error("{}", e.what());
+    const std::string unknown = unknown_subcommand(app, argc, argv);
+    log::error("{}", unknown.empty() ? std::string(e.what()) : unknown);
     log::write(log::Level::quiet, "", "run with --help for usage");
     return kExitBadInput;
   }
