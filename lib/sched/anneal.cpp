@@ -5,7 +5,6 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <cstdlib>
 
 #include "core/rng.hpp"
 #include "sched/timeline.hpp"
@@ -198,33 +197,15 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   // up to date in O(1), with a rescan of the device only when its sole peak falls.
   constexpr double wsum = 0.25, wex = 1.0;
   const auto nd = static_cast<std::size_t>(p.devices);
-  std::vector<double> peak(nd), excess(nd);
-  std::vector<int> at_peak(nd);
-  auto rescan = [&](std::size_t d) {
-    double pk = 0;
-    int count = 0;
-    for (int i = 0; i < p.per_device; ++i) {
-      const double v = tl.device_level(static_cast<int>(d), i);
-      if (v > pk) {
-        pk = v;
-        count = 1;
-      } else if (v == pk) {
-        ++count;
-      }
-    }
-    peak[d] = pk;
-    at_peak[d] = count;
-  };
+  PeakTracker peaks(tl, p.devices, p.per_device);
+  std::vector<double> excess(nd);
   double sum_peak = 0, sum_excess = 0;
   for (std::size_t d = 0; d < nd; ++d) {
-    rescan(d);
     excess[d] = tl.device_excess(static_cast<int>(d), target);
-    sum_peak += peak[d];
+    sum_peak += peaks.peak(d);
     sum_excess += excess[d];
   }
-  auto energy = [&] {
-    return *std::max_element(peak.begin(), peak.end()) + wsum * sum_peak / p.devices + wex * sum_excess / p.num_tasks;
-  };
+  auto energy = [&] { return peaks.max_peak() + wsum * sum_peak / p.devices + wex * sum_excess / p.num_tasks; };
   double mean_act = 0;
   for (double v : p.mem_delta) mean_act += std::fabs(v);
   mean_act /= std::max(1, p.num_tasks);
@@ -232,7 +213,7 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
 
   double current = energy(), best = current;
   Order best_order = tl.order();
-  double best_peak = *std::max_element(peak.begin(), peak.end());
+  double best_peak = peaks.max_peak();
   const double t_start = mean_act * 0.5;
   double temperature = t_start;
   std::uint64_t done = 0, proposals = 0;
@@ -262,18 +243,10 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
     if (r != SwapResult::done) continue;
     const auto du = static_cast<std::size_t>(d);
     const double old_level = tl.swapped_level_before(), new_level = tl.swapped_level_after();
-    const double saved_peak = peak[du], saved_excess = excess[du];
-    const int saved_count = at_peak[du];
-    if (old_level == peak[du]) --at_peak[du];
-    if (new_level > peak[du]) {
-      peak[du] = new_level;
-      at_peak[du] = 1;
-    } else if (new_level == peak[du]) {
-      ++at_peak[du];
-    }
-    if (at_peak[du] == 0) rescan(du);
+    const double saved_peak = peaks.peak(du), saved_excess = excess[du];
+    peaks.apply(du, old_level, new_level);
     excess[du] += std::max(0.0, new_level - target) - std::max(0.0, old_level - target);
-    sum_peak += peak[du] - saved_peak;
+    sum_peak += peaks.peak(du) - saved_peak;
     sum_excess += excess[du] - saved_excess;
     const double e = energy();
     if (e <= current || rng.uniform() < std::exp((current - e) / temperature)) {
@@ -281,14 +254,13 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
       if (e < best) {
         best = e;
         best_order = tl.order();
-        best_peak = *std::max_element(peak.begin(), peak.end());
+        best_peak = peaks.max_peak();
       }
     } else {
-      sum_peak += saved_peak - peak[du];
+      sum_peak += saved_peak - peaks.peak(du);
+      peaks.revert();
       sum_excess += saved_excess - excess[du];
-      peak[du] = saved_peak;
       excess[du] = saved_excess;
-      at_peak[du] = saved_count;
       tl.undo();
     }
   }

@@ -62,3 +62,17 @@ BOOST_AUTO_TEST_CASE(annealing_reaches_the_bound_on_the_issue_example) {
   BOOST_CHECK(same_time(r.makespan, bound));
   BOOST_CHECK(r.stats.reached_bound);
 }
+
+BOOST_AUTO_TEST_CASE(memory_pass_lowers_the_peak_without_raising_the_makespan) {
+  const Problem p = build_problem(testing::two_models(8, 16, 2, 5.0, 4.0, 1.95, 2.0));
+  const Order start = *greedy(p);
+  const Timing before = evaluate(p, start);
+  const double serial_peak = serial_1f1b(p.spec).peak_memory;
+  const Order lowered = lower_memory(p, start, 300000, 0, serial_peak, 1, 0);
+  const Timing after = evaluate(p, lowered);
+  BOOST_REQUIRE(after.valid);
+  BOOST_CHECK_LE(after.makespan, before.makespan * (1 + 1e-12));
+  BOOST_CHECK_LT(after.peak_memory, before.peak_memory);
+  BOOST_CHECK_GE(after.peak_memory, serial_peak - 1e-9);  // it stops at the target, never below 1F1B's
+  BOOST_TEST_MESSAGE("peak " << before.peak_memory << " -> " << after.peak_memory << " (serial 1F1B " << serial_peak << ")");
+}
