@@ -126,6 +126,7 @@ def main():
     ap.add_argument("--decode-context", type=int, default=64)
     ap.add_argument("--decode-steps", type=int, default=16)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--label", default="pytorch", help="engine name in the output (e.g. to tell run settings apart)")
     o = ap.parse_args()
     torch.set_num_threads(o.threads)
     torch.manual_seed(1)
@@ -136,10 +137,10 @@ def main():
     def report(what, shape, stat):
         mean, sd = stat
         if o.json:
-            print(json.dumps({"engine": "pytorch", "config": o.config, "threads": o.threads, "measure": what,
+            print(json.dumps({"engine": o.label, "config": o.config, "threads": o.threads, "measure": what,
                               "shape": shape, "tokens_per_s": round(mean, 2), "sd": round(sd, 2)}), flush=True)
         else:
-            print(f"torch  {o.config:5} {o.threads:>2} threads  {what:8} {shape:14} {mean:10.1f} ± {sd:.1f} tokens/s",
+            print(f"{o.label}  {o.config:5} {o.threads:>2} threads  {what:8} {shape:14} {mean:10.1f} ± {sd:.1f} tokens/s",
                   flush=True)
 
     if not o.json:
