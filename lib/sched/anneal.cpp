@@ -104,7 +104,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   for (double v : p.mem_delta) mean_act += std::fabs(v) / std::max(1, p.num_tasks);
   const double mu = mean_act > 0 ? opt.mem_weight * mean_dur / mean_act : 0.0;
   PeakTracker peaks(tl, p.devices, p.per_device);
-  auto energy = [&] { return tl.makespan() + mu * peaks.max_peak(); };
+  auto energy = [&] { return mu > 0 ? tl.makespan() + mu * peaks.max_peak() : tl.makespan(); };
   double current = energy();
   double best = tl.makespan();
   Order best_order = tl.order();
