@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
   app.add_option("--search", o.search, "auto (enumerate small spaces), mh or exhaustive")
       ->check(CLI::IsMember({"auto", "mh", "exhaustive"}))
       ->capture_default_str();
-  app.add_option("--time-limit", o.time_limit, "seconds of Metropolis-Hastings")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--time-limit", o.time_limit, "seconds of search: three quarters Metropolis-Hastings, the rest a final descent")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--iterations", o.iterations, "Metropolis-Hastings proposals at most")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--max-micro", o.max_micro, "most micro-batches of a generation or inference call (powers of two up to this)")
       ->check(CLI::PositiveNumber)
@@ -119,6 +119,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "random seed of the search")->capture_default_str();
   app.add_flag("--no-inter-fusion", o.no_inter, "plan without generation/inference fusion");
   app.add_flag("--no-intra-fusion", o.no_intra, "plan without fused actor/critic training");
+  app.footer("Exit status: 0 plan found; 2 bad input or command line; 3 even the best plan found exceeds device\n"
+             "memory (the plan is still written). Formats: docs/formats-plan.md; how it plans: docs/meshplan.md.");
   return braid::cli::run(app, argc, argv, [&] {
     if (o.profile.empty() && o.hardware.empty()) throw braid::UsageError("give --profile FILE or --hardware h100|h200|FILE");
     return run(o);
