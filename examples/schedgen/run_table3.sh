@@ -26,7 +26,7 @@ for gbs_models in 33B_13B:8:4:8 33B_13B:8:4:16 33B_13B:8:4:32 33B_13B:8:8:8 33B_
     --time-limit "$limit" -q
   t1=$(date +%s.%N)
   jq -r --arg m "${models/_//}" --arg p0 "$pp0" --arg p1 "$pp1" --arg g "$gbs" \
-        --arg wall "$(echo "$t1 - $t0" | bc)" '
+        --arg wall "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" '
     def r2: (. * 100 | round) / 100;
     "| \($m) | \($p0) | \($p1) | \($g) | \(.baselines.serial_1f1b.makespan / .baselines.greedy.makespan | r2) | \(.speedup_over_serial_1f1b | r2) | \(.baselines.serial_1f1b.makespan / .lower_bound | r2) | \(if .lower_bound_reached then "yes" else "no (+\((.makespan / .lower_bound - 1) * 10000 | round / 100)%)" end) | \(.baselines.greedy.peak_memory / .baselines.serial_1f1b.peak_memory | r2) | \(.memory_over_serial_1f1b | r2) | \($wall | tonumber | . * 10 | round / 10) |"' \
     "$out/$name.schedule.json"
