@@ -1,0 +1,83 @@
+// The threaded code paths (split products, chunked loops, per-chunk reductions, attention
+// tasks) give the single-threaded results. Shapes are large enough that every op takes its
+// parallel path; 3 threads make the splits uneven.
+#include <boost/test/unit_test.hpp>
+
+#include "model/model.hpp"
+#include "rl/chunked_lm_head.hpp"
+
+#include <cmath>
+#include <vector>
+
+using namespace braid;
+
+namespace {
+
+struct Result {
+  std::vector<float> output, logprob, grads, values;
+};
+
+Result run(model::Model& m, int threads) {
+  auto be = backend::make_cpu_backend(threads);  // resizes the process's pool
+  BOOST_REQUIRE_EQUAL(be->threads(), threads);
+  const auto& c = m.config();
+  std::vector<std::int32_t> tokens;
+  for (int i = 0; i < 300; ++i) tokens.push_back((i * 37 + 11) % c.vocab_size);
+  const std::vector<std::int64_t> offsets{0, 170, 300};
+  const model::Batch batch{tokens, offsets};
+  auto acts = m.make_activations({.max_tokens = 300, .max_sequences = 2, .training = true});
+  m.zero_grad();
+  m.forward(batch, acts);
+  Result r;
+  r.output.assign(acts.output(), acts.output() + 300 * c.hidden_size);
+  const auto targets = rl::next_token_targets(batch);
+  rl::ChunkedLmHead<float> head(m.backend(), c.vocab_size, c.hidden_size, 64);
+  r.logprob.resize(300);
+  std::vector<float> ent(300), d(300, -1.0f / 300), dh(300, 0.1f), dv(300, 0.5f);
+  rl::token_logprobs(m, acts, head, targets.data(), r.logprob.data(), ent.data());
+  r.values.resize(300);
+  m.values(acts, r.values.data());
+  rl::token_logprobs_backward(m, acts, head, targets.data(), d.data(), dh.data());
+  m.values_backward(acts, dv.data());
+  m.backward(acts);
+  r.grads.assign(m.gradients().begin(), m.gradients().end());
+  return r;
+}
+
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, double(std::abs(a[i] - b[i])));
+    scale = std::max(scale, double(std::abs(b[i])));
+  }
+  return diff / scale;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(threaded_paths_match_one_thread) {
+  model::ModelConfig c;
+  c.hidden_size = 256;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.intermediate_size = 512;
+  c.vocab_size = 300;
+  c.max_position_embeddings = 256;
+  auto be = backend::make_cpu_backend(1);
+  model::Model m(c, {.lm_head = true, .value_head = true}, *be);
+  m.init_random(9, 0.05);
+  const Result one = run(m, 1);
+  const Result three = run(m, 3);
+  BOOST_CHECK_LT(rel_diff(three.output, one.output), 1e-5);
+  BOOST_CHECK_LT(rel_diff(three.logprob, one.logprob), 1e-5);
+  BOOST_CHECK_LT(rel_diff(three.values, one.values), 1e-5);
+  for (const auto& t : m.tensors()) {
+    const std::size_t off = std::size_t(t.data - m.parameters().data());
+    std::vector<float> a(three.grads.begin() + long(off), three.grads.begin() + long(off + std::size_t(t.numel)));
+    std::vector<float> b(one.grads.begin() + long(off), one.grads.begin() + long(off + std::size_t(t.numel)));
+    const double e = rel_diff(a, b);
+    BOOST_CHECK_MESSAGE(e < 1e-4, t.name << ": 3-thread gradient differs from 1-thread by " << e);
+  }
+  backend::make_cpu_backend(1);
+}
