@@ -1,5 +1,6 @@
 #include "generate/generate.hpp"
 
+#include "backend/cpu/thread_pool.hpp"
 #include "core/error.hpp"
 
 #include <fmt/format.h>
@@ -75,7 +76,6 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
   std::vector<model::Segment> segments;
   std::vector<int> segment_slot;
   std::vector<Sampled> sampled;
-  const int threads = std::max(1, m_->backend().threads());
 
   auto finish = [&](int s, FinishReason why) {
     Running& r = *slot[static_cast<std::size_t>(s)];
@@ -135,12 +135,14 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
     // sampled in parallel; the finishing and callbacks below stay in slot order.
     const auto n_seg = static_cast<std::int64_t>(segments.size());
     sampled.resize(segments.size());
-    const bool parallel = n_seg > 1 && n_seg * vocab >= (1 << 16);
-#pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
-    for (std::int64_t i = 0; i < n_seg; ++i) {
-      Running& r = *slot[static_cast<std::size_t>(segment_slot[static_cast<std::size_t>(i)])];
-      sampled[static_cast<std::size_t>(i)] = r.sampler.sample({logits + i * vocab, static_cast<std::size_t>(vocab)});
-    }
+    // On the host thread pool the CPU backend uses (not OpenMP: see backend/cpu/thread_pool.hpp).
+    const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / std::max<std::int64_t>(1, vocab));
+    backend::cpu::parallel_for(n_seg, grain, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        Running& r = *slot[static_cast<std::size_t>(segment_slot[static_cast<std::size_t>(i)])];
+        sampled[static_cast<std::size_t>(i)] = r.sampler.sample({logits + i * vocab, static_cast<std::size_t>(vocab)});
+      }
+    });
     for (std::size_t i = 0; i < segments.size(); ++i) {
       const int s = segment_slot[i];
       Running& r = *slot[static_cast<std::size_t>(s)];
