@@ -245,6 +245,17 @@ std::vector<std::pair<std::string, const json*>> Checker::array_items(const json
   return items;
 }
 
+const json& Checker::object(const json& obj, std::string_view where, std::string_view key) {
+  static const json empty = json::object();
+  const json* v = find(obj, where, key, true);
+  if (v == nullptr) return empty;
+  if (!v->is_object()) {
+    fail(path(where, key), "expected an object, found " + type_name(*v));
+    return empty;
+  }
+  return *v;
+}
+
 void Checker::no_unknown_keys(const json& obj, std::string_view where, const std::vector<std::string>& known) {
   if (!obj.is_object()) return;
   for (const auto& [k, _] : obj.items()) {

@@ -69,6 +69,9 @@ class Checker {
   std::vector<std::pair<std::string, const json*>> array_items(const json& obj, std::string_view where,
                                                                std::string_view key,
                                                                std::size_t min_items = 0);
+  // The object at obj[key]; a problem (and an empty object back) when absent or not an object,
+  // so reading can go on and report everything below it too.
+  const json& object(const json& obj, std::string_view where, std::string_view key);
   // Flags keys of obj not in `known` (typos), naming the nearest known key.
   void no_unknown_keys(const json& obj, std::string_view where, const std::vector<std::string>& known);
 

@@ -69,14 +69,6 @@ LengthDist length_from_json(const json& j, Checker& c, const std::string& w) {
   return d;
 }
 
-const json& sub(const json& j, Checker& c, const std::string& where, const char* key) {
-  static const json empty = json::object();
-  if (!j.is_object() || !j.contains(key)) {
-    c.fail(Checker::path(where, key), "missing (required)");
-    return empty;
-  }
-  return j[key];
-}
 
 }  // namespace
 
@@ -127,13 +119,13 @@ Experiment experiment_from_json(const json& doc, const std::string& file) {
   const std::vector<std::string> roles = e.algorithm == Algorithm::ppo
                                              ? std::vector<std::string>{"actor", "critic", "ref", "reward"}
                                              : std::vector<std::string>{"actor", "ref", "reward"};
-  const json& models = sub(doc, c, "", "models");
+  const json& models = c.object(doc, "", "models");
   c.no_unknown_keys(models, "models", roles);
   const std::filesystem::path base =
       file == "-" ? std::filesystem::current_path() : std::filesystem::path(file).parent_path();
   for (const auto& role : roles) {
     const std::string w = "models." + role;
-    const json& m = sub(models, c, "models", role.c_str());
+    const json& m = c.object(models, "models", role.c_str());
     if (!m.is_object()) continue;
     c.no_unknown_keys(m, w, {"config", "name"});
     ExperimentModel em;
@@ -163,7 +155,7 @@ Experiment experiment_from_json(const json& doc, const std::string& file) {
     e.models.push_back(std::move(em));
   }
 
-  const json& batch = sub(doc, c, "", "batch");
+  const json& batch = c.object(doc, "", "batch");
   c.no_unknown_keys(batch, "batch", {"global", "mini", "micro"});
   e.global_batch = static_cast<int>(c.integer(batch, "batch", "global", {.min = 1}).value_or(1));
   e.mini_batch = static_cast<int>(c.integer(batch, "batch", "mini", {.min = 1}).value_or(1));
@@ -176,8 +168,8 @@ Experiment experiment_from_json(const json& doc, const std::string& file) {
   if (e.micro_batch && e.mini_batch % *e.micro_batch != 0) {
     c.fail("batch.micro", fmt::format("{} does not divide the mini-batch {}", *e.micro_batch, e.mini_batch));
   }
-  e.prompt_len = length_from_json(sub(doc, c, "", "prompt_len"), c, "prompt_len");
-  e.response_len = length_from_json(sub(doc, c, "", "response_len"), c, "response_len");
+  e.prompt_len = length_from_json(c.object(doc, "", "prompt_len"), c, "prompt_len");
+  e.response_len = length_from_json(c.object(doc, "", "response_len"), c, "response_len");
   c.check();
   return e;
 }

@@ -17,14 +17,6 @@ LinkCosts link_from(const json& j, Checker& c, const std::string& where) {
   return l;
 }
 
-const json& sub(const json& j, Checker& c, const std::string& where, const char* key) {
-  static const json empty = json::object();
-  if (!j.is_object() || !j.contains(key)) {
-    c.fail(Checker::path(where, key), "missing (required)");
-    return empty;
-  }
-  return j[key];
-}
 
 }  // namespace
 
@@ -86,25 +78,25 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   c.format(doc, "braid.profile", kProfileVersion);
   c.no_unknown_keys(doc, "", {"format", "version", "source", "hardware", "comm", "models"});
   p.source = c.string(doc, "", "source", {"analytic", "calibrated", "measured"}).value_or("analytic");
-  p.hardware = hardware_from_json(sub(doc, c, "", "hardware"), c, "hardware");
-  const json& comm = sub(doc, c, "", "comm");
+  p.hardware = hardware_from_json(c.object(doc, "", "hardware"), c, "hardware");
+  const json& comm = c.object(doc, "", "comm");
   c.no_unknown_keys(comm, "comm", {"p2p_intra", "p2p_inter", "allreduce_intra", "allreduce_inter"});
-  p.comm.p2p_intra = link_from(sub(comm, c, "comm", "p2p_intra"), c, "comm.p2p_intra");
-  p.comm.p2p_inter = link_from(sub(comm, c, "comm", "p2p_inter"), c, "comm.p2p_inter");
-  p.comm.allreduce_intra = link_from(sub(comm, c, "comm", "allreduce_intra"), c, "comm.allreduce_intra");
-  p.comm.allreduce_inter = link_from(sub(comm, c, "comm", "allreduce_inter"), c, "comm.allreduce_inter");
+  p.comm.p2p_intra = link_from(c.object(comm, "comm", "p2p_intra"), c, "comm.p2p_intra");
+  p.comm.p2p_inter = link_from(c.object(comm, "comm", "p2p_inter"), c, "comm.p2p_inter");
+  p.comm.allreduce_intra = link_from(c.object(comm, "comm", "allreduce_intra"), c, "comm.allreduce_intra");
+  p.comm.allreduce_inter = link_from(c.object(comm, "comm", "allreduce_inter"), c, "comm.allreduce_inter");
   for (const auto& [w, e] : c.array_items(doc, "", "models", 1)) {
     ModelProfile m;
     c.no_unknown_keys(*e, w, {"name", "shape", "bs_max", "memory_bytes", "layer_fwd", "layer_bwd", "embedding_fwd",
                               "embedding_bwd", "head_fwd", "head_bwd", "layer_decode", "spread"});
     m.name = c.string(*e, w, "name").value_or("");
-    const json& shape = sub(*e, c, w, "shape");
+    const json& shape = c.object(*e, w, "shape");
     m.shape = shape_from_hf_config(shape, c, Checker::path(w, "shape"));
     m.shape.value_head = c.boolean(shape, Checker::path(w, "shape"), "value_head", false).value_or(false);
     m.shape.name = m.name;
     m.bs_max = c.number(*e, w, "bs_max", {.min = 1}).value_or(1);
     const std::string mw = Checker::path(w, "memory_bytes");
-    const json& mem = sub(*e, c, w, "memory_bytes");
+    const json& mem = c.object(*e, w, "memory_bytes");
     const Bounds nonneg{.min = 0};
     m.memory.weights = c.number(mem, mw, "layer_weights", nonneg).value_or(0);
     m.memory.gradients = c.number(mem, mw, "layer_gradients", nonneg).value_or(0);
@@ -114,9 +106,9 @@ Profile profile_from_json(const json& doc, const std::string& file) {
     m.memory.embedding_weights = c.number(mem, mw, "embedding_weights", nonneg).value_or(0);
     m.memory.head_weights = c.number(mem, mw, "head_weights", nonneg).value_or(0);
     auto t2 = [&](const char* key, const char* xn, const char* yn) {
-      return table2_from_json(sub(*e, c, w, key), c, Checker::path(w, key), xn, yn);
+      return table2_from_json(c.object(*e, w, key), c, Checker::path(w, key), xn, yn);
     };
-    auto t1 = [&](const char* key) { return table1_from_json(sub(*e, c, w, key), c, Checker::path(w, key), "tokens"); };
+    auto t1 = [&](const char* key) { return table1_from_json(c.object(*e, w, key), c, Checker::path(w, key), "tokens"); };
     m.layer_fwd = t2("layer_fwd", "tokens", "seq_len");
     m.layer_bwd = t2("layer_bwd", "tokens", "seq_len");
     m.layer_decode = t2("layer_decode", "batch", "kv_len");
