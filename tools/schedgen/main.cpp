@@ -90,7 +90,7 @@ int generate(Options opt, int rank) {
       last_iters = iters;
     }
     progress.set(iters);
-    progress.set_status(fmt::format("{}  current {:.6g}  best {:.6g}  bound {:.6g}", format_rate(rate, "it"), current,
+    progress.set_status(fmt::format("now {}  current {:.6g}  best {:.6g}  bound {:.6g}", format_rate(rate, "it"), current,
                                     best, lb.value));
   };
   opt.anneal.mem_target = serial.peak_memory;
