@@ -11,8 +11,9 @@ constexpr std::size_t kShortString = 60;
 
 // Keys whose values are the figures a reader of a schedule or plan looks for first.
 bool is_key_figure(std::string_view key) {
-  static constexpr std::array<std::string_view, 6> kFigures = {
-      "makespan", "lower_bound", "peak_memory", "iteration_time", "throughput", "energy"};
+  static constexpr std::array<std::string_view, 10> kFigures = {
+      "makespan", "lower_bound", "peak_memory", "iteration_time", "throughput", "energy",
+      "iteration_s", "serial_s", "fused_s", "speedup"};
   for (auto f : kFigures) {
     if (key.find(f) != std::string_view::npos) return true;
   }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <set>
@@ -20,7 +21,10 @@ std::string number(const ordered_json& v) {
 }
 
 std::string one_line(const ordered_json& v, std::size_t max_chars) {
-  std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+  // Floats at 7 significant digits: a summary, not the binary value (that is in --json).
+  std::string s = v.is_string() ? v.get<std::string>()
+                  : v.is_number_float() ? fmt::format("{:.7g}", v.get<double>())
+                                        : v.dump();
   if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
   return s;
 }
@@ -101,8 +105,15 @@ std::string render_weights(const ordered_json& s) {
 std::string render_json(const ordered_json& s) {
   std::string out = fmt::format("{}: {} v{}\n", s["file"].get<std::string>(), one_line(s["format"], 80),
                                 one_line(s["version"], 20));
-  for (const auto& [k, v] : s["figures"].items()) out += fmt::format("  {:<24} {}\n", k, one_line(v, 80));
-  for (const auto& [k, v] : s["keys"].items()) out += fmt::format("  {:<24} {}\n", k + ":", one_line(v, 80));
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (const auto& [k, v] : s["figures"].items()) rows.emplace_back(k, one_line(v, 80));
+  for (const auto& [k, v] : s["keys"].items()) {
+    if (s["figures"].contains(k)) continue;  // a top-level figure, already shown with its value
+    rows.emplace_back(k + ":", one_line(v, 80));
+  }
+  std::size_t width = 0;
+  for (const auto& row : rows) width = std::max(width, row.first.size());
+  for (const auto& [k, v] : rows) out += fmt::format("  {:<{}} {}\n", k, width, v);
   return out;
 }
 
