@@ -1,0 +1,130 @@
+#include "sched/schedgen.hpp"
+
+#include <fmt/format.h>
+
+#include <string>
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/json.hpp"
+#include "core/log.hpp"
+#include "core/progress.hpp"
+#include "sched/baselines.hpp"
+#include "sched/bound.hpp"
+#include "sched/dryrun.hpp"
+#include "sched/lower.hpp"
+#include "sched/schedule_json.hpp"
+#include "sched/search.hpp"
+#include "sched/svg.hpp"
+
+namespace braid::sched {
+
+int verify_schedule_file(const SchedgenOptions& opt, int rank) {
+  if (rank != 0) return 0;
+  const LoadedSchedule s = load_schedule(load_json_file(opt.verify), opt.verify);
+  const DryRun run = dry_run(s.problem, s.lowered);
+  if (!run.ok) {
+    log::error("{}: the instruction streams do not run: {}", opt.verify, run.problem);
+    if (!run.grid.empty()) log::write(log::Level::quiet, "", "\n" + run.grid);
+    return 2;
+  }
+  if (!same_time(run.makespan, s.makespan)) {
+    log::error("{}: the instruction streams run in {:.6g}, the file says makespan {:.6g}", opt.verify, run.makespan,
+               s.makespan);
+    return 2;
+  }
+  log::info("{}: instruction streams run deadlock-free in {:.6g}, as predicted", opt.verify, run.makespan);
+  return 0;
+}
+
+int run_schedgen(SchedgenOptions opt, int rank) {
+  const Problem p = build_problem(load_schedspec(opt.spec));
+  const LowerBound lb = lower_bound(p);
+  const BaselineResult serial = serial_1f1b(p.spec);
+
+  // Start from greedy fusion; under a tight memory cap it may get stuck, then
+  // from the models' 1F1B one after the other.
+  Order start;
+  Timing greedy_timing;
+  if (auto g = greedy(p)) {
+    start = *g;
+    greedy_timing = evaluate(p, start);
+  } else {
+    start = one_f_one_b(p);
+    const Timing t = evaluate(p, start);
+    if (p.spec.mem_capacity && t.peak_memory > *p.spec.mem_capacity * (1 + 1e-12)) {
+      throw InputError(opt.spec, "mem_capacity",
+                       fmt::format("is {:.6g}, below the {:.6g} that even 1F1B of one model after another needs",
+                                   *p.spec.mem_capacity, t.peak_memory));
+    }
+    log::warn("greedy fusion gets stuck under mem_capacity {:.6g}; starting from 1F1B", *p.spec.mem_capacity);
+    greedy_timing = t;
+  }
+  if (rank == 0) {
+    log::info("{} devices, {} subtasks; lower bound {:.6g} ({}), serial 1F1B {:.6g}, greedy {:.6g}", p.devices,
+              p.num_tasks, lb.value, lb.binding, serial.makespan, greedy_timing.makespan);
+  }
+
+  Progress progress("annealing", 0, "it");
+  double last_rate_time = 0;
+  std::uint64_t last_iters = 0;
+  const AnnealReport report = [&](std::uint64_t iters, double current, double best) {
+    const double now = progress.elapsed_seconds();
+    const double rate = now > last_rate_time ? static_cast<double>(iters - last_iters) / (now - last_rate_time) : 0;
+    if (now - last_rate_time > 0.5) {
+      last_rate_time = now;
+      last_iters = iters;
+    }
+    progress.set(iters);
+    progress.set_status(fmt::format("now {}  current {:.6g}  best {:.6g}  bound {:.6g}", format_rate(rate, "it"), current,
+                                    best, lb.value));
+  };
+  opt.anneal.mem_target = serial.peak_memory;
+  if (opt.start == "1f1b") start = one_f_one_b(p);
+  const SearchResult found = parallel_search(p, start, lb.value, opt.anneal, report);
+  progress.finish();
+  if (rank != 0) return 0;
+
+  const Timing timing = evaluate(p, found.best.order);
+  if (!timing.valid) throw std::runtime_error("the search returned an invalid schedule: " + timing.problem);
+  const Lowered lowered = lower(p, found.best.order, timing);
+  const DryRun run = dry_run(p, lowered);
+  if (!run.ok || !same_time(run.makespan, timing.makespan)) {
+    log::error("dry run: {}", run.ok ? fmt::format("runs in {:.6g}, predicted {:.6g}", run.makespan, timing.makespan) : run.problem);
+    if (!run.grid.empty()) log::write(log::Level::quiet, "", "\n" + run.grid);
+    throw std::runtime_error("the lowered instruction streams do not match the schedule");
+  }
+
+  ScheduleSummary summary;
+  summary.lower_bound = lb.value;
+  summary.lower_bound_binding = lb.binding;
+  summary.serial_makespan = serial.makespan;
+  summary.serial_peak = serial.peak_memory;
+  summary.greedy_makespan = greedy_timing.makespan;
+  summary.greedy_peak = greedy_timing.peak_memory;
+  summary.search = {{"ranks", found.ranks},
+                    {"winner_rank", found.winner},
+                    {"iterations", found.total_iterations},
+                    {"seconds", found.seconds},
+                    {"seed", opt.anneal.seed},
+                    {"start", opt.start},
+                    {"time_limit", opt.anneal.time_limit},
+                    {"iterations_limit", opt.anneal.iterations},
+                    {"t0", opt.anneal.t0},
+                    {"alpha", opt.anneal.alpha},
+                    {"epsilon", opt.anneal.epsilon},
+                    {"mem_weight", opt.anneal.mem_weight},
+                    {"dry_run_makespan", run.makespan}};
+  write_text_file(opt.output, schedule_to_json(p, found.best.order, timing, lowered, summary).dump(1) + "\n");
+  if (!opt.svg.empty()) write_text_file(opt.svg, schedule_svg(p, found.best.order, timing, serial.peak_memory));
+
+  log::info("makespan {:.6g} ({}; bound {:.6g}), {:.3f}x serial 1F1B, {:.3f}x greedy; peak memory {:.6g} = {:.2f}x "
+            "serial 1F1B; {} iterations on {} rank(s) in {:.1f} s",
+            timing.makespan, same_time(timing.makespan, lb.value) ? "lower bound reached" : "above the lower bound",
+            lb.value, serial.makespan / timing.makespan, greedy_timing.makespan / timing.makespan, timing.peak_memory,
+            serial.peak_memory > 0 ? timing.peak_memory / serial.peak_memory : 0.0, found.total_iterations,
+            found.ranks, found.seconds);
+  return 0;
+}
+
+}  // namespace braid::sched

@@ -1,0 +1,28 @@
+// braid-schedgen's work, callable from any tool: build the problem from a spec,
+// anneal on every MPI rank, lower and dry-run the winner, write braid.schedule
+// JSON (and an SVG); or verify an existing schedule file by a dry run.
+#pragma once
+
+#include <string>
+
+#include "sched/anneal.hpp"
+
+namespace braid::sched {
+
+struct SchedgenOptions {
+  std::string spec;           // braid.schedspec path ("-": stdin)
+  std::string output = "-";   // braid.schedule path ("-": stdout)
+  std::string svg;            // also draw the timeline here, when set
+  std::string verify;         // the schedule file verify_schedule_file() checks
+  std::string start = "greedy";  // "greedy" or "1f1b"
+  AnnealOptions anneal;
+};
+
+// Finds, checks and writes the schedule; returns the exit code. Only rank 0 writes.
+int run_schedgen(SchedgenOptions opt, int rank);
+
+// Dry-runs the instruction streams of opt.verify and compares the makespan; 0 when
+// they run as predicted, 2 (with the step x device grid on stderr) when not.
+int verify_schedule_file(const SchedgenOptions& opt, int rank);
+
+}  // namespace braid::sched
