@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <vector>
+#include "tests/common/scratch.hpp"
 
 namespace fs = std::filesystem;
 using braid::model::Model;
@@ -29,7 +30,7 @@ ModelConfig tiny(bool tied = false) {
   return c;
 }
 
-fs::path scratch(const std::string& name) { return fs::path(std::getenv("BRAID_SCRATCH")) / name; }
+using braid::test::scratch;
 
 std::vector<Model> stages(const ModelConfig& c, int n, braid::backend::Backend& be) {
   std::vector<Model> out;

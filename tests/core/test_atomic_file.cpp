@@ -14,16 +14,14 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "tests/common/scratch.hpp"
 
 namespace fs = std::filesystem;
 using namespace braid;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  const char* dir = std::getenv("BRAID_SCRATCH");
-  return fs::path(dir != nullptr ? dir : ".") / name;
-}
+using braid::test::scratch;
 
 std::size_t temps_in(const fs::path& dir, const std::string& final_name) {
   std::size_t n = 0;

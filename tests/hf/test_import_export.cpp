@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include "tests/common/scratch.hpp"
 
 namespace fs = std::filesystem;
 using braid::model::Model;
@@ -35,7 +36,7 @@ ModelConfig tiny(bool tied = false) {
   return c;
 }
 
-fs::path scratch(const std::string& name) { return fs::path(std::getenv("BRAID_SCRATCH")) / name; }
+using braid::test::scratch;
 
 std::map<std::string, std::vector<float>> weights_of(const Model& m) {
   std::map<std::string, std::vector<float>> w;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <vector>
+#include "tests/common/scratch.hpp"
 
 namespace fs = std::filesystem;
 using braid::hf::SafetensorsReader;
@@ -18,7 +19,7 @@ using braid::hf::SafetensorsWriter;
 
 namespace {
 fs::path fixture(const std::string& name) { return fs::path(std::getenv("BRAID_FIXTURES")) / "hf" / name; }
-fs::path scratch(const std::string& name) { return fs::path(std::getenv("BRAID_SCRATCH")) / name; }
+using braid::test::scratch;
 }  // namespace
 
 // mixed.safetensors was written by tests/fixtures/hf/make_fixtures.py (Python struct + json).

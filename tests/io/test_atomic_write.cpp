@@ -17,7 +17,7 @@
 #include "core/files.hpp"
 #include "io/sample_shard.hpp"
 #include "io/weight_shard.hpp"
-#include "scratch.hpp"
+#include "tests/common/scratch.hpp"
 
 namespace fs = std::filesystem;
 using namespace braid;

@@ -12,7 +12,7 @@
 #include "core/error.hpp"
 #include "io/sample_shard.hpp"
 #include "io/weight_shard.hpp"
-#include "scratch.hpp"
+#include "tests/common/scratch.hpp"
 
 namespace bdata = boost::unit_test::data;
 using namespace braid;

@@ -8,7 +8,7 @@
 #include "core/error.hpp"
 #include "io/inspect.hpp"
 #include "io/token_display.hpp"
-#include "scratch.hpp"
+#include "tests/common/scratch.hpp"
 
 using namespace braid;
 using namespace braid::io;

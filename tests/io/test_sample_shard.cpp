@@ -8,7 +8,7 @@
 #include "core/rng.hpp"
 #include "io/sample_shard.hpp"
 #include "io/weight_shard.hpp"
-#include "scratch.hpp"
+#include "tests/common/scratch.hpp"
 
 using namespace braid;
 using namespace braid::io;

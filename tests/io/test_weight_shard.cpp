@@ -6,7 +6,7 @@
 
 #include "core/error.hpp"
 #include "io/weight_shard.hpp"
-#include "scratch.hpp"
+#include "tests/common/scratch.hpp"
 
 namespace fs = std::filesystem;
 using namespace braid;
