@@ -38,8 +38,7 @@ braid-meshplan examples/plan/rlhfuse-65b-33b-len1024.json examples/plan/cluster-
   --profile "$out/h100-profile.json" --time-limit 15 -o "$out/plan.json"
 
 step "5. the fused actor+critic training schedule of that plan"
-jq '.fusion.intra_stage.schedspec' "$out/plan.json" > "$out/schedspec.json"
-braid-schedgen "$out/schedspec.json" --time-limit 10 -o "$out/schedule.json" --svg "$out/schedule.svg"
+braid-schedgen "$out/plan.json" --time-limit 10 -o "$out/schedule.json" --svg "$out/schedule.svg"
 braid-schedgen --verify "$out/schedule.json"
 braid inspect "$out/schedule.json"
 

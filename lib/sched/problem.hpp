@@ -37,7 +37,8 @@ struct SchedSpec {
   double p2p_time = 0;
 };
 
-// Reads and checks a braid.schedspec document; every problem is reported at once
+// Reads and checks a braid.schedspec document (or the one a braid.plan carries for
+// its fused training stage); every problem is reported at once
 // through one InputError naming `origin`. Refuses what cannot be scheduled.
 SchedSpec parse_schedspec(const std::string& json_text, const std::string& origin);
 SchedSpec load_schedspec(const std::string& path);

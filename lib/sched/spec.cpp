@@ -27,8 +27,23 @@ std::vector<double> merge_stages(const std::vector<double>& v, int group) {
 
 }  // namespace
 
+// braid-meshplan's plan.json carries the spec of its fused training stage; take it from there.
+static json spec_of_plan(const json& plan, const std::string& origin) {
+  const json* spec = &plan;
+  for (const char* key : {"fusion", "intra_stage", "schedspec"}) {
+    if (!spec->is_object() || !spec->contains(key)) {
+      throw InputError(origin, "fusion.intra_stage.schedspec",
+                       "missing: this braid.plan has no fused training stage to schedule "
+                       "(was it planned with --no-intra-fusion?)");
+    }
+    spec = &(*spec)[key];
+  }
+  return *spec;
+}
+
 SchedSpec parse_schedspec(const std::string& json_text, const std::string& origin) {
-  const json doc = parse_json_text(json_text, origin);
+  json doc = parse_json_text(json_text, origin);
+  if (doc.is_object() && doc.value("format", "") == "braid.plan") doc = spec_of_plan(doc, origin);
   Checker c(origin);
   c.format(doc, "braid.schedspec", kSpecVersion);
   c.check();

@@ -53,7 +53,7 @@ BOOST_AUTO_TEST_CASE(refuses_what_cannot_be_scheduled) {
   BOOST_CHECK_NE(refusal(with(kGood, R"("fwd": 4)", R"("fwd": [1, 2])")).find("models[1].fwd"), std::string::npos);
   BOOST_CHECK_NE(refusal(with(kGood, R"("fwd": 5)", R"("fwd": -1)")).find("models[0].fwd"), std::string::npos);
   BOOST_CHECK_NE(refusal(with(kGood, R"("p2p_time")", R"("p2p_tme")")).find("p2p_time"), std::string::npos);
-  BOOST_CHECK_NE(refusal(with(kGood, "braid.schedspec", "braid.plan")).find("format"), std::string::npos);
+  BOOST_CHECK_NE(refusal(with(kGood, "braid.schedspec", "braid.profile")).find("format"), std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(refuses_fusion_factors_with_a_common_factor) {
@@ -78,4 +78,16 @@ BOOST_AUTO_TEST_CASE(merges_stages_for_a_tp_mismatch) {
   std::string odd = with(text, R"("stages": 8)", R"("stages": 7)");
   odd = with(odd, "[1,2,3,4,5,6,7,8]", "1");
   BOOST_CHECK_NE(refusal(odd).find("divisible by 2"), std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(takes_the_fused_training_spec_out_of_a_plan) {
+  const std::string plan = std::string(R"({"format": "braid.plan", "version": 1, "fusion": {"intra_stage": {"schedspec": )") +
+                           kGood + "}}}";
+  const SchedSpec s = parse_schedspec(plan, "plan.json");
+  BOOST_REQUIRE_EQUAL(s.models.size(), 2u);
+  BOOST_CHECK_EQUAL(s.devices, 8);
+  BOOST_CHECK_EQUAL(s.models[1].micro_batches, 8);
+
+  const std::string unfused = refusal(R"({"format": "braid.plan", "version": 1, "fusion": {"inter_stage": {}}})");
+  BOOST_CHECK_NE(unfused.find("spec.json: fusion.intra_stage.schedspec: missing"), std::string::npos);
 }

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
       "Run many seeds at once with: mpirun -np N braid-schedgen spec.json -o schedule.json",
       "braid-schedgen"};
   braid::sched::SchedgenOptions opt;
-  app.add_option("spec", opt.spec, "braid.schedspec JSON ('-' for stdin)");
+  app.add_option("spec", opt.spec, "braid.schedspec JSON, or a braid.plan from braid-meshplan (its fused training stage); '-' for stdin");
   app.add_option("-o,--output", opt.output, "Where to write the braid.schedule JSON ('-' for stdout)")
       ->capture_default_str();
   app.add_option("--svg", opt.svg, "Also draw the timeline and memory of every device to this SVG file");
