@@ -18,16 +18,9 @@ using braid::model::ModelConfig;
 namespace {
 
 ModelConfig tiny(bool tied = false) {
-  ModelConfig c;
-  c.hidden_size = 16;
-  c.num_hidden_layers = 4;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.intermediate_size = 24;
-  c.vocab_size = 40;
-  c.max_position_embeddings = 32;
-  c.tie_word_embeddings = tied;
-  return c;
+  return ModelConfig{.hidden_size = 16, .num_hidden_layers = 4, .num_attention_heads = 4,
+      .num_key_value_heads = 2, .intermediate_size = 24, .vocab_size = 40,
+      .max_position_embeddings = 32, .tie_word_embeddings = tied};
 }
 
 using braid::test::scratch;

@@ -20,15 +20,9 @@ using braid::model::ModelConfig;
 namespace {
 
 ModelConfig tiny() {
-  ModelConfig c;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.intermediate_size = 48;
-  c.vocab_size = 24;
-  c.max_position_embeddings = 64;
-  return c;
+  return ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
+      .num_key_value_heads = 2, .intermediate_size = 48, .vocab_size = 24,
+      .max_position_embeddings = 64};
 }
 
 std::vector<Prompt> prompts(int n) {

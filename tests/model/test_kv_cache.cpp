@@ -14,15 +14,9 @@ using namespace braid;
 namespace {
 
 model::ModelConfig small_config() {
-  model::ModelConfig c;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 3;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.intermediate_size = 48;
-  c.vocab_size = 50;
-  c.max_position_embeddings = 64;
-  return c;
+  return model::ModelConfig{.hidden_size = 32, .num_hidden_layers = 3, .num_attention_heads = 4,
+      .num_key_value_heads = 2, .intermediate_size = 48, .vocab_size = 50,
+      .max_position_embeddings = 64};
 }
 
 const std::vector<std::vector<std::int32_t>> kSeqs{

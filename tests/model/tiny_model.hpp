@@ -11,18 +11,9 @@
 namespace braid::test {
 
 inline model::ModelConfig tiny_config(bool tied = false) {
-  model::ModelConfig c;
-  c.hidden_size = 8;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 1;
-  c.intermediate_size = 12;
-  c.vocab_size = 11;
-  c.rms_norm_eps = 1e-5;
-  c.rope_theta = 100.0;
-  c.max_position_embeddings = 16;
-  c.tie_word_embeddings = tied;
-  return c;
+  return model::ModelConfig{.hidden_size = 8, .num_hidden_layers = 2, .num_attention_heads = 2,
+      .num_key_value_heads = 1, .intermediate_size = 12, .vocab_size = 11, .rms_norm_eps = 1e-5,
+      .rope_theta = 100.0, .max_position_embeddings = 16, .tie_word_embeddings = tied};
 }
 
 struct TinyBatch {

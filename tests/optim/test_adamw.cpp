@@ -13,15 +13,9 @@ using namespace braid;
 namespace {
 
 model::ModelConfig tiny() {
-  model::ModelConfig c;
-  c.hidden_size = 8;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 1;
-  c.intermediate_size = 16;
-  c.vocab_size = 13;
-  c.max_position_embeddings = 16;
-  return c;
+  return model::ModelConfig{.hidden_size = 8, .num_hidden_layers = 2, .num_attention_heads = 2,
+      .num_key_value_heads = 1, .intermediate_size = 16, .vocab_size = 13,
+      .max_position_embeddings = 16};
 }
 
 // One micro-batch's SFT-style gradient: mean NLL of next tokens, scaled by `scale`.

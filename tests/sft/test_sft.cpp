@@ -52,15 +52,9 @@ SftExample example(braid::Rng& rng) {
 }
 
 braid::model::ModelConfig config() {
-  braid::model::ModelConfig c;
-  c.hidden_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.intermediate_size = 128;
-  c.vocab_size = 16;
-  c.max_position_embeddings = 16;
-  return c;
+  return braid::model::ModelConfig{.hidden_size = 64, .num_hidden_layers = 2, .num_attention_heads = 4,
+      .num_key_value_heads = 2, .intermediate_size = 128, .vocab_size = 16,
+      .max_position_embeddings = 16};
 }
 
 }  // namespace
