@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdio>
+
 namespace braid::train {
 
 std::vector<model::LayerRange> split_layers(int num_layers, int stages) {
@@ -106,6 +109,67 @@ model::ModelConfig config_of(const io::WeightShardSet& shards) {
   const std::string origin = first.path().string() + ":model_config";
   if (first.meta().model_config.empty()) throw InputError(first.path().string(), "model_config", "is empty");
   return model::parse_config(parse_json_text(first.meta().model_config, origin), origin);
+}
+
+}  // namespace braid::train
+
+namespace braid::train {
+
+std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path& spec) {
+  namespace fs = std::filesystem;
+  if (fs::is_regular_file(spec)) return {spec};
+  // Stage files: <stem>.stage<i>-of-<S><ext> beside spec.
+  const fs::path dir = spec.has_parent_path() ? spec.parent_path() : fs::path(".");
+  const std::string prefix = spec.stem().string() + ".stage";
+  const std::string ext = spec.extension().string();
+  std::vector<int> splits;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= prefix.size() + ext.size() || name.rfind(prefix, 0) != 0 ||
+        name.compare(name.size() - ext.size(), ext.size(), ext) != 0) {
+      continue;
+    }
+    const std::string mid = name.substr(prefix.size(), name.size() - prefix.size() - ext.size());  // "2-of-4"
+    int stage = 0, stages = 0;
+    char tail = 0;
+    if (std::sscanf(mid.c_str(), "%d-of-%d%c", &stage, &stages, &tail) == 2 && stages > 1 && stage >= 0 &&
+        stage < stages && std::find(splits.begin(), splits.end(), stages) == splits.end()) {
+      splits.push_back(stages);
+    }
+  }
+  if (splits.empty()) {
+    throw InputError(spec.string(), "", "no such weight file, nor stage files " + prefix + "<i>-of-<S>" + ext);
+  }
+  if (splits.size() > 1) {
+    throw InputError(spec.string(), "", fmt::format("stage files of {} different splits lie beside it", splits.size()));
+  }
+  std::vector<fs::path> files = stage_paths(spec, splits.front());
+  for (const auto& f : files) {
+    if (!fs::is_regular_file(f)) throw InputError(f.string(), "", "stage file of the checkpoint is missing");
+  }
+  return files;
+}
+
+OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, model::LayerRange layers,
+                       bool need_lm_head, bool need_value_head) {
+  OpenedModel out;
+  out.files = checkpoint_files(spec);
+  const io::WeightShardSet shards(out.files);
+  const model::ModelConfig cfg = config_of(shards);
+  const auto& first = shards.shards().front();
+  out.step = first.meta().step;
+  out.config_json = first.meta().model_config;
+  const bool lm = shards.contains("lm_head.weight") || cfg.tie_word_embeddings;
+  const bool value = shards.contains("score.weight");
+  if (need_lm_head && !lm) throw InputError(spec.string(), "lm_head.weight", "the model has no LM head (a policy needs one)");
+  if (need_value_head && !value) {
+    throw InputError(spec.string(), "score.weight", "the model has no value head (a critic or reward model needs one)");
+  }
+  out.model = std::make_unique<model::Model>(cfg, model::ModelOptions{.layers = layers, .lm_head = lm, .value_head = value},
+                                             be);
+  load_weights(*out.model, shards);
+  return out;
 }
 
 }  // namespace braid::train

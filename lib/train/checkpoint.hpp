@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,5 +44,23 @@ void load_weights(model::Model& m, const io::WeightShardSet& shards);
 
 // The model config the shards were written with (from the first shard).
 model::ModelConfig config_of(const io::WeightShardSet& shards);
+
+// The files of the checkpoint a user names: the file itself when it exists, else the
+// stage files stage_path(spec, *, S) of one S (all S of them must exist). InputError
+// naming spec when there is neither, or when stage files are missing or of two splits.
+std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path& spec);
+
+// A model (or a pipeline stage of one: layers) built from the checkpoint's config and
+// loaded from it. The heads follow the checkpoint: an LM head when it holds
+// lm_head.weight or ties its embeddings, a value head when it holds score.weight;
+// `need_lm_head` / `need_value_head` make a missing one an InputError naming the file.
+struct OpenedModel {
+  std::unique_ptr<model::Model> model;
+  std::vector<std::filesystem::path> files;
+  std::int64_t step = 0;       // the checkpoint's training step (first file's)
+  std::string config_json;     // the stored config.json text
+};
+OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, model::LayerRange layers = {},
+                       bool need_lm_head = false, bool need_value_head = false);
 
 }  // namespace braid::train

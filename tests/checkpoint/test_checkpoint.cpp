@@ -135,3 +135,39 @@ BOOST_AUTO_TEST_CASE(wrong_or_incomplete_checkpoints_are_refused) {
   braid::io::WeightShardSet all(braid::train::stage_paths(ck, 4));
   BOOST_CHECK_THROW(braid::train::load_weights(wrong[0], all), braid::InputError);
 }
+
+BOOST_AUTO_TEST_CASE(checkpoint_files_resolve_a_file_or_its_stage_files) {
+  auto be = braid::backend::make_cpu_backend();
+  const fs::path dir = scratch("resolve");
+  fs::create_directories(dir);
+  const ModelConfig c = tiny();
+  std::vector<Model> four = stages(c, 4, *be);
+  for (Model& m : four) m.init_random(3);
+  save(four, dir / "ck.h5");
+  const auto files = braid::train::checkpoint_files(dir / "ck.h5");
+  BOOST_TEST(files.size() == 4u);
+  BOOST_TEST((files == braid::train::stage_paths(dir / "ck.h5", 4)));
+
+  // The whole model from its four stage files, heads as the checkpoint has them.
+  const auto opened = braid::train::open_model(dir / "ck.h5", *be, {}, /*need_lm_head=*/true);
+  BOOST_TEST(opened.step == 7);
+  BOOST_TEST(opened.model->is_first_stage());
+  BOOST_TEST(opened.model->is_last_stage());
+  BOOST_TEST(!opened.model->options().value_head);
+  const auto want = weights_of(four);
+  for (const auto& t : opened.model->tensors()) {
+    BOOST_TEST((std::vector<float>(t.data, t.data + t.numel) == want.at(t.name)), t.name);
+  }
+  // A single file names itself; a critic is demanded of a model without score.weight.
+  braid::train::save_weights(*opened.model, dir / "one.h5");
+  BOOST_TEST(braid::train::checkpoint_files(dir / "one.h5").size() == 1u);
+  BOOST_CHECK_THROW(braid::train::open_model(dir / "one.h5", *be, {}, false, /*need_value_head=*/true), braid::InputError);
+
+  // Neither the file nor stage files; one stage file missing; two splits side by side.
+  BOOST_CHECK_THROW(braid::train::checkpoint_files(dir / "none.h5"), braid::InputError);
+  fs::remove(braid::train::stage_path(dir / "ck.h5", 2, 4));
+  BOOST_CHECK_THROW(braid::train::checkpoint_files(dir / "ck.h5"), braid::InputError);
+  std::vector<Model> two = stages(c, 2, *be);
+  save(two, dir / "ck.h5");
+  BOOST_CHECK_THROW(braid::train::checkpoint_files(dir / "ck.h5"), braid::InputError);
+}
