@@ -1,0 +1,157 @@
+#include "dist/mpi.hpp"
+
+#include <mpi.h>
+
+#include <climits>
+#include <fmt/format.h>
+#include <stdexcept>
+
+namespace braid::dist {
+namespace {
+
+void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw std::runtime_error(fmt::format("{}: {}", what, std::string(text, static_cast<std::size_t>(len))));
+}
+
+// MPI counts are int; bigger transfers go as runs of this many bytes.
+constexpr std::size_t kMaxChunk = static_cast<std::size_t>(INT_MAX) / 2 + 1;
+
+int count_of(std::size_t bytes, const char* what) {
+  if (bytes > static_cast<std::size_t>(INT_MAX)) {
+    throw std::length_error(fmt::format("{}: {} bytes is over MPI's int count", what, bytes));
+  }
+  return static_cast<int>(bytes);
+}
+
+class MpiPending final : public PendingOp {
+ public:
+  MPI_Request req = MPI_REQUEST_NULL;
+  void wait() override { check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait"); }
+  bool test() override {
+    int done = 0;
+    check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    return done != 0;
+  }
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    int* ub = nullptr;
+    int found = 0;
+    check(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &found), "MPI_Comm_get_attr");
+    max_tag_ = found && ub ? *ub : 32767;
+  }
+  ~MpiCommunicator() override {
+    int down = 0;
+    MPI_Finalized(&down);
+    if (!down) MPI_Comm_free(&comm_);
+  }
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int max_tag() const override { return max_tag_; }
+
+  void send_bytes(const void* data, std::size_t bytes, int peer, int tag) override {
+    const auto* p = static_cast<const char*>(data);
+    do {
+      const std::size_t n = std::min(bytes, kMaxChunk);
+      check(MPI_Send(p, count_of(n, "send"), MPI_BYTE, peer, tag, comm_), "MPI_Send");
+      p += n;
+      bytes -= n;
+    } while (bytes > 0);
+  }
+  void recv_bytes(void* data, std::size_t bytes, int peer, int tag) override {
+    auto* p = static_cast<char*>(data);
+    do {
+      const std::size_t n = std::min(bytes, kMaxChunk);
+      check(MPI_Recv(p, count_of(n, "recv"), MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+      p += n;
+      bytes -= n;
+    } while (bytes > 0);
+  }
+  Request isend_bytes(const void* data, std::size_t bytes, int peer, int tag) override {
+    auto op = std::make_unique<MpiPending>();
+    check(MPI_Isend(data, count_of(bytes, "isend"), MPI_BYTE, peer, tag, comm_, &op->req), "MPI_Isend");
+    return Request(std::move(op));
+  }
+  Request irecv_bytes(void* data, std::size_t bytes, int peer, int tag) override {
+    auto op = std::make_unique<MpiPending>();
+    check(MPI_Irecv(data, count_of(bytes, "irecv"), MPI_BYTE, peer, tag, comm_, &op->req), "MPI_Irecv");
+    return Request(std::move(op));
+  }
+
+  void all_reduce_sum(std::span<float> data) override { reduce(data.data(), data.size(), MPI_FLOAT); }
+  void all_reduce_sum(std::span<double> data) override { reduce(data.data(), data.size(), MPI_DOUBLE); }
+  void all_reduce_sum(std::span<std::int64_t> data) override { reduce(data.data(), data.size(), MPI_INT64_T); }
+
+  void broadcast_bytes(void* data, std::size_t bytes, int root) override {
+    auto* p = static_cast<char*>(data);
+    do {
+      const std::size_t n = std::min(bytes, kMaxChunk);
+      check(MPI_Bcast(p, count_of(n, "broadcast"), MPI_BYTE, root, comm_), "MPI_Bcast");
+      p += n;
+      bytes -= n;
+    } while (bytes > 0);
+  }
+  void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub), "MPI_Comm_split");
+    if (sub == MPI_COMM_NULL) return nullptr;
+    return std::make_unique<MpiCommunicator>(sub);
+  }
+
+ private:
+  template <typename T>
+  void reduce(T* data, std::size_t n, MPI_Datatype type) {
+    // Chunked so that element counts stay within int.
+    const std::size_t chunk = kMaxChunk / sizeof(T);
+    do {
+      const std::size_t k = std::min(n, chunk);
+      check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(k), type, MPI_SUM, comm_), "MPI_Allreduce");
+      data += k;
+      n -= k;
+    } while (n > 0);
+  }
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  int max_tag_ = 32767;
+};
+
+}  // namespace
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  int up = 0;
+  MPI_Initialized(&up);
+  if (up) return;
+  // Only the calling thread talks MPI; the compute thread pool never does.
+  int provided = 0;
+  check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  owner_ = true;
+}
+
+MpiRuntime::~MpiRuntime() {
+  int down = 0;
+  MPI_Finalized(&down);
+  if (owner_ && !down) MPI_Finalize();
+}
+
+std::unique_ptr<Communicator> mpi_world() {
+  MPI_Comm dup = MPI_COMM_NULL;
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup");
+  return std::make_unique<MpiCommunicator>(dup);
+}
+
+}  // namespace braid::dist

@@ -1,0 +1,151 @@
+#define BOOST_TEST_MODULE dist
+#include <boost/test/unit_test.hpp>
+
+#include "dist/mpi.hpp"
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+using namespace braid;
+
+namespace {
+
+struct MpiFixture {
+  MpiFixture() : runtime(nullptr, nullptr) {}
+  dist::MpiRuntime runtime;
+};
+BOOST_TEST_GLOBAL_FIXTURE(MpiFixture);
+
+std::vector<float> pattern(int rank, int n) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(rank * 1000 + i) + 0.5f;
+  return v;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(blocking_ring) {
+  auto world = dist::mpi_world();
+  const int r = world->rank(), n = world->size();
+  if (n == 1) return;  // a ring needs a peer
+  const auto mine = pattern(r, 37);
+  std::vector<float> got(37, -1.0f);
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  // Even ranks send first so that blocking calls cannot all wait on each other.
+  if (r % 2 == 0) {
+    world->send(std::span<const float>(mine), next, 5);
+    world->recv(std::span<float>(got), prev, 5);
+  } else {
+    world->recv(std::span<float>(got), prev, 5);
+    world->send(std::span<const float>(mine), next, 5);
+  }
+  BOOST_TEST(got == pattern(prev, 37), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(nonblocking_tags_match_out_of_order) {
+  auto world = dist::mpi_world();
+  const int r = world->rank(), n = world->size();
+  // Every rank sends two tagged messages to every rank (itself included) and receives
+  // them in the opposite tag order: matching is by (source, tag), not arrival.
+  std::vector<std::vector<float>> out, in;
+  std::vector<dist::Request> reqs;
+  for (int peer = 0; peer < n; ++peer) {
+    for (int tag : {1, 2}) out.push_back(pattern(r * 10 + tag, 8 + peer));
+  }
+  in.resize(out.size());
+  for (int peer = 0; peer < n; ++peer) {
+    for (int tag : {2, 1}) {
+      auto& buf = in[static_cast<std::size_t>(2 * peer + tag - 1)];
+      buf.assign(static_cast<std::size_t>(8 + r), 0.0f);
+      reqs.push_back(world->irecv(std::span<float>(buf), peer, tag));
+    }
+  }
+  for (int peer = 0; peer < n; ++peer) {
+    for (int tag : {1, 2}) {
+      reqs.push_back(world->isend(std::span<const float>(out[static_cast<std::size_t>(2 * peer + tag - 1)]), peer, tag));
+    }
+  }
+  dist::wait_all(reqs);
+  for (int peer = 0; peer < n; ++peer) {
+    for (int tag : {1, 2}) {
+      BOOST_TEST(in[static_cast<std::size_t>(2 * peer + tag - 1)] == pattern(peer * 10 + tag, 8 + r),
+                 boost::test_tools::per_element());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(request_test_reports_completion) {
+  auto world = dist::mpi_world();
+  const int r = world->rank(), n = world->size();
+  std::vector<std::int32_t> x{r, r + 1, r + 2}, y(3, -1);
+  dist::Request rr = world->irecv(std::span<std::int32_t>(y), (r + n - 1) % n, 9);
+  dist::Request sr = world->isend(std::span<const std::int32_t>(x), (r + 1) % n, 9);
+  while (!rr.test()) {
+  }
+  BOOST_TEST(!rr.active());
+  sr.wait();
+  const int prev = (r + n - 1) % n;
+  BOOST_TEST(y == (std::vector<std::int32_t>{prev, prev + 1, prev + 2}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(all_reduce_sums_every_type) {
+  auto world = dist::mpi_world();
+  const int r = world->rank(), n = world->size();
+  std::vector<float> f{1.0f * r, 2.0f, -0.5f};
+  std::vector<double> d{0.25 * r, 1e300 / n};
+  std::vector<std::int64_t> i{r, std::int64_t{1} << 40};
+  world->all_reduce_sum(std::span<float>(f));
+  world->all_reduce_sum(std::span<double>(d));
+  world->all_reduce_sum(std::span<std::int64_t>(i));
+  const double ranks_sum = n * (n - 1) / 2.0;
+  BOOST_TEST(f[0] == ranks_sum);
+  BOOST_TEST(f[1] == 2.0 * n);
+  BOOST_TEST(f[2] == -0.5 * n);
+  BOOST_TEST(d[0] == 0.25 * ranks_sum);
+  BOOST_TEST(d[1] == 1e300, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(i[0] == static_cast<std::int64_t>(ranks_sum));
+  BOOST_TEST(i[1] == n * (std::int64_t{1} << 40));
+}
+
+BOOST_AUTO_TEST_CASE(broadcast_from_the_last_rank) {
+  auto world = dist::mpi_world();
+  const int r = world->rank(), n = world->size();
+  std::string text = r == n - 1 ? std::string("from the last rank, ") + std::string(1000, 'x') : std::string("?");
+  world->broadcast(text, n - 1);
+  BOOST_TEST(text.size() == 1020u);
+  BOOST_TEST(text.substr(0, 19) == "from the last rank,");
+  std::vector<double> v(4, r == n - 1 ? 3.5 : 0.0);
+  world->broadcast(std::span<double>(v), n - 1);
+  BOOST_TEST(v == std::vector<double>(4, 3.5), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(split_and_group) {
+  auto world = dist::mpi_world();
+  const int r = world->rank(), n = world->size();
+  // Even and odd ranks: each group sums only its own members.
+  auto parity = world->split(r % 2, r);
+  BOOST_REQUIRE(parity);
+  BOOST_TEST(parity->size() == (n + 1 - r % 2) / 2);
+  BOOST_TEST(parity->rank() == r / 2);
+  std::vector<std::int64_t> s{r};
+  parity->all_reduce_sum(std::span<std::int64_t>(s));
+  std::int64_t want = 0;
+  for (int q = r % 2; q < n; q += 2) want += q;
+  BOOST_TEST(s[0] == want);
+
+  // The group {last, first} in that order; the others are outside it.
+  const std::vector<int> members = n > 1 ? std::vector<int>{n - 1, 0} : std::vector<int>{0};
+  auto ends = world->group(members);
+  const bool member = r == 0 || r == n - 1;
+  BOOST_TEST(static_cast<bool>(ends) == member);
+  if (ends) {
+    BOOST_TEST(ends->size() == static_cast<int>(members.size()));
+    BOOST_TEST(ends->rank() == (r == n - 1 ? 0 : 1));
+    std::vector<double> x{1.0};
+    ends->all_reduce_sum(std::span<double>(x));
+    BOOST_TEST(x[0] == static_cast<double>(members.size()));
+  }
+  world->barrier();
+  BOOST_TEST(world->max_tag() >= 32767);
+}
