@@ -1,0 +1,81 @@
+#include "rl/grpo.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace braid::rl {
+
+std::vector<double> group_advantages(std::span<const float> rewards, double eps) {
+  std::vector<double> out(rewards.size(), 0.0);
+  if (rewards.empty()) return out;
+  double mean = 0;
+  for (float r : rewards) mean += r;
+  mean /= double(rewards.size());
+  double var = 0;
+  for (float r : rewards) var += (r - mean) * (r - mean);
+  const double stdev = std::sqrt(var / double(rewards.size()));
+  for (std::size_t i = 0; i < rewards.size(); ++i) out[i] = (rewards[i] - mean) / (stdev + eps);
+  return out;
+}
+
+GroupRewards::GroupRewards(std::int64_t samples_per_prompt) : per_group_(samples_per_prompt) {
+  if (samples_per_prompt < 1) throw std::invalid_argument("GroupRewards: samples_per_prompt must be at least 1");
+}
+
+bool GroupRewards::add(std::int64_t sample_id, float reward) {
+  if (contains(sample_id)) return false;
+  groups_[group_of(sample_id)].emplace_back(sample_id, reward);
+  return true;
+}
+
+bool GroupRewards::contains(std::int64_t sample_id) const {
+  auto it = groups_.find(group_of(sample_id));
+  if (it == groups_.end()) return false;
+  return std::any_of(it->second.begin(), it->second.end(), [&](const auto& p) { return p.first == sample_id; });
+}
+
+std::int64_t GroupRewards::count(std::int64_t group) const {
+  auto it = groups_.find(group);
+  return it == groups_.end() ? 0 : std::int64_t(it->second.size());
+}
+
+bool GroupRewards::complete(std::int64_t group) const { return count(group) == per_group_; }
+
+double GroupRewards::advantage(std::int64_t sample_id, double eps) const {
+  const std::int64_t g = group_of(sample_id);
+  if (!complete(g)) {
+    throw std::logic_error(fmt::format("group {} has {} of its {} samples", g, count(g), per_group_));
+  }
+  const auto& members = groups_.at(g);
+  std::vector<float> rewards;
+  std::size_t self = members.size();
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    rewards.push_back(members[i].second);
+    if (members[i].first == sample_id) self = i;
+  }
+  if (self == members.size()) throw std::logic_error(fmt::format("sample {} has no recorded reward", sample_id));
+  return group_advantages(rewards, eps)[self];
+}
+
+std::vector<std::int64_t> GroupRewards::incomplete_groups() const {
+  std::vector<std::int64_t> out;
+  for (const auto& [g, members] : groups_) {
+    if (std::int64_t(members.size()) != per_group_) out.push_back(g);
+  }
+  return out;
+}
+
+void broadcast_group_advantages(io::SampleBatch& b, const GroupRewards& groups, double eps) {
+  b.advantages = std::vector<float>(b.token_count(), 0.0f);
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const float a = float(groups.advantage(b.sample_id[i], eps));
+    std::fill(b.advantages->begin() + std::ptrdiff_t(b.response_begin(i)),
+              b.advantages->begin() + std::ptrdiff_t(b.end(i)), a);
+  }
+  b.returns = b.advantages;
+}
+
+}  // namespace braid::rl

@@ -1,0 +1,53 @@
+// GRPO's group-relative advantages (DeepSeekMath; the systems-for-LLM-RL notes):
+// the samples of one prompt form a group G, and each sample's advantage is its reward
+// against the group's
+//
+//   A_i = (R_i - mean_G) / (std_G + eps),   std_G = sqrt(Σ (R_j - mean_G)² / |G|)
+//
+// broadcast to every response token of sample i (returns = advantages; no critic).
+// A group is sample_id / samples_per_prompt; groups may arrive over several shards,
+// so the rewards are collected in a GroupRewards table until each group is whole.
+#pragma once
+
+#include "io/sample_batch.hpp"
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+namespace braid::rl {
+
+// The advantages of one whole group's rewards.
+std::vector<double> group_advantages(std::span<const float> rewards, double eps);
+
+class GroupRewards {
+ public:
+  // std::invalid_argument unless samples_per_prompt >= 1.
+  explicit GroupRewards(std::int64_t samples_per_prompt);
+
+  std::int64_t samples_per_prompt() const { return per_group_; }
+  std::int64_t group_of(std::int64_t sample_id) const { return sample_id / per_group_; }
+
+  // Records a sample's reward; false (nothing recorded) when the sample is already there.
+  bool add(std::int64_t sample_id, float reward);
+  bool contains(std::int64_t sample_id) const;
+  // Whether every sample of the group has its reward.
+  bool complete(std::int64_t group) const;
+  // Samples of the group recorded so far.
+  std::int64_t count(std::int64_t group) const;
+  // The sample's advantage; std::logic_error when its group is not complete.
+  double advantage(std::int64_t sample_id, double eps) const;
+  // Groups that have some samples but not all, in increasing order.
+  std::vector<std::int64_t> incomplete_groups() const;
+
+ private:
+  std::int64_t per_group_;
+  std::map<std::int64_t, std::vector<std::pair<std::int64_t, float>>> groups_;  // group -> (sample, reward)
+};
+
+// Fills b.advantages and b.returns (equal; prompt positions 0) from the table, which must
+// hold every group of the batch complete (std::logic_error naming the group otherwise).
+void broadcast_group_advantages(io::SampleBatch& b, const GroupRewards& groups, double eps);
+
+}  // namespace braid::rl

@@ -1,0 +1,176 @@
+// PPO's KL-penalised rewards and GAE, and GRPO's group advantages, against direct
+// formulas written out the slow way.
+#define BOOST_TEST_MODULE score_advantages
+#include <boost/test/unit_test.hpp>
+
+#include "core/rng.hpp"
+#include "rl/gae.hpp"
+#include "rl/grpo.hpp"
+
+#include <cmath>
+#include <vector>
+
+namespace {
+
+std::vector<float> random_floats(braid::Rng& rng, std::size_t n, double scale) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(scale * rng.normal());
+  return v;
+}
+
+// A_t = Σ_{l >= 0} (γλ)^l δ_{t+l}: the definition of GAE, O(T²).
+std::vector<double> direct_gae(const std::vector<double>& r, const std::vector<float>& v, double gamma,
+                               double lambda) {
+  const std::size_t n = r.size();
+  std::vector<double> delta(n), a(n, 0.0);
+  for (std::size_t t = 0; t < n; ++t) delta[t] = r[t] + gamma * (t + 1 < n ? v[t + 1] : 0.0) - v[t];
+  for (std::size_t t = 0; t < n; ++t) {
+    for (std::size_t l = 0; t + l < n; ++l) a[t] += std::pow(gamma * lambda, double(l)) * delta[t + l];
+  }
+  return a;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(kl_penalised_rewards_put_the_reward_on_the_last_token) {
+  const std::vector<float> actor{-1.0f, -2.0f, -0.5f}, ref{-1.5f, -1.0f, -0.5f};
+  std::vector<double> r(3);
+  braid::rl::kl_penalised_rewards(actor, ref, 2.0f, 0.1, r);
+  BOOST_TEST(r[0] == -0.1 * 0.5, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(r[1] == -0.1 * -1.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(r[2] == 2.0, boost::test_tools::tolerance(1e-12));
+
+  braid::rl::kl_penalised_rewards(actor, {}, 2.0f, 0.0, r);  // no reference needed without a penalty
+  BOOST_TEST(r[0] == 0.0);
+  BOOST_TEST(r[1] == 0.0);
+  BOOST_TEST(r[2] == 2.0);
+  BOOST_CHECK_THROW(braid::rl::kl_penalised_rewards(actor, {}, 2.0f, 0.1, r), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(gae_equals_the_sum_of_discounted_deltas) {
+  braid::Rng rng(3);
+  for (double gamma : {1.0, 0.99, 0.9}) {
+    for (double lambda : {1.0, 0.95, 0.5, 0.0}) {
+      const std::size_t n = 1 + rng.below(40);
+      const auto vf = random_floats(rng, n, 1.0);
+      const auto rf = random_floats(rng, n, 0.3);
+      const std::vector<double> r(rf.begin(), rf.end());
+      std::vector<float> adv(n), ret(n);
+      braid::rl::gae(r, vf, gamma, lambda, adv, ret);
+      const auto want = direct_gae(r, vf, gamma, lambda);
+      for (std::size_t t = 0; t < n; ++t) {
+        BOOST_TEST(adv[t] == want[t], boost::test_tools::tolerance(1e-4));
+        BOOST_TEST(ret[t] == want[t] + vf[t], boost::test_tools::tolerance(1e-4));
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gae_with_gamma_and_lambda_one_is_reward_to_go_minus_value) {
+  const std::vector<double> r{0.1, -0.2, 0.0, 1.5};
+  const std::vector<float> v{0.3f, -0.7f, 0.2f, 0.9f};
+  std::vector<float> adv(4), ret(4);
+  braid::rl::gae(r, v, 1.0, 1.0, adv, ret);
+  double to_go = 0;
+  for (std::size_t t = 4; t-- > 0;) {
+    to_go += r[t];
+    BOOST_TEST(adv[t] == to_go - v[t], boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(ret[t] == to_go, boost::test_tools::tolerance(1e-6));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gae_with_lambda_zero_is_the_one_step_td_error) {
+  const std::vector<double> r{0.5, 0.25, -1.0};
+  const std::vector<float> v{1.0f, 2.0f, 4.0f};
+  std::vector<float> adv(3), ret(3);
+  braid::rl::gae(r, v, 0.5, 0.0, adv, ret);
+  BOOST_TEST(adv[0] == 0.5 + 0.5 * 2.0 - 1.0, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(adv[1] == 0.25 + 0.5 * 4.0 - 2.0, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(adv[2] == -1.0 - 4.0, boost::test_tools::tolerance(1e-6));  // nothing after the last token
+}
+
+BOOST_AUTO_TEST_CASE(ppo_advantages_fill_responses_only_and_keep_sequences_apart) {
+  braid::io::SampleBatch b;
+  b.add(std::vector<std::int32_t>{1, 2, 3, 4, 5}, 2, 0);
+  b.add(std::vector<std::int32_t>{1, 6, 7}, 1, 1);
+  b.logprobs_actor = std::vector<float>{0, 0, -1.0f, -2.0f, -0.5f, 0, -0.3f, -0.4f};
+  b.logprobs_ref = std::vector<float>{0, 0, -1.5f, -1.0f, -0.5f, 0, -0.3f, -0.2f};
+  b.values = std::vector<float>{0, 0, 0.2f, 0.1f, -0.1f, 0, 0.5f, 0.4f};
+  b.reward = std::vector<float>{1.0f, -1.0f};
+  const braid::rl::PpoAdvantageOptions opt{.kl_coef = 0.1, .gamma = 0.9, .lambda = 0.8};
+  const auto s = braid::rl::ppo_advantages(b, opt);
+  BOOST_TEST(s.response_tokens == 5);
+  BOOST_TEST(s.mean_kl == (0.5 - 1.0 + 0.0 + 0.0 - 0.2) / 5, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(s.mean_reward == 0.0, boost::test_tools::tolerance(1e-9));
+
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    for (std::size_t t = b.begin(i); t < b.response_begin(i); ++t) {
+      BOOST_TEST((*b.advantages)[t] == 0.0f);
+      BOOST_TEST((*b.returns)[t] == 0.0f);
+    }
+    const auto actor = b.response_of(*b.logprobs_actor, i), ref = b.response_of(*b.logprobs_ref, i);
+    const auto values = b.response_of(*b.values, i);
+    std::vector<double> r(actor.size());
+    for (std::size_t t = 0; t < r.size(); ++t) r[t] = -0.1 * (double(actor[t]) - double(ref[t]));
+    r.back() += (*b.reward)[i];
+    const auto want = direct_gae(r, std::vector<float>(values.begin(), values.end()), 0.9, 0.8);
+    const auto adv = b.response_of(*b.advantages, i), ret = b.response_of(*b.returns, i);
+    for (std::size_t t = 0; t < want.size(); ++t) {
+      BOOST_TEST(adv[t] == want[t], boost::test_tools::tolerance(1e-5));
+      BOOST_TEST(ret[t] == want[t] + values[t], boost::test_tools::tolerance(1e-5));
+    }
+  }
+  BOOST_TEST(b.problems().empty());
+
+  b.values.reset();
+  BOOST_CHECK_THROW(braid::rl::ppo_advantages(b, opt), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(group_advantages_are_standardised_rewards) {
+  const std::vector<float> r{1.0f, 0.0f, 0.0f, 3.0f};
+  const auto a = braid::rl::group_advantages(r, 0.0);
+  // mean 1, population variance (0 + 1 + 1 + 4) / 4 = 1.5
+  const double sd = std::sqrt(1.5);
+  BOOST_TEST(a[0] == 0.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(a[1] == -1.0 / sd, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(a[3] == 2.0 / sd, boost::test_tools::tolerance(1e-6));
+  double sum = 0, sq = 0;
+  for (double x : a) { sum += x; sq += x * x; }
+  BOOST_TEST(sum == 0.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(sq / 4 == 1.0, boost::test_tools::tolerance(1e-6));
+
+  // A group that all scored alike learns nothing, and eps keeps it finite.
+  for (double x : braid::rl::group_advantages(std::vector<float>{0.5f, 0.5f, 0.5f}, 1e-6)) BOOST_TEST(x == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(group_rewards_collect_groups_across_arrivals) {
+  braid::rl::GroupRewards g(3);
+  BOOST_TEST(g.group_of(7) == 2);
+  BOOST_TEST(g.add(6, 1.0f));
+  BOOST_TEST(g.add(8, 0.0f));
+  BOOST_TEST(!g.add(8, 5.0f));  // a duplicate sample is refused, not counted twice
+  BOOST_TEST(g.add(0, 2.0f));
+  BOOST_TEST(!g.complete(2));
+  BOOST_TEST((g.incomplete_groups() == std::vector<std::int64_t>{0, 2}));
+  BOOST_CHECK_THROW(g.advantage(6, 1e-6), std::logic_error);
+  BOOST_TEST(g.add(7, 2.0f));
+  BOOST_TEST(g.complete(2));
+  BOOST_TEST((g.incomplete_groups() == std::vector<std::int64_t>{0}));
+  const double sd = std::sqrt(2.0 / 3.0);
+  BOOST_TEST(g.advantage(6, 0.0) == 0.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(g.advantage(7, 0.0) == 1.0 / sd, boost::test_tools::tolerance(1e-6));
+
+  braid::io::SampleBatch b;
+  b.add(std::vector<std::int32_t>{5, 1, 2}, 1, 7);
+  b.add(std::vector<std::int32_t>{5, 9}, 2, 8);
+  braid::rl::broadcast_group_advantages(b, g, 0.0);
+  BOOST_TEST((*b.advantages)[0] == 0.0f);
+  BOOST_TEST((*b.advantages)[1] == 1.0 / sd, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST((*b.advantages)[2] == 1.0 / sd, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST((*b.advantages)[3] == 0.0f);  // a response of no tokens
+  BOOST_TEST((*b.advantages)[4] == 0.0f);
+  BOOST_TEST((*b.returns == *b.advantages));
+
+  b.add(std::vector<std::int32_t>{5, 3}, 1, 1);  // group 0 is incomplete
+  BOOST_CHECK_THROW(braid::rl::broadcast_group_advantages(b, g, 0.0), std::logic_error);
+}
