@@ -123,6 +123,10 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     if (++proposals % kCheckEvery == 0) {
       if (opt.time_limit > 0 && seconds_since(began) >= opt.time_limit) break;
       if (report) report(st.iterations, tl.makespan(), best);
+      if (opt.peer_reached_bound && opt.peer_reached_bound()) {
+        st.stopped_by_peer = true;
+        break;
+      }
     }
     const int d = static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices)));
     const int i = static_cast<int>(rng.below(slots));
@@ -174,6 +178,14 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   st.seconds = seconds_since(began);
   st.reached_bound = reached();
   if (report) report(st.iterations, tl.makespan(), best);
+  if (st.reached_bound && opt.on_reached_bound) opt.on_reached_bound();
+  if (st.stopped_by_peer) {
+    out.order = std::move(best_order);
+    const Timing t = evaluate(p, out.order);
+    out.makespan = t.makespan;
+    out.peak_memory = t.peak_memory;
+    return out;
+  }
 
   const double mem_limit = opt.mem_time_limit > 0 ? opt.mem_time_limit : opt.time_limit / 2;
   out.order = lower_memory(p, best_order, opt.mem_iterations, mem_limit, opt.mem_target, opt.seed,

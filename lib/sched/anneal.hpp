@@ -23,6 +23,11 @@ struct AnnealOptions {
   std::uint64_t mem_iterations = 20'000'000;  // memory pass neighbours (its cooling spans them or its time)
   double mem_time_limit = 0;       // seconds; 0 = half of time_limit
   double mem_target = 0;           // the memory pass stops once the peak is this low (serial 1F1B's)
+  // Parallel search: polled now and then by the latency search, which gives up (and
+  // skips its memory pass: its schedule cannot win) once it answers true; and called
+  // once when this search reaches the bound, before its memory pass.
+  std::function<bool()> peer_reached_bound;
+  std::function<void()> on_reached_bound;
 };
 
 struct AnnealStats {
@@ -33,6 +38,7 @@ struct AnnealStats {
   double seconds = 0;
   double seconds_to_best = 0;
   bool reached_bound = false;
+  bool stopped_by_peer = false;     // another rank reached the bound first
   std::uint64_t mem_iterations = 0;
   double mem_seconds = 0;
 };

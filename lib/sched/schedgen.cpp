@@ -104,6 +104,8 @@ int run_schedgen(SchedgenOptions opt, int rank) {
   summary.greedy_peak = greedy_timing.peak_memory;
   summary.search = {{"ranks", found.ranks},
                     {"winner_rank", found.winner},
+                    {"ranks_at_bound", found.ranks_at_bound},
+                    {"ranks_stopped_by_peer", found.ranks_stopped},
                     {"iterations", found.total_iterations},
                     {"seconds", found.seconds},
                     {"seed", opt.anneal.seed},

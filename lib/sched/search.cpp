@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace braid::sched {
 
@@ -31,7 +32,46 @@ SearchResult parallel_search(const Problem& p, const Order& start, double bound,
   opt.stream = static_cast<std::uint64_t>(rank);
   SearchResult out;
   out.ranks = size;
+
+  // The first rank at the bound tells the others, who stop their latency search
+  // rather than anneal on until the time limit. Every rank keeps one receive posted;
+  // after the search each receives exactly the notes sent to it, so none is left over.
+  constexpr int kTag = 7301;
+  int note_in = 0, note_out = 1;
+  MPI_Request incoming = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> outgoing;
+  outgoing.reserve(static_cast<std::size_t>(size));
+  if (size > 1) {
+    MPI_Irecv(&note_in, 1, MPI_INT, MPI_ANY_SOURCE, kTag, MPI_COMM_WORLD, &incoming);
+    opt.peer_reached_bound = [&incoming] {
+      int arrived = 0;
+      if (incoming != MPI_REQUEST_NULL) MPI_Request_get_status(incoming, &arrived, MPI_STATUS_IGNORE);
+      return arrived != 0;
+    };
+    opt.on_reached_bound = [&] {
+      for (int r = 0; r < size; ++r) {
+        if (r == rank) continue;
+        outgoing.emplace_back();
+        MPI_Isend(&note_out, 1, MPI_INT, r, kTag, MPI_COMM_WORLD, &outgoing.back());
+      }
+    };
+  }
   AnnealResult mine = anneal(p, start, bound, opt, rank == 0 ? report : AnnealReport{});
+  if (size > 1) {
+    int sent = outgoing.empty() ? 0 : 1, senders = 0;
+    MPI_Allreduce(&sent, &senders, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int expected = senders - sent;
+    if (expected > 0) {
+      MPI_Wait(&incoming, MPI_STATUS_IGNORE);
+      for (--expected; expected > 0; --expected) {
+        MPI_Recv(&note_in, 1, MPI_INT, MPI_ANY_SOURCE, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      }
+    } else {
+      MPI_Cancel(&incoming);
+      MPI_Wait(&incoming, MPI_STATUS_IGNORE);
+    }
+    MPI_Waitall(static_cast<int>(outgoing.size()), outgoing.data(), MPI_STATUSES_IGNORE);
+  }
 
   // Everyone learns everyone's (makespan, peak) and picks the same winner.
   const double key[3] = {mine.makespan, mine.peak_memory, mine.stats.seconds};
@@ -48,9 +88,11 @@ SearchResult parallel_search(const Problem& p, const Order& start, double bound,
   unsigned long long iters = mine.stats.iterations, total = 0;
   MPI_Allreduce(&iters, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   out.total_iterations = total;
-  int reached = mine.stats.reached_bound ? 1 : 0, any = 0;
-  MPI_Allreduce(&reached, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  out.any_reached_bound = any != 0;
+  int flags[2] = {mine.stats.reached_bound ? 1 : 0, mine.stats.stopped_by_peer ? 1 : 0}, counts[2] = {0, 0};
+  MPI_Allreduce(flags, counts, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  out.ranks_at_bound = counts[0];
+  out.ranks_stopped = counts[1];
+  out.any_reached_bound = counts[0] > 0;
 
   out.winner = winner;
   out.best = std::move(mine);

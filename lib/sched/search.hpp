@@ -31,6 +31,8 @@ struct SearchResult {
   std::uint64_t total_iterations = 0;  // over all ranks
   double seconds = 0;         // the slowest rank's time
   bool any_reached_bound = false;
+  int ranks_at_bound = 0;       // ranks whose own search reached the bound
+  int ranks_stopped = 0;        // ranks that stopped because another reached it first
 };
 
 // opt.stream is replaced by the rank. report is called on rank 0 only.

@@ -65,6 +65,12 @@ if command -v mpirun > /dev/null; then
     '$b[0].makespan <= $a[0].makespan + 1e-9 and ($b[0].makespan < $a[0].makespan or $b[0].peak_memory <= $a[0].peak_memory + 1e-9)' \
     | grep -q true || fail "2 ranks worse than 1: $(jq .makespan "$S/np2.json") vs $(jq .makespan "$S/np1.json")"
   "$GEN" --verify "$S/np2.json" -q || fail "the reduced schedule does not verify"
+  # The first rank at the bound stops the others: with a generous time limit no rank
+  # anneals on (it would run for minutes and the counts would not add up).
+  mpirun -np 3 --oversubscribe "$GEN" "$BRAID_SOURCE/examples/schedgen/table3_33B_13B_pp8_4_gbs8.json" \
+    -o "$S/np3.json" --time-limit 300 --mem-iterations 100000 -q
+  jq -e '.search | .ranks_at_bound >= 1 and .ranks_at_bound + .ranks_stopped_by_peer == 3' "$S/np3.json" > /dev/null \
+    || fail "ranks did not stop at the bound: $(jq -c .search "$S/np3.json")"
 else
   echo "SKIP: no mpirun, MPI part not run"
 fi
