@@ -1,0 +1,116 @@
+// The objectives braid trains with (train/objective.hpp): PPO's actor and critic,
+// GRPO's actor, the reward model's pairwise loss, and SFT.
+//
+// What each reads from a micro-batch (io::SampleBatch), by the shard layout's
+// alignment: a per-token entry t belongs to token t and pairs with row t − 1 of the
+// forward (the position that produced token t). Only response tokens count.
+//
+//   PolicyObjective  (PPO, GRPO)  logprobs_actor, advantages [, logprobs_ref for kl_coef]
+//   ValueObjective   (PPO critic) values (the scoring critic's, for clipping), returns
+//   PairwiseRewardObjective       sequences in pairs: 2i chosen, 2i+1 rejected; the reward
+//                                 is the value head at each one's last token
+//   SftObjective                  tokens and prompt_len (the response tokens are learnt)
+#pragma once
+
+#include "backend/backend.hpp"
+#include "rl/chunked_lm_head.hpp"
+#include "rl/ppo_loss.hpp"
+#include "train/objective.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace braid::train {
+
+// How the per-token losses of a micro-batch become one number.
+enum class Aggregation {
+  token_mean,     // Σ over response tokens / their count (PPO)
+  sequence_mean,  // mean over sequences of each one's token mean (GRPO, DeepSeekMath eq. 3)
+};
+
+// Row weights for the response tokens of mb: row t − 1 for token t, 0 elsewhere.
+std::vector<float> response_row_weights(const io::SampleBatch& mb, Aggregation aggregation);
+// A per-token array laid onto rows: row t − 1 gets per_token[t] (the last row of a sequence 0).
+std::vector<float> token_array_on_rows(const io::SampleBatch& mb, const std::vector<float>& per_token);
+
+// Host vectors mirrored in backend memory, grown on demand (a no-op copy on the CPU backend).
+template <typename T>
+class DeviceRows {
+ public:
+  T* upload(backend::Backend& be, const std::vector<T>& host);
+  T* room(backend::Backend& be, std::size_t n);
+  void download(backend::Backend& be, std::vector<T>& host, std::size_t n) const;
+
+ private:
+  backend::Buffer<T> buf_;
+};
+
+struct PolicyObjectiveOptions {
+  rl::PolicyLossOptions loss;
+  Aggregation aggregation = Aggregation::token_mean;
+  std::int64_t head_chunk_rows = 128;
+};
+// PPO: defaults. GRPO: loss.kl_coef > 0 (reads logprobs_ref), sequence_mean.
+PolicyObjectiveOptions ppo_actor_options(double clip = 0.2, double entropy_coef = 0.0);
+PolicyObjectiveOptions grpo_actor_options(double clip = 0.2, double kl_coef = 0.04);
+
+class PolicyObjective final : public Objective {
+ public:
+  explicit PolicyObjective(PolicyObjectiveOptions opt);
+  bool needs_lm_head() const override { return true; }
+  bool needs_value_head() const override { return false; }
+  LossStats loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
+                          double scale) override;
+
+ private:
+  PolicyObjectiveOptions opt_;
+  std::unique_ptr<rl::ChunkedLmHead<float>> head_;
+  DeviceRows<std::int32_t> targets_;
+  DeviceRows<float> logprob_, entropy_, d_logprob_, d_entropy_;
+};
+
+class ValueObjective final : public Objective {
+ public:
+  explicit ValueObjective(double clip = 0.2) : clip_(clip) {}
+  bool needs_lm_head() const override { return false; }
+  bool needs_value_head() const override { return true; }
+  LossStats loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
+                          double scale) override;
+
+ private:
+  double clip_;
+  DeviceRows<float> values_, d_values_;
+};
+
+class PairwiseRewardObjective final : public Objective {
+ public:
+  bool needs_lm_head() const override { return false; }
+  bool needs_value_head() const override { return true; }
+  LossStats loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
+                          double scale) override;
+
+ private:
+  DeviceRows<float> values_, d_values_;
+};
+
+// The scalar a reward model gives each sequence of mb (its value head at the last
+// token), after m.forward(mb): what braid-score's reward pass and the RM test read.
+std::vector<float> last_token_values(const model::Model& m, const model::Activations& acts, const io::SampleBatch& mb);
+
+class SftObjective final : public Objective {
+ public:
+  explicit SftObjective(std::int64_t head_chunk_rows = 128) : chunk_rows_(head_chunk_rows) {}
+  bool needs_lm_head() const override { return true; }
+  bool needs_value_head() const override { return false; }
+  LossStats loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
+                          double scale) override;
+
+ private:
+  std::int64_t chunk_rows_;
+  std::unique_ptr<rl::ChunkedLmHead<float>> head_;
+  DeviceRows<std::int32_t> targets_;
+  DeviceRows<float> logprob_, d_logprob_;
+};
+
+}  // namespace braid::train

@@ -1,0 +1,229 @@
+// The objectives on a whole tiny model: the gradient the objective and the model's
+// backward produce equals a finite difference of the objective's loss along a random
+// direction in parameter space; and micro-batching keeps every sequence and its arrays.
+#define BOOST_TEST_MODULE train_objectives
+#include <boost/test/unit_test.hpp>
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "train/micro_batches.hpp"
+#include "train/objectives.hpp"
+
+#include <cmath>
+#include <numeric>
+
+using namespace braid;
+
+namespace {
+
+model::ModelConfig tiny() {
+  return model::ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
+      .num_key_value_heads = 2, .intermediate_size = 64, .vocab_size = 24, .max_position_embeddings = 32};
+}
+
+io::SampleBatch random_batch(Rng& rng, std::size_t sequences) {
+  io::SampleBatch b;
+  for (std::size_t i = 0; i < sequences; ++i) {
+    const auto len = 6 + rng.below(8);
+    std::vector<std::int32_t> seq(len);
+    for (auto& t : seq) t = static_cast<std::int32_t>(rng.below(24));
+    b.add(seq, static_cast<std::int32_t>(2 + rng.below(3)), static_cast<std::int64_t>(i));
+  }
+  return b;
+}
+
+std::vector<float> per_token(Rng& rng, std::size_t n, double sd, double mean = 0) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(mean + sd * rng.normal());
+  return v;
+}
+
+struct Fixture {
+  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(1);
+};
+
+// Loss of the objective at the model's current weights (gradients discarded).
+double loss_at(model::Model& m, model::Activations& acts, train::Objective& obj, const io::SampleBatch& mb) {
+  m.forward({mb.tokens, mb.offsets}, acts);
+  return obj.loss_and_grad(m, acts, mb, 1.0).loss;
+}
+
+// g·d from one backward at scale s (divided by s) against (L(θ + h d) − L(θ − h d)) / 2h.
+void check_directional_derivative(model::Model& m, train::Objective& obj, const io::SampleBatch& mb, std::uint64_t seed) {
+  auto acts = m.make_activations({.max_tokens = 256, .max_sequences = 16, .training = true});
+  const double scale = 0.5;
+  m.zero_grad();
+  m.forward({mb.tokens, mb.offsets}, acts);
+  obj.loss_and_grad(m, acts, mb, scale);
+  m.backward(acts);
+
+  Rng rng(seed);
+  auto params = m.parameters();
+  auto grads = m.gradients();
+  std::vector<float> base(params.begin(), params.end()), dir(params.size());
+  double analytic = 0;
+  for (std::size_t i = 0; i < dir.size(); ++i) {
+    dir[i] = static_cast<float>(rng.normal());
+    analytic += double(grads[i]) * dir[i] / scale;
+  }
+  const double h = 1e-3;
+  auto shifted = [&](double t) {
+    for (std::size_t i = 0; i < dir.size(); ++i) params[i] = static_cast<float>(base[i] + t * dir[i]);
+    return loss_at(m, acts, obj, mb);
+  };
+  const double numeric = (shifted(h) - shifted(-h)) / (2 * h);
+  std::copy(base.begin(), base.end(), params.begin());
+  BOOST_TEST_MESSAGE("directional derivative: analytic " << analytic << ", numeric " << numeric);
+  BOOST_TEST(std::abs(analytic) > 1e-3);  // the check means something
+  BOOST_TEST(std::abs(analytic - numeric) <= 0.03 * std::abs(numeric) + 1e-4,
+             "analytic " << analytic << " vs numeric " << numeric);
+}
+
+// Current per-token logprobs of mb (entry t from row t − 1), for old logprobs near them.
+std::vector<float> current_logprobs(model::Model& m, const io::SampleBatch& mb) {
+  auto acts = m.make_activations({.max_tokens = 256, .max_sequences = 16});
+  m.forward({mb.tokens, mb.offsets}, acts);
+  rl::ChunkedLmHead<float> head(m.backend(), m.config().vocab_size, m.config().hidden_size, 16);
+  const auto targets = rl::next_token_targets({mb.tokens, mb.offsets});
+  std::vector<float> rows(mb.token_count()), out(mb.token_count(), 0.0f);
+  rl::token_logprobs<float>(m, acts, head, targets.data(), rows.data(), nullptr);
+  for (std::size_t i = 0; i < mb.size(); ++i)
+    for (std::size_t t = mb.begin(i) + 1; t < mb.end(i); ++t) out[t] = rows[t - 1];
+  return out;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(ppo_actor_gradient_through_the_whole_model, Fixture) {
+  model::Model m(tiny(), {.lm_head = true}, *be);
+  m.init_random(3, 0.2);  // larger weights than usual, so the policy is far from uniform
+  Rng rng(1);
+  io::SampleBatch mb = random_batch(rng, 4);
+  auto lp = current_logprobs(m, mb);
+  for (auto& x : lp) x += static_cast<float>(0.05 * rng.normal());
+  mb.logprobs_actor = lp;
+  mb.advantages = per_token(rng, mb.token_count(), 1.0);
+  train::PolicyObjective obj(train::ppo_actor_options(0.2, 0.01));
+  check_directional_derivative(m, obj, mb, 100);
+}
+
+BOOST_FIXTURE_TEST_CASE(grpo_actor_gradient_through_the_whole_model, Fixture) {
+  model::Model m(tiny(), {.lm_head = true}, *be);
+  m.init_random(4, 0.2);
+  Rng rng(2);
+  io::SampleBatch mb = random_batch(rng, 4);
+  auto lp = current_logprobs(m, mb);
+  mb.logprobs_actor = lp;
+  auto ref = lp;
+  for (auto& x : ref) x += static_cast<float>(0.3 * rng.normal());
+  mb.logprobs_ref = ref;
+  mb.advantages = per_token(rng, mb.token_count(), 1.0);
+  train::PolicyObjective obj(train::grpo_actor_options(0.2, 0.5));
+  check_directional_derivative(m, obj, mb, 101);
+}
+
+BOOST_FIXTURE_TEST_CASE(critic_gradient_through_the_whole_model, Fixture) {
+  model::Model m(tiny(), {.lm_head = false, .value_head = true}, *be);
+  m.init_random(5, 0.2);
+  Rng rng(3);
+  io::SampleBatch mb = random_batch(rng, 4);
+  mb.values = per_token(rng, mb.token_count(), 0.5);
+  mb.returns = per_token(rng, mb.token_count(), 1.0, 0.5);
+  train::ValueObjective obj(10.0);  // clipping far away: a smooth loss
+  check_directional_derivative(m, obj, mb, 102);
+}
+
+BOOST_FIXTURE_TEST_CASE(reward_model_gradient_through_the_whole_model, Fixture) {
+  model::Model m(tiny(), {.lm_head = false, .value_head = true}, *be);
+  m.init_random(6, 0.2);
+  Rng rng(4);
+  io::SampleBatch mb = random_batch(rng, 6);
+  train::PairwiseRewardObjective obj;
+  check_directional_derivative(m, obj, mb, 103);
+  io::SampleBatch odd = random_batch(rng, 3);
+  auto acts = m.make_activations({.max_tokens = 256, .max_sequences = 16, .training = true});
+  m.forward({odd.tokens, odd.offsets}, acts);
+  BOOST_CHECK_THROW(obj.loss_and_grad(m, acts, odd, 1.0), std::invalid_argument);
+}
+
+BOOST_FIXTURE_TEST_CASE(sft_gradient_through_the_whole_model, Fixture) {
+  model::Model m(tiny(), {.lm_head = true}, *be);
+  m.init_random(7, 0.2);
+  Rng rng(5);
+  io::SampleBatch mb = random_batch(rng, 4);
+  train::SftObjective obj(8);
+  check_directional_derivative(m, obj, mb, 104);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_missing_array_is_named, Fixture) {
+  model::Model m(tiny(), {.lm_head = true}, *be);
+  m.init_random(8);
+  Rng rng(6);
+  io::SampleBatch mb = random_batch(rng, 2);
+  mb.logprobs_actor = std::vector<float>(mb.token_count(), -1.0f);
+  auto acts = m.make_activations({.max_tokens = 256, .max_sequences = 16, .training = true});
+  m.forward({mb.tokens, mb.offsets}, acts);
+  train::PolicyObjective obj(train::ppo_actor_options());
+  try {
+    obj.loss_and_grad(m, acts, mb, 1.0);
+    BOOST_FAIL("no error for a batch without advantages");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("advantages") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(response_rows_are_weighted_by_token_or_sequence_mean) {
+  io::SampleBatch b;
+  b.add(std::vector<std::int32_t>{1, 2, 3, 4, 5}, 2, 0);  // response tokens 2..4 -> rows 1..3
+  b.add(std::vector<std::int32_t>{1, 2, 3}, 2, 1);        // response token 7 -> row 6
+  const auto tok = train::response_row_weights(b, train::Aggregation::token_mean);
+  const std::vector<float> want_tok{0, 0.25f, 0.25f, 0.25f, 0, 0, 0.25f, 0};
+  BOOST_TEST(tok == want_tok, boost::test_tools::per_element());
+  const auto seq = train::response_row_weights(b, train::Aggregation::sequence_mean);
+  const std::vector<float> want_seq{0, 1 / 6.f, 1 / 6.f, 1 / 6.f, 0, 0, 0.5f, 0};
+  for (std::size_t r = 0; r < seq.size(); ++r) BOOST_TEST(seq[r] == want_seq[r], boost::test_tools::tolerance(1e-6f));
+  const std::vector<float> arr{10, 11, 12, 13, 14, 20, 21, 22};
+  const auto rows = train::token_array_on_rows(b, arr);
+  const std::vector<float> want_rows{11, 12, 13, 14, 0, 21, 22, 0};
+  BOOST_TEST(rows == want_rows, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(micro_batches_keep_order_arrays_limits_and_groups) {
+  Rng rng(7);
+  io::SampleBatch b = random_batch(rng, 10);
+  b.advantages = per_token(rng, b.token_count(), 1.0);
+  b.reward = per_token(rng, b.size(), 1.0);
+  std::vector<std::size_t> order{9, 3, 0, 7, 1, 2, 8, 4, 6, 5};
+  const auto mbs = train::micro_batches(b, order, {.max_tokens = 30, .max_sequences = 3, .group = 2});
+  std::size_t k = 0;
+  for (const auto& mb : mbs) {
+    BOOST_TEST(mb.token_count() <= 30u);
+    BOOST_TEST(mb.size() <= 3u);
+    BOOST_TEST(mb.size() % 2 == 0u);
+    BOOST_TEST(mb.problems().empty());
+    for (std::size_t i = 0; i < mb.size(); ++i, ++k) {
+      const std::size_t src = order[k];
+      BOOST_TEST(mb.sample_id[i] == b.sample_id[src]);
+      BOOST_TEST((*mb.reward)[i] == (*b.reward)[src]);
+      const auto a = std::span<const float>(*mb.advantages).subspan(mb.begin(i), mb.length(i));
+      const auto want = std::span<const float>(*b.advantages).subspan(b.begin(src), b.length(src));
+      BOOST_TEST(std::equal(a.begin(), a.end(), want.begin(), want.end()));
+    }
+  }
+  BOOST_TEST(k == order.size());
+  BOOST_CHECK_THROW(train::micro_batches(b, order, {.max_tokens = 5}), UsageError);
+  BOOST_CHECK_THROW(train::micro_batches(b, std::span(order).first(3), {.max_tokens = 100, .group = 2}), UsageError);
+
+  const auto three = train::split_micro_batches(b, order, 3);
+  BOOST_TEST(three.size() == 3u);
+  std::size_t total = 0, largest = 0;
+  for (const auto& mb : three) {
+    BOOST_TEST(mb.size() >= 1u);
+    total += mb.size();
+    largest = std::max(largest, mb.token_count());
+  }
+  BOOST_TEST(total == 10u);
+  BOOST_TEST(largest <= b.token_count() / 3 + 14);  // within one sequence of an even split
+  BOOST_CHECK_THROW(train::split_micro_batches(b, order, 11), UsageError);
+}
