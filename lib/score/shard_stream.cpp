@@ -1,0 +1,193 @@
+#include "score/shard_stream.hpp"
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <regex>
+
+namespace braid::score {
+
+std::filesystem::path output_path(const std::filesystem::path& out_dir, const std::string& input,
+                                  const std::string& prefix) {
+  const std::string stem = std::filesystem::path(input).stem().string();
+  static const std::regex numbered("^.*-([0-9]+)$");
+  std::smatch m;
+  if (std::regex_match(stem, m, numbered)) return out_dir / fmt::format("{}-{}.h5", prefix, m[1].str());
+  return out_dir / fmt::format("{}-{}.h5", prefix, stem);
+}
+
+std::string forward_config(const std::string& input_config, const json& score_config, const std::string& file) {
+  json history = json::object();
+  if (!input_config.empty()) {
+    json in;
+    try {
+      in = json::parse(input_config);
+    } catch (const json::exception&) {
+      throw InputError(file, "attribute config", "is not valid JSON text");
+    }
+    if (!in.is_object()) throw InputError(file, "attribute config", "is not a JSON object");
+    if (in.contains("stage") && in["stage"].is_string()) {
+      history[in["stage"].get<std::string>()] = in;
+    } else {
+      history = in;
+    }
+  }
+  history["score"] = score_config;
+  return history.dump();
+}
+
+ShardStream::ShardStream(BatchScorer& scorer, StreamOptions opt,
+                         std::function<void(const std::filesystem::path&)> on_output, Progress* progress)
+    : scorer_(&scorer), opt_(std::move(opt)), on_output_(std::move(on_output)), progress_(progress) {
+  std::filesystem::create_directories(opt_.out_dir);
+}
+
+bool ShardStream::already_done(const std::string& input, const std::filesystem::path& out) {
+  if (!std::filesystem::exists(out)) return false;
+  const io::SampleShardInfo in = io::probe_sample_shard(input);
+  try {
+    const io::SampleShardInfo done = io::probe_sample_shard(out);
+    const auto has = [&](const char* name) {
+      return std::find(done.token_arrays.begin(), done.token_arrays.end(), name) != done.token_arrays.end();
+    };
+    if (done.sequences == in.sequences && done.has_reward && has("advantages") && has("returns")) return true;
+    log::warn("{} exists but is not a scoring of {} ({} of {} sequences, or arrays missing): scoring again",
+              out.string(), input, done.sequences, in.sequences);
+  } catch (const InputError& e) {
+    log::warn("{} exists but cannot be read ({}): scoring again", out.string(), e.what());
+  }
+  return false;
+}
+
+std::int64_t ShardStream::samples_per_prompt_of(const io::SampleShardMeta& meta, const std::string& input) {
+  std::int64_t found = 0;
+  if (!meta.config.empty()) {
+    const json cfg = json::parse(meta.config, nullptr, /*allow_exceptions=*/false);
+    for (const json* obj : {&cfg, cfg.is_object() && cfg.contains("generate") ? &cfg["generate"] : nullptr}) {
+      if (obj && obj->is_object() && obj->contains("samples_per_prompt") && (*obj)["samples_per_prompt"].is_number_integer()) {
+        found = (*obj)["samples_per_prompt"].get<std::int64_t>();
+        break;
+      }
+    }
+  }
+  if (opt_.samples_per_prompt > 0) {
+    if (found > 0 && found != opt_.samples_per_prompt) {
+      log::warn("{}: its config says samples_per_prompt {}, --samples-per-prompt says {}: using {}", input, found,
+                opt_.samples_per_prompt, opt_.samples_per_prompt);
+    }
+    return opt_.samples_per_prompt;
+  }
+  if (found <= 0) {
+    throw InputError(input, "attribute config",
+                     "has no samples_per_prompt (GRPO groups samples by prompt): pass --samples-per-prompt N");
+  }
+  return found;
+}
+
+void ShardStream::record_rewards(const io::SampleBatch& b, const std::string& input) {
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const std::int64_t id = b.sample_id[i];
+    if (!groups_->add(id, (*b.reward)[i])) {
+      throw InputError(input, "/sample_id",
+                       fmt::format("sample {} (sequence {}) was already read from {}", id, i, sample_origin_[id]));
+    }
+    sample_origin_[id] = input;
+  }
+}
+
+void ShardStream::write(const std::filesystem::path& out, io::SampleShard& shard, const std::string& input) {
+  io::write_sample_shard(out, shard.batch, shard.meta);
+  ++totals_.shards_scored;
+  log::info("wrote {} ({} sequences of {})", out.string(), shard.batch.size(), input);
+  on_output_(out);
+}
+
+void ShardStream::write_ready_groups() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    const bool ready = std::all_of(it->groups.begin(), it->groups.end(), [&](std::int64_t g) { return groups_->complete(g); });
+    if (!ready) {
+      ++it;
+      continue;
+    }
+    rl::broadcast_group_advantages(it->shard.batch, *groups_, scorer_->settings().std_eps);
+    write(it->output, it->shard, it->input);
+    it = pending_.erase(it);
+  }
+}
+
+void ShardStream::add(const std::string& input) {
+  const std::filesystem::path out = output_path(opt_.out_dir, input, opt_.prefix);
+  if (auto it = outputs_.find(out); it != outputs_.end()) {
+    throw InputError(input, "", fmt::format("its output {} is already the output of {} (inputs need distinct names)",
+                                            out.string(), it->second));
+  }
+  outputs_[out] = input;
+  const bool grpo = scorer_->settings().algorithm == Algorithm::grpo;
+
+  if (already_done(input, out)) {
+    log::info("{} is already scored in {}: skipped", input, out.string());
+    ++totals_.shards_skipped;
+    if (grpo) {
+      const io::SampleShard done = io::read_sample_shard(out);
+      if (!groups_) groups_.emplace(samples_per_prompt_of(done.meta, out.string()));
+      record_rewards(done.batch, out.string());
+    }
+    on_output_(out);
+    if (grpo) write_ready_groups();
+    return;
+  }
+
+  io::SampleShard shard = io::read_sample_shard(input);
+  io::SampleBatch& b = shard.batch;
+  scorer_->check(b, input);
+  if (grpo && !groups_) groups_.emplace(samples_per_prompt_of(shard.meta, input));
+  scorer_->score(b);
+
+  totals_.sequences += static_cast<std::int64_t>(b.size());
+  totals_.tokens += static_cast<std::int64_t>(b.token_count());
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    totals_.reward_sum += (*b.reward)[i];
+    totals_.response_tokens += static_cast<std::int64_t>(b.response_length(i));
+    if (b.logprobs_ref) {
+      const auto a = b.response_of(*b.logprobs_actor, i), r = b.response_of(*b.logprobs_ref, i);
+      for (std::size_t t = 0; t < a.size(); ++t) totals_.kl_sum += double(a[t]) - double(r[t]);
+    }
+  }
+  if (progress_) {
+    progress_->advance(b.size());
+    const double mean_reward = totals_.sequences > 0 ? totals_.reward_sum / double(totals_.sequences) : 0.0;
+    progress_->set_status(fmt::format("mean reward {:.3f}", mean_reward));
+  }
+
+  shard.meta.config = forward_config(shard.meta.config, opt_.score_config, input);
+  shard.meta.created_by = opt_.created_by;
+  if (!grpo) {
+    write(out, shard, input);
+    return;
+  }
+  record_rewards(b, input);
+  Pending p{input, out, std::move(shard), {}};
+  for (std::int64_t id : p.shard.batch.sample_id) p.groups.insert(groups_->group_of(id));
+  pending_.push_back(std::move(p));
+  write_ready_groups();
+}
+
+void ShardStream::finish() {
+  if (pending_.empty()) return;
+  std::vector<std::string> problems;
+  for (const Pending& p : pending_) {
+    for (std::int64_t g : p.groups) {
+      if (!groups_->complete(g)) {
+        problems.push_back(fmt::format("{}: /sample_id: group {} (samples {}..{}) has {} of its {} samples", p.input, g,
+                                       g * groups_->samples_per_prompt(), (g + 1) * groups_->samples_per_prompt() - 1,
+                                       groups_->count(g), groups_->samples_per_prompt()));
+      }
+    }
+  }
+  throw InputError("incomplete GRPO groups at the end of the input", problems);
+}
+
+}  // namespace braid::score
