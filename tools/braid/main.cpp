@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   braid::driver::add_init_command(app, verbs);
   braid::driver::add_import_command(app, verbs);
   braid::driver::add_export_command(app, verbs);
+  braid::driver::add_run_command(app, verbs);
+  braid::driver::add_makefile_command(app, verbs);
 
   return braid::cli::run(app, argc, argv, [&] { return verbs.run(); });
 }

@@ -1,0 +1,46 @@
+// Where a run keeps its files: one folder per iteration under the output folder.
+//
+//   OUT/iter-0000/actor.h5 ...          the random start (models with an "init" block)
+//   OUT/iter-0001/samples/gen-*.h5      braid-generate's shards
+//   OUT/iter-0001/scored/scored-*.h5    braid-score's shards
+//   OUT/iter-0001/{generate,score,train}.stats.json
+//   OUT/iter-0001/actor.h5 critic.h5    (+ .optim.h5) the checkpoints iteration 2 starts from
+//   OUT/iter-0001/metrics.json          the iteration's summary; OUT/metrics.jsonl gathers them
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace braid::driver {
+
+class Layout {
+ public:
+  explicit Layout(std::filesystem::path out) : out_(std::move(out)) {}
+
+  const std::filesystem::path& out() const { return out_; }
+  std::filesystem::path iteration_dir(int iteration) const;
+  std::filesystem::path samples_dir(int iteration) const { return iteration_dir(iteration) / "samples"; }
+  std::filesystem::path scored_dir(int iteration) const { return iteration_dir(iteration) / "scored"; }
+  // "generate", "score", "train" -> iter-000N/<stage>.stats.json
+  std::filesystem::path stats_file(int iteration, std::string_view stage) const;
+  // "actor" -> iter-000N/actor.h5
+  std::filesystem::path checkpoint(int iteration, std::string_view model) const;
+  std::filesystem::path iteration_metrics(int iteration) const { return iteration_dir(iteration) / "metrics.json"; }
+  std::filesystem::path metrics_file() const { return out_ / "metrics.jsonl"; }
+
+ private:
+  std::filesystem::path out_;
+};
+
+// The files a checkpoint spec stands for: the file itself, else its stage files
+// "x.stage<i>-of-<S>.h5" (as train::checkpoint_files finds them); empty when neither exists.
+std::vector<std::filesystem::path> checkpoint_files_of(const std::filesystem::path& spec);
+inline bool checkpoint_present(const std::filesystem::path& spec) { return !checkpoint_files_of(spec).empty(); }
+
+// The AdamW state braid-train keeps beside a checkpoint: "x.h5" -> "x.optim.h5".
+std::filesystem::path optimizer_path(const std::filesystem::path& checkpoint);
+
+}  // namespace braid::driver

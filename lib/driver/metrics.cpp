@@ -1,0 +1,108 @@
+#include "driver/metrics.hpp"
+
+#include <algorithm>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "io/sample_shard.hpp"
+
+namespace braid::driver {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<fs::path> scored_shards(const Layout& layout, int iteration) {
+  std::vector<fs::path> shards;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(layout.scored_dir(iteration), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("scored-", 0) == 0 && name.ends_with(".h5")) shards.push_back(e.path());
+  }
+  std::sort(shards.begin(), shards.end());
+  return shards;
+}
+
+// A stats file, or an empty object when the stage wrote none.
+json read_stats(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return json::object();
+  json doc = load_json_file(path.string());
+  return doc.is_object() ? doc : json::object();
+}
+
+// The train stats' figures beyond the common keys (losses, clip fraction, ...), one level deep.
+ordered_json train_figures(const json& stats) {
+  static const std::vector<std::string> common = {"format", "version", "stage", "wall_seconds",
+                                                  "sequences", "tokens", "calls"};
+  ordered_json out = ordered_json::object();
+  for (const auto& [key, value] : stats.items()) {
+    if (std::find(common.begin(), common.end(), key) != common.end()) continue;
+    if (value.is_number()) {
+      out[key] = value;
+    } else if (value.is_object()) {
+      for (const auto& [k, v] : value.items()) {
+        if (v.is_number()) out[key + "." + k] = v;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+ordered_json iteration_metrics(const Layout& layout, int iteration) {
+  std::int64_t sequences = 0, response_tokens = 0, kl_tokens = 0;
+  double reward_sum = 0, kl_sum = 0;
+  for (const auto& path : scored_shards(layout, iteration)) {
+    const io::SampleShard shard = io::read_sample_shard(path);
+    const io::SampleBatch& b = shard.batch;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      ++sequences;
+      response_tokens += static_cast<std::int64_t>(b.response_length(i));
+      if (b.reward) reward_sum += (*b.reward)[i];
+      if (b.logprobs_actor && b.logprobs_ref) {
+        const auto actor = b.response_of(*b.logprobs_actor, i);
+        const auto ref = b.response_of(*b.logprobs_ref, i);
+        for (std::size_t t = 0; t < actor.size(); ++t) kl_sum += static_cast<double>(actor[t]) - ref[t];
+        kl_tokens += static_cast<std::int64_t>(actor.size());
+      }
+    }
+  }
+  ordered_json m;
+  m["iteration"] = iteration;
+  m["sequences"] = sequences;
+  m["response_tokens"] = response_tokens;
+  const double n = sequences > 0 ? static_cast<double>(sequences) : 1.0;
+  m["mean_reward"] = reward_sum / n;
+  m["mean_response_length"] = static_cast<double>(response_tokens) / n;
+  if (kl_tokens > 0) m["kl"] = kl_sum / static_cast<double>(kl_tokens);
+  ordered_json seconds = ordered_json::object();
+  json train_stats;
+  for (const char* stage : {"generate", "score", "train"}) {
+    const json stats = read_stats(layout.stats_file(iteration, stage));
+    if (stats.contains("wall_seconds") && stats["wall_seconds"].is_number()) seconds[stage] = stats["wall_seconds"];
+    if (std::string_view(stage) == "train") train_stats = stats;
+  }
+  m["seconds"] = seconds;
+  m["train"] = train_figures(train_stats);
+  return m;
+}
+
+std::string summary_line(const ordered_json& m) {
+  std::string line = fmt::format("iteration {}: reward {:.4f}  length {:.1f}", m.value("iteration", 0),
+                                 m.value("mean_reward", 0.0), m.value("mean_response_length", 0.0));
+  if (m.contains("kl")) line += fmt::format("  kl {:.4f}", m["kl"].get<double>());
+  if (m.contains("train")) {
+    for (const auto& [key, value] : m["train"].items()) {
+      if (key.find("loss") != std::string::npos) line += fmt::format("  {} {:.4g}", key, value.get<double>());
+    }
+  }
+  if (m.contains("seconds")) {
+    line += "  |";
+    for (const auto& [stage, s] : m["seconds"].items()) line += fmt::format(" {} {:.1f}s", stage, s.get<double>());
+  }
+  return line;
+}
+
+}  // namespace braid::driver

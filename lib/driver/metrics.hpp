@@ -1,0 +1,22 @@
+// What one iteration did, in numbers: the mean reward, response length and KL
+// read from its scored shards, the seconds of each stage and the training
+// figures read from the tools' --stats files. `braid run` prints it as one line
+// and gathers the iterations in OUT/metrics.jsonl.
+#pragma once
+
+#include <string>
+
+#include "core/json.hpp"
+#include "driver/layout.hpp"
+
+namespace braid::driver {
+
+// {"iteration", "sequences", "response_tokens", "mean_reward", "mean_response_length",
+//  "kl" (mean over response tokens of logprob_actor - logprob_ref; absent without a ref),
+//  "seconds": {"generate","score","train"}, "train": {the train stats' own figures}}
+ordered_json iteration_metrics(const Layout& layout, int iteration);
+
+// "iter 3: reward 0.412  len 17.3  kl 0.0123  | policy_loss ...  | gen 4.1s score 2.0s train 6.3s"
+std::string summary_line(const ordered_json& metrics);
+
+}  // namespace braid::driver

@@ -1,0 +1,197 @@
+#include "driver/plan.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <system_error>
+
+#include <fmt/format.h>
+
+namespace braid::driver {
+namespace {
+
+namespace fs = std::filesystem;
+
+using Argv = std::vector<std::string>;
+
+void append(Argv& argv, const ToolFlags& flags) {
+  for (const auto& [flag, value] : flags) {
+    argv.push_back(flag);
+    argv.push_back(value);
+  }
+}
+
+void append_common(Argv& argv, const RunSpec& spec, const PlanOptions& opt) {
+  if (spec.threads) {
+    argv.emplace_back("--threads");
+    argv.push_back(std::to_string(*spec.threads));
+  }
+  argv.insert(argv.end(), opt.verbosity.begin(), opt.verbosity.end());
+}
+
+// Each iteration samples and shuffles with its own seed, derived from the run's.
+std::string iteration_seed(const RunSpec& spec, int iteration) {
+  return std::to_string(spec.seed * 10000 + static_cast<std::uint64_t>(iteration));
+}
+
+fs::path model_start(const ModelSource& src, const Layout& layout, std::string_view name) {
+  return src.kind == ModelSource::Kind::init ? layout.checkpoint(0, name) : src.path;
+}
+
+Step init_step(const ModelSource& src, const Layout& layout, const PlanOptions& opt, std::string_view name,
+               bool value_head) {
+  const fs::path out = layout.checkpoint(0, name);
+  Argv argv = {opt.tools.braid, "init", "--config", src.path.string(), "--seed", std::to_string(src.seed)};
+  if (value_head) {
+    argv.emplace_back("--value-head");
+    argv.emplace_back("--no-lm-head");
+  }
+  argv.insert(argv.end(), {"-o", out.string()});
+  argv.insert(argv.end(), opt.verbosity.begin(), opt.verbosity.end());
+  return Step{.name = fmt::format("init {}", name),
+              .pipeline = {Command{.stage = "init", .argv = std::move(argv)}},
+              .inputs = {src.path},
+              .outputs = {out},
+              .stale = {}};
+}
+
+}  // namespace
+
+Tools find_tools() {
+  Tools tools;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return tools;
+  tools.braid = self.string();
+  auto beside = [&](std::string& tool) {
+    const fs::path p = self.parent_path() / tool;
+    if (::access(p.c_str(), X_OK) == 0) tool = p.string();
+  };
+  beside(tools.generate);
+  beside(tools.score);
+  beside(tools.train);
+  return tools;
+}
+
+fs::path actor_after(const RunSpec& spec, const Layout& layout, int iteration) {
+  return iteration == 0 ? model_start(spec.actor, layout, "actor") : layout.checkpoint(iteration, "actor");
+}
+
+fs::path critic_after(const RunSpec& spec, const Layout& layout, int iteration) {
+  return iteration == 0 ? model_start(spec.critic, layout, "critic") : layout.checkpoint(iteration, "critic");
+}
+
+std::optional<fs::path> ref_checkpoint(const RunSpec& spec, const Layout& layout) {
+  switch (spec.ref.kind) {
+    case ModelSource::Kind::initial_actor: return actor_after(spec, layout, 0);
+    case ModelSource::Kind::checkpoint:
+    case ModelSource::Kind::init: return model_start(spec.ref, layout, "ref");
+    default: return std::nullopt;
+  }
+}
+
+std::optional<fs::path> reward_checkpoint(const RunSpec& spec, const Layout& layout) {
+  if (spec.reward.kind == ModelSource::Kind::checkpoint || spec.reward.kind == ModelSource::Kind::init) {
+    return model_start(spec.reward, layout, "reward");
+  }
+  return std::nullopt;
+}
+
+std::vector<Step> init_steps(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
+  std::vector<Step> steps;
+  using K = ModelSource::Kind;
+  if (spec.actor.kind == K::init) steps.push_back(init_step(spec.actor, layout, opt, "actor", false));
+  if (spec.uses_critic() && spec.critic.kind == K::init) {
+    steps.push_back(init_step(spec.critic, layout, opt, "critic", true));
+  }
+  if (spec.ref.kind == K::init) steps.push_back(init_step(spec.ref, layout, opt, "ref", false));
+  if (spec.reward.kind == K::init) steps.push_back(init_step(spec.reward, layout, opt, "reward", true));
+  return steps;
+}
+
+Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i) {
+  const fs::path actor = actor_after(spec, layout, i - 1);
+  const fs::path gen_stats = layout.stats_file(i, "generate");
+  const fs::path score_stats = layout.stats_file(i, "score");
+  Step step{.name = fmt::format("iteration {} generate | score", i), .pipeline = {}, .inputs = {actor, spec.prompts},
+            .outputs = {gen_stats, score_stats},
+            .stale = {layout.samples_dir(i), layout.scored_dir(i), gen_stats, score_stats}};
+
+  Argv gen = {opt.tools.generate, "--actor", actor.string(), "--prompts", spec.prompts.string(),
+              "-o", layout.samples_dir(i).string(), "--tokenizer", spec.tokenizer,
+              "--seed", iteration_seed(spec, i), "--stats", gen_stats.string()};
+  append(gen, spec.generate);
+  append_common(gen, spec, opt);
+
+  Argv score = {opt.tools.score, "-", "-o", layout.scored_dir(i).string(), "--tokenizer", spec.tokenizer,
+                "--algorithm", spec.algorithm, "--stats", score_stats.string()};
+  if (auto ref = ref_checkpoint(spec, layout)) {
+    score.insert(score.end(), {"--ref", ref->string()});
+    step.inputs.push_back(*ref);
+  }
+  if (spec.uses_critic()) {
+    const fs::path critic = critic_after(spec, layout, i - 1);
+    score.insert(score.end(), {"--critic", critic.string()});
+    step.inputs.push_back(critic);
+  }
+  if (auto reward = reward_checkpoint(spec, layout)) {
+    score.insert(score.end(), {"--reward", reward->string()});
+    step.inputs.push_back(*reward);
+  } else {
+    score.insert(score.end(), {"--reward-rule", spec.reward.rule});
+  }
+  append(score, spec.score);
+  append_common(score, spec, opt);
+  if (spec.tokenizer != "byte") step.inputs.emplace_back(spec.tokenizer);
+
+  // The reference model is often the start actor: each file once.
+  std::vector<fs::path> inputs;
+  for (auto& in : step.inputs) {
+    if (std::find(inputs.begin(), inputs.end(), in) == inputs.end()) inputs.push_back(in);
+  }
+  step.inputs = std::move(inputs);
+  step.pipeline.push_back(Command{.stage = "generate", .argv = std::move(gen)});
+  step.pipeline.push_back(Command{.stage = "score", .argv = std::move(score)});
+  return step;
+}
+
+std::vector<fs::path> trained_checkpoints(const RunSpec& spec, const Layout& layout, int i) {
+  std::vector<fs::path> out = {layout.checkpoint(i, "actor")};
+  if (spec.uses_critic()) out.push_back(layout.checkpoint(i, "critic"));
+  return out;
+}
+
+Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i) {
+  const auto outputs = trained_checkpoints(spec, layout, i);
+  Step step{.name = fmt::format("iteration {} train", i), .pipeline = {},
+            .inputs = {layout.stats_file(i, "score"), actor_after(spec, layout, i - 1)}, .outputs = outputs,
+            .stale = {}};
+  for (const auto& ckpt : outputs) {
+    step.stale.push_back(ckpt);
+    step.stale.push_back(optimizer_path(ckpt));
+  }
+  step.stale.push_back(layout.stats_file(i, "train"));
+
+  Argv argv;
+  if (spec.schedule) argv = {opt.tools.mpirun, "-np", std::to_string(spec.ranks)};
+  argv.insert(argv.end(), {opt.tools.train, spec.algorithm});
+  const std::size_t shards_at = argv.size();
+  argv.insert(argv.end(), {"--actor", actor_after(spec, layout, i - 1).string(), "--actor-out", outputs[0].string()});
+  if (spec.uses_critic()) {
+    const fs::path critic = critic_after(spec, layout, i - 1);
+    argv.insert(argv.end(), {"--critic", critic.string(), "--critic-out", outputs[1].string()});
+    step.inputs.push_back(critic);
+  }
+  argv.insert(argv.end(), {"--seed", iteration_seed(spec, i), "--stats", layout.stats_file(i, "train").string()});
+  if (spec.schedule) {
+    argv.insert(argv.end(), {"--schedule", spec.schedule->string()});
+    step.inputs.push_back(*spec.schedule);
+  }
+  append(argv, spec.train);
+  append_common(argv, spec, opt);
+  step.pipeline.push_back(Command{.stage = "train", .argv = std::move(argv), .shards_from = layout.scored_dir(i),
+                                  .shards_pattern = "scored-*.h5", .shards_at = shards_at});
+  return step;
+}
+
+}  // namespace braid::driver

@@ -1,0 +1,74 @@
+// The commands of a run, as data: which processes each step starts, the files it
+// reads and the files that show it done. `braid run` executes these steps and
+// `braid makefile` writes them as Makefile rules, so the two cannot drift apart.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "driver/layout.hpp"
+#include "driver/run_file.hpp"
+
+namespace braid::driver {
+
+// The executables a run starts (paths, or bare names looked up on PATH).
+struct Tools {
+  std::string braid = "braid";
+  std::string generate = "braid-generate";
+  std::string score = "braid-score";
+  std::string train = "braid-train";
+  std::string mpirun = "mpirun";
+};
+
+// The stage tools beside the running braid executable when they are there, else their names (PATH).
+Tools find_tools();
+
+// One process of a step. `shards_from`, when set, stands for the sample shards
+// "<dir>/<pattern>" inserted at argv[shards_at]: they exist only once the previous
+// step ran, so `braid run` lists the folder and a Makefile writes a shell glob.
+struct Command {
+  std::string stage;               // "generate", "score", "train", "init"
+  std::vector<std::string> argv;
+  std::optional<std::filesystem::path> shards_from;
+  std::string shards_pattern;      // "scored-*.h5"
+  std::size_t shards_at = 0;
+};
+
+// A step: one process, or several with each one's stdout piped into the next
+// (generate | score); the last one's stdout is discarded (it lists files the
+// driver finds by itself). The step is due when an output is missing or older
+// than an input; `stale` is removed first when existing outputs are out of date,
+// so that tools which skip complete files do not keep results of an older model.
+struct Step {
+  std::string name;                // "iteration 2 rollout", for messages
+  std::vector<Command> pipeline;
+  std::vector<std::filesystem::path> inputs;
+  std::vector<std::filesystem::path> outputs;
+  std::vector<std::filesystem::path> stale;
+};
+
+// Extra arguments every stage tool gets (-q, -v) when braid run passes its own on.
+struct PlanOptions {
+  Tools tools;
+  std::vector<std::string> verbosity;
+};
+
+// The checkpoint a model has after `iteration` (0: the start).
+std::filesystem::path actor_after(const RunSpec& spec, const Layout& layout, int iteration);
+std::filesystem::path critic_after(const RunSpec& spec, const Layout& layout, int iteration);
+// The fixed models: a checkpoint, or (when empty) none.
+std::optional<std::filesystem::path> ref_checkpoint(const RunSpec& spec, const Layout& layout);
+std::optional<std::filesystem::path> reward_checkpoint(const RunSpec& spec, const Layout& layout);
+
+// `braid init` of each model the run file gives an "init" block (iteration 0).
+std::vector<Step> init_steps(const RunSpec& spec, const Layout& layout, const PlanOptions& opt);
+// Iteration i (from 1): generate | score, then train.
+Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int iteration);
+Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int iteration);
+
+// The checkpoints an iteration's training writes (the step's outputs).
+std::vector<std::filesystem::path> trained_checkpoints(const RunSpec& spec, const Layout& layout, int iteration);
+
+}  // namespace braid::driver

@@ -1,0 +1,271 @@
+#include "driver/run_file.hpp"
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "driver/layout.hpp"
+
+namespace braid::driver {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One option of a stage tool that the run file may set: its key in the run file,
+// whether it is an integer, and its bounds. The flag is the key with dashes.
+struct Setting {
+  const char* key;
+  bool integer;
+  Bounds bounds;
+};
+
+const std::vector<Setting>& generate_settings() {
+  static const std::vector<Setting> s = {
+      {"samples_per_prompt", true, {.min = 1}}, {"max_new_tokens", true, {.min = 1}},
+      {"temperature", false, {.min = 0}},       {"top_p", false, {.min = 0, .max = 1, .exclusive_min = true}},
+      {"top_k", true, {.min = 0}},              {"max_batch", true, {.min = 1}},
+      {"shard_size", true, {.min = 1}},         {"limit", true, {.min = 1}},
+  };
+  return s;
+}
+
+const std::vector<Setting>& score_settings() {
+  static const std::vector<Setting> s = {
+      {"kl_coef", false, {.min = 0}}, {"gamma", false, {.min = 0, .max = 1}}, {"lambda", false, {.min = 0, .max = 1}}};
+  return s;
+}
+
+// PPO trains a critic beside the actor; GRPO has none but may hold the actor near the ref by a KL term.
+std::vector<Setting> train_settings(const std::string& algorithm) {
+  std::vector<Setting> s = {{"lr", false, {.min = 0, .exclusive_min = true}},
+                            {"epochs", true, {.min = 1}},
+                            {"mini_batch", true, {.min = 1}},
+                            {"micro_tokens", true, {.min = 1}},
+                            {"clip", false, {.min = 0, .exclusive_min = true}},
+                            {"entropy_coef", false, {.min = 0}}};
+  if (algorithm == "grpo") {
+    s.push_back({"kl_coef", false, {.min = 0}});
+  } else {
+    s.push_back({"critic_lr", false, {.min = 0, .exclusive_min = true}});
+    s.push_back({"value_clip", false, {.min = 0, .exclusive_min = true}});
+  }
+  return s;
+}
+
+std::vector<std::string> keys_of(const std::vector<Setting>& settings, std::vector<std::string> extra = {}) {
+  for (const auto& s : settings) extra.emplace_back(s.key);
+  return extra;
+}
+
+std::string flag_of(std::string key) {
+  for (auto& ch : key) {
+    if (ch == '_') ch = '-';
+  }
+  return "--" + key;
+}
+
+// Reads the settings present in obj (the others keep the tool's default).
+ToolFlags read_settings(Checker& c, const json& obj, const std::string& where, const std::vector<Setting>& settings) {
+  ToolFlags flags;
+  if (!obj.is_object()) return flags;
+  for (const auto& s : settings) {
+    if (!obj.contains(s.key)) continue;
+    if (s.integer) {
+      if (auto v = c.integer(obj, where, s.key, s.bounds)) flags.emplace_back(flag_of(s.key), fmt::format("{}", *v));
+    } else {
+      if (auto v = c.number(obj, where, s.key, s.bounds)) flags.emplace_back(flag_of(s.key), fmt::format("{}", *v));
+    }
+  }
+  return flags;
+}
+
+// A path of the run file, taken relative to the run file's folder.
+fs::path resolve(const fs::path& dir, const std::string& p) {
+  const fs::path path(p);
+  return (path.is_absolute() ? path : dir / path).lexically_normal();
+}
+
+// "digits", "chars:SET", "length:N", "regex:RE" (braid-score's --reward-rule).
+std::optional<std::string> rule_problem(const std::string& rule) {
+  if (rule == "digits") return std::nullopt;
+  auto arg = [&](std::string_view prefix) -> std::optional<std::string> {
+    if (rule.rfind(prefix, 0) != 0) return std::nullopt;
+    return rule.substr(prefix.size());
+  };
+  if (auto set = arg("chars:")) {
+    if (set->empty()) return "chars: needs the characters to count (chars:SET)";
+    return std::nullopt;
+  }
+  if (auto n = arg("length:")) {
+    const bool digits = !n->empty() && n->find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoll(n->substr(0, 12)) <= 0) return "length: needs a positive whole number (length:N)";
+    return std::nullopt;
+  }
+  if (auto re = arg("regex:")) {
+    if (re->empty()) return "regex: needs an expression (regex:RE)";
+    return std::nullopt;
+  }
+  return fmt::format("is \"{}\", expected digits, chars:SET, length:N or regex:RE", rule);
+}
+
+struct ModelRules {
+  bool rule_allowed = false;
+};
+
+ModelSource read_model(Checker& c, const json& models, const std::string& key, const fs::path& dir,
+                       ModelRules rules) {
+  ModelSource src;
+  const std::string field = Checker::path("models", key);
+  const json& v = models.at(key);
+  auto checkpoint = [&](const std::string& spec, const std::string& at) {
+    src.kind = ModelSource::Kind::checkpoint;
+    src.path = resolve(dir, spec);
+    if (!checkpoint_present(src.path)) {
+      c.fail(at, fmt::format("no checkpoint {} (neither the file nor its stage files)", src.path.string()));
+    }
+  };
+  if (v.is_string()) {
+    checkpoint(v.get<std::string>(), field);
+    return src;
+  }
+  if (!v.is_object()) {
+    c.fail(field, rules.rule_allowed ? "expected a checkpoint path or an object with \"init\" or \"rule\""
+                                     : "expected a checkpoint path or an object with \"init\"");
+    return src;
+  }
+  std::vector<std::string> known = {"checkpoint", "init"};
+  if (rules.rule_allowed) known.emplace_back("rule");
+  c.no_unknown_keys(v, field, known);
+  int given = 0;
+  for (const auto& k : known) given += v.contains(k) ? 1 : 0;
+  if (given != 1) {
+    c.fail(field, fmt::format("give exactly one of: {}", fmt::join(known, ", ")));
+    return src;
+  }
+  if (v.contains("checkpoint")) {
+    if (auto s = c.string(v, field, "checkpoint")) checkpoint(*s, Checker::path(field, "checkpoint"));
+  } else if (v.contains("init")) {
+    src.kind = ModelSource::Kind::init;
+    const std::string at = Checker::path(field, "init");
+    const json& init = c.object(v, field, "init");
+    c.no_unknown_keys(init, at, {"config", "seed"});
+    if (auto cfg = c.string(init, at, "config")) {
+      src.path = resolve(dir, *cfg);
+      if (!fs::is_regular_file(src.path)) c.fail(Checker::path(at, "config"), "no file " + src.path.string());
+    }
+    src.seed = static_cast<std::uint64_t>(c.integer(init, at, "seed", {.min = 0}, 0).value_or(0));
+  } else if (auto rule = c.string(v, field, "rule")) {
+    src.kind = ModelSource::Kind::rule;
+    src.rule = *rule;
+    if (auto problem = rule_problem(*rule)) c.fail(Checker::path(field, "rule"), *problem);
+  }
+  return src;
+}
+
+void read_models(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec) {
+  const json& models = c.object(doc, "", "models");
+  if (!doc.contains("models") || !doc["models"].is_object()) return;  // already reported
+  c.no_unknown_keys(models, "models", {"actor", "critic", "ref", "reward"});
+  auto present = [&](const char* k) { return models.contains(k); };
+  if (present("actor")) {
+    spec.actor = read_model(c, models, "actor", dir, {});
+  } else {
+    c.fail("models.actor", "missing (required)");
+  }
+  if (present("critic")) {
+    if (spec.uses_critic()) {
+      spec.critic = read_model(c, models, "critic", dir, {});
+    } else {
+      c.fail("models.critic", fmt::format("not used by {} (leave it out)", spec.algorithm));
+    }
+  } else if (spec.uses_critic()) {
+    c.fail("models.critic", "missing (required by ppo)");
+  }
+  spec.ref.kind = ModelSource::Kind::initial_actor;
+  if (present("ref")) spec.ref = read_model(c, models, "ref", dir, {});
+  if (present("reward")) {
+    spec.reward = read_model(c, models, "reward", dir, {.rule_allowed = true});
+  } else {
+    c.fail("models.reward", "missing (required: a checkpoint, an init block or a rule)");
+  }
+}
+
+// The fused pipeline runs one MPI rank per device of its schedule.
+int schedule_devices(Checker& c, const fs::path& schedule) {
+  if (!fs::is_regular_file(schedule)) {
+    c.fail("train.schedule", "no file " + schedule.string());
+    return 1;
+  }
+  try {
+    const json doc = load_json_file(schedule.string());
+    const json* devices = nullptr;
+    if (doc.is_object() && doc.contains("spec") && doc["spec"].is_object() && doc["spec"].contains("devices")) {
+      devices = &doc["spec"]["devices"];
+    }
+    if (devices != nullptr && devices->is_number_integer() && devices->get<int>() >= 1) return devices->get<int>();
+    c.fail("train.ranks", fmt::format("missing, and {} names no spec.devices to take it from", schedule.string()));
+  } catch (const InputError& e) {
+    c.fail("train.schedule", e.what());
+  }
+  return 1;
+}
+
+}  // namespace
+
+RunSpec load_run_file(const fs::path& path) {
+  const json doc = load_json_file(path.string());
+  Checker c(path.string());
+  c.format(doc, kRunFormat, kRunVersion);
+  if (!doc.is_object()) c.check();
+  c.no_unknown_keys(doc, "", {"format", "version", "comment", "algorithm", "models", "prompts", "tokenizer",
+                              "iterations", "seed", "threads", "generate", "score", "train"});
+  RunSpec spec;
+  spec.file = path;
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  spec.algorithm = c.string(doc, "", "algorithm", {"ppo", "grpo"}, "ppo").value_or("ppo");
+  read_models(c, doc, dir, spec);
+
+  if (auto prompts = c.string(doc, "", "prompts")) {
+    spec.prompts = resolve(dir, *prompts);
+    if (!fs::is_regular_file(spec.prompts)) c.fail("prompts", "no file " + spec.prompts.string());
+  }
+  if (auto tok = c.string(doc, "", "tokenizer", {}, "byte")) {
+    spec.tokenizer = *tok == "byte" ? *tok : resolve(dir, *tok).string();
+    if (*tok != "byte" && !fs::exists(spec.tokenizer)) c.fail("tokenizer", "no file " + spec.tokenizer);
+  }
+  spec.iterations = static_cast<int>(c.integer(doc, "", "iterations", {.min = 1, .max = 9999}).value_or(1));
+  spec.seed = static_cast<std::uint64_t>(c.integer(doc, "", "seed", {.min = 0}, 0).value_or(0));
+  if (doc.contains("threads")) {
+    if (auto t = c.integer(doc, "", "threads", {.min = 1, .max = 4096})) spec.threads = static_cast<int>(*t);
+  }
+
+  // Each stage section is optional: a tool's defaults are a fine start.
+  auto section = [&](const char* key) -> const json& {
+    static const json empty = json::object();
+    return doc.contains(key) ? c.object(doc, "", key) : empty;
+  };
+  const json& gen = section("generate");
+  c.no_unknown_keys(gen, "generate", keys_of(generate_settings()));
+  spec.generate = read_settings(c, gen, "generate", generate_settings());
+  const json& score = section("score");
+  c.no_unknown_keys(score, "score", keys_of(score_settings()));
+  spec.score = read_settings(c, score, "score", score_settings());
+  const json& train = section("train");
+  const auto train_keys = train_settings(spec.algorithm);
+  c.no_unknown_keys(train, "train", keys_of(train_keys, {"schedule", "ranks"}));
+  spec.train = read_settings(c, train, "train", train_keys);
+  if (train.contains("schedule")) {
+    if (auto s = c.string(train, "train", "schedule")) {
+      spec.schedule = resolve(dir, *s);
+      spec.ranks = train.contains("ranks") ? 1 : schedule_devices(c, *spec.schedule);
+    }
+  }
+  if (train.contains("ranks")) {
+    if (!train.contains("schedule")) c.fail("train.ranks", "only with a schedule (the fused pipeline under mpirun)");
+    spec.ranks = static_cast<int>(c.integer(train, "train", "ranks", {.min = 1, .max = 65536}).value_or(1));
+  }
+  c.check();
+  return spec;
+}
+
+}  // namespace braid::driver

@@ -1,0 +1,58 @@
+// The run file ("braid.run", version 1; docs/formats-run.md): one RL experiment
+// as `braid run` and `braid makefile` read it. Parsing lists every problem of the
+// file at once (core/json.hpp's Checker); paths in it are taken relative to the
+// run file's own folder, so a run file and its prompts travel together.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace braid::driver {
+
+inline constexpr const char* kRunFormat = "braid.run";
+inline constexpr int kRunVersion = 1;
+
+// Where a model of the run comes from.
+struct ModelSource {
+  enum class Kind {
+    absent,         // not given (a critic under GRPO)
+    checkpoint,     // a checkpoint spec (a file, or the stem of stage files)
+    init,           // random weights from `braid init`
+    rule,           // a built-in reward rule (reward only)
+    initial_actor,  // the actor the run starts from (the default reference model)
+  };
+  Kind kind = Kind::absent;
+  std::filesystem::path path;   // checkpoint spec, or init's config.json
+  std::uint64_t seed = 0;       // init
+  std::string rule;             // rule: "digits", "chars:SET", "length:N", "regex:RE"
+};
+
+// A stage tool's option as the run file sets it: "--max-new-tokens", "24".
+// Only what the run file names is passed on; everything else keeps the tool's default.
+using ToolFlags = std::vector<std::pair<std::string, std::string>>;
+
+struct RunSpec {
+  std::filesystem::path file;       // the run file itself
+  std::string algorithm = "ppo";    // "ppo" or "grpo"
+  ModelSource actor, critic, ref, reward;
+  std::filesystem::path prompts;
+  std::string tokenizer = "byte";   // "byte" or a (resolved) path
+  int iterations = 1;
+  std::uint64_t seed = 0;           // generation and training seeds derive from it per iteration
+  std::optional<int> threads;
+  ToolFlags generate, score, train;
+  std::optional<std::filesystem::path> schedule;  // braid-train's fused pipeline under mpirun
+  int ranks = 1;                                  // MPI ranks for the fused pipeline
+
+  bool uses_critic() const { return algorithm == "ppo"; }
+};
+
+// Reads and checks a run file; InputError listing every problem (each with its field,
+// unknown keys with a did-you-mean) when it is not right.
+RunSpec load_run_file(const std::filesystem::path& path);
+
+}  // namespace braid::driver

@@ -1,0 +1,157 @@
+#include "driver/run_loop.hpp"
+
+#include <algorithm>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "core/files.hpp"
+#include "core/log.hpp"
+#include "driver/metrics.hpp"
+
+namespace braid::driver {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = fs::file_time_type;
+
+// The newest / oldest modification time of a file or of a checkpoint's stage files.
+std::optional<Clock> newest(const fs::path& p) {
+  std::optional<Clock> t;
+  std::error_code ec;
+  for (const auto& f : checkpoint_files_of(p)) {
+    const auto ft = fs::last_write_time(f, ec);
+    if (!ec && (!t || ft > *t)) t = ft;
+  }
+  return t;
+}
+
+std::optional<Clock> oldest(const fs::path& p) {
+  std::optional<Clock> t;
+  std::error_code ec;
+  for (const auto& f : checkpoint_files_of(p)) {
+    const auto ft = fs::last_write_time(f, ec);
+    if (!ec && (!t || ft < *t)) t = ft;
+  }
+  return t;
+}
+
+std::optional<Clock> newest_input(const Step& step) {
+  std::optional<Clock> t;
+  for (const auto& in : step.inputs) {
+    const auto ft = newest(in);
+    if (ft && (!t || *ft > *t)) t = ft;
+  }
+  return t;
+}
+
+// Some output exists but is older than an input: made from something that has changed since.
+bool has_stale_output(const Step& step) {
+  const auto in = newest_input(step);
+  if (!in) return false;
+  return std::any_of(step.outputs.begin(), step.outputs.end(), [&](const fs::path& out) {
+    const auto t = oldest(out);
+    return t && *t < *in;
+  });
+}
+
+std::vector<std::string> expand_shards(const Command& c) {
+  std::vector<std::string> argv = c.argv;
+  if (!c.shards_from) return argv;
+  // The pattern is "<prefix>*<suffix>"; the shards' own names never hold a '*'.
+  const auto star = c.shards_pattern.find('*');
+  const std::string prefix = c.shards_pattern.substr(0, star);
+  const std::string suffix = c.shards_pattern.substr(star + 1);
+  std::vector<std::string> shards;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(*c.shards_from, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() >= prefix.size() + suffix.size() && name.starts_with(prefix) && name.ends_with(suffix)) {
+      shards.push_back(e.path().string());
+    }
+  }
+  std::sort(shards.begin(), shards.end());
+  argv.insert(argv.begin() + static_cast<std::ptrdiff_t>(c.shards_at), shards.begin(), shards.end());
+  return argv;
+}
+
+// OUT/metrics.jsonl: every iteration's metrics.json so far, one line each.
+void write_metrics_file(const Layout& layout, int iterations) {
+  std::string text;
+  std::error_code ec;
+  for (int i = 1; i <= iterations; ++i) {
+    const fs::path p = layout.iteration_metrics(i);
+    if (!fs::is_regular_file(p, ec)) continue;
+    text += load_json_file(p.string()).dump() + "\n";
+  }
+  write_text_file(layout.metrics_file().string(), text);
+}
+
+}  // namespace
+
+StageFailed::StageFailed(const std::string& step, const ProcessFailure& f)
+    : std::runtime_error(fmt::format("{}: {} failed with {}: {}", step, f.stage, f.describe(), f.command)),
+      exit_code_(f.signal == 0 && f.exit_code != 0 ? f.exit_code : 1) {}
+
+bool step_due(const Step& step) {
+  for (const auto& out : step.outputs) {
+    if (!checkpoint_present(out)) return true;
+  }
+  return has_stale_output(step);
+}
+
+void execute_step(const Step& step) {
+  if (has_stale_output(step)) {
+    log::info("{}: outputs are older than their inputs; starting it afresh", step.name);
+    for (const auto& p : step.stale) {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  }
+  std::vector<Process> processes;
+  for (const auto& c : step.pipeline) {
+    if (c.shards_from) fs::create_directories(*c.shards_from);
+    processes.push_back(Process{.stage = c.stage, .argv = expand_shards(c)});
+  }
+  for (const auto& out : step.outputs) {
+    if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  }
+  if (auto failure = run_pipeline(processes)) throw StageFailed(step.name, *failure);
+}
+
+RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
+  RunResult result;
+  fs::create_directories(layout.out());
+  for (const auto& step : init_steps(spec, layout, opt)) {
+    if (step_due(step)) execute_step(step);
+  }
+  for (int i = 1; i <= spec.iterations; ++i) {
+    const Step rollout = rollout_step(spec, layout, opt, i);
+    const Step train = train_step(spec, layout, opt, i);
+    const bool rollout_due = step_due(rollout);
+    if (!rollout_due && !step_due(train)) {
+      log::debug("iteration {} is complete", i);
+    } else {
+      log::info("iteration {} of {}", i, spec.iterations);
+      if (rollout_due) execute_step(rollout);
+      execute_step(train);
+      ++result.iterations_run;
+    }
+    // metrics.json follows the checkpoints: recomputed whenever they are newer.
+    const fs::path metrics = layout.iteration_metrics(i);
+    const auto written = newest(metrics);
+    const auto trained = newest_input(Step{.name = "", .pipeline = {}, .inputs = train.outputs, .outputs = {},
+                                           .stale = {}});
+    if (!written || (trained && *written < *trained)) {
+      const ordered_json m = iteration_metrics(layout, i);
+      write_text_file(metrics.string(), m.dump() + "\n");
+      log::info("{}", summary_line(m));
+    }
+    write_metrics_file(layout, spec.iterations);
+  }
+  result.actor = actor_after(spec, layout, spec.iterations);
+  if (spec.uses_critic()) result.critic = critic_after(spec, layout, spec.iterations);
+  return result;
+}
+
+}  // namespace braid::driver

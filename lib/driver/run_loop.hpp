@@ -1,0 +1,42 @@
+// `braid run`: the RL loop as processes. Steps run in order the way make would
+// run them (a step is due when an output is missing or older than an input), so
+// a rerun continues where the last one stopped and a finished run does nothing.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "driver/layout.hpp"
+#include "driver/plan.hpp"
+#include "driver/run_file.hpp"
+#include "driver/spawn.hpp"
+
+namespace braid::driver {
+
+// A stage tool failed; the run stops. exit_code is what braid run exits with:
+// the tool's own (2 for bad input), or 1 when a signal ended it.
+class StageFailed : public std::runtime_error {
+ public:
+  StageFailed(const std::string& step, const ProcessFailure& f);
+  int exit_code() const noexcept { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
+// Whether a step must run: an output missing, or older than the newest input.
+bool step_due(const Step& step);
+
+// Runs one step (clearing its stale outputs first); throws StageFailed.
+void execute_step(const Step& step);
+
+struct RunResult {
+  int iterations_run = 0;                  // iterations whose training ran now
+  std::filesystem::path actor, critic;     // the final checkpoints (critic empty under GRPO)
+};
+
+// Runs every due step of every iteration, writes each iteration's metrics.json
+// and OUT/metrics.jsonl, and logs one summary line per iteration trained now.
+RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions& opt);
+
+}  // namespace braid::driver

@@ -1,0 +1,122 @@
+#include "driver/spawn.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+#include "driver/shell.hpp"
+
+extern char** environ;
+
+namespace braid::driver {
+namespace {
+
+struct Fd {
+  int fd = -1;
+  ~Fd() { reset(); }
+  void reset() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+
+// Starts argv with the given stdin/stdout (-1: inherited). Returns the pid, or -errno.
+pid_t spawn(const std::vector<std::string>& argv, int in, int out) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  // The pipe ends are close-on-exec; dup2 gives the child plain copies on 0 and 1.
+  if (in >= 0) posix_spawn_file_actions_adddup2(&actions, in, STDIN_FILENO);
+  if (out >= 0) posix_spawn_file_actions_adddup2(&actions, out, STDOUT_FILENO);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -rc;
+}
+
+}  // namespace
+
+std::string ProcessFailure::describe() const {
+  if (signal != 0) return fmt::format("killed by signal {} ({})", signal, ::strsignal(signal));
+  return fmt::format("exit code {}", exit_code);
+}
+
+std::optional<ProcessFailure> run_pipeline(const std::vector<Process>& processes) {
+  if (processes.empty()) return std::nullopt;
+  Fd devnull;
+  devnull.fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (devnull.fd < 0) throw std::runtime_error(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
+
+  std::vector<pid_t> pids(processes.size(), -1);
+  std::optional<ProcessFailure> first;
+  auto failure = [&](std::size_t i, int code, int sig) {
+    return ProcessFailure{.stage = processes[i].stage, .command = shell_line(processes[i].argv), .exit_code = code,
+                          .signal = sig};
+  };
+
+  Fd upstream;  // read end of the pipe from the previous process
+  for (std::size_t i = 0; i < processes.size(); ++i) {
+    Fd read_end, write_end;
+    int out = devnull.fd;
+    if (i + 1 < processes.size()) {
+      int fds[2];
+      if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
+      read_end.fd = fds[0];
+      write_end.fd = fds[1];
+      out = write_end.fd;
+    }
+    log::debug("starting {}: {}", processes[i].stage, shell_line(processes[i].argv));
+    const pid_t pid = spawn(processes[i].argv, upstream.fd, out);
+    if (pid < 0) {
+      log::error("cannot start {}: {}", processes[i].argv[0], std::strerror(static_cast<int>(-pid)));
+      if (!first) first = failure(i, 127, 0);
+    } else {
+      pids[i] = pid;
+    }
+    // The parent keeps no pipe ends, so each reader sees EOF when its writer exits.
+    upstream.fd = read_end.fd;
+    read_end.fd = -1;
+  }
+  upstream.reset();
+
+  std::size_t running = 0;
+  for (pid_t p : pids) running += p > 0 ? 1 : 0;
+  if (first) {
+    for (pid_t p : pids) {
+      if (p > 0) ::kill(p, SIGTERM);
+    }
+  }
+  while (running > 0) {
+    int status = 0;
+    const pid_t done = ::waitpid(-1, &status, 0);
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(fmt::format("waitpid: {}", std::strerror(errno)));
+    }
+    std::size_t i = 0;
+    while (i < pids.size() && pids[i] != done) ++i;
+    if (i == pids.size()) continue;  // not one of ours
+    pids[i] = -1;
+    --running;
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (ok || first) continue;
+    first = WIFSIGNALED(status) ? failure(i, 0, WTERMSIG(status)) : failure(i, WEXITSTATUS(status), 0);
+    for (pid_t p : pids) {
+      if (p > 0) ::kill(p, SIGTERM);
+    }
+  }
+  return first;
+}
+
+}  // namespace braid::driver

@@ -1,0 +1,136 @@
+// The Makefile braid makefile writes: one rule per step on real files, each step
+// depending on exactly what it reads, the generate | score pipe in one recipe.
+#define BOOST_TEST_MODULE driver_makefile
+#include <boost/test/unit_test.hpp>
+
+#include <sstream>
+#include <string>
+
+#include "core/error.hpp"
+#include "driver/makefile.hpp"
+#include "tests/driver/run_files.hpp"
+
+using namespace braid;
+using namespace braid::driver;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Rule {
+  std::string targets, prerequisites;
+  std::vector<std::string> recipe;
+};
+
+// The rules of a Makefile text: "targets: prerequisites" (or "&:") and the tab-indented lines below.
+std::vector<Rule> parse_rules(const std::string& text) {
+  std::vector<Rule> rules;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line[0] == '.') continue;
+    if (line[0] == '\t') {
+      if (!rules.empty()) rules.back().recipe.push_back(line.substr(1));
+      continue;
+    }
+    const auto grouped = line.find(" &: ");
+    const auto colon = grouped != std::string::npos ? grouped : line.find(": ");
+    if (colon == std::string::npos || line.find(":=") != std::string::npos || line.find("?=") != std::string::npos) {
+      continue;
+    }
+    const std::size_t sep = grouped != std::string::npos ? 4 : 2;
+    std::string targets = line.substr(0, colon);
+    while (!targets.empty() && targets.back() == ' ') targets.pop_back();
+    rules.push_back({targets, line.substr(colon + sep), {}});
+  }
+  return rules;
+}
+
+const Rule& rule_for(const std::vector<Rule>& rules, const std::string& targets) {
+  for (const auto& r : rules) {
+    if (r.targets == targets) return r;
+  }
+  BOOST_FAIL("no rule for " + targets);
+  return rules.front();
+}
+
+std::string makefile_for(const fs::path& run, const std::string& out) {
+  const RunSpec spec = load_run_file(run);
+  const Tools tools{.braid = "/opt/b/braid", .generate = "/opt/b/braid-generate", .score = "/opt/b/braid-score",
+                    .train = "/opt/b/braid-train", .mpirun = "mpirun"};
+  return makefile_text(spec, Layout(out), {.tools = tools, .command_line = "braid makefile"});
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(rules_and_dependencies_of_a_ppo_run) {
+  const fs::path run = test::run_folder("mk_ppo", test::kGoodPpoRun);
+  const std::string d = run.parent_path().string();
+  const std::string text = makefile_for(run, "out");
+  // The pipe must fail when its first command does.
+  BOOST_TEST(text.find("SHELL := /bin/bash\n.SHELLFLAGS := -o pipefail -ec\n") != std::string::npos);
+  BOOST_TEST(text.find("BRAID_GENERATE ?= /opt/b/braid-generate\n") != std::string::npos);
+
+  const auto rules = parse_rules(text);
+  BOOST_TEST(rules.size() == 8u);  // all, 2 inits, 2 x (rollout, train), metrics
+  BOOST_TEST(rule_for(rules, "all").prerequisites == "out/metrics.jsonl");
+
+  const Rule& actor0 = rule_for(rules, "out/iter-0000/actor.h5");
+  BOOST_TEST(actor0.prerequisites == d + "/models/config.json");
+  BOOST_TEST(actor0.recipe.back() == "$(BRAID) init --config " + d + "/models/config.json --seed 1 -o out/iter-0000/actor.h5 >/dev/null");
+  const Rule& critic0 = rule_for(rules, "out/iter-0000/critic.h5");
+  BOOST_TEST(critic0.recipe.back().find("--value-head --no-lm-head") != std::string::npos);
+
+  // Iteration 1 samples with the start actor; the reference model is that same start.
+  const Rule& roll1 = rule_for(rules, "out/iter-0001/generate.stats.json out/iter-0001/score.stats.json");
+  BOOST_TEST(roll1.prerequisites ==
+             "out/iter-0000/actor.h5 " + d + "/prompts.jsonl out/iter-0000/critic.h5");
+  const std::string pipe = roll1.recipe.back();
+  BOOST_TEST(pipe.find("$(BRAID_GENERATE) --actor out/iter-0000/actor.h5 --prompts " + d +
+                       "/prompts.jsonl -o out/iter-0001/samples --tokenizer byte --seed 70001 --stats "
+                       "out/iter-0001/generate.stats.json --samples-per-prompt 4 --max-new-tokens 16 "
+                       "--temperature 0.9 --threads 2 | $(BRAID_SCORE) - -o out/iter-0001/scored") == 0);
+  BOOST_TEST(pipe.find("--ref out/iter-0000/actor.h5 --critic out/iter-0000/critic.h5 --reward-rule digits "
+                       "--kl-coef 0.02 --threads 2 >/dev/null") != std::string::npos);
+  // Samples made from an older actor are removed before the pipe runs again.
+  BOOST_TEST(roll1.recipe[1].find("rm -rf out/iter-0001/samples out/iter-0001/scored") != std::string::npos);
+
+  const Rule& train1 = rule_for(rules, "out/iter-0001/actor.h5 out/iter-0001/critic.h5");
+  BOOST_TEST(train1.prerequisites == "out/iter-0001/score.stats.json out/iter-0000/actor.h5 out/iter-0000/critic.h5");
+  BOOST_TEST(train1.recipe.back().find("$(BRAID_TRAIN) ppo out/iter-0001/scored/scored-*.h5 --actor "
+                                       "out/iter-0000/actor.h5 --actor-out out/iter-0001/actor.h5 --critic "
+                                       "out/iter-0000/critic.h5 --critic-out out/iter-0001/critic.h5 --seed 70001") ==
+             0);
+
+  // Iteration 2 starts from iteration 1's checkpoints; the reference stays the start.
+  const Rule& roll2 = rule_for(rules, "out/iter-0002/generate.stats.json out/iter-0002/score.stats.json");
+  BOOST_TEST(roll2.prerequisites ==
+             "out/iter-0001/actor.h5 " + d + "/prompts.jsonl out/iter-0000/actor.h5 out/iter-0001/critic.h5");
+  const Rule& train2 = rule_for(rules, "out/iter-0002/actor.h5 out/iter-0002/critic.h5");
+  BOOST_TEST(train2.prerequisites == "out/iter-0002/score.stats.json out/iter-0001/actor.h5 out/iter-0001/critic.h5");
+
+  const Rule& metrics = rule_for(rules, "out/metrics.jsonl");
+  BOOST_TEST(metrics.prerequisites == "out/iter-0002/actor.h5 out/iter-0002/critic.h5");
+  BOOST_TEST(metrics.recipe.back() == "$(BRAID) run " + run.string() + " -o out --iterations 2");
+}
+
+BOOST_AUTO_TEST_CASE(shell_words_are_quoted_and_dollars_doubled) {
+  const fs::path run = test::run_folder("mk_quote", R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "regex:^[0-9]+ $"}},
+    "prompts": "prompts.jsonl", "iterations": 1})");
+  const std::string text = makefile_for(run, "out");
+  BOOST_TEST(text.find("--reward-rule 'regex:^[0-9]+ $$'") != std::string::npos);
+  // GRPO: no critic anywhere.
+  BOOST_TEST(text.find("critic") == std::string::npos);
+  BOOST_TEST(text.find("\nout/iter-0001/actor.h5: out/iter-0001/score.stats.json out/iter-0000/actor.h5\n") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(names_make_cannot_hold_are_refused) {
+  const fs::path run = test::run_folder("mk_space", test::kGoodPpoRun);
+  try {
+    makefile_for(run, "my out");
+    BOOST_FAIL("a folder with a space was accepted");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("my out/metrics.jsonl: cannot be named in a Makefile") != std::string::npos);
+  }
+}

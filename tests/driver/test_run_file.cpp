@@ -1,0 +1,181 @@
+// The run file: a good one gives the settings and paths the stage tools get; a
+// bad one is refused with every problem named by its field.
+#define BOOST_TEST_MODULE driver_run_file
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "driver/run_file.hpp"
+#include "tests/driver/run_files.hpp"
+
+using namespace braid;
+using namespace braid::driver;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> problems_of(const fs::path& run) {
+  try {
+    load_run_file(run);
+  } catch (const InputError& e) {
+    BOOST_TEST(e.file() == run.string());
+    return e.problems();
+  }
+  BOOST_FAIL("the run file was accepted");
+  return {};
+}
+
+// The problem about `field` (it starts with the field's path), or "".
+std::string problem_at(const std::vector<std::string>& problems, const std::string& field) {
+  for (const auto& p : problems) {
+    if (p.rfind(field + ":", 0) == 0) return p;
+  }
+  return "";
+}
+
+std::string flag(const ToolFlags& flags, const std::string& name) {
+  for (const auto& [f, v] : flags) {
+    if (f == name) return v;
+  }
+  return "<absent>";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(good_ppo_run_file) {
+  const fs::path run = test::run_folder("good_ppo", test::kGoodPpoRun);
+  const RunSpec spec = load_run_file(run);
+  BOOST_TEST(spec.algorithm == "ppo");
+  BOOST_TEST(spec.iterations == 2);
+  BOOST_TEST(spec.seed == 7u);
+  BOOST_TEST(spec.threads.value_or(0) == 2);
+  BOOST_TEST(spec.tokenizer == "byte");
+  // Paths are the run file's folder's.
+  BOOST_TEST(spec.prompts == (run.parent_path() / "prompts.jsonl").lexically_normal());
+  BOOST_TEST((spec.actor.kind == ModelSource::Kind::init));
+  BOOST_TEST(spec.actor.path == (run.parent_path() / "models/config.json").lexically_normal());
+  BOOST_TEST(spec.actor.seed == 1u);
+  BOOST_TEST(spec.critic.seed == 2u);
+  BOOST_TEST((spec.ref.kind == ModelSource::Kind::initial_actor));
+  BOOST_TEST((spec.reward.kind == ModelSource::Kind::rule));
+  BOOST_TEST(spec.reward.rule == "digits");
+  // Only what the file sets reaches the tools, under the tools' flag names.
+  BOOST_TEST(spec.generate.size() == 3u);
+  BOOST_TEST(flag(spec.generate, "--samples-per-prompt") == "4");
+  BOOST_TEST(flag(spec.generate, "--max-new-tokens") == "16");
+  BOOST_TEST(flag(spec.generate, "--temperature") == "0.9");
+  BOOST_TEST(flag(spec.generate, "--top-p") == "<absent>");
+  BOOST_TEST(flag(spec.score, "--kl-coef") == "0.02");
+  BOOST_TEST(flag(spec.train, "--lr") == "0.001");
+  BOOST_TEST(flag(spec.train, "--critic-lr") == "0.002");
+  BOOST_TEST(flag(spec.train, "--epochs") == "2");
+  BOOST_TEST(!spec.schedule.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(checkpoints_and_grpo) {
+  const fs::path run = test::run_folder("grpo", R"({
+    "format": "braid.run", "version": 1, "algorithm": "grpo",
+    "models": {"actor": "ckpt/policy.h5", "ref": {"checkpoint": "ckpt/policy.h5"}, "reward": "ckpt/rm.h5"},
+    "prompts": "prompts.jsonl", "iterations": 3,
+    "train": {"kl_coef": 0.04}
+  })");
+  // A checkpoint is a file, or the stage files of one split.
+  test::write_file(run.parent_path() / "ckpt/policy.h5", "x");
+  test::write_file(run.parent_path() / "ckpt/rm.stage0-of-2.h5", "x");
+  test::write_file(run.parent_path() / "ckpt/rm.stage1-of-2.h5", "x");
+  const RunSpec spec = load_run_file(run);
+  BOOST_TEST(!spec.uses_critic());
+  BOOST_TEST((spec.actor.kind == ModelSource::Kind::checkpoint));
+  BOOST_TEST((spec.ref.kind == ModelSource::Kind::checkpoint));
+  BOOST_TEST((spec.reward.kind == ModelSource::Kind::checkpoint));
+  BOOST_TEST(spec.reward.path == (run.parent_path() / "ckpt/rm.h5").lexically_normal());
+  BOOST_TEST(flag(spec.train, "--kl-coef") == "0.04");
+
+  // One stage file of two missing: no checkpoint.
+  fs::remove(run.parent_path() / "ckpt/rm.stage1-of-2.h5");
+  const auto problems = problems_of(run);
+  BOOST_TEST(problems.size() == 1u);
+  BOOST_TEST(problem_at(problems, "models.reward").find("no checkpoint") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(every_bad_field_is_named) {
+  const fs::path run = test::run_folder("bad", R"({
+    "format": "braid.run", "version": 2,
+    "algorithm": "ppo",
+    "models": {
+      "actor": {"init": {"config": "models/missing.json", "sede": 3}},
+      "reward": {"rule": "digit"},
+      "refs": "x.h5"
+    },
+    "prompts": "nothing.jsonl",
+    "iterations": 0,
+    "threads": "many",
+    "generate": {"samples_per_prompt": 0, "temprature": 1.0, "top_p": 1.5},
+    "score": {"gamma": 2},
+    "train": {"lr": -1, "kl_coef": 0.1, "ranks": 2},
+    "evaluate": {}
+  })");
+  const auto problems = problems_of(run);
+  for (const char* field : {"version", "models.actor.init.config", "models.actor.init.sede", "models.reward.rule",
+                            "models.refs", "models.critic", "prompts", "iterations", "threads",
+                            "generate.samples_per_prompt", "generate.temprature", "generate.top_p", "score.gamma",
+                            "train.lr", "train.kl_coef", "train.ranks", "evaluate"}) {
+    BOOST_TEST_CONTEXT(field) { BOOST_TEST(!problem_at(problems, field).empty()); }
+  }
+  BOOST_TEST(problems.size() == 17u);
+  // Typos come with the key that was meant.
+  BOOST_TEST(problem_at(problems, "generate.temprature").find("did you mean \"temperature\"") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "models.refs").find("did you mean \"ref\"") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "models.actor.init.sede").find("did you mean \"seed\"") != std::string::npos);
+  // kl_coef in train is GRPO's; PPO's is score.kl_coef.
+  BOOST_TEST(problem_at(problems, "train.kl_coef").find("unknown key") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "models.critic").find("required by ppo") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(critic_under_grpo_and_bad_rules) {
+  const fs::path run = test::run_folder("grpo_critic", R"({
+    "format": "braid.run", "version": 1, "algorithm": "grpo",
+    "models": {"actor": {"init": {"config": "models/config.json"}},
+               "critic": {"init": {"config": "models/config.json"}},
+               "reward": {"rule": "length:abc", "init": {"config": "models/config.json"}}},
+    "prompts": "prompts.jsonl", "iterations": 1,
+    "train": {"critic_lr": 0.1}
+  })");
+  const auto problems = problems_of(run);
+  BOOST_TEST(problem_at(problems, "models.critic").find("not used by grpo") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "models.reward").find("exactly one of") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "train.critic_lr").find("unknown key") != std::string::npos);
+  BOOST_TEST(problems.size() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(reward_rules) {
+  for (const auto& [rule, good] : std::vector<std::pair<std::string, bool>>{
+           {"digits", true}, {"chars:abc", true}, {"length:12", true}, {"regex:^[0-9]+$", true},
+           {"chars:", false}, {"length:0", false}, {"length:-3", false}, {"regex:", false}, {"digit", false}}) {
+    const fs::path run = test::run_folder("rule", R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
+      "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": )" +
+                                                      json(rule).dump() + R"(}},
+      "prompts": "prompts.jsonl", "iterations": 1})");
+    BOOST_TEST_CONTEXT(rule) {
+      if (good) {
+        BOOST_TEST(load_run_file(run).reward.rule == rule);
+      } else {
+        BOOST_TEST(!problem_at(problems_of(run), "models.reward.rule").empty());
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(schedule_gives_the_rank_count) {
+  const fs::path run = test::run_folder("schedule", R"({"format": "braid.run", "version": 1,
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "critic": {"init": {"config": "models/config.json"}},
+               "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": 1, "train": {"schedule": "schedule.json"}})");
+  test::write_file(run.parent_path() / "schedule.json", R"({"format": "braid.schedule", "version": 1, "spec": {"devices": 4}})");
+  const RunSpec spec = load_run_file(run);
+  BOOST_TEST(spec.schedule.value_or("") == (run.parent_path() / "schedule.json").lexically_normal());
+  BOOST_TEST(spec.ranks == 4);
+}

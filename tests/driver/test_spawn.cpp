@@ -1,0 +1,102 @@
+// Child processes and steps: pipes between processes, the failing process named
+// with its exit code, and a step due exactly when make would run it.
+#define BOOST_TEST_MODULE driver_spawn
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+#include <string>
+
+#include "driver/run_loop.hpp"
+#include "driver/spawn.hpp"
+#include "tests/driver/run_files.hpp"
+
+using namespace braid;
+using namespace braid::driver;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+Process sh(const std::string& stage, const std::string& script) { return {stage, {"sh", "-c", script}}; }
+
+// Sets a file's time a given number of seconds after the epoch-relative base.
+void set_age(const fs::path& p, int seconds) {
+  fs::last_write_time(p, fs::file_time_type::clock::now() - std::chrono::hours(1) + std::chrono::seconds(seconds));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(stdout_feeds_the_next_process) {
+  const fs::path out = test::scratch("piped.txt");
+  fs::remove(out);
+  // The second process sees the first one's lines; argv reaches it unparsed (spaces, quotes).
+  const auto failure = run_pipeline({sh("first", "printf 'a b\\nc\\n'"),
+                                     {"second", {"sh", "-c", "tr a-z A-Z > \"$1\"", "sh", out.string()}}});
+  BOOST_TEST(!failure.has_value());
+  BOOST_TEST(read(out) == "A B\nC\n");
+}
+
+BOOST_AUTO_TEST_CASE(the_failing_process_is_named) {
+  const auto failure = run_pipeline({sh("generate", "exit 0"), sh("score", "cat >/dev/null; exit 2")});
+  BOOST_REQUIRE(failure.has_value());
+  BOOST_TEST(failure->stage == "score");
+  BOOST_TEST(failure->exit_code == 2);
+  BOOST_TEST(failure->command == "sh -c 'cat >/dev/null; exit 2'");
+  BOOST_TEST(failure->describe() == "exit code 2");
+}
+
+BOOST_AUTO_TEST_CASE(the_first_to_fail_is_blamed_and_the_rest_stopped) {
+  // generate fails at once; score would wait a minute, but is stopped by SIGTERM.
+  const auto start = std::chrono::steady_clock::now();
+  const auto failure = run_pipeline({sh("generate", "exit 3"), sh("score", "exec sleep 60")});
+  BOOST_REQUIRE(failure.has_value());
+  BOOST_TEST(failure->stage == "generate");
+  BOOST_TEST(failure->exit_code == 3);
+  BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(30)));
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_program_fails_with_127) {
+  const auto failure = run_pipeline({{"train", {"braid-no-such-tool-here", "--help"}}});
+  BOOST_REQUIRE(failure.has_value());
+  BOOST_TEST(failure->stage == "train");
+  BOOST_TEST(failure->exit_code == 127);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_step_names_step_stage_and_command) {
+  const Step step{.name = "iteration 2 train", .pipeline = {Command{.stage = "train", .argv = {"sh", "-c", "exit 2"}}},
+                  .inputs = {}, .outputs = {test::scratch("never.h5")}, .stale = {}};
+  try {
+    execute_step(step);
+    BOOST_FAIL("the step did not fail");
+  } catch (const StageFailed& e) {
+    BOOST_TEST(e.exit_code() == 2);
+    BOOST_TEST(std::string(e.what()) == "iteration 2 train: train failed with exit code 2: sh -c 'exit 2'");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_step_is_due_like_a_make_rule) {
+  const fs::path dir = test::scratch("due");
+  fs::remove_all(dir);
+  const fs::path in = dir / "in.h5", out = dir / "out.h5", log = dir / "log.txt";
+  test::write_file(in, "x");
+  Step step{.name = "copy", .pipeline = {Command{.stage = "copy", .argv = {"sh", "-c", "cp \"$1\" \"$2\"; echo ran >> \"$3\"", "sh", in.string(), out.string(), log.string()}}},
+            .inputs = {in}, .outputs = {out}, .stale = {out}};
+  BOOST_TEST(step_due(step));  // output missing
+  execute_step(step);
+  BOOST_TEST(!step_due(step));
+  // An input newer than the output: due again.
+  set_age(out, 0);
+  set_age(in, 10);
+  BOOST_TEST(step_due(step));
+  // Stage files stand for a checkpoint.
+  fs::remove(out);
+  test::write_file(dir / "out.stage0-of-2.h5", "x");
+  BOOST_TEST(step_due(step));
+  test::write_file(dir / "out.stage1-of-2.h5", "x");
+  BOOST_TEST(!step_due(step));
+  BOOST_TEST(read(log) == "ran\n");
+}

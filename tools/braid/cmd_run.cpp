@@ -1,0 +1,54 @@
+// braid run: an RL experiment (a braid.run file) as stage processes, one folder
+// per iteration, resumable; the loop itself is lib/driver/run_loop.
+#include <iostream>
+#include <memory>
+
+#include "core/log.hpp"
+#include "driver/run_loop.hpp"
+#include "verbs.hpp"
+
+namespace braid::driver {
+namespace {
+
+struct RunOptions {
+  std::string run_file;
+  std::string out;
+  int iterations = 0;  // 0: the run file's
+};
+
+int run_run(const RunOptions& o) {
+  RunSpec spec = load_run_file(o.run_file);
+  if (o.iterations > 0) spec.iterations = o.iterations;
+  PlanOptions plan{.tools = find_tools(), .verbosity = {}};
+  // The stage tools talk as much as braid itself was asked to.
+  if (log::level() == log::Level::quiet) plan.verbosity.emplace_back("-q");
+  if (log::level() == log::Level::debug) plan.verbosity.emplace_back("-v");
+  try {
+    const RunResult r = run_loop(spec, Layout(o.out), plan);
+    if (r.iterations_run == 0) log::info("all {} iterations were already complete in {}", spec.iterations, o.out);
+    std::cout << r.actor.string() << '\n';
+    if (!r.critic.empty()) std::cout << r.critic.string() << '\n';
+  } catch (const StageFailed& e) {
+    log::error("{}", e.what());
+    return e.exit_code();
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, Verbs& verbs) {
+  auto o = std::make_shared<RunOptions>();
+  auto* sub = app.add_subcommand(
+      "run", "Run an RL experiment (a braid.run file, docs/formats-run.md): per iteration braid-generate piped "
+             "into braid-score, then braid-train, in OUT/iter-NNNN/. A rerun continues where the last stopped. "
+             "Prints the final checkpoints");
+  sub->add_option("run_file", o->run_file, "The run file (braid.run JSON)")->required();
+  sub->add_option("-o,--output", o->out, "Output folder (one iter-NNNN folder per iteration, metrics.jsonl)")
+      ->required();
+  sub->add_option("--iterations", o->iterations, "Run this many iterations instead of the run file's")
+      ->check(CLI::PositiveNumber);
+  verbs.add(sub, [o] { return run_run(*o); });
+}
+
+}  // namespace braid::driver
