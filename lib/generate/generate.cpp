@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <stdexcept>
 
 namespace braid::gen {
 
@@ -39,28 +40,47 @@ Generator::Generator(const model::Model& m, GenerateOptions opt) : m_(&m), opt_(
   }
 }
 
-GenerateStats Generator::run(std::span<const Prompt> prompts, const std::function<void(Sample&&)>& on_done) {
+GenerateStats Generator::run(std::span<const Prompt> prompts, const std::function<void(Sample&&)>& on_done,
+                            const StepHook& after_step, std::vector<Prompt>* unfinished) {
+  if (after_step && unfinished == nullptr) throw std::logic_error("Generator::run: a step hook needs `unfinished`");
   const auto& cfg = m_->config();
-  std::int64_t longest = 0;
+  std::int64_t longest_prompt = 0;
+  std::int64_t longest_prefill = 0;
   for (const Prompt& p : prompts) {
     const std::string field = fmt::format("prompt of sample {}", p.sample_id);
+    const auto len = static_cast<std::int64_t>(p.tokens.size());
+    const auto done = static_cast<std::int64_t>(p.response.size());
     require(!p.tokens.empty(), "prompts", field, "is empty (start it with a BOS token)");
-    require(static_cast<std::int64_t>(p.tokens.size()) < opt_.max_len, "prompts", field,
-            fmt::format("has {} tokens, not fewer than the max length {}", p.tokens.size(), opt_.max_len));
+    require(len + done < opt_.max_len, "prompts", field,
+            fmt::format("has {} tokens, not fewer than the max length {}", len + done, opt_.max_len));
     for (auto t : p.tokens) {
       require(t >= 0 && t < cfg.vocab_size, "prompts", field,
               fmt::format("token {} is outside the model's vocabulary [0, {})", t, cfg.vocab_size));
     }
-    longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.tokens.size()));
+    if (done > 0) {
+      const std::string what = fmt::format("continuation of sample {}", p.sample_id);
+      require(p.logprobs.size() == p.response.size() && p.raw_logprobs.size() == p.response.size(), "prompts", what,
+              "needs one logprob and one raw logprob per response token");
+      require(done < opt_.max_new_tokens, "prompts", what,
+              fmt::format("already has {} of at most {} new tokens", done, opt_.max_new_tokens));
+      for (auto t : p.response) {
+        require(t >= 0 && t < cfg.vocab_size, "prompts", what,
+                fmt::format("token {} is outside the model's vocabulary [0, {})", t, cfg.vocab_size));
+      }
+      require(std::find(opt_.stop_tokens.begin(), opt_.stop_tokens.end(), p.response.back()) == opt_.stop_tokens.end(),
+              "prompts", what, "already ends with a stop token");
+    }
+    longest_prompt = std::max(longest_prompt, len);
+    longest_prefill = std::max(longest_prefill, len + done);
   }
   GenerateStats stats;
   if (prompts.empty()) return stats;
 
   const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(opt_.max_batch), prompts.size()));
-  const std::int64_t prefill_budget = std::max(opt_.prefill_tokens, longest);
+  const std::int64_t prefill_budget = std::max(opt_.prefill_tokens, longest_prefill);
   // No sequence can hold more than its prompt plus max_new_tokens: size the cache
   // (layers x slots x length, the big allocation) for that, not for max_len.
-  const std::int64_t cache_len = std::min(opt_.max_len, longest + opt_.max_new_tokens);
+  const std::int64_t cache_len = std::min(opt_.max_len, longest_prompt + opt_.max_new_tokens);
   auto cache = m_->make_kv_cache(slots, cache_len);
   auto acts = m_->make_activations({.max_tokens = prefill_budget + slots,
                                     .max_sequences = slots,
@@ -77,7 +97,9 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
   std::vector<int> segment_slot;
   std::vector<Sampled> sampled;
 
+  std::int64_t finished = 0;
   auto finish = [&](int s, FinishReason why) {
+    ++finished;
     Running& r = *slot[static_cast<std::size_t>(s)];
     r.sample.finish = why;
     cache.clear(s);
@@ -103,12 +125,15 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
     for (int s = 0; s < slots && !waiting.empty(); ++s) {
       if (slot[static_cast<std::size_t>(s)]) continue;
       const Prompt& p = prompts[waiting.front()];
-      const auto len = static_cast<std::int64_t>(p.tokens.size());
+      const auto len = static_cast<std::int64_t>(p.tokens.size() + p.response.size());
       if (prefilled > 0 && prefilled + len > prefill_budget) break;
       waiting.pop_front();
-      slot[static_cast<std::size_t>(s)].emplace(Running{Sample{.sample_id = p.sample_id, .prompt = p.tokens},
-                                                        SequenceSampler(opt_.sampling, p.sample_id)});
+      slot[static_cast<std::size_t>(s)].emplace(
+          Running{Sample{.sample_id = p.sample_id, .prompt = p.tokens, .response = p.response,
+                         .logprobs = p.logprobs, .raw_logprobs = p.raw_logprobs},
+                  SequenceSampler(opt_.sampling, p.sample_id, static_cast<std::int64_t>(p.response.size()))});
       tokens.insert(tokens.end(), p.tokens.begin(), p.tokens.end());
+      tokens.insert(tokens.end(), p.response.begin(), p.response.end());
       segments.push_back({s, len});
       segment_slot.push_back(s);
       prefilled += len;
@@ -156,6 +181,23 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
         finish(s, FinishReason::stop);
       } else if (static_cast<std::int64_t>(r.sample.response.size()) >= opt_.max_new_tokens || total >= opt_.max_len) {
         finish(s, FinishReason::length);
+      }
+    }
+    if (after_step) {
+      StepInfo info{.waiting = static_cast<std::int64_t>(waiting.size()),
+                    .finished = finished,
+                    .sampled = static_cast<std::int64_t>(segments.size())};
+      for (const auto& r : slot) info.running += r.has_value();
+      if (after_step(info)) {
+        for (auto& r : slot) {
+          if (!r) continue;
+          Sample& x = r->sample;
+          unfinished->push_back(Prompt{.sample_id = x.sample_id, .tokens = std::move(x.prompt),
+                                       .response = std::move(x.response), .logprobs = std::move(x.logprobs),
+                                       .raw_logprobs = std::move(x.raw_logprobs)});
+        }
+        for (std::size_t i : waiting) unfinished->push_back(prompts[i]);
+        return stats;
       }
     }
   }

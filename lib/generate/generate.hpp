@@ -10,6 +10,11 @@
 // Each sequence samples with its own SequenceSampler(params, sample_id) (sampler.hpp),
 // so its tokens do not depend on the batch around it, provided the model's logits for
 // a sequence do not (they do not on the CPU backend; see docs/engine-io.md).
+//
+// A run can be stopped after any step (a hook says so); the unfinished samples come
+// back as continuations: prompts that carry the response so far, which a later run
+// (here or in another process) prefills and goes on with, its sampler advanced past
+// the draws already taken.
 #pragma once
 
 #include "generate/sampler.hpp"
@@ -26,6 +31,11 @@ namespace braid::gen {
 struct Prompt {
   std::uint64_t sample_id = 0;
   std::vector<std::int32_t> tokens;  // at least one (a BOS will do)
+  // A continuation: the response generated so far and its logprobs (all the same
+  // length; empty for a fresh prompt). Prefilled together with the prompt.
+  std::vector<std::int32_t> response;
+  std::vector<float> logprobs;
+  std::vector<float> raw_logprobs;
 };
 
 enum class FinishReason { stop, length };
@@ -57,6 +67,16 @@ struct GenerateStats {
   double decode_seconds = 0;    // forward time of pure decode steps
 };
 
+// What a step hook sees, after the step's finished samples were reported.
+struct StepInfo {
+  std::int64_t running = 0;   // sequences in the batch
+  std::int64_t waiting = 0;   // prompts not started yet
+  std::int64_t finished = 0;  // samples reported so far by this run
+  std::int64_t sampled = 0;   // tokens sampled by this step
+};
+// Returns true to stop the run now.
+using StepHook = std::function<bool(const StepInfo&)>;
+
 class Generator {
  public:
   // m must be a whole model (first and last stage, with an LM head).
@@ -64,7 +84,11 @@ class Generator {
 
   // Generates for every prompt, calling on_done(sample) as each finishes (order of
   // finishing, not of prompts). Prompts join the batch in the order given.
-  GenerateStats run(std::span<const Prompt> prompts, const std::function<void(Sample&&)>& on_done);
+  // after_step (optional) is called after every step; when it returns true, run()
+  // appends every unfinished sample (running or waiting) to *unfinished as a
+  // continuation and returns.
+  GenerateStats run(std::span<const Prompt> prompts, const std::function<void(Sample&&)>& on_done,
+                    const StepHook& after_step = {}, std::vector<Prompt>* unfinished = nullptr);
 
  private:
   const model::Model* m_;

@@ -18,9 +18,13 @@ void validate(const SamplingParams& p) {
   if (!(p.top_p > 0.0 && p.top_p <= 1.0)) throw UsageError(fmt::format("top-p must be in (0, 1], got {}", p.top_p));
 }
 
-SequenceSampler::SequenceSampler(const SamplingParams& params, std::uint64_t sample_id)
+SequenceSampler::SequenceSampler(const SamplingParams& params, std::uint64_t sample_id, std::int64_t position)
     : params_(params), rng_(params.seed, sample_id) {
   validate(params);
+  // One uniform per sampled token, none when greedy (sample() below).
+  if (!params_.greedy()) {
+    for (std::int64_t i = 0; i < position; ++i) rng_.uniform();
+  }
 }
 
 Sampled SequenceSampler::sample(std::span<const float> logits) {

@@ -5,6 +5,9 @@
 // token draws exactly one uniform from it, so a sequence's samples depend only on
 // (seed, sample_id) and its own logits — not on which other sequences share the
 // batch, nor on the order they finish in. Ties (equal logits) go to the lowest id.
+// The stream's state after n tokens is therefore a function of (seed, sample_id, n):
+// a sampler built with position n continues a sequence exactly where another
+// process stopped it (migration, lib/generate/migrate.hpp).
 //
 // Logprobs: every Sampled carries two.
 //   logprob      under the distribution actually sampled from: softmax(logits / T)
@@ -44,7 +47,8 @@ void validate(const SamplingParams& p);
 
 class SequenceSampler {
  public:
-  SequenceSampler(const SamplingParams& params, std::uint64_t sample_id);
+  // position: response tokens the sequence already has (their draws are skipped).
+  SequenceSampler(const SamplingParams& params, std::uint64_t sample_id, std::int64_t position = 0);
 
   Sampled sample(std::span<const float> logits);
 

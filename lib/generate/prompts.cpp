@@ -1,0 +1,153 @@
+#include "generate/prompts.hpp"
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/json.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <fmt/format.h>
+
+namespace braid::gen {
+namespace {
+
+// Past this many, a file is surely wrong as a whole; listing more only buries the first.
+constexpr std::size_t kMaxListed = 20;
+
+std::string_view trim(std::string_view s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
+std::string parse_message(const std::exception& e) {
+  std::string_view m = e.what();
+  if (!m.empty() && m.front() == '[') {
+    const auto close = m.find("] ");
+    if (close != std::string_view::npos) m.remove_prefix(close + 2);
+  }
+  return std::string(m);
+}
+
+std::string type_name(const json& v) { return v.is_null() ? "null" : v.type_name(); }
+
+// Reads one line's object into `out`; problems go to `c` as "field: problem".
+void read_line(const json& obj, const PromptFileOptions& opt, Checker& c, PromptLine& out) {
+  c.no_unknown_keys(obj, "", {"text", "tokens", "id"});
+  if (auto it = obj.find("id"); it != obj.end()) {
+    if (it->is_string()) out.id = it->get<std::string>();
+    else if (it->is_number_integer()) out.id = std::to_string(it->get<std::int64_t>());
+    else c.fail("id", "must be a string or an integer, found " + type_name(*it));
+  }
+  const auto text = obj.find("text");
+  const auto tokens = obj.find("tokens");
+  if ((text == obj.end()) == (tokens == obj.end())) {
+    c.fail("", text == obj.end() ? "has neither \"text\" nor \"tokens\" (give one)"
+                                 : "has both \"text\" and \"tokens\" (give one)");
+    return;
+  }
+  if (tokens != obj.end()) {
+    if (!tokens->is_array()) {
+      c.fail("tokens", "must be an array of token ids, found " + type_name(*tokens));
+      return;
+    }
+    if (tokens->empty()) c.fail("tokens", "is empty (a prompt needs at least one token, e.g. BOS)");
+    for (std::size_t i = 0; i < tokens->size(); ++i) {
+      const json& t = (*tokens)[i];
+      const std::string field = fmt::format("tokens[{}]", i);
+      if (!t.is_number_integer()) {
+        c.fail(field, "must be an integer token id, found " + type_name(t));
+        continue;
+      }
+      const auto id = t.get<std::int64_t>();
+      if (id < 0 || id >= opt.vocab_size) {
+        c.fail(field, fmt::format("{} is outside the model's vocabulary [0, {})", id, opt.vocab_size));
+        continue;
+      }
+      out.tokens.push_back(static_cast<std::int32_t>(id));
+    }
+  } else {
+    if (!text->is_string()) {
+      c.fail("text", "must be a string, found " + type_name(*text));
+      return;
+    }
+    const auto& s = text->get_ref<const std::string&>();
+    if (s.empty()) {
+      c.fail("text", "is empty");
+      return;
+    }
+    if (opt.tokenizer == nullptr) throw std::logic_error("read_prompts: a text prompt needs a tokenizer");
+    if (auto bos = opt.tokenizer->bos()) {
+      if (*bos >= opt.vocab_size) {
+        c.fail("text", fmt::format("the tokenizer's BOS {} is outside the model's vocabulary [0, {})", *bos,
+                                   opt.vocab_size));
+        return;
+      }
+      out.tokens.push_back(*bos);
+    }
+    for (auto id : opt.tokenizer->encode(s)) {
+      if (id < 0 || id >= opt.vocab_size) {
+        c.fail("text", fmt::format("encodes to id {}, outside the model's vocabulary [0, {}) (tokenizer and model "
+                                   "do not match?)",
+                                   id, opt.vocab_size));
+        return;
+      }
+      out.tokens.push_back(id);
+    }
+  }
+  const auto n = static_cast<std::int64_t>(out.tokens.size());
+  if (opt.max_tokens > 0 && n >= opt.max_tokens) {
+    c.fail(tokens != obj.end() ? "tokens" : "text",
+           fmt::format("has {} tokens, leaving no room to generate: the model's max length is {}", n, opt.max_tokens));
+  }
+}
+
+}  // namespace
+
+std::vector<PromptLine> parse_prompts(std::string_view text, const std::string& origin, const PromptFileOptions& opt) {
+  std::vector<PromptLine> prompts;
+  std::vector<std::string> problems;
+  std::string first_location;  // "file:line" of the first problem, for a lone one
+  std::size_t bad_lines = 0;
+  std::int64_t seen = 0;
+  std::int64_t line_no = 0;
+  for (std::size_t pos = 0; pos < text.size() && (opt.limit <= 0 || seen < opt.limit);) {
+    const std::size_t nl = std::min(text.find('\n', pos), text.size());
+    const std::string_view line = trim(text.substr(pos, nl - pos));
+    pos = nl + 1;
+    ++line_no;
+    if (line.empty()) continue;
+    ++seen;
+    Checker c(origin);
+    PromptLine p{.line = line_no};
+    try {
+      const json obj = json::parse(line);
+      if (obj.is_object()) read_line(obj, opt, c, p);
+      else c.fail("", "expected a JSON object like {\"text\": \"...\"}, found " + type_name(obj));
+    } catch (const json::parse_error& e) {
+      c.fail("", "not valid JSON: " + parse_message(e));
+    }
+    if (c.ok()) {
+      prompts.push_back(std::move(p));
+      continue;
+    }
+    const std::string location = fmt::format("{}:{}", origin, line_no);
+    if (bad_lines++ == 0) first_location = location;
+    for (const auto& problem : c.problems()) {
+      if (problems.size() < kMaxListed) problems.push_back(location + ": " + problem);
+    }
+  }
+  if (problems.size() == 1) throw InputError(first_location, "", problems.front().substr(first_location.size() + 2));
+  if (!problems.empty()) {
+    if (problems.size() == kMaxListed) problems.push_back(fmt::format("(the first shown; {} bad lines in all)", bad_lines));
+    throw InputError(origin, std::move(problems));
+  }
+  if (prompts.empty()) throw InputError(origin, "", "has no prompts (one JSON object per line: {\"text\": \"...\"})");
+  return prompts;
+}
+
+std::vector<PromptLine> read_prompts(const std::string& path, const PromptFileOptions& opt) {
+  return parse_prompts(read_text_file(path), path, opt);
+}
+
+}  // namespace braid::gen

@@ -1,0 +1,43 @@
+// Prompt files for braid-generate: JSON Lines, one prompt per line,
+//
+//   {"text": "Count to ten:"}              encoded, the tokenizer's BOS put in front
+//   {"tokens": [256, 67, 111], "id": 7}    ids as they are (no BOS added)
+//
+// with an optional "id" (a string or an integer) that only names the prompt in
+// messages. Blank lines are skipped. Every bad line is reported, each as
+// FILE:LINE: FIELD: PROBLEM, in one InputError: lines that are not JSON objects,
+// neither or both of "text" and "tokens", ids outside the model's vocabulary,
+// empty prompts, prompts too long for the model, unknown keys.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace braid::tok {
+class Tokenizer;
+}
+
+namespace braid::gen {
+
+struct PromptLine {
+  std::int64_t line = 0;              // 1-based line number in the file
+  std::string id;                     // "" when the line had none
+  std::vector<std::int32_t> tokens;   // never empty
+};
+
+struct PromptFileOptions {
+  const tok::Tokenizer* tokenizer = nullptr;  // for "text" prompts (needed only if there are any)
+  std::int32_t vocab_size = 0;                // the model's: ids must be in [0, vocab_size)
+  std::int64_t max_tokens = 0;                // a prompt must have fewer tokens than this (0: no cap)
+  std::int64_t limit = 0;                     // read only the first `limit` prompts (0: all)
+};
+
+// The prompts of a file ("-": stdin). InputError listing every bad line.
+std::vector<PromptLine> read_prompts(const std::string& path, const PromptFileOptions& opt);
+
+// The same for text that came from `origin` (used in messages).
+std::vector<PromptLine> parse_prompts(std::string_view text, const std::string& origin, const PromptFileOptions& opt);
+
+}  // namespace braid::gen

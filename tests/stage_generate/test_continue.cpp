@@ -1,0 +1,95 @@
+// Stopping a generation run and continuing its unfinished samples in a new run
+// (what migration does between processes) gives the samples of an uninterrupted run.
+#define BOOST_TEST_MODULE generate_continue
+#include <boost/test/unit_test.hpp>
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "generate/generate.hpp"
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+using braid::gen::GenerateOptions;
+using braid::gen::Prompt;
+using braid::gen::Sample;
+using braid::model::Model;
+using braid::model::ModelConfig;
+
+namespace {
+
+struct Fixture {
+  std::unique_ptr<braid::backend::Backend> be = braid::backend::make_cpu_backend(1);
+  Model m{ModelConfig{.hidden_size = 64, .num_hidden_layers = 2, .num_attention_heads = 4, .num_key_value_heads = 2,
+                      .intermediate_size = 96, .vocab_size = 40, .max_position_embeddings = 128},
+          {},
+          *be};
+  Fixture() { m.init_random(23, 0.3); }
+};
+
+std::vector<Prompt> prompts(int n) {
+  std::vector<Prompt> ps;
+  for (int i = 0; i < n; ++i) {
+    Prompt p{.sample_id = static_cast<std::uint64_t>(i)};
+    for (int k = 0; k <= (i * 5) % 11; ++k) p.tokens.push_back((i * 7 + k * 3) % 40);
+    ps.push_back(p);
+  }
+  return ps;
+}
+
+float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_stopped_run_continued_gives_the_uninterrupted_samples, Fixture) {
+  for (double temperature : {1.0, 0.0}) {
+    const GenerateOptions opt{.sampling = {.temperature = temperature, .top_p = 0.9, .seed = 5},
+                              .max_batch = 4,
+                              .max_new_tokens = 24,
+                              .stop_tokens = {3}};
+    const auto ps = prompts(12);
+    const auto whole = braid::gen::generate(m, ps, opt);
+
+    std::map<std::uint64_t, Sample> got;
+    auto collect = [&](Sample&& s) { got[s.sample_id] = std::move(s); };
+    std::vector<Prompt> rest;
+    braid::gen::Generator g(m, opt);
+    int steps = 0;
+    g.run(ps, collect, [&](const braid::gen::StepInfo&) { return ++steps == 9; }, &rest);
+    BOOST_TEST_REQUIRE(!rest.empty());
+    std::size_t partial = 0, waiting = 0;
+    for (const Prompt& p : rest) (p.response.empty() ? waiting : partial) += 1;
+    BOOST_TEST(partial > 0u);  // some were stopped mid-response,
+    BOOST_TEST(waiting > 0u);  // some had not started
+    BOOST_TEST(got.size() + rest.size() == ps.size());
+
+    braid::gen::Generator(m, opt).run(rest, collect);
+    BOOST_TEST_REQUIRE(got.size() == ps.size());
+    float worst = 0;
+    for (const Sample& w : whole) {
+      const Sample& c = got.at(w.sample_id);
+      BOOST_TEST(c.prompt == w.prompt, boost::test_tools::per_element());
+      BOOST_TEST(c.response == w.response, boost::test_tools::per_element());
+      BOOST_TEST((c.finish == w.finish));
+      worst = std::max({worst, max_diff(c.logprobs, w.logprobs), max_diff(c.raw_logprobs, w.raw_logprobs)});
+    }
+    BOOST_TEST_MESSAGE("largest logprob difference after continuing: " << worst);
+    BOOST_TEST(worst <= 1e-5f);
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(a_bad_continuation_is_refused, Fixture) {
+  const GenerateOptions opt{.max_new_tokens = 4, .stop_tokens = {3}};
+  std::vector<Prompt> short_lp{{.sample_id = 1, .tokens = {1}, .response = {2}, .logprobs = {}, .raw_logprobs = {-1}}};
+  BOOST_CHECK_THROW(braid::gen::generate(m, short_lp, opt), braid::InputError);
+  std::vector<Prompt> full{{.sample_id = 1, .tokens = {1}, .response = {2, 2, 2, 2},
+                            .logprobs = {0, 0, 0, 0}, .raw_logprobs = {0, 0, 0, 0}}};
+  BOOST_CHECK_THROW(braid::gen::generate(m, full, opt), braid::InputError);
+  std::vector<Prompt> stopped{{.sample_id = 1, .tokens = {1}, .response = {3}, .logprobs = {0}, .raw_logprobs = {0}}};
+  BOOST_CHECK_THROW(braid::gen::generate(m, stopped, opt), braid::InputError);
+}

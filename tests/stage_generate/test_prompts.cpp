@@ -1,0 +1,80 @@
+#define BOOST_TEST_MODULE generate_prompts
+#include <boost/test/unit_test.hpp>
+
+#include "core/error.hpp"
+#include "generate/prompts.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <string>
+
+using braid::gen::parse_prompts;
+using braid::gen::PromptFileOptions;
+
+namespace {
+
+struct Fixture {
+  std::unique_ptr<braid::tok::Tokenizer> tok = braid::tok::load_tokenizer("byte");
+  PromptFileOptions opt{.tokenizer = tok.get(), .vocab_size = 259, .max_tokens = 16};
+};
+
+// The message of the InputError that parsing `text` throws ("" when none).
+std::string error_of(const std::string& text, const PromptFileOptions& opt) {
+  try {
+    parse_prompts(text, "p.jsonl", opt);
+  } catch (const braid::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(text_gets_a_bos_tokens_are_taken_as_they_are, Fixture) {
+  const auto ps = parse_prompts("{\"text\": \"Hi\"}\n\n  \n{\"tokens\": [1, 258], \"id\": \"q7\"}\r\n{\"text\":\"x\",\"id\":3}",
+                                "p.jsonl", opt);
+  BOOST_TEST_REQUIRE(ps.size() == 3u);
+  BOOST_TEST(ps[0].tokens == (std::vector<std::int32_t>{256, 'H', 'i'}), boost::test_tools::per_element());
+  BOOST_TEST(ps[0].line == 1);
+  BOOST_TEST(ps[1].tokens == (std::vector<std::int32_t>{1, 258}), boost::test_tools::per_element());
+  BOOST_TEST(ps[1].id == "q7");
+  BOOST_TEST(ps[1].line == 4);  // blank lines count as lines, not as prompts
+  BOOST_TEST(ps[2].id == "3");
+  BOOST_TEST(ps[2].line == 5);
+}
+
+BOOST_FIXTURE_TEST_CASE(limit_reads_only_the_first_prompts, Fixture) {
+  opt.limit = 2;
+  // Line 3 is bad, but past the limit: not read.
+  const auto ps = parse_prompts("{\"text\":\"a\"}\n{\"text\":\"b\"}\n{oops\n", "p.jsonl", opt);
+  BOOST_TEST(ps.size() == 2u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_lone_bad_line_is_named_file_colon_line_and_field, Fixture) {
+  BOOST_TEST(error_of("{\"text\":\"a\"}\n{\"tokens\": [1, 300]}\n", opt) ==
+             "p.jsonl:2: tokens[1]: 300 is outside the model's vocabulary [0, 259)");
+  BOOST_TEST(has(error_of("{\"text\":\"a\"}\n{\"text\": \"a\",\n", opt), "p.jsonl:2: not valid JSON"));
+  BOOST_TEST(error_of("{\"text\": \"\"}", opt) == "p.jsonl:1: text: is empty");
+  BOOST_TEST(has(error_of("{\"tokens\": []}", opt), "p.jsonl:1: tokens: is empty"));
+  BOOST_TEST(has(error_of("{\"tokens\": [1, 2.5]}", opt), "p.jsonl:1: tokens[1]: must be an integer"));
+  BOOST_TEST(has(error_of("{\"txt\": \"a\"}", opt), "txt: unknown key (did you mean \"text\"?)"));
+  BOOST_TEST(has(error_of("{\"text\": \"a\", \"tokens\": [1]}", opt), "both"));
+  BOOST_TEST(has(error_of("[1, 2]", opt), "p.jsonl:1: expected a JSON object"));
+  BOOST_TEST(has(error_of("{\"text\": \"a\", \"id\": [1]}", opt), "p.jsonl:1: id: must be a string or an integer"));
+  BOOST_TEST(has(error_of("{\"text\": \"fifteen letters\"}", opt), "p.jsonl:1: text: has 16 tokens"));
+  BOOST_TEST(has(error_of("\n\n", opt), "has no prompts"));
+}
+
+BOOST_FIXTURE_TEST_CASE(every_bad_line_is_listed, Fixture) {
+  const std::string e = error_of("{\"text\":\"a\"}\nnope\n{\"text\":\"b\"}\n{\"tokens\":[-1]}\n{\"text\":5}\n", opt);
+  BOOST_TEST(has(e, "p.jsonl: 3 problems"));
+  BOOST_TEST(has(e, "p.jsonl:2: not valid JSON"));
+  BOOST_TEST(has(e, "p.jsonl:4: tokens[0]: -1 is outside"));
+  BOOST_TEST(has(e, "p.jsonl:5: text: must be a string"));
+}
+
+BOOST_FIXTURE_TEST_CASE(text_encoding_past_the_model_vocabulary_is_refused, Fixture) {
+  opt.vocab_size = 100;  // 'x' is 120
+  BOOST_TEST(has(error_of("{\"text\": \"x\"}", opt), "p.jsonl:1: text: the tokenizer's BOS 256 is outside"));
+}
