@@ -1,0 +1,83 @@
+// Several braid-generate processes (mpirun) and the long-tail migration between them
+// (RLHFuse §4.2). The processes talk through lib/dist's Communicator.
+//
+// Migration: while generating, the ranks exchange their counts of unfinished samples
+// after every step. When fewer than R_t remain over all ranks, the m ranks with the
+// most left (ties: the lower rank) become receivers; every other rank stops, hands
+// each of its open shards whole (finished samples, and the unfinished ones as
+// continuations: prompt, tokens so far, logprobs so far) to receiver[shard % m], and
+// is done. Receivers continue everything (their own unfinished samples too) in a new
+// run that prefills prompt + partial response; the sampler state is recomputed from
+// (seed, sample_id, tokens so far) (sampler.hpp), so the continuation samples what
+// the uninterrupted run would have.
+#pragma once
+
+#include "generate/generate.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace braid::dist {
+class Communicator;
+class MpiRuntime;
+}  // namespace braid::dist
+
+namespace braid::gen {
+
+// MPI_COMM_WORLD when the process was started by an MPI launcher, else one rank and
+// no MPI at all (so a plain run never pays for MPI_Init).
+class RankGroup {
+ public:
+  RankGroup(int* argc, char*** argv);
+  ~RankGroup();
+  RankGroup(const RankGroup&) = delete;
+  RankGroup& operator=(const RankGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Every rank's value, by rank (collective).
+  std::vector<std::int64_t> allgather(std::int64_t value) const;
+  // Point to point bytes of any length.
+  void send(int to, int tag, const std::string& bytes) const;
+  std::string recv(int from, int tag) const;
+
+ private:
+  std::unique_ptr<dist::MpiRuntime> runtime_;
+  std::unique_ptr<dist::Communicator> world_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+// True when the process was started by mpirun (or another MPI launcher).
+bool launched_by_mpi();
+
+// --migrate-threshold: a count ("12") or a fraction of the run's samples ("0.2").
+// Returns R_t for `samples` samples; 0 = migration off. UsageError when malformed.
+double parse_migrate_threshold(const std::string& text, std::int64_t samples);
+
+struct MigrationDecision {
+  bool now = false;
+  std::int64_t remaining = 0;   // over all ranks
+  std::vector<int> receivers;   // m ranks, the most remaining first
+};
+// From every rank's count of unfinished samples: migrate when 0 < sum < threshold.
+MigrationDecision decide_migration(std::span<const std::int64_t> remaining, double threshold, int migrate_to);
+
+// What a sending rank hands one receiver.
+struct Handover {
+  std::vector<std::int64_t> shards;  // the shards that now belong to the receiver
+  std::vector<Sample> finished;      // their finished samples
+  std::vector<Prompt> unfinished;    // their unfinished samples, as continuations
+};
+std::string pack(const Handover& h);
+Handover unpack(const std::string& bytes);
+
+// Message tags of the stage.
+inline constexpr int kTagHandover = 1;
+inline constexpr int kTagStats = 2;
+
+}  // namespace braid::gen

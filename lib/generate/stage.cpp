@@ -1,0 +1,337 @@
+#include "generate/stage.hpp"
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/log.hpp"
+#include "core/progress.hpp"
+#include "generate/collector.hpp"
+#include "generate/generate.hpp"
+#include "generate/migrate.hpp"
+#include "generate/prompts.hpp"
+#include "generate/shard_plan.hpp"
+#include "generate/stage_stats.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "train/checkpoint.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <system_error>
+
+namespace braid::gen {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// One write() per line: lines of different ranks (or of a pipe's other writers)
+// never interleave mid-line.
+void print_line(const std::string& text) {
+  const std::string line = text + "\n";
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(STDOUT_FILENO, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::system_error(errno, std::generic_category(), "writing a shard path to standard output");
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void validate(const StageOptions& o, const RankGroup& ranks) {
+  if (o.actor.empty()) throw UsageError("--actor CKPT is required");
+  if (o.prompts.empty()) throw UsageError("--prompts FILE is required");
+  if (o.out_dir.empty()) throw UsageError("-o DIR is required");
+  if (o.samples_per_prompt < 1) throw UsageError("--samples-per-prompt must be at least 1");
+  if (o.max_new_tokens < 1) throw UsageError("--max-new-tokens must be at least 1");
+  if (o.max_batch < 1) throw UsageError("--max-batch must be at least 1");
+  if (o.shard_size < 1) throw UsageError("--shard-size must be at least 1");
+  if (o.limit < 0) throw UsageError("--limit must be >= 0 (0: all prompts)");
+  if (o.prefix.empty() || o.prefix.find('/') != std::string::npos) {
+    throw UsageError(fmt::format("--prefix must be a plain file name prefix, got '{}'", o.prefix));
+  }
+  if (o.stats == "-") throw UsageError("--stats -: stdout carries the shard paths; give the stats a file");
+  if (o.migrate_to < 1) throw UsageError("--migrate-to must be at least 1");
+  if (!o.migrate_threshold.empty() && ranks.size() > 1 && o.migrate_to >= ranks.size()) {
+    throw UsageError(fmt::format("--migrate-to {} leaves no rank to free among {}: give fewer receivers",
+                                 o.migrate_to, ranks.size()));
+  }
+  validate(o.sampling);
+}
+
+std::string stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop) {
+  ordered_json c;
+  c["stage"] = "generate";
+  c["samples_per_prompt"] = o.samples_per_prompt;
+  c["shard_size"] = o.shard_size;
+  c["tokenizer"] = o.tokenizer;
+  c["max_new_tokens"] = o.max_new_tokens;
+  c["temperature"] = o.sampling.temperature;
+  c["top_p"] = o.sampling.top_p;
+  c["top_k"] = o.sampling.top_k;
+  c["seed"] = o.sampling.seed;
+  c["stop_tokens"] = stop;
+  c["actor"] = o.actor;
+  c["prompts"] = o.prompts;
+  c["prompt_count"] = prompts;
+  return c.dump();
+}
+
+// Everything one rank does, in the order it happens.
+class StageRun {
+ public:
+  StageRun(const StageOptions& o, const RankGroup& ranks) : o_(o), ranks_(ranks) {}
+
+  int run() {
+    const auto t_start = Clock::now();
+    validate(o_, ranks_);
+    stats_.rank = ranks_.rank();
+    auto be = backend::make_cpu_backend(o_.threads);
+    auto tokenizer = tok::load_tokenizer(o_.tokenizer);
+    auto actor = train::open_model(o_.actor, *be, {}, /*need_lm_head=*/true, /*need_value_head=*/false);
+    const auto& cfg = actor.model->config();
+    require(tokenizer->vocab_size() <= cfg.vocab_size, o_.tokenizer, "",
+            fmt::format("has {} tokens, more than the actor's vocab_size {} ({})", tokenizer->vocab_size(),
+                        cfg.vocab_size, o_.actor));
+    std::vector<std::int32_t> stop;
+    if (auto eos = tokenizer->eos()) stop.push_back(*eos);
+    else log::warn("the tokenizer has no EOS: every sample runs to --max-new-tokens");
+
+    const auto lines = read_prompts(o_.prompts, {.tokenizer = tokenizer.get(),
+                                                 .vocab_size = cfg.vocab_size,
+                                                 .max_tokens = cfg.max_position_embeddings,
+                                                 .limit = o_.limit});
+    for (const PromptLine& line : lines) {
+      for (int k = 0; k < o_.samples_per_prompt; ++k) {
+        prompts_.push_back({.sample_id = static_cast<std::uint64_t>(prompts_.size()), .tokens = line.tokens});
+      }
+    }
+    plan_ = ShardPlan{.prompts = static_cast<std::int64_t>(lines.size()),
+                      .samples_per_prompt = o_.samples_per_prompt,
+                      .shard_size = o_.shard_size,
+                      .dir = o_.out_dir,
+                      .prefix = o_.prefix};
+    const std::string config = stage_config(o_, plan_.prompts, stop);
+    std::error_code ec;
+    std::filesystem::create_directories(o_.out_dir, ec);
+    if (ec) throw InputError(o_.out_dir, "", "cannot create the output folder: " + ec.message());
+
+    collector_.emplace(plan_, io::SampleShardMeta{.policy_step = actor.step, .created_by = o_.created_by, .config = config},
+                       [this](const std::filesystem::path& path, const io::SampleBatch& b) {
+                         print_line(path.string());
+                         log::debug("{}wrote {} ({} samples)", who(), path.string(), b.size());
+                       });
+    std::vector<Prompt> mine = my_pending_prompts(config, actor.step);
+    const std::int64_t pending = total(ranks_.size() > 1 ? ranks_.allgather(static_cast<std::int64_t>(mine.size()))
+                                                         : std::vector<std::int64_t>{std::int64_t(mine.size())});
+    threshold_ = parse_migrate_threshold(o_.migrate_threshold, pending);
+    if (threshold_ > 0 && ranks_.size() == 1) {
+      log::info("--migrate-threshold has no effect in a single process (run under mpirun with several ranks)");
+      threshold_ = 0;
+    }
+    if (ranks_.rank() == 0) {
+      log::info("{} prompts x {} samples = {} samples in {} shards of {}; {} to generate{}{}", plan_.prompts,
+                o_.samples_per_prompt, plan_.samples(), plan_.shards(), o_.shard_size, pending,
+                ranks_.size() > 1 ? fmt::format(" on {} ranks", ranks_.size()) : "",
+                threshold_ > 0 ? fmt::format("; migration to {} rank(s) below {:g} unfinished", o_.migrate_to, threshold_)
+                               : "");
+    }
+
+    GenerateOptions gopt{.sampling = o_.sampling,
+                         .max_batch = o_.max_batch,
+                         .max_new_tokens = o_.max_new_tokens,
+                         .stop_tokens = stop};
+    if (ranks_.rank() == 0 && pending > 0) {
+      progress_.emplace(ranks_.size() > 1 ? "generating (rank 0)" : "generating", mine.size(), "samples");
+    }
+    gen_start_ = Clock::now();
+    generate(*actor.model, gopt, mine);
+    stats_.generate_seconds = since(gen_start_);
+    stats_.shards_written = collector_->shards_written();
+    if (progress_) progress_->finish();
+    finish_stats(since(t_start));
+    return 0;
+  }
+
+ private:
+  std::string who() const { return ranks_.size() > 1 ? fmt::format("rank {}: ", ranks_.rank()) : ""; }
+  static std::int64_t total(const std::vector<std::int64_t>& v) {
+    std::int64_t s = 0;
+    for (auto x : v) s += x;
+    return s;
+  }
+
+  // The samples of this rank's shards (round-robin) that are not complete on disk.
+  std::vector<Prompt> my_pending_prompts(const std::string& config, std::int64_t step) {
+    std::vector<Prompt> mine;
+    for (std::int64_t k = ranks_.rank(); k < plan_.shards(); k += ranks_.size()) {
+      std::string why;
+      const ShardState state = check_existing_shard(plan_, k, prompts_, config, step, &why);
+      if (state == ShardState::complete) {
+        ++stats_.shards_skipped;
+        log::info("{}{} is complete: skipped", who(), plan_.path(k).string());
+        continue;
+      }
+      if (!why.empty()) log::warn("{}{} is regenerated: {}", who(), plan_.path(k).string(), why);
+      collector_->expect(k);
+      for (auto id = plan_.first_sample(k); id < plan_.end_sample(k); ++id) {
+        mine.push_back(prompts_[static_cast<std::size_t>(id)]);
+      }
+    }
+    return mine;
+  }
+
+  void on_done(Sample&& s) {
+    ++stats_.sequences;
+    stats_.response_tokens += static_cast<std::int64_t>(s.response.size());
+    stats_.tokens += static_cast<std::int64_t>(s.prompt.size() + s.response.size());
+    collector_->add(std::move(s));
+    if (progress_) progress_->advance(1);
+  }
+
+  void add(const GenerateStats& g) {
+    stats_.steps += g.steps;
+    stats_.prefill_tokens += g.prefill_tokens;
+    stats_.prefill_seconds += g.prefill_seconds;
+    stats_.decode_seconds += g.decode_seconds;
+  }
+
+  StepHook progress_hook() {
+    return [this](const StepInfo& i) {
+      sampled_ += i.sampled;
+      if (progress_) {
+        progress_->set_status(fmt::format("{} running, {}", i.running, format_rate(sampled_ / std::max(1e-9, since(gen_start_)), "tok")));
+      }
+      return false;
+    };
+  }
+
+  void generate(const model::Model& m, const GenerateOptions& gopt, const std::vector<Prompt>& mine) {
+    auto done = [this](Sample&& s) { on_done(std::move(s)); };
+    const StepHook show = progress_hook();
+    if (threshold_ <= 0) {
+      add(Generator(m, gopt).run(mine, done, show, &unused_));
+      return;
+    }
+    // After every step every rank tells how many samples it has left; all take the
+    // same decision from the same numbers, at the same step of the exchange.
+    std::vector<Prompt> rest;
+    const StepHook watch = [&](const StepInfo& i) {
+      show(i);
+      decision_ = decide_migration(ranks_.allgather(i.running + i.waiting), threshold_, o_.migrate_to);
+      return decision_.now;
+    };
+    add(Generator(m, gopt).run(mine, done, watch, &rest));
+    while (!decision_.now) {  // done here: keep answering until all are done or migration starts
+      decision_ = decide_migration(ranks_.allgather(0), threshold_, o_.migrate_to);
+      if (decision_.remaining == 0) return;
+    }
+    migrate(m, gopt, std::move(rest));
+  }
+
+  void migrate(const model::Model& m, const GenerateOptions& gopt, std::vector<Prompt> rest) {
+    const auto& receivers = decision_.receivers;
+    const auto n_recv = static_cast<std::int64_t>(receivers.size());
+    migration_at_ = since(gen_start_);
+    if (ranks_.rank() == 0) {
+      log::info("migration: {} samples left over all ranks (threshold {:g}): rank(s) {} take them over, the other {} "
+                "finish",
+                decision_.remaining, threshold_, fmt::join(receivers, ","), ranks_.size() - n_recv);
+    }
+    if (std::find(receivers.begin(), receivers.end(), ranks_.rank()) == receivers.end()) {
+      stats_.role = "handed over";
+      for (int r : receivers) {
+        Handover h;
+        for (std::int64_t k : collector_->open_shards()) {
+          if (receivers[static_cast<std::size_t>(k % n_recv)] != r) continue;
+          h.shards.push_back(k);
+          for (Sample& s : collector_->release(k)) h.finished.push_back(std::move(s));
+          for (Prompt& p : rest) {
+            if (plan_.shard_of(static_cast<std::int64_t>(p.sample_id)) == k) h.unfinished.push_back(std::move(p));
+          }
+        }
+        stats_.handed_over += static_cast<std::int64_t>(h.unfinished.size());
+        stats_.shards_handed_over += static_cast<std::int64_t>(h.shards.size());
+        ranks_.send(r, kTagHandover, pack(h));
+      }
+      log::info("{}handed {} unfinished samples of {} shards over; done generating", who(), stats_.handed_over,
+                stats_.shards_handed_over);
+      return;
+    }
+    stats_.role = "received";
+    std::int64_t finished = 0;
+    for (int from = 0; from < ranks_.size(); ++from) {
+      if (std::find(receivers.begin(), receivers.end(), from) != receivers.end()) continue;
+      Handover h = unpack(ranks_.recv(from, kTagHandover));
+      for (std::int64_t k : h.shards) collector_->expect(k);
+      stats_.received += static_cast<std::int64_t>(h.unfinished.size());
+      finished += static_cast<std::int64_t>(h.finished.size());
+      for (Sample& s : h.finished) collector_->add(std::move(s));
+      for (Prompt& p : h.unfinished) rest.push_back(std::move(p));
+    }
+    // In sample-id order: the continued run is the same whatever order the messages came in.
+    std::sort(rest.begin(), rest.end(), [](const Prompt& a, const Prompt& b) { return a.sample_id < b.sample_id; });
+    if (progress_) progress_->set_total(progress_->done() + rest.size());
+    log::info("{}continuing {} samples ({} taken over; {} finished ones came with their shards)", who(), rest.size(),
+              stats_.received, finished);
+    add(Generator(m, gopt).run(rest, [this](Sample&& s) { on_done(std::move(s)); }, progress_hook(), &unused_));
+  }
+
+  void finish_stats(double wall) {
+    const int writer = decision_.now ? decision_.receivers.front() : 0;
+    std::vector<RankStats> all{stats_};
+    if (ranks_.size() > 1) {
+      if (ranks_.rank() != writer) {
+        ranks_.send(writer, kTagStats, to_json(stats_).dump());
+        return;
+      }
+      all.clear();
+      for (int from = 0; from < ranks_.size(); ++from) {
+        all.push_back(from == writer ? stats_ : rank_stats_from_json(json::parse(ranks_.recv(from, kTagStats))));
+      }
+    }
+    std::optional<MigrationStats> mig;
+    if (decision_.now) {
+      mig = MigrationStats{.threshold = threshold_, .remaining = decision_.remaining, .receivers = decision_.receivers,
+                           .at_seconds = migration_at_};
+      for (const RankStats& r : all) {
+        mig->moved_samples += r.handed_over;
+        mig->moved_shards += r.shards_handed_over;
+      }
+    }
+    const auto doc = stage_stats(all, mig, wall);
+    const auto& call = doc["calls"]["actor_gen"];
+    log::info("{} samples, {} response tokens in {:.1f} s ({}); {} shards written, {} skipped as complete",
+              doc["sequences"].get<std::int64_t>(), call["response_tokens"].get<std::int64_t>(),
+              call["seconds"].get<double>(), format_rate(call["response_tokens_per_second"].get<double>(), "tok"),
+              doc["shards_written"].get<std::int64_t>(), doc["shards_skipped"].get<std::int64_t>());
+    if (!o_.stats.empty()) write_text_file(o_.stats, doc.dump(2) + "\n");
+  }
+
+  const StageOptions& o_;
+  const RankGroup& ranks_;
+  std::vector<Prompt> prompts_;  // by sample id
+  ShardPlan plan_;
+  std::optional<ShardCollector> collector_;
+  std::optional<Progress> progress_;
+  RankStats stats_;
+  double threshold_ = 0;
+  MigrationDecision decision_;
+  double migration_at_ = 0;
+  Clock::time_point gen_start_;
+  std::int64_t sampled_ = 0;
+  std::vector<Prompt> unused_;  // a run that is never stopped leaves nothing here
+};
+
+}  // namespace
+
+int run_generate_stage(const StageOptions& opt, const RankGroup& ranks) { return StageRun(opt, ranks).run(); }
+
+}  // namespace braid::gen

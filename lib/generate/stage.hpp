@@ -1,0 +1,39 @@
+// braid-generate's work: actor rollouts for every prompt x samples_per_prompt,
+// written as sample shards (shard_plan.hpp) that stream out as they complete, each
+// path printed on stdout the moment its file is committed. Resumable: a rerun skips
+// complete shards. Under mpirun the shards are dealt round-robin to the ranks, and
+// --migrate-threshold moves the long tail to a few ranks (migrate.hpp).
+#pragma once
+
+#include "generate/sampler.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace braid::gen {
+
+class RankGroup;
+
+struct StageOptions {
+  std::string actor;                 // checkpoint spec (train::open_model)
+  std::string prompts;               // JSON Lines (prompts.hpp)
+  std::string out_dir;
+  std::string tokenizer = "byte";
+  std::string prefix = "gen";
+  std::string stats;                 // braid.stagestats JSON ("" = none, "-" = stdout is not allowed)
+  int samples_per_prompt = 1;
+  std::int64_t max_new_tokens = 64;
+  SamplingParams sampling{.temperature = 1.0, .top_k = 0, .top_p = 1.0, .seed = 0};
+  int max_batch = 32;
+  int shard_size = 16;
+  std::int64_t limit = 0;            // first N prompts (0: all)
+  int threads = 0;                   // CPU backend threads (0: all cores)
+  std::string migrate_threshold;     // "" = off; a count or a fraction (migrate.hpp)
+  int migrate_to = 1;
+  std::string created_by;            // the command line, for meta.created_by
+};
+
+// Returns the exit code (0). Errors are exceptions (InputError for bad input).
+int run_generate_stage(const StageOptions& opt, const RankGroup& ranks);
+
+}  // namespace braid::gen

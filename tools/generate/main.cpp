@@ -1,0 +1,67 @@
+// braid-generate: actor rollouts for a prompt file, written as sample shards that
+// stream out as they complete (each path on stdout at once). lib/generate/stage.hpp.
+#include "core/cli.hpp"
+#include "generate/migrate.hpp"
+#include "generate/stage.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+int main(int argc, char** argv) {
+  braid::gen::RankGroup ranks(&argc, &argv);
+  braid::gen::StageOptions o;
+  std::string cmdline = "braid-generate";
+  for (int i = 1; i < argc; ++i) cmdline += std::string(" ") + argv[i];
+  o.created_by = cmdline;
+
+  CLI::App app{
+      "Generate actor rollouts for every prompt x --samples-per-prompt and write them as sample shards "
+      "(DIR/PREFIX-00000.h5, ...). Shard k holds the samples with ids [k*shard_size, (k+1)*shard_size) "
+      "(sample_id = prompt_index * samples_per_prompt + k) and is written the moment its last sample finishes; "
+      "its path is then printed on stdout, one line, so that `braid-generate ... | braid-score - ...` scores "
+      "while generation goes on. A rerun skips complete shards. Under mpirun the shards are dealt to the ranks "
+      "and --migrate-threshold moves the long tail to a few of them (RLHFuse section 4.2).",
+      "braid-generate"};
+  app.add_option("--actor", o.actor, "Policy checkpoint (a .h5 file or the stem of its stage files); needs an LM head")
+      ->required();
+  app.add_option("--prompts", o.prompts,
+                 "JSON Lines, one prompt a line: {\"text\": \"...\"} (BOS put in front) or {\"tokens\": [ids]}, "
+                 "optional \"id\"; '-' for stdin")
+      ->required();
+  app.add_option("-o,--output", o.out_dir, "Folder for the shards (created if missing)")->required();
+  app.add_option("--tokenizer", o.tokenizer, "'byte' or a tokenizer.json (or its folder)")->capture_default_str();
+  app.add_option("--samples-per-prompt", o.samples_per_prompt, "Samples of each prompt (a GRPO group)")
+      ->capture_default_str();
+  app.add_option("--max-new-tokens", o.max_new_tokens, "Response tokens at most (EOS ends a sample earlier)")
+      ->capture_default_str();
+  app.add_option("--temperature", o.sampling.temperature, "Sampling temperature (0: greedy)")->capture_default_str();
+  app.add_option("--top-p", o.sampling.top_p, "Nucleus sampling mass (1: off)")->capture_default_str();
+  app.add_option("--top-k", o.sampling.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();
+  app.add_option("--seed", o.sampling.seed, "Sampling seed; sample i draws from stream (seed, i)")->capture_default_str();
+  app.add_option("--max-batch", o.max_batch, "Sequences decoding together (KV-cache slots) per process")
+      ->capture_default_str();
+  app.add_option("--shard-size", o.shard_size, "Samples per output shard")->capture_default_str();
+  app.add_option("--prefix", o.prefix, "Shard file name prefix")->capture_default_str();
+  app.add_option("--limit", o.limit, "Use only the first N prompts (0: all)")->capture_default_str();
+  app.add_option("--threads", o.threads, "CPU threads per process (0: all cores of this process)")
+      ->capture_default_str();
+  app.add_option("--stats", o.stats, "Write braid.stagestats JSON here (call actor_gen: times, tokens, steps)");
+  app.add_option("--migrate-threshold", o.migrate_threshold,
+                 "Under mpirun: when fewer than this many samples are unfinished over all ranks (a count, or a "
+                 "fraction of the run's samples like 0.2), move them to --migrate-to ranks and free the others "
+                 "(default: off)");
+  app.add_option("--migrate-to", o.migrate_to, "Ranks that take the long tail over (the ones with the most left)")
+      ->capture_default_str();
+
+  const int rc = braid::cli::run(app, argc, argv, [&] { return braid::gen::run_generate_stage(o, ranks); });
+  if (rc != 0 && ranks.size() > 1) {
+    // Leave without MPI_Finalize: the other ranks may be waiting in a collective for
+    // this one, and mpirun ends the whole job when a rank exits without finalizing.
+    std::fflush(nullptr);
+    std::_Exit(rc);
+  }
+  return rc;
+}
