@@ -31,18 +31,17 @@ json read_stats(const fs::path& path) {
   return doc.is_object() ? doc : json::object();
 }
 
-// The train stats' figures beyond the common keys (losses, clip fraction, ...), one level deep.
+// The training figures of braid-train's calls ("actor_train.loss", "critic_train.value_error",
+// ...): every number of each call but its timing, which "seconds" already sums up.
 ordered_json train_figures(const json& stats) {
-  static const std::vector<std::string> common = {"format", "version", "stage", "wall_seconds",
-                                                  "sequences", "tokens", "calls"};
+  static const std::vector<std::string> timing = {"seconds", "tokens", "steps", "tokens_per_second", "sequences"};
   ordered_json out = ordered_json::object();
-  for (const auto& [key, value] : stats.items()) {
-    if (std::find(common.begin(), common.end(), key) != common.end()) continue;
-    if (value.is_number()) {
-      out[key] = value;
-    } else if (value.is_object()) {
-      for (const auto& [k, v] : value.items()) {
-        if (v.is_number()) out[key + "." + k] = v;
+  if (!stats.contains("calls") || !stats["calls"].is_object()) return out;
+  for (const auto& [call, figures] : stats["calls"].items()) {
+    if (!figures.is_object()) continue;
+    for (const auto& [key, value] : figures.items()) {
+      if (value.is_number() && std::find(timing.begin(), timing.end(), key) == timing.end()) {
+        out[call + "." + key] = value;
       }
     }
   }
@@ -94,8 +93,10 @@ std::string summary_line(const ordered_json& m) {
                                  m.value("mean_reward", 0.0), m.value("mean_response_length", 0.0));
   if (m.contains("kl")) line += fmt::format("  kl {:.4f}", m["kl"].get<double>());
   if (m.contains("train")) {
-    for (const auto& [key, value] : m["train"].items()) {
-      if (key.find("loss") != std::string::npos) line += fmt::format("  {} {:.4g}", key, value.get<double>());
+    const auto& t = m["train"];
+    for (const auto& [key, label] : {std::pair{"actor_train.loss", "actor loss"}, {"critic_train.loss", "critic loss"},
+                                     {"actor_train.entropy", "entropy"}}) {
+      if (t.contains(key)) line += fmt::format("  {} {:.4g}", label, t[key].get<double>());
     }
   }
   if (m.contains("seconds")) {

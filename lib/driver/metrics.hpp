@@ -13,7 +13,7 @@ namespace braid::driver {
 
 // {"iteration", "sequences", "response_tokens", "mean_reward", "mean_response_length",
 //  "kl" (mean over response tokens of logprob_actor - logprob_ref; absent without a ref),
-//  "seconds": {"generate","score","train"}, "train": {the train stats' own figures}}
+//  "seconds": {"generate","score","train"}, "train": {"actor_train.loss", ...: the train calls' figures}}
 ordered_json iteration_metrics(const Layout& layout, int iteration);
 
 // "iter 3: reward 0.412  len 17.3  kl 0.0123  | policy_loss ...  | gen 4.1s score 2.0s train 6.3s"

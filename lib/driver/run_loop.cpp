@@ -82,7 +82,7 @@ void write_metrics_file(const Layout& layout, int iterations) {
   for (int i = 1; i <= iterations; ++i) {
     const fs::path p = layout.iteration_metrics(i);
     if (!fs::is_regular_file(p, ec)) continue;
-    text += load_json_file(p.string()).dump() + "\n";
+    text += ordered_json::parse(read_text_file(p.string())).dump() + "\n";
   }
   write_text_file(layout.metrics_file().string(), text);
 }

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# braid run and braid makefile end to end on the tiny model: 2 iterations give
+# checkpoints of steps 1 and 2 and two metrics lines; a rerun does nothing; a
+# deleted checkpoint is redone alone; the Makefile makes the same files and is
+# then up to date; a broken prompts file stops the run with exit 2 naming the stage.
+set -euo pipefail
+B="$BRAID_BIN/braid"
+S="$BRAID_SCRATCH"
+rm -rf "${S:?}"/*
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step_of() { "$B" inspect --json "$1" | grep -o '"step": [0-9]*' | head -1 | cut -d' ' -f2; }
+# Every file of a run folder with its modification time (metrics.jsonl is rewritten on every run).
+snapshot() { (cd "$1" && find . -type f ! -name metrics.jsonl -printf '%p %T@\n' | sort); }
+h5_names() { (cd "$1" && find . -type f -name '*.h5' ! -name '.*' | sort); }
+
+cd "$S"
+cp "$BRAID_SOURCE/examples/tiny/config.json" config.json
+printf '%s\n' '{"text": "Call 555"}' '{"text": "Year"}' '{"text": "Pi is"}' '{"text": "Total:"}' > prompts.jsonl
+cat > run.json <<'JSON'
+{"format": "braid.run", "version": 1, "algorithm": "ppo",
+ "models": {"actor": {"init": {"config": "config.json", "seed": 1}},
+            "critic": {"init": {"config": "config.json", "seed": 2}},
+            "reward": {"rule": "digits"}},
+ "prompts": "prompts.jsonl", "iterations": 2, "threads": 1,
+ "generate": {"samples_per_prompt": 2, "max_new_tokens": 6, "shard_size": 4},
+ "train": {"lr": 0.001, "critic_lr": 0.001}}
+JSON
+
+"$B" run run.json -o out > stdout 2> log || { cat log >&2; fail "braid run failed"; }
+[ "$(cat stdout)" = "$(printf 'out/iter-0002/actor.h5\nout/iter-0002/critic.h5')" ] || fail "stdout: $(cat stdout)"
+for i in 1 2; do
+  for m in actor critic; do
+    [ "$(step_of "out/iter-000$i/$m.h5")" = "$i" ] || fail "iteration $i's $m is not at step $i"
+  done
+  ls out/iter-000$i/samples/gen-*.h5 > /dev/null || fail "iteration $i has no samples"
+  [ "$(ls out/iter-000$i/scored/scored-*.h5 | wc -l)" = "$(ls out/iter-000$i/samples/gen-*.h5 | wc -l)" ] ||
+    fail "iteration $i: not every sample shard was scored"
+  grep -q "iteration $i: reward " log || fail "no summary line for iteration $i"
+done
+[ "$(wc -l < out/metrics.jsonl)" = 2 ] || fail "metrics.jsonl has $(wc -l < out/metrics.jsonl) lines"
+grep -q '^{"iteration":1,"sequences":8,' out/metrics.jsonl || fail "metrics line 1: $(head -1 out/metrics.jsonl)"
+grep -q '^{"iteration":2,.*"mean_reward":' out/metrics.jsonl || fail "metrics line 2: $(tail -1 out/metrics.jsonl)"
+
+# A rerun of a finished run touches nothing.
+before=$(snapshot out)
+"$B" run run.json -o out > /dev/null 2> log2
+[ "$(snapshot out)" = "$before" ] || fail "a rerun of a finished run changed files"
+grep -q "already complete" log2 || fail "the rerun did not say the run was complete"
+
+# Deleting iteration 2's actor redoes iteration 2's training and nothing else.
+iter1=$(snapshot out/iter-0001)
+samples2=$(snapshot out/iter-0002/samples)
+rm out/iter-0002/actor.h5
+"$B" run run.json -o out > /dev/null 2> log3
+[ "$(step_of out/iter-0002/actor.h5)" = 2 ] || fail "the redone actor is not at step 2"
+[ "$(snapshot out/iter-0001)" = "$iter1" ] || fail "redoing iteration 2 touched iteration 1"
+[ "$(snapshot out/iter-0002/samples)" = "$samples2" ] || fail "redoing iteration 2's training regenerated samples"
+grep -q "iteration 2 of 2" log3 || fail "iteration 2 was not redone"
+if grep -q "iteration 1 of 2" log3; then fail "iteration 1 was redone"; fi
+
+# braid run's folder is up to date for its Makefile; a Makefile run makes the same files.
+"$B" makefile run.json -d out -o out.mk
+make -q -f out.mk || fail "make finds work left in braid run's finished folder"
+"$B" makefile run.json -d mk -o Makefile
+make -j2 -f Makefile > makelog 2>&1 || { cat makelog >&2; fail "make failed"; }
+[ "$(h5_names mk)" = "$(h5_names out)" ] || fail "make and braid run made different files"
+for f in iter-0001/actor.h5 iter-0001/critic.h5 iter-0002/actor.h5 iter-0002/critic.h5; do
+  [ "$(step_of "mk/$f")" = "$(step_of "out/$f")" ] || fail "mk/$f is at another step than out/$f"
+done
+[ "$(wc -l < mk/metrics.jsonl)" = 2 ] || fail "make's metrics.jsonl has $(wc -l < mk/metrics.jsonl) lines"
+make -q -f Makefile || fail "make -q: the finished Makefile run is not up to date"
+[ -z "$(make -n -s -f Makefile)" ] || fail "make -n after completion would still run: $(make -n -s -f Makefile)"
+
+# A broken prompts file: generate fails, the run stops with its exit code and names it.
+printf '%s\n' '{"text": "ok"}' 'not json' > bad.jsonl
+sed 's/"prompts.jsonl"/"bad.jsonl"/' run.json > bad.json
+set +e
+"$B" run bad.json -o badout > /dev/null 2> badlog
+rc=$?
+set -e
+[ "$rc" = 2 ] || { cat badlog >&2; fail "a broken prompts file exited $rc, not 2"; }
+grep -q "iteration 1 generate | score: generate failed with exit code 2: .*braid-generate" badlog ||
+  { cat badlog >&2; fail "the failing stage is not named"; }
+[ ! -e badout/iter-0001/actor.h5 ] || fail "a checkpoint was written after a failed stage"
+echo "ok"
