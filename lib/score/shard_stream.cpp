@@ -48,6 +48,7 @@ ShardStream::ShardStream(BatchScorer& scorer, StreamOptions opt,
 bool ShardStream::already_done(const std::string& input, const std::filesystem::path& out) {
   if (!std::filesystem::exists(out)) return false;
   const io::SampleShardInfo in = io::probe_sample_shard(input);
+  skipped_sequences_ = in.sequences;
   try {
     const io::SampleShardInfo done = io::probe_sample_shard(out);
     const auto has = [&](const char* name) {
@@ -130,6 +131,7 @@ void ShardStream::add(const std::string& input) {
   if (already_done(input, out)) {
     log::info("{} is already scored in {}: skipped", input, out.string());
     ++totals_.shards_skipped;
+    if (progress_) progress_->advance(static_cast<std::uint64_t>(skipped_sequences_));
     if (grpo) {
       const io::SampleShard done = io::read_sample_shard(out);
       if (!groups_) groups_.emplace(samples_per_prompt_of(done.meta, out.string()));

@@ -98,6 +98,7 @@ class ShardStream {
   std::optional<rl::GroupRewards> groups_;
   std::map<std::int64_t, std::string> sample_origin_;     // GRPO: sample_id -> input, to name duplicates
   std::vector<Pending> pending_;
+  std::int64_t skipped_sequences_ = 0;  // of the input already_done last found done
 };
 
 }  // namespace braid::score

@@ -115,6 +115,13 @@ int run(const Options& o) {
     tokenizer = tok::load_tokenizer(o.tokenizer);
   }
 
+  // Shards named on the command line are checked before any model is loaded.
+  const bool from_stdin = o.inputs.size() == 1 && is_std_stream(o.inputs.front());
+  std::uint64_t total_sequences = 0;
+  if (!from_stdin) {
+    for (const auto& in : o.inputs) total_sequences += std::uint64_t(io::probe_sample_shard(in).sequences);
+  }
+
   auto be = backend::make_cpu_backend(o.threads);
   train::OpenedModel ref, critic, reward;
   if (!o.ref.empty()) ref = train::open_model(o.ref, *be, {}, /*need_lm_head=*/true, false);
@@ -128,11 +135,6 @@ int run(const Options& o) {
   score::BatchScorer scorer({.ref = ref.model.get(), .critic = critic.model.get(), .reward = reward.model.get(),
                              .rule = rule ? &*rule : nullptr, .tokenizer = tokenizer.get()},
                             settings);
-  const bool from_stdin = o.inputs.size() == 1 && is_std_stream(o.inputs.front());
-  std::uint64_t total_sequences = 0;
-  if (!from_stdin) {
-    for (const auto& in : o.inputs) total_sequences += std::uint64_t(io::probe_sample_shard(in).sequences);
-  }
   Progress progress("scoring", total_sequences, "seq");
   score::ShardStream stream(
       scorer,
