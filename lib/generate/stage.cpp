@@ -258,6 +258,7 @@ class StageRun {
           }
         }
         stats_.handed_over += static_cast<std::int64_t>(h.unfinished.size());
+        for (const Prompt& p : h.unfinished) stats_.handed_over_partial += !p.response.empty();
         stats_.shards_handed_over += static_cast<std::int64_t>(h.shards.size());
         ranks_.send(r, kTagHandover, pack(h));
       }
@@ -303,6 +304,7 @@ class StageRun {
                            .at_seconds = migration_at_};
       for (const RankStats& r : all) {
         mig->moved_samples += r.handed_over;
+        mig->moved_partial += r.handed_over_partial;
         mig->moved_shards += r.shards_handed_over;
       }
     }

@@ -18,6 +18,7 @@ ordered_json to_json(const RankStats& s) {
               {"shards_written", s.shards_written},
               {"shards_skipped", s.shards_skipped},
               {"handed_over", s.handed_over},
+              {"handed_over_partial", s.handed_over_partial},
               {"shards_handed_over", s.shards_handed_over},
               {"received", s.received}};
 }
@@ -37,6 +38,7 @@ RankStats rank_stats_from_json(const json& j) {
   s.shards_written = j.at("shards_written").get<std::int64_t>();
   s.shards_skipped = j.at("shards_skipped").get<std::int64_t>();
   s.handed_over = j.at("handed_over").get<std::int64_t>();
+  s.handed_over_partial = j.at("handed_over_partial").get<std::int64_t>();
   s.shards_handed_over = j.at("shards_handed_over").get<std::int64_t>();
   s.received = j.at("received").get<std::int64_t>();
   return s;
@@ -83,6 +85,7 @@ ordered_json stage_stats(std::span<const RankStats> ranks, const std::optional<M
                                     {"remaining", migration->remaining},
                                     {"receivers", migration->receivers},
                                     {"moved_samples", migration->moved_samples},
+                                    {"moved_partial", migration->moved_partial},
                                     {"moved_shards", migration->moved_shards},
                                     {"at_seconds", migration->at_seconds}};
   } else {

@@ -28,6 +28,7 @@ struct RankStats {
   std::int64_t shards_written = 0;
   std::int64_t shards_skipped = 0;    // complete from an earlier run
   std::int64_t handed_over = 0;       // unfinished samples sent away (migration)
+  std::int64_t handed_over_partial = 0;  // of those, the ones stopped mid-response
   std::int64_t shards_handed_over = 0;
   std::int64_t received = 0;          // unfinished samples taken over (migration)
 };
@@ -40,6 +41,7 @@ struct MigrationStats {
   std::int64_t remaining = 0;         // unfinished samples over all ranks when it triggered
   std::vector<int> receivers;
   std::int64_t moved_samples = 0;     // unfinished samples that changed rank
+  std::int64_t moved_partial = 0;     // of those, the ones with part of a response
   std::int64_t moved_shards = 0;
   double at_seconds = 0;              // into generation, on the first receiver
 };
