@@ -59,6 +59,7 @@ void validate(const StageOptions& o, const RankGroup& ranks) {
   }
   if (o.stats == "-") throw UsageError("--stats -: stdout carries the shard paths; give the stats a file");
   if (o.migrate_to < 1) throw UsageError("--migrate-to must be at least 1");
+  parse_migrate_threshold(o.migrate_threshold, 1);  // its syntax, before the model loads
   if (!o.migrate_threshold.empty() && ranks.size() > 1 && o.migrate_to >= ranks.size()) {
     throw UsageError(fmt::format("--migrate-to {} leaves no rank to free among {}: give fewer receivers",
                                  o.migrate_to, ranks.size()));
