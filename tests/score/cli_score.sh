@@ -70,6 +70,19 @@ tac gen.list | "$SCORE" - -o grpo --algorithm grpo --ref actor.h5 --reward-rule 
   || fail "GRPO outputs: $(cat grpo.out)"
 "$FIX" check grpo 0 1 1 12 grpo/*.h5 || fail "GRPO arrays"
 
+# --- The real pipe: braid-generate's shards (groups of 3 in shards of 5) scored as they stream in.
+# The reference is the actor, so /logprobs/ref must equal generate's /logprobs/actor (check).
+printf '%s\n' '{"text":"12+3="}' '{"text":"hello"}' '{"text":"abc"}' '{"tokens":[256,50,51]}' > prompts.jsonl
+"$BRAID_BIN/braid-generate" --actor actor.h5 --prompts prompts.jsonl -o pipe_gen --samples-per-prompt 3 \
+    --shard-size 5 --max-new-tokens 12 --threads 2 -q \
+  | "$SCORE" - -o pipe_scored --algorithm grpo --ref actor.h5 --reward-rule digits --threads 2 -q > pipe.out
+[[ $(wc -l < pipe.out) == 3 ]] || fail "the pipe gave $(wc -l < pipe.out) outputs, expected 3"
+"$FIX" check grpo 0 1 1 12 pipe_scored/*.h5 || fail "GRPO arrays of braid-generate's shards"
+"$BRAID_BIN/braid-generate" --actor actor.h5 --prompts prompts.jsonl -o pipe_gen2 --shard-size 2 \
+    --max-new-tokens 12 --threads 2 -q \
+  | "$SCORE" - -o pipe_ppo --ref actor.h5 --critic critic.h5 --reward rm.h5 --threads 2 -q > /dev/null
+"$FIX" check ppo 0.05 1 0.95 4 pipe_ppo/*.h5 || fail "PPO arrays of braid-generate's shards"
+
 # --- Bad inputs: exit 2, naming the file and the field; nothing half-written.
 "$FIX" make actor.h5 nolp 1 2 2 5 no-actor-logprobs > /dev/null
 expect_bad no_logprobs nolp/gen-00000.h5 /logprobs/actor -- \
