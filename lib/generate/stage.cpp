@@ -154,6 +154,7 @@ class StageRun {
     }
     gen_start_ = Clock::now();
     generate(*actor.model, gopt, mine);
+    collector_->flush();
     stats_.generate_seconds = since(gen_start_);
     stats_.shards_written = collector_->shards_written();
     if (progress_) progress_->finish();

@@ -8,8 +8,8 @@ rm -rf "${S:?}"/*
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 cat > "$S/config.json" <<'JSON'
-{"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
- "intermediate_size": 48, "vocab_size": 259, "max_position_embeddings": 128, "rms_norm_eps": 1e-5}
+{"hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "intermediate_size": 344, "vocab_size": 259, "max_position_embeddings": 256, "rms_norm_eps": 1e-5}
 JSON
 "$BRAID_BIN/braid" -q init -c "$S/config.json" --seed 1 -o "$S/actor.h5" > /dev/null
 "$BRAID_BIN/braid" -q init -c "$S/config.json" --seed 1 --value-head --no-lm-head -o "$S/critic.h5" > /dev/null
@@ -18,15 +18,16 @@ for i in $(seq 1 24); do echo "{\"text\": \"prompt $i\"}"; done > "$S/prompts.js
 "$G" --help | grep -q -- "--migrate-threshold" || fail "--help does not list --migrate-threshold"
 
 # Streaming: one sequence at a time and a shard per 2 samples, so 12 shards complete
-# one after another. When the consumer reads the first path, that file is complete
-# and the last shard does not exist yet: the path came out while work went on.
+# one after another, the first after a twelfth of the run (about a second in all).
+# When the consumer reads the first path, that file is complete and the last shard
+# does not exist yet: the path came out while work went on.
 "$G" -q --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" -o "$S/out" --max-batch 1 --shard-size 2 \
-  --max-new-tokens 48 --threads 1 --stats "$S/stats.json" |
+  --max-new-tokens 100 --threads 1 --stats "$S/stats.json" |
   {
     read -r first
+    [ ! -e "$S/out/gen-00011.h5" ] || { echo "the last shard already existed at the first line"; exit 1; }
     [ "$first" = "$S/out/gen-00000.h5" ] || { echo "first line: '$first'"; exit 1; }
     "$BRAID_BIN/braid" check "$first" > /dev/null || { echo "first shard not complete when printed"; exit 1; }
-    [ ! -e "$S/out/gen-00011.h5" ] || { echo "the last shard already existed at the first line"; exit 1; }
     n=1
     while read -r line; do
       [ -f "$line" ] || { echo "printed '$line' is not a file"; exit 1; }
@@ -40,13 +41,13 @@ grep -q '"stage": "generate"' "$S/stats.json" || fail "no stats"
 
 # A complete folder: nothing to do, nothing printed, each skip logged.
 "$G" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" -o "$S/out" --max-batch 1 --shard-size 2 \
-  --max-new-tokens 48 --threads 1 > "$S/again.out" 2> "$S/again.err"
+  --max-new-tokens 100 --threads 1 > "$S/again.out" 2> "$S/again.err"
 [ ! -s "$S/again.out" ] || fail "a rerun over complete shards printed paths"
 [ "$(grep -c 'is complete: skipped' "$S/again.err")" -eq 12 ] || fail "a rerun did not log 12 skips"
 # Other settings into the same folder: refused, naming the shard and the setting.
 set +e
 "$G" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" -o "$S/out" --max-batch 1 --shard-size 2 \
-  --max-new-tokens 48 --seed 9 > /dev/null 2> "$S/seed.err"
+  --max-new-tokens 100 --seed 9 > /dev/null 2> "$S/seed.err"
 rc=$?
 set -e
 [ "$rc" -eq 2 ] || fail "another seed into a used folder exited $rc, not 2"
