@@ -108,6 +108,10 @@ std::string RankGroup::recv(int from, int tag) const {
   return bytes;
 }
 
+void RankGroup::broadcast(std::string& text) const {
+  if (world_) world_->broadcast(text, 0);
+}
+
 double parse_migrate_threshold(const std::string& text, std::int64_t samples) {
   if (text.empty() || text == "off" || text == "0") return 0;
   double v = 0;

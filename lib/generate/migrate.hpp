@@ -44,6 +44,8 @@ class RankGroup {
   // Point to point bytes of any length.
   void send(int to, int tag, const std::string& bytes) const;
   std::string recv(int from, int tag) const;
+  // Rank 0's text on every rank (collective).
+  void broadcast(std::string& text) const;
 
  private:
   std::unique_ptr<dist::MpiRuntime> runtime_;

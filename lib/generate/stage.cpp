@@ -105,10 +105,14 @@ class StageRun {
     if (auto eos = tokenizer->eos()) stop.push_back(*eos);
     else log::warn("the tokenizer has no EOS: every sample runs to --max-new-tokens");
 
-    const auto lines = read_prompts(o_.prompts, {.tokenizer = tokenizer.get(),
-                                                 .vocab_size = cfg.vocab_size,
-                                                 .max_tokens = cfg.max_position_embeddings,
-                                                 .limit = o_.limit});
+    // Rank 0 reads the file for everyone: under mpirun only rank 0 has stdin ("-").
+    std::string text;
+    if (ranks_.rank() == 0) text = read_text_file(o_.prompts);
+    ranks_.broadcast(text);
+    const auto lines = parse_prompts(text, o_.prompts, {.tokenizer = tokenizer.get(),
+                                                        .vocab_size = cfg.vocab_size,
+                                                        .max_tokens = cfg.max_position_embeddings,
+                                                        .limit = o_.limit});
     for (const PromptLine& line : lines) {
       for (int k = 0; k < o_.samples_per_prompt; ++k) {
         prompts_.push_back({.sample_id = static_cast<std::uint64_t>(prompts_.size()), .tokens = line.tokens});

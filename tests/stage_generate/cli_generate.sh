@@ -53,6 +53,15 @@ set -e
 [ "$rc" -eq 2 ] || fail "another seed into a used folder exited $rc, not 2"
 grep -q "gen-00000.h5: meta.config: .*seed 0 there, 9 here" "$S/seed.err" || fail "seed clash not named: $(cat "$S/seed.err")"
 
+# Prompts on stdin under mpirun: only rank 0 has stdin, and shares the prompts.
+if command -v mpirun > /dev/null; then
+  mpirun -np 2 "$G" -q --actor "$S/actor.h5" --prompts - -o "$S/mpi" --shard-size 2 --max-new-tokens 4 \
+    --threads 1 < "$S/prompts.jsonl" > "$S/mpi.out"
+  [ "$(sort -u "$S/mpi.out" | wc -l)" -eq 12 ] || fail "mpirun with --prompts - printed $(wc -l < "$S/mpi.out") paths, not 12"
+else
+  echo "SKIP: no mpirun, --prompts - under MPI not run"
+fi
+
 # Bad inputs: exit 2, the file and the field named, no shard written.
 expect_bad() {  # name, expected stderr pattern, args...
   local name=$1 pattern=$2
