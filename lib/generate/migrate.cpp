@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
+#include <thread>
 #include <type_traits>
 
 namespace braid::gen {
@@ -91,12 +93,25 @@ std::vector<std::int64_t> RankGroup::allgather(std::int64_t value) const {
   return all;
 }
 
+namespace {
+
+// MPI's blocking calls spin until the peer takes the message, and a rank that is done
+// (its stats sent to a rank still generating) would burn its core for the rest of the
+// run: wait asleep instead, at a granularity no step of this stage notices.
+void wait_asleep(dist::Request& r) {
+  while (!r.test()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+}  // namespace
+
 // A length, then the bytes: the receiver learns the size before it takes them.
 void RankGroup::send(int to, int tag, const std::string& bytes) const {
   if (!world_) throw std::logic_error("RankGroup::send without MPI");
   const std::int64_t n = static_cast<std::int64_t>(bytes.size());
-  world_->send(std::span<const std::int64_t>(&n, 1), to, tag);
-  world_->send(std::span<const char>(bytes.data(), bytes.size()), to, tag);
+  dist::Request size = world_->isend(std::span<const std::int64_t>(&n, 1), to, tag);
+  dist::Request data = world_->isend(std::span<const char>(bytes.data(), bytes.size()), to, tag);
+  wait_asleep(size);
+  wait_asleep(data);
 }
 
 std::string RankGroup::recv(int from, int tag) const {
@@ -110,6 +125,19 @@ std::string RankGroup::recv(int from, int tag) const {
 
 void RankGroup::broadcast(std::string& text) const {
   if (world_) world_->broadcast(text, 0);
+}
+
+void RankGroup::finish(int last) const {
+  if (!world_ || size_ == 1) return;
+  std::int64_t token = 0;
+  if (rank_ == last) {
+    for (int r = 0; r < size_; ++r) {
+      if (r != last) world_->send(std::span<const std::int64_t>(&token, 1), r, kTagDone);
+    }
+    return;
+  }
+  dist::Request done = world_->irecv(std::span<std::int64_t>(&token, 1), last, kTagDone);
+  wait_asleep(done);
 }
 
 double parse_migrate_threshold(const std::string& text, std::int64_t samples) {

@@ -41,11 +41,15 @@ class RankGroup {
 
   // Every rank's value, by rank (collective).
   std::vector<std::int64_t> allgather(std::int64_t value) const;
-  // Point to point bytes of any length.
+  // Point to point bytes of any length; send waits asleep, not spinning, for the peer.
   void send(int to, int tag, const std::string& bytes) const;
   std::string recv(int from, int tag) const;
   // Rank 0's text on every rank (collective).
   void broadcast(std::string& text) const;
+  // The end of a run. Rank `last` (the one that finishes last) lets the others go;
+  // they wait for it asleep (polling every millisecond), not in MPI_Finalize, whose
+  // wait spins: a rank that is done (a migration sender) frees its core at once.
+  void finish(int last) const;
 
  private:
   std::unique_ptr<dist::MpiRuntime> runtime_;
@@ -81,5 +85,6 @@ Handover unpack(const std::string& bytes);
 // Message tags of the stage.
 inline constexpr int kTagHandover = 1;
 inline constexpr int kTagStats = 2;
+inline constexpr int kTagDone = 3;
 
 }  // namespace braid::gen

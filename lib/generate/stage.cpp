@@ -297,6 +297,7 @@ class StageRun {
     if (ranks_.size() > 1) {
       if (ranks_.rank() != writer) {
         ranks_.send(writer, kTagStats, to_json(stats_).dump());
+        ranks_.finish(writer);
         return;
       }
       all.clear();
@@ -321,6 +322,7 @@ class StageRun {
               call["seconds"].get<double>(), format_rate(call["response_tokens_per_second"].get<double>(), "tok"),
               doc["shards_written"].get<std::int64_t>(), doc["shards_skipped"].get<std::int64_t>());
     if (!o_.stats.empty()) write_text_file(o_.stats, doc.dump(2) + "\n");
+    ranks_.finish(writer);
   }
 
   const StageOptions& o_;
