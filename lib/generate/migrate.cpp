@@ -86,23 +86,37 @@ RankGroup::RankGroup(int* argc, char*** argv) {
 
 RankGroup::~RankGroup() = default;
 
-std::vector<std::int64_t> RankGroup::allgather(std::int64_t value) const {
-  std::vector<std::int64_t> all(static_cast<std::size_t>(size_), 0);
-  all[static_cast<std::size_t>(rank_)] = value;
-  if (world_) world_->all_reduce_sum(std::span<std::int64_t>(all));
-  return all;
-}
-
 namespace {
 
 // MPI's blocking calls spin until the peer takes the message, and a rank that is done
 // (its stats sent to a rank still generating) would burn its core for the rest of the
 // run: wait asleep instead, at a granularity no step of this stage notices.
 void wait_asleep(dist::Request& r) {
-  while (!r.test()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int spin = 0; spin < 64; ++spin) {
+    if (r.test()) return;
+  }
+  while (!r.test()) std::this_thread::sleep_for(std::chrono::microseconds(500));
 }
 
+constexpr int kTagGather = 4;
+
 }  // namespace
+
+// Point to point rather than MPI_Allgather, for the same reason: a rank that reaches
+// the exchange first sleeps and leaves its core to the peers it waits for. Rounds pair
+// up because messages between two ranks with one tag keep their order.
+std::vector<std::int64_t> RankGroup::allgather(std::int64_t value) const {
+  std::vector<std::int64_t> all(static_cast<std::size_t>(size_), value);
+  if (!world_ || size_ == 1) return all;
+  std::vector<dist::Request> pending;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    pending.push_back(world_->isend(std::span<const std::int64_t>(&value, 1), r, kTagGather));
+    pending.push_back(world_->irecv(std::span<std::int64_t>(&all[static_cast<std::size_t>(r)], 1), r, kTagGather));
+  }
+  for (auto& p : pending) wait_asleep(p);
+  return all;
+}
 
 // A length, then the bytes: the receiver learns the size before it takes them.
 void RankGroup::send(int to, int tag, const std::string& bytes) const {

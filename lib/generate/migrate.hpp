@@ -39,7 +39,7 @@ class RankGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  // Every rank's value, by rank (collective).
+  // Every rank's value, by rank (collective; waits asleep, not spinning).
   std::vector<std::int64_t> allgather(std::int64_t value) const;
   // Point to point bytes of any length; send waits asleep, not spinning, for the peer.
   void send(int to, int tag, const std::string& bytes) const;

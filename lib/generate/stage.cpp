@@ -30,6 +30,9 @@ namespace braid::gen {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Decode steps between two counts of the unfinished samples over all ranks (migration).
+constexpr std::int64_t kCheckEvery = 8;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // One write() per line: lines of different ranks (or of a pipe's other writers)
@@ -226,11 +229,15 @@ class StageRun {
       add(Generator(m, gopt).run(mine, done, show, &unused_));
       return;
     }
-    // After every step every rank tells how many samples it has left; all take the
-    // same decision from the same numbers, at the same step of the exchange.
+    // Every kCheckEvery steps every rank tells how many samples it has left; all take
+    // the same decision from the same numbers, at the same round of the exchange.
+    // Not every step: each exchange waits for the slowest rank, and on shared cores
+    // that wait (a descheduled peer) cost more than the step itself.
     std::vector<Prompt> rest;
+    std::int64_t steps = 0;
     const StepHook watch = [&](const StepInfo& i) {
       show(i);
+      if (++steps % kCheckEvery != 0) return false;
       decision_ = decide_migration(ranks_.allgather(i.running + i.waiting), threshold_, o_.migrate_to);
       return decision_.now;
     };
