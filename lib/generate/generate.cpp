@@ -46,6 +46,7 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
   const auto& cfg = m_->config();
   std::int64_t longest_prompt = 0;
   std::int64_t longest_prefill = 0;
+  std::int64_t all_prefill = 0;
   for (const Prompt& p : prompts) {
     const std::string field = fmt::format("prompt of sample {}", p.sample_id);
     const auto len = static_cast<std::int64_t>(p.tokens.size());
@@ -72,12 +73,15 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
     }
     longest_prompt = std::max(longest_prompt, len);
     longest_prefill = std::max(longest_prefill, len + done);
+    all_prefill += len + done;
   }
   GenerateStats stats;
   if (prompts.empty()) return stats;
 
   const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(opt_.max_batch), prompts.size()));
-  const std::int64_t prefill_budget = std::max(opt_.prefill_tokens, longest_prefill);
+  // No step prefills more than all the prompts: activations sized for the default
+  // budget cost a big model a second of allocation on a short run.
+  const std::int64_t prefill_budget = std::max(std::min(opt_.prefill_tokens, all_prefill), longest_prefill);
   // No sequence can hold more than its prompt plus max_new_tokens: size the cache
   // (layers x slots x length, the big allocation) for that, not for max_len.
   const std::int64_t cache_len = std::min(opt_.max_len, longest_prompt + opt_.max_new_tokens);
