@@ -1,0 +1,49 @@
+// What braid-train reads: scored sample shards (PPO, GRPO) and JSON Lines of text
+// (SFT examples, reward-model preference pairs).
+#pragma once
+
+#include "io/sample_batch.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace braid::tok {
+class Tokenizer;
+}
+
+namespace braid::train {
+
+struct TrainingShards {
+  io::SampleBatch batch;            // every input's sequences, in input order
+  std::vector<std::filesystem::path> files;
+  std::int64_t policy_step = -1;    // the inputs' meta.policy_step (the first's; a mismatch is warned)
+  std::string config;               // the first input's meta.config
+};
+
+// The shards named in `args`; an argument "-" reads shard paths from stdin, one per
+// line, each read the moment its line arrives. Every shard must hold the per-token
+// arrays in `required` ("advantages", "logprobs/actor", ...): InputError naming the
+// file and the dataset otherwise. Arrays not required are kept when every shard has
+// them. on_read (if set) after each shard, with the batch so far and the index of the
+// shard's first sequence in it (a caller checks the new sequences against its model).
+using OnShardRead = std::function<void(const std::filesystem::path&, const io::SampleBatch&, std::size_t first)>;
+TrainingShards read_training_shards(const std::vector<std::string>& args, std::span<const std::string> required,
+                                    const OnShardRead& on_read = {});
+
+// SFT examples, one JSON object a line: {"prompt": "...", "response": "..."}. Each
+// becomes BOS + prompt + response + EOS (the tokenizer's, where it has them) with
+// prompt_len covering BOS + prompt: only the response (and EOS) is learnt.
+io::SampleBatch read_sft_jsonl(const std::string& path, const tok::Tokenizer& tok, std::int32_t vocab_size,
+                               std::int64_t max_len);
+
+// Preference pairs, one a line: {"prompt": "...", "chosen": "...", "rejected": "..."}.
+// Pair i becomes sequences 2i (prompt + chosen + EOS) and 2i + 1 (prompt + rejected +
+// EOS), sample_id 2i and 2i + 1: the layout PairwiseRewardObjective reads.
+io::SampleBatch read_preference_jsonl(const std::string& path, const tok::Tokenizer& tok, std::int32_t vocab_size,
+                                      std::int64_t max_len);
+
+}  // namespace braid::train

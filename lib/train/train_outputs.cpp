@@ -1,0 +1,62 @@
+#include "train/train_outputs.hpp"
+
+#include "core/error.hpp"
+#include "train/optimizer_state.hpp"
+
+namespace braid::train {
+
+std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim::AdamW& opt,
+                                                   const std::filesystem::path& out, const SaveInfo& info) {
+  const std::filesystem::path state = optimizer_state_path(out);
+  save_optimizer_state(opt, m, state, info);
+  save_weights(m, out, info);
+  return {out, state};
+}
+
+bool checkpoint_complete(const std::filesystem::path& out, std::int64_t step) {
+  try {
+    const io::WeightShardSet weights(checkpoint_files(out));
+    const io::WeightShardSet state(checkpoint_files(optimizer_state_path(out)));
+    return weights.shards().front().meta().step == step && state.shards().front().meta().kind == "optimizer";
+  } catch (const InputError&) {
+    return false;  // missing, unfinished or foreign: written anew
+  }
+}
+
+json train_stats_json(double wall_seconds, std::int64_t sequences, std::int64_t tokens,
+                      std::span<const CallRecord> calls) {
+  json doc;
+  doc["format"] = "braid.stagestats";
+  doc["version"] = 1;
+  doc["stage"] = "train";
+  doc["wall_seconds"] = wall_seconds;
+  doc["sequences"] = sequences;
+  doc["tokens"] = tokens;
+  json out_calls = json::object();
+  for (const CallRecord& c : calls) {
+    json call;
+    call["seconds"] = c.seconds;
+    call["tokens"] = c.tokens;
+    call["tokens_per_second"] = c.seconds > 0 ? double(c.tokens) / c.seconds : 0.0;
+    call["steps"] = c.steps.size();
+    json per_step = json::array();
+    std::map<std::string, double> mean;
+    const double n = c.steps.empty() ? 1.0 : double(c.steps.size());
+    for (const StepStats& s : c.steps) {
+      json j = {{"loss", s.loss}, {"grad_norm", s.grad_norm}, {"lr", s.lr}, {"tokens", s.tokens},
+                {"sequences", s.sequences}, {"micro_batches", s.micro_batches}, {"seconds", s.seconds}};
+      for (const auto& [k, v] : s.metrics) j[k] = v;
+      per_step.push_back(std::move(j));
+      mean["loss"] += s.loss / n;
+      mean["grad_norm"] += s.grad_norm / n;
+      for (const auto& [k, v] : s.metrics) mean[k] += v / n;
+    }
+    for (const auto& [k, v] : mean) call[k] = v;
+    call["per_step"] = std::move(per_step);
+    out_calls[c.call] = std::move(call);
+  }
+  doc["calls"] = std::move(out_calls);
+  return doc;
+}
+
+}  // namespace braid::train

@@ -1,0 +1,33 @@
+// What braid-train writes: new checkpoints with their optimizer state, and the
+// --stats document (format braid.stagestats, stage "train").
+#pragma once
+
+#include "core/json.hpp"
+#include "model/model.hpp"
+#include "optim/adamw.hpp"
+#include "train/checkpoint.hpp"
+#include "train/trainer.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <vector>
+
+namespace braid::train {
+
+// The optimizer state first (optimizer_state_path(out)), then the weights, each atomic:
+// a checkpoint whose weights exist has its state too. Returns {weights, state}.
+std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim::AdamW& opt,
+                                                   const std::filesystem::path& out, const SaveInfo& info);
+
+// Whether `out` already holds weights of training step `step` and their optimizer
+// state (a rerun of an interrupted command skips such an output).
+bool checkpoint_complete(const std::filesystem::path& out, std::int64_t step);
+
+// {"format":"braid.stagestats","version":1,"stage":"train","wall_seconds","sequences",
+//  "tokens","calls":{"actor_train":{"seconds","tokens","tokens_per_second","steps",
+//  "loss", mean metrics..., "per_step":[{"loss","grad_norm","lr","tokens","seconds",...}]}}}
+json train_stats_json(double wall_seconds, std::int64_t sequences, std::int64_t tokens,
+                      std::span<const CallRecord> calls);
+
+}  // namespace braid::train

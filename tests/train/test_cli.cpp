@@ -1,0 +1,192 @@
+// braid-train end to end: braid init makes an actor and a critic, the test writes
+// two small scored shards (generation by lib/generate, rewards and GAE computed here:
+// this does not depend on braid-generate / braid-score), and braid-train ppo writes
+// new checkpoints (step + 1, changed weights) with their AdamW state, which a second
+// call reuses; bad inputs exit 2 naming the file and the field.
+#define BOOST_TEST_MODULE train_cli
+#include <boost/test/unit_test.hpp>
+
+#include "backend/backend.hpp"
+#include "core/files.hpp"
+#include "core/json.hpp"
+#include "generate/generate.hpp"
+#include "io/sample_shard.hpp"
+#include "io/weight_shard.hpp"
+#include "rl/gae.hpp"
+#include "train/checkpoint.hpp"
+
+#include "../common/scratch.hpp"
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+using namespace braid;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string bin(const std::string& tool) {
+  const char* dir = std::getenv("BRAID_BIN");
+  return (fs::path(dir != nullptr ? dir : "build/bin") / tool).string();
+}
+
+std::string source(const std::string& rel) {
+  const char* dir = std::getenv("BRAID_SOURCE");
+  return (fs::path(dir != nullptr ? dir : ".") / rel).string();
+}
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs a shell command line, stdout and stderr captured in scratch files.
+Run run(const std::string& cmd, const std::string& tag) {
+  const auto out = test::scratch(tag + ".out"), err = test::scratch(tag + ".err");
+  const int status = std::system((cmd + " > " + out.string() + " 2> " + err.string()).c_str());
+  Run r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_text_file(out.string());
+  r.err = read_text_file(err.string());
+  BOOST_TEST_MESSAGE(cmd << " -> " << r.code << "\n" << r.err);
+  return r;
+}
+
+std::string p(const std::string& name) { return test::scratch(name).string(); }
+
+// A scored shard of `prompts` × 2 samples from the actor, with made-up rewards and critic values.
+void write_scored_shard(const std::string& path, const model::Model& actor, int first_prompt, bool with_advantages) {
+  std::vector<gen::Prompt> ps;
+  for (int i = 0; i < 4; ++i)
+    for (int k = 0; k < 2; ++k)
+      ps.push_back({static_cast<std::uint64_t>((first_prompt + i) * 2 + k), {256, static_cast<std::int32_t>('a' + i)}});
+  const auto samples = gen::generate(actor, ps, {.sampling = {.seed = 7}, .max_batch = 8, .max_new_tokens = 6});
+  io::SampleBatch b;
+  b.reward.emplace();
+  b.logprobs_actor.emplace();
+  b.values.emplace();
+  for (const auto& s : samples) {
+    auto seq = s.prompt;
+    seq.insert(seq.end(), s.response.begin(), s.response.end());
+    const auto i = b.add(seq, static_cast<std::int32_t>(s.prompt.size()), static_cast<std::int64_t>(s.sample_id));
+    for (std::size_t k = 0; k < s.response.size(); ++k) {
+      (*b.logprobs_actor)[b.response_begin(i) + k] = s.raw_logprobs[k];
+      (*b.values)[b.response_begin(i) + k] = 0.1f * static_cast<float>(k);
+    }
+    (*b.reward)[i] = static_cast<float>(s.sample_id % 3) / 2.0f;
+  }
+  if (with_advantages) rl::ppo_advantages(b, {.kl_coef = 0.0});
+  write_sample_shard(path, b, {.policy_step = 0, .created_by = "test_cli", .config = "{}"});
+}
+
+double max_abs_difference(const std::string& a, const std::string& b, const std::string& tensor) {
+  const auto x = io::WeightShardReader(a).read(tensor), y = io::WeightShardReader(b).read(tensor);
+  double d = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) d = std::max(d, double(std::abs(x[i] - y[i])));
+  return d;
+}
+
+double sum_abs(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += std::abs(x);
+  return s;
+}
+
+struct World {
+  World() {
+    const std::string cfg = source("examples/tiny/config.json");
+    BOOST_TEST_REQUIRE(run(bin("braid") + " init -q --config " + cfg + " --seed 1 -o " + p("actor.h5"), "init-actor").code == 0);
+    BOOST_TEST_REQUIRE(run(bin("braid") + " init -q --config " + cfg + " --seed 2 --value-head --no-lm-head -o " +
+                               p("critic.h5"), "init-critic").code == 0);
+    auto be = backend::make_cpu_backend(1);
+    const auto actor = train::open_model(p("actor.h5"), *be, {}, true);
+    write_scored_shard(p("scored-00000.h5"), *actor.model, 0, true);
+    write_scored_shard(p("scored-00001.h5"), *actor.model, 4, true);
+    write_scored_shard(p("unscored.h5"), *actor.model, 0, false);
+  }
+  std::string ppo(const std::string& inputs, const std::string& actor, const std::string& critic, const std::string& out) {
+    return bin("braid-train") + " ppo " + inputs + " --actor " + actor + " --critic " + critic + " --actor-out " +
+           p(out + "-actor.h5") + " --critic-out " + p(out + "-critic.h5") + " --lr 1e-3 --critic-lr 1e-3 --threads 1";
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(ppo_writes_new_checkpoints_and_reuses_the_optimizer_state, World) {
+  const std::string shards = p("scored-00000.h5") + " " + p("scored-00001.h5");
+  const Run first = run(ppo(shards, p("actor.h5"), p("critic.h5"), "one") + " --mini-batch 8 --stats " + p("stats.json"), "first");
+  BOOST_TEST_REQUIRE(first.code == 0);
+  BOOST_TEST(first.out == p("one-actor.h5") + "\n" + p("one-critic.h5") + "\n");
+
+  for (const std::string who : {"actor", "critic"}) {
+    const std::string out = p("one-" + who + ".h5"), in = p(who + ".h5");
+    BOOST_TEST(io::WeightShardReader(out).meta().step == 1);
+    BOOST_TEST(max_abs_difference(in, out, "model.layers.0.self_attn.q_proj.weight") > 1e-5);
+    const io::WeightShardReader state(p("one-" + who + ".optim.h5"));
+    BOOST_TEST(state.meta().kind == "optimizer");
+    BOOST_TEST(state.meta().step == 2);  // 16 sequences in mini-batches of 8: two steps
+    BOOST_TEST(sum_abs(state.read(io::optimizer_tensor_name("model.norm.weight", "exp_avg"))) > 0);
+    BOOST_TEST(sum_abs(state.read(io::optimizer_tensor_name("model.layers.3.mlp.down_proj.weight", "exp_avg_sq"))) > 0);
+  }
+  BOOST_TEST(max_abs_difference(p("critic.h5"), p("one-critic.h5"), "score.weight") > 1e-5);
+
+  const json stats = load_json_file(p("stats.json"));
+  BOOST_TEST(stats["format"] == "braid.stagestats");
+  BOOST_TEST(stats["stage"] == "train");
+  BOOST_TEST(stats["sequences"] == 16);
+  for (const char* call : {"actor_train", "critic_train"}) {
+    const json& c = stats["calls"][call];
+    BOOST_TEST(c["seconds"].get<double>() > 0);
+    BOOST_TEST(c["steps"] == 2);
+    BOOST_TEST(c["tokens"] == stats["tokens"]);
+    BOOST_TEST(c["per_step"].size() == 2u);
+    BOOST_TEST(c["per_step"][0]["grad_norm"].get<double>() > 0);
+  }
+  BOOST_TEST(stats["calls"]["actor_train"].contains("clip_fraction"));
+  BOOST_TEST(stats["calls"]["actor_train"].contains("approx_kl"));
+  BOOST_TEST(stats["calls"]["critic_train"].contains("value_clip_fraction"));
+
+  // The second iteration reads its shard paths from stdin and continues the AdamW state.
+  const Run second = run("printf '%s\\n%s\\n' " + p("scored-00000.h5") + " " + p("scored-00001.h5") + " | " +
+                             ppo("-", p("one-actor.h5"), p("one-critic.h5"), "two"), "second");
+  BOOST_TEST_REQUIRE(second.code == 0);
+  BOOST_TEST(io::WeightShardReader(p("two-actor.h5")).meta().step == 2);
+  BOOST_TEST(io::WeightShardReader(p("two-actor.optim.h5")).meta().step == 3);  // 2 before + 1 (all 16 in one step)
+  BOOST_TEST(second.err.find("optimizer state") != std::string::npos);
+
+  // A rerun finds its outputs complete and leaves them alone.
+  const auto written = fs::last_write_time(p("one-actor.h5"));
+  const Run again = run(ppo(shards, p("actor.h5"), p("critic.h5"), "one") + " --mini-batch 8", "again");
+  BOOST_TEST(again.code == 0);
+  BOOST_TEST(again.out == first.out);
+  BOOST_TEST(again.err.find("skipped") != std::string::npos);
+  BOOST_TEST((fs::last_write_time(p("one-actor.h5")) == written));
+}
+
+BOOST_FIXTURE_TEST_CASE(bad_inputs_exit_2_naming_the_file_and_field, World) {
+  const Run unscored = run(ppo(p("unscored.h5"), p("actor.h5"), p("critic.h5"), "bad1"), "unscored");
+  BOOST_TEST(unscored.code == 2);
+  BOOST_TEST(unscored.err.find("unscored.h5") != std::string::npos);
+  BOOST_TEST(unscored.err.find("advantages") != std::string::npos);
+  BOOST_TEST(!fs::exists(p("bad1-actor.h5")));
+
+  const Run no_value_head = run(ppo(p("scored-00000.h5"), p("actor.h5"), p("actor.h5"), "bad2"), "no-value-head");
+  BOOST_TEST(no_value_head.code == 2);
+  BOOST_TEST(no_value_head.err.find("score.weight") != std::string::npos);
+
+  const Run missing = run(ppo(p("no-such-shard.h5"), p("actor.h5"), p("critic.h5"), "bad3"), "missing");
+  BOOST_TEST(missing.code == 2);
+  BOOST_TEST(missing.err.find("no-such-shard.h5") != std::string::npos);
+
+  const Run missing_ckpt = run(ppo(p("scored-00000.h5"), p("no-such-actor.h5"), p("critic.h5"), "bad4"), "missing-ckpt");
+  BOOST_TEST(missing_ckpt.code == 2);
+  BOOST_TEST(missing_ckpt.err.find("no-such-actor.h5") != std::string::npos);
+
+  const Run grpo_no_ref = run(bin("braid-train") + " grpo " + p("scored-00000.h5") + " --actor " + p("actor.h5") +
+                                  " --actor-out " + p("bad5.h5"), "grpo-no-ref");
+  BOOST_TEST(grpo_no_ref.code == 2);
+  BOOST_TEST(grpo_no_ref.err.find("logprobs/ref") != std::string::npos);
+}

@@ -1,0 +1,98 @@
+// braid-train: PPO, GRPO, SFT and reward-model updates (lib/train/commands.hpp).
+#include "core/cli.hpp"
+#include "train/commands.hpp"
+
+#include <string>
+
+namespace {
+
+using braid::train::CommonTrainOptions;
+
+void add_common(CLI::App* sub, CommonTrainOptions& o, double default_lr) {
+  o.lr = default_lr;
+  sub->add_option("--lr", o.lr, "Learning rate (AdamW, constant after warmup)")->capture_default_str();
+  sub->add_option("--warmup-steps", o.warmup_steps, "Linear warmup over this many optimizer steps")->capture_default_str();
+  sub->add_option("--epochs", o.epochs, "Passes over the data")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--mini-batch", o.mini_batch, "Sequences per optimizer step (rm: pairs); 0 = all of them")
+      ->capture_default_str();
+  sub->add_option("--micro-tokens", o.micro_tokens, "Tokens per micro-batch (gradients accumulate over them)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--seed", o.seed, "Seed of the mini-batch shuffle")->capture_default_str();
+  sub->add_option("--max-grad-norm", o.max_grad_norm, "Clip gradients to this global norm (<= 0: no clipping)")
+      ->capture_default_str();
+  sub->add_option("--weight-decay", o.weight_decay, "AdamW's decoupled weight decay (matrices only)")
+      ->capture_default_str();
+  sub->add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
+  sub->add_option("--stats", o.stats, "Write timings and per-step losses (braid.stagestats JSON) to this file");
+}
+
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_of(" \t\n'\"\\$`*?!;&|<>()") == std::string::npos) return s;
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"braid-train: update a policy (PPO, GRPO, SFT) or a reward model from samples; writes new checkpoints "
+               "(step + 1) with their AdamW state beside them (<stem>.optim.h5) and prints the checkpoint files",
+               "braid-train"};
+  braid::cli::add_common_options(app);
+  app.require_subcommand(1);
+  app.fallthrough();
+
+  std::string command_line;
+  for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + shell_quote(i ? argv[i] : "braid-train");
+
+  braid::train::RlCommand ppo, grpo;
+  ppo.algorithm = "ppo";
+  grpo.algorithm = "grpo";
+  auto* ppo_cmd = app.add_subcommand("ppo", "PPO: the actor by the clipped policy loss, the critic by the clipped "
+                                            "value loss, one AdamW step each per mini-batch, from scored shards");
+  auto* grpo_cmd = app.add_subcommand("grpo", "GRPO: the actor by the clipped policy loss with a KL penalty to the "
+                                              "reference (k3 estimator), from shards scored with --algorithm grpo");
+  for (auto [sub, o] : {std::pair{ppo_cmd, &ppo}, std::pair{grpo_cmd, &grpo}}) {
+    sub->add_option("shards", o->inputs, "Scored sample shards, or - to read their paths from stdin (one a line)")
+        ->required();
+    sub->add_option("--actor", o->actor, "Actor checkpoint (a weight file or the stem of stage files)")->required();
+    sub->add_option("--actor-out", o->actor_out, "New actor checkpoint to write")->required();
+    sub->add_option("--clip", o->clip, "ε of the clipped policy ratio")->capture_default_str();
+    sub->add_option("--entropy-coef", o->entropy_coef, "Weight of the entropy bonus")->capture_default_str();
+    sub->add_option("--schedule", o->schedule, "schedule.json: run the fused actor+critic pipeline (under mpirun)");
+    add_common(sub, o->common, 1e-5);
+  }
+  ppo_cmd->add_option("--critic", ppo.critic, "Critic checkpoint (with a value head)")->required();
+  ppo_cmd->add_option("--critic-out", ppo.critic_out, "New critic checkpoint to write")->required();
+  ppo_cmd->add_option("--critic-lr", ppo.critic_lr, "The critic's learning rate")->capture_default_str();
+  ppo_cmd->add_option("--value-clip", ppo.value_clip, "ε of the clipped value loss (<= 0: unclipped)")
+      ->capture_default_str();
+  grpo_cmd->add_option("--kl-coef", grpo.kl_coef, "β of the KL penalty to the reference (needs /logprobs/ref)")
+      ->capture_default_str();
+
+  braid::train::TextCommand sft, rm;
+  auto* sft_cmd = app.add_subcommand("sft", "Supervised fine-tuning on {\"prompt\",\"response\"} JSON lines (the "
+                                            "response tokens are learnt)");
+  sft_cmd->add_option("data", sft.data, "JSON Lines file, - for stdin")->required();
+  sft_cmd->add_option("--actor", sft.model, "Policy checkpoint (with an LM head)")->required();
+  sft_cmd->add_option("--actor-out", sft.model_out, "New checkpoint to write")->required();
+  auto* rm_cmd = app.add_subcommand("rm", "Reward-model training on {\"prompt\",\"chosen\",\"rejected\"} JSON lines "
+                                          "(pairwise loss -log sigmoid(r_chosen - r_rejected))");
+  rm_cmd->add_option("data", rm.data, "JSON Lines file, - for stdin")->required();
+  rm_cmd->add_option("--reward", rm.model, "Reward model checkpoint (with a value head)")->required();
+  rm_cmd->add_option("--reward-out", rm.model_out, "New checkpoint to write")->required();
+  for (auto [sub, o] : {std::pair{sft_cmd, &sft}, std::pair{rm_cmd, &rm}}) {
+    sub->add_option("--tokenizer", o->tokenizer, "byte, or a tokenizer.json (or a folder holding one)")
+        ->capture_default_str();
+    add_common(sub, o->common, 1e-5);
+  }
+
+  return braid::cli::run(app, argc, argv, [&] {
+    for (auto* o : {&ppo.common, &grpo.common, &sft.common, &rm.common}) o->created_by = command_line;
+    if (ppo_cmd->parsed()) return braid::train::run_rl(ppo);
+    if (grpo_cmd->parsed()) return braid::train::run_rl(grpo);
+    if (sft_cmd->parsed()) return braid::train::run_sft(sft);
+    return braid::train::run_rm(rm);
+  });
+}
