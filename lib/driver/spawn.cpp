@@ -20,6 +20,47 @@ extern char** environ;
 namespace braid::driver {
 namespace {
 
+// The children of the pipeline being waited for, so that a SIGINT/SIGTERM/SIGHUP sent to
+// the driver alone (kill PID, not the terminal's process group) reaches them too:
+// each then removes its unfinished files as it dies.
+constexpr int kMaxChildren = 16;
+volatile sig_atomic_t g_children[kMaxChildren];
+volatile sig_atomic_t g_signal = 0;
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
+
+extern "C" void forward_signal(int sig) {
+  g_signal = sig;
+  for (int i = 0; i < kMaxChildren; ++i) {
+    if (g_children[i] > 0) ::kill(static_cast<pid_t>(g_children[i]), sig);
+  }
+}
+
+// Forwards the signals while alive; afterwards the driver's own handlers are back, and
+// a signal that came meanwhile is raised again so that the driver ends as it asked.
+class SignalForwarding {
+ public:
+  SignalForwarding() {
+    g_signal = 0;
+    for (auto& c : g_children) c = -1;
+    struct sigaction sa {};
+    sa.sa_handler = forward_signal;
+    sigemptyset(&sa.sa_mask);
+    for (std::size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &sa, &old_[i]);
+  }
+  ~SignalForwarding() {
+    for (std::size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &old_[i], nullptr);
+    for (auto& c : g_children) c = -1;
+  }
+  void watch(std::size_t i, pid_t pid) { g_children[i] = pid; }
+  // Raises the signal that came while the children ran, if one did.
+  static void raise_received() {
+    if (g_signal != 0) ::raise(g_signal);
+  }
+
+ private:
+  struct sigaction old_[std::size(kForwarded)];
+};
+
 struct Fd {
   int fd = -1;
   ~Fd() { reset(); }
@@ -52,8 +93,9 @@ std::string ProcessFailure::describe() const {
   return fmt::format("exit code {}", exit_code);
 }
 
-std::optional<ProcessFailure> run_pipeline(const std::vector<Process>& processes) {
-  if (processes.empty()) return std::nullopt;
+namespace {
+
+std::optional<ProcessFailure> run_children(const std::vector<Process>& processes, SignalForwarding& forwarding) {
   Fd devnull;
   devnull.fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (devnull.fd < 0) throw std::runtime_error(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
@@ -83,6 +125,7 @@ std::optional<ProcessFailure> run_pipeline(const std::vector<Process>& processes
       if (!first) first = failure(i, 127, 0);
     } else {
       pids[i] = pid;
+      forwarding.watch(i, pid);
     }
     // The parent keeps no pipe ends, so each reader sees EOF when its writer exits.
     upstream.fd = read_end.fd;
@@ -108,6 +151,7 @@ std::optional<ProcessFailure> run_pipeline(const std::vector<Process>& processes
     while (i < pids.size() && pids[i] != done) ++i;
     if (i == pids.size()) continue;  // not one of ours
     pids[i] = -1;
+    forwarding.watch(i, -1);
     --running;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (ok || first) continue;
@@ -116,6 +160,20 @@ std::optional<ProcessFailure> run_pipeline(const std::vector<Process>& processes
       if (p > 0) ::kill(p, SIGTERM);
     }
   }
+  return first;
+}
+
+}  // namespace
+
+std::optional<ProcessFailure> run_pipeline(const std::vector<Process>& processes) {
+  if (processes.empty()) return std::nullopt;
+  if (processes.size() > static_cast<std::size_t>(kMaxChildren)) throw std::invalid_argument("too many processes");
+  std::optional<ProcessFailure> first;
+  {
+    SignalForwarding forwarding;
+    first = run_children(processes, forwarding);
+  }
+  SignalForwarding::raise_received();
   return first;
 }
 

@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE driver_spawn
 #include <boost/test/unit_test.hpp>
 
+#include <signal.h>
+
 #include <fstream>
 #include <string>
 
@@ -99,4 +101,25 @@ BOOST_AUTO_TEST_CASE(a_step_is_due_like_a_make_rule) {
   test::write_file(dir / "out.stage1-of-2.h5", "x");
   BOOST_TEST(!step_due(step));
   BOOST_TEST(read(log) == "ran\n");
+}
+
+namespace {
+volatile sig_atomic_t g_driver_got = 0;
+extern "C" void driver_handler(int sig) { g_driver_got = sig; }
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_signal_to_the_driver_reaches_its_children) {
+  // The driver's own handler (braid's: remove temp files, then die) stands in as a recorder.
+  struct sigaction sa {}, old {};
+  sa.sa_handler = driver_handler;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, &old);
+  // The child asks for its parent's end (kill PID: the driver alone, not a process group),
+  // and would then sleep long if the driver did not pass the signal on.
+  const auto failure = run_pipeline({sh("generate", "sleep 0.2; kill -TERM $PPID; exec sleep 30")});
+  ::sigaction(SIGTERM, &old, nullptr);
+  BOOST_REQUIRE(failure.has_value());
+  BOOST_TEST(failure->signal == SIGTERM);
+  // ... and once the children are gone, the driver's own handler gets the signal.
+  BOOST_TEST(g_driver_got == SIGTERM);
 }
