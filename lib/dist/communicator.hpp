@@ -78,6 +78,9 @@ class Communicator {
   // root's bytes to every rank (same size everywhere).
   virtual void broadcast_bytes(void* data, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;
+  // Ends every process of the job with this exit code: what a rank does when it fails
+  // halfway through work its peers are blocked on (they would wait forever).
+  [[noreturn]] virtual void abort(int exit_code) = 0;
 
   // Collective over this group: ranks passing the same color form a new group, ordered
   // by key (then by rank here). A negative color: this rank joins none (nullptr).

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <stdexcept>
 
@@ -103,6 +104,10 @@ class MpiCommunicator final : public Communicator {
     } while (bytes > 0);
   }
   void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+  [[noreturn]] void abort(int exit_code) override {
+    MPI_Abort(comm_, exit_code);
+    std::_Exit(exit_code);  // MPI_Abort does not return; this says so to the compiler
+  }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;

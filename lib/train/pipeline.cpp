@@ -1,0 +1,269 @@
+#include "train/pipeline_impl.hpp"
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "train/checkpoint.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <stdexcept>
+
+namespace braid::train {
+namespace {
+
+// How many micro-batches of model m the stream holds activations for at once: from its
+// F to its B on this device.
+int slots_needed(const sched::Problem& p, const std::vector<sched::Instr>& stream, int m) {
+  int live = 0, most = 0;
+  for (const sched::Instr& in : stream) {
+    if (p.model[static_cast<std::size_t>(in.task)] != m) continue;
+    if (in.op == sched::Op::F) most = std::max(most, ++live);
+    if (in.op == sched::Op::B) --live;
+  }
+  return most;
+}
+
+void open_stage(PipelineModelState& ms, const sched::Problem& p, int device, backend::Backend& be,
+                const PipelineOptions& opt) {
+  const sched::ModelSpec& spec = p.spec.models[static_cast<std::size_t>(ms.sched_index)];
+  ms.stages = spec.stages;
+  ms.replicas = spec.replicas;
+  ms.per_replica = spec.micro_batches;
+  ms.stage = p.stage_on(ms.sched_index, device);
+  ms.replica = p.replica_on(ms.sched_index, device);
+
+  const io::WeightShardSet shards(checkpoint_files(ms.spec.checkpoint));
+  const model::ModelConfig cfg = config_of(shards);
+  if (ms.stages > cfg.num_hidden_layers) {
+    throw InputError(opt.schedule_origin, fmt::format("spec.models[{}].stages", ms.sched_index),
+                     fmt::format("{} stages of {}, whose checkpoint {} has {} layers", ms.stages, ms.spec.name,
+                                 ms.spec.checkpoint.string(), cfg.num_hidden_layers));
+  }
+  const auto layers = split_layers(cfg.num_hidden_layers, ms.stages)[static_cast<std::size_t>(ms.stage)];
+  OpenedModel opened = open_model(ms.spec.checkpoint, be, layers, ms.spec.objective->needs_lm_head(),
+                                  ms.spec.objective->needs_value_head());
+  ms.model = std::move(opened.model);
+  ms.checkpoint_step = opened.step;
+  ms.config_json = opened.config_json;
+  ms.hidden = cfg.hidden_size;
+  ms.adamw = std::make_unique<optim::AdamW>(be, ms.model->tensors(), ms.spec.adamw);
+}
+
+}  // namespace
+
+FusedPipeline::FusedPipeline(const sched::LoadedSchedule& schedule, dist::Communicator& comm, backend::Backend& be,
+                             std::vector<PipelineModel> models, PipelineOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& im = *impl_;
+  im.problem = schedule.problem;
+  im.comm = &comm;
+  im.be = &be;
+  im.opt = std::move(options);
+  const sched::Problem& p = im.problem;
+  const std::string& origin = im.opt.schedule_origin;
+  if (p.devices != comm.size()) {
+    throw InputError(origin, "spec.devices",
+                     fmt::format("the schedule is for {} devices but {} MPI ranks run it (mpirun -np {})", p.devices,
+                                 comm.size(), p.devices));
+  }
+  if (p.num_tasks - 1 > comm.max_tag()) {
+    throw InputError(origin, "devices", fmt::format("{} subtasks: more than the {} message tags the communicator has",
+                                                    p.num_tasks, comm.max_tag()));
+  }
+  std::vector<std::string> problems;
+  im.caller_of.assign(p.spec.models.size(), -1);
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    if (!models[i].objective) throw std::invalid_argument("FusedPipeline: model " + models[i].name + " has no objective");
+    const auto it = std::find_if(p.spec.models.begin(), p.spec.models.end(),
+                                 [&](const sched::ModelSpec& m) { return m.name == models[i].name; });
+    if (it == p.spec.models.end()) {
+      problems.push_back(fmt::format("spec.models: no model named \"{}\"", models[i].name));
+      continue;
+    }
+    im.caller_of[static_cast<std::size_t>(it - p.spec.models.begin())] = static_cast<int>(i);
+  }
+  for (std::size_t m = 0; m < p.spec.models.size(); ++m) {
+    if (im.caller_of[m] < 0) {
+      problems.push_back(fmt::format("spec.models[{}]: \"{}\" is scheduled but not trained here", m,
+                                     p.spec.models[m].name));
+    }
+  }
+  if (!problems.empty()) throw InputError(origin, problems);
+
+  im.device = comm.rank();
+  im.stream = schedule.lowered.streams[static_cast<std::size_t>(im.device)];
+  im.models.resize(models.size());
+  for (std::size_t m = 0; m < p.spec.models.size(); ++m) {
+    PipelineModelState& ms = im.models[static_cast<std::size_t>(im.caller_of[m])];
+    ms.spec = std::move(models[static_cast<std::size_t>(im.caller_of[m])]);
+    ms.sched_index = static_cast<int>(m);
+    open_stage(ms, p, im.device, be, im.opt);
+    const int slots = slots_needed(p, im.stream, ms.sched_index);
+    for (int i = 0; i < slots; ++i) {
+      ms.slots.push_back(ms.model->make_activations(
+          {.max_tokens = im.opt.max_tokens, .max_sequences = im.opt.max_sequences, .training = true}));
+    }
+    // Replicas of one stage average their gradients; split is collective, so every rank
+    // takes part for every model (a single replica needs no group).
+    if (ms.replicas > 1) ms.stage_group = comm.split(ms.stage, ms.replica);
+    // Tied embeddings over several stages: the first stage's embedding and the last
+    // stage's copy of it as LM head are one parameter, so their gradients are summed.
+    if (ms.stages > 1 && ms.model->config().tie_word_embeddings) {
+      const bool end = ms.stage == 0 || ms.stage == ms.stages - 1;
+      ms.tie_group = comm.split(end ? ms.replica : -1, ms.stage);
+      if (end) ms.tied = ms.model->find("model.embed_tokens.weight");
+    }
+  }
+  for (const sched::Instr& in : im.stream) {
+    if (in.op != sched::Op::RECV_F && in.op != sched::Op::RECV_B) continue;
+    const auto t = static_cast<std::size_t>(in.task);
+    im.buffers[{sched::pool_of(p.model[t], p.kind[t]), in.buffer}].tasks.push_back(in.task);
+  }
+}
+
+FusedPipeline::~FusedPipeline() = default;
+
+int FusedPipeline::micro_batches(int model) const {
+  const PipelineModelState& ms = impl_->models.at(static_cast<std::size_t>(model));
+  return ms.replicas * ms.per_replica;
+}
+
+model::Model& FusedPipeline::stage(int model) { return *impl_->models.at(static_cast<std::size_t>(model)).model; }
+optim::AdamW& FusedPipeline::optimizer(int model) { return *impl_->models.at(static_cast<std::size_t>(model)).adamw; }
+int FusedPipeline::stage_index(int model) const { return impl_->models.at(static_cast<std::size_t>(model)).stage; }
+int FusedPipeline::stages(int model) const { return impl_->models.at(static_cast<std::size_t>(model)).stages; }
+int FusedPipeline::replica(int model) const { return impl_->models.at(static_cast<std::size_t>(model)).replica; }
+StageTimes FusedPipeline::stage_times(int model) const { return impl_->models.at(static_cast<std::size_t>(model)).times; }
+
+PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBatch>> micro_batches,
+                                       std::span<const double> lr) {
+  Impl& im = *impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::size_t n_models = im.models.size();
+  if (micro_batches.size() != n_models || lr.size() != n_models) {
+    throw std::invalid_argument(fmt::format("FusedPipeline::step: {} models, given {} micro-batch lists and {} rates",
+                                            n_models, micro_batches.size(), lr.size()));
+  }
+  std::vector<std::string> problems;
+  for (std::size_t i = 0; i < n_models; ++i) {
+    const PipelineModelState& ms = im.models[i];
+    const int want = ms.replicas * ms.per_replica;
+    if (static_cast<int>(micro_batches[i].size()) != want) {
+      problems.push_back(fmt::format(
+          "spec.models[{}].micro_batches: the schedule runs {} ({} replica(s) x {}) micro-batches of {}; the data has {}",
+          ms.sched_index, want, ms.replicas, ms.per_replica, ms.spec.name, micro_batches[i].size()));
+      continue;
+    }
+    for (std::size_t k = 0; k < micro_batches[i].size(); ++k) {
+      const io::SampleBatch& mb = micro_batches[i][k];
+      if (mb.size() == 0) {
+        throw std::invalid_argument(fmt::format("micro-batch {} of {} has no sequences", k, ms.spec.name));
+      }
+      if (static_cast<std::int64_t>(mb.token_count()) > im.opt.max_tokens ||
+          static_cast<std::int64_t>(mb.size()) > im.opt.max_sequences) {
+        throw std::invalid_argument(fmt::format("micro-batch {} of {} has {} tokens / {} sequences, over {} / {}", k,
+                                                ms.spec.name, mb.token_count(), mb.size(), im.opt.max_tokens,
+                                                im.opt.max_sequences));
+      }
+    }
+  }
+  if (!problems.empty()) throw InputError(im.opt.schedule_origin, problems);
+
+  im.wait_seconds = 0;
+  try {
+    im.run_stream(micro_batches);
+  } catch (const std::exception& e) {
+    if (im.comm->size() == 1) throw;
+    // Peers are blocked on this rank's messages: nothing but ending the job frees them.
+    log::error("rank {}: {}", im.comm->rank(), e.what());
+    const bool bad_input = dynamic_cast<const InputError*>(&e) || dynamic_cast<const std::invalid_argument*>(&e);
+    im.comm->abort(bad_input ? 2 : 1);
+  }
+
+  // Per model: replicas' gradients summed into their mean, then the global norm.
+  std::vector<double> sums(4 * n_models, 0.0);  // grad², loss, weight, compute seconds
+  std::vector<std::int64_t> tokens(n_models, 0);
+  for (std::size_t i = 0; i < n_models; ++i) {
+    PipelineModelState& ms = im.models[i];
+    if (ms.stage_group) ms.stage_group->all_reduce_sum(ms.model->gradients());
+    double sq = 0;
+    if (ms.tie_group && ms.tied) {
+      ms.tie_group->all_reduce_sum(std::span<float>(ms.tied->grad, static_cast<std::size_t>(ms.tied->numel)));
+      // The norm counts the shared tensor once: on the first stage.
+      if (ms.stage != 0) {
+        for (std::int64_t k = 0; k < ms.tied->numel; ++k) sq -= static_cast<double>(ms.tied->grad[k]) * ms.tied->grad[k];
+      }
+    }
+    // After the sum every replica holds the same gradient: count each stage once.
+    sums[4 * i] = (ms.adamw->grad_sq_norm(1.0) + sq) / ms.replicas;
+    sums[4 * i + 1] = ms.loss_sum;
+    sums[4 * i + 2] = ms.weight_sum;
+    sums[4 * i + 3] = ms.times.forward_seconds + ms.times.backward_seconds;
+    tokens[i] = ms.tokens;
+  }
+  im.comm->all_reduce_sum(std::span<double>(sums));
+  im.comm->all_reduce_sum(std::span<std::int64_t>(tokens));
+
+  PipelineStepResult out;
+  out.models.resize(n_models);
+  for (std::size_t i = 0; i < n_models; ++i) {
+    PipelineModelState& ms = im.models[i];
+    PipelineModelResult& r = out.models[i];
+    const double count = ms.replicas * ms.per_replica;
+    r.grad_norm = std::sqrt(sums[4 * i]);
+    r.clip = ms.adamw->step_with_norm(lr[i], 1.0, r.grad_norm);
+    r.stats.loss = sums[4 * i + 1] / count;
+    r.stats.weight = sums[4 * i + 2];
+    r.compute_seconds = sums[4 * i + 3];
+    r.tokens = tokens[i];
+    // Metric names as the last stage of replica 0 knows them; every rank sums in that order.
+    const int root = im.problem.device_of(ms.sched_index, 0, ms.stages - 1);
+    std::string names;
+    for (const auto& [k, v] : ms.metric_sum) names += k + '\n';
+    im.comm->broadcast(names, root);
+    std::vector<std::string> keys;
+    for (std::size_t b = 0, e; (e = names.find('\n', b)) != std::string::npos; b = e + 1) keys.push_back(names.substr(b, e - b));
+    std::vector<double> values(keys.size(), 0.0);
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      const auto it = ms.metric_sum.find(keys[k]);
+      if (it != ms.metric_sum.end()) values[k] = it->second;
+    }
+    im.comm->all_reduce_sum(std::span<double>(values));
+    for (std::size_t k = 0; k < keys.size(); ++k) r.stats.metrics[keys[k]] = values[k] / count;
+  }
+
+  std::vector<double> times{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                            im.wait_seconds};
+  std::vector<double> all(times.size() * static_cast<std::size_t>(im.comm->size()), 0.0);
+  std::copy(times.begin(), times.end(), all.begin() + static_cast<std::ptrdiff_t>(times.size() * static_cast<std::size_t>(im.comm->rank())));
+  im.comm->all_reduce_sum(std::span<double>(all));
+  for (int r = 0; r < im.comm->size(); ++r) {
+    out.wall_seconds = std::max(out.wall_seconds, all[2 * static_cast<std::size_t>(r)]);
+    out.wait_seconds += all[2 * static_cast<std::size_t>(r) + 1];
+  }
+  return out;
+}
+
+std::vector<std::filesystem::path> FusedPipeline::save(std::span<const std::filesystem::path> outs,
+                                                       const std::string& created_by) {
+  Impl& im = *impl_;
+  if (outs.size() != im.models.size()) {
+    throw std::invalid_argument(fmt::format("FusedPipeline::save: {} models, {} outputs", im.models.size(), outs.size()));
+  }
+  std::vector<std::filesystem::path> files;
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    const PipelineModelState& ms = im.models[i];
+    if (ms.replica == 0) {
+      save_weights(*ms.model, stage_path(outs[i], ms.stage, ms.stages),
+                   {.step = ms.checkpoint_step + ms.adamw->steps_taken(), .created_by = created_by,
+                    .config_json = ms.config_json});
+    }
+    for (const auto& f : stage_paths(outs[i], ms.stages)) files.push_back(f);
+  }
+  im.comm->barrier();
+  return files;
+}
+
+}  // namespace braid::train
