@@ -47,6 +47,13 @@ before=$(snapshot out)
 [ "$(snapshot out)" = "$before" ] || fail "a rerun of a finished run changed files"
 grep -q "already complete" log2 || fail "the rerun did not say the run was complete"
 
+# While a driver works in a folder (here flock(1) holds its lock), a second one is refused.
+set +e
+flock out/.braid-run.lock "$B" run run.json -o out > /dev/null 2> lockedlog
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "another braid run is working in out" lockedlog || fail "a second driver in a busy folder: exit $rc"
+
 # Deleting iteration 2's actor redoes iteration 2's training and nothing else.
 iter1=$(snapshot out/iter-0001)
 samples2=$(snapshot out/iter-0002/samples)
@@ -82,4 +89,20 @@ set -e
 grep -q "iteration 1 generate | score: generate failed with exit code 2: .*braid-generate" badlog ||
   { cat badlog >&2; fail "the failing stage is not named"; }
 [ ! -e badout/iter-0001/actor.h5 ] || fail "a checkpoint was written after a failed stage"
+# GRPO with a reward model and a reference model of their own: no critic anywhere.
+cat > grpo.json <<'JSON'
+{"format": "braid.run", "version": 1, "algorithm": "grpo",
+ "models": {"actor": {"init": {"config": "config.json", "seed": 1}},
+            "ref": {"init": {"config": "config.json", "seed": 1}},
+            "reward": {"init": {"config": "config.json", "seed": 3}}},
+ "prompts": "prompts.jsonl", "iterations": 1, "threads": 1,
+ "generate": {"samples_per_prompt": 2, "max_new_tokens": 4, "shard_size": 4},
+ "train": {"lr": 0.001, "kl_coef": 0.04}}
+JSON
+"$B" run grpo.json -o grpo > stdout 2> grpolog || { cat grpolog >&2; fail "the GRPO run failed"; }
+[ "$(cat stdout)" = grpo/iter-0001/actor.h5 ] || fail "GRPO stdout: $(cat stdout)"
+[ "$(h5_names grpo/iter-0000)" = "$(printf './actor.h5\n./ref.h5\n./reward.h5')" ] || fail "GRPO start models: $(h5_names grpo/iter-0000)"
+[ "$(step_of grpo/iter-0001/actor.h5)" = 1 ] || fail "the GRPO actor is not at step 1"
+[ ! -e grpo/iter-0001/critic.h5 ] || fail "GRPO wrote a critic"
+grep -q '"kl":' grpo/metrics.jsonl || fail "no KL with a reference model"
 echo "ok"
