@@ -40,6 +40,32 @@ Generator::Generator(const model::Model& m, GenerateOptions opt) : m_(&m), opt_(
   }
 }
 
+void Generator::check(const Prompt& p) const {
+  const auto& cfg = m_->config();
+  const std::string field = fmt::format("prompt of sample {}", p.sample_id);
+  const auto len = static_cast<std::int64_t>(p.tokens.size());
+  const auto done = static_cast<std::int64_t>(p.response.size());
+  require(!p.tokens.empty(), "prompts", field, "is empty (start it with a BOS token)");
+  require(len + done < opt_.max_len, "prompts", field,
+          fmt::format("has {} tokens, not fewer than the max length {}", len + done, opt_.max_len));
+  for (auto t : p.tokens) {
+    require(t >= 0 && t < cfg.vocab_size, "prompts", field,
+            fmt::format("token {} is outside the model's vocabulary [0, {})", t, cfg.vocab_size));
+  }
+  if (done == 0) return;
+  const std::string what = fmt::format("continuation of sample {}", p.sample_id);
+  require(p.logprobs.size() == p.response.size() && p.raw_logprobs.size() == p.response.size(), "prompts", what,
+          "needs one logprob and one raw logprob per response token");
+  require(done < opt_.max_new_tokens, "prompts", what,
+          fmt::format("already has {} of at most {} new tokens", done, opt_.max_new_tokens));
+  for (auto t : p.response) {
+    require(t >= 0 && t < cfg.vocab_size, "prompts", what,
+            fmt::format("token {} is outside the model's vocabulary [0, {})", t, cfg.vocab_size));
+  }
+  require(std::find(opt_.stop_tokens.begin(), opt_.stop_tokens.end(), p.response.back()) == opt_.stop_tokens.end(),
+          "prompts", what, "already ends with a stop token");
+}
+
 GenerateStats Generator::run(std::span<const Prompt> prompts, const std::function<void(Sample&&)>& on_done,
                             const StepHook& after_step, std::vector<Prompt>* unfinished) {
   if (after_step && unfinished == nullptr) throw std::logic_error("Generator::run: a step hook needs `unfinished`");
@@ -48,29 +74,9 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
   std::int64_t longest_prefill = 0;
   std::int64_t all_prefill = 0;
   for (const Prompt& p : prompts) {
-    const std::string field = fmt::format("prompt of sample {}", p.sample_id);
+    check(p);
     const auto len = static_cast<std::int64_t>(p.tokens.size());
     const auto done = static_cast<std::int64_t>(p.response.size());
-    require(!p.tokens.empty(), "prompts", field, "is empty (start it with a BOS token)");
-    require(len + done < opt_.max_len, "prompts", field,
-            fmt::format("has {} tokens, not fewer than the max length {}", len + done, opt_.max_len));
-    for (auto t : p.tokens) {
-      require(t >= 0 && t < cfg.vocab_size, "prompts", field,
-              fmt::format("token {} is outside the model's vocabulary [0, {})", t, cfg.vocab_size));
-    }
-    if (done > 0) {
-      const std::string what = fmt::format("continuation of sample {}", p.sample_id);
-      require(p.logprobs.size() == p.response.size() && p.raw_logprobs.size() == p.response.size(), "prompts", what,
-              "needs one logprob and one raw logprob per response token");
-      require(done < opt_.max_new_tokens, "prompts", what,
-              fmt::format("already has {} of at most {} new tokens", done, opt_.max_new_tokens));
-      for (auto t : p.response) {
-        require(t >= 0 && t < cfg.vocab_size, "prompts", what,
-                fmt::format("token {} is outside the model's vocabulary [0, {})", t, cfg.vocab_size));
-      }
-      require(std::find(opt_.stop_tokens.begin(), opt_.stop_tokens.end(), p.response.back()) == opt_.stop_tokens.end(),
-              "prompts", what, "already ends with a stop token");
-    }
     longest_prompt = std::max(longest_prompt, len);
     longest_prefill = std::max(longest_prefill, len + done);
     all_prefill += len + done;
@@ -78,13 +84,18 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
   GenerateStats stats;
   if (prompts.empty()) return stats;
 
-  const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(opt_.max_batch), prompts.size()));
-  // No step prefills more than all the prompts: activations sized for the default
-  // budget cost a big model a second of allocation on a short run.
-  const std::int64_t prefill_budget = std::max(std::min(opt_.prefill_tokens, all_prefill), longest_prefill);
+  const std::int64_t reserve = opt_.reserve_prompt_len;
+  const int slots = reserve > 0 ? opt_.max_batch
+                                : static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(opt_.max_batch),
+                                                                         prompts.size()));
   // No sequence can hold more than its prompt plus max_new_tokens: size the cache
   // (layers x slots x length, the big allocation) for that, not for max_len.
-  const std::int64_t cache_len = std::min(opt_.max_len, longest_prompt + opt_.max_new_tokens);
+  const std::int64_t cache_len = std::min(opt_.max_len, std::max(longest_prompt, reserve) + opt_.max_new_tokens);
+  // No step prefills more than all the prompts: activations sized for the default
+  // budget cost a big model a second of allocation on a short run. Prompts added
+  // later may be continuations as long as the cache.
+  std::int64_t prefill_budget = std::max(std::min(opt_.prefill_tokens, all_prefill), longest_prefill);
+  if (reserve > 0) prefill_budget = std::max(prefill_budget, cache_len - 1);
   auto cache = m_->make_kv_cache(slots, cache_len);
   auto acts = m_->make_activations({.max_tokens = prefill_budget + slots,
                                     .max_sequences = slots,
@@ -93,8 +104,10 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
   const bool host = m_->backend().host_accessible();
   std::vector<float> host_logits;
 
-  std::deque<std::size_t> waiting;
-  for (std::size_t i = 0; i < prompts.size(); ++i) waiting.push_back(i);
+  std::deque<const Prompt*> waiting;
+  for (const Prompt& p : prompts) waiting.push_back(&p);
+  std::deque<Prompt> added;  // prompts from the hook (a deque: pointers into it stay valid)
+  std::vector<Prompt> more;
   std::vector<std::optional<Running>> slot(static_cast<std::size_t>(slots));
   std::vector<std::int32_t> tokens;
   std::vector<model::Segment> segments;
@@ -128,7 +141,7 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
     std::int64_t prefilled = 0;
     for (int s = 0; s < slots && !waiting.empty(); ++s) {
       if (slot[static_cast<std::size_t>(s)]) continue;
-      const Prompt& p = prompts[waiting.front()];
+      const Prompt& p = *waiting.front();
       const auto len = static_cast<std::int64_t>(p.tokens.size() + p.response.size());
       if (prefilled > 0 && prefilled + len > prefill_budget) break;
       waiting.pop_front();
@@ -192,7 +205,18 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
                     .finished = finished,
                     .sampled = static_cast<std::int64_t>(segments.size())};
       for (const auto& r : slot) info.running += r.has_value();
-      if (after_step(info)) {
+      more.clear();
+      const bool stop = after_step(info, more);
+      for (Prompt& p : more) {
+        check(p);
+        if (static_cast<std::int64_t>(p.tokens.size()) > reserve || static_cast<std::int64_t>(p.tokens.size()) > cache_len) {
+          throw std::logic_error(fmt::format("a prompt added during the run has {} tokens, more than the {} reserved",
+                                             p.tokens.size(), reserve));
+        }
+        added.push_back(std::move(p));
+        waiting.push_back(&added.back());
+      }
+      if (stop) {
         for (auto& r : slot) {
           if (!r) continue;
           Sample& x = r->sample;
@@ -200,7 +224,7 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
                                        .response = std::move(x.response), .logprobs = std::move(x.logprobs),
                                        .raw_logprobs = std::move(x.raw_logprobs)});
         }
-        for (std::size_t i : waiting) unfinished->push_back(prompts[i]);
+        for (const Prompt* p : waiting) unfinished->push_back(*p);
         return stats;
       }
     }

@@ -57,6 +57,9 @@ struct GenerateOptions {
   std::int64_t max_len = 0;              // prompt + response; 0: max_position_embeddings
   std::vector<std::int32_t> stop_tokens;
   std::int64_t prefill_tokens = 2048;    // prompt tokens one step may prefill (at least one prompt)
+  // Room for prompts that a step hook adds during the run: every max_batch slot, and
+  // a cache for prompts of up to this many tokens (0: none will come).
+  std::int64_t reserve_prompt_len = 0;
 };
 
 struct GenerateStats {
@@ -74,8 +77,9 @@ struct StepInfo {
   std::int64_t finished = 0;  // samples reported so far by this run
   std::int64_t sampled = 0;   // tokens sampled by this step
 };
-// Returns true to stop the run now.
-using StepHook = std::function<bool(const StepInfo&)>;
+// Returns true to stop the run now. Prompts (continuations too) it appends to `more`
+// join the waiting queue; they must fit GenerateOptions::reserve_prompt_len.
+using StepHook = std::function<bool(const StepInfo&, std::vector<Prompt>& more)>;
 
 class Generator {
  public:
@@ -84,13 +88,15 @@ class Generator {
 
   // Generates for every prompt, calling on_done(sample) as each finishes (order of
   // finishing, not of prompts). Prompts join the batch in the order given.
-  // after_step (optional) is called after every step; when it returns true, run()
-  // appends every unfinished sample (running or waiting) to *unfinished as a
-  // continuation and returns.
+  // after_step (optional) is called after every step and may add prompts; when it
+  // returns true, run() appends every unfinished sample (running or waiting) to
+  // *unfinished as a continuation and returns.
   GenerateStats run(std::span<const Prompt> prompts, const std::function<void(Sample&&)>& on_done,
                     const StepHook& after_step = {}, std::vector<Prompt>* unfinished = nullptr);
 
  private:
+  void check(const Prompt& p) const;  // InputError naming the sample
+
   const model::Model* m_;
   GenerateOptions opt_;
 };

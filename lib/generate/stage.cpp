@@ -156,8 +156,9 @@ class StageRun {
                          .max_batch = o_.max_batch,
                          .max_new_tokens = o_.max_new_tokens,
                          .stop_tokens = stop};
+    progress_total_ = mine.size();
     if (ranks_.rank() == 0 && pending > 0) {
-      progress_.emplace(ranks_.size() > 1 ? "generating (rank 0)" : "generating", mine.size(), "samples");
+      progress_.emplace(ranks_.size() > 1 ? "generating (rank 0)" : "generating", progress_total_, "samples");
     }
     gen_start_ = Clock::now();
     generate(*actor.model, gopt, mine);
@@ -213,7 +214,7 @@ class StageRun {
   }
 
   StepHook progress_hook() {
-    return [this](const StepInfo& i) {
+    return [this](const StepInfo& i, std::vector<Prompt>&) {
       sampled_ += i.sampled;
       if (progress_) {
         progress_->set_status(fmt::format("{} running, {}", i.running, format_rate(sampled_ / std::max(1e-9, since(gen_start_)), "tok")));
@@ -233,53 +234,87 @@ class StageRun {
     // the same decision from the same numbers, at the same round of the exchange.
     // Not every step: each exchange waits for the slowest rank, and on shared cores
     // that wait (a descheduled peer) cost more than the step itself.
+    // A receiver goes on with its own running samples and takes the received ones
+    // into the same run: room for them is reserved up front (the longest prompt).
+    GenerateOptions opt = gopt;
+    for (const Prompt& p : prompts_) {
+      opt.reserve_prompt_len = std::max<std::int64_t>(opt.reserve_prompt_len, static_cast<std::int64_t>(p.tokens.size()));
+    }
     std::vector<Prompt> rest;
     std::int64_t steps = 0;
-    const StepHook watch = [&](const StepInfo& i) {
-      show(i);
-      if (++steps % kCheckEvery != 0) return false;
+    const StepHook watch = [&](const StepInfo& i, std::vector<Prompt>& more) {
+      show(i, more);
+      if (decision_.now || ++steps % kCheckEvery != 0) return false;
       decision_ = decide_migration(ranks_.allgather(i.running + i.waiting), threshold_, o_.migrate_to);
-      return decision_.now;
+      if (!decision_.now) return false;
+      announce_migration();
+      if (!receiver()) return true;  // stop here and hand everything over
+      more = take_over();
+      return false;
     };
-    add(Generator(m, gopt).run(mine, done, watch, &rest));
+    add(Generator(m, opt).run(mine, done, watch, &rest));
+    if (decision_.now) {
+      if (!receiver()) hand_over(std::move(rest));
+      return;
+    }
     while (!decision_.now) {  // done here: keep answering until all are done or migration starts
       decision_ = decide_migration(ranks_.allgather(0), threshold_, o_.migrate_to);
       if (decision_.remaining == 0) return;
     }
-    migrate(m, gopt, std::move(rest));
+    announce_migration();
+    if (!receiver()) {
+      hand_over({});
+      return;
+    }
+    // Idle when chosen (m larger than the ranks with samples left): a new run.
+    rest = take_over();
+    add(Generator(m, opt).run(rest, done, show, &unused_));
   }
 
-  void migrate(const model::Model& m, const GenerateOptions& gopt, std::vector<Prompt> rest) {
-    const auto& receivers = decision_.receivers;
-    const auto n_recv = static_cast<std::int64_t>(receivers.size());
+  bool receiver() const {
+    return std::find(decision_.receivers.begin(), decision_.receivers.end(), ranks_.rank()) != decision_.receivers.end();
+  }
+
+  void announce_migration() {
     migration_at_ = since(gen_start_);
     if (ranks_.rank() == 0) {
       log::info("migration: {} samples left over all ranks (threshold {:g}): rank(s) {} take them over, the other {} "
                 "finish",
-                decision_.remaining, threshold_, fmt::join(receivers, ","), ranks_.size() - n_recv);
+                decision_.remaining, threshold_, fmt::join(decision_.receivers, ","),
+                ranks_.size() - static_cast<int>(decision_.receivers.size()));
     }
-    if (std::find(receivers.begin(), receivers.end(), ranks_.rank()) == receivers.end()) {
-      stats_.role = "handed over";
-      for (int r : receivers) {
-        Handover h;
-        for (std::int64_t k : collector_->open_shards()) {
-          if (receivers[static_cast<std::size_t>(k % n_recv)] != r) continue;
-          h.shards.push_back(k);
-          for (Sample& s : collector_->release(k)) h.finished.push_back(std::move(s));
-          for (Prompt& p : rest) {
-            if (plan_.shard_of(static_cast<std::int64_t>(p.sample_id)) == k) h.unfinished.push_back(std::move(p));
-          }
+  }
+
+  // A sender's open shards, each whole to receivers[shard mod m].
+  void hand_over(std::vector<Prompt> rest) {
+    const auto& receivers = decision_.receivers;
+    const auto n_recv = static_cast<std::int64_t>(receivers.size());
+    stats_.role = "handed over";
+    for (int r : receivers) {
+      Handover h;
+      for (std::int64_t k : collector_->open_shards()) {
+        if (receivers[static_cast<std::size_t>(k % n_recv)] != r) continue;
+        h.shards.push_back(k);
+        for (Sample& s : collector_->release(k)) h.finished.push_back(std::move(s));
+        for (Prompt& p : rest) {
+          if (plan_.shard_of(static_cast<std::int64_t>(p.sample_id)) == k) h.unfinished.push_back(std::move(p));
         }
-        stats_.handed_over += static_cast<std::int64_t>(h.unfinished.size());
-        for (const Prompt& p : h.unfinished) stats_.handed_over_partial += !p.response.empty();
-        stats_.shards_handed_over += static_cast<std::int64_t>(h.shards.size());
-        ranks_.send(r, kTagHandover, pack(h));
       }
-      log::info("{}handed {} unfinished samples of {} shards over; done generating", who(), stats_.handed_over,
-                stats_.shards_handed_over);
-      return;
+      stats_.handed_over += static_cast<std::int64_t>(h.unfinished.size());
+      for (const Prompt& p : h.unfinished) stats_.handed_over_partial += !p.response.empty();
+      stats_.shards_handed_over += static_cast<std::int64_t>(h.shards.size());
+      ranks_.send(r, kTagHandover, pack(h));
     }
+    log::info("{}handed {} unfinished samples of {} shards over; done generating", who(), stats_.handed_over,
+              stats_.shards_handed_over);
+  }
+
+  // A receiver's side: the senders' shards become its own; their unfinished samples
+  // come back to be generated here, in sample-id order.
+  std::vector<Prompt> take_over() {
     stats_.role = "received";
+    const auto& receivers = decision_.receivers;
+    std::vector<Prompt> rest;
     std::int64_t finished = 0;
     for (int from = 0; from < ranks_.size(); ++from) {
       if (std::find(receivers.begin(), receivers.end(), from) != receivers.end()) continue;
@@ -290,12 +325,11 @@ class StageRun {
       for (Sample& s : h.finished) collector_->add(std::move(s));
       for (Prompt& p : h.unfinished) rest.push_back(std::move(p));
     }
-    // In sample-id order: the continued run is the same whatever order the messages came in.
     std::sort(rest.begin(), rest.end(), [](const Prompt& a, const Prompt& b) { return a.sample_id < b.sample_id; });
-    if (progress_) progress_->set_total(progress_->done() + rest.size());
-    log::info("{}continuing {} samples ({} taken over; {} finished ones came with their shards)", who(), rest.size(),
-              stats_.received, finished);
-    add(Generator(m, gopt).run(rest, [this](Sample&& s) { on_done(std::move(s)); }, progress_hook(), &unused_));
+    progress_total_ += rest.size();
+    if (progress_) progress_->set_total(progress_total_);
+    log::info("{}took over {} unfinished samples ({} finished ones came with their shards)", who(), rest.size(), finished);
+    return rest;
   }
 
   void finish_stats(double wall) {
@@ -344,6 +378,7 @@ class StageRun {
   double migration_at_ = 0;
   Clock::time_point gen_start_;
   std::int64_t sampled_ = 0;
+  std::uint64_t progress_total_ = 0;
   std::vector<Prompt> unused_;  // a run that is never stopped leaves nothing here
 };
 

@@ -60,7 +60,7 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_run_continued_gives_the_uninterrupted_samples,
     std::vector<Prompt> rest;
     braid::gen::Generator g(m, opt);
     int steps = 0;
-    g.run(ps, collect, [&](const braid::gen::StepInfo&) { return ++steps == 9; }, &rest);
+    g.run(ps, collect, [&](const braid::gen::StepInfo&, std::vector<Prompt>&) { return ++steps == 9; }, &rest);
     BOOST_TEST_REQUIRE(!rest.empty());
     std::size_t partial = 0, waiting = 0;
     for (const Prompt& p : rest) (p.response.empty() ? waiting : partial) += 1;
@@ -80,6 +80,47 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_run_continued_gives_the_uninterrupted_samples,
     }
     BOOST_TEST_MESSAGE("largest logprob difference after continuing: " << worst);
     BOOST_TEST(worst <= 1e-5f);
+  }
+}
+
+// What a migration receiver does: its own run goes on, and continuations stopped in
+// another run join it mid-way.
+BOOST_FIXTURE_TEST_CASE(continuations_added_to_a_running_run_give_the_uninterrupted_samples, Fixture) {
+  GenerateOptions opt{.sampling = {.temperature = 1.0, .top_p = 0.9, .seed = 5},
+                      .max_batch = 4,
+                      .max_new_tokens = 24,
+                      .stop_tokens = {3}};
+  const auto ps = prompts(12);
+  const auto whole = braid::gen::generate(m, ps, opt);
+  const std::vector<Prompt> mine(ps.begin(), ps.begin() + 6), theirs(ps.begin() + 6, ps.end());
+
+  std::map<std::uint64_t, Sample> got;
+  auto collect = [&](Sample&& s) { got[s.sample_id] = std::move(s); };
+  std::vector<Prompt> moved;
+  int steps = 0;
+  braid::gen::Generator(m, opt).run(theirs, collect,
+                                    [&](const braid::gen::StepInfo&, std::vector<Prompt>&) { return ++steps == 7; },
+                                    &moved);
+  BOOST_TEST_REQUIRE(!moved.empty());
+
+  opt.reserve_prompt_len = 11;  // the longest prompt of the twelve
+  std::vector<Prompt> unused;
+  steps = 0;
+  braid::gen::Generator(m, opt).run(
+      mine, collect,
+      [&](const braid::gen::StepInfo& i, std::vector<Prompt>& more) {
+        if (++steps == 5) {
+          BOOST_TEST(i.running > 0);  // joins a run in progress
+          more = moved;
+        }
+        return false;
+      },
+      &unused);
+  BOOST_TEST_REQUIRE(got.size() == ps.size());
+  for (const Sample& w : whole) {
+    const Sample& c = got.at(w.sample_id);
+    BOOST_TEST(c.response == w.response, boost::test_tools::per_element());
+    BOOST_TEST(c.raw_logprobs == w.raw_logprobs, boost::test_tools::tolerance(1e-4f) << boost::test_tools::per_element());
   }
 }
 
