@@ -42,6 +42,15 @@ std::vector<fs::path> checkpoint_files_of(const fs::path& spec) {
   return {};
 }
 
+std::vector<fs::path> stage_files(const fs::path& checkpoint, int stages) {
+  if (stages <= 1) return {checkpoint};
+  std::vector<fs::path> files;
+  for (int s = 0; s < stages; ++s) {
+    files.push_back(checkpoint.parent_path() / fmt::format("{}.stage{}-of-{}.h5", checkpoint.stem().string(), s, stages));
+  }
+  return files;
+}
+
 fs::path optimizer_path(const fs::path& checkpoint) {
   fs::path p = checkpoint;
   p.replace_extension(".optim.h5");

@@ -38,6 +38,27 @@ fs::path model_start(const ModelSource& src, const Layout& layout, std::string_v
   return src.kind == ModelSource::Kind::init ? layout.checkpoint(0, name) : src.path;
 }
 
+// The files a checkpoint spec stands for, as make targets: a start checkpoint's files as
+// they are on disk (a file, or its stage files); a trained one's as braid-train will
+// write them (stage files when the fused pipeline trains the model in several stages).
+std::vector<fs::path> start_files(const fs::path& spec) {
+  auto files = checkpoint_files_of(spec);
+  return files.empty() ? std::vector<fs::path>{spec} : files;
+}
+
+std::vector<fs::path> model_files(const RunSpec& spec, const Layout& layout, std::string_view model, int iteration) {
+  if (iteration == 0) {
+    return start_files(model == "actor" ? actor_after(spec, layout, 0) : critic_after(spec, layout, 0));
+  }
+  return stage_files(layout.checkpoint(iteration, model), model == "actor" ? spec.actor_stages : spec.critic_stages);
+}
+
+void add_inputs(Step& step, const std::vector<fs::path>& files) {
+  for (const auto& f : files) {
+    if (std::find(step.inputs.begin(), step.inputs.end(), f) == step.inputs.end()) step.inputs.push_back(f);
+  }
+}
+
 Step init_step(const ModelSource& src, const Layout& layout, const PlanOptions& opt, std::string_view name,
                bool value_head) {
   const fs::path out = layout.checkpoint(0, name);
@@ -113,9 +134,12 @@ Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& 
   const fs::path actor = actor_after(spec, layout, i - 1);
   const fs::path gen_stats = layout.stats_file(i, "generate");
   const fs::path score_stats = layout.stats_file(i, "score");
-  Step step{.name = fmt::format("iteration {} generate | score", i), .pipeline = {}, .inputs = {actor, spec.prompts},
+  Step step{.name = fmt::format("iteration {} generate | score", i), .pipeline = {}, .inputs = {},
             .outputs = {gen_stats, score_stats},
             .stale = {layout.samples_dir(i), layout.scored_dir(i), gen_stats, score_stats}};
+
+  add_inputs(step, model_files(spec, layout, "actor", i - 1));
+  add_inputs(step, {spec.prompts});
 
   Argv gen = {opt.tools.generate, "--actor", actor.string(), "--prompts", spec.prompts.string(),
               "-o", layout.samples_dir(i).string(), "--tokenizer", spec.tokenizer,
@@ -127,48 +151,45 @@ Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& 
                 "--algorithm", spec.algorithm, "--stats", score_stats.string()};
   if (auto ref = ref_checkpoint(spec, layout)) {
     score.insert(score.end(), {"--ref", ref->string()});
-    step.inputs.push_back(*ref);
+    add_inputs(step, start_files(*ref));
   }
   if (spec.uses_critic()) {
     const fs::path critic = critic_after(spec, layout, i - 1);
     score.insert(score.end(), {"--critic", critic.string()});
-    step.inputs.push_back(critic);
+    add_inputs(step, model_files(spec, layout, "critic", i - 1));
   }
   if (auto reward = reward_checkpoint(spec, layout)) {
     score.insert(score.end(), {"--reward", reward->string()});
-    step.inputs.push_back(*reward);
+    add_inputs(step, start_files(*reward));
   } else {
     score.insert(score.end(), {"--reward-rule", spec.reward.rule});
   }
   append(score, spec.score);
   append_common(score, spec, opt);
-  if (spec.tokenizer != "byte") step.inputs.emplace_back(spec.tokenizer);
-
-  // The reference model is often the start actor: each file once.
-  std::vector<fs::path> inputs;
-  for (auto& in : step.inputs) {
-    if (std::find(inputs.begin(), inputs.end(), in) == inputs.end()) inputs.push_back(in);
-  }
-  step.inputs = std::move(inputs);
+  if (spec.tokenizer != "byte") add_inputs(step, {spec.tokenizer});
   step.pipeline.push_back(Command{.stage = "generate", .argv = std::move(gen)});
   step.pipeline.push_back(Command{.stage = "score", .argv = std::move(score)});
   return step;
 }
 
 std::vector<fs::path> trained_checkpoints(const RunSpec& spec, const Layout& layout, int i) {
-  std::vector<fs::path> out = {layout.checkpoint(i, "actor")};
-  if (spec.uses_critic()) out.push_back(layout.checkpoint(i, "critic"));
+  std::vector<fs::path> out = model_files(spec, layout, "actor", i);
+  if (spec.uses_critic()) {
+    const auto critic = model_files(spec, layout, "critic", i);
+    out.insert(out.end(), critic.begin(), critic.end());
+  }
   return out;
 }
 
 Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i) {
   const auto outputs = trained_checkpoints(spec, layout, i);
-  Step step{.name = fmt::format("iteration {} train", i), .pipeline = {},
-            .inputs = {layout.stats_file(i, "score"), actor_after(spec, layout, i - 1)}, .outputs = outputs,
-            .stale = {}};
-  for (const auto& ckpt : outputs) {
-    step.stale.push_back(ckpt);
-    step.stale.push_back(optimizer_path(ckpt));
+  Step step{.name = fmt::format("iteration {} train", i), .pipeline = {}, .inputs = {layout.stats_file(i, "score")},
+            .outputs = outputs, .stale = outputs};
+  add_inputs(step, model_files(spec, layout, "actor", i - 1));
+  for (std::string_view model : {"actor", "critic"}) {
+    if (model == "critic" && !spec.uses_critic()) continue;
+    const int stages = model == "actor" ? spec.actor_stages : spec.critic_stages;
+    for (const auto& f : stage_files(optimizer_path(layout.checkpoint(i, model)), stages)) step.stale.push_back(f);
   }
   step.stale.push_back(layout.stats_file(i, "train"));
 
@@ -176,16 +197,17 @@ Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& op
   if (spec.schedule) argv = {opt.tools.mpirun, "-np", std::to_string(spec.ranks)};
   argv.insert(argv.end(), {opt.tools.train, spec.algorithm});
   const std::size_t shards_at = argv.size();
-  argv.insert(argv.end(), {"--actor", actor_after(spec, layout, i - 1).string(), "--actor-out", outputs[0].string()});
+  argv.insert(argv.end(), {"--actor", actor_after(spec, layout, i - 1).string(), "--actor-out",
+                           layout.checkpoint(i, "actor").string()});
   if (spec.uses_critic()) {
     const fs::path critic = critic_after(spec, layout, i - 1);
-    argv.insert(argv.end(), {"--critic", critic.string(), "--critic-out", outputs[1].string()});
-    step.inputs.push_back(critic);
+    argv.insert(argv.end(), {"--critic", critic.string(), "--critic-out", layout.checkpoint(i, "critic").string()});
+    add_inputs(step, model_files(spec, layout, "critic", i - 1));
   }
   argv.insert(argv.end(), {"--seed", iteration_seed(spec, i), "--stats", layout.stats_file(i, "train").string()});
   if (spec.schedule) {
     argv.insert(argv.end(), {"--schedule", spec.schedule->string()});
-    step.inputs.push_back(*spec.schedule);
+    add_inputs(step, {*spec.schedule});
   }
   append(argv, spec.train);
   append_common(argv, spec, opt);

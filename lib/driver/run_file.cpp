@@ -1,5 +1,7 @@
 #include "driver/run_file.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -190,24 +192,44 @@ void read_models(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec
   }
 }
 
-// The fused pipeline runs one MPI rank per device of its schedule.
-int schedule_devices(Checker& c, const fs::path& schedule) {
+// The fused pipeline runs one MPI rank per device of its schedule, and writes each
+// model as the stage files of its stage count there (spec.models, by name, else
+// actor first and critic second).
+void read_schedule(Checker& c, const fs::path& schedule, RunSpec& spec, bool ranks_given) {
   if (!fs::is_regular_file(schedule)) {
     c.fail("train.schedule", "no file " + schedule.string());
-    return 1;
+    return;
   }
+  json doc;
   try {
-    const json doc = load_json_file(schedule.string());
-    const json* devices = nullptr;
-    if (doc.is_object() && doc.contains("spec") && doc["spec"].is_object() && doc["spec"].contains("devices")) {
-      devices = &doc["spec"]["devices"];
-    }
-    if (devices != nullptr && devices->is_number_integer() && devices->get<int>() >= 1) return devices->get<int>();
-    c.fail("train.ranks", fmt::format("missing, and {} names no spec.devices to take it from", schedule.string()));
+    doc = load_json_file(schedule.string());
   } catch (const InputError& e) {
     c.fail("train.schedule", e.what());
+    return;
   }
-  return 1;
+  const json no_spec = json::object();
+  const json& sched = doc.is_object() && doc.contains("spec") && doc["spec"].is_object() ? doc["spec"] : no_spec;
+  if (!ranks_given) {
+    const auto it = sched.find("devices");
+    if (it != sched.end() && it->is_number_integer() && it->get<int>() >= 1) {
+      spec.ranks = it->get<int>();
+    } else {
+      c.fail("train.ranks", fmt::format("missing, and {} names no spec.devices to take it from", schedule.string()));
+    }
+  }
+  const auto models = sched.find("models");
+  if (models == sched.end() || !models->is_array()) return;
+  auto stages_of = [&](const std::string& name, std::size_t index) {
+    const json* m = nullptr;
+    for (const auto& item : *models) {
+      if (item.is_object() && item.value("name", "") == name) m = &item;
+    }
+    if (m == nullptr && index < models->size()) m = &(*models)[index];
+    if (m == nullptr || !m->contains("stages") || !(*m)["stages"].is_number_integer()) return 1;
+    return std::max(1, (*m)["stages"].get<int>());
+  };
+  spec.actor_stages = stages_of("actor", 0);
+  if (spec.uses_critic()) spec.critic_stages = stages_of("critic", 1);
 }
 
 }  // namespace
@@ -257,7 +279,7 @@ RunSpec load_run_file(const fs::path& path) {
   if (train.contains("schedule")) {
     if (auto s = c.string(train, "train", "schedule")) {
       spec.schedule = resolve(dir, *s);
-      spec.ranks = train.contains("ranks") ? 1 : schedule_devices(c, *spec.schedule);
+      read_schedule(c, *spec.schedule, spec, train.contains("ranks"));
     }
   }
   if (train.contains("ranks")) {

@@ -47,6 +47,9 @@ struct RunSpec {
   ToolFlags generate, score, train;
   std::optional<std::filesystem::path> schedule;  // braid-train's fused pipeline under mpirun
   int ranks = 1;                                  // MPI ranks for the fused pipeline
+  // Pipeline stages the fused pipeline trains (and writes as stage files) each model in.
+  int actor_stages = 1;
+  int critic_stages = 1;
 
   bool uses_critic() const { return algorithm == "ppo"; }
 };

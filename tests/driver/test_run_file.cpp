@@ -174,8 +174,11 @@ BOOST_AUTO_TEST_CASE(schedule_gives_the_rank_count) {
     "models": {"actor": {"init": {"config": "models/config.json"}}, "critic": {"init": {"config": "models/config.json"}},
                "reward": {"rule": "digits"}},
     "prompts": "prompts.jsonl", "iterations": 1, "train": {"schedule": "schedule.json"}})");
-  test::write_file(run.parent_path() / "schedule.json", R"({"format": "braid.schedule", "version": 1, "spec": {"devices": 4}})");
+  test::write_file(run.parent_path() / "schedule.json", R"({"format": "braid.schedule", "version": 1, "spec": {"devices": 4,
+      "models": [{"name": "actor", "stages": 4}, {"name": "critic", "stages": 2, "replicas": 2}]}})");
   const RunSpec spec = load_run_file(run);
   BOOST_TEST(spec.schedule.value_or("") == (run.parent_path() / "schedule.json").lexically_normal());
   BOOST_TEST(spec.ranks == 4);
+  BOOST_TEST(spec.actor_stages == 4);
+  BOOST_TEST(spec.critic_stages == 2);
 }
