@@ -172,6 +172,7 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
   if (!problems.empty()) throw InputError(im.opt.schedule_origin, problems);
 
   im.wait_seconds = 0;
+  const auto stream_t0 = std::chrono::steady_clock::now();
   try {
     im.run_stream(micro_batches);
   } catch (const std::exception& e) {
@@ -181,6 +182,7 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
     const bool bad_input = dynamic_cast<const InputError*>(&e) || dynamic_cast<const std::invalid_argument*>(&e);
     im.comm->abort(bad_input ? 2 : 1);
   }
+  const double stream_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stream_t0).count();
 
   // Per model: replicas' gradients summed into their mean, then the global norm.
   std::vector<double> sums(4 * n_models, 0.0);  // grad², loss, weight, compute seconds
@@ -234,14 +236,16 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
     for (std::size_t k = 0; k < keys.size(); ++k) r.stats.metrics[keys[k]] = values[k] / count;
   }
 
-  std::vector<double> times{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                            im.wait_seconds};
+  const std::vector<double> times{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                                  im.wait_seconds, stream_seconds};
   std::vector<double> all(times.size() * static_cast<std::size_t>(im.comm->size()), 0.0);
   std::copy(times.begin(), times.end(), all.begin() + static_cast<std::ptrdiff_t>(times.size() * static_cast<std::size_t>(im.comm->rank())));
   im.comm->all_reduce_sum(std::span<double>(all));
   for (int r = 0; r < im.comm->size(); ++r) {
-    out.wall_seconds = std::max(out.wall_seconds, all[2 * static_cast<std::size_t>(r)]);
-    out.wait_seconds += all[2 * static_cast<std::size_t>(r) + 1];
+    const auto at = times.size() * static_cast<std::size_t>(r);
+    out.wall_seconds = std::max(out.wall_seconds, all[at]);
+    out.wait_seconds += all[at + 1];
+    out.stream_seconds = std::max(out.stream_seconds, all[at + 2]);
   }
   return out;
 }

@@ -77,6 +77,8 @@ struct StageTimes {
 struct PipelineStepResult {
   std::vector<PipelineModelResult> models;  // in the order the models were given
   double wall_seconds = 0;                  // the slowest rank's step
+  double stream_seconds = 0;                // the slowest rank's instruction stream (what a
+                                            // schedule's makespan predicts: no optimizer step)
   double wait_seconds = 0;                  // time ranks spent blocked on receives, summed
 };
 
