@@ -58,7 +58,8 @@ Run run(const std::string& cmd, const std::string& tag) {
 std::string p(const std::string& name) { return test::scratch(name).string(); }
 
 // A scored shard of `prompts` × 2 samples from the actor, with made-up rewards and critic values.
-void write_scored_shard(const std::string& path, const model::Model& actor, int first_prompt, bool with_advantages) {
+void write_scored_shard(const std::string& path, const model::Model& actor, int first_prompt, bool with_advantages,
+                        bool with_ref = false) {
   std::vector<gen::Prompt> ps;
   for (int i = 0; i < 4; ++i)
     for (int k = 0; k < 2; ++k)
@@ -79,6 +80,11 @@ void write_scored_shard(const std::string& path, const model::Model& actor, int 
     (*b.reward)[i] = static_cast<float>(s.sample_id % 3) / 2.0f;
   }
   if (with_advantages) rl::ppo_advantages(b, {.kl_coef = 0.0});
+  if (with_ref) {
+    std::vector<float> ref = *b.logprobs_actor;
+    for (auto& x : ref) x -= 0.1f;
+    b.logprobs_ref = std::move(ref);
+  }
   write_sample_shard(path, b, {.policy_step = 0, .created_by = "test_cli", .config = "{}"});
 }
 
@@ -97,6 +103,10 @@ double sum_abs(const std::vector<float>& v) {
 
 struct World {
   World() {
+    // Outputs of an earlier run would be skipped as complete: every case starts empty,
+    // which is safe only in ctest's own scratch folder.
+    BOOST_TEST_REQUIRE(std::getenv("BRAID_SCRATCH") != nullptr, "run under ctest (BRAID_SCRATCH, BRAID_BIN)");
+    for (const auto& e : fs::directory_iterator(test::scratch(""))) fs::remove_all(e.path());
     const std::string cfg = source("examples/tiny/config.json");
     BOOST_TEST_REQUIRE(run(bin("braid") + " init -q --config " + cfg + " --seed 1 -o " + p("actor.h5"), "init-actor").code == 0);
     BOOST_TEST_REQUIRE(run(bin("braid") + " init -q --config " + cfg + " --seed 2 --value-head --no-lm-head -o " +
@@ -106,6 +116,7 @@ struct World {
     write_scored_shard(p("scored-00000.h5"), *actor.model, 0, true);
     write_scored_shard(p("scored-00001.h5"), *actor.model, 4, true);
     write_scored_shard(p("unscored.h5"), *actor.model, 0, false);
+    write_scored_shard(p("grpo-00000.h5"), *actor.model, 0, true, true);
   }
   std::string ppo(const std::string& inputs, const std::string& actor, const std::string& critic, const std::string& out) {
     return bin("braid-train") + " ppo " + inputs + " --actor " + actor + " --critic " + critic + " --actor-out " +
@@ -189,4 +200,44 @@ BOOST_FIXTURE_TEST_CASE(bad_inputs_exit_2_naming_the_file_and_field, World) {
                                   " --actor-out " + p("bad5.h5"), "grpo-no-ref");
   BOOST_TEST(grpo_no_ref.code == 2);
   BOOST_TEST(grpo_no_ref.err.find("logprobs/ref") != std::string::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(grpo_sft_and_rm_modes_write_step_plus_one, World) {
+  const Run grpo = run(bin("braid-train") + " grpo " + p("grpo-00000.h5") + " --actor " + p("actor.h5") + " --actor-out " +
+                           p("grpo-actor.h5") + " --kl-coef 0.1 --lr 1e-3 --threads 1 --stats " + p("grpo-stats.json"),
+                       "grpo");
+  BOOST_TEST_REQUIRE(grpo.code == 0);
+  BOOST_TEST(grpo.out == p("grpo-actor.h5") + "\n");
+  BOOST_TEST(io::WeightShardReader(p("grpo-actor.h5")).meta().step == 1);
+  const json gs = load_json_file(p("grpo-stats.json"));
+  BOOST_TEST(gs["calls"]["actor_train"]["kl_ref"].get<double>() > 0);
+  BOOST_TEST(!gs["calls"].contains("critic_train"));
+
+  write_text_file(p("sft.jsonl"), "{\"prompt\": \"Say a:\", \"response\": \"aaa\"}\n{\"prompt\": \"Say b:\", \"response\": \"bbb\"}\n");
+  const Run sft = run(bin("braid-train") + " sft " + p("sft.jsonl") + " --actor " + p("actor.h5") + " --actor-out " +
+                          p("sft-actor.h5") + " --lr 1e-3 --epochs 3 --threads 1 --stats " + p("sft-stats.json"),
+                      "sft");
+  BOOST_TEST_REQUIRE(sft.code == 0);
+  BOOST_TEST(io::WeightShardReader(p("sft-actor.h5")).meta().step == 1);
+  BOOST_TEST(io::WeightShardReader(p("sft-actor.optim.h5")).meta().step == 3);
+  const json ss = load_json_file(p("sft-stats.json"));
+  const json& steps = ss["calls"]["actor_train"]["per_step"];
+  BOOST_TEST(steps.back()["loss"].get<double>() < steps.front()["loss"].get<double>());  // the same data, learnt
+
+  write_text_file(p("pairs.jsonl"), "{\"prompt\": \"x\", \"chosen\": \"good\", \"rejected\": \"bad\"}\n"
+                                    "{\"prompt\": \"y\", \"chosen\": \"fine\", \"rejected\": \"poor\"}\n");
+  const Run rm = run(bin("braid-train") + " rm " + p("pairs.jsonl") + " --reward " + p("critic.h5") + " --reward-out " +
+                         p("rm.h5") + " --lr 1e-3 --mini-batch 1 --threads 1 --stats " + p("rm-stats.json"),
+                     "rm");
+  BOOST_TEST_REQUIRE(rm.code == 0);
+  BOOST_TEST(io::WeightShardReader(p("rm.h5")).meta().step == 1);
+  const json rs = load_json_file(p("rm-stats.json"));
+  BOOST_TEST(rs["calls"]["reward_train"]["steps"] == 2);  // two pairs, one a step
+  BOOST_TEST(rs["calls"]["reward_train"].contains("accuracy"));
+
+  // A policy checkpoint is no reward model.
+  const Run rm_bad = run(bin("braid-train") + " rm " + p("pairs.jsonl") + " --reward " + p("actor.h5") + " --reward-out " +
+                             p("rm-bad.h5"), "rm-bad");
+  BOOST_TEST(rm_bad.code == 2);
+  BOOST_TEST(rm_bad.err.find("score.weight") != std::string::npos);
 }
