@@ -15,6 +15,7 @@
 #include "core/files.hpp"
 #include "core/log.hpp"
 #include "driver/metrics.hpp"
+#include "driver/shell.hpp"
 
 namespace braid::driver {
 namespace {
@@ -115,6 +116,20 @@ class FolderLock {
   int fd_ = -1;
 };
 
+std::string pipeline_line(const Step& step) {
+  std::string line;
+  for (const auto& c : step.pipeline) {
+    std::vector<std::string> words;
+    for (std::size_t i = 0; i <= c.argv.size(); ++i) {
+      if (c.shards_from && i == c.shards_at) words.push_back(shell_quote(c.shards_from->string()) + "/" + c.shards_pattern);
+      if (i < c.argv.size()) words.push_back(shell_quote(c.argv[i]));
+    }
+    if (!line.empty()) line += " | ";
+    for (std::size_t i = 0; i < words.size(); ++i) line += (i > 0 ? " " : "") + words[i];
+  }
+  return line;
+}
+
 }  // namespace
 
 StageFailed::StageFailed(const std::string& step, const ProcessFailure& f)
@@ -181,6 +196,25 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
   result.actor = actor_after(spec, layout, spec.iterations);
   if (spec.uses_critic()) result.critic = critic_after(spec, layout, spec.iterations);
   return result;
+}
+
+std::vector<std::string> dry_run(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
+  std::vector<Step> steps = init_steps(spec, layout, opt);
+  for (int i = 1; i <= spec.iterations; ++i) {
+    steps.push_back(rollout_step(spec, layout, opt, i));
+    steps.push_back(train_step(spec, layout, opt, i));
+  }
+  std::vector<std::string> lines;
+  bool rewritten = false;  // an earlier step would run: everything after reads its new outputs
+  for (const auto& step : steps) {
+    // The start models are made independently of each other; the iterations form a chain.
+    const bool chained = step.name.rfind("init ", 0) != 0;
+    if ((chained && rewritten) || step_due(step)) {
+      lines.push_back(pipeline_line(step));
+      rewritten = true;
+    }
+  }
+  return lines;
 }
 
 }  // namespace braid::driver

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "driver/layout.hpp"
 #include "driver/plan.hpp"
@@ -38,5 +39,10 @@ struct RunResult {
 // Runs every due step of every iteration, writes each iteration's metrics.json
 // and OUT/metrics.jsonl, and logs one summary line per iteration trained now.
 RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions& opt);
+
+// What run_loop would start, as shell lines (generate | score on one line, the
+// shards to train on as a glob), without starting anything: like make -n, every
+// step after a due one counts as due, since it reads what that one rewrites.
+std::vector<std::string> dry_run(const RunSpec& spec, const Layout& layout, const PlanOptions& opt);
 
 }  // namespace braid::driver

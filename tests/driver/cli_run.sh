@@ -46,6 +46,7 @@ before=$(snapshot out)
 "$B" run run.json -o out > /dev/null 2> log2
 [ "$(snapshot out)" = "$before" ] || fail "a rerun of a finished run changed files"
 grep -q "already complete" log2 || fail "the rerun did not say the run was complete"
+[ -z "$("$B" run run.json -o out --dry-run)" ] || fail "--dry-run on a finished run would run something"
 
 # While a driver works in a folder (here flock(1) holds its lock), a second one is refused.
 set +e
@@ -58,6 +59,9 @@ set -e
 iter1=$(snapshot out/iter-0001)
 samples2=$(snapshot out/iter-0002/samples)
 rm out/iter-0002/actor.h5
+"$B" run run.json -o out --dry-run > dry
+[ "$(wc -l < dry)" = 1 ] && grep -q "braid-train ppo out/iter-0002/scored/scored-\*.h5 --actor out/iter-0001/actor.h5 --actor-out out/iter-0002/actor.h5 " dry ||
+  fail "--dry-run after deleting iteration 2's actor: $(cat dry)"
 "$B" run run.json -o out > /dev/null 2> log3
 [ "$(step_of out/iter-0002/actor.h5)" = 2 ] || fail "the redone actor is not at step 2"
 [ "$(snapshot out/iter-0001)" = "$iter1" ] || fail "redoing iteration 2 touched iteration 1"

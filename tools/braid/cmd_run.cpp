@@ -14,6 +14,7 @@ struct RunOptions {
   std::string run_file;
   std::string out;
   int iterations = 0;  // 0: the run file's
+  bool dry_run = false;
 };
 
 int run_run(const RunOptions& o) {
@@ -23,6 +24,10 @@ int run_run(const RunOptions& o) {
   // The stage tools talk as much as braid itself was asked to.
   if (log::level() == log::Level::quiet) plan.verbosity.emplace_back("-q");
   if (log::level() == log::Level::debug) plan.verbosity.emplace_back("-v");
+  if (o.dry_run) {
+    for (const auto& line : dry_run(spec, Layout(o.out), plan)) std::cout << line << '\n';
+    return 0;
+  }
   try {
     const RunResult r = run_loop(spec, Layout(o.out), plan);
     if (r.iterations_run == 0) log::info("all {} iterations were already complete in {}", spec.iterations, o.out);
@@ -48,6 +53,8 @@ void add_run_command(CLI::App& app, Verbs& verbs) {
       ->required();
   sub->add_option("--iterations", o->iterations, "Run this many iterations instead of the run file's")
       ->check(CLI::PositiveNumber);
+  sub->add_flag("-n,--dry-run", o->dry_run,
+                "Print the commands that would run (one line per step, like make -n) and run nothing");
   verbs.add(sub, [o] { return run_run(*o); });
 }
 
