@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <system_error>
 
@@ -116,6 +117,39 @@ class FolderLock {
   int fd_ = -1;
 };
 
+// Whether argv[0] would start: a path that is executable, or a name found on PATH.
+bool can_start(const std::string& program) {
+  if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    const std::size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+    if (::access((fs::path(dir) / program).c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+// Every program the run will start, checked before anything starts, so that a missing
+// braid-train is found now and not after the first iteration's generation.
+void check_programs(const std::vector<Step>& steps) {
+  std::vector<std::string> missing;
+  for (const auto& step : steps) {
+    for (const auto& c : step.pipeline) {
+      const std::string& program = c.argv.front();
+      if (!can_start(program) && std::find(missing.begin(), missing.end(), program) == missing.end()) {
+        missing.push_back(program);
+      }
+    }
+  }
+  if (!missing.empty()) {
+    throw std::runtime_error(fmt::format("cannot find {} (looked beside the braid executable, then on PATH)",
+                                         fmt::join(missing, ", ")));
+  }
+}
+
 std::string pipeline_line(const Step& step) {
   std::string line;
   for (const auto& c : step.pipeline) {
@@ -166,6 +200,10 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
   RunResult result;
   fs::create_directories(layout.out());
   const FolderLock lock(layout.out());
+  std::vector<Step> first = init_steps(spec, layout, opt);
+  first.push_back(rollout_step(spec, layout, opt, 1));
+  first.push_back(train_step(spec, layout, opt, 1));
+  check_programs(first);
   for (const auto& step : init_steps(spec, layout, opt)) {
     if (step_due(step)) execute_step(step);
   }

@@ -93,6 +93,16 @@ set -e
 grep -q "iteration 1 generate | score: generate failed with exit code 2: .*braid-generate" badlog ||
   { cat badlog >&2; fail "the failing stage is not named"; }
 [ ! -e badout/iter-0001/actor.h5 ] || fail "a checkpoint was written after a failed stage"
+# A braid without its stage tools (none beside it, none on PATH) stops before starting anything.
+mkdir lonely && cp "$B" lonely/braid
+set +e
+PATH=/usr/bin:/bin lonely/braid run run.json -o lonely_out > /dev/null 2> lonelylog
+rc=$?
+set -e
+[ "$rc" = 1 ] && grep -q "cannot find braid-generate, braid-score, braid-train" lonelylog ||
+  { cat lonelylog >&2; fail "missing stage tools: exit $rc"; }
+[ ! -e lonely_out/iter-0000 ] || fail "the run started without its tools"
+
 # GRPO with a reward model and a reference model of their own: no critic anywhere.
 cat > grpo.json <<'JSON'
 {"format": "braid.run", "version": 1, "algorithm": "grpo",
