@@ -55,22 +55,6 @@ void attach(Trainee& t, std::unique_ptr<Objective> obj, const TrainerOptions& op
   }
 }
 
-// The tokens of sequences [from, batch.size()) fit the model, or InputError naming the file.
-void check_fits(const io::SampleBatch& b, std::size_t from, const model::ModelConfig& cfg, const std::string& file) {
-  for (std::size_t i = from; i < b.size(); ++i) {
-    if (static_cast<std::int64_t>(b.length(i)) > cfg.max_position_embeddings) {
-      throw InputError(file, "/offsets", fmt::format("sequence {} has {} tokens, more than the model's {} positions",
-                                                     i - from, b.length(i), cfg.max_position_embeddings));
-    }
-    for (auto t : b.sequence(i)) {
-      if (t < 0 || t >= cfg.vocab_size) {
-        throw InputError(file, "/tokens", fmt::format("token {} of sequence {} is outside the model's vocabulary of {}",
-                                                      t, i - from, cfg.vocab_size));
-      }
-    }
-  }
-}
-
 std::vector<CallRecord> run_loop(const io::SampleBatch& batch, std::vector<Trainee*> trainees, const LoopOptions& loop) {
   std::vector<NamedTrainer> named;
   for (Trainee* t : trainees) named.push_back({t->call, t->trainer.get()});
@@ -130,16 +114,24 @@ void check_common(const CommonTrainOptions& c) {
 
 }  // namespace
 
+std::vector<std::string> required_arrays(const RlCommand& c) {
+  std::vector<std::string> required{"logprobs/actor", "advantages"};
+  if (c.algorithm == "ppo") required.insert(required.end(), {"values", "returns"});
+  if (c.algorithm == "grpo" && c.kl_coef != 0) required.push_back("logprobs/ref");
+  return required;
+}
+
 int run_rl(const RlCommand& c) {
   const auto t0 = Clock::now();
   check_common(c.common);
   const bool ppo = c.algorithm == "ppo";
   if (!ppo && c.algorithm != "grpo") throw UsageError("the algorithm is ppo or grpo, not " + c.algorithm);
+  if (ppo && (c.critic.empty() || c.critic_out.empty())) throw UsageError("ppo needs --critic and --critic-out");
   if (!c.schedule.empty()) {
+    // The fused pipeline's command (train/pipeline*) takes --schedule; until it is wired in here, say so.
     throw UsageError("--schedule runs the fused actor+critic pipeline under mpirun, which this build's braid-train "
                      "does not have yet; leave it out for single-process training");
   }
-  if (ppo && (c.critic.empty() || c.critic_out.empty())) throw UsageError("ppo needs --critic and --critic-out");
   auto be = backend::make_cpu_backend(c.common.threads);
 
   Trainee actor{open_model(c.actor, *be, {}, true, false), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
@@ -151,13 +143,11 @@ int run_rl(const RlCommand& c) {
   }
   if (already_done(trainees)) return 0;
 
-  std::vector<std::string> required{"logprobs/actor", "advantages"};
-  if (ppo) required.insert(required.end(), {"values", "returns"});
-  if (!ppo && c.kl_coef != 0) required.push_back("logprobs/ref");
+  const std::vector<std::string> required = required_arrays(c);
   const TrainingShards shards =
       read_training_shards(c.inputs, required, [&](const std::filesystem::path& p, const io::SampleBatch& b, std::size_t first) {
-        check_fits(b, first, actor.opened.model->config(), p.string());
-        if (ppo) check_fits(b, first, critic.opened.model->config(), p.string());
+        check_sequences_fit(b, first, actor.opened.model->config(), p.string());
+        if (ppo) check_sequences_fit(b, first, critic.opened.model->config(), p.string());
         log::debug("read {} ({} sequences so far)", p.string(), b.size());
       });
   log::info("{} sequences, {} tokens from {} shards (policy step {}; actor step {})", shards.batch.size(),

@@ -44,6 +44,8 @@ struct RlCommand {
   std::string schedule;               // fused pipeline (not in the single-process trainer)
 };
 int run_rl(const RlCommand& c);
+// The per-token arrays a mode's shards must hold.
+std::vector<std::string> required_arrays(const RlCommand& c);
 
 struct TextCommand {
   CommonTrainOptions common;

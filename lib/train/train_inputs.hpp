@@ -3,6 +3,7 @@
 #pragma once
 
 #include "io/sample_batch.hpp"
+#include "model/config.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -33,6 +34,11 @@ struct TrainingShards {
 using OnShardRead = std::function<void(const std::filesystem::path&, const io::SampleBatch&, std::size_t first)>;
 TrainingShards read_training_shards(const std::vector<std::string>& args, std::span<const std::string> required,
                                     const OnShardRead& on_read = {});
+
+// InputError naming `file` unless the sequences [from, b.size()) of b fit a model of this
+// config: tokens inside its vocabulary, lengths within its positions.
+void check_sequences_fit(const io::SampleBatch& b, std::size_t from, const model::ModelConfig& cfg,
+                         const std::string& file);
 
 // SFT examples, one JSON object a line: {"prompt": "...", "response": "..."}. Each
 // becomes BOS + prompt + response + EOS (the tokenizer's, where it has them) with
