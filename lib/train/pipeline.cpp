@@ -135,6 +135,9 @@ optim::AdamW& FusedPipeline::optimizer(int model) { return *impl_->models.at(sta
 int FusedPipeline::stage_index(int model) const { return impl_->models.at(static_cast<std::size_t>(model)).stage; }
 int FusedPipeline::stages(int model) const { return impl_->models.at(static_cast<std::size_t>(model)).stages; }
 int FusedPipeline::replica(int model) const { return impl_->models.at(static_cast<std::size_t>(model)).replica; }
+std::int64_t FusedPipeline::checkpoint_step(int model) const {
+  return impl_->models.at(static_cast<std::size_t>(model)).checkpoint_step;
+}
 StageTimes FusedPipeline::stage_times(int model) const { return impl_->models.at(static_cast<std::size_t>(model)).times; }
 
 PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBatch>> micro_batches,
@@ -261,7 +264,7 @@ std::vector<std::filesystem::path> FusedPipeline::save(std::span<const std::file
     const PipelineModelState& ms = im.models[i];
     if (ms.replica == 0) {
       save_weights(*ms.model, stage_path(outs[i], ms.stage, ms.stages),
-                   {.step = ms.checkpoint_step + ms.adamw->steps_taken(), .created_by = created_by,
+                   {.step = ms.checkpoint_step + 1, .created_by = created_by,
                     .config_json = ms.config_json});
     }
     for (const auto& f : stage_paths(outs[i], ms.stages)) files.push_back(f);

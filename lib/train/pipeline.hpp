@@ -106,7 +106,8 @@ class FusedPipeline {
   PipelineStepResult step(std::span<const std::vector<io::SampleBatch>> micro_batches, std::span<const double> lr);
 
   // Writes model i's stage of this rank to stage_path(outs[i], stage, stages) (replica 0
-  // writes, the others hold copies) with step = the checkpoint's step + steps taken.
+  // writes, the others hold copies) with step = the input checkpoint's step + 1 (one
+  // braid-train run, however many optimizer steps it took).
   // Collective: returns once every file exists; returns every file of the checkpoints.
   std::vector<std::filesystem::path> save(std::span<const std::filesystem::path> outs,
                                           const std::string& created_by);
@@ -117,6 +118,7 @@ class FusedPipeline {
   int stage_index(int model) const;
   int stages(int model) const;
   int replica(int model) const;
+  std::int64_t checkpoint_step(int model) const;   // the input checkpoint's
   // This rank's stage of model i in the last step.
   StageTimes stage_times(int model) const;
 

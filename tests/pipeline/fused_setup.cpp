@@ -66,7 +66,7 @@ std::string schedspec_json(const FusedModels& m) {
       m.micro_batches / critic_k, m.fwd, m.bwd);
 }
 
-sched::LoadedSchedule fused_schedule(const FusedModels& m, const std::string& order) {
+std::string fused_schedule_json(const FusedModels& m, const std::string& order) {
   const sched::Problem p = sched::build_problem(sched::parse_schedspec(schedspec_json(m), "test spec"));
   sched::Order o;
   if (order == "greedy") {
@@ -79,8 +79,11 @@ sched::LoadedSchedule fused_schedule(const FusedModels& m, const std::string& or
   const sched::Timing timing = sched::evaluate(p, o);
   if (!timing.valid) throw std::runtime_error("invalid order: " + timing.problem);
   const sched::Lowered lowered = sched::lower(p, o, timing);
-  const auto doc = sched::schedule_to_json(p, o, timing, lowered, {});
-  return sched::load_schedule(json::parse(doc.dump()), "test schedule");
+  return sched::schedule_to_json(p, o, timing, lowered, {}).dump(1);
+}
+
+sched::LoadedSchedule fused_schedule(const FusedModels& m, const std::string& order) {
+  return sched::load_schedule(json::parse(fused_schedule_json(m, order)), "test schedule");
 }
 
 }  // namespace braid::test

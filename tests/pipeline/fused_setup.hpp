@@ -29,5 +29,7 @@ struct FusedModels {
 // "greedy" or "1f1b" start order, lowered, written as braid.schedule JSON and read back.
 sched::LoadedSchedule fused_schedule(const FusedModels& m, const std::string& order = "greedy");
 std::string schedspec_json(const FusedModels& m);
+// The braid.schedule document itself, as braid-schedgen would write it.
+std::string fused_schedule_json(const FusedModels& m, const std::string& order = "greedy");
 
 }  // namespace braid::test

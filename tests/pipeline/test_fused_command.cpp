@@ -1,0 +1,103 @@
+// braid-train's fused path (train/pipeline_command.hpp) end to end on the ranks of the
+// job: shards and a schedule file in, the stage files of both checkpoints and their
+// optimizer state out, a rerun skipped, stdin refused.
+#define BOOST_TEST_MODULE pipeline_command
+#include <boost/test/unit_test.hpp>
+
+#include "fused_setup.hpp"
+#include "tests/common/scratch.hpp"
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "dist/mpi.hpp"
+#include "io/sample_shard.hpp"
+#include "model/config.hpp"
+#include "train/checkpoint.hpp"
+#include "train/optimizer_state.hpp"
+#include "train/pipeline_command.hpp"
+#include "train/train_outputs.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+using namespace braid;
+
+namespace {
+
+struct MpiFixture {
+  MpiFixture() : runtime(nullptr, nullptr) {}
+  dist::MpiRuntime runtime;
+};
+BOOST_TEST_GLOBAL_FIXTURE(MpiFixture);
+
+double max_diff(model::Model& a, model::Model& b) {
+  double worst = 0;
+  for (const auto& t : a.tensors()) {
+    const auto* u = b.find(t.name);
+    BOOST_REQUIRE(u != nullptr);
+    for (std::int64_t i = 0; i < t.numel; ++i) worst = std::max(worst, static_cast<double>(std::fabs(t.data[i] - u->data[i])));
+  }
+  return worst;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
+  auto world = dist::mpi_world();
+  const int n = world->size();
+  const auto dir = test::scratch(fmt::format("command-np{}", n));
+  if (world->rank() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    const char* src = std::getenv("BRAID_SOURCE");
+    test::write_actor_critic(model::load_config((std::filesystem::path(src ? src : ".") / "examples/tiny/config.json").string()),
+                             dir, 9);
+    io::write_sample_shard(dir / "scored-00000.h5", test::scored_samples(8, 3, 8, 259, 4), {.policy_step = 7});
+    io::write_sample_shard(dir / "scored-00001.h5", test::scored_samples(5, 3, 8, 259, 6), {.policy_step = 7});
+    write_text_file((dir / "schedule.json").string(),
+                    test::fused_schedule_json({.devices = n, .actor_stages = n, .critic_stages = n, .micro_batches = 4}));
+  }
+  world->barrier();
+
+  train::RlCommand c;
+  c.inputs = {(dir / "scored-00000.h5").string(), (dir / "scored-00001.h5").string()};
+  c.actor = (dir / "actor.h5").string();
+  c.critic = (dir / "critic.h5").string();
+  c.actor_out = (dir / "actor-1.h5").string();
+  c.critic_out = (dir / "critic-1.h5").string();
+  c.schedule = (dir / "schedule.json").string();
+  c.common.lr = 1e-3;
+  c.common.mini_batch = 7;   // two optimizer steps: 7 and 6 sequences
+  c.common.created_by = "test_fused_command";
+  BOOST_TEST(train::run_fused_rl(c) == 0);
+
+  if (world->rank() == 0) {
+    auto be = backend::make_cpu_backend(1);
+    for (const auto& [in, out, step] : {std::tuple{c.actor, c.actor_out, 8}, std::tuple{c.critic, c.critic_out, 4}}) {
+      auto before = train::open_model(in, *be);
+      auto after = train::open_model(out, *be);
+      BOOST_TEST(after.files.size() == static_cast<std::size_t>(n));
+      BOOST_TEST(after.step == step);
+      BOOST_TEST(max_diff(*before.model, *after.model) > 1e-4);
+      BOOST_TEST(train::checkpoint_complete(out, step));
+      // The optimizer took both steps and its state loads back into a whole model.
+      optim::AdamW opt(*be, after.model->tensors(), {});
+      BOOST_TEST(train::load_optimizer_state(opt, *after.model, out));
+      BOOST_TEST(opt.steps_taken() == 2);
+    }
+  }
+  world->barrier();
+
+  // A rerun finds both checkpoints complete and writes nothing.
+  const auto stamp = std::filesystem::last_write_time(train::stage_path(c.actor_out, 0, n));
+  BOOST_TEST(train::run_fused_rl(c) == 0);
+  BOOST_TEST((std::filesystem::last_write_time(train::stage_path(c.actor_out, 0, n)) == stamp));
+
+  train::RlCommand piped = c;
+  piped.inputs = {"-"};
+  BOOST_CHECK_THROW(train::run_fused_rl(piped), UsageError);
+  train::RlCommand small = c;
+  small.common.mini_batch = 3;  // fewer sequences than the schedule's 4 micro-batches
+  small.actor_out = (dir / "actor-small.h5").string();
+  BOOST_CHECK_THROW(train::run_fused_rl(small), UsageError);
+}
