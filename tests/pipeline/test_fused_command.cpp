@@ -54,8 +54,11 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
                              dir, 9);
     io::write_sample_shard(dir / "scored-00000.h5", test::scored_samples(8, 3, 8, 259, 4), {.policy_step = 7});
     io::write_sample_shard(dir / "scored-00001.h5", test::scored_samples(5, 3, 8, 259, 6), {.policy_step = 7});
+    // schedgen_pipeline.sh passes a schedule braid-schedgen wrote; otherwise the library makes one.
+    const char* made = std::getenv("BRAID_PIPELINE_SCHEDULE");
     write_text_file((dir / "schedule.json").string(),
-                    test::fused_schedule_json({.devices = n, .actor_stages = n, .critic_stages = n, .micro_batches = 4}));
+                    made ? read_text_file(made)
+                         : test::fused_schedule_json({.devices = n, .actor_stages = n, .critic_stages = n, .micro_batches = 4}));
   }
   world->barrier();
 
