@@ -61,7 +61,9 @@ int run_fused_rl(const RlCommand& c) {
   dist::MpiRuntime mpi(nullptr, nullptr);
   auto world = dist::mpi_world();
   const bool lead = world->rank() == 0;
-  if (!lead) log::set_level(log::Level::warn);  // one rank tells the story
+  // One rank tells the story; the others only warn (and stay quiet under -q). Progress
+  // follows the level, so it is drawn once too.
+  if (!lead) log::set_level(std::min(log::level(), log::Level::warn));
   auto be = backend::make_cpu_backend(c.common.threads);
   const auto schedule = sched::load_schedule(load_json_file(c.schedule), c.schedule);
 
