@@ -1,0 +1,42 @@
+// The steps every braid-train mode shares: a model with its trainer and optimizer
+// state, the loop with progress and logs, the outputs and the stats file.
+#pragma once
+
+#include "train/checkpoint.hpp"
+#include "train/commands.hpp"
+#include "train/objective.hpp"
+#include "train/trainer.hpp"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace braid::train::steps {
+
+using Clock = std::chrono::steady_clock;
+
+TrainerOptions trainer_options(const CommonTrainOptions& c, double lr, std::size_t group);
+LoopOptions loop_options(const CommonTrainOptions& c, std::size_t group);
+
+// A model opened from a checkpoint with its trainer, optimizer state loaded when present.
+struct Trainee {
+  OpenedModel opened;
+  std::unique_ptr<Objective> objective;
+  std::unique_ptr<Trainer> trainer;
+  std::string spec, out, call;
+};
+void attach(Trainee& t, std::unique_ptr<Objective> obj, const TrainerOptions& opt);
+
+// train_epochs with progress on stderr and a summary line per call.
+std::vector<CallRecord> run_loop(const io::SampleBatch& batch, std::vector<Trainee*> trainees, const LoopOptions& loop);
+// New checkpoints (step + 1) with their optimizer state; the weight files on stdout.
+void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by);
+void write_stats(const CommonTrainOptions& c, Clock::time_point t0, const io::SampleBatch& batch,
+                 const std::vector<CallRecord>& records);
+// A rerun after an interruption: every output already there, at the step it would get
+// (logged, printed again).
+bool already_done(const std::vector<Trainee*>& trainees);
+void check_common(const CommonTrainOptions& c);
+
+}  // namespace braid::train::steps
