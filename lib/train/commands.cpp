@@ -6,6 +6,7 @@
 #include "core/log.hpp"
 #include "train/command_steps.hpp"
 #include "train/objectives.hpp"
+#include "train/pipeline_command.hpp"
 #include "train/train_inputs.hpp"
 
 #include <memory>
@@ -27,11 +28,7 @@ int run_rl(const RlCommand& c) {
   const bool ppo = c.algorithm == "ppo";
   if (!ppo && c.algorithm != "grpo") throw UsageError("the algorithm is ppo or grpo, not " + c.algorithm);
   if (ppo && (c.critic.empty() || c.critic_out.empty())) throw UsageError("ppo needs --critic and --critic-out");
-  if (!c.schedule.empty()) {
-    // The fused pipeline's command (train/pipeline*) takes --schedule; until it is wired in here, say so.
-    throw UsageError("--schedule runs the fused actor+critic pipeline under mpirun, which this build's braid-train "
-                     "does not have yet; leave it out for single-process training");
-  }
+  if (!c.schedule.empty()) return run_fused_rl(c);  // under mpirun (train/pipeline_command.hpp)
   auto be = backend::make_cpu_backend(c.common.threads);
 
   Trainee actor{open_model(c.actor, *be, {}, true, false), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};

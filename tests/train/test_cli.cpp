@@ -241,3 +241,36 @@ BOOST_FIXTURE_TEST_CASE(grpo_sft_and_rm_modes_write_step_plus_one, World) {
   BOOST_TEST(rm_bad.code == 2);
   BOOST_TEST(rm_bad.err.find("score.weight") != std::string::npos);
 }
+
+// --schedule under mpirun: the fused pipeline writes stage files of step + 1 with their
+// AdamW state; a single-process call then continues from those stage files (any split
+// loads into any other, optimizer state included).
+BOOST_FIXTURE_TEST_CASE(fused_pipeline_under_mpirun_and_back_to_one_process, World) {
+  write_text_file(p("spec.json"), R"({"format": "braid.schedspec", "version": 1, "devices": 2, "models": [
+    {"name": "actor", "stages": 2, "replicas": 1, "micro_batches": 2, "fwd": 1, "bwd": 2, "act_mem": 1},
+    {"name": "critic", "stages": 2, "replicas": 1, "micro_batches": 2, "fwd": 1, "bwd": 2, "act_mem": 1}]})");
+  BOOST_TEST_REQUIRE(run(bin("braid-schedgen") + " -q " + p("spec.json") + " -o " + p("schedule.json") +
+                             " --time-limit 0.2", "schedgen").code == 0);
+  const std::string shards = p("scored-00000.h5") + " " + p("scored-00001.h5");
+  const Run fused = run("mpirun -np 2 " + ppo(shards, p("actor.h5"), p("critic.h5"), "fused") + " --mini-batch 8 --schedule " +
+                            p("schedule.json") + " --stats " + p("fused-stats.json"), "fused");
+  BOOST_TEST_REQUIRE(fused.code == 0);
+  BOOST_TEST(fused.out == p("fused-actor.stage0-of-2.h5") + "\n" + p("fused-actor.stage1-of-2.h5") + "\n" +
+                              p("fused-critic.stage0-of-2.h5") + "\n" + p("fused-critic.stage1-of-2.h5") + "\n");
+  for (const std::string who : {"actor", "critic"}) {
+    for (int s = 0; s < 2; ++s) {
+      const std::string suffix = ".stage" + std::to_string(s) + "-of-2.h5";
+      BOOST_TEST(io::WeightShardReader(p("fused-" + who + suffix)).meta().step == 1);
+      BOOST_TEST(io::WeightShardReader(p("fused-" + who + ".optim" + suffix)).meta().step == 2);
+    }
+  }
+  BOOST_TEST(max_abs_difference(p("actor.h5"), p("fused-actor.stage0-of-2.h5"), "model.layers.0.mlp.up_proj.weight") > 1e-5);
+  const json stats = load_json_file(p("fused-stats.json"));
+  BOOST_TEST(stats["calls"]["actor_train"]["steps"] == 2);
+  BOOST_TEST(stats["calls"]["critic_train"]["per_step"][0]["micro_batches"] == 2);
+
+  const Run single = run(ppo(shards, p("fused-actor.h5"), p("fused-critic.h5"), "after"), "after-fused");
+  BOOST_TEST_REQUIRE(single.code == 0);
+  BOOST_TEST(io::WeightShardReader(p("after-actor.h5")).meta().step == 2);
+  BOOST_TEST(io::WeightShardReader(p("after-actor.optim.h5")).meta().step == 3);
+}
