@@ -187,6 +187,9 @@ class StageRun {
       if (state == ShardState::complete) {
         ++stats_.shards_skipped;
         log::info("{}{} is complete: skipped", who(), plan_.path(k).string());
+        // Still printed: a consumer in the pipe (braid-score -) that was interrupted
+        // before it scored this shard must get it again, or a finished shard is lost.
+        print_line(plan_.path(k).string());
         continue;
       }
       if (!why.empty()) log::warn("{}{} is regenerated: {}", who(), plan_.path(k).string(), why);

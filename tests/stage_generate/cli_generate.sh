@@ -39,10 +39,12 @@ for i in $(seq 1 24); do echo "{\"text\": \"prompt $i\"}"; done > "$S/prompts.js
 grep -q '"stage": "generate"' "$S/stats.json" || fail "no stats"
 [ -z "$(find "$S/out" -name '.*')" ] || fail "temporary files left in the output folder"
 
-# A complete folder: nothing to do, nothing printed, each skip logged.
+# A complete folder: nothing generated, each skip logged, and every shard still printed
+# (a braid-score - downstream that was interrupted must see the shards it missed).
 "$G" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" -o "$S/out" --max-batch 1 --shard-size 2 \
   --max-new-tokens 100 --threads 1 > "$S/again.out" 2> "$S/again.err"
-[ ! -s "$S/again.out" ] || fail "a rerun over complete shards printed paths"
+[ "$(sort -u "$S/again.out" | wc -l)" -eq 12 ] || fail "a rerun over complete shards printed $(wc -l < "$S/again.out") paths, not 12"
+while read -r line; do [ -f "$line" ] || fail "rerun printed '$line', not a shard"; done < "$S/again.out"
 [ "$(grep -c 'is complete: skipped' "$S/again.err")" -eq 12 ] || fail "a rerun did not log 12 skips"
 # Other settings into the same folder: refused, naming the shard and the setting.
 set +e
