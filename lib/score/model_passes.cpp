@@ -25,6 +25,16 @@ void scatter_shifted(const io::SampleBatch& b, const MicroBatch& mb, const model
   }
 }
 
+// The value head at each of the micro-batch's n rows, copied to the host.
+void value_head_rows(const model::Model& m, const model::Activations& acts, std::size_t n,
+                     backend::Buffer<float>& dev, std::vector<float>& host) {
+  backend::Backend& be = m.backend();
+  ensure_size(dev, be, n);
+  m.values(acts, dev.data());
+  host.resize(n);
+  be.copy_to_host(host.data(), dev.data(), n * sizeof(float));
+}
+
 }  // namespace
 
 SequenceRunner::SequenceRunner(const model::Model& m, std::int64_t micro_tokens) : m_(&m), micro_tokens_(micro_tokens) {
@@ -91,13 +101,8 @@ ValuePass::ValuePass(const model::Model& m, std::int64_t micro_tokens) : runner_
 std::vector<float> ValuePass::values(const io::SampleBatch& b) {
   std::vector<float> out(b.token_count(), 0.0f);
   const model::Model& m = runner_.model();
-  backend::Backend& be = m.backend();
   runner_.run(b, [&](const MicroBatch& mb, const model::Batch& packed, const model::Activations& acts) {
-    const auto n = static_cast<std::size_t>(packed.offsets.back());
-    ensure_size(values_dev_, be, n);
-    m.values(acts, values_dev_.data());
-    values_.resize(n);
-    be.copy_to_host(values_.data(), values_dev_.data(), n * sizeof(float));
+    value_head_rows(m, acts, static_cast<std::size_t>(packed.offsets.back()), values_dev_, values_);
     scatter_shifted(b, mb, packed, values_, out);
   });
   return out;
@@ -110,14 +115,9 @@ RewardModelPass::RewardModelPass(const model::Model& m, std::int64_t micro_token
 std::vector<float> RewardModelPass::rewards(const io::SampleBatch& b) {
   std::vector<float> out(b.size(), 0.0f);
   const model::Model& m = runner_.model();
-  backend::Backend& be = m.backend();
   runner_.run(b, [&](const MicroBatch& mb, const model::Batch& packed, const model::Activations& acts) {
     // The value head over every row costs D flops a row, nothing beside the forward.
-    const auto n = static_cast<std::size_t>(packed.offsets.back());
-    ensure_size(values_dev_, be, n);
-    m.values(acts, values_dev_.data());
-    values_.resize(n);
-    be.copy_to_host(values_.data(), values_dev_.data(), n * sizeof(float));
+    value_head_rows(m, acts, static_cast<std::size_t>(packed.offsets.back()), values_dev_, values_);
     for (std::size_t k = 0; k < mb.sequences.size(); ++k) {
       out[mb.sequences[k]] = values_[static_cast<std::size_t>(packed.offsets[k + 1]) - 1];
     }
