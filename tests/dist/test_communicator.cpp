@@ -6,15 +6,13 @@
 #include <numeric>
 #include <string>
 #include <vector>
+#include "tests/common/mpi_fixture.hpp"
 
 using namespace braid;
 
 namespace {
 
-struct MpiFixture {
-  MpiFixture() : runtime(nullptr, nullptr) {}
-  dist::MpiRuntime runtime;
-};
+using braid::test::MpiFixture;
 BOOST_TEST_GLOBAL_FIXTURE(MpiFixture);
 
 std::vector<float> pattern(int rank, int n) {

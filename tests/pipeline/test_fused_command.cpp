@@ -19,15 +19,13 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include "tests/common/mpi_fixture.hpp"
 
 using namespace braid;
 
 namespace {
 
-struct MpiFixture {
-  MpiFixture() : runtime(nullptr, nullptr) {}
-  dist::MpiRuntime runtime;
-};
+using braid::test::MpiFixture;
 BOOST_TEST_GLOBAL_FIXTURE(MpiFixture);
 
 double max_diff(model::Model& a, model::Model& b) {

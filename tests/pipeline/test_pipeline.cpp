@@ -19,15 +19,13 @@
 #include <cmath>
 #include <numeric>
 #include <fmt/format.h>
+#include "tests/common/mpi_fixture.hpp"
 
 using namespace braid;
 
 namespace {
 
-struct MpiFixture {
-  MpiFixture() : runtime(nullptr, nullptr) {}
-  dist::MpiRuntime runtime;
-};
+using braid::test::MpiFixture;
 BOOST_TEST_GLOBAL_FIXTURE(MpiFixture);
 
 model::ModelConfig tiny_config() {
