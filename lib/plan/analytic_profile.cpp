@@ -99,6 +99,8 @@ ModelProfile analytic_model_profile(const ModelShape& s, const Hardware& hw, con
     m.head_fwd.v.push_back(roofline_seconds(hf, hw) + hw.layer_overhead);
     m.head_bwd.v.push_back(roofline_seconds({2.0 * hf.flops, 2.0 * hf.bytes}, hw) + 2.0 * hw.layer_overhead);
   }
+  // The roofline does not tell the packed pass from the KV-cache path.
+  m.layer_prefill = m.layer_fwd;
   m.bs_max = find_bs_max(m.layer_decode);
   m.memory = analytic_memory(s, dt);
   return m;

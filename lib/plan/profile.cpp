@@ -60,6 +60,7 @@ ordered_json profile_to_json(const Profile& p) {
                          {"head_weights", mem.head_weights}};
     e["layer_fwd"] = table_to_json(m.layer_fwd, "tokens", "seq_len");
     e["layer_bwd"] = table_to_json(m.layer_bwd, "tokens", "seq_len");
+    if (!m.layer_prefill.v.empty()) e["layer_prefill"] = table_to_json(m.layer_prefill, "tokens", "seq_len");
     e["embedding_fwd"] = table_to_json(m.embed_fwd, "tokens");
     e["embedding_bwd"] = table_to_json(m.embed_bwd, "tokens");
     e["head_fwd"] = table_to_json(m.head_fwd, "tokens");
@@ -87,7 +88,7 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   p.comm.allreduce_inter = link_from(c.object(comm, "comm", "allreduce_inter"), c, "comm.allreduce_inter");
   for (const auto& [w, e] : c.array_items(doc, "", "models", 1)) {
     ModelProfile m;
-    c.no_unknown_keys(*e, w, {"name", "shape", "bs_max", "memory_bytes", "layer_fwd", "layer_bwd", "embedding_fwd",
+    c.no_unknown_keys(*e, w, {"name", "shape", "bs_max", "memory_bytes", "layer_fwd", "layer_bwd", "layer_prefill", "embedding_fwd",
                               "embedding_bwd", "head_fwd", "head_bwd", "layer_decode", "spread"});
     m.name = c.string(*e, w, "name").value_or("");
     const json& shape = c.object(*e, w, "shape");
@@ -111,6 +112,7 @@ Profile profile_from_json(const json& doc, const std::string& file) {
     auto t1 = [&](const char* key) { return table1_from_json(c.object(*e, w, key), c, Checker::path(w, key), "tokens"); };
     m.layer_fwd = t2("layer_fwd", "tokens", "seq_len");
     m.layer_bwd = t2("layer_bwd", "tokens", "seq_len");
+    if (e->contains("layer_prefill")) m.layer_prefill = t2("layer_prefill", "tokens", "seq_len");
     m.layer_decode = t2("layer_decode", "batch", "kv_len");
     m.embed_fwd = t1("embedding_fwd");
     m.embed_bwd = t1("embedding_bwd");

@@ -33,6 +33,9 @@ struct ModelProfile {
   ModelShape shape;
   Table2 layer_fwd;     // tokens x seq_len (a micro-batch of `tokens` tokens in sequences of seq_len)
   Table2 layer_bwd;
+  // tokens x seq_len through the KV-cache path (generation's prefill); empty in
+  // profiles written before it existed: prefill_table() then answers layer_fwd.
+  Table2 layer_prefill;
   Table1 embed_fwd;     // tokens
   Table1 embed_bwd;
   Table1 head_fwd;      // tokens (logits + log-softmax, or the value head)
@@ -41,6 +44,8 @@ struct ModelProfile {
   double bs_max = 1;    // decode batch beyond which a step stops being nearly constant
   LayerMemory memory;
   ordered_json spread;  // measured only: relative spread (max-min)/median per table
+
+  const Table2& prefill_table() const { return layer_prefill.v.empty() ? layer_fwd : layer_prefill; }
 };
 
 struct LinkCosts {

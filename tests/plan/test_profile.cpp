@@ -84,6 +84,26 @@ BOOST_AUTO_TEST_CASE(profile_round_trips_through_json) {
   BOOST_TEST(q.comm.p2p_inter.bandwidth == p.comm.p2p_inter.bandwidth);
 }
 
+BOOST_AUTO_TEST_CASE(the_prefill_table_round_trips_and_is_optional) {
+  Profile p = analytic_profile(hardware_preset("h100"), {llama7b()});
+  ModelProfile& m = p.models[0];
+  BOOST_TEST(m.layer_prefill.v == m.layer_fwd.v);  // the roofline cannot tell the paths apart
+  for (double& v : m.layer_prefill.v) v *= 1.3;
+  auto doc = braid::json::parse(profile_to_json(p).dump());
+  const Profile with = profile_from_json(doc, "p.json");
+  BOOST_TEST(with.models[0].layer_prefill.v == m.layer_prefill.v);
+  BOOST_TEST(with.models[0].prefill_table().at(300, 200) == m.layer_prefill.at(300, 200));
+  // A profile from before the table: generation's prefill falls back to layer_fwd.
+  doc["models"][0].erase("layer_prefill");
+  const Profile without = profile_from_json(doc, "old.json");
+  BOOST_TEST(without.models[0].layer_prefill.v.empty());
+  BOOST_TEST(without.models[0].prefill_table().v == m.layer_fwd.v);
+  BOOST_TEST(!profile_to_json(without)["models"][0].contains("layer_prefill"));
+  // Present but malformed is still an error.
+  doc["models"][0]["layer_prefill"] = {{"tokens", {1, 2}}};
+  BOOST_CHECK_THROW(profile_from_json(doc, "bad.json"), braid::InputError);
+}
+
 BOOST_AUTO_TEST_CASE(a_broken_profile_reports_every_problem) {
   auto doc = braid::json::parse(profile_to_json(analytic_profile(hardware_preset("h100"), {llama7b()})).dump());
   doc["version"] = 9;
