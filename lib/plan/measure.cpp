@@ -37,7 +37,7 @@ ModelProfile measure_model(const ModelShape& shape, LayerRunner& runner, int dty
   m.name = shape.name.empty() ? shape.key() : shape.name;
   m.shape = shape;
   m.memory = analytic_memory(shape, dtype_bytes);
-  double spread_fwd = 0, spread_bwd = 0, spread_decode = 0, spread_head = 0;
+  double spread_fwd = 0, spread_bwd = 0, spread_prefill = 0, spread_decode = 0, spread_head = 0;
   auto note = [&](const std::string& what) {
     if (opt.on_point) opt.on_point(what);
   };
@@ -50,6 +50,7 @@ ModelProfile measure_model(const ModelShape& shape, LayerRunner& runner, int dty
 
   m.layer_fwd = {g.tokens, g.seq_len, std::vector<double>(g.tokens.size() * g.seq_len.size(), 0.0)};
   m.layer_bwd = m.layer_fwd;
+  m.layer_prefill = m.layer_fwd;
   for (std::size_t j = 0; j < g.seq_len.size(); ++j) {
     for (std::size_t i = 0; i < g.tokens.size(); ++i) {
       const int n = static_cast<int>(g.tokens[i]), s = static_cast<int>(g.seq_len[j]);
@@ -73,6 +74,10 @@ ModelProfile measure_model(const ModelShape& shape, LayerRunner& runner, int dty
       m.layer_bwd.cell(i, j) = bm;
       spread_fwd = std::max(spread_fwd, f.spread);
       spread_bwd = std::max(spread_bwd, bm > 0 ? (b.back() - b.front()) / bm : 0);
+      note("layer prefill");
+      const Timing p = time_repeated(sync([&] { runner.layer_prefill(n, s); }), opt.repeats, now);
+      m.layer_prefill.cell(i, j) = p.median;
+      spread_prefill = std::max(spread_prefill, p.spread);
     }
   }
   m.embed_fwd.x = m.head_fwd.x = m.head_bwd.x = m.embed_bwd.x = g.tokens;
@@ -101,6 +106,7 @@ ModelProfile measure_model(const ModelShape& shape, LayerRunner& runner, int dty
   m.bs_max = find_bs_max(m.layer_decode);
   m.spread = {{"layer_fwd", spread_fwd},
               {"layer_bwd", spread_bwd},
+              {"layer_prefill", spread_prefill},
               {"head", spread_head},
               {"layer_decode", spread_decode},
               {"repeats", opt.repeats},

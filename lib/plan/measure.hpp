@@ -18,6 +18,9 @@ class LayerRunner {
   // One decoder layer over `tokens` tokens in sequences of `seq_len` (tokens <= seq_len: one sequence).
   virtual void layer_forward(int tokens, int seq_len) = 0;
   virtual void layer_backward() = 0;  // of the last layer_forward
+  // One decoder layer through the KV-cache path, as generation prefills: `tokens`
+  // tokens as tokens/seq_len segments of seq_len into empty cache slots.
+  virtual void layer_prefill(int tokens, int seq_len) = 0;
   virtual void embedding_forward(int tokens) = 0;
   virtual void head_forward(int tokens) = 0;
   virtual void head_backward(int tokens) = 0;

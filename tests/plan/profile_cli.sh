@@ -43,9 +43,10 @@ import json, sys
 p = json.load(open(sys.argv[1]))
 assert p["source"] == "measured" and p["hardware"]["name"] == "cpu" and p["hardware"]["dtype_bytes"] == 4
 for m in p["models"]:
-    for t in ("layer_fwd", "layer_bwd", "layer_decode"):
+    for t in ("layer_fwd", "layer_bwd", "layer_prefill", "layer_decode"):
         assert all(v > 0 for row in m[t]["seconds"] for v in row), t
     assert m["spread"]["repeats"] == 1
+    assert m["layer_prefill"]["tokens"] == m["layer_fwd"]["tokens"] and m["layer_prefill"]["seq_len"] == m["layer_fwd"]["seq_len"]
 PY
 "$plan" "$fx/ppo-micro.json" "$fx/cluster-1x2.json" --profile measured.json -o pm.json --max-micro 1 -q > /dev/null
 "$prof" analytic --hardware measured_hw.json --experiment "$fx/ppo-micro.json" -o never.json -q 2> err.txt && fail "missing hardware file accepted"
