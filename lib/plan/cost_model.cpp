@@ -123,9 +123,10 @@ std::vector<Strategy> CostModel::strategies(const Call& call, int devices) const
   return out;
 }
 
-double CostModel::layer_unit_fwd(const ModelProfile& m, int tp, double tokens, double seq) const {
+double CostModel::layer_unit_fwd(const ModelProfile& m, int tp, double tokens, double seq, bool prefill) const {
   const double bytes = tokens * static_cast<double>(m.shape.hidden) * prof_.hardware.dtype_bytes;
-  return m.layer_fwd.at(tokens, seq) / tp + 2.0 * allreduce(bytes, tp, false);
+  const Table2& t = prefill ? m.prefill_table() : m.layer_fwd;
+  return t.at(tokens, seq) / tp + 2.0 * allreduce(bytes, tp, false);
 }
 
 double CostModel::layer_unit_bwd(const ModelProfile& m, int tp, double tokens, double seq) const {
@@ -144,8 +145,8 @@ double CostModel::stage_param_bytes(const ModelProfile& m, int tp, int pp, doubl
 // Forward through a pipeline of s.pp stages, `micro` micro-batches of `tokens`
 // tokens each: (micro - 1) x the slowest stage + the sum of all stages.
 double CostModel::pipeline_fwd(const ModelProfile& m, const Strategy& s, bool spans, double tokens, double seq,
-                               int micro) const {
-  const double unit = layer_unit_fwd(m, s.tp, tokens, seq);
+                               int micro, bool prefill) const {
+  const double unit = layer_unit_fwd(m, s.tp, tokens, seq, prefill);
   const double lps = std::ceil(static_cast<double>(m.shape.layers) / s.pp);
   const double emb = m.embed_fwd.at(tokens), head = m.head_fwd.at(tokens) / s.tp;
   const double hop = s.pp > 1 ? p2p(tokens * static_cast<double>(m.shape.hidden) * prof_.hardware.dtype_bytes, spans) : 0;
@@ -273,7 +274,8 @@ GenTimeline CostModel::gen_timeline(const Mesh& mesh, const Strategy& s) const {
   const int per_replica = ceil_div(exp_.global_batch, s.dp);
   const int micro = std::min(s.micro, per_replica);
   const double tokens = std::ceil(static_cast<double>(per_replica) / micro) * mean_prompt_;
-  g.prefill = pipeline_fwd(m, s, spans, tokens, mean_prompt_, micro);
+  // The generator prefills through the KV-cache path, slower than the packed forward.
+  g.prefill = pipeline_fwd(m, s, spans, tokens, mean_prompt_, micro, true);
   const int max_len = responses_.empty() ? 0 : responses_.back();
   const int block = std::max(1, ceil_div(max_len, kDecodeBlocks));
   double t = g.prefill;

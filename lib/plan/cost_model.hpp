@@ -91,9 +91,11 @@ class CostModel {
  private:
   double allreduce(double bytes, int n, bool inter) const;
   double p2p(double bytes, bool inter) const;
-  double layer_unit_fwd(const ModelProfile& m, int tp, double tokens, double seq) const;
+  // prefill: the KV-cache path's table (generation), else the packed forward's.
+  double layer_unit_fwd(const ModelProfile& m, int tp, double tokens, double seq, bool prefill = false) const;
   double layer_unit_bwd(const ModelProfile& m, int tp, double tokens, double seq) const;
-  double pipeline_fwd(const ModelProfile& m, const Strategy& s, bool spans, double tokens, double seq, int micro) const;
+  double pipeline_fwd(const ModelProfile& m, const Strategy& s, bool spans, double tokens, double seq, int micro,
+                      bool prefill = false) const;
   CallEstimate estimate_train(const Call& call, const Mesh& mesh, const Strategy& s) const;
   CallEstimate estimate_inference(const Call& call, const Mesh& mesh, const Strategy& s) const;
   CallEstimate estimate_generate(const Call& call, const Mesh& mesh, const Strategy& s) const;
