@@ -3,6 +3,7 @@
 // sizes. Each figure is the mean ± sd over --repeats timed runs after one warm-up.
 // Prints a table, and one JSON object per figure with --json (for bench/model/compare.sh).
 #include "bench/model/shapes.hpp"
+#include "bench/model/throughput.hpp"
 #include "model/model.hpp"
 #include "optim/adamw.hpp"
 #include "rl/chunked_lm_head.hpp"
@@ -32,34 +33,9 @@ struct Options {
   bool json = false;
 };
 
-struct Stat { double mean, sd; };
-
-// Times `run` (which processes `tokens` tokens) repeats times after a warm-up.
-Stat measure(int repeats, double tokens, const std::function<void()>& run) {
-  run();
-  std::vector<double> rate;
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rate.push_back(tokens / s);
-  }
-  const double mean = std::accumulate(rate.begin(), rate.end(), 0.0) / double(rate.size());
-  double var = 0;
-  for (double x : rate) var += (x - mean) * (x - mean);
-  return {mean, rate.size() > 1 ? std::sqrt(var / double(rate.size() - 1)) : 0.0};
-}
-
-// The same, for a `run` that times its own measured part and returns the seconds.
-Stat measure_timed(int repeats, double tokens, const std::function<double()>& run) {
-  run();
-  std::vector<double> rate;
-  for (int r = 0; r < repeats; ++r) rate.push_back(tokens / run());
-  const double mean = std::accumulate(rate.begin(), rate.end(), 0.0) / double(rate.size());
-  double var = 0;
-  for (double x : rate) var += (x - mean) * (x - mean);
-  return {mean, rate.size() > 1 ? std::sqrt(var / double(rate.size() - 1)) : 0.0};
-}
+using bench::Stat;
+using bench::measure;
+using bench::measure_timed;
 
 void report(const Options& o, const std::string& what, const std::string& shape, Stat s) {
   if (o.json)

@@ -5,6 +5,7 @@
 // figure is tokens/s, mean ± sd over --repeats timed runs after one warm-up.
 #include "backend/backend.hpp"
 #include "bench/model/shapes.hpp"
+#include "bench/model/throughput.hpp"
 #include "core/rng.hpp"
 #include "io/sample_batch.hpp"
 #include "model/model.hpp"
@@ -33,21 +34,8 @@ struct Options {
   bool json = false;
 };
 
-struct Stat { double mean, sd; };
-
-Stat measure(int repeats, double tokens, const std::function<void()>& run) {
-  run();
-  std::vector<double> rate;
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    rate.push_back(tokens / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  const double mean = std::accumulate(rate.begin(), rate.end(), 0.0) / double(rate.size());
-  double var = 0;
-  for (double x : rate) var += (x - mean) * (x - mean);
-  return {mean, rate.size() > 1 ? std::sqrt(var / double(rate.size() - 1)) : 0.0};
-}
+using bench::Stat;
+using bench::measure;
 
 model::ModelConfig config_of(const std::string& name) {
   if (std::filesystem::exists(name)) return model::load_config(name);
