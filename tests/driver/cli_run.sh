@@ -119,4 +119,38 @@ JSON
 [ "$(step_of grpo/iter-0001/actor.h5)" = 1 ] || fail "the GRPO actor is not at step 1"
 [ ! -e grpo/iter-0001/critic.h5 ] || fail "GRPO wrote a critic"
 grep -q '"kl":' grpo/metrics.jsonl || fail "no KL with a reference model"
+
+# PPO with the fused actor+critic pipeline: a braid-schedgen schedule for 2 stages of
+# each model, braid-train --schedule under mpirun -np 2, two iterations, each
+# checkpoint as stage files that the next iteration reads back.
+if command -v mpirun > /dev/null; then
+  cat > spec.json <<'JSON'
+{"format": "braid.schedspec", "version": 1, "devices": 2,
+ "models": [
+   {"name": "actor", "stages": 2, "micro_batches": 4, "fwd": [1.0, 1.2], "bwd": [2.0, 2.4], "act_mem": 1},
+   {"name": "critic", "stages": 2, "micro_batches": 4, "fwd": [0.8, 1.0], "bwd": [1.6, 2.0], "act_mem": 1}]}
+JSON
+  "$BRAID_BIN/braid-schedgen" spec.json -o schedule.json --iterations 20000 --time-limit 0 --mem-iterations 2000 -q
+  cat > fused.json <<'JSON'
+{"format": "braid.run", "version": 1, "algorithm": "ppo",
+ "models": {"actor": {"init": {"config": "config.json", "seed": 1}},
+            "critic": {"init": {"config": "config.json", "seed": 2}},
+            "reward": {"rule": "digits"}},
+ "prompts": "prompts.jsonl", "iterations": 2, "threads": 1,
+ "generate": {"samples_per_prompt": 2, "max_new_tokens": 4, "shard_size": 4},
+ "train": {"lr": 0.001, "schedule": "schedule.json"}}
+JSON
+  "$B" run fused.json -o fused > stdout 2> fusedlog || { cat fusedlog >&2; fail "the fused PPO run failed"; }
+  for m in actor critic; do
+    for i in 0 1; do
+      f=fused/iter-0002/$m.stage$i-of-2.h5
+      [ -f "$f" ] || fail "the fused run wrote no $f"
+      [ "$(step_of "$f")" = 2 ] || fail "$f is not at step 2"
+      [ -f fused/iter-0002/$m.optim.stage$i-of-2.h5 ] || fail "no optimizer state beside $f"
+    done
+  done
+  [ "$(wc -l < fused/metrics.jsonl)" = 2 ] || fail "the fused run logged $(wc -l < fused/metrics.jsonl) iterations"
+  "$B" run fused.json -o fused > /dev/null 2> fusedlog2 || fail "the fused rerun failed"
+  grep -q "already complete" fusedlog2 || { cat fusedlog2 >&2; fail "the fused rerun redid work"; }
+fi
 echo "ok"
