@@ -1,4 +1,5 @@
 #include "generate/stage_stats.hpp"
+#include "io/stage_stats.hpp"
 
 #include <algorithm>
 
@@ -60,13 +61,7 @@ ordered_json stage_stats(std::span<const RankStats> ranks, const std::optional<M
     sum.shards_skipped += r.shards_skipped;
     generate_wall = std::max(generate_wall, r.generate_seconds);
   }
-  ordered_json doc;
-  doc["format"] = "braid.stagestats";
-  doc["version"] = 1;
-  doc["stage"] = "generate";
-  doc["wall_seconds"] = wall_seconds;
-  doc["sequences"] = sum.sequences;
-  doc["tokens"] = sum.tokens;
+  ordered_json doc = io::stage_stats_head<ordered_json>("generate", wall_seconds, sum.sequences, sum.tokens);
   doc["shards_written"] = sum.shards_written;
   doc["shards_skipped"] = sum.shards_skipped;
   // seconds: the call's wall time (the slowest rank), what a plan predicts; the

@@ -1,4 +1,5 @@
 #include "score/stage_stats.hpp"
+#include "io/stage_stats.hpp"
 
 namespace braid::score {
 namespace {
@@ -15,13 +16,7 @@ ordered_json call(const PassTiming& t) {
 }  // namespace
 
 ordered_json stage_stats(const BatchScorer& scorer, const StreamTotals& totals, double wall_seconds) {
-  ordered_json s;
-  s["format"] = "braid.stagestats";
-  s["version"] = 1;
-  s["stage"] = "score";
-  s["wall_seconds"] = wall_seconds;
-  s["sequences"] = totals.sequences;
-  s["tokens"] = totals.tokens;
+  ordered_json s = io::stage_stats_head<ordered_json>("score", wall_seconds, totals.sequences, totals.tokens);
   s["response_tokens"] = totals.response_tokens;
   s["shards_scored"] = totals.shards_scored;
   s["shards_skipped"] = totals.shards_skipped;

@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "train/optimizer_state.hpp"
+#include "io/stage_stats.hpp"
 
 namespace braid::train {
 
@@ -25,13 +26,7 @@ bool checkpoint_complete(const std::filesystem::path& out, std::int64_t step) {
 
 json train_stats_json(double wall_seconds, std::int64_t sequences, std::int64_t tokens,
                       std::span<const CallRecord> calls) {
-  json doc;
-  doc["format"] = "braid.stagestats";
-  doc["version"] = 1;
-  doc["stage"] = "train";
-  doc["wall_seconds"] = wall_seconds;
-  doc["sequences"] = sequences;
-  doc["tokens"] = tokens;
+  json doc = io::stage_stats_head<json>("train", wall_seconds, sequences, tokens);
   json out_calls = json::object();
   for (const CallRecord& c : calls) {
     json call;

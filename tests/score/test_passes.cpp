@@ -130,7 +130,7 @@ BOOST_AUTO_TEST_CASE(reference_logprobs_are_the_single_sequence_logprobs_shifted
       } else {
         BOOST_TEST(near(got, rows[j - 1]), got << " vs " << rows[j - 1]);
         BOOST_TEST(near(got, decoded[j], 1e-4), got << " vs " << decoded[j]);
-        BOOST_TEST(got < -1e-3f);  // a real log-probability, not a placeholder
+        BOOST_TEST(got < -1e-3f);  // response tokens carry a computed log-probability, never the prompt's 0
       }
     }
   }
