@@ -2,8 +2,9 @@
 // ReaL's estimator (and braid-meshplan's) adds up per-layer profiled costs;
 // this benchmark measures a profile of one model with braid's engine, predicts
 // a whole forward, forward + backward and decode step on one device (tp = pp =
-// 1) from it, then times those passes on the engine's full model and prints
-// predicted, measured and their ratio.
+// 1) from it, then times those passes on the engine's full model (with the LM
+// head as the stage tools run it: chunked logits, log-softmax of the next
+// tokens and the entropy) and prints predicted, measured and their ratio.
 //
 //   bench_predict CONFIG.json [THREADS]
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "model/model.hpp"
 #include "plan/engine_runner.hpp"
 #include "plan/measure.hpp"
+#include "rl/chunked_lm_head.hpp"
 
 using namespace braid;
 using namespace braid::plan;
@@ -45,9 +47,9 @@ int main(int argc, char** argv) {
   mo.repeats = 5;
   mo.grids.tokens = pow2_grid(16, 2048);
   mo.grids.seq_len = pow2_grid(64, 512);
-  mo.grids.batch = pow2_grid(1, 32);
+  mo.grids.batch = pow2_grid(1, 128);
   mo.grids.kv_len = pow2_grid(64, 512);
-  RunnerLimits lim{2048, 512, 32, 512};
+  RunnerLimits lim{2048, 512, 128, 512};
   auto runner = make_engine_runner(shape, *be, lim);
   const ModelProfile p = measure_model(shape, *runner, 4, mo);
   runner.reset();
@@ -69,21 +71,27 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) toks[static_cast<std::size_t>(i)] = i * 31 % cfg.vocab_size;
     std::vector<std::int64_t> offs;
     for (int s = 0; s <= seqs; ++s) offs.push_back(static_cast<std::int64_t>(s) * seq);
-    std::vector<float> logits(static_cast<std::size_t>(n) * static_cast<std::size_t>(cfg.vocab_size));
+    rl::ChunkedLmHead<float> head(*be, cfg.vocab_size, cfg.hidden_size);
+    const model::Batch batch{toks, offs};
+    const std::vector<std::int32_t> targets = rl::next_token_targets(batch);
+    backend::Buffer<std::int32_t> targets_dev(*be, targets.size());
+    be->copy_to_device(targets_dev.data(), targets.data(), targets.size() * sizeof(std::int32_t));
+    backend::Buffer<float> logprob(*be, targets.size()), entropy(*be, targets.size()), ones(*be, targets.size());
+    const std::vector<float> one_values(targets.size(), 1.0f);
+    be->copy_to_device(ones.data(), one_values.data(), one_values.size() * sizeof(float));
     auto fwd = [&] {
-      m.forward({toks, offs}, acts);
-      m.lm_logits(acts.output(), n, logits.data());
+      m.forward(batch, acts);
+      rl::token_logprobs<float>(m, acts, head, targets_dev.data(), logprob.data(), entropy.data());
     };
     const double pf = L * p.layer_fwd.at(n, seq) + p.embed_fwd.at(n) + p.head_fwd.at(n);
     const double mf = time_repeated(fwd, mo.repeats, now).median;
-    // Backward: the model's own backward after a forward, plus the head's two products.
+    // Backward: the head's, then the model's own, after a forward.
     std::vector<double> tb;
     for (int r = 0; r <= mo.repeats; ++r) {
       fwd();
       const double t0 = now();
+      rl::token_logprobs_backward<float>(m, acts, head, targets_dev.data(), ones.data(), ones.data());
       m.backward(acts);
-      m.lm_logits(acts.output(), n, logits.data());
-      m.lm_logits(acts.output(), n, logits.data());
       if (r > 0) tb.push_back(now() - t0);
     }
     std::sort(tb.begin(), tb.end());
@@ -94,7 +102,7 @@ int main(int argc, char** argv) {
                (mf + mb) * 1e3, (pf + pb) / (mf + mb));
   }
   // Decode steps: b sequences with k cached tokens each.
-  for (auto [b, k] : {std::pair{1, 128}, {8, 256}, {16, 384}, {32, 512}}) {
+  for (auto [b, k] : {std::pair{1, 128}, {8, 256}, {16, 384}, {32, 448}, {64, 96}, {128, 96}, {128, 128}}) {
     auto cache = m.make_kv_cache(b, k + 1);
     auto acts = m.make_activations({.max_tokens = static_cast<std::int64_t>(b) * k, .max_sequences = b, .max_seq_len = k + 1});
     std::vector<model::Segment> fill, step;

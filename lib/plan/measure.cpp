@@ -94,12 +94,13 @@ ModelProfile measure_model(const ModelShape& shape, LayerRunner& runner, int dty
     spread_head = std::max({spread_head, hf.spread, hb.spread});
   }
   m.layer_decode = {g.batch, g.kv_len, std::vector<double>(g.batch.size() * g.kv_len.size(), 0.0)};
+  const double decode_layers = std::max(1, runner.decode_layers());
   for (std::size_t i = 0; i < g.batch.size(); ++i) {
     for (std::size_t j = 0; j < g.kv_len.size(); ++j) {
       note("decode");
       runner.prepare_decode(static_cast<int>(g.batch[i]), static_cast<int>(g.kv_len[j]));
       const Timing d = time_repeated(sync([&] { runner.decode_step(); }), opt.repeats, now);
-      m.layer_decode.cell(i, j) = d.median;
+      m.layer_decode.cell(i, j) = d.median / decode_layers;
       spread_decode = std::max(spread_decode, d.spread);
     }
   }

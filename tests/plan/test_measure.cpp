@@ -12,6 +12,7 @@ namespace {
 // an operation is 50% slower, as if disturbed, which the median must ignore.
 class FakeRunner final : public LayerRunner {
  public:
+  explicit FakeRunner(int decode_layers = 1) : decode_layers_(decode_layers) {}
   double clock = 0;
   void layer_forward(int tokens, int seq_len) override {
     tokens_ = tokens;
@@ -27,11 +28,14 @@ class FakeRunner final : public LayerRunner {
     batch_ = batch;
     kv_ = kv_len;
   }
-  // Flat up to a batch of 8, then linear: BS_max is 8.
-  void decode_step() override { tick(1e-3 * std::max(1.0, batch_ / 8.0) + 1e-8 * batch_ * kv_); }
+  // Flat up to a batch of 8, then linear: BS_max is 8. A step runs through
+  // `decode_layers` layers, each costing this.
+  void decode_step() override { tick(decode_layers_ * (1e-3 * std::max(1.0, batch_ / 8.0) + 1e-8 * batch_ * kv_)); }
+  int decode_layers() const override { return decode_layers_; }
 
  private:
   void tick(double t) { clock += (++calls_ % 3 == 0) ? 1.5 * t : t; }
+  int decode_layers_;
   int tokens_ = 0, batch_ = 0, kv_ = 0;
   long calls_ = 0;
 };
@@ -74,4 +78,31 @@ BOOST_AUTO_TEST_CASE(measured_tables_hold_the_runner_costs) {
   BOOST_TEST(m.bs_max == 8.0);
   BOOST_TEST(m.spread["layer_fwd"].get<double>() > 0.4);
   BOOST_TEST(m.memory.weights == 4 * s.layer_params());
+}
+
+// A runner whose decode step runs through several layers (so that their weights
+// and caches leave the last-level cache as a model's do): the table keeps one
+// layer's share, the same as a runner of one layer would measure.
+BOOST_AUTO_TEST_CASE(decode_steps_through_several_layers_are_kept_per_layer) {
+  ModelShape s;
+  s.name = "fake";
+  s.hidden = 64;
+  s.intermediate = 128;
+  s.layers = 3;
+  s.heads = s.kv_heads = 4;
+  s.vocab = 100;
+  auto measure = [&](int layers) {
+    FakeRunner r(layers);
+    MeasureOptions o;
+    o.repeats = 3;
+    o.grids = {{16}, {64}, {1, 8, 32}, {64, 128}};
+    o.now = [&] { return r.clock; };
+    return measure_model(s, r, 4, o);
+  };
+  const ModelProfile one = measure(1), three = measure(3);
+  BOOST_TEST(three.layer_decode.cell(2, 1) == 4e-3 + 1e-8 * 32 * 128, boost::test_tools::tolerance(1e-12));
+  for (std::size_t i = 0; i < one.layer_decode.v.size(); ++i) {
+    BOOST_TEST(three.layer_decode.v[i] == one.layer_decode.v[i], boost::test_tools::tolerance(1e-12));
+  }
+  BOOST_TEST(three.bs_max == one.bs_max);
 }
