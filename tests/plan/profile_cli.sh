@@ -37,7 +37,10 @@ set -e
 grep -q "critic" err.txt || fail "no role named: $(cat err.txt)"
 
 # Measured on this machine with the engine: a micro model, smallest grids.
-"$prof" measure --experiment "$fx/ppo-micro.json" --quick --repeats 1 --threads 1 -o measured.json -q
+# Decode batches up to the generator's --max-batch, past --quick's 16.
+"$prof" measure --experiment "$fx/ppo-micro.json" --quick --max-batch 32 --repeats 1 --threads 1 -o measured.json -q
+"$prof" measure --experiment "$fx/ppo-micro.json" --quick --max-batch 0 -o never.json -q 2> err.txt && fail "--max-batch 0 accepted"
+grep -q "max-batch" err.txt || fail "--max-batch 0 not named: $(cat err.txt)"
 python3 - measured.json <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
@@ -46,6 +49,7 @@ for m in p["models"]:
     for t in ("layer_fwd", "layer_bwd", "layer_prefill", "layer_decode"):
         assert all(v > 0 for row in m[t]["seconds"] for v in row), t
     assert m["spread"]["repeats"] == 1
+    assert m["layer_decode"]["batch"] == [1, 2, 4, 8, 16, 32], m["layer_decode"]["batch"]
     assert m["layer_prefill"]["tokens"] == m["layer_fwd"]["tokens"] and m["layer_prefill"]["seq_len"] == m["layer_fwd"]["seq_len"]
 PY
 "$plan" "$fx/ppo-micro.json" "$fx/cluster-1x2.json" --profile measured.json -o pm.json --max-micro 1 -q > /dev/null

@@ -43,6 +43,7 @@ struct Options {
   int repeats = 5;
   bool quick = false;
   int threads = 0;
+  int max_batch = 0;  // decode batch grid's top; 0: the grid's default
   double comm_max_mb = 64;
 };
 
@@ -161,6 +162,7 @@ int run_measure(const Options& o) {
     mo.grids.batch = pow2_grid(1, 16);
     mo.grids.kv_len = pow2_grid(64, 256);
   }
+  if (o.max_batch > 0) mo.grids.batch = pow2_grid(1, o.max_batch);
   RunnerLimits lim;
   lim.max_tokens = static_cast<int>(mo.grids.tokens.back());
   lim.max_seq_len = static_cast<int>(mo.grids.seq_len.back());
@@ -205,6 +207,10 @@ int main(int argc, char** argv) {
   measure->add_option("--repeats", o.repeats, "timed runs per point (median and spread kept)")->check(CLI::Range(1, 1000))->capture_default_str();
   measure->add_flag("--quick", o.quick, "smaller grids (tokens to 1024, batch to 16, lengths to 256)");
   measure->add_option("--threads", o.threads, "backend threads (0: all cores of this process)")->capture_default_str();
+  measure->add_option("--max-batch", o.max_batch,
+                      "decode steps at batches 1, 2, 4, ... up to this (default 64, --quick 16): the generator's "
+                      "--max-batch, so that its steps are measured, not extrapolated")
+      ->check(CLI::Range(1, 4096));
   auto* probe = app.add_subcommand("probe", "matrix-product and memory throughput of this machine");
   probe->add_option("--repeats", o.repeats, "timed runs")->check(CLI::Range(1, 1000))->capture_default_str();
   auto* comm = app.add_subcommand("comm", "point-to-point and all-reduce bandwidth and latency (run under mpirun)");
