@@ -1,6 +1,5 @@
 #include "generate/generate.hpp"
 
-#include "backend/cpu/thread_pool.hpp"
 #include "core/error.hpp"
 
 #include <fmt/format.h>
@@ -113,6 +112,7 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
   std::vector<model::Segment> segments;
   std::vector<int> segment_slot;
   std::vector<Sampled> sampled;
+  std::vector<SequenceSampler*> samplers;
 
   std::int64_t finished = 0;
   auto finish = [&](int s, FinishReason why) {
@@ -175,16 +175,10 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
     }
     // Sampling is independent per sequence (own stream, own logits row), so rows are
     // sampled in parallel; the finishing and callbacks below stay in slot order.
-    const auto n_seg = static_cast<std::int64_t>(segments.size());
+    samplers.clear();
+    for (const int s : segment_slot) samplers.push_back(&slot[static_cast<std::size_t>(s)]->sampler);
     sampled.resize(segments.size());
-    // On the host thread pool the CPU backend uses (not OpenMP: see backend/cpu/thread_pool.hpp).
-    const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / std::max<std::int64_t>(1, vocab));
-    backend::cpu::parallel_for(n_seg, grain, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) {
-        Running& r = *slot[static_cast<std::size_t>(segment_slot[static_cast<std::size_t>(i)])];
-        sampled[static_cast<std::size_t>(i)] = r.sampler.sample({logits + i * vocab, static_cast<std::size_t>(vocab)});
-      }
-    });
+    sample_rows(samplers, logits, vocab, sampled);
     for (std::size_t i = 0; i < segments.size(); ++i) {
       const int s = segment_slot[i];
       Running& r = *slot[static_cast<std::size_t>(s)];

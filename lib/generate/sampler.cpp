@@ -1,5 +1,6 @@
 #include "generate/sampler.hpp"
 
+#include "backend/cpu/thread_pool.hpp"
 #include "core/error.hpp"
 
 #include <fmt/format.h>
@@ -104,6 +105,18 @@ Sampled SequenceSampler::sample(std::span<const float> logits) {
     if (acc > target) { pick = i; break; }
   }
   return {order_[pick], static_cast<float>(std::log(weight_[pick] / total)), raw(order_[pick])};
+}
+
+void sample_rows(std::span<SequenceSampler* const> samplers, const float* logits, std::int64_t vocab,
+                 std::span<Sampled> out) {
+  // On the host thread pool the CPU backend uses (not OpenMP: see backend/cpu/thread_pool.hpp).
+  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / std::max<std::int64_t>(1, vocab));
+  backend::cpu::parallel_for(static_cast<std::int64_t>(samplers.size()), grain, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const auto row = static_cast<std::size_t>(i);
+      out[row] = samplers[row]->sample({logits + i * vocab, static_cast<std::size_t>(vocab)});
+    }
+  });
 }
 
 }  // namespace braid::gen

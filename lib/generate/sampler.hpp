@@ -59,4 +59,10 @@ class SequenceSampler {
   std::vector<double> weight_;       // scratch: their unnormalised probabilities
 };
 
+// Row i of logits [rows x vocab] sampled by *samplers[i] into out[i], rows in
+// parallel on the CPU backend's thread pool. Each sampler draws from its own
+// stream, so the tokens do not depend on how the rows are split.
+void sample_rows(std::span<SequenceSampler* const> samplers, const float* logits, std::int64_t vocab,
+                 std::span<Sampled> out);
+
 }  // namespace braid::gen
