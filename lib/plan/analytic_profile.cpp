@@ -99,6 +99,13 @@ ModelProfile analytic_model_profile(const ModelShape& s, const Hardware& hw, con
     m.head_fwd.v.push_back(roofline_seconds(hf, hw) + hw.layer_overhead);
     m.head_bwd.v.push_back(roofline_seconds({2.0 * hf.flops, 2.0 * hf.bytes}, hw) + 2.0 * hw.layer_overhead);
   }
+  if (!s.value_head) {
+    // Sampling reads each row's fp32 logits a few times (max, normaliser, draw).
+    m.sample.x = g.batch;
+    for (double rows : g.batch) {
+      m.sample.v.push_back(3.0 * 4.0 * rows * out / (hw.mem_bandwidth * hw.eff.memory) + hw.layer_overhead);
+    }
+  }
   // The roofline does not tell the packed pass from the KV-cache path.
   m.layer_prefill = m.layer_fwd;
   m.bs_max = find_bs_max(m.layer_decode);

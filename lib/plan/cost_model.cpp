@@ -261,8 +261,9 @@ double CostModel::decode_step(const Strategy& s, bool spans, double active, doub
   const double b = std::ceil(active / micro);
   const double lps = std::ceil(static_cast<double>(m.shape.layers) / s.pp);
   const double bytes = b * static_cast<double>(m.shape.hidden) * prof_.hardware.dtype_bytes;
+  // The head's logits, then each row's next token drawn from them.
   const double stage = lps * (m.layer_decode.at(b, kv_len) / s.tp + 2.0 * allreduce(bytes, s.tp, false)) +
-                       m.head_fwd.at(b) / s.tp;
+                       m.head_fwd.at(b) / s.tp + m.sample.at(b);
   const double hops = s.pp > 1 ? s.pp * p2p(bytes, spans) : 0;
   return std::max(micro, static_cast<double>(s.pp)) * stage + hops;
 }
@@ -275,7 +276,8 @@ GenTimeline CostModel::gen_timeline(const Mesh& mesh, const Strategy& s) const {
   const int micro = std::min(s.micro, per_replica);
   const double tokens = std::ceil(static_cast<double>(per_replica) / micro) * mean_prompt_;
   // The generator prefills through the KV-cache path, slower than the packed forward.
-  g.prefill = pipeline_fwd(m, s, spans, tokens, mean_prompt_, micro, true);
+  // Each prompt's first token is drawn from the prefill's logits.
+  g.prefill = pipeline_fwd(m, s, spans, tokens, mean_prompt_, micro, true) + m.sample.at(per_replica);
   const int max_len = responses_.empty() ? 0 : responses_.back();
   const int block = std::max(1, ceil_div(max_len, kDecodeBlocks));
   double t = g.prefill;

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <vector>
 
+#include "generate/sampler.hpp"
 #include "model/model.hpp"
 #include "rl/chunked_lm_head.hpp"
 
@@ -56,7 +58,8 @@ class EngineRunner final : public LayerRunner {
         head_w_(be, static_cast<std::size_t>(out_ * s.hidden)),
         embed_(be, static_cast<std::size_t>(s.vocab * s.hidden)),
         hidden_(be, static_cast<std::size_t>(lim.max_tokens) * static_cast<std::size_t>(s.hidden)),
-        logits_(be, static_cast<std::size_t>(lim.max_tokens) * static_cast<std::size_t>(out_)),
+        // Rows for the head's products and for sampling a decode batch.
+        logits_(be, static_cast<std::size_t>(std::max(lim.max_tokens, lim.max_batch)) * static_cast<std::size_t>(out_)),
         ids_(static_cast<std::size_t>(lim.max_tokens)),
         ids_dev_(be, ids_.size()) {
     layer_.init_random(1);
@@ -153,6 +156,18 @@ class EngineRunner final : public LayerRunner {
 
   int decode_layers() const override { return decode_layers_; }
 
+  // braid-generate's default sampling (temperature 1, whole vocabulary), one
+  // stream per row, over rows of the logits buffer.
+  void sample_rows(int rows) override {
+    while (static_cast<int>(samplers_.size()) < rows) {
+      samplers_.emplace_back(gen::SamplingParams{}, samplers_.size());
+    }
+    sampler_ptrs_.clear();
+    for (int i = 0; i < rows; ++i) sampler_ptrs_.push_back(&samplers_[static_cast<std::size_t>(i)]);
+    sampled_.resize(static_cast<std::size_t>(rows));
+    gen::sample_rows(sampler_ptrs_, logits_.data(), out_, sampled_);
+  }
+
   void synchronize() override { be_.synchronize(); }
 
  private:
@@ -181,6 +196,9 @@ class EngineRunner final : public LayerRunner {
   std::unique_ptr<model::Activations> prefill_acts_;
   int prefill_tokens_ = 0, prefill_seq_ = 0;
   int batch_ = 0, kv_len_ = 0;
+  std::deque<gen::SequenceSampler> samplers_;
+  std::vector<gen::SequenceSampler*> sampler_ptrs_;
+  std::vector<gen::Sampled> sampled_;
 };
 
 }  // namespace

@@ -104,12 +104,23 @@ ModelProfile measure_model(const ModelShape& shape, LayerRunner& runner, int dty
       spread_decode = std::max(spread_decode, d.spread);
     }
   }
+  double spread_sample = 0;
+  if (!shape.value_head) {
+    m.sample.x = g.batch;
+    for (double rows : g.batch) {
+      note("sampling");
+      const Timing t = time_repeated(sync([&] { runner.sample_rows(static_cast<int>(rows)); }), opt.repeats, now);
+      m.sample.v.push_back(t.median);
+      spread_sample = std::max(spread_sample, t.spread);
+    }
+  }
   m.bs_max = find_bs_max(m.layer_decode);
   m.spread = {{"layer_fwd", spread_fwd},
               {"layer_bwd", spread_bwd},
               {"layer_prefill", spread_prefill},
               {"head", spread_head},
               {"layer_decode", spread_decode},
+              {"sample", spread_sample},
               {"repeats", opt.repeats},
               {"statistic", "median; spread = (max - min) / median, the largest over the table's points"}};
   return m;

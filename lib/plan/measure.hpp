@@ -27,6 +27,8 @@ class LayerRunner {
   // Prepares `batch` sequences with kv_len cached tokens; decode_step then runs one step of them all.
   virtual void prepare_decode(int batch, int kv_len) = 0;
   virtual void decode_step() = 0;
+  // Draws the next token of `rows` sequences from rows of logits, as the generator does.
+  virtual void sample_rows(int rows) = 0;
   // How many decoder layers one decode_step runs through; the table keeps a step's time / this.
   virtual int decode_layers() const { return 1; }
   virtual void synchronize() {}  // waits for queued device work (GPU backends)

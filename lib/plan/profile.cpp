@@ -66,6 +66,7 @@ ordered_json profile_to_json(const Profile& p) {
     e["head_fwd"] = table_to_json(m.head_fwd, "tokens");
     e["head_bwd"] = table_to_json(m.head_bwd, "tokens");
     e["layer_decode"] = table_to_json(m.layer_decode, "batch", "kv_len");
+    if (!m.sample.v.empty()) e["sample"] = table_to_json(m.sample, "rows");
     if (!m.spread.is_null()) e["spread"] = m.spread;
     models.push_back(std::move(e));
   }
@@ -89,7 +90,7 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   for (const auto& [w, e] : c.array_items(doc, "", "models", 1)) {
     ModelProfile m;
     c.no_unknown_keys(*e, w, {"name", "shape", "bs_max", "memory_bytes", "layer_fwd", "layer_bwd", "layer_prefill", "embedding_fwd",
-                              "embedding_bwd", "head_fwd", "head_bwd", "layer_decode", "spread"});
+                              "embedding_bwd", "head_fwd", "head_bwd", "layer_decode", "sample", "spread"});
     m.name = c.string(*e, w, "name").value_or("");
     const json& shape = c.object(*e, w, "shape");
     m.shape = shape_from_hf_config(shape, c, Checker::path(w, "shape"));
@@ -118,6 +119,7 @@ Profile profile_from_json(const json& doc, const std::string& file) {
     m.embed_bwd = t1("embedding_bwd");
     m.head_fwd = t1("head_fwd");
     m.head_bwd = t1("head_bwd");
+    if (e->contains("sample")) m.sample = table1_from_json(c.object(*e, w, "sample"), c, Checker::path(w, "sample"), "rows");
     if (e->contains("spread")) m.spread = (*e)["spread"];
     p.models.push_back(std::move(m));
   }

@@ -41,6 +41,10 @@ struct ModelProfile {
   Table1 head_fwd;      // tokens (logits + log-softmax, or the value head)
   Table1 head_bwd;
   Table2 layer_decode;  // batch x kv_len: one decode step of one layer
+  // rows: drawing the next token of `rows` sequences from their logits (a decode
+  // step's sampling). Models with an LM head only; empty in profiles written
+  // before it existed, and then costs nothing.
+  Table1 sample;
   double bs_max = 1;    // decode batch beyond which a step stops being nearly constant
   LayerMemory memory;
   ordered_json spread;  // measured only: relative spread (max-min)/median per table

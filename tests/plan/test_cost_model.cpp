@@ -1,5 +1,5 @@
 // Generation's prefill is costed from the KV-cache path's table, the other
-// forward passes from the packed forward's.
+// forward passes from the packed forward's; generation alone pays for sampling.
 #define BOOST_TEST_MODULE plan_cost_model
 #include <boost/test/unit_test.hpp>
 
@@ -60,4 +60,24 @@ BOOST_AUTO_TEST_CASE(a_profile_without_the_prefill_table_prefills_at_layer_fwd) 
   const CostModel a(with.exp, with.profile, with.cluster), b(without.exp, without.profile, without.cluster);
   BOOST_TEST(b.gen_timeline(kMesh, kStrategy).prefill == a.gen_timeline(kMesh, kStrategy).prefill);
   BOOST_TEST(b.gen_timeline(kMesh, kStrategy).prefill > 0);
+}
+
+// Sampling is paid once after the prefill (each prompt's first token) and once per
+// decode step, at the number of rows still generating; a profile without the table
+// (older files) samples for free.
+BOOST_AUTO_TEST_CASE(the_sampling_table_adds_one_draw_per_step) {
+  Setup with, without;
+  without.actor().sample = {};
+  ModelProfile& m = with.actor();
+  m.sample.x = {1, 1024};
+  m.sample.v = {1e-3, 1e-3};  // a flat millisecond per step, whatever the rows
+  const CostModel a(with.exp, with.profile, with.cluster), b(without.exp, without.profile, without.cluster);
+  const GenTimeline ga = a.gen_timeline(kMesh, kStrategy), gb = b.gen_timeline(kMesh, kStrategy);
+  BOOST_TEST(ga.prefill - gb.prefill == 1e-3, boost::test_tools::tolerance(1e-9));
+  double steps = 0;
+  for (const auto& blk : ga.blocks) steps += blk.remaining > 0 ? blk.steps : 0;
+  BOOST_TEST(steps > 0);
+  BOOST_TEST((ga.end - ga.prefill) - (gb.end - gb.prefill) == steps * 1e-3, boost::test_tools::tolerance(1e-6));
+  // Inference samples nothing.
+  BOOST_TEST(a.estimate(kRef, kMesh, kStrategy).time == b.estimate(kRef, kMesh, kStrategy).time);
 }

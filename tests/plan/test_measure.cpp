@@ -32,6 +32,7 @@ class FakeRunner final : public LayerRunner {
   // `decode_layers` layers, each costing this.
   void decode_step() override { tick(decode_layers_ * (1e-3 * std::max(1.0, batch_ / 8.0) + 1e-8 * batch_ * kv_)); }
   int decode_layers() const override { return decode_layers_; }
+  void sample_rows(int rows) override { tick(2e-7 * rows); }
 
  private:
   void tick(double t) { clock += (++calls_ % 3 == 0) ? 1.5 * t : t; }
@@ -66,7 +67,7 @@ BOOST_AUTO_TEST_CASE(measured_tables_hold_the_runner_costs) {
   s.heads = s.kv_heads = 4;
   s.vocab = 100;
   const ModelProfile m = measure_model(s, r, 4, o);
-  BOOST_TEST(points == 3 * 2 * 2 + 3 + 6 * 2);
+  BOOST_TEST(points == 3 * 2 * 2 + 3 + 6 * 2 + 6);
   BOOST_TEST(m.layer_fwd.cell(1, 1) == 1e-6 * 64 + 1e-9 * 64 * 256, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(m.layer_bwd.cell(2, 0) == 2e-6 * 256, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(m.layer_prefill.x == m.layer_fwd.x);
@@ -76,6 +77,8 @@ BOOST_AUTO_TEST_CASE(measured_tables_hold_the_runner_costs) {
   BOOST_TEST(m.head_bwd.at(64) == 6e-6 * 64, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(m.layer_decode.cell(5, 1) == 4e-3 + 1e-8 * 32 * 128, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(m.bs_max == 8.0);
+  BOOST_TEST(m.sample.x == o.grids.batch);
+  BOOST_TEST(m.sample.at(16) == 2e-7 * 16, boost::test_tools::tolerance(1e-9));
   BOOST_TEST(m.spread["layer_fwd"].get<double>() > 0.4);
   BOOST_TEST(m.memory.weights == 4 * s.layer_params());
 }
@@ -105,4 +108,7 @@ BOOST_AUTO_TEST_CASE(decode_steps_through_several_layers_are_kept_per_layer) {
     BOOST_TEST(three.layer_decode.v[i] == one.layer_decode.v[i], boost::test_tools::tolerance(1e-12));
   }
   BOOST_TEST(three.bs_max == one.bs_max);
+  // A value head samples nothing: no sampling table.
+  s.value_head = true;
+  BOOST_TEST(measure(1).sample.v.empty());
 }

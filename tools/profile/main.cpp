@@ -170,7 +170,7 @@ int run_measure(const Options& o) {
   lim.max_kv_len = static_cast<int>(mo.grids.kv_len.back());
   for (const auto& s : shapes) {
     const std::size_t points = mo.grids.tokens.size() * (mo.grids.seq_len.size() + 1) +
-                               mo.grids.batch.size() * mo.grids.kv_len.size();
+                               mo.grids.batch.size() * (mo.grids.kv_len.size() + (s.value_head ? 0 : 1));
     Progress bar("measuring " + s.name, points, "points");
     mo.on_point = [&](const std::string& what) {
       bar.advance();
