@@ -3,7 +3,11 @@
 # predictions (from a profile measured here) beside the seconds the stage tools
 # report in their --stats files for the same iteration.
 #
-#   bench/plan/predict_stages.sh [MODEL_CONFIG] [PROMPTS] [RESPONSE_TOKENS] [THREADS] [SHARD_SIZE]
+#   [ITERS=3] bench/plan/predict_stages.sh [MODEL_CONFIG] [PROMPTS] [RESPONSE_TOKENS] [THREADS] [SHARD_SIZE]
+#
+# Defaults: bench/plan/cpu-small.json, 128 prompts, 64 new tokens, 1 thread, shards
+# of 32 (the reference run in docs/meshplan.md). The iteration runs ITERS + 1 times;
+# the first is a warm-up, the table has the median of the rest.
 #
 # Tools from ${BRAID_BIN:-build/bin}; files in ${OUT:-out/predict-stages}/. The
 # experiment handed to the planner carries the measured response lengths (dist
@@ -11,10 +15,11 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cfg="${1:-$here/cpu-small.json}"
-prompts="${2:-32}"
-resp="${3:-96}"
-threads="${4:-2}"
+prompts="${2:-128}"
+resp="${3:-64}"
+threads="${4:-1}"
 shard="${5:-32}"
+iters="${ITERS:-3}"
 bin="$(cd "${BRAID_BIN:-build/bin}" && pwd)"
 out="${OUT:-out/predict-stages}"
 export PATH="$bin:$PATH"
@@ -34,13 +39,23 @@ for i in range(int(sys.argv[1])):
 PY
 
 common=(--threads "$threads" -q)
-braid-generate --actor "$out/actor.h5" --prompts "$out/prompts.jsonl" -o "$out/gen" --max-new-tokens "$resp" \
-  --max-batch "$prompts" --shard-size "$shard" --seed 1 --stats "$out/generate.stats.json" "${common[@]}" > /dev/null
-braid-score "$out"/gen/*.h5 -o "$out/scored" --ref "$out/actor.h5" --critic "$out/critic.h5" \
-  --reward "$out/reward.h5" --stats "$out/score.stats.json" "${common[@]}" > /dev/null
-braid-train ppo "$out"/scored/*.h5 --actor "$out/actor.h5" --critic "$out/critic.h5" \
-  --actor-out "$out/actor-1.h5" --critic-out "$out/critic-1.h5" --mini-batch "$prompts" \
-  --stats "$out/train.stats.json" "${common[@]}" > /dev/null
+# One iteration's stages, as `braid run` chains them; files of iteration k in $out/it$k.
+# Iteration 0 is a warm-up: a process that starts after the machine sat idle first
+# touches memory the host has taken back (docs/meshplan.md), the cold start that
+# every later stage of a loop, started right after the one before, does not pay.
+iteration() {
+  local d="$out/it$1"
+  mkdir -p "$d"
+  braid-generate --actor "$out/actor.h5" --prompts "$out/prompts.jsonl" -o "$d/gen" --max-new-tokens "$resp" \
+    --max-batch "$prompts" --shard-size "$shard" --seed 1 --stats "$d/generate.stats.json" "${common[@]}" > /dev/null
+  braid-score "$d"/gen/*.h5 -o "$d/scored" --ref "$out/actor.h5" --critic "$out/critic.h5" \
+    --reward "$out/reward.h5" --stats "$d/score.stats.json" "${common[@]}" > /dev/null
+  braid-train ppo "$d"/scored/*.h5 --actor "$out/actor.h5" --critic "$out/critic.h5" \
+    --actor-out "$d/actor-1.h5" --critic-out "$d/critic-1.h5" --mini-batch "$prompts" \
+    --stats "$d/train.stats.json" "${common[@]}" > /dev/null
+}
+for ((k = 0; k <= iters; ++k)); do iteration "$k"; done
+ln -sfn it1/gen "$out/gen"
 
 # The experiment as the planner sees it: these models, this batch, the measured lengths.
 /usr/bin/python3 - "$out" "$cfg" "$prompts" > "$out/experiment.json" <<'PY'
@@ -63,29 +78,36 @@ PY
 cat > "$out/cluster.json" <<'JSON'
 {"format": "braid.cluster", "version": 1, "name": "this machine", "nodes": 1, "devices_per_node": 1}
 JSON
-braid-profile measure --experiment "$out/experiment.json" --threads "$threads" --repeats 3 -o "$out/profile.json" -q
+braid-profile measure --experiment "$out/experiment.json" --threads "$threads" --max-batch "$prompts" --repeats 5 -o "$out/profile.json" -q
 braid-meshplan "$out/experiment.json" "$out/cluster.json" --profile "$out/profile.json" \
   --no-inter-fusion --no-intra-fusion --search exhaustive -o "$out/plan.json" -q > /dev/null
 
-/usr/bin/python3 - "$out" <<'PY'
-import json, sys
-out = sys.argv[1]
+/usr/bin/python3 - "$out" "$iters" <<'PY'
+import json, statistics, sys
+out, iters = sys.argv[1], int(sys.argv[2])
 plan = json.load(open(out + "/plan.json"))
-measured = {}
-for stage in ("generate", "score", "train"):
-    s = json.load(open(f"{out}/{stage}.stats.json"))
-    for call, v in s["calls"].items():
-        measured[call] = v["seconds"]
-print("| call | predicted s | measured s | predicted / measured |")
-print("|---|---|---|---|")
+def seconds(k):
+    got = {}
+    for stage in ("generate", "score", "train"):
+        s = json.load(open(f"{out}/it{k}/{stage}.stats.json"))
+        for call, v in s["calls"].items():
+            got[call] = v["seconds"]
+    return got
+runs = [seconds(k) for k in range(1, iters + 1)]
+cold = seconds(0)
+print(f"measured: median of {iters} iterations after a warm-up; cold = the warm-up iteration")
+print("| call | predicted s | measured s (min-max) | predicted / measured | cold s |")
+print("|---|---|---|---|---|")
 worst = 0
 for c in plan["calls"]:
     name = c["name"]
-    if name not in measured:
-        print(f"| {name} | {c['time_s']:.3f} | (not measured) | |")
+    if name not in cold:
+        print(f"| {name} | {c['time_s']:.3f} | (not measured) | | |")
         continue
-    r = c["time_s"] / measured[name]
+    v = [r[name] for r in runs]
+    m = statistics.median(v)
+    r = c["time_s"] / m
     worst = max(worst, abs(r - 1))
-    print(f"| {name} | {c['time_s']:.3f} | {measured[name]:.3f} | {r:.2f} |")
+    print(f"| {name} | {c['time_s']:.3f} | {m:.3f} ({min(v):.3f}-{max(v):.3f}) | {r:.2f} | {cold[name]:.3f} |")
 print(f"\nworst deviation {100 * worst:.0f}%")
 PY
