@@ -41,6 +41,17 @@ class FakeRunner final : public LayerRunner {
   long calls_ = 0;
 };
 
+ModelShape fake_shape(int layers) {
+  ModelShape s;
+  s.name = "fake";
+  s.hidden = 64;
+  s.intermediate = 128;
+  s.layers = layers;
+  s.heads = s.kv_heads = 4;
+  s.vocab = 100;
+  return s;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(median_ignores_a_disturbed_run_and_spread_reports_it) {
@@ -59,13 +70,7 @@ BOOST_AUTO_TEST_CASE(measured_tables_hold_the_runner_costs) {
   o.now = [&] { return r.clock; };
   int points = 0;
   o.on_point = [&](const std::string&) { ++points; };
-  ModelShape s;
-  s.name = "fake";
-  s.hidden = 64;
-  s.intermediate = 128;
-  s.layers = 2;
-  s.heads = s.kv_heads = 4;
-  s.vocab = 100;
+  const ModelShape s = fake_shape(2);
   const ModelProfile m = measure_model(s, r, 4, o);
   BOOST_TEST(points == 3 * 2 * 2 + 3 + 6 * 2 + 6);
   BOOST_TEST(m.layer_fwd.cell(1, 1) == 1e-6 * 64 + 1e-9 * 64 * 256, boost::test_tools::tolerance(1e-12));
@@ -87,13 +92,7 @@ BOOST_AUTO_TEST_CASE(measured_tables_hold_the_runner_costs) {
 // and caches leave the last-level cache as a model's do): the table keeps one
 // layer's share, the same as a runner of one layer would measure.
 BOOST_AUTO_TEST_CASE(decode_steps_through_several_layers_are_kept_per_layer) {
-  ModelShape s;
-  s.name = "fake";
-  s.hidden = 64;
-  s.intermediate = 128;
-  s.layers = 3;
-  s.heads = s.kv_heads = 4;
-  s.vocab = 100;
+  ModelShape s = fake_shape(3);
   auto measure = [&](int layers) {
     FakeRunner r(layers);
     MeasureOptions o;
