@@ -13,6 +13,22 @@ bool is_tied_copy(const model::Model& m, const std::string& name) {
   return name == "model.embed_tokens.weight" && !m.is_first_stage();
 }
 
+// Each AdamW moment of each tensor the stage owns on disk, in file order:
+// fn(tensor, its file name, its moment's n floats on the device).
+template <typename Fn>
+void for_each_moment(optim::AdamW& opt, const model::Model& m, Fn&& fn) {
+  std::size_t offset = 0;
+  for (const auto& t : m.tensors()) {
+    const auto n = static_cast<std::size_t>(t.numel);
+    if (!is_tied_copy(m, t.name)) {
+      for (const auto& [state, moment] : {std::pair{"exp_avg", opt.first_moment()}, std::pair{"exp_avg_sq", opt.second_moment()}}) {
+        fn(t, io::optimizer_tensor_name(t.name, state), moment.data() + offset, n);
+      }
+    }
+    offset += n;
+  }
+}
+
 bool has_stage_files(const std::filesystem::path& p) {
   try {
     checkpoint_files(p);
@@ -44,18 +60,11 @@ void save_optimizer_state(optim::AdamW& opt, const model::Model& m, const std::f
   io::WeightShardWriter w(path, meta);
   backend::Backend& be = m.backend();
   std::vector<float> host;
-  std::size_t offset = 0;
-  for (const auto& t : m.tensors()) {
-    const auto n = static_cast<std::size_t>(t.numel);
-    if (!is_tied_copy(m, t.name)) {
-      for (const auto& [state, moment] : {std::pair{"exp_avg", opt.first_moment()}, std::pair{"exp_avg_sq", opt.second_moment()}}) {
-        host.resize(n);
-        be.copy_to_host(host.data(), moment.data() + offset, n * sizeof(float));
-        w.add(io::optimizer_tensor_name(t.name, state), t.shape, host.data());
-      }
-    }
-    offset += n;
-  }
+  for_each_moment(opt, m, [&](const auto& t, const std::string& name, const float* moment, std::size_t n) {
+    host.resize(n);
+    be.copy_to_host(host.data(), moment, n * sizeof(float));
+    w.add(name, t.shape, host.data());
+  });
   w.commit();
 }
 
@@ -70,26 +79,18 @@ bool load_optimizer_state(optim::AdamW& opt, const model::Model& m, const std::f
   }
   backend::Backend& be = m.backend();
   std::vector<float> host;
-  std::size_t offset = 0;
-  for (const auto& t : m.tensors()) {
-    const auto n = static_cast<std::size_t>(t.numel);
-    if (!is_tied_copy(m, t.name)) {
-      for (const auto& [state, moment] : {std::pair{"exp_avg", opt.first_moment()}, std::pair{"exp_avg_sq", opt.second_moment()}}) {
-        const std::string name = io::optimizer_tensor_name(t.name, state);
-        if (!shards.contains(name)) throw InputError(spec.string(), name, "optimizer state is missing this tensor");
-        const auto& holder = shards.holder(name);
-        if (holder.shape(name) != t.shape) {
-          throw InputError(holder.path().string(), name,
-                           fmt::format("shape {} where the model has {}", io::shape_string(holder.shape(name)),
-                                       io::shape_string(t.shape)));
-        }
-        host.resize(n);
-        holder.read(name, host.data());
-        be.copy_to_device(moment.data() + offset, host.data(), n * sizeof(float));
-      }
+  for_each_moment(opt, m, [&](const auto& t, const std::string& name, float* moment, std::size_t n) {
+    if (!shards.contains(name)) throw InputError(spec.string(), name, "optimizer state is missing this tensor");
+    const auto& holder = shards.holder(name);
+    if (holder.shape(name) != t.shape) {
+      throw InputError(holder.path().string(), name,
+                       fmt::format("shape {} where the model has {}", io::shape_string(holder.shape(name)),
+                                   io::shape_string(t.shape)));
     }
-    offset += n;
-  }
+    host.resize(n);
+    holder.read(name, host.data());
+    be.copy_to_device(moment, host.data(), n * sizeof(float));
+  });
   opt.set_steps_taken(shards.shards().front().meta().step);
   return true;
 }
