@@ -29,10 +29,10 @@ model::ModelConfig config_of(const ModelShape& s, int layers) {
 // weights and KV cache in the last-level cache from step to step; in a model each
 // layer's are evicted by the others' before its next step, and on this kind of
 // machine that made a whole model's decode step 1.4-1.7x the sum of lone layers
-// (bench_predict, b 128 kv 96: 10.7 ms against 4 x 1.74 ms). So the step runs
-// through the model's own number of layers, or through as many as take the
-// weights past any last-level cache (512 MiB), and the table keeps a step's time
-// per layer.
+// (bench_predict, b 128 kv 96: 10.7 ms against 7.0 ms for four lone layers and
+// the head). So the step runs through the model's own number of layers, or
+// through as many as take the weights past any last-level cache (512 MiB), and
+// the table keeps a step's time per layer.
 int decode_layer_count(const ModelShape& s) {
   constexpr double kPastCache = 512.0 * 1024 * 1024;
   const double weights = sizeof(float) * s.layer_params();
