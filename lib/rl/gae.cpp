@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -78,6 +79,30 @@ PpoAdvantageSummary ppo_advantages(io::SampleBatch& b, const PpoAdvantageOptions
   }
   if (b.size() > 0) s.mean_reward = reward_sum / double(b.size());
   return s;
+}
+
+Whitening whiten_advantages(io::SampleBatch& b, double eps) {
+  if (!b.advantages) throw std::invalid_argument("whiten_advantages: the batch has no advantages");
+  std::vector<float>& a = *b.advantages;
+  Whitening w;
+  double sum = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    for (std::size_t t = b.response_begin(i); t < b.end(i); ++t) sum += a[t];
+    w.tokens += static_cast<std::int64_t>(b.response_length(i));
+  }
+  if (w.tokens == 0) return w;
+  w.mean = sum / static_cast<double>(w.tokens);
+  double sq = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    for (std::size_t t = b.response_begin(i); t < b.end(i); ++t) sq += (a[t] - w.mean) * (a[t] - w.mean);
+  }
+  w.std = std::sqrt(sq / static_cast<double>(w.tokens));
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    for (std::size_t t = b.response_begin(i); t < b.end(i); ++t) {
+      a[t] = static_cast<float>((a[t] - w.mean) / (w.std + eps));
+    }
+  }
+  return w;
 }
 
 }  // namespace braid::rl

@@ -47,4 +47,15 @@ struct PpoAdvantageSummary {
 // std::invalid_argument naming the missing array.
 PpoAdvantageSummary ppo_advantages(io::SampleBatch& b, const PpoAdvantageOptions& opt);
 
+// Advantage whitening over a training batch (PPO's usual normalisation): every
+// response token's advantage becomes (A - mean) / (std + eps), mean and std taken
+// over all response tokens of b; prompt positions stay as they are. Returns the
+// mean and std it removed. std::invalid_argument without b.advantages.
+struct Whitening {
+  double mean = 0;
+  double std = 0;
+  std::int64_t tokens = 0;
+};
+Whitening whiten_advantages(io::SampleBatch& b, double eps = 1e-8);
+
 }  // namespace braid::rl

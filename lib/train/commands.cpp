@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "train/command_steps.hpp"
+#include "rl/gae.hpp"
 #include "train/objectives.hpp"
 #include "train/pipeline_command.hpp"
 #include "train/train_inputs.hpp"
@@ -20,6 +21,12 @@ std::vector<std::string> required_arrays(const RlCommand& c) {
   if (c.algorithm == "ppo") required.insert(required.end(), {"values", "returns"});
   if (c.algorithm == "grpo" && c.kl_coef != 0) required.push_back("logprobs/ref");
   return required;
+}
+
+void prepare_advantages(const RlCommand& c, io::SampleBatch& b) {
+  if (!c.normalize_advantages) return;
+  const rl::Whitening w = rl::whiten_advantages(b);
+  log::info("advantages normalised over {} response tokens (mean {:.4g}, std {:.4g})", w.tokens, w.mean, w.std);
 }
 
 int run_rl(const RlCommand& c) {
@@ -41,7 +48,7 @@ int run_rl(const RlCommand& c) {
   if (already_done(trainees)) return 0;
 
   const std::vector<std::string> required = required_arrays(c);
-  const TrainingShards shards =
+  TrainingShards shards =
       read_training_shards(c.inputs, required, [&](const std::filesystem::path& p, const io::SampleBatch& b, std::size_t first) {
         check_sequences_fit(b, first, actor.opened.model->config(), p.string());
         if (ppo) check_sequences_fit(b, first, critic.opened.model->config(), p.string());
@@ -53,6 +60,7 @@ int run_rl(const RlCommand& c) {
     log::warn("the samples come from policy step {}, the actor is at step {}", shards.policy_step, actor.opened.step);
   }
 
+  prepare_advantages(c, shards.batch);
   attach(actor, std::make_unique<PolicyObjective>(ppo ? ppo_actor_options(c.clip, c.entropy_coef)
                                                       : grpo_actor_options(c.clip, c.kl_coef)),
          trainer_options(c.common, c.common.lr, 1));

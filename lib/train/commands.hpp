@@ -11,6 +11,8 @@
 // go to stdout, one a line.
 #pragma once
 
+#include "io/sample_batch.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,11 +43,14 @@ struct RlCommand {
   double value_clip = 0.2;
   double entropy_coef = 0.0;
   double kl_coef = 0.04;              // GRPO only
+  bool normalize_advantages = false;  // whiten advantages over the whole input before training
   std::string schedule;               // fused pipeline (not in the single-process trainer)
 };
 int run_rl(const RlCommand& c);
 // The per-token arrays a mode's shards must hold.
 std::vector<std::string> required_arrays(const RlCommand& c);
+// --normalize-advantages: whitens b's advantages over its response tokens and logs what it removed.
+void prepare_advantages(const RlCommand& c, io::SampleBatch& b);
 
 struct TextCommand {
   CommonTrainOptions common;

@@ -104,13 +104,14 @@ int run_fused_rl(const RlCommand& c) {
   }
 
   const auto required = required_arrays(c);
-  const TrainingShards shards =
+  TrainingShards shards =
       read_training_shards(c.inputs, required, [&](const std::filesystem::path& p, const io::SampleBatch& b, std::size_t first) {
         for (std::size_t i = 0; i < n; ++i) check_sequences_fit(b, first, pipe.stage(static_cast<int>(i)).config(), p.string());
       });
   if (shards.policy_step != pipe.checkpoint_step(0)) {
     log::warn("the samples come from policy step {}, the actor is at step {}", shards.policy_step, pipe.checkpoint_step(0));
   }
+  prepare_advantages(c, shards.batch);
   const io::SampleBatch& batch = shards.batch;
   log::info("{} sequences, {} tokens from {} shards; fused pipeline over {} ranks ({})", batch.size(),
             batch.token_count(), shards.files.size(), world->size(), c.schedule);

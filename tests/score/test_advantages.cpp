@@ -174,3 +174,32 @@ BOOST_AUTO_TEST_CASE(group_rewards_collect_groups_across_arrivals) {
   b.add(std::vector<std::int32_t>{5, 3}, 1, 1);  // group 0 is incomplete
   BOOST_CHECK_THROW(braid::rl::broadcast_group_advantages(b, g, 0.0), std::logic_error);
 }
+
+// Whitening: response tokens of all sequences together to mean 0 and std 1; prompt
+// positions keep what they held.
+BOOST_AUTO_TEST_CASE(whitening_standardises_response_advantages_only) {
+  braid::io::SampleBatch b;
+  b.add(std::vector<std::int32_t>{1, 2, 3, 4, 5}, 2, 0);
+  b.add(std::vector<std::int32_t>{1, 6, 7}, 1, 1);
+  b.advantages = std::vector<float>{9, 9, 1.0f, 2.0f, 3.0f, 9, 4.0f, 10.0f};
+  const auto w = braid::rl::whiten_advantages(b);
+  BOOST_TEST(w.tokens == 5);
+  BOOST_TEST(w.mean == 4.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(w.std == std::sqrt((9.0 + 4 + 1 + 0 + 36) / 5), boost::test_tools::tolerance(1e-9));
+  const auto& a = *b.advantages;
+  BOOST_TEST(a[0] == 9.0f);
+  BOOST_TEST(a[1] == 9.0f);
+  BOOST_TEST(a[5] == 9.0f);
+  BOOST_TEST(a[2] == (1.0 - 4.0) / w.std, boost::test_tools::tolerance(1e-5));
+  BOOST_TEST(a[7] == (10.0 - 4.0) / w.std, boost::test_tools::tolerance(1e-5));
+  double sum = 0, sq = 0;
+  for (std::size_t t : {2, 3, 4, 6, 7}) {
+    sum += a[t];
+    sq += a[t] * a[t];
+  }
+  BOOST_TEST(std::abs(sum / 5) < 1e-6);
+  BOOST_TEST(sq / 5 == 1.0, boost::test_tools::tolerance(1e-5));
+
+  b.advantages.reset();
+  BOOST_CHECK_THROW(braid::rl::whiten_advantages(b), std::invalid_argument);
+}

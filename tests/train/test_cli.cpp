@@ -58,8 +58,10 @@ Run run(const std::string& cmd, const std::string& tag) {
 std::string p(const std::string& name) { return test::scratch(name).string(); }
 
 // A scored shard of `prompts` × 2 samples from the actor, with made-up rewards and critic values.
+// whitened: advantages to mean 0, std 1 over the response tokens, computed here
+// (what --normalize-advantages should do to the unwhitened shard).
 void write_scored_shard(const std::string& path, const model::Model& actor, int first_prompt, bool with_advantages,
-                        bool with_ref = false) {
+                        bool with_ref = false, bool whitened = false) {
   std::vector<gen::Prompt> ps;
   for (int i = 0; i < 4; ++i)
     for (int k = 0; k < 2; ++k)
@@ -80,6 +82,19 @@ void write_scored_shard(const std::string& path, const model::Model& actor, int 
     (*b.reward)[i] = static_cast<float>(s.sample_id % 3) / 2.0f;
   }
   if (with_advantages) rl::ppo_advantages(b, {.kl_coef = 0.0});
+  if (whitened) {
+    std::vector<float*> response;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      for (std::size_t t = b.response_begin(i); t < b.end(i); ++t) response.push_back(&(*b.advantages)[t]);
+    }
+    double mean = 0, var = 0;
+    for (float* a : response) mean += *a;
+    mean /= static_cast<double>(response.size());
+    for (float* a : response) var += (*a - mean) * (*a - mean);
+    const double sd = std::sqrt(var / static_cast<double>(response.size()));
+    BOOST_TEST_REQUIRE(sd > 0.01);
+    for (float* a : response) *a = static_cast<float>((*a - mean) / (sd + 1e-8));
+  }
   if (with_ref) {
     std::vector<float> ref = *b.logprobs_actor;
     for (auto& x : ref) x -= 0.1f;
@@ -117,6 +132,7 @@ struct World {
     write_scored_shard(p("scored-00001.h5"), *actor.model, 4, true);
     write_scored_shard(p("unscored.h5"), *actor.model, 0, false);
     write_scored_shard(p("grpo-00000.h5"), *actor.model, 0, true, true);
+    write_scored_shard(p("whitened-00000.h5"), *actor.model, 0, true, false, true);
   }
   std::string ppo(const std::string& inputs, const std::string& actor, const std::string& critic, const std::string& out) {
     return bin("braid-train") + " ppo " + inputs + " --actor " + actor + " --critic " + critic + " --actor-out " +
@@ -175,6 +191,22 @@ BOOST_FIXTURE_TEST_CASE(ppo_writes_new_checkpoints_and_reuses_the_optimizer_stat
   BOOST_TEST(again.out == first.out);
   BOOST_TEST(again.err.find("skipped") != std::string::npos);
   BOOST_TEST((fs::last_write_time(p("one-actor.h5")) == written));
+}
+
+// --normalize-advantages trains exactly as the same samples whose advantages were
+// whitened beforehand, and not as the raw ones.
+BOOST_FIXTURE_TEST_CASE(normalize_advantages_whitens_the_input_before_training, World) {
+  const Run norm = run(ppo(p("scored-00000.h5"), p("actor.h5"), p("critic.h5"), "norm") + " --normalize-advantages", "norm");
+  const Run pre = run(ppo(p("whitened-00000.h5"), p("actor.h5"), p("critic.h5"), "pre"), "pre");
+  const Run raw = run(ppo(p("scored-00000.h5"), p("actor.h5"), p("critic.h5"), "raw"), "raw");
+  BOOST_TEST_REQUIRE(norm.code == 0);
+  BOOST_TEST_REQUIRE(pre.code == 0);
+  BOOST_TEST_REQUIRE(raw.code == 0);
+  BOOST_TEST(norm.err.find("advantages normalised over") != std::string::npos);
+  for (const char* t : {"model.layers.0.self_attn.q_proj.weight", "lm_head.weight"}) {
+    BOOST_TEST(max_abs_difference(p("norm-actor.h5"), p("pre-actor.h5"), t) < 1e-6);
+    BOOST_TEST(max_abs_difference(p("norm-actor.h5"), p("raw-actor.h5"), t) > 1e-5);
+  }
 }
 
 BOOST_FIXTURE_TEST_CASE(bad_inputs_exit_2_naming_the_file_and_field, World) {

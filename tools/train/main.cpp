@@ -61,6 +61,8 @@ int main(int argc, char** argv) {
     sub->add_option("--clip", o->clip, "ε of the clipped policy ratio")->capture_default_str();
     sub->add_option("--entropy-coef", o->entropy_coef, "Weight of the entropy bonus")->capture_default_str();
     sub->add_option("--schedule", o->schedule, "schedule.json: run the fused actor+critic pipeline (under mpirun)");
+    sub->add_flag("--normalize-advantages", o->normalize_advantages,
+                  "Whiten the advantages over all response tokens of the input (mean 0, std 1) before training");
     add_common(sub, o->common, 1e-5);
   }
   ppo_cmd->add_option("--critic", ppo.critic, "Critic checkpoint (with a value head)")->required();
