@@ -32,7 +32,7 @@ braid init --config "$cfg" --seed 2 --value-head --no-lm-head -o "$out/critic.h5
 braid init --config "$cfg" --seed 3 --value-head --no-lm-head -o "$out/reward.h5" -q > /dev/null
 
 # Prompts of a fixed length (64 tokens) so that the planner's prompt length is exact.
-/usr/bin/python3 - "$prompts" > "$out/prompts.jsonl" <<'PY'
+python3 - "$prompts" > "$out/prompts.jsonl" <<'PY'
 import json, sys
 for i in range(int(sys.argv[1])):
     print(json.dumps({"tokens": [256] + [32 + (7 * i + 3 * j) % 90 for j in range(63)]}))
@@ -57,16 +57,20 @@ iteration() {
 for ((k = 0; k <= iters; ++k)); do iteration "$k"; done
 ln -sfn it1/gen "$out/gen"
 
-# The experiment as the planner sees it: these models, this batch, the measured lengths.
-/usr/bin/python3 - "$out" "$cfg" "$prompts" > "$out/experiment.json" <<'PY'
-import json, sys, h5py, glob
+# The experiment as the planner sees it: these models, this batch, the measured
+# lengths (each sample's response length from `braid inspect --json`).
+for f in "$out"/gen/*.h5; do braid inspect --json -n "$shard" "$f"; done > "$out/inspect.jsonl"
+python3 - "$out" "$cfg" "$prompts" > "$out/experiment.json" <<'PY'
+import json, sys
 out, cfg, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-lens = []
-for f in sorted(glob.glob(out + "/gen/*.h5")):
-    with h5py.File(f, "r") as h:
-        off, pl = h["offsets"][:], h["prompt_len"][:]
-        lens += [int(off[i + 1] - off[i] - pl[i]) for i in range(len(pl))]
-value = json.load(open(cfg))
+dec = json.JSONDecoder()
+text, at, lens = open(out + "/inspect.jsonl").read(), 0, []
+while text[at:].strip():
+    while text[at].isspace():
+        at += 1
+    shard, at = dec.raw_decode(text, at)
+    lens += [s["response_len"] for s in shard["first_samples"]]
+assert len(lens) == n, f"{len(lens)} response lengths for {n} prompts"
 json.dump({"format": "braid.experiment", "version": 1, "name": "predict-stages",
            "algorithm": "ppo",
            "models": {"actor": {"config": cfg}, "ref": {"config": cfg},
@@ -82,7 +86,7 @@ braid-profile measure --experiment "$out/experiment.json" --threads "$threads" -
 braid-meshplan "$out/experiment.json" "$out/cluster.json" --profile "$out/profile.json" \
   --no-inter-fusion --no-intra-fusion --search exhaustive -o "$out/plan.json" -q > /dev/null
 
-/usr/bin/python3 - "$out" "$iters" <<'PY'
+python3 - "$out" "$iters" <<'PY'
 import json, statistics, sys
 out, iters = sys.argv[1], int(sys.argv[2])
 plan = json.load(open(out + "/plan.json"))
