@@ -59,17 +59,14 @@ ln -sfn it1/gen "$out/gen"
 
 # The experiment as the planner sees it: these models, this batch, the measured
 # lengths (each sample's response length from `braid inspect --json`).
-for f in "$out"/gen/*.h5; do braid inspect --json -n "$shard" "$f"; done > "$out/inspect.jsonl"
-python3 - "$out" "$cfg" "$prompts" > "$out/experiment.json" <<'PY'
-import json, sys
-out, cfg, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-dec = json.JSONDecoder()
-text, at, lens = open(out + "/inspect.jsonl").read(), 0, []
-while text[at:].strip():
-    while text[at].isspace():
-        at += 1
-    shard, at = dec.raw_decode(text, at)
-    lens += [s["response_len"] for s in shard["first_samples"]]
+python3 - "$out" "$cfg" "$prompts" "$shard" > "$out/experiment.json" <<'PY'
+import glob, json, subprocess, sys
+out, cfg, n, shard = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+lens = []
+for f in sorted(glob.glob(out + "/gen/*.h5")):
+    summary = json.loads(subprocess.run(["braid", "inspect", "--json", "-n", shard, f],
+                                        check=True, capture_output=True, text=True).stdout)
+    lens += [s["response_len"] for s in summary["first_samples"]]
 assert len(lens) == n, f"{len(lens)} response lengths for {n} prompts"
 json.dump({"format": "braid.experiment", "version": 1, "name": "predict-stages",
            "algorithm": "ppo",
