@@ -8,6 +8,8 @@
 // matrices are row-major. Ops run in stream order; synchronize() waits for them.
 #pragma once
 
+#include "backend/dtype.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -16,7 +18,6 @@
 
 namespace braid::backend {
 
-enum class DType { f32, f64 };
 template <typename T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<double>() { return DType::f64; }
