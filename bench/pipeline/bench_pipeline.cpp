@@ -24,6 +24,7 @@
 #include "train/micro_batches.hpp"
 #include "train/objectives.hpp"
 #include "train/pipeline.hpp"
+#include "train/trainer.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -73,23 +74,16 @@ Timed time_single_process(const Options& o, const std::filesystem::path& dir,
   auto critic = train::open_model(dir / "critic.h5", *be).model;
   train::PolicyObjective policy(train::ppo_actor_options());
   train::ValueObjective value;
-  optim::AdamW actor_opt(*be, actor->tensors(), adamw()), critic_opt(*be, critic->tensors(), adamw());
-  const model::ActivationOptions ao{.max_tokens = max_tokens, .max_sequences = o.sequences, .training = true};
-  auto actor_acts = actor->make_activations(ao), critic_acts = critic->make_activations(ao);
+  const train::TrainerOptions topt{.adamw = adamw(),
+                                   .lr = {.peak_lr = 1e-5, .min_lr = 1e-5, .kind = optim::LrSchedule::Kind::constant},
+                                   .micro = {.max_tokens = max_tokens, .max_sequences = o.sequences}};
+  train::Trainer actor_trainer(*actor, policy, topt), critic_trainer(*critic, value, topt);
   Timed times;
   for (int s = 0; s <= o.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = cpu_seconds();
-    for (auto [m, acts, obj, opt] : {std::tuple{actor.get(), &actor_acts, static_cast<train::Objective*>(&policy), &actor_opt},
-                                     std::tuple{critic.get(), &critic_acts, static_cast<train::Objective*>(&value), &critic_opt}}) {
-      m->zero_grad();
-      for (const auto& mb : mbs) {
-        m->forward({mb.tokens, mb.offsets}, *acts);
-        obj->loss_and_grad(*m, *acts, mb, 1.0 / static_cast<double>(mbs.size()));
-        m->backward(*acts);
-      }
-      opt->step(1e-5, 1.0);
-    }
+    actor_trainer.step(mbs);
+    critic_trainer.step(mbs);
     if (s > 0) {  // the first is a warm-up
       times.wall.push_back(seconds_since(t0));
       times.cpu.push_back(cpu_seconds() - c0);

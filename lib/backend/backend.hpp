@@ -9,6 +9,7 @@
 #pragma once
 
 #include "backend/dtype.hpp"
+#include "backend/losses.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -23,7 +24,7 @@ template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<double>() { return DType::f64; }
 
 enum class Op {
-  gemm, embedding, rmsnorm, rope, attention, swiglu, elementwise, softmax_stats, adamw,
+  gemm, embedding, rmsnorm, rope, attention, swiglu, elementwise, softmax_stats, adamw, losses,
 };
 
 // Attention over a packed batch: rows of q/out are tokens of several segments
@@ -111,6 +112,20 @@ class Ops {
 
   // One AdamW update of fp32 master weights w with moments m, v.
   virtual void adamw(std::int64_t n, T* w, const T* grad, T* m, T* v, const AdamWStep& s) = 0;
+
+  // The RL losses over n rows of device arrays (backend/losses.hpp): each writes the
+  // gradients of scale · loss and returns its weighted sums to the host (a few scalars:
+  // the only thing that crosses). policy_loss writes d_entropy only when entropy_coef != 0.
+  virtual PolicyLossSums policy_loss(std::int64_t n, const PolicyLossRows<T>& in, const PolicyLossOptions& opt,
+                                     double scale, T* d_logprob, T* d_entropy) = 0;
+  virtual ValueLossSums value_loss(std::int64_t n, const ValueLossRows<T>& in, double clip, double scale,
+                                   T* d_values) = 0;
+  // Pair i compares values[chosen_rows[i]] with values[rejected_rows[i]] (row indices in
+  // device memory); writes d_values at those rows only.
+  virtual PairwiseLossSums pairwise_loss(std::int64_t pairs, const T* values, const std::int64_t* chosen_rows,
+                                         const std::int64_t* rejected_rows, double scale, T* d_values) = 0;
+  // Σ −weight·logprob; d_logprob = −scale · weight.
+  virtual double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale, T* d_logprob) = 0;
 };
 
 class Backend {

@@ -72,6 +72,21 @@ class CpuOps final : public Ops<T> {
   void adamw(std::int64_t n, T* w, const T* grad, T* m, T* v, const AdamWStep& s) override {
     cpu::adamw<T>(n, w, grad, m, v, s);
   }
+  PolicyLossSums policy_loss(std::int64_t n, const PolicyLossRows<T>& in, const PolicyLossOptions& opt, double scale,
+                             T* d_logprob, T* d_entropy) override {
+    return cpu::policy_loss<T>(n, in, opt, scale, d_logprob, d_entropy);
+  }
+  ValueLossSums value_loss(std::int64_t n, const ValueLossRows<T>& in, double clip, double scale,
+                           T* d_values) override {
+    return cpu::value_loss<T>(n, in, clip, scale, d_values);
+  }
+  PairwiseLossSums pairwise_loss(std::int64_t pairs, const T* values, const std::int64_t* chosen_rows,
+                                 const std::int64_t* rejected_rows, double scale, T* d_values) override {
+    return cpu::pairwise_loss<T>(pairs, values, chosen_rows, rejected_rows, scale, d_values);
+  }
+  double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale, T* d_logprob) override {
+    return cpu::nll_loss<T>(n, logprob, weight, scale, d_logprob);
+  }
 };
 
 class CpuBackend final : public Backend {

@@ -37,12 +37,17 @@ void attach(Trainee& t, std::unique_ptr<Objective> obj, const TrainerOptions& op
   }
 }
 
-std::vector<CallRecord> run_loop(const io::SampleBatch& batch, std::vector<Trainee*> trainees, const LoopOptions& loop) {
+TrainerEngine engine_of(const std::vector<Trainee*>& trainees) {
   std::vector<NamedTrainer> named;
   for (Trainee* t : trainees) named.push_back({t->call, t->trainer.get()});
-  const auto total = static_cast<std::uint64_t>(steps_per_call(batch.size(), loop) * std::int64_t(named.size()));
+  return TrainerEngine(std::move(named));
+}
+
+std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& engine, const LoopOptions& loop) {
+  const auto calls = static_cast<std::int64_t>(engine.calls().size());
+  const auto total = static_cast<std::uint64_t>(steps_per_call(batch.size(), loop) * calls);
   Progress progress("training", total, "step");
-  auto records = train_epochs(batch, named, loop, [&](const std::string& call, const StepStats& s) {
+  auto records = train_epochs(batch, engine, loop, [&](const std::string& call, const StepStats& s) {
     progress.advance(1);
     progress.set_status(fmt::format("{} loss {:.4g} |g| {:.3g}", call, s.loss, s.grad_norm));
     log::debug("{} step: loss {:.6g}, grad norm {:.4g}, {} tokens in {} micro-batches, {:.3f} s", call, s.loss,

@@ -28,8 +28,10 @@ struct Trainee {
 };
 void attach(Trainee& t, std::unique_ptr<Objective> obj, const TrainerOptions& opt);
 
+// The trainees' trainers as one engine (after attach).
+TrainerEngine engine_of(const std::vector<Trainee*>& trainees);
 // train_epochs with progress on stderr and a summary line per call.
-std::vector<CallRecord> run_loop(const io::SampleBatch& batch, std::vector<Trainee*> trainees, const LoopOptions& loop);
+std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& engine, const LoopOptions& loop);
 // New checkpoints (step + 1) with their optimizer state; the weight files on stdout.
 void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by);
 void write_stats(const CommonTrainOptions& c, Clock::time_point t0, const io::SampleBatch& batch,

@@ -1,20 +1,66 @@
-// braid-train ppo and grpo in one process: scored shards into the actor (and critic).
+// braid-train ppo and grpo: scored shards into the actor (and critic), in one process or,
+// with --schedule, as one fused pipeline under mpirun (train/rl_session.hpp).
 #include "train/commands.hpp"
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "train/command_steps.hpp"
 #include "rl/gae.hpp"
+#include "train/command_steps.hpp"
 #include "train/objectives.hpp"
-#include "train/pipeline_command.hpp"
+#include "train/rl_session.hpp"
 #include "train/train_inputs.hpp"
 
+#include <algorithm>
 #include <memory>
 
 namespace braid::train {
 
 using namespace steps;
+
+namespace {
+
+// Actor (and critic) as Trainers in this process.
+class ProcessSession final : public RlSession {
+ public:
+  explicit ProcessSession(const RlCommand& c) : c_(c), be_(backend::make_cpu_backend(c.common.threads)) {
+    const bool ppo = c.algorithm == "ppo";
+    actor_ = {open_model(c.actor, *be_, {}, true, false), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
+    trainees_.push_back(&actor_);
+    if (ppo) {
+      critic_ = {open_model(c.critic, *be_, {}, false, true), nullptr, nullptr, c.critic, c.critic_out, "critic_train"};
+      trainees_.push_back(&critic_);
+    }
+  }
+  bool lead() const override { return true; }
+  bool already_done() override { return steps::already_done(trainees_); }
+  void prepare() override {
+    const bool ppo = c_.algorithm == "ppo";
+    attach(actor_, std::make_unique<PolicyObjective>(ppo ? ppo_actor_options(c_.clip, c_.entropy_coef)
+                                                         : grpo_actor_options(c_.clip, c_.kl_coef)),
+           trainer_options(c_.common, c_.common.lr, 1));
+    if (ppo) attach(critic_, std::make_unique<ValueObjective>(c_.value_clip), trainer_options(c_.common, c_.critic_lr, 1));
+    engine_ = std::make_unique<TrainerEngine>(engine_of(trainees_));
+  }
+  std::vector<model::ModelConfig> configs() const override {
+    std::vector<model::ModelConfig> out;
+    for (const Trainee* t : trainees_) out.push_back(t->opened.model->config());
+    return out;
+  }
+  std::int64_t actor_step() const override { return actor_.opened.step; }
+  std::string describe() const override { return "one process"; }
+  TrainingEngine& engine() override { return *engine_; }
+  void save(const std::string& created_by) override { save_all(trainees_, created_by); }
+
+ private:
+  const RlCommand& c_;
+  std::unique_ptr<backend::Backend> be_;
+  Trainee actor_, critic_;
+  std::vector<Trainee*> trainees_;
+  std::unique_ptr<TrainerEngine> engine_;
+};
+
+}  // namespace
 
 std::vector<std::string> required_arrays(const RlCommand& c) {
   std::vector<std::string> required{"logprobs/actor", "advantages"};
@@ -35,39 +81,30 @@ int run_rl(const RlCommand& c) {
   const bool ppo = c.algorithm == "ppo";
   if (!ppo && c.algorithm != "grpo") throw UsageError("the algorithm is ppo or grpo, not " + c.algorithm);
   if (ppo && (c.critic.empty() || c.critic_out.empty())) throw UsageError("ppo needs --critic and --critic-out");
-  if (!c.schedule.empty()) return run_fused_rl(c);  // under mpirun (train/pipeline_command.hpp)
-  auto be = backend::make_cpu_backend(c.common.threads);
-
-  Trainee actor{open_model(c.actor, *be, {}, true, false), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
-  Trainee critic;
-  std::vector<Trainee*> trainees{&actor};
-  if (ppo) {
-    critic = {open_model(c.critic, *be, {}, false, true), nullptr, nullptr, c.critic, c.critic_out, "critic_train"};
-    trainees.push_back(&critic);
+  const bool fused = !c.schedule.empty();
+  if (fused && std::find(c.inputs.begin(), c.inputs.end(), "-") != c.inputs.end()) {
+    throw UsageError("--schedule: name the shards as arguments (under mpirun only one rank reads stdin)");
   }
-  if (already_done(trainees)) return 0;
+  std::unique_ptr<RlSession> session = fused ? make_fused_session(c) : std::make_unique<ProcessSession>(c);
+  if (session->already_done()) return 0;
+  session->prepare();
 
-  const std::vector<std::string> required = required_arrays(c);
+  const auto configs = session->configs();
   TrainingShards shards =
-      read_training_shards(c.inputs, required, [&](const std::filesystem::path& p, const io::SampleBatch& b, std::size_t first) {
-        check_sequences_fit(b, first, actor.opened.model->config(), p.string());
-        if (ppo) check_sequences_fit(b, first, critic.opened.model->config(), p.string());
+      read_training_shards(c.inputs, required_arrays(c), [&](const std::filesystem::path& p, const io::SampleBatch& b, std::size_t first) {
+        for (const auto& cfg : configs) check_sequences_fit(b, first, cfg, p.string());
         log::debug("read {} ({} sequences so far)", p.string(), b.size());
       });
-  log::info("{} sequences, {} tokens from {} shards (policy step {}; actor step {})", shards.batch.size(),
-            shards.batch.token_count(), shards.files.size(), shards.policy_step, actor.opened.step);
-  if (shards.policy_step != actor.opened.step) {
-    log::warn("the samples come from policy step {}, the actor is at step {}", shards.policy_step, actor.opened.step);
+  log::info("{} sequences, {} tokens from {} shards (policy step {}; actor step {}); {}", shards.batch.size(),
+            shards.batch.token_count(), shards.files.size(), shards.policy_step, session->actor_step(),
+            session->describe());
+  if (shards.policy_step != session->actor_step()) {
+    log::warn("the samples come from policy step {}, the actor is at step {}", shards.policy_step, session->actor_step());
   }
-
   prepare_advantages(c, shards.batch);
-  attach(actor, std::make_unique<PolicyObjective>(ppo ? ppo_actor_options(c.clip, c.entropy_coef)
-                                                      : grpo_actor_options(c.clip, c.kl_coef)),
-         trainer_options(c.common, c.common.lr, 1));
-  if (ppo) attach(critic, std::make_unique<ValueObjective>(c.value_clip), trainer_options(c.common, c.critic_lr, 1));
-  const auto records = run_loop(shards.batch, trainees, loop_options(c.common, 1));
-  save_all(trainees, c.common.created_by);
-  write_stats(c.common, t0, shards.batch, records);
+  const auto records = run_loop(shards.batch, session->engine(), loop_options(c.common, 1));
+  session->save(c.common.created_by);
+  if (session->lead()) write_stats(c.common, t0, shards.batch, records);
   return 0;
 }
 

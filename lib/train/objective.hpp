@@ -6,27 +6,56 @@
 // left in acts.output_grad(). The objective alone knows the loss: PPO's clipped
 // policy or value loss, GRPO, the reward model's pairwise loss, SFT.
 //
-//   model.forward({mb.tokens, mb.offsets}, acts);          // every stage, in order
-//   LossStats s = objective.loss_and_grad(last, acts, mb, 1.0 / micro_batches);
-//   model.backward(acts);                                  // every stage, in reverse
+// A loss is a mean over *units* of the whole mini-batch (response tokens for PPO, the
+// critic and SFT; sequences for GRPO's mean of per-sequence means; pairs for the reward
+// model), never over a micro-batch: the trainer first adds up units(mb) over every
+// micro-batch of the mini-batch (every replica and rank alike), then
 //
-// Because the scale is passed in, k micro-batches accumulate into the gradient of
-// the mean of their losses, and a pipeline computes the very gradient a single
-// process does.
+//   model.forward({mb.tokens, mb.offsets}, acts);                // every stage, in order
+//   LossStats s = objective.loss_and_grad(last, acts, mb, 1.0 / total_units);
+//   model.backward(acts);                                        // every stage, in reverse
+//
+// so the gradient is ∂(Σ_units ℓ / total_units) whatever the micro-batch split, the
+// number of replicas or ranks. LossStats carries the micro-batch's unnormalised sum;
+// LossTotals adds micro-batches up into the mini-batch's mean.
 #pragma once
 
 #include "io/sample_batch.hpp"
 #include "model/model.hpp"
 
 #include <map>
+#include <span>
 #include <string>
 
 namespace braid::train {
 
 struct LossStats {
-  double loss = 0;        // the micro-batch's loss (unscaled)
-  double weight = 0;      // what it is averaged over (tokens or sequences), for reporting
-  std::map<std::string, double> metrics;  // objective-specific (clip fraction, KL, ...), unscaled
+  double loss = 0;        // Σ over the micro-batch's units of each one's loss (not divided)
+  double units = 0;       // the units it sums over (= the objective's units(mb))
+  // Objective-specific (clip fraction, KL, ...): means over the micro-batch's units; a
+  // name ending in "_max" is a maximum instead.
+  std::map<std::string, double> metrics;
+};
+
+// Micro-batches' LossStats added up into their mini-batch's: loss and metrics as means
+// over all units (metrics weighted by each micro-batch's units; "_max" ones by max).
+class LossTotals {
+ public:
+  void add(const LossStats& s);
+  // The running sums: Σ loss, Σ units, and per metric Σ value · units (or the max).
+  const std::map<std::string, double>& metric_sums() const { return metrics_; }
+  double loss_sum() const { return loss_; }
+  double units() const { return units_; }
+  // Adds sums of that form (another rank's, say) to these.
+  void merge(double loss_sum, double units, const std::map<std::string, double>& metric_sums);
+  // loss = Σ loss / Σ units; metrics likewise (0 when there are no units).
+  LossStats mean() const;
+
+  static bool is_max(const std::string& metric);
+
+ private:
+  double loss_ = 0, units_ = 0;
+  std::map<std::string, double> metrics_;   // Σ metric · units, or the max
 };
 
 class Objective {
@@ -38,13 +67,22 @@ class Objective {
   virtual bool needs_lm_head() const = 0;
   virtual bool needs_value_head() const = 0;
 
+  // What the loss of micro-batch mb is a sum over: its response tokens, sequences with a
+  // response, or pairs. Needs only tokens, offsets and prompt lengths (every rank of a
+  // pipeline can count it). std::invalid_argument when mb cannot be cut into the units
+  // (the reward model's odd sequence count).
+  virtual double units(const io::SampleBatch& mb) const = 0;
+
   // After m.forward of the micro-batch mb (tokens, offsets and whatever per-token or
   // per-sequence arrays the objective reads), on the last stage m: adds
-  // ∂(scale · loss)/∂output into acts.output_grad() and the heads' gradients, and
-  // returns the unscaled loss and metrics. std::invalid_argument when mb lacks an array
-  // the objective needs (naming it).
+  // ∂(scale · Σ_units ℓ)/∂output into acts.output_grad() and the heads' gradients, and
+  // returns the unscaled sum and the metrics. std::invalid_argument when mb lacks an
+  // array the objective needs (naming it).
   virtual LossStats loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
                                   double scale) = 0;
 };
+
+// Σ units(mb) over micro-batches.
+double total_units(const Objective& obj, std::span<const io::SampleBatch> micro_batches);
 
 }  // namespace braid::train

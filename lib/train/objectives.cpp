@@ -1,33 +1,40 @@
 #include "train/objectives.hpp"
 
-#include "rl/rm_loss.hpp"
-
 #include <fmt/format.h>
 
 #include <stdexcept>
 
 namespace braid::train {
 
+namespace {
+
+// The rows of sequence i that produce response tokens: [first - 1, end - 1) for tokens
+// [first, end). Token begin(i) has no producing row in its sequence.
+std::size_t first_response_token(const io::SampleBatch& mb, std::size_t i) {
+  return std::max(mb.response_begin(i), mb.begin(i) + 1);
+}
+
+}  // namespace
+
 std::vector<float> response_row_weights(const io::SampleBatch& mb, Aggregation aggregation) {
   std::vector<float> w(mb.token_count(), 0.0f);
-  std::size_t total = 0, sequences = 0;
   for (std::size_t i = 0; i < mb.size(); ++i) {
-    // Token begin(i) has no producing row in its sequence (a response never starts there in practice).
-    const std::size_t first = std::max(mb.response_begin(i), mb.begin(i) + 1);
-    if (first < mb.end(i)) {
-      total += mb.end(i) - first;
-      ++sequences;
-    }
-  }
-  for (std::size_t i = 0; i < mb.size(); ++i) {
-    const std::size_t first = std::max(mb.response_begin(i), mb.begin(i) + 1);
+    const std::size_t first = first_response_token(mb, i);
     if (first >= mb.end(i)) continue;
-    const double each = aggregation == Aggregation::token_mean
-                            ? 1.0 / double(total)
-                            : 1.0 / (double(sequences) * double(mb.end(i) - first));
+    const double each = aggregation == Aggregation::token_mean ? 1.0 : 1.0 / double(mb.end(i) - first);
     for (std::size_t t = first; t < mb.end(i); ++t) w[t - 1] = static_cast<float>(each);
   }
   return w;
+}
+
+double response_units(const io::SampleBatch& mb, Aggregation aggregation) {
+  double units = 0;
+  for (std::size_t i = 0; i < mb.size(); ++i) {
+    const std::size_t first = first_response_token(mb, i);
+    if (first >= mb.end(i)) continue;
+    units += aggregation == Aggregation::token_mean ? double(mb.end(i) - first) : 1.0;
+  }
+  return units;
 }
 
 std::vector<float> token_array_on_rows(const io::SampleBatch& mb, const std::vector<float>& per_token) {
@@ -55,14 +62,9 @@ T* DeviceRows<T>::upload(backend::Backend& be, const std::vector<T>& host) {
   return p;
 }
 
-template <typename T>
-void DeviceRows<T>::download(backend::Backend& be, std::vector<T>& host, std::size_t n) const {
-  host.resize(n);
-  be.copy_to_host(host.data(), buf_.data(), n * sizeof(T));
-}
-
 template class DeviceRows<float>;
 template class DeviceRows<std::int32_t>;
+template class DeviceRows<std::int64_t>;
 
 namespace {
 
@@ -84,12 +86,6 @@ model::Batch batch_of(const io::SampleBatch& mb) { return {mb.tokens, mb.offsets
 std::unique_ptr<rl::ChunkedLmHead<float>> make_head(const model::Model& m, std::int64_t chunk_rows) {
   return std::make_unique<rl::ChunkedLmHead<float>>(m.backend(), m.config().vocab_size, m.config().hidden_size,
                                                     chunk_rows);
-}
-
-std::int64_t counted(const std::vector<float>& w) {
-  std::int64_t n = 0;
-  for (float x : w) n += x != 0;
-  return n;
 }
 
 }  // namespace
@@ -125,25 +121,27 @@ LossStats PolicyObjective::loss_and_grad(model::Model& m, model::Activations& ac
   backend::Backend& be = m.backend();
   if (!head_) head_ = make_head(m, opt_.head_chunk_rows);
   const std::int32_t* targets = targets_.upload(be, rl::next_token_targets(batch_of(mb)));
-  rl::token_logprobs<float>(m, acts, *head_, targets, logprob_.room(be, n), entropy_.room(be, n));
-  std::vector<float> logprob, entropy, d_logprob(n), d_entropy;
-  logprob_.download(be, logprob, n);
-  entropy_.download(be, entropy, n);
+  float* logprob = logprob_.room(be, n);
+  float* entropy = entropy_.room(be, n);
+  rl::token_logprobs<float>(m, acts, *head_, targets, logprob, entropy);
   const bool entropy_grad = opt_.loss.entropy_coef != 0;
-  if (entropy_grad) d_entropy.resize(n);
-
-  const rl::PolicyLossResult r =
-      rl::policy_loss({logprob, old, adv, weight, entropy, ref}, opt_.loss, d_logprob, d_entropy, scale);
-  const float* d_lp = d_logprob_.upload(be, d_logprob);
-  const float* d_ent = entropy_grad ? d_entropy_.upload(be, d_entropy) : nullptr;
-  rl::token_logprobs_backward<float>(m, acts, *head_, targets, d_lp, d_ent);
+  float* d_logprob = d_logprob_.room(be, n);
+  float* d_entropy = entropy_grad ? d_entropy_.room(be, n) : nullptr;
+  const backend::PolicyLossSums r = be.ops<float>().policy_loss(
+      static_cast<std::int64_t>(n),
+      {.logprob = logprob, .old_logprob = old_.upload(be, old), .advantages = adv_.upload(be, adv),
+       .weight = weight_.upload(be, weight), .entropy = entropy,
+       .ref_logprob = ref.empty() ? nullptr : ref_.upload(be, ref)},
+      opt_.loss, scale, d_logprob, d_entropy);
+  rl::token_logprobs_backward<float>(m, acts, *head_, targets, d_logprob, d_entropy);
 
   LossStats s;
   s.loss = r.loss;
-  s.weight = static_cast<double>(counted(weight));
-  s.metrics = {{"policy_loss", r.policy_loss}, {"clip_fraction", r.clip_fraction}, {"approx_kl", r.approx_kl},
-               {"entropy", r.entropy}, {"ratio_max", r.ratio_max}};
-  if (opt_.loss.kl_coef != 0) s.metrics["kl_ref"] = r.kl_ref;
+  s.units = r.weight;
+  const double w = r.weight > 0 ? r.weight : 1.0;
+  s.metrics = {{"policy_loss", r.policy_loss / w}, {"clip_fraction", r.clipped / w}, {"approx_kl", r.approx_kl / w},
+               {"entropy", r.entropy / w}, {"ratio_max", r.ratio_max}};
+  if (opt_.loss.kl_coef != 0) s.metrics["kl_ref"] = r.kl_ref / w;
   return s;
 }
 
@@ -156,15 +154,20 @@ LossStats ValueObjective::loss_and_grad(model::Model& m, model::Activations& act
   const auto weight = response_row_weights(mb, Aggregation::token_mean);
   const std::size_t n = mb.token_count();
   backend::Backend& be = m.backend();
-  m.values(acts, values_.room(be, n));
-  std::vector<float> values, d_values(n);
-  values_.download(be, values, n);
-  const rl::ValueLossResult r = rl::value_loss({values, old, ret, weight}, clip_, d_values, scale);
-  m.values_backward(acts, d_values_.upload(be, d_values));
+  float* values = values_.room(be, n);
+  m.values(acts, values);
+  float* d_values = d_values_.room(be, n);
+  const backend::ValueLossSums r = be.ops<float>().value_loss(
+      static_cast<std::int64_t>(n),
+      {.values = values, .old_values = old_.upload(be, old), .returns = returns_.upload(be, ret),
+       .weight = weight_.upload(be, weight)},
+      clip_, scale, d_values);
+  m.values_backward(acts, d_values);
   LossStats s;
   s.loss = r.loss;
-  s.weight = static_cast<double>(counted(weight));
-  s.metrics = {{"value_clip_fraction", r.clip_fraction}, {"value_error", r.mean_error}};
+  s.units = r.weight;
+  const double w = r.weight > 0 ? r.weight : 1.0;
+  s.metrics = {{"value_clip_fraction", r.clipped / w}, {"value_error", r.error / w}};
   return s;
 }
 
@@ -178,35 +181,39 @@ std::vector<float> last_token_values(const model::Model& m, const model::Activat
   return out;
 }
 
-LossStats PairwiseRewardObjective::loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
-                                                 double scale) {
-  check_rows(m, acts, mb, "the reward-model objective");
+double PairwiseRewardObjective::units(const io::SampleBatch& mb) const {
   if (mb.size() % 2 != 0) {
     throw std::invalid_argument(fmt::format("the reward-model objective needs (chosen, rejected) pairs, got {} sequences",
                                             mb.size()));
   }
+  return static_cast<double>(mb.size() / 2);
+}
+
+LossStats PairwiseRewardObjective::loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
+                                                 double scale) {
+  check_rows(m, acts, mb, "the reward-model objective");
+  units(mb);  // refuses an odd count
   const std::size_t n = mb.token_count();
   const std::size_t pairs = mb.size() / 2;
   backend::Backend& be = m.backend();
-  m.values(acts, values_.room(be, n));
-  std::vector<float> values;
-  values_.download(be, values, n);
-  std::vector<float> chosen(pairs), rejected(pairs), d_chosen(pairs), d_rejected(pairs);
+  float* values = values_.room(be, n);
+  m.values(acts, values);
+  std::vector<std::int64_t> chosen(pairs), rejected(pairs);
   for (std::size_t p = 0; p < pairs; ++p) {
-    chosen[p] = values[mb.end(2 * p) - 1];
-    rejected[p] = values[mb.end(2 * p + 1) - 1];
+    chosen[p] = static_cast<std::int64_t>(mb.end(2 * p) - 1);
+    rejected[p] = static_cast<std::int64_t>(mb.end(2 * p + 1) - 1);
   }
-  const rl::PairwiseLossResult r = rl::pairwise_loss(chosen, rejected, d_chosen, d_rejected, scale);
-  std::vector<float> d_values(n, 0.0f);
-  for (std::size_t p = 0; p < pairs; ++p) {
-    d_values[mb.end(2 * p) - 1] = d_chosen[p];
-    d_values[mb.end(2 * p + 1) - 1] = d_rejected[p];
-  }
-  m.values_backward(acts, d_values_.upload(be, d_values));
+  float* d_values = d_values_.room(be, n);
+  be.fill_zero(d_values, n * sizeof(float));
+  const backend::PairwiseLossSums r = be.ops<float>().pairwise_loss(
+      static_cast<std::int64_t>(pairs), values, chosen_.upload(be, chosen), rejected_.upload(be, rejected), scale,
+      d_values);
+  m.values_backward(acts, d_values);
   LossStats s;
   s.loss = r.loss;
-  s.weight = static_cast<double>(pairs);
-  s.metrics = {{"accuracy", r.accuracy}, {"margin", r.margin}};
+  s.units = static_cast<double>(pairs);
+  const double count = pairs > 0 ? double(pairs) : 1.0;
+  s.metrics = {{"accuracy", r.correct / count}, {"margin", r.margin / count}};
   return s;
 }
 
@@ -218,18 +225,15 @@ LossStats SftObjective::loss_and_grad(model::Model& m, model::Activations& acts,
   backend::Backend& be = m.backend();
   if (!head_) head_ = make_head(m, chunk_rows_);
   const std::int32_t* targets = targets_.upload(be, rl::next_token_targets(batch_of(mb)));
-  rl::token_logprobs<float>(m, acts, *head_, targets, logprob_.room(be, n), nullptr);
-  std::vector<float> logprob, d_logprob(n);
-  logprob_.download(be, logprob, n);
-  double loss = 0;
-  for (std::size_t r = 0; r < n; ++r) {
-    loss -= double(weight[r]) * logprob[r];
-    d_logprob[r] = static_cast<float>(-scale * weight[r]);
-  }
-  rl::token_logprobs_backward<float>(m, acts, *head_, targets, d_logprob_.upload(be, d_logprob), nullptr);
+  float* logprob = logprob_.room(be, n);
+  rl::token_logprobs<float>(m, acts, *head_, targets, logprob, nullptr);
+  float* d_logprob = d_logprob_.room(be, n);
+  const double loss =
+      be.ops<float>().nll_loss(static_cast<std::int64_t>(n), logprob, weight_.upload(be, weight), scale, d_logprob);
+  rl::token_logprobs_backward<float>(m, acts, *head_, targets, d_logprob, nullptr);
   LossStats s;
   s.loss = loss;
-  s.weight = static_cast<double>(counted(weight));
+  s.units = units(mb);
   return s;
 }
 

@@ -14,7 +14,6 @@
 
 #include "backend/backend.hpp"
 #include "rl/chunked_lm_head.hpp"
-#include "rl/ppo_loss.hpp"
 #include "train/objective.hpp"
 
 #include <cstdint>
@@ -23,14 +22,19 @@
 
 namespace braid::train {
 
-// How the per-token losses of a micro-batch become one number.
+// How the per-token losses become one number (over the whole mini-batch: objective.hpp).
 enum class Aggregation {
-  token_mean,     // Σ over response tokens / their count (PPO)
-  sequence_mean,  // mean over sequences of each one's token mean (GRPO, DeepSeekMath eq. 3)
+  token_mean,     // Σ over response tokens / their count (PPO); a unit is a response token
+  sequence_mean,  // mean over sequences of each one's token mean (GRPO, DeepSeekMath eq. 3);
+                  // a unit is a sequence with a response
 };
 
-// Row weights for the response tokens of mb: row t − 1 for token t, 0 elsewhere.
+// Row weights for the response tokens of mb: row t − 1 for token t, 0 elsewhere; 1 per
+// token (token_mean) or 1/len for a sequence of len response tokens (sequence_mean), so
+// that the weights of mb add up to its units.
 std::vector<float> response_row_weights(const io::SampleBatch& mb, Aggregation aggregation);
+// Σ of response_row_weights(mb, aggregation), counted from the offsets alone.
+double response_units(const io::SampleBatch& mb, Aggregation aggregation);
 // A per-token array laid onto rows: row t − 1 gets per_token[t] (the last row of a sequence 0).
 std::vector<float> token_array_on_rows(const io::SampleBatch& mb, const std::vector<float>& per_token);
 
@@ -40,14 +44,13 @@ class DeviceRows {
  public:
   T* upload(backend::Backend& be, const std::vector<T>& host);
   T* room(backend::Backend& be, std::size_t n);
-  void download(backend::Backend& be, std::vector<T>& host, std::size_t n) const;
 
  private:
   backend::Buffer<T> buf_;
 };
 
 struct PolicyObjectiveOptions {
-  rl::PolicyLossOptions loss;
+  backend::PolicyLossOptions loss;
   Aggregation aggregation = Aggregation::token_mean;
   std::int64_t head_chunk_rows = 128;
 };
@@ -60,6 +63,7 @@ class PolicyObjective final : public Objective {
   explicit PolicyObjective(PolicyObjectiveOptions opt);
   bool needs_lm_head() const override { return true; }
   bool needs_value_head() const override { return false; }
+  double units(const io::SampleBatch& mb) const override { return response_units(mb, opt_.aggregation); }
   LossStats loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
                           double scale) override;
 
@@ -67,7 +71,7 @@ class PolicyObjective final : public Objective {
   PolicyObjectiveOptions opt_;
   std::unique_ptr<rl::ChunkedLmHead<float>> head_;
   DeviceRows<std::int32_t> targets_;
-  DeviceRows<float> logprob_, entropy_, d_logprob_, d_entropy_;
+  DeviceRows<float> old_, adv_, ref_, weight_, logprob_, entropy_, d_logprob_, d_entropy_;
 };
 
 class ValueObjective final : public Objective {
@@ -75,23 +79,26 @@ class ValueObjective final : public Objective {
   explicit ValueObjective(double clip = 0.2) : clip_(clip) {}
   bool needs_lm_head() const override { return false; }
   bool needs_value_head() const override { return true; }
+  double units(const io::SampleBatch& mb) const override { return response_units(mb, Aggregation::token_mean); }
   LossStats loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
                           double scale) override;
 
  private:
   double clip_;
-  DeviceRows<float> values_, d_values_;
+  DeviceRows<float> old_, returns_, weight_, values_, d_values_;
 };
 
 class PairwiseRewardObjective final : public Objective {
  public:
   bool needs_lm_head() const override { return false; }
   bool needs_value_head() const override { return true; }
+  double units(const io::SampleBatch& mb) const override;  // pairs
   LossStats loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
                           double scale) override;
 
  private:
   DeviceRows<float> values_, d_values_;
+  DeviceRows<std::int64_t> chosen_, rejected_;
 };
 
 // The scalar a reward model gives each sequence of mb (its value head at the last
@@ -103,6 +110,7 @@ class SftObjective final : public Objective {
   explicit SftObjective(std::int64_t head_chunk_rows = 128) : chunk_rows_(head_chunk_rows) {}
   bool needs_lm_head() const override { return true; }
   bool needs_value_head() const override { return false; }
+  double units(const io::SampleBatch& mb) const override { return response_units(mb, Aggregation::token_mean); }
   LossStats loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
                           double scale) override;
 
@@ -110,7 +118,7 @@ class SftObjective final : public Objective {
   std::int64_t chunk_rows_;
   std::unique_ptr<rl::ChunkedLmHead<float>> head_;
   DeviceRows<std::int32_t> targets_;
-  DeviceRows<float> logprob_, d_logprob_;
+  DeviceRows<float> weight_, logprob_, d_logprob_;
 };
 
 }  // namespace braid::train

@@ -173,6 +173,12 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
     }
   }
   if (!problems.empty()) throw InputError(im.opt.schedule_origin, problems);
+  // Every rank holds every micro-batch, so each knows the mini-batch's units.
+  std::vector<double> units(n_models, 0.0);
+  for (std::size_t i = 0; i < n_models; ++i) {
+    units[i] = total_units(*im.models[i].spec.objective, micro_batches[i]);
+    im.models[i].loss_scale = units[i] > 0 ? 1.0 / units[i] : 0.0;
+  }
 
   im.wait_seconds = 0;
   const auto stream_t0 = std::chrono::steady_clock::now();
@@ -187,8 +193,8 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
   }
   const double stream_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stream_t0).count();
 
-  // Per model: replicas' gradients summed into their mean, then the global norm.
-  std::vector<double> sums(4 * n_models, 0.0);  // grad², loss, weight, compute seconds
+  // Per model: replicas' gradients summed (each already carries 1/units), then the global norm.
+  std::vector<double> sums(3 * n_models, 0.0);  // grad², loss, compute seconds
   std::vector<std::int64_t> tokens(n_models, 0);
   for (std::size_t i = 0; i < n_models; ++i) {
     PipelineModelState& ms = im.models[i];
@@ -197,15 +203,12 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
     if (ms.tie_group && ms.tied) {
       ms.tie_group->all_reduce_sum(std::span<float>(ms.tied->grad, static_cast<std::size_t>(ms.tied->numel)));
       // The norm counts the shared tensor once: on the first stage.
-      if (ms.stage != 0) {
-        for (std::int64_t k = 0; k < ms.tied->numel; ++k) sq -= static_cast<double>(ms.tied->grad[k]) * ms.tied->grad[k];
-      }
+      if (ms.stage != 0) sq = -im.be->ops<float>().sum_squares(ms.tied->numel, ms.tied->grad);
     }
     // After the sum every replica holds the same gradient: count each stage once.
-    sums[4 * i] = (ms.adamw->grad_sq_norm(1.0) + sq) / ms.replicas;
-    sums[4 * i + 1] = ms.loss_sum;
-    sums[4 * i + 2] = ms.weight_sum;
-    sums[4 * i + 3] = ms.times.forward_seconds + ms.times.backward_seconds;
+    sums[3 * i] = (ms.adamw->grad_sq_norm(1.0) + sq) / ms.replicas;
+    sums[3 * i + 1] = ms.totals.loss_sum();
+    sums[3 * i + 2] = ms.times.forward_seconds + ms.times.backward_seconds;
     tokens[i] = ms.tokens;
   }
   im.comm->all_reduce_sum(std::span<double>(sums));
@@ -213,30 +216,41 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
 
   PipelineStepResult out;
   out.models.resize(n_models);
+  const auto ranks = static_cast<std::size_t>(im.comm->size());
+  const auto me = static_cast<std::size_t>(im.comm->rank());
   for (std::size_t i = 0; i < n_models; ++i) {
     PipelineModelState& ms = im.models[i];
     PipelineModelResult& r = out.models[i];
-    const double count = ms.replicas * ms.per_replica;
-    r.grad_norm = std::sqrt(sums[4 * i]);
+    r.grad_norm = std::sqrt(sums[3 * i]);
     r.clip = ms.adamw->step_with_norm(lr[i], 1.0, r.grad_norm);
-    r.stats.loss = sums[4 * i + 1] / count;
-    r.stats.weight = sums[4 * i + 2];
-    r.compute_seconds = sums[4 * i + 3];
+    r.compute_seconds = sums[3 * i + 2];
     r.tokens = tokens[i];
-    // Metric names as the last stage of replica 0 knows them; every rank sums in that order.
+    // The metrics of the last stages (one per replica), merged as LossTotals merges them.
+    // Metric names as the last stage of replica 0 knows them; every rank reduces in that order.
     const int root = im.problem.device_of(ms.sched_index, 0, ms.stages - 1);
     std::string names;
-    for (const auto& [k, v] : ms.metric_sum) names += k + '\n';
+    for (const auto& [k, v] : ms.totals.metric_sums()) names += k + '\n';
     im.comm->broadcast(names, root);
     std::vector<std::string> keys;
     for (std::size_t b = 0, e; (e = names.find('\n', b)) != std::string::npos; b = e + 1) keys.push_back(names.substr(b, e - b));
-    std::vector<double> values(keys.size(), 0.0);
+    // Row per rank: (has it, value) per metric; a sum over ranks leaves each row its own.
+    std::vector<double> rows(2 * keys.size() * ranks, 0.0);
     for (std::size_t k = 0; k < keys.size(); ++k) {
-      const auto it = ms.metric_sum.find(keys[k]);
-      if (it != ms.metric_sum.end()) values[k] = it->second;
+      const auto it = ms.totals.metric_sums().find(keys[k]);
+      if (it == ms.totals.metric_sums().end()) continue;
+      rows[2 * (me * keys.size() + k)] = 1;
+      rows[2 * (me * keys.size() + k) + 1] = it->second;
     }
-    im.comm->all_reduce_sum(std::span<double>(values));
-    for (std::size_t k = 0; k < keys.size(); ++k) r.stats.metrics[keys[k]] = values[k] / count;
+    im.comm->all_reduce_sum(std::span<double>(rows));
+    LossTotals all;
+    for (std::size_t rank = 0; rank < ranks; ++rank) {
+      std::map<std::string, double> part;
+      for (std::size_t k = 0; k < keys.size(); ++k) {
+        if (rows[2 * (rank * keys.size() + k)] != 0) part[keys[k]] = rows[2 * (rank * keys.size() + k) + 1];
+      }
+      all.merge(rank == 0 ? sums[3 * i + 1] : 0.0, rank == 0 ? units[i] : 0.0, part);
+    }
+    r.stats = all.mean();
   }
 
   const std::vector<double> times{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),

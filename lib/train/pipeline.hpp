@@ -24,8 +24,9 @@
 // r takes micro-batches r*M_m .. (r+1)*M_m - 1. A schedule's spec makes K x M equal
 // for every model, so actor and critic see the same mini-batch split the same number
 // of ways: train::split_micro_batches(batch, indices, micro_batches(i)). Each
-// micro-batch's loss is scaled by 1 / (K_m x M_m), which makes the update the one a
-// single process computes over the same micro-batches.
+// micro-batch's loss is scaled by 1 / (the units of all K_m x M_m micro-batches:
+// train/objective.hpp), which makes the update the one a single process computes over the
+// same mini-batch, however either splits it.
 #pragma once
 
 #include "backend/backend.hpp"
@@ -34,6 +35,7 @@
 #include "model/model.hpp"
 #include "optim/adamw.hpp"
 #include "sched/schedule_json.hpp"
+#include "train/engine.hpp"
 #include "train/objective.hpp"
 
 #include <cstdint>
@@ -59,7 +61,7 @@ struct PipelineOptions {
 };
 
 struct PipelineModelResult {
-  LossStats stats;            // loss and metrics: mean over the micro-batches; weight: summed
+  LossStats stats;            // loss and metrics over the mini-batch's units (LossTotals::mean)
   double grad_norm = 0;       // global, before clipping
   double clip = 1;            // the factor AdamW applied
   std::int64_t tokens = 0;    // tokens of all its micro-batches
@@ -126,6 +128,24 @@ class FusedPipeline {
 
  private:
   std::unique_ptr<Impl> impl_;
+};
+
+// The fused pipeline as train_epochs' engine (train/engine.hpp): each mini-batch cut into
+// every model's K x M micro-batches (split_micro_batches), each model's learning rate
+// from its schedule at its optimizer's step. UsageError when a mini-batch has fewer
+// sequences than the schedule's micro-batches, or a micro-batch more than micro_tokens.
+class PipelineEngine final : public TrainingEngine {
+ public:
+  PipelineEngine(FusedPipeline& pipe, std::vector<std::string> calls, std::vector<optim::LrSchedule> lr,
+                 std::int64_t micro_tokens);
+  std::vector<std::string> calls() const override { return calls_; }
+  std::vector<StepStats> step(const io::SampleBatch& batch, std::span<const std::size_t> indices) override;
+
+ private:
+  FusedPipeline* pipe_;
+  std::vector<std::string> calls_;
+  std::vector<optim::LrSchedule> lr_;
+  std::int64_t micro_tokens_;
 };
 
 }  // namespace braid::train

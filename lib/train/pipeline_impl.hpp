@@ -35,10 +35,11 @@ struct PipelineModelState {
   std::unique_ptr<dist::Communicator> tie_group;    // first and last stage of a tied model
   model::Tensor<float>* tied = nullptr;             // the embedding (or its copy) they share
 
-  // Accumulated over one step.
-  double loss_sum = 0, weight_sum = 0;
+  // One step's: 1 / the units of all its micro-batches (train/objective.hpp), and what
+  // accumulates over them.
+  double loss_scale = 0;
+  LossTotals totals;
   StageTimes times;
-  std::map<std::string, double> metric_sum;
   std::int64_t tokens = 0;
 };
 

@@ -100,9 +100,8 @@ void FusedPipeline::Impl::run_stream(std::span<const std::vector<io::SampleBatch
     ms.slot_of.assign(static_cast<std::size_t>(ms.per_replica), -1);
     ms.free_slots.clear();
     for (int i = static_cast<int>(ms.slots.size()) - 1; i >= 0; --i) ms.free_slots.push_back(i);
-    ms.loss_sum = ms.weight_sum = 0;
+    ms.totals = {};
     ms.times = {};
-    ms.metric_sum.clear();
     ms.tokens = 0;
   }
 
@@ -122,11 +121,7 @@ void FusedPipeline::Impl::run_stream(std::span<const std::vector<io::SampleBatch
         model::Activations& acts = slot(in.task);
         ms.model->forward({mb.tokens, mb.offsets}, acts);
         if (ms.model->is_last_stage()) {
-          const double scale = 1.0 / static_cast<double>(ms.replicas * ms.per_replica);
-          const LossStats s = ms.spec.objective->loss_and_grad(*ms.model, acts, mb, scale);
-          ms.loss_sum += s.loss;
-          ms.weight_sum += s.weight;
-          for (const auto& [k, v] : s.metrics) ms.metric_sum[k] += v;
+          ms.totals.add(ms.spec.objective->loss_and_grad(*ms.model, acts, mb, ms.loss_scale));
         }
         be->synchronize();
         ms.times.forward_seconds += since(t0);

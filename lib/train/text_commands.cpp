@@ -40,7 +40,8 @@ int run_text(const TextCommand& c, bool sft) {
   if (sft) obj = std::make_unique<SftObjective>();
   else obj = std::make_unique<PairwiseRewardObjective>();
   attach(t, std::move(obj), trainer_options(c.common, c.common.lr, group));
-  const auto records = run_loop(batch, trainees, loop_options(c.common, group));
+  TrainerEngine engine = engine_of(trainees);
+  const auto records = run_loop(batch, engine, loop_options(c.common, group));
   save_all(trainees, c.common.created_by);
   write_stats(c.common, t0, batch, records);
   return 0;

@@ -1,44 +1,28 @@
-// The single-process training loop: epochs × shuffled mini-batches × micro-batches.
+// The single-process engine: each model a Trainer in this process.
 //
 // A Trainer is one model, its objective and its own AdamW. step() takes one
 // mini-batch (sequence indices into a batch), splits it into micro-batches by token
-// budget, and for each runs forward, objective.loss_and_grad(scale 1/k), backward;
-// then one AdamW step at the schedule's learning rate, clipped by global norm.
-// train_epochs() drives several trainers over the same mini-batches: PPO's actor and
-// critic each take one step per mini-batch.
+// budget, and for each runs forward, objective.loss_and_grad(scale 1/units of the whole
+// mini-batch), backward; then one AdamW step at the schedule's learning rate, clipped by
+// global norm. How the mini-batch is split changes nothing but rounding.
+// TrainerEngine runs several trainers on the same mini-batches (PPO's actor and critic
+// each take one step per mini-batch) for train_epochs (train/engine.hpp).
 #pragma once
 
 #include "io/sample_batch.hpp"
 #include "model/model.hpp"
 #include "optim/adamw.hpp"
+#include "train/engine.hpp"
 #include "train/micro_batches.hpp"
 #include "train/objective.hpp"
+#include "train/options.hpp"
 
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace braid::train {
-
-struct TrainerOptions {
-  optim::AdamWConfig adamw;
-  optim::LrSchedule lr;
-  MicroBatchLimits micro;
-};
-
-struct StepStats {
-  double loss = 0;                          // mean over the micro-batches of each one's loss
-  double grad_norm = 0;                     // global norm before clipping
-  double lr = 0;
-  std::int64_t sequences = 0;
-  std::int64_t tokens = 0;                  // tokens forwarded
-  std::int64_t micro_batches = 0;
-  double seconds = 0;                       // wall time of the whole step
-  std::map<std::string, double> metrics;    // the objective's, mean over micro-batches
-};
 
 class Trainer {
  public:
@@ -46,7 +30,9 @@ class Trainer {
   Trainer(model::Model& m, Objective& obj, TrainerOptions opt);
 
   StepStats step(const io::SampleBatch& batch, std::span<const std::size_t> indices);
-  // The mean loss over micro-batches of the given sequences, without changing anything
+  // One optimizer step over a mini-batch already cut into micro-batches.
+  StepStats step(std::span<const io::SampleBatch> micro_batches);
+  // The mean loss over the units of the given sequences, without changing anything
   // (the gradients are left zeroed).
   double evaluate(const io::SampleBatch& batch, std::span<const std::size_t> indices);
 
@@ -62,33 +48,24 @@ class Trainer {
   model::Activations acts_;
 };
 
-struct LoopOptions {
-  int epochs = 1;
-  std::size_t mini_batch = 0;   // sequences per optimizer step; 0: all of them (one step per epoch)
-  std::uint64_t seed = 0;       // the shuffle of epoch e is Rng(seed, e)
-  std::size_t group = 1;        // sequences that stay together (RM pairs)
-};
-
 struct NamedTrainer {
   std::string call;             // "actor_train", "critic_train"
   Trainer* trainer = nullptr;
 };
 
-// Steps a trainer took, in order, and its totals.
-struct CallRecord {
-  std::string call;
-  std::vector<StepStats> steps;
-  double seconds = 0;
-  std::int64_t tokens = 0;
+class TrainerEngine final : public TrainingEngine {
+ public:
+  explicit TrainerEngine(std::vector<NamedTrainer> trainers) : trainers_(std::move(trainers)) {}
+  std::vector<std::string> calls() const override;
+  std::vector<StepStats> step(const io::SampleBatch& batch, std::span<const std::size_t> indices) override;
+
+ private:
+  std::vector<NamedTrainer> trainers_;
 };
 
-// Runs every trainer on every mini-batch, epoch by epoch; on_step (if set) after each
-// step. UsageError when the batch does not split into groups.
+// train_epochs over a TrainerEngine of these trainers.
 std::vector<CallRecord> train_epochs(const io::SampleBatch& batch, std::span<const NamedTrainer> trainers,
                                      const LoopOptions& opt,
                                      const std::function<void(const std::string& call, const StepStats&)>& on_step = {});
-
-// Optimizer steps train_epochs takes for a batch of `sequences` (for an LR schedule's total).
-std::int64_t steps_per_call(std::size_t sequences, const LoopOptions& opt);
 
 }  // namespace braid::train

@@ -1,4 +1,4 @@
-// braid-train's fused path (train/pipeline_command.hpp) end to end on the ranks of the
+// braid-train's fused path (run_rl with --schedule, train/pipeline_command.cpp) end to end on the ranks of the
 // job: shards and a schedule file in, the stage files of both checkpoints and their
 // optimizer state out, a rerun skipped, stdin refused.
 #define BOOST_TEST_MODULE pipeline_command
@@ -9,12 +9,13 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/json.hpp"
 #include "dist/mpi.hpp"
 #include "io/sample_shard.hpp"
 #include "model/config.hpp"
 #include "train/checkpoint.hpp"
 #include "train/optimizer_state.hpp"
-#include "train/pipeline_command.hpp"
+#include "train/commands.hpp"
 #include "train/train_outputs.hpp"
 
 #include <cmath>
@@ -70,7 +71,8 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
   c.common.lr = 1e-3;
   c.common.mini_batch = 7;   // two optimizer steps: 7 and 6 sequences
   c.common.created_by = "test_fused_command";
-  BOOST_TEST(train::run_fused_rl(c) == 0);
+  c.common.stats = (dir / "fused-stats.json").string();
+  BOOST_TEST(train::run_rl(c) == 0);
 
   if (world->rank() == 0) {
     auto be = backend::make_cpu_backend(1);
@@ -89,16 +91,56 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
   }
   world->barrier();
 
+  // The single process with default flags (one micro-batch per mini-batch, where the
+  // schedule cuts each into 4 of uneven lengths) takes the same steps: the losses are
+  // means over the whole mini-batch, not over micro-batches. Every step's loss (within
+  // 1e-6) and gradient norm (1e-5 relative) agree (the split used to move the norm by 17%), and
+  // the weights within 1e-4, a tenth of one step's move at lr 1e-3 (AdamW's first steps
+  // move each weight by about ±lr whatever the gradient's size, so elements within
+  // rounding of zero may step apart).
+  if (world->rank() == 0) {
+    train::RlCommand one = c;
+    one.schedule.clear();
+    one.common.micro_tokens = train::CommonTrainOptions{}.micro_tokens;
+    one.actor_out = (dir / "one-actor.h5").string();
+    one.critic_out = (dir / "one-critic.h5").string();
+    one.common.stats = (dir / "one-stats.json").string();
+    BOOST_TEST(train::run_rl(one) == 0);
+    const json fused_stats = load_json_file(c.common.stats), one_stats = load_json_file(one.common.stats);
+    for (const char* call : {"actor_train", "critic_train"}) {
+      const auto& f = fused_stats["calls"][call]["per_step"];
+      const auto& o = one_stats["calls"][call]["per_step"];
+      BOOST_REQUIRE_EQUAL(f.size(), 2u);
+      BOOST_REQUIRE_EQUAL(o.size(), 2u);
+      for (std::size_t s = 0; s < 2; ++s) {
+        BOOST_TEST_MESSAGE(call << " step " << s << ": loss " << f[s]["loss"] << " / " << o[s]["loss"] << ", |g| "
+                                << f[s]["grad_norm"] << " / " << o[s]["grad_norm"]);
+        // Absolute: a policy loss is a sum of ±A terms near 0, where relative error means nothing.
+        BOOST_TEST(std::abs(f[s]["loss"].get<double>() - o[s]["loss"].get<double>()) <= 1e-6);
+        BOOST_TEST(f[s]["grad_norm"].get<double>() == o[s]["grad_norm"].get<double>(), boost::test_tools::tolerance(1e-5));
+      }
+    }
+    auto be = backend::make_cpu_backend(1);
+    for (const auto& [fused, single] : {std::pair{c.actor_out, one.actor_out}, std::pair{c.critic_out, one.critic_out}}) {
+      auto a = train::open_model(fused, *be);
+      auto b = train::open_model(single, *be);
+      const double apart = max_diff(*a.model, *b.model);
+      BOOST_TEST_MESSAGE(fused << " vs one process: weights apart by " << apart);
+      BOOST_TEST(apart <= 1e-4, fused << " vs one process: weights apart by " << apart);
+    }
+  }
+  world->barrier();
+
   // A rerun finds both checkpoints complete and writes nothing.
   const auto stamp = std::filesystem::last_write_time(train::stage_path(c.actor_out, 0, n));
-  BOOST_TEST(train::run_fused_rl(c) == 0);
+  BOOST_TEST(train::run_rl(c) == 0);
   BOOST_TEST((std::filesystem::last_write_time(train::stage_path(c.actor_out, 0, n)) == stamp));
 
   train::RlCommand piped = c;
   piped.inputs = {"-"};
-  BOOST_CHECK_THROW(train::run_fused_rl(piped), UsageError);
+  BOOST_CHECK_THROW(train::run_rl(piped), UsageError);
   train::RlCommand small = c;
   small.common.mini_batch = 3;  // fewer sequences than the schedule's 4 micro-batches
   small.actor_out = (dir / "actor-small.h5").string();
-  BOOST_CHECK_THROW(train::run_fused_rl(small), UsageError);
+  BOOST_CHECK_THROW(train::run_rl(small), UsageError);
 }

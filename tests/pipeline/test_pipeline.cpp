@@ -51,7 +51,7 @@ ReferenceStep reference_step(model::Model& m, optim::AdamW& opt, train::Objectiv
   auto acts = m.make_activations({.max_tokens = kMaxTokens, .max_sequences = kMaxSequences, .training = true});
   m.zero_grad();
   ReferenceStep r;
-  const double scale = 1.0 / static_cast<double>(mbs.size());
+  const double scale = 1.0 / train::total_units(obj, mbs);
   for (const io::SampleBatch& mb : mbs) {
     m.forward({mb.tokens, mb.offsets}, acts);
     r.loss += scale * obj.loss_and_grad(m, acts, mb, scale).loss;

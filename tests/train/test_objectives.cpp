@@ -178,11 +178,13 @@ BOOST_AUTO_TEST_CASE(response_rows_are_weighted_by_token_or_sequence_mean) {
   b.add(std::vector<std::int32_t>{1, 2, 3, 4, 5}, 2, 0);  // response tokens 2..4 -> rows 1..3
   b.add(std::vector<std::int32_t>{1, 2, 3}, 2, 1);        // response token 7 -> row 6
   const auto tok = train::response_row_weights(b, train::Aggregation::token_mean);
-  const std::vector<float> want_tok{0, 0.25f, 0.25f, 0.25f, 0, 0, 0.25f, 0};
+  const std::vector<float> want_tok{0, 1, 1, 1, 0, 0, 1, 0};
   BOOST_TEST(tok == want_tok, boost::test_tools::per_element());
+  BOOST_TEST(train::response_units(b, train::Aggregation::token_mean) == 4.0);
   const auto seq = train::response_row_weights(b, train::Aggregation::sequence_mean);
-  const std::vector<float> want_seq{0, 1 / 6.f, 1 / 6.f, 1 / 6.f, 0, 0, 0.5f, 0};
+  const std::vector<float> want_seq{0, 1 / 3.f, 1 / 3.f, 1 / 3.f, 0, 0, 1, 0};
   for (std::size_t r = 0; r < seq.size(); ++r) BOOST_TEST(seq[r] == want_seq[r], boost::test_tools::tolerance(1e-6f));
+  BOOST_TEST(train::response_units(b, train::Aggregation::sequence_mean) == 2.0);
   const std::vector<float> arr{10, 11, 12, 13, 14, 20, 21, 22};
   const auto rows = train::token_array_on_rows(b, arr);
   const std::vector<float> want_rows{11, 12, 13, 14, 0, 21, 22, 0};

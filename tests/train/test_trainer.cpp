@@ -1,5 +1,6 @@
-// The trainer's accumulation and loop: k micro-batches of equal token counts give the
-// very gradient one micro-batch of them all gives (the 1/k scale), and train_epochs walks
+// The trainer's accumulation and loop: k micro-batches give the very gradient one
+// micro-batch of them all gives (test_invariance.cpp tries every objective and uneven
+// lengths), and train_epochs walks
 // every sequence once per epoch in mini-batches of the asked size.
 #define BOOST_TEST_MODULE train_trainer
 #include <boost/test/unit_test.hpp>

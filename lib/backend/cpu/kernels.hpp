@@ -69,4 +69,15 @@ void softmax_stats_backward(T* logits, std::int64_t rows, std::int64_t vocab, co
 template <typename T>
 void adamw(std::int64_t n, T* w, const T* grad, T* m, T* v, const AdamWStep& s);
 
+template <typename T>
+PolicyLossSums policy_loss(std::int64_t n, const PolicyLossRows<T>& in, const PolicyLossOptions& opt, double scale,
+                           T* d_logprob, T* d_entropy);
+template <typename T>
+ValueLossSums value_loss(std::int64_t n, const ValueLossRows<T>& in, double clip, double scale, T* d_values);
+template <typename T>
+PairwiseLossSums pairwise_loss(std::int64_t pairs, const T* values, const std::int64_t* chosen_rows,
+                               const std::int64_t* rejected_rows, double scale, T* d_values);
+template <typename T>
+double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale, T* d_logprob);
+
 }  // namespace braid::backend::cpu

@@ -1,0 +1,140 @@
+// The RL losses on the CPU (backend/losses.hpp), one pass over the rows each.
+#include "backend/cpu/kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace braid::backend::cpu {
+
+namespace {
+
+// log(1 + e^x) without overflow for large x.
+double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+
+}  // namespace
+
+template <typename T>
+PolicyLossSums policy_loss(std::int64_t n, const PolicyLossRows<T>& in, const PolicyLossOptions& opt, double scale,
+                           T* d_logprob, T* d_entropy) {
+  const bool with_entropy = in.entropy != nullptr;
+  const bool entropy_grad = opt.entropy_coef != 0;
+  const bool with_ref = opt.kl_coef != 0;
+  if (entropy_grad && (!with_entropy || !d_entropy)) {
+    throw std::invalid_argument("policy_loss: entropy_coef needs the entropy and its gradient");
+  }
+  if (with_ref && !in.ref_logprob) throw std::invalid_argument("policy_loss: kl_coef needs ref_logprob");
+  PolicyLossSums r;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double w = in.weight[i];
+    d_logprob[i] = 0;
+    if (entropy_grad) d_entropy[i] = 0;
+    if (w == 0) continue;
+    const double logp = in.logprob[i];
+    const double log_ratio = logp - double(in.old_logprob[i]);
+    const double ratio = std::exp(log_ratio);
+    const double a = in.advantages[i];
+    const double unclipped = -a * ratio;
+    const double clipped_term = -a * std::clamp(ratio, 1.0 - opt.clip_low, 1.0 + opt.clip_high);
+    // Only the strictly larger clipped branch has ρ outside the range, where its gradient is 0.
+    const bool is_clipped = clipped_term > unclipped;
+    const double pg = is_clipped ? clipped_term : unclipped;
+    double grad = is_clipped ? 0.0 : -a * ratio;
+    double loss = pg;
+    if (with_entropy) {
+      loss -= opt.entropy_coef * in.entropy[i];
+      r.entropy += w * in.entropy[i];
+      if (entropy_grad) d_entropy[i] = static_cast<T>(-scale * w * opt.entropy_coef);
+    }
+    if (with_ref) {
+      const double diff = double(in.ref_logprob[i]) - logp;
+      const double e = std::exp(diff);
+      const double k3 = e - diff - 1.0;
+      loss += opt.kl_coef * k3;
+      grad += opt.kl_coef * (1.0 - e);
+      r.kl_ref += w * k3;
+    }
+    d_logprob[i] = static_cast<T>(scale * w * grad);
+    r.loss += w * loss;
+    r.policy_loss += w * pg;
+    r.weight += w;
+    r.clipped += w * (is_clipped ? 1.0 : 0.0);
+    r.approx_kl += w * ((ratio - 1.0) - log_ratio);
+    r.ratio_max = std::max(r.ratio_max, ratio);
+  }
+  return r;
+}
+
+template <typename T>
+ValueLossSums value_loss(std::int64_t n, const ValueLossRows<T>& in, double clip, double scale, T* d_values) {
+  ValueLossSums r;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double w = in.weight[i];
+    d_values[i] = 0;
+    if (w == 0) continue;
+    const double v = in.values[i];
+    const double ret = in.returns[i];
+    const double err = v - ret;
+    double term = err * err;
+    double grad = err;
+    bool is_clipped = false;
+    if (clip > 0) {
+      const double v_old = in.old_values[i];
+      const double vc = v_old + std::clamp(v - v_old, -clip, clip);
+      const double cerr = vc - ret;
+      // Strictly larger only when V lies outside V_old ± clip, where vc does not move with V.
+      if (cerr * cerr > term) {
+        term = cerr * cerr;
+        grad = 0;
+        is_clipped = true;
+      }
+    }
+    r.loss += w * 0.5 * term;
+    r.weight += w;
+    r.clipped += w * (is_clipped ? 1.0 : 0.0);
+    r.error += w * err;
+    d_values[i] = static_cast<T>(scale * w * grad);
+  }
+  return r;
+}
+
+template <typename T>
+PairwiseLossSums pairwise_loss(std::int64_t pairs, const T* values, const std::int64_t* chosen_rows,
+                               const std::int64_t* rejected_rows, double scale, T* d_values) {
+  PairwiseLossSums r;
+  for (std::int64_t i = 0; i < pairs; ++i) {
+    const double margin = double(values[chosen_rows[i]]) - double(values[rejected_rows[i]]);
+    r.loss += softplus(-margin);
+    r.correct += margin > 0 ? 1.0 : 0.0;
+    r.margin += margin;
+    // d softplus(−m)/dm = −σ(−m)
+    const double g = -sigmoid(-margin) * scale;
+    d_values[chosen_rows[i]] = static_cast<T>(g);
+    d_values[rejected_rows[i]] = static_cast<T>(-g);
+  }
+  return r;
+}
+
+template <typename T>
+double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale, T* d_logprob) {
+  double loss = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    loss -= double(weight[i]) * double(logprob[i]);
+    d_logprob[i] = static_cast<T>(-scale * double(weight[i]));
+  }
+  return loss;
+}
+
+#define BRAID_INSTANTIATE(T)                                                                                       \
+  template PolicyLossSums policy_loss<T>(std::int64_t, const PolicyLossRows<T>&, const PolicyLossOptions&, double, \
+                                         T*, T*);                                                                   \
+  template ValueLossSums value_loss<T>(std::int64_t, const ValueLossRows<T>&, double, double, T*);                \
+  template PairwiseLossSums pairwise_loss<T>(std::int64_t, const T*, const std::int64_t*, const std::int64_t*,     \
+                                             double, T*);                                                           \
+  template double nll_loss<T>(std::int64_t, const T*, const T*, double, T*);
+BRAID_INSTANTIATE(float)
+BRAID_INSTANTIATE(double)
+#undef BRAID_INSTANTIATE
+
+}  // namespace braid::backend::cpu

@@ -1,0 +1,74 @@
+// The RL losses as backend ops (Ops<T>::policy_loss, value_loss, pairwise_loss,
+// nll_loss): what they read, and the sums they return to the host.
+//
+// Rows are those of a packed forward: row r produces the token after it. An objective
+// (train/objectives.hpp) lays the per-token arrays of a sample batch onto rows and gives
+// each row a weight: 0 for rows that do not count (prompt positions, the last row of a
+// sequence), 1 per response token, or 1/len for GRPO's mean of per-sequence means. A loss
+// is Σ_r weight_r · ℓ_r; each op writes d[r] = scale · ∂loss/∂x_r and returns weighted
+// sums (not means), so that micro-batches add up into their mini-batch.
+//
+// Policy (Schulman et al. 2017; per-token ratio ρ = exp(logp − logp_old)):
+//   ℓ = max(−A·ρ, −A·clip(ρ, 1−ε_low, 1+ε_high)) − c_H · H + β · k3
+//   k3 = exp(ref − logp) − (ref − logp) − 1     (DeepSeekMath's unbiased KL estimator)
+// Value (clipped around the values the samples were scored with):
+//   ℓ = ½ · max((V − R)², (V_old + clip(V − V_old, −ε, ε) − R)²)      (clip <= 0: ½ (V − R)²)
+// Pairwise (Bradley–Terry, InstructGPT): ℓ = −log σ(r_chosen − r_rejected) per pair.
+// NLL (SFT): ℓ = −logp.
+#pragma once
+
+#include <cstdint>
+
+namespace braid::backend {
+
+struct PolicyLossOptions {
+  double clip_low = 0.2;      // ε below 1
+  double clip_high = 0.2;     // ε above 1
+  double entropy_coef = 0.0;  // c_H: > 0 rewards entropy (needs the entropy)
+  double kl_coef = 0.0;       // β: KL to the reference policy (needs ref_logprob)
+};
+
+template <typename T>
+struct PolicyLossRows {
+  const T* logprob = nullptr;      // current policy
+  const T* old_logprob = nullptr;  // the policy that sampled
+  const T* advantages = nullptr;
+  const T* weight = nullptr;
+  const T* entropy = nullptr;      // optional: the current policy's entropy
+  const T* ref_logprob = nullptr;  // required when kl_coef != 0
+};
+
+// Σ over rows of weight × ...; ratio_max is the largest ρ over counted rows.
+struct PolicyLossSums {
+  double loss = 0;         // Σ w·ℓ
+  double policy_loss = 0;  // Σ w·(the clipped-surrogate part)
+  double weight = 0;       // Σ w
+  double clipped = 0;      // Σ w over rows where the clipped branch was taken (no gradient)
+  double approx_kl = 0;    // Σ w·k3 of old vs current: (ρ − 1) − log ρ
+  double entropy = 0;      // Σ w·H (0 without the entropy)
+  double kl_ref = 0;       // Σ w·k3 of ref vs current (0 without kl_coef)
+  double ratio_max = 0;
+};
+
+template <typename T>
+struct ValueLossRows {
+  const T* values = nullptr;      // current critic
+  const T* old_values = nullptr;  // the values the samples were scored with
+  const T* returns = nullptr;
+  const T* weight = nullptr;
+};
+
+struct ValueLossSums {
+  double loss = 0;     // Σ w·ℓ
+  double weight = 0;   // Σ w
+  double clipped = 0;  // Σ w over rows where the clipped term was the larger (no gradient)
+  double error = 0;    // Σ w·(V − R)
+};
+
+struct PairwiseLossSums {
+  double loss = 0;     // Σ over pairs
+  double correct = 0;  // pairs with r_chosen > r_rejected
+  double margin = 0;   // Σ r_chosen − r_rejected
+};
+
+}  // namespace braid::backend

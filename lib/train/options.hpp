@@ -1,0 +1,65 @@
+// braid-train's options, in one place: the command-line modes' (CommonTrainOptions,
+// RlCommand, TextCommand) and what they become for the loop (LoopOptions) and for one
+// model's trainer (TrainerOptions).
+#pragma once
+
+#include "optim/adamw.hpp"
+#include "train/micro_batches.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace braid::train {
+
+struct CommonTrainOptions {
+  double lr = 1e-5;
+  std::int64_t warmup_steps = 0;
+  int epochs = 1;
+  std::size_t mini_batch = 0;         // sequences per optimizer step (rm: pairs); 0 = all
+  std::int64_t micro_tokens = 4096;
+  std::uint64_t seed = 0;
+  double max_grad_norm = 1.0;
+  double weight_decay = 0.0;
+  int threads = 0;                    // 0: all cores
+  std::string stats;                  // --stats file ("" = none)
+  std::string created_by;             // the command line
+};
+
+struct RlCommand {
+  CommonTrainOptions common;
+  std::string algorithm = "ppo";      // "ppo" | "grpo"
+  std::vector<std::string> inputs;    // shards, "-" = paths on stdin
+  std::string actor, critic, actor_out, critic_out;
+  double critic_lr = 5e-5;
+  double clip = 0.2;
+  double value_clip = 0.2;
+  double entropy_coef = 0.0;
+  double kl_coef = 0.04;              // GRPO only
+  bool normalize_advantages = false;  // whiten advantages over the whole input before training
+  std::string schedule;               // fused pipeline (not in the single-process trainer)
+};
+
+struct TextCommand {
+  CommonTrainOptions common;
+  std::string data;                   // JSON Lines ("-" = stdin)
+  std::string model, model_out;       // --actor/--actor-out (sft), --reward/--reward-out (rm)
+  std::string tokenizer = "byte";
+};
+
+// How train_epochs walks the data (train/engine.hpp).
+struct LoopOptions {
+  int epochs = 1;
+  std::size_t mini_batch = 0;   // sequences per optimizer step; 0: all of them (one step per epoch)
+  std::uint64_t seed = 0;       // the shuffle of epoch e is Rng(seed, e)
+  std::size_t group = 1;        // sequences that stay together (RM pairs)
+};
+
+// One model's optimizer and micro-batching (train/trainer.hpp).
+struct TrainerOptions {
+  optim::AdamWConfig adamw;
+  optim::LrSchedule lr;
+  MicroBatchLimits micro;
+};
+
+}  // namespace braid::train

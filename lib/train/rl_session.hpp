@@ -1,0 +1,39 @@
+// What braid-train ppo|grpo needs from the models it trains, whichever engine trains
+// them: the single process (train/commands.cpp) or the fused pipeline under mpirun
+// (train/pipeline_command.cpp). run_rl is the one driver over either: validation,
+// reading the shards, the advantages, the loop, the outputs and the stats.
+#pragma once
+
+#include "model/config.hpp"
+#include "train/engine.hpp"
+#include "train/options.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace braid::train {
+
+class RlSession {
+ public:
+  virtual ~RlSession() = default;
+  // Whether this process reports: the stdout listing and the --stats file.
+  virtual bool lead() const = 0;
+  // Every output already written at the step it would get (a rerun): logged and listed.
+  virtual bool already_done() = 0;
+  // Builds the engine, with the optimizer state beside each input checkpoint where there is one.
+  virtual void prepare() = 0;
+  // The configs the samples must fit (actor, and the critic for PPO).
+  virtual std::vector<model::ModelConfig> configs() const = 0;
+  virtual std::int64_t actor_step() const = 0;
+  virtual std::string describe() const = 0;     // "one process" / "fused pipeline over 2 ranks (...)"
+  virtual TrainingEngine& engine() = 0;
+  // Writes the new checkpoints (step + 1) with their optimizer state; the lead lists the files.
+  virtual void save(const std::string& created_by) = 0;
+};
+
+// The fused pipeline's session (under mpirun; train/pipeline_command.cpp).
+std::unique_ptr<RlSession> make_fused_session(const RlCommand& c);
+
+}  // namespace braid::train

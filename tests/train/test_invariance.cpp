@@ -1,0 +1,143 @@
+// A step's update does not depend on how its mini-batch is cut: for every objective
+// (PPO actor, GRPO actor, PPO critic, reward model, SFT), the same mini-batch of
+// sequences of different lengths split into 1, 2, 3 and 7 micro-batches gives the same
+// gradient, loss and updated weights, to float rounding.
+//
+// Tolerances: gradients within 1e-5 of the largest gradient element (float sums taken
+// in another order); weights within 2e-6 after one AdamW step at lr 1e-2 with eps 1e-3
+// (an update moves by at most lr/eps times a gradient difference; eps this large keeps
+// elements within rounding of zero from stepping by ±lr on either side).
+#define BOOST_TEST_MODULE train_invariance
+#include <boost/test/unit_test.hpp>
+
+#include "backend/backend.hpp"
+#include "core/rng.hpp"
+#include "train/micro_batches.hpp"
+#include "train/objectives.hpp"
+#include "train/trainer.hpp"
+
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+using namespace braid;
+
+namespace {
+
+model::ModelConfig tiny() {
+  return model::ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
+      .num_key_value_heads = 2, .intermediate_size = 64, .vocab_size = 24, .max_position_embeddings = 40};
+}
+
+// 14 sequences of 5 to 30 tokens with prompts of 2 to 6: lengths far apart, so that a
+// per-micro-batch mean would weigh tokens unequally.
+io::SampleBatch uneven_batch(std::uint64_t seed) {
+  Rng rng(seed);
+  io::SampleBatch b;
+  for (std::size_t i = 0; i < 14; ++i) {
+    const std::size_t len = 5 + rng.below(26);
+    std::vector<std::int32_t> seq(len);
+    for (auto& t : seq) t = static_cast<std::int32_t>(rng.below(24));
+    b.add(seq, static_cast<std::int32_t>(2 + rng.below(5)), static_cast<std::int64_t>(i));
+  }
+  auto arr = [&](double mean, double sd) {
+    std::vector<float> v(b.token_count());
+    for (auto& x : v) x = static_cast<float>(mean + sd * rng.normal());
+    return v;
+  };
+  b.logprobs_actor = arr(-3.2, 0.3);
+  b.logprobs_ref = arr(-3.2, 0.3);
+  b.advantages = arr(0.0, 1.0);
+  b.values = arr(0.0, 0.5);
+  b.returns = arr(0.3, 0.5);
+  return b;
+}
+
+struct Case {
+  const char* name;
+  bool value_head;
+  std::size_t group;   // sequences that stay together (RM pairs)
+  std::function<std::unique_ptr<train::Objective>()> make;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"ppo actor", false, 1, [] { return std::make_unique<train::PolicyObjective>(train::ppo_actor_options(0.2, 0.01)); }},
+      {"grpo actor", false, 1, [] { return std::make_unique<train::PolicyObjective>(train::grpo_actor_options(0.2, 0.1)); }},
+      {"ppo critic", true, 1, [] { return std::make_unique<train::ValueObjective>(0.2); }},
+      {"reward model", true, 2, [] { return std::make_unique<train::PairwiseRewardObjective>(); }},
+      {"sft", false, 1, [] { return std::make_unique<train::SftObjective>(16); }},
+  };
+}
+
+struct Result {
+  std::vector<float> grads, weights;
+  train::StepStats stats;
+};
+
+Result step_split(const Case& c, const io::SampleBatch& batch, int pieces) {
+  auto be = backend::make_cpu_backend(1);
+  model::Model m(tiny(), {.lm_head = !c.value_head, .value_head = c.value_head}, *be);
+  m.init_random(11, 0.1);
+  auto obj = c.make();
+  train::TrainerOptions opt;
+  opt.lr = {.peak_lr = 1e-2, .min_lr = 1e-2, .kind = optim::LrSchedule::Kind::constant};
+  opt.adamw.eps = 1e-3;
+  opt.adamw.max_grad_norm = 0;
+  opt.micro = {.max_tokens = 1024, .max_sequences = 16};
+  train::Trainer t(m, *obj, opt);
+  std::vector<std::size_t> order(batch.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  Rng rng(3);
+  // A shuffled mini-batch in whole groups, as train_epochs makes them.
+  std::vector<std::size_t> groups(batch.size() / c.group), indices;
+  std::iota(groups.begin(), groups.end(), std::size_t{0});
+  rng.shuffle(std::span<std::size_t>(groups));
+  for (std::size_t g : groups) for (std::size_t k = 0; k < c.group; ++k) indices.push_back(g * c.group + k);
+  const auto mbs = train::split_micro_batches(batch, indices, pieces, c.group);
+  BOOST_REQUIRE_EQUAL(mbs.size(), static_cast<std::size_t>(pieces));
+  Result r;
+  r.stats = t.step(mbs);
+  r.grads.assign(m.gradients().begin(), m.gradients().end());
+  r.weights.assign(m.parameters().begin(), m.parameters().end());
+  return r;
+}
+
+double largest(std::span<const float> a) {
+  double d = 0;
+  for (float x : a) d = std::max(d, double(std::abs(x)));
+  return d;
+}
+
+double max_difference(std::span<const float> a, std::span<const float> b) {
+  double d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, double(std::abs(a[i] - b[i])));
+  return d;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_objective_gives_one_update_however_the_mini_batch_is_split) {
+  const io::SampleBatch batch = uneven_batch(5);
+  for (const Case& c : cases()) {
+    const Result one = step_split(c, batch, 1);
+    const double top = largest(one.grads);
+    BOOST_TEST(top > 1e-3, c.name << ": the gradient is not trivially zero");
+    for (const int pieces : {2, 3, 7}) {
+      const Result split = step_split(c, batch, pieces);
+      const double dg = max_difference(one.grads, split.grads);
+      const double dw = max_difference(one.weights, split.weights);
+      BOOST_TEST_MESSAGE(c.name << ", " << pieces << " micro-batches: gradient apart " << dg << " (largest " << top
+                                << "), weights apart " << dw << ", loss " << split.stats.loss << " vs " << one.stats.loss);
+      BOOST_TEST(split.stats.micro_batches == pieces);
+      BOOST_TEST(dg <= 1e-5 * top, c.name << " in " << pieces << ": gradient apart by " << dg);
+      BOOST_TEST(dw <= 2e-6, c.name << " in " << pieces << ": weights apart by " << dw);
+      BOOST_TEST(split.stats.loss == one.stats.loss, boost::test_tools::tolerance(1e-5));
+      BOOST_TEST(split.stats.grad_norm == one.stats.grad_norm, boost::test_tools::tolerance(1e-5));
+      for (const auto& [k, v] : one.stats.metrics) {
+        BOOST_TEST(split.stats.metrics.at(k) == v, c.name << " metric " << k << ": " << split.stats.metrics.at(k)
+                                                          << " vs " << v << boost::test_tools::tolerance(1e-4));
+      }
+    }
+  }
+}
