@@ -91,7 +91,9 @@ int run_fused_rl(const RlCommand& c) {
     if (lead) {
       for (std::size_t i = 0; i < n; ++i) {
         log::info("{} is already complete: skipped", outs[i]);
-        for (const auto& f : stage_paths(outs[i], pipe.stages(static_cast<int>(i)))) std::cout << f.string() << std::endl;
+        for (const auto& f : checkpoint::stage_paths(outs[i], pipe.stages(static_cast<int>(i)))) {
+          std::cout << f.string() << std::endl;
+        }
       }
     }
     return 0;
@@ -164,7 +166,8 @@ int run_fused_rl(const RlCommand& c) {
     const int m = static_cast<int>(i);
     if (pipe.replica(m) != 0) continue;
     save_optimizer_state(pipe.optimizer(m), pipe.stage(m),
-                         stage_path(optimizer_state_path(outs[i]), pipe.stage_index(m), pipe.stages(m)),
+                         checkpoint::stage_path(checkpoint::optimizer_state_path(outs[i]), pipe.stage_index(m),
+                                                pipe.stages(m)),
                          {.step = pipe.optimizer(m).steps_taken(), .created_by = c.common.created_by});
   }
   world->barrier();
