@@ -11,6 +11,7 @@
 #include "train/train_inputs.hpp"
 
 #include <memory>
+#include <stdexcept>
 
 namespace braid::train {
 
@@ -25,7 +26,8 @@ std::vector<std::string> required_arrays(const RlCommand& c) {
 
 void prepare_advantages(const RlCommand& c, io::SampleBatch& b) {
   if (!c.normalize_advantages) return;
-  const rl::Whitening w = rl::whiten_advantages(b);
+  if (!b.advantages) throw std::invalid_argument("prepare_advantages: the batch has no advantages");
+  const rl::Whitening w = rl::whiten_advantages({b.offsets, b.prompt_len}, *b.advantages);
   log::info("advantages normalised over {} response tokens (mean {:.4g}, std {:.4g})", w.tokens, w.mean, w.std);
 }
 

@@ -13,7 +13,7 @@
 #include "generate/generate.hpp"
 #include "io/sample_shard.hpp"
 #include "io/weight_shard.hpp"
-#include "rl/gae.hpp"
+#include "score/advantages.hpp"
 
 #include "../common/scratch.hpp"
 
@@ -81,7 +81,7 @@ void write_scored_shard(const std::string& path, const model::Model& actor, int 
     }
     (*b.reward)[i] = static_cast<float>(s.sample_id % 3) / 2.0f;
   }
-  if (with_advantages) rl::ppo_advantages(b, {.kl_coef = 0.0});
+  if (with_advantages) score::ppo_advantages(b, {.kl_coef = 0.0});
   if (whitened) {
     std::vector<float*> response;
     for (std::size_t i = 0; i < b.size(); ++i) {
