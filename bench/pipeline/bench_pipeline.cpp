@@ -13,6 +13,7 @@
 // Prints a table and one JSON line.
 #include "tests/pipeline/fused_setup.hpp"
 
+#include "checkpoint/checkpoint.hpp"
 #include "core/cli.hpp"
 #include "dist/mpi.hpp"
 #include "sched/anneal.hpp"
@@ -20,7 +21,6 @@
 #include "sched/bound.hpp"
 #include "sched/lower.hpp"
 #include "sched/schedule.hpp"
-#include "train/checkpoint.hpp"
 #include "train/micro_batches.hpp"
 #include "train/objectives.hpp"
 #include "train/pipeline.hpp"
@@ -70,8 +70,8 @@ struct Timed {
 Timed time_single_process(const Options& o, const std::filesystem::path& dir,
                                         const std::vector<io::SampleBatch>& mbs, std::int64_t max_tokens) {
   auto be = backend::make_cpu_backend(o.threads);
-  auto actor = train::open_model(dir / "actor.h5", *be).model;
-  auto critic = train::open_model(dir / "critic.h5", *be).model;
+  auto actor = checkpoint::open_model(dir / "actor.h5", *be).model;
+  auto critic = checkpoint::open_model(dir / "critic.h5", *be).model;
   train::PolicyObjective policy(train::ppo_actor_options());
   train::ValueObjective value;
   const train::TrainerOptions topt{.adamw = adamw(),

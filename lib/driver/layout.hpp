@@ -36,12 +36,12 @@ class Layout {
 };
 
 // The files a checkpoint spec stands for: the file itself, else its stage files
-// "x.stage<i>-of-<S>.h5" (as train::checkpoint_files finds them); empty when neither exists.
+// "x.stage<i>-of-<S>.h5" (as checkpoint::checkpoint_files finds them); empty when neither exists.
 std::vector<std::filesystem::path> checkpoint_files_of(const std::filesystem::path& spec);
 inline bool checkpoint_present(const std::filesystem::path& spec) { return !checkpoint_files_of(spec).empty(); }
 
 // The files a checkpoint of `stages` pipeline stages is written as: the file itself for
-// one stage, else "x.stage<i>-of-<S>.h5" (train::stage_path's names).
+// one stage, else "x.stage<i>-of-<S>.h5" (checkpoint::stage_path's names).
 std::vector<std::filesystem::path> stage_files(const std::filesystem::path& checkpoint, int stages);
 
 // The AdamW state braid-train keeps beside a checkpoint: "x.h5" -> "x.optim.h5".

@@ -1,6 +1,7 @@
 #include "generate/stage.hpp"
 
 #include "backend/backend.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
@@ -12,7 +13,6 @@
 #include "generate/shard_plan.hpp"
 #include "generate/stage_stats.hpp"
 #include "tokenizer/tokenizer.hpp"
-#include "train/checkpoint.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -99,7 +99,7 @@ class StageRun {
     stats_.rank = ranks_.rank();
     auto be = backend::make_cpu_backend(o_.threads);
     auto tokenizer = tok::load_tokenizer(o_.tokenizer);
-    auto actor = train::open_model(o_.actor, *be, {}, /*need_lm_head=*/true, /*need_value_head=*/false);
+    auto actor = checkpoint::open_model(o_.actor, *be, {}, /*need_lm_head=*/true, /*need_value_head=*/false);
     const auto& cfg = actor.model->config();
     require(tokenizer->vocab_size() <= cfg.vocab_size, o_.tokenizer, "",
             fmt::format("has {} tokens, more than the actor's vocab_size {} ({})", tokenizer->vocab_size(),

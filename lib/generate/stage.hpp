@@ -15,7 +15,7 @@ namespace braid::gen {
 class RankGroup;
 
 struct StageOptions {
-  std::string actor;                 // checkpoint spec (train::open_model)
+  std::string actor;                 // checkpoint spec (checkpoint::open_model)
   std::string prompts;               // JSON Lines (prompts.hpp)
   std::string out_dir;
   std::string tokenizer = "byte";

@@ -1,5 +1,6 @@
 #include "hf/import_export.hpp"
 
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
@@ -8,7 +9,6 @@
 #include "hf/llama_layout.hpp"
 #include "io/weight_shard.hpp"
 #include "tokenizer/tokenizer.hpp"
-#include "train/checkpoint.hpp"
 
 #include <fmt/format.h>
 
@@ -27,7 +27,7 @@ std::vector<std::filesystem::path> import_hf(const std::filesystem::path& hf_dir
                      "missing: the model has neither an LM head (lm_head.weight or tie_word_embeddings) nor a "
                      "value head (score.weight)");
   }
-  const auto ranges = train::split_layers(cfg.num_hidden_layers, opt.stages);
+  const auto ranges = checkpoint::split_layers(cfg.num_hidden_layers, opt.stages);
   std::set<std::string> used;
   std::vector<std::filesystem::path> written;
   std::vector<float> buf;
@@ -41,7 +41,7 @@ std::vector<std::filesystem::path> import_hf(const std::filesystem::path& hf_dir
     meta.has_embedding = s == 0;
     meta.has_head = s + 1 == opt.stages;
     meta.created_by = opt.created_by;
-    const auto path = train::stage_path(out, s, opt.stages);
+    const auto path = checkpoint::stage_path(out, s, opt.stages);
     io::WeightShardWriter w(path, meta);
     for (const TensorSpec& t : llama_tensors(cfg, mo)) {
       if (!folder.contains(t.name)) throw InputError(hf_dir.string(), t.name, "tensor missing from the safetensors files");
@@ -79,7 +79,7 @@ std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::
       throw InputError(s.path().string(), "kind", fmt::format("is \"{}\": only weight shards can be exported", s.meta().kind));
     }
   }
-  const model::ModelConfig cfg = train::config_of(shards);
+  const model::ModelConfig cfg = checkpoint::config_of(shards);
   if (shards.layer_begin() != 0 || shards.layer_end() != cfg.num_hidden_layers) {
     throw InputError(shard_paths.front().string(), "layer_end",
                      fmt::format("the files hold layers [{}, {}) of a {}-layer model: export needs them all",

@@ -1,7 +1,7 @@
 // Hugging Face model folders <-> braid weight shards.
 //
 // import: config.json + model.safetensors (or a sharded index) -> one shard per
-//   pipeline stage (train/checkpoint.hpp's stage_path naming). F32, F16 and BF16
+//   pipeline stage (checkpoint/checkpoint.hpp's stage_path naming). F32, F16 and BF16
 //   weights become float32. A causal LM brings lm_head.weight (or ties it); a
 //   LlamaForSequenceClassification reward model brings score.weight [1, D] and no LM
 //   head. Tensors braid has no use for (rotary inv_freq buffers) are skipped with a

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -40,34 +41,39 @@ void gae(std::span<const double> rewards, std::span<const float> values, double 
   }
 }
 
-PpoAdvantageSummary ppo_advantages(io::SampleBatch& b, const PpoAdvantageOptions& opt) {
-  const auto need = [](bool present, const char* name) {
-    if (!present) throw std::invalid_argument(fmt::format("PPO advantages need /{}, which the batch lacks", name));
-  };
-  need(b.logprobs_actor.has_value(), "logprobs/actor");
-  need(b.values.has_value(), "values");
-  need(b.reward.has_value(), "reward");
-  if (opt.kl_coef != 0.0) need(b.logprobs_ref.has_value(), "logprobs/ref");
+PpoAdvantageSummary ppo_advantages(const PpoAdvantageInputs& in, const PpoAdvantageOptions& opt,
+                                   std::span<float> advantages, std::span<float> returns) {
+  constexpr const char* what = "ppo_advantages";
+  const SequenceLayout& l = in.layout;
+  l.check(what);
+  l.check_per_token(what, "logprobs_actor", in.logprobs_actor.size());
+  l.check_per_token(what, "values", in.values.size());
+  if (opt.kl_coef != 0.0 || !in.logprobs_ref.empty()) l.check_per_token(what, "logprobs_ref", in.logprobs_ref.size());
+  if (in.rewards.size() != l.size()) {
+    throw std::invalid_argument(
+        fmt::format("{}: {} rewards for {} sequences", what, in.rewards.size(), l.size()));
+  }
+  l.check_per_token(what, "advantages", advantages.size());
+  l.check_per_token(what, "returns", returns.size());
 
-  b.advantages = std::vector<float>(b.token_count(), 0.0f);
-  b.returns = std::vector<float>(b.token_count(), 0.0f);
+  std::fill(advantages.begin(), advantages.end(), 0.0f);
+  std::fill(returns.begin(), returns.end(), 0.0f);
   PpoAdvantageSummary s;
   double kl_sum = 0, reward_sum = 0, adv_sum = 0, ret_sum = 0;
   std::vector<double> rewards;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    const std::size_t r0 = b.response_begin(i), n = b.response_length(i);
-    const auto actor = b.response_of(*b.logprobs_actor, i);
-    const auto ref = b.logprobs_ref ? b.response_of(*b.logprobs_ref, i) : std::span<const float>{};
+  for (std::size_t i = 0; i < l.size(); ++i) {
+    const std::size_t r0 = l.response_begin(i), n = l.response_length(i);
+    const auto actor = in.logprobs_actor.subspan(r0, n);
+    const auto ref = in.logprobs_ref.empty() ? std::span<const float>{} : in.logprobs_ref.subspan(r0, n);
     rewards.assign(n, 0.0);
-    kl_penalised_rewards(actor, opt.kl_coef != 0.0 ? ref : std::span<const float>{}, (*b.reward)[i], opt.kl_coef,
+    kl_penalised_rewards(actor, opt.kl_coef != 0.0 ? ref : std::span<const float>{}, in.rewards[i], opt.kl_coef,
                          rewards);
-    gae(rewards, b.response_of(*b.values, i), opt.gamma, opt.lambda,
-        std::span<float>(*b.advantages).subspan(r0, n), std::span<float>(*b.returns).subspan(r0, n));
-    reward_sum += (*b.reward)[i];
+    gae(rewards, in.values.subspan(r0, n), opt.gamma, opt.lambda, advantages.subspan(r0, n), returns.subspan(r0, n));
+    reward_sum += in.rewards[i];
     for (std::size_t t = 0; t < n; ++t) {
       if (!ref.empty()) kl_sum += double(actor[t]) - double(ref[t]);
-      adv_sum += (*b.advantages)[r0 + t];
-      ret_sum += (*b.returns)[r0 + t];
+      adv_sum += advantages[r0 + t];
+      ret_sum += returns[r0 + t];
     }
     s.response_tokens += std::int64_t(n);
   }
@@ -77,28 +83,28 @@ PpoAdvantageSummary ppo_advantages(io::SampleBatch& b, const PpoAdvantageOptions
     s.mean_advantage = adv_sum / n;
     s.mean_return = ret_sum / n;
   }
-  if (b.size() > 0) s.mean_reward = reward_sum / double(b.size());
+  if (l.size() > 0) s.mean_reward = reward_sum / double(l.size());
   return s;
 }
 
-Whitening whiten_advantages(io::SampleBatch& b, double eps) {
-  if (!b.advantages) throw std::invalid_argument("whiten_advantages: the batch has no advantages");
-  std::vector<float>& a = *b.advantages;
+Whitening whiten_advantages(const SequenceLayout& layout, std::span<float> a, double eps) {
+  layout.check("whiten_advantages");
+  layout.check_per_token("whiten_advantages", "advantages", a.size());
   Whitening w;
   double sum = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    for (std::size_t t = b.response_begin(i); t < b.end(i); ++t) sum += a[t];
-    w.tokens += static_cast<std::int64_t>(b.response_length(i));
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    for (std::size_t t = layout.response_begin(i); t < layout.end(i); ++t) sum += a[t];
+    w.tokens += static_cast<std::int64_t>(layout.response_length(i));
   }
   if (w.tokens == 0) return w;
   w.mean = sum / static_cast<double>(w.tokens);
   double sq = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    for (std::size_t t = b.response_begin(i); t < b.end(i); ++t) sq += (a[t] - w.mean) * (a[t] - w.mean);
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    for (std::size_t t = layout.response_begin(i); t < layout.end(i); ++t) sq += (a[t] - w.mean) * (a[t] - w.mean);
   }
   w.std = std::sqrt(sq / static_cast<double>(w.tokens));
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    for (std::size_t t = b.response_begin(i); t < b.end(i); ++t) {
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    for (std::size_t t = layout.response_begin(i); t < layout.end(i); ++t) {
       a[t] = static_cast<float>((a[t] - w.mean) / (w.std + eps));
     }
   }

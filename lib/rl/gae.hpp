@@ -10,11 +10,14 @@
 //   A_t      = δ_t + γλ·A_{t+1}                    (A_T = 0)
 //   return_t = A_t + V_t
 //
-// computed as one backward pass per sequence, in double precision.
+// computed as one backward pass per sequence, in double precision. Batches come as
+// spans over the layout of a sample shard (rl/sequence_layout.hpp); lib/score adapts
+// its io::SampleBatch to them (score/advantages.hpp).
 #pragma once
 
-#include "io/sample_batch.hpp"
+#include "rl/sequence_layout.hpp"
 
+#include <cstdint>
 #include <span>
 
 namespace braid::rl {
@@ -42,20 +45,30 @@ struct PpoAdvantageSummary {
   double mean_return = 0;
 };
 
-// Fills b.advantages and b.returns (prompt positions 0) from b.logprobs_actor,
-// b.logprobs_ref (needed when kl_coef != 0), b.values and b.reward.
-// std::invalid_argument naming the missing array.
-PpoAdvantageSummary ppo_advantages(io::SampleBatch& b, const PpoAdvantageOptions& opt);
+// What PPO's advantages are computed from: per-token arrays (token_count() entries,
+// prompt positions unused) and one reward per sequence.
+struct PpoAdvantageInputs {
+  SequenceLayout layout;
+  std::span<const float> logprobs_actor;  // the generating policy's logprobs
+  std::span<const float> logprobs_ref;    // the reference model's; may be empty when kl_coef is 0
+  std::span<const float> values;          // the critic's values
+  std::span<const float> rewards;         // per sequence
+};
+
+// Fills advantages and returns (token_count() entries each; prompt positions 0).
+// std::invalid_argument naming the array whose length does not fit the layout.
+PpoAdvantageSummary ppo_advantages(const PpoAdvantageInputs& in, const PpoAdvantageOptions& opt,
+                                   std::span<float> advantages, std::span<float> returns);
 
 // Advantage whitening over a training batch (PPO's usual normalisation): every
 // response token's advantage becomes (A - mean) / (std + eps), mean and std taken
-// over all response tokens of b; prompt positions stay as they are. Returns the
-// mean and std it removed. std::invalid_argument without b.advantages.
+// over all response tokens of the layout; prompt positions stay as they are. Returns
+// the mean and std it removed. std::invalid_argument when advantages is not per token.
 struct Whitening {
   double mean = 0;
   double std = 0;
   std::int64_t tokens = 0;
 };
-Whitening whiten_advantages(io::SampleBatch& b, double eps = 1e-8);
+Whitening whiten_advantages(const SequenceLayout& layout, std::span<float> advantages, double eps = 1e-8);
 
 }  // namespace braid::rl

@@ -68,14 +68,20 @@ std::vector<std::int64_t> GroupRewards::incomplete_groups() const {
   return out;
 }
 
-void broadcast_group_advantages(io::SampleBatch& b, const GroupRewards& groups, double eps) {
-  b.advantages = std::vector<float>(b.token_count(), 0.0f);
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    const float a = float(groups.advantage(b.sample_id[i], eps));
-    std::fill(b.advantages->begin() + std::ptrdiff_t(b.response_begin(i)),
-              b.advantages->begin() + std::ptrdiff_t(b.end(i)), a);
+void broadcast_group_advantages(const SequenceLayout& layout, std::span<const std::int64_t> sample_ids,
+                                const GroupRewards& groups, double eps, std::span<float> advantages) {
+  constexpr const char* what = "broadcast_group_advantages";
+  layout.check(what);
+  layout.check_per_token(what, "advantages", advantages.size());
+  if (sample_ids.size() != layout.size()) {
+    throw std::invalid_argument(fmt::format("{}: {} sample ids for {} sequences", what, sample_ids.size(), layout.size()));
   }
-  b.returns = b.advantages;
+  std::fill(advantages.begin(), advantages.end(), 0.0f);
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    const float a = float(groups.advantage(sample_ids[i], eps));
+    std::fill(advantages.begin() + std::ptrdiff_t(layout.response_begin(i)),
+              advantages.begin() + std::ptrdiff_t(layout.end(i)), a);
+  }
 }
 
 }  // namespace braid::rl

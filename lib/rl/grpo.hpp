@@ -9,7 +9,7 @@
 // so the rewards are collected in a GroupRewards table until each group is whole.
 #pragma once
 
-#include "io/sample_batch.hpp"
+#include "rl/sequence_layout.hpp"
 
 #include <cstdint>
 #include <map>
@@ -46,8 +46,12 @@ class GroupRewards {
   std::map<std::int64_t, std::vector<std::pair<std::int64_t, float>>> groups_;  // group -> (sample, reward)
 };
 
-// Fills b.advantages and b.returns (equal; prompt positions 0) from the table, which must
-// hold every group of the batch complete (std::logic_error naming the group otherwise).
-void broadcast_group_advantages(io::SampleBatch& b, const GroupRewards& groups, double eps);
+// Fills advantages (token_count() entries; prompt positions 0; GRPO's returns are the
+// same array) with each sequence's group advantage, sequence i being sample
+// sample_ids[i]. The table must hold every group of the batch complete
+// (std::logic_error naming the group otherwise); std::invalid_argument when the
+// lengths do not fit the layout.
+void broadcast_group_advantages(const SequenceLayout& layout, std::span<const std::int64_t> sample_ids,
+                                const GroupRewards& groups, double eps, std::span<float> advantages);
 
 }  // namespace braid::rl

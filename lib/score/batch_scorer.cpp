@@ -1,6 +1,7 @@
 #include "score/batch_scorer.hpp"
 
 #include "core/error.hpp"
+#include "score/advantages.hpp"
 
 #include <fmt/format.h>
 
@@ -82,7 +83,7 @@ rl::PpoAdvantageSummary BatchScorer::score(io::SampleBatch& b) {
     rule_timing_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   if (settings_.algorithm == Algorithm::ppo) {
-    return rl::ppo_advantages(b, {.kl_coef = settings_.kl_coef, .gamma = settings_.gamma, .lambda = settings_.lambda});
+    return ppo_advantages(b, {.kl_coef = settings_.kl_coef, .gamma = settings_.gamma, .lambda = settings_.lambda});
   }
   return {};
 }

@@ -1,6 +1,7 @@
 #include "score/command.hpp"
 
 #include "backend/backend.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
@@ -11,7 +12,6 @@
 #include "score/shard_stream.hpp"
 #include "score/stage_stats.hpp"
 #include "tokenizer/tokenizer.hpp"
-#include "train/checkpoint.hpp"
 
 #include <fmt/format.h>
 
@@ -54,7 +54,7 @@ ScoreSettings settings_from(const CommandOptions& o) {
 namespace {
 
 // This stage's settings as stored under "score" in each output's meta.config.
-json score_config(const CommandOptions& o, const ScoreSettings& s, const std::vector<train::OpenedModel*>& opened) {
+json score_config(const CommandOptions& o, const ScoreSettings& s, const std::vector<checkpoint::OpenedModel*>& opened) {
   json c;
   c["stage"] = "score";
   c["algorithm"] = to_string(s.algorithm);
@@ -92,11 +92,11 @@ int run_command(const CommandOptions& o) {
   }
 
   auto be = backend::make_cpu_backend(o.threads);
-  train::OpenedModel ref, critic, reward;
-  if (!o.ref.empty()) ref = train::open_model(o.ref, *be, {}, /*need_lm_head=*/true, false);
+  checkpoint::OpenedModel ref, critic, reward;
+  if (!o.ref.empty()) ref = checkpoint::open_model(o.ref, *be, {}, /*need_lm_head=*/true, false);
   const bool use_critic = settings.algorithm == Algorithm::ppo;
-  if (use_critic) critic = train::open_model(o.critic, *be, {}, false, /*need_value_head=*/true);
-  if (!o.reward.empty()) reward = train::open_model(o.reward, *be, {}, false, /*need_value_head=*/true);
+  if (use_critic) critic = checkpoint::open_model(o.critic, *be, {}, false, /*need_value_head=*/true);
+  if (!o.reward.empty()) reward = checkpoint::open_model(o.reward, *be, {}, false, /*need_value_head=*/true);
   log::info("scoring with {} ({} threads): ref {}, critic {}, reward {}", to_string(settings.algorithm),
             be->threads(), o.ref.empty() ? "none" : o.ref, use_critic ? o.critic : "none",
             o.reward.empty() ? "rule " + o.reward_rule : o.reward);

@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "score/advantages.hpp"
 
 #include <fmt/format.h>
 
@@ -113,7 +114,7 @@ void ShardStream::write_ready_groups() {
       ++it;
       continue;
     }
-    rl::broadcast_group_advantages(it->shard.batch, *groups_, scorer_->settings().std_eps);
+    grpo_advantages(it->shard.batch, *groups_, scorer_->settings().std_eps);
     write(it->output, it->shard, it->input);
     it = pending_.erase(it);
   }

@@ -30,10 +30,11 @@ void attach(Trainee& t, std::unique_ptr<Objective> obj, const TrainerOptions& op
   t.objective = std::move(obj);
   t.trainer = std::make_unique<Trainer>(*t.opened.model, *t.objective, opt);
   if (load_optimizer_state(t.trainer->optimizer(), *t.opened.model, t.spec)) {
-    log::info("{}: optimizer state of {} loaded (step {})", t.call, optimizer_state_path(t.spec).string(),
+    log::info("{}: optimizer state of {} loaded (step {})", t.call, checkpoint::optimizer_state_path(t.spec).string(),
               t.trainer->optimizer().steps_taken());
   } else {
-    log::info("{}: no optimizer state at {}: AdamW starts from zero", t.call, optimizer_state_path(t.spec).string());
+    log::info("{}: no optimizer state at {}: AdamW starts from zero", t.call,
+              checkpoint::optimizer_state_path(t.spec).string());
   }
 }
 

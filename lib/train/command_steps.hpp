@@ -2,7 +2,7 @@
 // state, the loop with progress and logs, the outputs and the stats file.
 #pragma once
 
-#include "train/checkpoint.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "train/commands.hpp"
 #include "train/objective.hpp"
 #include "train/trainer.hpp"
@@ -21,7 +21,7 @@ LoopOptions loop_options(const CommonTrainOptions& c, std::size_t group);
 
 // A model opened from a checkpoint with its trainer, optimizer state loaded when present.
 struct Trainee {
-  OpenedModel opened;
+  checkpoint::OpenedModel opened;
   std::unique_ptr<Objective> objective;
   std::unique_ptr<Trainer> trainer;
   std::string spec, out, call;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 
 namespace braid::train {
 
@@ -25,10 +26,10 @@ class ProcessSession final : public RlSession {
  public:
   explicit ProcessSession(const RlCommand& c) : c_(c), be_(backend::make_cpu_backend(c.common.threads)) {
     const bool ppo = c.algorithm == "ppo";
-    actor_ = {open_model(c.actor, *be_, {}, true, false), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
+    actor_ = {checkpoint::open_model(c.actor, *be_, {}, true, false), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
     trainees_.push_back(&actor_);
     if (ppo) {
-      critic_ = {open_model(c.critic, *be_, {}, false, true), nullptr, nullptr, c.critic, c.critic_out, "critic_train"};
+      critic_ = {checkpoint::open_model(c.critic, *be_, {}, false, true), nullptr, nullptr, c.critic, c.critic_out, "critic_train"};
       trainees_.push_back(&critic_);
     }
   }
@@ -71,7 +72,8 @@ std::vector<std::string> required_arrays(const RlCommand& c) {
 
 void prepare_advantages(const RlCommand& c, io::SampleBatch& b) {
   if (!c.normalize_advantages) return;
-  const rl::Whitening w = rl::whiten_advantages(b);
+  if (!b.advantages) throw std::invalid_argument("prepare_advantages: the batch has no advantages");
+  const rl::Whitening w = rl::whiten_advantages({b.offsets, b.prompt_len}, *b.advantages);
   log::info("advantages normalised over {} response tokens (mean {:.4g}, std {:.4g})", w.tokens, w.mean, w.std);
 }
 

@@ -1,8 +1,8 @@
 #include "train/pipeline_impl.hpp"
 
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "train/checkpoint.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -34,16 +34,17 @@ void open_stage(PipelineModelState& ms, const sched::Problem& p, int device, bac
   ms.stage = p.stage_on(ms.sched_index, device);
   ms.replica = p.replica_on(ms.sched_index, device);
 
-  const io::WeightShardSet shards(checkpoint_files(ms.spec.checkpoint));
-  const model::ModelConfig cfg = config_of(shards);
+  const io::WeightShardSet shards(checkpoint::checkpoint_files(ms.spec.checkpoint));
+  const model::ModelConfig cfg = checkpoint::config_of(shards);
   if (ms.stages > cfg.num_hidden_layers) {
     throw InputError(opt.schedule_origin, fmt::format("spec.models[{}].stages", ms.sched_index),
                      fmt::format("{} stages of {}, whose checkpoint {} has {} layers", ms.stages, ms.spec.name,
                                  ms.spec.checkpoint.string(), cfg.num_hidden_layers));
   }
-  const auto layers = split_layers(cfg.num_hidden_layers, ms.stages)[static_cast<std::size_t>(ms.stage)];
-  OpenedModel opened = open_model(ms.spec.checkpoint, be, layers, ms.spec.objective->needs_lm_head(),
-                                  ms.spec.objective->needs_value_head());
+  const auto layers = checkpoint::split_layers(cfg.num_hidden_layers, ms.stages)[static_cast<std::size_t>(ms.stage)];
+  checkpoint::OpenedModel opened = checkpoint::open_model(ms.spec.checkpoint, be, layers,
+                                                          ms.spec.objective->needs_lm_head(),
+                                                          ms.spec.objective->needs_value_head());
   ms.model = std::move(opened.model);
   ms.checkpoint_step = opened.step;
   ms.config_json = opened.config_json;
@@ -277,11 +278,11 @@ std::vector<std::filesystem::path> FusedPipeline::save(std::span<const std::file
   for (std::size_t i = 0; i < outs.size(); ++i) {
     const PipelineModelState& ms = im.models[i];
     if (ms.replica == 0) {
-      save_weights(*ms.model, stage_path(outs[i], ms.stage, ms.stages),
+      checkpoint::save_weights(*ms.model, checkpoint::stage_path(outs[i], ms.stage, ms.stages),
                    {.step = ms.checkpoint_step + 1, .created_by = created_by,
                     .config_json = ms.config_json});
     }
-    for (const auto& f : stage_paths(outs[i], ms.stages)) files.push_back(f);
+    for (const auto& f : checkpoint::stage_paths(outs[i], ms.stages)) files.push_back(f);
   }
   im.comm->barrier();
   return files;

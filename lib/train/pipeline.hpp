@@ -49,7 +49,7 @@ namespace braid::train {
 
 struct PipelineModel {
   std::string name;                   // the schedule's model name ("actor", "critic")
-  std::filesystem::path checkpoint;   // a file or its stage files, as open_model reads it
+  std::filesystem::path checkpoint;   // a file or its stage files, as checkpoint::open_model reads it
   Objective* objective = nullptr;     // the last stage's loss (not owned; outlives the pipeline)
   optim::AdamWConfig adamw;
 };
@@ -107,7 +107,7 @@ class FusedPipeline {
   // since the peers wait on this rank. On one rank it throws as usual.
   PipelineStepResult step(std::span<const std::vector<io::SampleBatch>> micro_batches, std::span<const double> lr);
 
-  // Writes model i's stage of this rank to stage_path(outs[i], stage, stages) (replica 0
+  // Writes model i's stage of this rank to checkpoint::stage_path(outs[i], stage, stages) (replica 0
   // writes, the others hold copies) with step = the input checkpoint's step + 1 (one
   // braid-train run, however many optimizer steps it took).
   // Collective: returns once every file exists; returns every file of the checkpoints.

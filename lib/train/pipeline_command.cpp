@@ -67,7 +67,7 @@ class FusedSession final : public RlSession {
     if (lead()) {
       for (std::size_t i = 0; i < outs_.size(); ++i) {
         log::info("{} is already complete: skipped", outs_[i]);
-        for (const auto& f : stage_paths(outs_[i], pipe_->stages(int(i)))) std::cout << f.string() << std::endl;
+        for (const auto& f : checkpoint::stage_paths(outs_[i], pipe_->stages(int(i)))) std::cout << f.string() << std::endl;
       }
     }
     return true;
@@ -105,7 +105,7 @@ class FusedSession final : public RlSession {
       const int m = static_cast<int>(i);
       if (pipe_->replica(m) != 0) continue;
       save_optimizer_state(pipe_->optimizer(m), pipe_->stage(m),
-                           stage_path(optimizer_state_path(outs_[i]), pipe_->stage_index(m), pipe_->stages(m)),
+                           checkpoint::stage_path(checkpoint::optimizer_state_path(outs_[i]), pipe_->stage_index(m), pipe_->stages(m)),
                            {.step = pipe_->optimizer(m).steps_taken(), .created_by = created_by});
     }
     world_->barrier();

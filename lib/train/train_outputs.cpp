@@ -7,17 +7,17 @@
 namespace braid::train {
 
 std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim::AdamW& opt,
-                                                   const std::filesystem::path& out, const SaveInfo& info) {
-  const std::filesystem::path state = optimizer_state_path(out);
+                                                   const std::filesystem::path& out, const checkpoint::SaveInfo& info) {
+  const std::filesystem::path state = checkpoint::optimizer_state_path(out);
   save_optimizer_state(opt, m, state, info);
-  save_weights(m, out, info);
+  checkpoint::save_weights(m, out, info);
   return {out, state};
 }
 
 bool checkpoint_complete(const std::filesystem::path& out, std::int64_t step) {
   try {
-    const io::WeightShardSet weights(checkpoint_files(out));
-    const io::WeightShardSet state(checkpoint_files(optimizer_state_path(out)));
+    const io::WeightShardSet weights(checkpoint::checkpoint_files(out));
+    const io::WeightShardSet state(checkpoint::checkpoint_files(checkpoint::optimizer_state_path(out)));
     return weights.shards().front().meta().step == step && state.shards().front().meta().kind == "optimizer";
   } catch (const InputError&) {
     return false;  // missing, unfinished or foreign: written anew

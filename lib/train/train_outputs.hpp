@@ -2,10 +2,10 @@
 // --stats document (format braid.stagestats, stage "train").
 #pragma once
 
+#include "checkpoint/checkpoint.hpp"
 #include "core/json.hpp"
 #include "model/model.hpp"
 #include "optim/adamw.hpp"
-#include "train/checkpoint.hpp"
 #include "train/trainer.hpp"
 
 #include <cstdint>
@@ -15,10 +15,10 @@
 
 namespace braid::train {
 
-// The optimizer state first (optimizer_state_path(out)), then the weights, each atomic:
+// The optimizer state first (checkpoint::optimizer_state_path(out)), then the weights, each atomic:
 // a checkpoint whose weights exist has its state too. Returns {weights, state}.
 std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim::AdamW& opt,
-                                                   const std::filesystem::path& out, const SaveInfo& info);
+                                                   const std::filesystem::path& out, const checkpoint::SaveInfo& info);
 
 // Whether `out` already holds weights of training step `step` and their optimizer
 // state (a rerun of an interrupted command skips such an output).

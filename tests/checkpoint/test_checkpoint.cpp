@@ -2,8 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "backend/backend.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
-#include "train/checkpoint.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -27,7 +27,7 @@ using braid::test::scratch;
 
 std::vector<Model> stages(const ModelConfig& c, int n, braid::backend::Backend& be) {
   std::vector<Model> out;
-  for (auto r : braid::train::split_layers(c.num_hidden_layers, n)) out.emplace_back(c, braid::model::ModelOptions{.layers = r}, be);
+  for (auto r : braid::checkpoint::split_layers(c.num_hidden_layers, n)) out.emplace_back(c, braid::model::ModelOptions{.layers = r}, be);
   return out;
 }
 
@@ -45,28 +45,28 @@ std::map<std::string, std::vector<float>> weights_of(const std::vector<Model>& m
 
 void save(const std::vector<Model>& ms, const fs::path& out) {
   for (std::size_t i = 0; i < ms.size(); ++i) {
-    braid::train::save_weights(ms[i], braid::train::stage_path(out, int(i), int(ms.size())), {.step = 7});
+    braid::checkpoint::save_weights(ms[i], braid::checkpoint::stage_path(out, int(i), int(ms.size())), {.step = 7});
   }
 }
 
 void load(std::vector<Model>& ms, const fs::path& out, int files) {
-  braid::io::WeightShardSet set(braid::train::stage_paths(out, files));
-  for (Model& m : ms) braid::train::load_weights(m, set);
+  braid::io::WeightShardSet set(braid::checkpoint::stage_paths(out, files));
+  for (Model& m : ms) braid::checkpoint::load_weights(m, set);
 }
 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(layer_split_and_file_names) {
-  const auto r = braid::train::split_layers(10, 4);
+  const auto r = braid::checkpoint::split_layers(10, 4);
   BOOST_TEST(r.size() == 4u);
   BOOST_TEST(r[0].begin == 0);
   BOOST_TEST(r[0].end == 3);
   BOOST_TEST(r[1].end == 6);
   BOOST_TEST(r[2].end == 8);
   BOOST_TEST(r[3].end == 10);
-  BOOST_CHECK_THROW(braid::train::split_layers(2, 3), braid::UsageError);
-  BOOST_TEST(braid::train::stage_path("out/ckpt.h5", 2, 4) == fs::path("out/ckpt.stage2-of-4.h5"));
-  BOOST_TEST(braid::train::stage_path("out/ckpt.h5", 0, 1) == fs::path("out/ckpt.h5"));
+  BOOST_CHECK_THROW(braid::checkpoint::split_layers(2, 3), braid::UsageError);
+  BOOST_TEST(braid::checkpoint::stage_path("out/ckpt.h5", 2, 4) == fs::path("out/ckpt.stage2-of-4.h5"));
+  BOOST_TEST(braid::checkpoint::stage_path("out/ckpt.h5", 0, 1) == fs::path("out/ckpt.h5"));
 }
 
 BOOST_AUTO_TEST_CASE(four_stage_checkpoint_loads_into_one_and_two_stages_and_back) {
@@ -94,7 +94,7 @@ BOOST_AUTO_TEST_CASE(four_stage_checkpoint_loads_into_one_and_two_stages_and_bac
   load(back, ck2, 2);
   BOOST_TEST((weights_of(back) == want));
 
-  braid::io::WeightShardReader r(braid::train::stage_path(ck2, 1, 2));
+  braid::io::WeightShardReader r(braid::checkpoint::stage_path(ck2, 1, 2));
   BOOST_TEST(r.meta().layer_begin == 2);
   BOOST_TEST(r.meta().layer_end == 4);
   BOOST_TEST(r.meta().has_head);
@@ -126,14 +126,14 @@ BOOST_AUTO_TEST_CASE(wrong_or_incomplete_checkpoints_are_refused) {
   save(four, ck);
   auto one = stages(tiny(), 1, *be);
   // Only the first two stage files: layers 2, 3 and the head are missing.
-  braid::io::WeightShardSet half({braid::train::stage_path(ck, 0, 4), braid::train::stage_path(ck, 1, 4)});
-  BOOST_CHECK_THROW(braid::train::load_weights(one[0], half), braid::InputError);
+  braid::io::WeightShardSet half({braid::checkpoint::stage_path(ck, 0, 4), braid::checkpoint::stage_path(ck, 1, 4)});
+  BOOST_CHECK_THROW(braid::checkpoint::load_weights(one[0], half), braid::InputError);
 
   ModelConfig other = tiny();
   other.intermediate_size = 32;
   auto wrong = stages(other, 1, *be);
-  braid::io::WeightShardSet all(braid::train::stage_paths(ck, 4));
-  BOOST_CHECK_THROW(braid::train::load_weights(wrong[0], all), braid::InputError);
+  braid::io::WeightShardSet all(braid::checkpoint::stage_paths(ck, 4));
+  BOOST_CHECK_THROW(braid::checkpoint::load_weights(wrong[0], all), braid::InputError);
 }
 
 BOOST_AUTO_TEST_CASE(checkpoint_files_resolve_a_file_or_its_stage_files) {
@@ -145,12 +145,12 @@ BOOST_AUTO_TEST_CASE(checkpoint_files_resolve_a_file_or_its_stage_files) {
   std::vector<Model> four = stages(c, 4, *be);
   for (Model& m : four) m.init_random(3);
   save(four, dir / "ck.h5");
-  const auto files = braid::train::checkpoint_files(dir / "ck.h5");
+  const auto files = braid::checkpoint::checkpoint_files(dir / "ck.h5");
   BOOST_TEST(files.size() == 4u);
-  BOOST_TEST((files == braid::train::stage_paths(dir / "ck.h5", 4)));
+  BOOST_TEST((files == braid::checkpoint::stage_paths(dir / "ck.h5", 4)));
 
   // The whole model from its four stage files, heads as the checkpoint has them.
-  const auto opened = braid::train::open_model(dir / "ck.h5", *be, {}, /*need_lm_head=*/true);
+  const auto opened = braid::checkpoint::open_model(dir / "ck.h5", *be, {}, /*need_lm_head=*/true);
   BOOST_TEST(opened.step == 7);
   BOOST_TEST(opened.model->is_first_stage());
   BOOST_TEST(opened.model->is_last_stage());
@@ -160,15 +160,15 @@ BOOST_AUTO_TEST_CASE(checkpoint_files_resolve_a_file_or_its_stage_files) {
     BOOST_TEST((std::vector<float>(t.data, t.data + t.numel) == want.at(t.name)), t.name);
   }
   // A single file names itself; a critic is demanded of a model without score.weight.
-  braid::train::save_weights(*opened.model, dir / "one.h5");
-  BOOST_TEST(braid::train::checkpoint_files(dir / "one.h5").size() == 1u);
-  BOOST_CHECK_THROW(braid::train::open_model(dir / "one.h5", *be, {}, false, /*need_value_head=*/true), braid::InputError);
+  braid::checkpoint::save_weights(*opened.model, dir / "one.h5");
+  BOOST_TEST(braid::checkpoint::checkpoint_files(dir / "one.h5").size() == 1u);
+  BOOST_CHECK_THROW(braid::checkpoint::open_model(dir / "one.h5", *be, {}, false, /*need_value_head=*/true), braid::InputError);
 
   // Neither the file nor stage files; one stage file missing; two splits side by side.
-  BOOST_CHECK_THROW(braid::train::checkpoint_files(dir / "none.h5"), braid::InputError);
-  fs::remove(braid::train::stage_path(dir / "ck.h5", 2, 4));
-  BOOST_CHECK_THROW(braid::train::checkpoint_files(dir / "ck.h5"), braid::InputError);
+  BOOST_CHECK_THROW(braid::checkpoint::checkpoint_files(dir / "none.h5"), braid::InputError);
+  fs::remove(braid::checkpoint::stage_path(dir / "ck.h5", 2, 4));
+  BOOST_CHECK_THROW(braid::checkpoint::checkpoint_files(dir / "ck.h5"), braid::InputError);
   std::vector<Model> two = stages(c, 2, *be);
   save(two, dir / "ck.h5");
-  BOOST_CHECK_THROW(braid::train::checkpoint_files(dir / "ck.h5"), braid::InputError);
+  BOOST_CHECK_THROW(braid::checkpoint::checkpoint_files(dir / "ck.h5"), braid::InputError);
 }

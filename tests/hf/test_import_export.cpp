@@ -2,12 +2,12 @@
 #include <boost/test/unit_test.hpp>
 
 #include "backend/backend.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "hf/import_export.hpp"
 #include "hf/llama_layout.hpp"
 #include "hf/safetensors.hpp"
-#include "train/checkpoint.hpp"
 
 #include <cmath>
 #include <cstdlib>
@@ -95,7 +95,7 @@ BOOST_AUTO_TEST_CASE(import_sharded_folder_into_stages) {
   const auto files = braid::hf::import_hf(dir, scratch("imported.h5"), {.stages = 3});
   BOOST_TEST(files.size() == 3u);
   Model dst(c, {}, *be);
-  braid::train::load_weights(dst, braid::io::WeightShardSet(files));
+  braid::checkpoint::load_weights(dst, braid::io::WeightShardSet(files));
   BOOST_TEST((weights_of(dst) == weights_of(src)));
   // The shard keeps the folder's own config.json, extra keys included.
   braid::io::WeightShardReader r(files[0]);
@@ -109,7 +109,7 @@ BOOST_AUTO_TEST_CASE(export_then_import_round_trips_exactly) {
     Model m(c, {}, *be);
     m.init_random(5);
     const fs::path ck = scratch(tied ? "rt_tied.h5" : "rt.h5");
-    braid::train::save_weights(m, ck);
+    braid::checkpoint::save_weights(m, ck);
     const fs::path out = scratch(tied ? "hf_out_tied" : "hf_out");
     braid::hf::export_hf({ck}, out);
 
@@ -123,7 +123,7 @@ BOOST_AUTO_TEST_CASE(export_then_import_round_trips_exactly) {
 
     const auto back = braid::hf::import_hf(out, scratch(tied ? "back_tied.h5" : "back.h5"), {.stages = 2});
     Model again(c, {}, *be);
-    braid::train::load_weights(again, braid::io::WeightShardSet(back));
+    braid::checkpoint::load_weights(again, braid::io::WeightShardSet(back));
     BOOST_TEST((weights_of(again) == weights_of(m)));
   }
 }
@@ -134,7 +134,7 @@ BOOST_AUTO_TEST_CASE(bf16_export_is_close) {
   Model m(c, {}, *be);
   m.init_random(8);
   const fs::path ck = scratch("bf.h5");
-  braid::train::save_weights(m, ck);
+  braid::checkpoint::save_weights(m, ck);
   braid::hf::export_hf({ck}, scratch("hf_bf16"), {.dtype = braid::hf::StoreDtype::bf16});
   braid::hf::SafetensorsReader st(scratch("hf_bf16") / "model.safetensors");
   const auto& t = m.tensors()[1];
@@ -172,10 +172,10 @@ BOOST_AUTO_TEST_CASE(imported_hf_folder_reproduces_pytorch_logits) {
   const fs::path fixtures = fs::path(std::getenv("BRAID_FIXTURES")) / "hf";
   const auto files = braid::hf::import_hf(fixtures / "tiny_llama", scratch("tiny_llama.h5"), {.stages = 2});
   braid::io::WeightShardSet set(files);
-  const ModelConfig c = braid::train::config_of(set);
+  const ModelConfig c = braid::checkpoint::config_of(set);
   auto be = braid::backend::make_cpu_backend(1);
   Model m(c, {}, *be);
-  braid::train::load_weights(m, set);
+  braid::checkpoint::load_weights(m, set);
 
   braid::hf::SafetensorsReader ref(fixtures / "tiny_llama_reference.safetensors");
   const auto tok_f = ref.read("tokens");
@@ -219,7 +219,7 @@ BOOST_AUTO_TEST_CASE(reward_model_imports_with_its_value_head) {
   write_hf_folder(dir, c, src, false, false);
   const auto files = braid::hf::import_hf(dir, scratch("reward.h5"));
   Model dst(c, rm, *be);
-  braid::train::load_weights(dst, braid::io::WeightShardSet(files));
+  braid::checkpoint::load_weights(dst, braid::io::WeightShardSet(files));
   BOOST_TEST((weights_of(dst) == weights_of(src)));
   BOOST_TEST(!braid::io::WeightShardReader(files[0]).contains("lm_head.weight"));
 

@@ -1,12 +1,12 @@
 #include "fused_setup.hpp"
 
 #include "backend/backend.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "core/rng.hpp"
 #include "model/model.hpp"
 #include "sched/baselines.hpp"
 #include "sched/lower.hpp"
 #include "sched/schedule.hpp"
-#include "train/checkpoint.hpp"
 
 #include <fmt/format.h>
 #include <stdexcept>
@@ -17,10 +17,10 @@ void write_actor_critic(const model::ModelConfig& cfg, const std::filesystem::pa
   auto be = backend::make_cpu_backend(1);
   model::Model actor(cfg, {.lm_head = true}, *be);
   actor.init_random(seed);
-  train::save_weights(actor, dir / "actor.h5", {.step = 7});
+  checkpoint::save_weights(actor, dir / "actor.h5", {.step = 7});
   model::Model critic(cfg, {.lm_head = false, .value_head = true}, *be);
   critic.init_random(seed + 1);
-  train::save_weights(critic, dir / "critic.h5", {.step = 3});
+  checkpoint::save_weights(critic, dir / "critic.h5", {.step = 3});
 }
 
 io::SampleBatch scored_samples(int sequences, int lo, int hi, int vocab, std::uint64_t seed) {

@@ -7,13 +7,13 @@
 #include "fused_setup.hpp"
 #include "tests/common/scratch.hpp"
 
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "dist/mpi.hpp"
 #include "io/sample_shard.hpp"
 #include "model/config.hpp"
-#include "train/checkpoint.hpp"
 #include "train/optimizer_state.hpp"
 #include "train/commands.hpp"
 #include "train/train_outputs.hpp"
@@ -77,8 +77,8 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
   if (world->rank() == 0) {
     auto be = backend::make_cpu_backend(1);
     for (const auto& [in, out, step] : {std::tuple{c.actor, c.actor_out, 8}, std::tuple{c.critic, c.critic_out, 4}}) {
-      auto before = train::open_model(in, *be);
-      auto after = train::open_model(out, *be);
+      auto before = checkpoint::open_model(in, *be);
+      auto after = checkpoint::open_model(out, *be);
       BOOST_TEST(after.files.size() == static_cast<std::size_t>(n));
       BOOST_TEST(after.step == step);
       BOOST_TEST(max_diff(*before.model, *after.model) > 1e-4);
@@ -132,9 +132,9 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
   world->barrier();
 
   // A rerun finds both checkpoints complete and writes nothing.
-  const auto stamp = std::filesystem::last_write_time(train::stage_path(c.actor_out, 0, n));
+  const auto stamp = std::filesystem::last_write_time(checkpoint::stage_path(c.actor_out, 0, n));
   BOOST_TEST(train::run_rl(c) == 0);
-  BOOST_TEST((std::filesystem::last_write_time(train::stage_path(c.actor_out, 0, n)) == stamp));
+  BOOST_TEST((std::filesystem::last_write_time(checkpoint::stage_path(c.actor_out, 0, n)) == stamp));
 
   train::RlCommand piped = c;
   piped.inputs = {"-"};

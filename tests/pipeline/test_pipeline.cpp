@@ -8,9 +8,9 @@
 #include "fused_setup.hpp"
 #include "tests/common/scratch.hpp"
 
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "dist/mpi.hpp"
-#include "train/checkpoint.hpp"
 #include "train/micro_batches.hpp"
 #include "train/objectives.hpp"
 #include "train/pipeline.hpp"
@@ -132,7 +132,7 @@ void check_fused_step(const test::FusedModels& fm, const std::string& order, con
   const char* names[2] = {"actor", "critic"};
   for (int m = 0; m < 2; ++m) {
     BOOST_TEST_CONTEXT(label << ", " << names[m] << ", rank " << world->rank()) {
-      auto opened = train::open_model(dir / fmt::format("{}.h5", names[m]), *be);
+      auto opened = checkpoint::open_model(dir / fmt::format("{}.h5", names[m]), *be);
       auto& ref = *opened.model;
       optim::AdamW opt(*be, ref.tensors(), adamw_config());
       const auto init = ref.parameters();
@@ -151,7 +151,7 @@ void check_fused_step(const test::FusedModels& fm, const std::string& order, con
 
       // The saved stage files read back as one whole model equal the reference.
       if (world->rank() == 0) {
-        auto saved = train::open_model(outs[static_cast<std::size_t>(m)], *be);
+        auto saved = checkpoint::open_model(outs[static_cast<std::size_t>(m)], *be);
         BOOST_TEST(saved.files.size() == static_cast<std::size_t>(m == 0 ? fm.actor_stages : fm.critic_stages));
         BOOST_TEST(saved.step == opened.step + 1);
         BOOST_TEST(max_diff(*saved.model, ref, false) <= 2e-6);

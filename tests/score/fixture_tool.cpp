@@ -8,10 +8,10 @@
 //     checks every scored shard's arrays against the formulas, from the stored arrays,
 //     and that the shards hold SAMPLES distinct samples; prints the problems, exit 1.
 #include "backend/backend.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "core/json.hpp"
 #include "core/rng.hpp"
 #include "io/sample_shard.hpp"
-#include "train/checkpoint.hpp"
 
 #include <fmt/format.h>
 
@@ -57,7 +57,7 @@ int make(int argc, char** argv) {
   Rng rng(std::stoull(argv[7]));
   const bool no_logprobs = argc > 8 && std::string(argv[8]) == "no-actor-logprobs";
   auto be = backend::make_cpu_backend(1);
-  const auto opened = train::open_model(actor, *be, {}, true, false);
+  const auto opened = checkpoint::open_model(actor, *be, {}, true, false);
   std::filesystem::create_directories(dir);
   const json config{{"stage", "generate"}, {"samples_per_prompt", per}, {"tokenizer", "byte"}};
 

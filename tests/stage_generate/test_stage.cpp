@@ -7,11 +7,11 @@
 #include <algorithm>
 
 #include "backend/backend.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "core/json.hpp"
 #include "generate/generate.hpp"
 #include "io/sample_shard.hpp"
 #include "tests/common/scratch.hpp"
-#include "train/checkpoint.hpp"
 
 #include <fmt/format.h>
 
@@ -54,7 +54,7 @@ const fs::path& root() {
                                                     .max_position_embeddings = 256},
                           {}, *be);
     m.init_random(11, 0.3);
-    braid::train::save_weights(m, d / "actor.h5", {.step = 4});
+    braid::checkpoint::save_weights(m, d / "actor.h5", {.step = 4});
     std::ofstream p(d / "prompts.jsonl");
     for (const auto& t : kTexts) p << braid::json{{"text", t}}.dump() << "\n";
     return d;
@@ -134,7 +134,7 @@ BOOST_AUTO_TEST_CASE(shards_hold_the_samples_of_a_direct_generator_run) {
 
   // The same prompts, options and model straight through the Generator.
   auto be = braid::backend::make_cpu_backend(1);
-  auto actor = braid::train::open_model(root() / "actor.h5", *be, {}, true);
+  auto actor = braid::checkpoint::open_model(root() / "actor.h5", *be, {}, true);
   std::vector<braid::gen::Prompt> prompts;
   for (const auto& t : kTexts) {
     for (int k = 0; k < 2; ++k) {

@@ -7,13 +7,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include "backend/backend.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "generate/generate.hpp"
 #include "io/sample_shard.hpp"
 #include "io/weight_shard.hpp"
-#include "rl/gae.hpp"
-#include "train/checkpoint.hpp"
+#include "score/advantages.hpp"
 
 #include "../common/scratch.hpp"
 
@@ -81,7 +81,7 @@ void write_scored_shard(const std::string& path, const model::Model& actor, int 
     }
     (*b.reward)[i] = static_cast<float>(s.sample_id % 3) / 2.0f;
   }
-  if (with_advantages) rl::ppo_advantages(b, {.kl_coef = 0.0});
+  if (with_advantages) score::ppo_advantages(b, {.kl_coef = 0.0});
   if (whitened) {
     std::vector<float*> response;
     for (std::size_t i = 0; i < b.size(); ++i) {
@@ -127,7 +127,7 @@ struct World {
     BOOST_TEST_REQUIRE(run(bin("braid") + " init -q --config " + cfg + " --seed 2 --value-head --no-lm-head -o " +
                                p("critic.h5"), "init-critic").code == 0);
     auto be = backend::make_cpu_backend(1);
-    const auto actor = train::open_model(p("actor.h5"), *be, {}, true);
+    const auto actor = checkpoint::open_model(p("actor.h5"), *be, {}, true);
     write_scored_shard(p("scored-00000.h5"), *actor.model, 0, true);
     write_scored_shard(p("scored-00001.h5"), *actor.model, 4, true);
     write_scored_shard(p("unscored.h5"), *actor.model, 0, false);

@@ -9,8 +9,8 @@
 #include "backend/backend.hpp"
 #include "generate/generate.hpp"
 #include "rl/chunked_lm_head.hpp"
-#include "rl/gae.hpp"
 #include "rl/grpo.hpp"
+#include "score/advantages.hpp"
 #include "train/objectives.hpp"
 #include "train/trainer.hpp"
 
@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(ppo_raises_the_reward_of_a_tiny_byte_policy) {
     Rollout r = rollout(actor, 16, 4, 8, 1000 + it);
     rewards.push_back(r.mean_reward);
     r.batch.values = critic_values(critic, r.batch);
-    rl::ppo_advantages(r.batch, {.kl_coef = 0.0, .gamma = 1.0, .lambda = 0.95});
+    score::ppo_advantages(r.batch, {.kl_coef = 0.0, .gamma = 1.0, .lambda = 0.95});
     const auto records = train::train_epochs(r.batch, trainers, {.epochs = 2, .mini_batch = 32, .seed = std::uint64_t(it)});
     BOOST_TEST_REQUIRE(records[0].steps.size() == 4u);
     BOOST_TEST_REQUIRE(std::isfinite(records[0].steps.back().loss));
@@ -148,7 +148,7 @@ BOOST_AUTO_TEST_CASE(grpo_raises_the_reward_of_a_tiny_byte_policy) {
     r.batch.logprobs_ref = policy_logprobs(ref, r.batch);
     rl::GroupRewards groups(kGroup);
     for (std::size_t i = 0; i < r.batch.size(); ++i) groups.add(r.batch.sample_id[i], (*r.batch.reward)[i]);
-    rl::broadcast_group_advantages(r.batch, groups, 1e-6);
+    score::grpo_advantages(r.batch, groups, 1e-6);
     const auto records = train::train_epochs(r.batch, trainers, {.epochs = 2, .mini_batch = 32, .seed = std::uint64_t(it)});
     BOOST_TEST_REQUIRE(std::isfinite(records[0].steps.back().loss));
     BOOST_TEST_MESSAGE("GRPO iteration " << it << ": reward " << r.mean_reward << ", loss "

@@ -1,13 +1,13 @@
-// AdamW's state to <stem>.optim.h5 and back: the moments and the step count survive,
+// AdamW's state to <stem>.optim.h5 and back through train/optimizer_state.hpp's adapter:
 // a two-stage model loads its part of a whole-model state, and a file of another kind
 // is refused by name.
 #define BOOST_TEST_MODULE train_optimizer_state
 #include <boost/test/unit_test.hpp>
 
 #include "backend/backend.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
-#include "train/checkpoint.hpp"
 #include "train/optimizer_state.hpp"
 
 #include "../common/scratch.hpp"
@@ -53,8 +53,8 @@ BOOST_AUTO_TEST_CASE(state_round_trips_and_loads_into_another_stage_split) {
   optim::AdamW opt(*be, whole.tensors(), {});
   take_steps(whole, opt);
   const auto ckpt = test::scratch("ckpt.h5");
-  BOOST_TEST(train::optimizer_state_path(ckpt).filename() == "ckpt.optim.h5");
-  train::save_optimizer_state(opt, whole, train::optimizer_state_path(ckpt));
+  BOOST_TEST(checkpoint::optimizer_state_path(ckpt).filename() == "ckpt.optim.h5");
+  train::save_optimizer_state(opt, whole, checkpoint::optimizer_state_path(ckpt));
 
   model::Model again(tiny(), {}, *be);
   optim::AdamW fresh(*be, again.tensors(), {});
@@ -76,7 +76,7 @@ BOOST_AUTO_TEST_CASE(state_round_trips_and_loads_into_another_stage_split) {
   // No state beside a checkpoint: nothing loaded.
   BOOST_TEST(!train::load_optimizer_state(fresh, again, test::scratch("other.h5")));
   // Weights where the state should be: refused, naming the file.
-  train::save_weights(whole, train::optimizer_state_path(test::scratch("wrong.h5")));
+  checkpoint::save_weights(whole, checkpoint::optimizer_state_path(test::scratch("wrong.h5")));
   try {
     train::load_optimizer_state(fresh, again, test::scratch("wrong.h5"));
     BOOST_FAIL("a weights file was taken for optimizer state");

@@ -7,12 +7,12 @@
 #include <fmt/format.h>
 
 #include "backend/backend.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "core/log.hpp"
 #include "model/config.hpp"
 #include "model/model.hpp"
-#include "train/checkpoint.hpp"
 #include "verbs.hpp"
 
 namespace braid::driver {
@@ -32,7 +32,7 @@ int run_init(const InitOptions& o) {
   if (o.no_lm_head && !o.value_head) throw UsageError("--no-lm-head leaves the model without a head: add --value-head");
   const json doc = load_json_file(o.config);
   const model::ModelConfig cfg = model::parse_config(doc, o.config);
-  const auto ranges = train::split_layers(cfg.num_hidden_layers, o.stages);
+  const auto ranges = checkpoint::split_layers(cfg.num_hidden_layers, o.stages);
   auto be = backend::make_cpu_backend();
   const std::string cmd = fmt::format("braid init --config {} --seed {} --stages {} --init-std {}{}{} -o {}", o.config,
                                       o.seed, o.stages, o.init_std, o.value_head ? " --value-head" : "",
@@ -42,8 +42,8 @@ int run_init(const InitOptions& o) {
     model::Model m(cfg, {.layers = ranges[static_cast<std::size_t>(s)], .lm_head = !o.no_lm_head, .value_head = o.value_head},
                    *be);
     m.init_random(o.seed, o.init_std);
-    const auto path = train::stage_path(o.out, s, o.stages);
-    train::save_weights(m, path, {.step = 0, .created_by = cmd, .config_json = doc.dump()});
+    const auto path = checkpoint::stage_path(o.out, s, o.stages);
+    checkpoint::save_weights(m, path, {.step = 0, .created_by = cmd, .config_json = doc.dump()});
     log::info("wrote {} (layers {}..{}, {} parameters)", path.string(), m.layer_begin(), m.layer_end() - 1,
               m.parameter_count());
     std::cout << path.string() << '\n';

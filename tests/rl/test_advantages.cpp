@@ -1,6 +1,5 @@
 // PPO's KL-penalised rewards and GAE, and GRPO's group advantages, against direct
-// formulas written out the slow way.
-#define BOOST_TEST_MODULE score_advantages
+// formulas written out the slow way; batches as spans over a sequence layout.
 #include <boost/test/unit_test.hpp>
 
 #include "core/rng.hpp"
@@ -8,6 +7,8 @@
 #include "rl/grpo.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <span>
 #include <vector>
 
 namespace {
@@ -28,6 +29,16 @@ std::vector<double> direct_gae(const std::vector<double>& r, const std::vector<f
     for (std::size_t l = 0; t + l < n; ++l) a[t] += std::pow(gamma * lambda, double(l)) * delta[t + l];
   }
   return a;
+}
+
+// Two sequences as a sample shard lays them out: 5 tokens with a prompt of 2, then 3
+// tokens with a prompt of 1.
+const std::vector<std::int64_t> kOffsets{0, 5, 8};
+const std::vector<std::int32_t> kPromptLen{2, 1};
+const braid::rl::SequenceLayout kLayout{kOffsets, kPromptLen};
+
+std::span<const float> response_of(const std::vector<float>& per_token, std::size_t i) {
+  return std::span<const float>(per_token).subspan(kLayout.response_begin(i), kLayout.response_length(i));
 }
 
 }  // namespace
@@ -90,40 +101,53 @@ BOOST_AUTO_TEST_CASE(gae_with_lambda_zero_is_the_one_step_td_error) {
 }
 
 BOOST_AUTO_TEST_CASE(ppo_advantages_fill_responses_only_and_keep_sequences_apart) {
-  braid::io::SampleBatch b;
-  b.add(std::vector<std::int32_t>{1, 2, 3, 4, 5}, 2, 0);
-  b.add(std::vector<std::int32_t>{1, 6, 7}, 1, 1);
-  b.logprobs_actor = std::vector<float>{0, 0, -1.0f, -2.0f, -0.5f, 0, -0.3f, -0.4f};
-  b.logprobs_ref = std::vector<float>{0, 0, -1.5f, -1.0f, -0.5f, 0, -0.3f, -0.2f};
-  b.values = std::vector<float>{0, 0, 0.2f, 0.1f, -0.1f, 0, 0.5f, 0.4f};
-  b.reward = std::vector<float>{1.0f, -1.0f};
+  const std::vector<float> logprobs_actor{0, 0, -1.0f, -2.0f, -0.5f, 0, -0.3f, -0.4f};
+  const std::vector<float> logprobs_ref{0, 0, -1.5f, -1.0f, -0.5f, 0, -0.3f, -0.2f};
+  const std::vector<float> values{0, 0, 0.2f, 0.1f, -0.1f, 0, 0.5f, 0.4f};
+  const std::vector<float> rewards{1.0f, -1.0f};
+  std::vector<float> advantages(8, 7.0f), returns(8, 7.0f);  // prompt positions must become 0
+  braid::rl::PpoAdvantageInputs in{.layout = kLayout, .logprobs_actor = logprobs_actor, .logprobs_ref = logprobs_ref,
+                                   .values = values, .rewards = rewards};
   const braid::rl::PpoAdvantageOptions opt{.kl_coef = 0.1, .gamma = 0.9, .lambda = 0.8};
-  const auto s = braid::rl::ppo_advantages(b, opt);
+  const auto s = braid::rl::ppo_advantages(in, opt, advantages, returns);
   BOOST_TEST(s.response_tokens == 5);
   BOOST_TEST(s.mean_kl == (0.5 - 1.0 + 0.0 + 0.0 - 0.2) / 5, boost::test_tools::tolerance(1e-6));
   BOOST_TEST(s.mean_reward == 0.0, boost::test_tools::tolerance(1e-9));
 
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    for (std::size_t t = b.begin(i); t < b.response_begin(i); ++t) {
-      BOOST_TEST((*b.advantages)[t] == 0.0f);
-      BOOST_TEST((*b.returns)[t] == 0.0f);
+  for (std::size_t i = 0; i < kLayout.size(); ++i) {
+    for (std::size_t t = kLayout.begin(i); t < kLayout.response_begin(i); ++t) {
+      BOOST_TEST(advantages[t] == 0.0f);
+      BOOST_TEST(returns[t] == 0.0f);
     }
-    const auto actor = b.response_of(*b.logprobs_actor, i), ref = b.response_of(*b.logprobs_ref, i);
-    const auto values = b.response_of(*b.values, i);
+    const auto actor = response_of(logprobs_actor, i), ref = response_of(logprobs_ref, i);
+    const auto v = response_of(values, i);
     std::vector<double> r(actor.size());
     for (std::size_t t = 0; t < r.size(); ++t) r[t] = -0.1 * (double(actor[t]) - double(ref[t]));
-    r.back() += (*b.reward)[i];
-    const auto want = direct_gae(r, std::vector<float>(values.begin(), values.end()), 0.9, 0.8);
-    const auto adv = b.response_of(*b.advantages, i), ret = b.response_of(*b.returns, i);
+    r.back() += rewards[i];
+    const auto want = direct_gae(r, std::vector<float>(v.begin(), v.end()), 0.9, 0.8);
+    const auto adv = response_of(advantages, i), ret = response_of(returns, i);
     for (std::size_t t = 0; t < want.size(); ++t) {
       BOOST_TEST(adv[t] == want[t], boost::test_tools::tolerance(1e-5));
-      BOOST_TEST(ret[t] == want[t] + values[t], boost::test_tools::tolerance(1e-5));
+      BOOST_TEST(ret[t] == want[t] + v[t], boost::test_tools::tolerance(1e-5));
     }
   }
-  BOOST_TEST(b.problems().empty());
 
-  b.values.reset();
-  BOOST_CHECK_THROW(braid::rl::ppo_advantages(b, opt), std::invalid_argument);
+  // Without a KL penalty the reference may be absent; a short array or a missing one is refused.
+  in.logprobs_ref = {};
+  BOOST_CHECK_NO_THROW(braid::rl::ppo_advantages(in, {.kl_coef = 0.0}, advantages, returns));
+  BOOST_CHECK_THROW(braid::rl::ppo_advantages(in, opt, advantages, returns), std::invalid_argument);
+  in.logprobs_ref = logprobs_ref;
+  in.values = std::span<const float>(values).first(7);
+  BOOST_CHECK_THROW(braid::rl::ppo_advantages(in, opt, advantages, returns), std::invalid_argument);
+  in.values = values;
+  in.rewards = std::span<const float>(rewards).first(1);
+  BOOST_CHECK_THROW(braid::rl::ppo_advantages(in, opt, advantages, returns), std::invalid_argument);
+  in.rewards = rewards;
+  BOOST_CHECK_THROW(braid::rl::ppo_advantages(in, opt, advantages, std::span<float>(returns).first(5)),
+                    std::invalid_argument);
+  const std::vector<std::int32_t> long_prompt{2, 4};  // a prompt longer than its sequence
+  in.layout.prompt_len = long_prompt;
+  BOOST_CHECK_THROW(braid::rl::ppo_advantages(in, opt, advantages, returns), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(group_advantages_are_standardised_rewards) {
@@ -160,33 +184,32 @@ BOOST_AUTO_TEST_CASE(group_rewards_collect_groups_across_arrivals) {
   BOOST_TEST(g.advantage(6, 0.0) == 0.0, boost::test_tools::tolerance(1e-9));
   BOOST_TEST(g.advantage(7, 0.0) == 1.0 / sd, boost::test_tools::tolerance(1e-6));
 
-  braid::io::SampleBatch b;
-  b.add(std::vector<std::int32_t>{5, 1, 2}, 1, 7);
-  b.add(std::vector<std::int32_t>{5, 9}, 2, 8);
-  braid::rl::broadcast_group_advantages(b, g, 0.0);
-  BOOST_TEST((*b.advantages)[0] == 0.0f);
-  BOOST_TEST((*b.advantages)[1] == 1.0 / sd, boost::test_tools::tolerance(1e-6));
-  BOOST_TEST((*b.advantages)[2] == 1.0 / sd, boost::test_tools::tolerance(1e-6));
-  BOOST_TEST((*b.advantages)[3] == 0.0f);  // a response of no tokens
-  BOOST_TEST((*b.advantages)[4] == 0.0f);
-  BOOST_TEST((*b.returns == *b.advantages));
+  // Samples 7 (3 tokens, prompt 1) and 8 (2 tokens, all prompt).
+  const std::vector<std::int64_t> offsets{0, 3, 5};
+  const std::vector<std::int32_t> prompt_len{1, 2};
+  const braid::rl::SequenceLayout layout{offsets, prompt_len};
+  std::vector<float> a(5, 7.0f);
+  braid::rl::broadcast_group_advantages(layout, std::vector<std::int64_t>{7, 8}, g, 0.0, a);
+  BOOST_TEST(a[0] == 0.0f);
+  BOOST_TEST(a[1] == 1.0 / sd, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(a[2] == 1.0 / sd, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(a[3] == 0.0f);  // a response of no tokens
+  BOOST_TEST(a[4] == 0.0f);
 
-  b.add(std::vector<std::int32_t>{5, 3}, 1, 1);  // group 0 is incomplete
-  BOOST_CHECK_THROW(braid::rl::broadcast_group_advantages(b, g, 0.0), std::logic_error);
+  BOOST_CHECK_THROW(braid::rl::broadcast_group_advantages(layout, std::vector<std::int64_t>{7}, g, 0.0, a),
+                    std::invalid_argument);
+  BOOST_CHECK_THROW(braid::rl::broadcast_group_advantages(layout, std::vector<std::int64_t>{7, 1}, g, 0.0, a),
+                    std::logic_error);  // group 0 is incomplete
 }
 
 // Whitening: response tokens of all sequences together to mean 0 and std 1; prompt
 // positions keep what they held.
 BOOST_AUTO_TEST_CASE(whitening_standardises_response_advantages_only) {
-  braid::io::SampleBatch b;
-  b.add(std::vector<std::int32_t>{1, 2, 3, 4, 5}, 2, 0);
-  b.add(std::vector<std::int32_t>{1, 6, 7}, 1, 1);
-  b.advantages = std::vector<float>{9, 9, 1.0f, 2.0f, 3.0f, 9, 4.0f, 10.0f};
-  const auto w = braid::rl::whiten_advantages(b);
+  std::vector<float> a{9, 9, 1.0f, 2.0f, 3.0f, 9, 4.0f, 10.0f};
+  const auto w = braid::rl::whiten_advantages(kLayout, a);
   BOOST_TEST(w.tokens == 5);
   BOOST_TEST(w.mean == 4.0, boost::test_tools::tolerance(1e-9));
   BOOST_TEST(w.std == std::sqrt((9.0 + 4 + 1 + 0 + 36) / 5), boost::test_tools::tolerance(1e-9));
-  const auto& a = *b.advantages;
   BOOST_TEST(a[0] == 9.0f);
   BOOST_TEST(a[1] == 9.0f);
   BOOST_TEST(a[5] == 9.0f);
@@ -200,6 +223,5 @@ BOOST_AUTO_TEST_CASE(whitening_standardises_response_advantages_only) {
   BOOST_TEST(std::abs(sum / 5) < 1e-6);
   BOOST_TEST(sq / 5 == 1.0, boost::test_tools::tolerance(1e-5));
 
-  b.advantages.reset();
-  BOOST_CHECK_THROW(braid::rl::whiten_advantages(b), std::invalid_argument);
+  BOOST_CHECK_THROW(braid::rl::whiten_advantages(kLayout, std::span<float>(a).first(7)), std::invalid_argument);
 }

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace braid::train {
+namespace braid::checkpoint {
 
 // Layers split as evenly as possible over `stages` (earlier stages take the extra ones).
 std::vector<model::LayerRange> split_layers(int num_layers, int stages);
@@ -63,4 +63,4 @@ struct OpenedModel {
 OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, model::LayerRange layers = {},
                        bool need_lm_head = false, bool need_value_head = false);
 
-}  // namespace braid::train
+}  // namespace braid::checkpoint

@@ -1,4 +1,4 @@
-#include "train/checkpoint.hpp"
+#include "checkpoint/checkpoint.hpp"
 
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 
-namespace braid::train {
+namespace braid::checkpoint {
 
 std::vector<model::LayerRange> split_layers(int num_layers, int stages) {
   if (stages < 1 || stages > num_layers) {
@@ -111,9 +111,9 @@ model::ModelConfig config_of(const io::WeightShardSet& shards) {
   return model::parse_config(parse_json_text(first.meta().model_config, origin), origin);
 }
 
-}  // namespace braid::train
+}  // namespace braid::checkpoint
 
-namespace braid::train {
+namespace braid::checkpoint {
 
 std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path& spec) {
   namespace fs = std::filesystem;
@@ -172,4 +172,4 @@ OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, 
   return out;
 }
 
-}  // namespace braid::train
+}  // namespace braid::checkpoint
