@@ -7,7 +7,7 @@
 #include "core/log.hpp"
 #include "core/progress.hpp"
 #include "core/rng.hpp"
-#include "dist/mpi.hpp"
+#include "comm/mpi.hpp"
 #include "train/micro_batches.hpp"
 #include "train/objectives.hpp"
 #include "train/optimizer_state.hpp"
@@ -58,8 +58,8 @@ int run_fused_rl(const RlCommand& c) {
   if (ppo && (c.critic.empty() || c.critic_out.empty())) throw UsageError("ppo needs --critic and --critic-out");
   if (c.common.stats == "-") throw UsageError("--stats cannot be stdout (stdout lists the checkpoints written)");
 
-  dist::MpiRuntime mpi(nullptr, nullptr);
-  auto world = dist::mpi_world();
+  comm::MpiRuntime mpi(nullptr, nullptr);
+  auto world = comm::mpi_world();
   const bool lead = world->rank() == 0;
   // One rank tells the story; the others only warn (and stay quiet under -q). Progress
   // follows the level, so it is drawn once too.
