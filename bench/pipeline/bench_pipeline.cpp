@@ -15,7 +15,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "core/cli.hpp"
-#include "dist/mpi.hpp"
+#include "comm/mpi.hpp"
 #include "sched/anneal.hpp"
 #include "sched/baselines.hpp"
 #include "sched/bound.hpp"
@@ -99,7 +99,7 @@ struct FusedRun {
   std::vector<std::vector<double>> fwd, bwd;
 };
 
-FusedRun run_fused(const Options& o, dist::Communicator& world, const sched::LoadedSchedule& schedule,
+FusedRun run_fused(const Options& o, comm::Communicator& world, const sched::LoadedSchedule& schedule,
                    const std::filesystem::path& dir, const std::vector<io::SampleBatch>& mbs, std::int64_t max_tokens,
                    int steps) {
   auto be = backend::make_cpu_backend(o.threads);
@@ -143,7 +143,7 @@ struct Made {
   sched::LoadedSchedule schedule;
   double makespan = 0, serial = 0, bound = 0;
 };
-Made schedule_from_costs(const Options& o, dist::Communicator& world, const FusedRun& profile) {
+Made schedule_from_costs(const Options& o, comm::Communicator& world, const FusedRun& profile) {
   const int n = world.size();
   std::string text;
   if (world.rank() == 0) {
@@ -177,7 +177,7 @@ Made schedule_from_costs(const Options& o, dist::Communicator& world, const Fuse
 }
 
 int run_bench(const Options& o) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const int n = world->size(), rank = world->rank();
   const auto cfg = model::load_config(o.config);
   std::filesystem::path dir = o.dir;
@@ -245,7 +245,7 @@ int run_bench(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  dist::MpiRuntime mpi(&argc, &argv);
+  comm::MpiRuntime mpi(&argc, &argv);
   Options o;
   CLI::App app{"Times a fused actor+critic pipeline step against its schedule's prediction (run under mpirun -np N)",
                "bench_pipeline"};

@@ -2,7 +2,7 @@
 
 #include "core/error.hpp"
 
-#include "dist/mpi.hpp"
+#include "comm/mpi.hpp"
 
 #include <fmt/format.h>
 
@@ -69,17 +69,10 @@ class Reader {
 
 }  // namespace
 
-bool launched_by_mpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"}) {
-    if (std::getenv(var) != nullptr) return true;
-  }
-  return false;
-}
-
 RankGroup::RankGroup(int* argc, char*** argv) {
-  if (!launched_by_mpi()) return;
-  runtime_ = std::make_unique<dist::MpiRuntime>(argc, argv);
-  world_ = dist::mpi_world();
+  if (!comm::launched_by_mpi()) return;
+  runtime_ = std::make_unique<comm::MpiRuntime>(argc, argv);
+  world_ = comm::mpi_world();
   rank_ = world_->rank();
   size_ = world_->size();
 }
@@ -91,7 +84,7 @@ namespace {
 // MPI's blocking calls spin until the peer takes the message, and a rank that is done
 // (its stats sent to a rank still generating) would burn its core for the rest of the
 // run: wait asleep instead, at a granularity no step of this stage notices.
-void wait_asleep(dist::Request& r) {
+void wait_asleep(comm::Request& r) {
   for (int spin = 0; spin < 64; ++spin) {
     if (r.test()) return;
   }
@@ -102,13 +95,13 @@ constexpr int kTagGather = 4;
 
 }  // namespace
 
-// Point to point rather than MPI_Allgather, for the same reason: a rank that reaches
+// Point to point rather than an all-gather collective, for the same reason: a rank that reaches
 // the exchange first sleeps and leaves its core to the peers it waits for. Rounds pair
 // up because messages between two ranks with one tag keep their order.
 std::vector<std::int64_t> RankGroup::allgather(std::int64_t value) const {
   std::vector<std::int64_t> all(static_cast<std::size_t>(size_), value);
   if (!world_ || size_ == 1) return all;
-  std::vector<dist::Request> pending;
+  std::vector<comm::Request> pending;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     pending.push_back(world_->isend(std::span<const std::int64_t>(&value, 1), r, kTagGather));
@@ -122,8 +115,8 @@ std::vector<std::int64_t> RankGroup::allgather(std::int64_t value) const {
 void RankGroup::send(int to, int tag, const std::string& bytes) const {
   if (!world_) throw std::logic_error("RankGroup::send without MPI");
   const std::int64_t n = static_cast<std::int64_t>(bytes.size());
-  dist::Request size = world_->isend(std::span<const std::int64_t>(&n, 1), to, tag);
-  dist::Request data = world_->isend(std::span<const char>(bytes.data(), bytes.size()), to, tag);
+  comm::Request size = world_->isend(std::span<const std::int64_t>(&n, 1), to, tag);
+  comm::Request data = world_->isend(std::span<const char>(bytes.data(), bytes.size()), to, tag);
   wait_asleep(size);
   wait_asleep(data);
 }
@@ -150,7 +143,7 @@ void RankGroup::finish(int last) const {
     }
     return;
   }
-  dist::Request done = world_->irecv(std::span<std::int64_t>(&token, 1), last, kTagDone);
+  comm::Request done = world_->irecv(std::span<std::int64_t>(&token, 1), last, kTagDone);
   wait_asleep(done);
 }
 

@@ -1,5 +1,5 @@
 // Several braid-generate processes (mpirun) and the long-tail migration between them
-// (RLHFuse §4.2). The processes talk through lib/dist's Communicator.
+// (RLHFuse §4.2). The processes talk through lib/comm's Communicator.
 //
 // Migration: while generating, the ranks exchange their counts of unfinished samples
 // after every step. When fewer than R_t remain over all ranks, the m ranks with the
@@ -20,15 +20,15 @@
 #include <string>
 #include <vector>
 
-namespace braid::dist {
+namespace braid::comm {
 class Communicator;
 class MpiRuntime;
-}  // namespace braid::dist
+}  // namespace braid::comm
 
 namespace braid::gen {
 
-// MPI_COMM_WORLD when the process was started by an MPI launcher, else one rank and
-// no MPI at all (so a plain run never pays for MPI_Init).
+// Every rank of the job when the process was started by an MPI launcher, else one rank
+// and no MPI at all (so a plain run never pays for MPI start-up).
 class RankGroup {
  public:
   RankGroup(int* argc, char*** argv);
@@ -47,19 +47,16 @@ class RankGroup {
   // Rank 0's text on every rank (collective).
   void broadcast(std::string& text) const;
   // The end of a run. Rank `last` (the one that finishes last) lets the others go;
-  // they wait for it asleep (polling every millisecond), not in MPI_Finalize, whose
-  // wait spins: a rank that is done (a migration sender) frees its core at once.
+  // they wait for it asleep (polling every millisecond), not in MPI's finalisation,
+  // whose wait spins: a rank that is done (a migration sender) frees its core at once.
   void finish(int last) const;
 
  private:
-  std::unique_ptr<dist::MpiRuntime> runtime_;
-  std::unique_ptr<dist::Communicator> world_;
+  std::unique_ptr<comm::MpiRuntime> runtime_;
+  std::unique_ptr<comm::Communicator> world_;
   int rank_ = 0;
   int size_ = 1;
 };
-
-// True when the process was started by mpirun (or another MPI launcher).
-bool launched_by_mpi();
 
 // --migrate-threshold: a count ("12") or a fraction of the run's samples ("0.2").
 // Returns R_t for `samples` samples; 0 = migration off. UsageError when malformed.

@@ -1,17 +1,21 @@
 #include "plan/comm_probe.hpp"
 
-#include <mpi.h>
-
 #include <algorithm>
+#include <chrono>
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "comm/mpi.hpp"
+
 namespace braid::plan {
 namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 CommPoint median_point(double bytes, std::vector<double> t) {
   std::sort(t.begin(), t.end());
@@ -24,56 +28,53 @@ CommPoint median_point(double bytes, std::vector<double> t) {
 
 }  // namespace
 
-CommMeasurement measure_comm(double max_bytes, int repeats) {
+CommMeasurement measure_comm(comm::Communicator& world, double max_bytes, int repeats) {
+  using Clock = std::chrono::steady_clock;
   CommMeasurement m;
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &m.ranks);
-  char host[MPI_MAX_PROCESSOR_NAME] = {};
-  int len = 0;
-  MPI_Get_processor_name(host, &len);
-  char host0[MPI_MAX_PROCESSOR_NAME] = {};
-  std::memcpy(host0, host, sizeof(host));
-  MPI_Bcast(host0, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
-  int same = std::strcmp(host, host0) == 0, all_same = 0;
-  MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-  m.same_host = all_same != 0;
+  const int rank = world.rank();
+  m.ranks = world.size();
+  const std::string host = comm::processor_name();
+  std::string host0 = host;
+  world.broadcast(host0, 0);
+  std::int64_t same = host == host0 ? 1 : 0;
+  world.all_reduce(std::span<std::int64_t>(&same, 1), comm::ReduceOp::min);
+  m.same_host = same != 0;
   if (m.ranks < 2) return m;
 
   const auto max_floats = static_cast<std::size_t>(max_bytes / 4);
   std::vector<float> buf(max_floats, 1.0f), out(max_floats, 0.0f);
   for (std::size_t n = 2; n <= max_floats; n *= 4) {
     const double bytes = static_cast<double>(n) * 4;
-    const int count = static_cast<int>(n);
+    const std::span<float> sent(buf.data(), n), got(out.data(), n);
     // Ping-pong between ranks 0 and 1; the others wait at the barrier.
     std::vector<double> t;
     for (int r = 0; r <= repeats; ++r) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      const double t0 = MPI_Wtime();
+      world.barrier();
+      const auto t0 = Clock::now();
       if (rank == 0) {
-        MPI_Send(buf.data(), count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD);
-        MPI_Recv(out.data(), count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        world.send(std::span<const float>(sent), 1, 0);
+        world.recv(got, 1, 0);
       } else if (rank == 1) {
-        MPI_Recv(out.data(), count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Send(out.data(), count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD);
+        world.recv(got, 0, 0);
+        world.send(std::span<const float>(got), 0, 0);
       }
-      double dt = (MPI_Wtime() - t0) / 2;
-      MPI_Bcast(&dt, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+      double dt = seconds_since(t0) / 2;
+      world.broadcast(std::span<double>(&dt, 1), 0);
       if (r > 0) t.push_back(dt);  // the first run is a warm-up
     }
     m.p2p.push_back(median_point(bytes, t));
 
     t.clear();
     for (int r = 0; r <= repeats; ++r) {
-      std::fill(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n), static_cast<float>(rank + 1));
-      MPI_Barrier(MPI_COMM_WORLD);
-      const double t0 = MPI_Wtime();
-      MPI_Allreduce(buf.data(), out.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      double dt = MPI_Wtime() - t0;
-      MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      std::fill(got.begin(), got.end(), static_cast<float>(rank + 1));
+      world.barrier();
+      const auto t0 = Clock::now();
+      world.all_reduce_sum(got);
+      double dt = seconds_since(t0);
+      world.all_reduce(std::span<double>(&dt, 1), comm::ReduceOp::max);
       const float expect = static_cast<float>(m.ranks) * static_cast<float>(m.ranks + 1) / 2;
-      if (out[0] != expect || out[n - 1] != expect) {
-        throw std::runtime_error(fmt::format("all-reduce probe: got {} where the sum is {}", out[0], expect));
+      if (got[0] != expect || got[n - 1] != expect) {
+        throw std::runtime_error(fmt::format("all-reduce probe: got {} where the sum is {}", got[0], expect));
       }
       if (r > 0) t.push_back(dt);
     }

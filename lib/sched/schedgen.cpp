@@ -37,7 +37,8 @@ int verify_schedule_file(const SchedgenOptions& opt, int rank) {
   return 0;
 }
 
-int run_schedgen(SchedgenOptions opt, int rank) {
+int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
+  const int rank = world.rank();
   const Problem p = build_problem(load_schedspec(opt.spec));
   const LowerBound lb = lower_bound(p);
   const BaselineResult serial = serial_1f1b(p.spec);
@@ -81,7 +82,7 @@ int run_schedgen(SchedgenOptions opt, int rank) {
   };
   opt.anneal.mem_target = serial.peak_memory;
   if (opt.start == "1f1b") start = one_f_one_b(p);
-  const SearchResult found = parallel_search(p, start, lb.value, opt.anneal, report);
+  const SearchResult found = parallel_search(world, p, start, lb.value, opt.anneal, report);
   progress.finish();
   if (rank != 0) return 0;
 

@@ -1,10 +1,11 @@
 // braid-schedgen's work, callable from any tool: build the problem from a spec,
-// anneal on every MPI rank, lower and dry-run the winner, write braid.schedule
-// JSON (and an SVG); or verify an existing schedule file by a dry run.
+// anneal on every rank of a communicator, lower and dry-run the winner, write
+// braid.schedule JSON (and an SVG); or verify an existing schedule file by a dry run.
 #pragma once
 
 #include <string>
 
+#include "comm/communicator.hpp"
 #include "sched/anneal.hpp"
 
 namespace braid::sched {
@@ -18,8 +19,9 @@ struct SchedgenOptions {
   AnnealOptions anneal;
 };
 
-// Finds, checks and writes the schedule; returns the exit code. Only rank 0 writes.
-int run_schedgen(SchedgenOptions opt, int rank);
+// Finds, checks and writes the schedule; returns the exit code. Collective over world
+// (the search runs on every rank); only rank 0 writes.
+int run_schedgen(SchedgenOptions opt, comm::Communicator& world);
 
 // Dry-runs the instruction streams of opt.verify and compares the makespan; 0 when
 // they run as predicted, 2 (with the step x device grid on stderr) when not.

@@ -1,82 +1,55 @@
 #include "sched/search.hpp"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <vector>
 
 namespace braid::sched {
 
-MpiSession::MpiSession(int* argc, char*** argv) {
-  int up = 0;
-  MPI_Initialized(&up);
-  if (!up) {
-    MPI_Init(argc, argv);
-    owner_ = true;
-  }
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
-}
-
-MpiSession::~MpiSession() {
-  int down = 0;
-  MPI_Finalized(&down);
-  if (owner_ && !down) MPI_Finalize();
-}
-
-SearchResult parallel_search(const Problem& p, const Order& start, double bound, AnnealOptions opt,
-                             const AnnealReport& report) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+SearchResult parallel_search(comm::Communicator& world, const Problem& p, const Order& start, double bound,
+                             AnnealOptions opt, const AnnealReport& report) {
+  const int rank = world.rank(), size = world.size();
   opt.stream = static_cast<std::uint64_t>(rank);
   SearchResult out;
   out.ranks = size;
 
-  // The first rank at the bound tells the others, who stop their latency search
-  // rather than anneal on until the time limit. Every rank keeps one receive posted;
-  // after the search each receives exactly the notes sent to it, so none is left over.
+  // The first rank at the bound tells the others, who stop their latency search rather
+  // than anneal on until the time limit. Every rank sends every other exactly one note:
+  // 1 the moment it reaches the bound, else 0 when its search ends; so every receive
+  // posted here completes, and none is left in flight when the search returns.
   constexpr int kTag = 7301;
-  int note_in = 0, note_out = 1;
-  MPI_Request incoming = MPI_REQUEST_NULL;
-  std::vector<MPI_Request> outgoing;
-  outgoing.reserve(static_cast<std::size_t>(size));
+  const auto peers = static_cast<std::size_t>(size);
+  std::vector<std::int64_t> note_in(peers, 0);
+  const std::int64_t at_bound = 1, not_at_bound = 0;
+  std::vector<comm::Request> incoming(peers), outgoing;
+  outgoing.reserve(peers);
+  auto tell_everyone = [&](const std::int64_t& note) {
+    for (int r = 0; r < size; ++r) {
+      if (r != rank) outgoing.push_back(world.isend(std::span<const std::int64_t>(&note, 1), r, kTag));
+    }
+  };
   if (size > 1) {
-    MPI_Irecv(&note_in, 1, MPI_INT, MPI_ANY_SOURCE, kTag, MPI_COMM_WORLD, &incoming);
-    opt.peer_reached_bound = [&incoming] {
-      int arrived = 0;
-      if (incoming != MPI_REQUEST_NULL) MPI_Request_get_status(incoming, &arrived, MPI_STATUS_IGNORE);
-      return arrived != 0;
-    };
-    opt.on_reached_bound = [&] {
-      for (int r = 0; r < size; ++r) {
-        if (r == rank) continue;
-        outgoing.emplace_back();
-        MPI_Isend(&note_out, 1, MPI_INT, r, kTag, MPI_COMM_WORLD, &outgoing.back());
+    for (int r = 0; r < size; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      if (r != rank) incoming[i] = world.irecv(std::span<std::int64_t>(&note_in[i], 1), r, kTag);
+    }
+    opt.peer_reached_bound = [&] {
+      for (std::size_t i = 0; i < peers; ++i) {
+        if (incoming[i].test() && note_in[i] == at_bound) return true;  // test(): true once arrived
       }
+      return false;
     };
+    opt.on_reached_bound = [&] { tell_everyone(at_bound); };
   }
   AnnealResult mine = anneal(p, start, bound, opt, rank == 0 ? report : AnnealReport{});
   if (size > 1) {
-    int sent = outgoing.empty() ? 0 : 1, senders = 0;
-    MPI_Allreduce(&sent, &senders, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    int expected = senders - sent;
-    if (expected > 0) {
-      MPI_Wait(&incoming, MPI_STATUS_IGNORE);
-      for (--expected; expected > 0; --expected) {
-        MPI_Recv(&note_in, 1, MPI_INT, MPI_ANY_SOURCE, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      }
-    } else {
-      MPI_Cancel(&incoming);
-      MPI_Wait(&incoming, MPI_STATUS_IGNORE);
-    }
-    MPI_Waitall(static_cast<int>(outgoing.size()), outgoing.data(), MPI_STATUSES_IGNORE);
+    if (outgoing.empty()) tell_everyone(not_at_bound);
+    comm::wait_all(incoming);
+    comm::wait_all(outgoing);
   }
 
   // Everyone learns everyone's (makespan, peak) and picks the same winner.
   const double key[3] = {mine.makespan, mine.peak_memory, mine.stats.seconds};
-  std::vector<double> all(3 * static_cast<std::size_t>(size));
-  MPI_Allgather(key, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, MPI_COMM_WORLD);
+  const std::vector<double> all = world.all_gather(std::span<const double>(key));
   int winner = 0;
   for (int r = 1; r < size; ++r) {
     const double* a = &all[3 * static_cast<std::size_t>(r)];
@@ -85,18 +58,17 @@ SearchResult parallel_search(const Problem& p, const Order& start, double bound,
     if (better) winner = r;
   }
   for (int r = 0; r < size; ++r) out.seconds = std::max(out.seconds, all[3 * static_cast<std::size_t>(r) + 2]);
-  unsigned long long iters = mine.stats.iterations, total = 0;
-  MPI_Allreduce(&iters, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-  out.total_iterations = total;
-  int flags[2] = {mine.stats.reached_bound ? 1 : 0, mine.stats.stopped_by_peer ? 1 : 0}, counts[2] = {0, 0};
-  MPI_Allreduce(flags, counts, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  out.ranks_at_bound = counts[0];
-  out.ranks_stopped = counts[1];
-  out.any_reached_bound = counts[0] > 0;
+  std::int64_t counts[3] = {static_cast<std::int64_t>(mine.stats.iterations), mine.stats.reached_bound ? 1 : 0,
+                            mine.stats.stopped_by_peer ? 1 : 0};
+  world.all_reduce_sum(std::span<std::int64_t>(counts));
+  out.total_iterations = static_cast<std::uint64_t>(counts[0]);
+  out.ranks_at_bound = static_cast<int>(counts[1]);
+  out.ranks_stopped = static_cast<int>(counts[2]);
+  out.any_reached_bound = counts[1] > 0;
 
   out.winner = winner;
   out.best = std::move(mine);
-  MPI_Bcast(out.best.order.data(), static_cast<int>(out.best.order.size()), MPI_INT32_T, winner, MPI_COMM_WORLD);
+  world.broadcast(std::span<std::int32_t>(out.best.order), winner);
   out.best.makespan = all[3 * static_cast<std::size_t>(winner)];
   out.best.peak_memory = all[3 * static_cast<std::size_t>(winner) + 1];
   return out;

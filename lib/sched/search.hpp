@@ -1,28 +1,12 @@
-// The whole search on every MPI rank: each rank anneals from its own random
-// stream (stream = rank), and the best schedule (makespan, then peak memory,
-// then the lowest rank) ends up on every rank. Works without mpirun (one rank).
+// The whole search on every rank of a communicator: each rank anneals from its own
+// random stream (stream = rank), and the best schedule (makespan, then peak memory,
+// then the lowest rank) ends up on every rank. A world of one rank is a plain anneal.
 #pragma once
 
+#include "comm/communicator.hpp"
 #include "sched/anneal.hpp"
 
 namespace braid::sched {
-
-// MPI_Init on construction unless MPI is already up, MPI_Finalize on destruction
-// if this object initialised it.
-class MpiSession {
- public:
-  MpiSession(int* argc, char*** argv);
-  ~MpiSession();
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-
- private:
-  bool owner_ = false;
-  int rank_ = 0;
-  int size_ = 1;
-};
 
 struct SearchResult {
   AnnealResult best;          // the winning schedule, on every rank
@@ -35,8 +19,8 @@ struct SearchResult {
   int ranks_stopped = 0;        // ranks that stopped because another reached it first
 };
 
-// opt.stream is replaced by the rank. report is called on rank 0 only.
-SearchResult parallel_search(const Problem& p, const Order& start, double bound, AnnealOptions opt,
-                             const AnnealReport& report = {});
+// Collective over world. opt.stream is replaced by the rank. report is called on rank 0 only.
+SearchResult parallel_search(comm::Communicator& world, const Problem& p, const Order& start, double bound,
+                             AnnealOptions opt, const AnnealReport& report = {});
 
 }  // namespace braid::sched

@@ -54,7 +54,7 @@ void open_stage(PipelineModelState& ms, const sched::Problem& p, int device, bac
 
 }  // namespace
 
-FusedPipeline::FusedPipeline(const sched::LoadedSchedule& schedule, dist::Communicator& comm, backend::Backend& be,
+FusedPipeline::FusedPipeline(const sched::LoadedSchedule& schedule, comm::Communicator& comm, backend::Backend& be,
                              std::vector<PipelineModel> models, PipelineOptions options)
     : impl_(std::make_unique<Impl>()) {
   Impl& im = *impl_;

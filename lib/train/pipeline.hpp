@@ -30,7 +30,7 @@
 #pragma once
 
 #include "backend/backend.hpp"
-#include "dist/communicator.hpp"
+#include "comm/communicator.hpp"
 #include "io/sample_batch.hpp"
 #include "model/model.hpp"
 #include "optim/adamw.hpp"
@@ -89,7 +89,7 @@ class FusedPipeline {
   // Collective over comm. InputError (naming options.schedule_origin) when the schedule's
   // device count is not comm.size(), when its models and `models` differ by name, or when
   // a message tag would exceed what the communicator carries.
-  FusedPipeline(const sched::LoadedSchedule& schedule, dist::Communicator& comm, backend::Backend& be,
+  FusedPipeline(const sched::LoadedSchedule& schedule, comm::Communicator& comm, backend::Backend& be,
                 std::vector<PipelineModel> models, PipelineOptions options = {});
   ~FusedPipeline();
   FusedPipeline(const FusedPipeline&) = delete;

@@ -13,7 +13,7 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "core/log.hpp"
-#include "dist/mpi.hpp"
+#include "comm/mpi.hpp"
 #include "train/commands.hpp"
 #include "train/objectives.hpp"
 #include "train/optimizer_state.hpp"
@@ -31,7 +31,7 @@ namespace {
 class FusedSession final : public RlSession {
  public:
   explicit FusedSession(const RlCommand& c)
-      : c_(c), mpi_(nullptr, nullptr), world_(dist::mpi_world()),
+      : c_(c), mpi_(nullptr, nullptr), world_(comm::mpi_world()),
         be_(backend::make_cpu_backend(c.common.threads)),
         policy_(c.algorithm == "ppo" ? ppo_actor_options(c.clip, c.entropy_coef) : grpo_actor_options(c.clip, c.kl_coef)),
         value_(c.value_clip) {
@@ -118,8 +118,8 @@ class FusedSession final : public RlSession {
 
  private:
   const RlCommand& c_;
-  dist::MpiRuntime mpi_;
-  std::unique_ptr<dist::Communicator> world_;
+  comm::MpiRuntime mpi_;
+  std::unique_ptr<comm::Communicator> world_;
   std::unique_ptr<backend::Backend> be_;
   PolicyObjective policy_;
   ValueObjective value_;

@@ -16,7 +16,7 @@ struct PipelineRecvBuffer {
   std::vector<float> data;
   std::vector<int> tasks;
   std::size_t next = 0;    // index in tasks of the receive posted (or to post next)
-  dist::Request request;
+  comm::Request request;
 };
 
 struct PipelineModelState {
@@ -31,8 +31,8 @@ struct PipelineModelState {
   std::vector<model::Activations> slots;   // as many as the stream keeps in flight
   std::vector<int> free_slots;
   std::vector<int> slot_of;                // per micro-batch of this replica, -1 when none
-  std::unique_ptr<dist::Communicator> stage_group;  // this stage over the replicas (K > 1)
-  std::unique_ptr<dist::Communicator> tie_group;    // first and last stage of a tied model
+  std::unique_ptr<comm::Communicator> stage_group;  // this stage over the replicas (K > 1)
+  std::unique_ptr<comm::Communicator> tie_group;    // first and last stage of a tied model
   model::Tensor<float>* tied = nullptr;             // the embedding (or its copy) they share
 
   // One step's: 1 / the units of all its micro-batches (train/objective.hpp), and what
@@ -45,14 +45,14 @@ struct PipelineModelState {
 
 struct PipelineSend {
   std::vector<float> data;
-  dist::Request request;
+  comm::Request request;
 };
 
 struct FusedPipeline::Impl {
   sched::Problem problem;
   std::vector<sched::Instr> stream;   // this device's
   int device = 0;
-  dist::Communicator* comm = nullptr;
+  comm::Communicator* comm = nullptr;
   backend::Backend* be = nullptr;
   PipelineOptions opt;
   std::vector<PipelineModelState> models;   // in the caller's order

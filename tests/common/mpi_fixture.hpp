@@ -5,13 +5,13 @@
 //   BOOST_TEST_GLOBAL_FIXTURE(MpiFixture);
 #pragma once
 
-#include "dist/mpi.hpp"
+#include "comm/mpi.hpp"
 
 namespace braid::test {
 
 struct MpiFixture {
   MpiFixture() : runtime(nullptr, nullptr) {}
-  dist::MpiRuntime runtime;
+  comm::MpiRuntime runtime;
 };
 
 }  // namespace braid::test

@@ -10,8 +10,8 @@
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "comm/mpi.hpp"
 #include "core/json.hpp"
-#include "dist/mpi.hpp"
 #include "io/sample_shard.hpp"
 #include "model/config.hpp"
 #include "train/optimizer_state.hpp"
@@ -42,7 +42,7 @@ double max_diff(model::Model& a, model::Model& b) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const int n = world->size();
   const auto dir = test::scratch(fmt::format("command-np{}", n));
   if (world->rank() == 0) {

@@ -10,7 +10,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
-#include "dist/mpi.hpp"
+#include "comm/mpi.hpp"
 #include "train/micro_batches.hpp"
 #include "train/objectives.hpp"
 #include "train/pipeline.hpp"
@@ -89,7 +89,7 @@ double max_abs(const model::Model& m, bool grads) {
   return worst;
 }
 
-std::filesystem::path shared_dir(dist::Communicator& world, const std::string& label, bool tied = false) {
+std::filesystem::path shared_dir(comm::Communicator& world, const std::string& label, bool tied = false) {
   const auto dir = test::scratch(fmt::format("np{}-{}", world.size(), label));
   if (world.rank() == 0) {
     std::filesystem::remove_all(dir);
@@ -104,7 +104,7 @@ std::filesystem::path shared_dir(dist::Communicator& world, const std::string& l
 
 void check_fused_step(const test::FusedModels& fm, const std::string& order, const std::string& label,
                       bool tied = false) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const auto dir = shared_dir(*world, label, tied);
   auto be = backend::make_cpu_backend(1);
   const auto samples = test::scored_samples(11, 3, 9, 259, 5);
@@ -172,32 +172,32 @@ test::FusedModels models_for(int devices, int critic_stages) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(fused_step_equals_single_process_greedy) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const int n = world->size();
   check_fused_step(models_for(n, n), "greedy", "greedy");
 }
 
 BOOST_AUTO_TEST_CASE(fused_step_equals_single_process_1f1b) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const int n = world->size();
   check_fused_step(models_for(n, n), "1f1b", "1f1b");
 }
 
 BOOST_AUTO_TEST_CASE(critic_replicas_average_their_gradients) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const int n = world->size();
   if (n % 2 != 0) return;  // the critic as 2 replicas of n/2 stages
   check_fused_step(models_for(n, n / 2), "greedy", "replicas");
 }
 
 BOOST_AUTO_TEST_CASE(tied_embeddings_sum_the_first_and_last_stage_gradients) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const int n = world->size();
   check_fused_step(models_for(n, n), "greedy", "tied", true);
 }
 
 BOOST_AUTO_TEST_CASE(refuses_a_schedule_for_another_device_count) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const int n = world->size();
   auto be = backend::make_cpu_backend(1);
   train::PolicyObjective policy(train::ppo_actor_options());
@@ -217,7 +217,7 @@ BOOST_AUTO_TEST_CASE(refuses_a_schedule_for_another_device_count) {
 }
 
 BOOST_AUTO_TEST_CASE(refuses_micro_batches_that_do_not_fit_the_schedule) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const auto dir = shared_dir(*world, "refuse");
   auto be = backend::make_cpu_backend(1);
   train::PolicyObjective policy(train::ppo_actor_options());

@@ -1,7 +1,6 @@
 // braid info: how this braid was built and what it sees (CUDA devices, BLAS,
 // MPI and HDF5 libraries), as text or JSON.
 #include <cblas.h>
-#include <mpi.h>
 
 #include <iostream>
 #include <memory>
@@ -9,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "comm/mpi.hpp"
 #include "io/h5.hpp"
 #include "verbs.hpp"
 
@@ -51,13 +51,7 @@ nlohmann::ordered_json build_info() {
   info["cuda"] = {{"built", false}};
 #endif
   info["blas"] = openblas_get_config();
-  char mpi_lib[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int len = 0;
-  MPI_Get_library_version(mpi_lib, &len);  // allowed before MPI_Init
-  std::string mpi(mpi_lib, static_cast<std::size_t>(len));
-  if (auto nl = mpi.find('\n'); nl != std::string::npos) mpi.resize(nl);
-  if (auto comma = mpi.find(','); comma != std::string::npos) mpi.resize(comma);
-  info["mpi"] = mpi;
+  info["mpi"] = comm::mpi_library_version();
   info["hdf5"] = io::h5::library_version();
   return info;
 }

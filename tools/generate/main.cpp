@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
 
   const int rc = braid::cli::run(app, argc, argv, [&] { return braid::gen::run_generate_stage(o, ranks); });
   if (rc != 0 && ranks.size() > 1) {
-    // Leave without MPI_Finalize: the other ranks may be waiting in a collective for
+    // Leave without finalising MPI: the other ranks may be waiting in a collective for
     // this one, and mpirun ends the whole job when a rank exits without finalizing.
     std::fflush(nullptr);
     std::_Exit(rc);

@@ -1,14 +1,15 @@
 // braid-schedgen: the fused actor/critic pipeline schedule (RLHFuse §5.2),
 // found by simulated annealing on every MPI rank, checked by a dry run of its
 // instruction streams, written as braid.schedule JSON.
+#include "comm/mpi.hpp"
 #include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "sched/schedgen.hpp"
-#include "sched/search.hpp"
 
 int main(int argc, char** argv) {
-  braid::sched::MpiSession mpi(&argc, &argv);
+  braid::comm::MpiRuntime mpi(&argc, &argv);
+  const auto world = braid::comm::mpi_world();
   CLI::App app{
       "Find the fused pipeline schedule of several models (actor, critic, ...) training in one bidirectional "
       "pipeline (RLHFuse §5.2): greedy fusion, then simulated annealing on every MPI rank, then a pass that lowers "
@@ -45,15 +46,15 @@ int main(int argc, char** argv) {
                  "Neighbours of the memory pass (it also stops at half the time limit, or at serial 1F1B's peak)")
       ->capture_default_str();
   return braid::cli::run(app, argc, argv, [&] {
-    if (mpi.rank() != 0 && braid::log::level() > braid::log::Level::warn) braid::log::set_level(braid::log::Level::warn);
+    if (world->rank() != 0 && braid::log::level() > braid::log::Level::warn) braid::log::set_level(braid::log::Level::warn);
     if (!opt.verify.empty()) {
       if (!opt.spec.empty()) throw braid::UsageError("give either a spec or --verify FILE, not both");
-      return braid::sched::verify_schedule_file(opt, mpi.rank());
+      return braid::sched::verify_schedule_file(opt, world->rank());
     }
     if (opt.spec.empty()) throw braid::UsageError("a schedspec file is required (or --verify FILE)");
     if (opt.anneal.iterations == 0 && opt.anneal.time_limit == 0) {
       throw braid::UsageError("--iterations 0 with --time-limit 0 would never stop; set one of them");
     }
-    return braid::sched::run_schedgen(opt, mpi.rank());
+    return braid::sched::run_schedgen(opt, *world);
   });
 }

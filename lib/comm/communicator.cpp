@@ -1,8 +1,8 @@
-#include "dist/communicator.hpp"
+#include "comm/communicator.hpp"
 
 #include <algorithm>
 
-namespace braid::dist {
+namespace braid::comm {
 
 Request& Request::operator=(Request&& o) noexcept {
   if (this != &o) {
@@ -50,4 +50,4 @@ std::unique_ptr<Communicator> Communicator::group(std::span<const int> ranks) {
   return split(0, static_cast<int>(it - ranks.begin()));
 }
 
-}  // namespace braid::dist
+}  // namespace braid::comm

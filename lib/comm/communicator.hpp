@@ -1,13 +1,19 @@
-// A group of processes that exchange buffers: point-to-point messages with tags,
-// nonblocking variants that return a Request, sum all-reduce, broadcast, barrier, and
-// sub-groups. The fused training pipeline and sample migration talk through this
-// interface only, so that a GPU implementation (NCCL, with device pointers) can sit
-// behind it later; today there is the MPI one (dist/mpi.hpp).
+// lib/comm: communication between the processes of a job. Every message braid sends
+// between ranks goes through this room, and no other room includes <mpi.h> (tests/comm
+// checks it). What is here:
 //
-//   dist::MpiRuntime mpi(&argc, &argv);               // MPI_Init ... MPI_Finalize
-//   auto world = dist::mpi_world();                   // every rank
+//   communicator.hpp  the Communicator interface: point to point with tags (blocking, and
+//                     nonblocking with a Request), all-reduce (sum, min, max), all-gather,
+//                     broadcast, barrier, abort, and sub-groups (split, group)
+//   mpi.hpp           the MPI implementation (Open MPI on CPUs: host pointers), the
+//                     process-wide MPI lifetime (MpiRuntime, one per process), mpi_world(),
+//                     and what a tool asks of MPI outside a group (launched_by_mpi(), the
+//                     host and library names)
+//
+//   comm::MpiRuntime mpi(&argc, &argv);               // MPI up ... MPI down
+//   auto world = comm::mpi_world();                   // every rank
 //   world->send(std::span<const float>(x), /*peer*/ 1, /*tag*/ 7);
-//   dist::Request r = world->irecv(std::span<float>(y), 0, 7);
+//   comm::Request r = world->irecv(std::span<float>(y), 0, 7);
 //   ... compute ...
 //   r.wait();
 //   world->all_reduce_sum(std::span<double>(norms));
@@ -15,6 +21,23 @@
 // Messages between two ranks with the same tag arrive in the order they were sent.
 // A buffer handed to isend/irecv must stay alive and untouched until its Request is
 // waited on (or completes a test()).
+//
+// Where NCCL goes (the parallelism issue fills it; there is no NCCL class yet). A GPU
+// implementation of this same interface lives beside mpi.hpp as nccl.hpp / nccl.cpp,
+// built only when CUDA and NCCL are found (as kernels/ is). Its buffers are device
+// pointers, its calls are enqueued on the backend's stream, and its Requests wait on
+// CUDA events; the callers (the fused pipeline, gradient sums) do not change. It is
+// made from an MPI communicator, which carries the bootstrap:
+//
+//   auto world = comm::mpi_world();                  // processes, host memory
+//   auto gpus = comm::nccl_group(*world, backend);  // rank 0 makes an ncclUniqueId and
+//                                                    // broadcasts it over *world; then
+//                                                    // ncclCommInitRank on every rank
+//
+// all_reduce_elements(data, count, dtype, op) has ncclAllReduce's shape, all_gather_bytes
+// ncclAllGather's, split() ncclCommSplit's; point to point maps onto ncclSend/ncclRecv,
+// which have no tags (between a pair, messages match in the order they are issued).
+// abort() stays on the MPI world.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +48,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace braid::dist {
+namespace braid::comm {
 
 // The state of one nonblocking operation, supplied by an implementation.
 class PendingOp {
@@ -55,6 +78,15 @@ class Request {
 
 void wait_all(std::span<Request> requests);
 
+// Element types a reduction understands, and the reductions.
+enum class DataType { f32, f64, i64 };
+enum class ReduceOp { sum, min, max };
+
+template <typename T> constexpr DataType data_type_of();
+template <> constexpr DataType data_type_of<float>() { return DataType::f32; }
+template <> constexpr DataType data_type_of<double>() { return DataType::f64; }
+template <> constexpr DataType data_type_of<std::int64_t>() { return DataType::i64; }
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -70,10 +102,10 @@ class Communicator {
   // The largest tag a message may carry (MPI guarantees at least 32767).
   virtual int max_tag() const = 0;
 
-  // Element-wise sums over every rank, in place.
-  virtual void all_reduce_sum(std::span<float> data) = 0;
-  virtual void all_reduce_sum(std::span<double> data) = 0;
-  virtual void all_reduce_sum(std::span<std::int64_t> data) = 0;
+  // Element-wise reduction over every rank, in place: count elements of type at data.
+  virtual void all_reduce_elements(void* data, std::size_t count, DataType type, ReduceOp op) = 0;
+  // Every rank gives `bytes` bytes; `all` (size() x bytes) gets them in rank order.
+  virtual void all_gather_bytes(const void* mine, std::size_t bytes, void* all) = 0;
 
   // root's bytes to every rank (same size everywhere).
   virtual void broadcast_bytes(void* data, std::size_t bytes, int root) = 0;
@@ -110,9 +142,25 @@ class Communicator {
   // A string whose length only root knows beforehand.
   void broadcast(std::string& text, int root);
 
+  // Sums, minima or maxima over every rank, in place (float, double, int64).
+  template <typename T> void all_reduce(std::span<T> data, ReduceOp op) {
+    all_reduce_elements(data.data(), data.size(), data_type_of<T>(), op);
+  }
+  void all_reduce_sum(std::span<float> data) { all_reduce(data, ReduceOp::sum); }
+  void all_reduce_sum(std::span<double> data) { all_reduce(data, ReduceOp::sum); }
+  void all_reduce_sum(std::span<std::int64_t> data) { all_reduce(data, ReduceOp::sum); }
+
+  // Every rank's `mine` (the same length everywhere), concatenated in rank order.
+  template <typename T> std::vector<T> all_gather(std::span<const T> mine) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::vector<T> all(mine.size() * static_cast<std::size_t>(size()));
+    all_gather_bytes(mine.data(), mine.size_bytes(), all.data());
+    return all;
+  }
+
   // The group of exactly these ranks of this communicator (collective over all of it;
   // nullptr on ranks not listed). Ranks keep the listed order.
   std::unique_ptr<Communicator> group(std::span<const int> ranks);
 };
 
-}  // namespace braid::dist
+}  // namespace braid::comm

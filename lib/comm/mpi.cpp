@@ -1,13 +1,15 @@
-#include "dist/mpi.hpp"
+#include "comm/mpi.hpp"
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <stdexcept>
+#include <string>
 
-namespace braid::dist {
+namespace braid::comm {
 namespace {
 
 void check(int rc, const char* what) {
@@ -90,9 +92,18 @@ class MpiCommunicator final : public Communicator {
     return Request(std::move(op));
   }
 
-  void all_reduce_sum(std::span<float> data) override { reduce(data.data(), data.size(), MPI_FLOAT); }
-  void all_reduce_sum(std::span<double> data) override { reduce(data.data(), data.size(), MPI_DOUBLE); }
-  void all_reduce_sum(std::span<std::int64_t> data) override { reduce(data.data(), data.size(), MPI_INT64_T); }
+  void all_reduce_elements(void* data, std::size_t count, DataType type, ReduceOp op) override {
+    const MPI_Op mpi_op = op == ReduceOp::sum ? MPI_SUM : op == ReduceOp::min ? MPI_MIN : MPI_MAX;
+    switch (type) {
+      case DataType::f32: return reduce(static_cast<float*>(data), count, MPI_FLOAT, mpi_op);
+      case DataType::f64: return reduce(static_cast<double*>(data), count, MPI_DOUBLE, mpi_op);
+      case DataType::i64: return reduce(static_cast<std::int64_t*>(data), count, MPI_INT64_T, mpi_op);
+    }
+  }
+  void all_gather_bytes(const void* mine, std::size_t bytes, void* all) override {
+    const int n = count_of(bytes, "all-gather");
+    check(MPI_Allgather(mine, n, MPI_BYTE, all, n, MPI_BYTE, comm_), "MPI_Allgather");
+  }
 
   void broadcast_bytes(void* data, std::size_t bytes, int root) override {
     auto* p = static_cast<char*>(data);
@@ -118,12 +129,12 @@ class MpiCommunicator final : public Communicator {
 
  private:
   template <typename T>
-  void reduce(T* data, std::size_t n, MPI_Datatype type) {
+  void reduce(T* data, std::size_t n, MPI_Datatype type, MPI_Op op) {
     // Chunked so that element counts stay within int.
     const std::size_t chunk = kMaxChunk / sizeof(T);
     do {
       const std::size_t k = std::min(n, chunk);
-      check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(k), type, MPI_SUM, comm_), "MPI_Allreduce");
+      check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(k), type, op, comm_), "MPI_Allreduce");
       data += k;
       n -= k;
     } while (n > 0);
@@ -159,4 +170,29 @@ std::unique_ptr<Communicator> mpi_world() {
   return std::make_unique<MpiCommunicator>(dup);
 }
 
-}  // namespace braid::dist
+bool launched_by_mpi() {
+  // Open MPI and PMIx launchers, then PMI (MPICH's hydra, Slurm's srun).
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"}) {
+    if (std::getenv(var) != nullptr) return true;
+  }
+  return false;
+}
+
+std::string processor_name() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  check(MPI_Get_processor_name(name, &len), "MPI_Get_processor_name");
+  return std::string(name, static_cast<std::size_t>(len));
+}
+
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(text, &len);  // allowed before MPI_Init
+  std::string v(text, static_cast<std::size_t>(len));
+  if (auto nl = v.find('\n'); nl != std::string::npos) v.resize(nl);
+  if (auto comma = v.find(','); comma != std::string::npos) v.resize(comma);
+  return v;
+}
+
+}  // namespace braid::comm

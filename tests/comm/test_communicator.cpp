@@ -1,7 +1,7 @@
-#define BOOST_TEST_MODULE dist
+#define BOOST_TEST_MODULE comm
 #include <boost/test/unit_test.hpp>
 
-#include "dist/mpi.hpp"
+#include "comm/mpi.hpp"
 
 #include <numeric>
 #include <string>
@@ -24,7 +24,7 @@ std::vector<float> pattern(int rank, int n) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(blocking_ring) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const int r = world->rank(), n = world->size();
   if (n == 1) return;  // a ring needs a peer
   const auto mine = pattern(r, 37);
@@ -42,12 +42,12 @@ BOOST_AUTO_TEST_CASE(blocking_ring) {
 }
 
 BOOST_AUTO_TEST_CASE(nonblocking_tags_match_out_of_order) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const int r = world->rank(), n = world->size();
   // Every rank sends two tagged messages to every rank (itself included) and receives
   // them in the opposite tag order: matching is by (source, tag), not arrival.
   std::vector<std::vector<float>> out, in;
-  std::vector<dist::Request> reqs;
+  std::vector<comm::Request> reqs;
   for (int peer = 0; peer < n; ++peer) {
     for (int tag : {1, 2}) out.push_back(pattern(r * 10 + tag, 8 + peer));
   }
@@ -64,7 +64,7 @@ BOOST_AUTO_TEST_CASE(nonblocking_tags_match_out_of_order) {
       reqs.push_back(world->isend(std::span<const float>(out[static_cast<std::size_t>(2 * peer + tag - 1)]), peer, tag));
     }
   }
-  dist::wait_all(reqs);
+  comm::wait_all(reqs);
   for (int peer = 0; peer < n; ++peer) {
     for (int tag : {1, 2}) {
       BOOST_TEST(in[static_cast<std::size_t>(2 * peer + tag - 1)] == pattern(peer * 10 + tag, 8 + r),
@@ -74,11 +74,11 @@ BOOST_AUTO_TEST_CASE(nonblocking_tags_match_out_of_order) {
 }
 
 BOOST_AUTO_TEST_CASE(request_test_reports_completion) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const int r = world->rank(), n = world->size();
   std::vector<std::int32_t> x{r, r + 1, r + 2}, y(3, -1);
-  dist::Request rr = world->irecv(std::span<std::int32_t>(y), (r + n - 1) % n, 9);
-  dist::Request sr = world->isend(std::span<const std::int32_t>(x), (r + 1) % n, 9);
+  comm::Request rr = world->irecv(std::span<std::int32_t>(y), (r + n - 1) % n, 9);
+  comm::Request sr = world->isend(std::span<const std::int32_t>(x), (r + 1) % n, 9);
   while (!rr.test()) {
   }
   BOOST_TEST(!rr.active());
@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(request_test_reports_completion) {
 }
 
 BOOST_AUTO_TEST_CASE(all_reduce_sums_every_type) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const int r = world->rank(), n = world->size();
   std::vector<float> f{1.0f * r, 2.0f, -0.5f};
   std::vector<double> d{0.25 * r, 1e300 / n};
@@ -107,7 +107,7 @@ BOOST_AUTO_TEST_CASE(all_reduce_sums_every_type) {
 }
 
 BOOST_AUTO_TEST_CASE(broadcast_from_the_last_rank) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const int r = world->rank(), n = world->size();
   std::string text = r == n - 1 ? std::string("from the last rank, ") + std::string(1000, 'x') : std::string("?");
   world->broadcast(text, n - 1);
@@ -119,7 +119,7 @@ BOOST_AUTO_TEST_CASE(broadcast_from_the_last_rank) {
 }
 
 BOOST_AUTO_TEST_CASE(split_and_group) {
-  auto world = dist::mpi_world();
+  auto world = comm::mpi_world();
   const int r = world->rank(), n = world->size();
   // Even and odd ranks: each group sums only its own members.
   auto parity = world->split(r % 2, r);
@@ -146,4 +146,53 @@ BOOST_AUTO_TEST_CASE(split_and_group) {
   }
   world->barrier();
   BOOST_TEST(world->max_tag() >= 32767);
+}
+
+BOOST_AUTO_TEST_CASE(all_reduce_min_and_max) {
+  auto world = comm::mpi_world();
+  const int r = world->rank(), n = world->size();
+  // Rank r holds r and -r (and a value only the last rank holds high): min and max
+  // pick one rank's value each, element by element.
+  std::vector<double> d{1.5 * r, -1.5 * r, r == n - 1 ? 1e300 : 0.0};
+  std::vector<std::int64_t> i{r, -r};
+  std::vector<float> f{static_cast<float>(r) + 0.25f};
+  auto dmin = d, dmax = d;
+  auto imin = i, imax = i;
+  auto fmax = f;
+  world->all_reduce(std::span<double>(dmin), comm::ReduceOp::min);
+  world->all_reduce(std::span<double>(dmax), comm::ReduceOp::max);
+  world->all_reduce(std::span<std::int64_t>(imin), comm::ReduceOp::min);
+  world->all_reduce(std::span<std::int64_t>(imax), comm::ReduceOp::max);
+  world->all_reduce(std::span<float>(fmax), comm::ReduceOp::max);
+  BOOST_TEST(dmin == (std::vector<double>{0.0, -1.5 * (n - 1), n == 1 ? 1e300 : 0.0}), boost::test_tools::per_element());
+  BOOST_TEST(dmax == (std::vector<double>{1.5 * (n - 1), 0.0, 1e300}), boost::test_tools::per_element());
+  BOOST_TEST(imin == (std::vector<std::int64_t>{0, -(n - 1)}), boost::test_tools::per_element());
+  BOOST_TEST(imax == (std::vector<std::int64_t>{n - 1, 0}), boost::test_tools::per_element());
+  BOOST_TEST(fmax[0] == static_cast<float>(n - 1) + 0.25f);
+}
+
+BOOST_AUTO_TEST_CASE(all_gather_in_rank_order) {
+  auto world = comm::mpi_world();
+  const int r = world->rank(), n = world->size();
+  const std::vector<double> mine{1.0 * r, 10.0 * r + 0.5, -1.0};
+  const std::vector<double> all = world->all_gather(std::span<const double>(mine));
+  BOOST_REQUIRE(all.size() == 3u * static_cast<std::size_t>(n));
+  for (int q = 0; q < n; ++q) {
+    const auto at = 3 * static_cast<std::size_t>(q);
+    BOOST_TEST(all[at] == 1.0 * q);
+    BOOST_TEST(all[at + 1] == 10.0 * q + 0.5);
+    BOOST_TEST(all[at + 2] == -1.0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(what_a_tool_asks_of_mpi) {
+  auto world = comm::mpi_world();
+  // Under mpirun (the _np tests) the launcher's environment says so; a world of one
+  // may be either (ctest's plain run, or mpirun -np 1).
+  if (world->size() > 1) BOOST_TEST(comm::launched_by_mpi());
+  const std::string host = comm::processor_name();
+  BOOST_TEST(!host.empty());
+  const std::string lib = comm::mpi_library_version();
+  BOOST_TEST(!lib.empty());
+  BOOST_TEST(lib.find('\n') == std::string::npos);
 }

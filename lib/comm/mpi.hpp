@@ -1,0 +1,43 @@
+// The Communicator over MPI (Open MPI on CPUs), the process-wide MPI lifetime, and the
+// few things a tool asks of MPI outside a group. The only header of braid that stands
+// for <mpi.h>, and it does not include it: no caller sees an MPI type.
+#pragma once
+
+#include "comm/communicator.hpp"
+
+#include <memory>
+#include <string>
+
+namespace braid::comm {
+
+// MPI_Init_thread on construction unless MPI is already up (then it leaves MPI alone),
+// MPI_Finalize on destruction if it initialised it. One per process, in main (or in
+// the command that needs MPI, when most runs of a tool do not). Without mpirun the
+// process is a world of one rank. Only the calling thread talks MPI.
+class MpiRuntime {
+ public:
+  MpiRuntime(int* argc, char*** argv);
+  ~MpiRuntime();
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+
+ private:
+  bool owner_ = false;
+};
+
+// Every rank of the job, on a duplicate of MPI_COMM_WORLD (its messages never meet
+// another library's). MPI must be initialised.
+std::unique_ptr<Communicator> mpi_world();
+
+// True when the process was started by mpirun (or another MPI launcher), read from the
+// launcher's environment: a plain run can then skip MPI start-up altogether.
+bool launched_by_mpi();
+
+// This process's host as MPI names it (ranks on one host share it). MPI must be initialised.
+std::string processor_name();
+
+// The MPI library, e.g. "Open MPI v4.1.4" (its first line up to a comma); works before
+// MPI is initialised.
+std::string mpi_library_version();
+
+}  // namespace braid::comm

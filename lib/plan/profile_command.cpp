@@ -1,0 +1,152 @@
+#include "plan/profile_command.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "backend/backend.hpp"
+#include "comm/mpi.hpp"
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/json.hpp"
+#include "core/log.hpp"
+#include "core/progress.hpp"
+#include "plan/analytic_profile.hpp"
+#include "plan/comm_probe.hpp"
+#include "plan/engine_runner.hpp"
+#include "plan/experiment.hpp"
+#include "plan/probes.hpp"
+
+namespace braid::plan {
+namespace {
+
+ModelShape shape_from_file(const std::string& path, bool value_head) {
+  const json cfg = load_json_file(path);
+  Checker c(path);
+  ModelShape s = shape_from_hf_config(cfg, c, "");
+  c.check();
+  s.value_head = value_head;
+  s.name = std::filesystem::path(path).stem().string() + (value_head ? "-value" : "");
+  return s;
+}
+
+std::vector<ModelShape> shapes_of(const ProfileModelArgs& a) {
+  std::vector<ModelShape> out;
+  auto add = [&](ModelShape s) {
+    for (const auto& o : out) {
+      if (o.same_as(s)) return;
+    }
+    out.push_back(std::move(s));
+  };
+  for (const auto& f : a.models) add(shape_from_file(f, false));
+  for (const auto& f : a.value_models) add(shape_from_file(f, true));
+  if (!a.experiment.empty()) {
+    for (const auto& m : load_experiment(a.experiment).models) add(m.shape);
+  }
+  if (out.empty()) throw UsageError("name the models: --model CONFIG, --value-model CONFIG or --experiment FILE");
+  return out;
+}
+
+void write_json(const std::string& path, const ordered_json& j) { write_text_file(path, j.dump(2) + "\n"); }
+
+// MPI and the world for the lifetime of a command; finalised even when it throws.
+struct Job {
+  Job() : runtime(nullptr, nullptr), world(comm::mpi_world()) {}
+  comm::MpiRuntime runtime;
+  std::unique_ptr<comm::Communicator> world;
+};
+
+}  // namespace
+
+int run_profile_analytic(const ProfileOptions& o) {
+  Hardware hw = load_hardware(o.hardware);
+  if (!o.calibrate.empty()) {
+    const Profile measured = load_profile(o.calibrate);
+    hw.eff = calibrate_efficiency(hw, measured);
+    log::info("calibrated efficiency from {}: matmul {:.3f}, memory {:.3f}", o.calibrate, hw.eff.matmul, hw.eff.memory);
+  }
+  const Profile p = analytic_profile(hw, shapes_of(o.m));
+  write_json(o.output, profile_to_json(p));
+  for (const auto& m : p.models) log::info("{}: BS_max {}", m.name, m.bs_max);
+  return 0;
+}
+
+int run_profile_probe(const ProfileOptions& o) {
+  const ProbeResult r = probe_machine(1024, 256e6, o.repeats);
+  ordered_json j{{"format", "braid.probe"},
+                 {"version", 1},
+                 {"threads", r.threads},
+                 {"gemm_gflops", r.gemm_flops / 1e9},
+                 {"gemm_spread", r.gemm_spread},
+                 {"copy_gbs", r.mem_bandwidth / 1e9},
+                 {"copy_spread", r.mem_spread}};
+  write_json(o.output, j);
+  return 0;
+}
+
+int run_profile_comm(const ProfileOptions& o) {
+  Job job;
+  const CommMeasurement m = measure_comm(*job.world, o.comm_max_mb * 1e6, o.repeats);
+  if (m.ranks < 2) throw UsageError("comm needs at least two ranks: run it under mpirun -np 2 (or more)");
+  if (job.world->rank() == 0) write_json(o.output, comm_to_json(m));
+  return 0;
+}
+
+int run_profile_measure(const ProfileOptions& o) {
+  std::optional<Job> job;
+  if (comm::launched_by_mpi()) job.emplace();
+  std::optional<CommMeasurement> links;
+  if (job) links = measure_comm(*job->world, o.comm_max_mb * 1e6, o.repeats);
+  if (job && job->world->rank() != 0) return 0;
+
+  const auto shapes = shapes_of(o.m);
+  auto be = backend::make_cpu_backend(o.threads);
+  log::info("probing this machine ({} threads)", be->threads());
+  const ProbeResult probe = probe_machine(1024, 256e6, o.repeats);
+  const double mem = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  Profile p;
+  p.source = "measured";
+  p.hardware = cpu_hardware(probe, mem);
+  p.comm = analytic_comm(p.hardware);
+  if (links && links->ranks > 1) {
+    auto& intra = links->same_host ? p.comm.p2p_intra : p.comm.p2p_inter;
+    auto& intra_ar = links->same_host ? p.comm.allreduce_intra : p.comm.allreduce_inter;
+    intra = links->p2p_link;
+    intra_ar = links->allreduce_link;
+  }
+  MeasureOptions mo;
+  mo.repeats = o.repeats;
+  if (o.quick) {
+    mo.grids.tokens = pow2_grid(16, 1024);
+    mo.grids.seq_len = pow2_grid(64, 256);
+    mo.grids.batch = pow2_grid(1, 16);
+    mo.grids.kv_len = pow2_grid(64, 256);
+  }
+  if (o.max_batch > 0) mo.grids.batch = pow2_grid(1, o.max_batch);
+  RunnerLimits lim;
+  lim.max_tokens = static_cast<int>(mo.grids.tokens.back());
+  lim.max_seq_len = static_cast<int>(mo.grids.seq_len.back());
+  lim.max_batch = static_cast<int>(mo.grids.batch.back());
+  lim.max_kv_len = static_cast<int>(mo.grids.kv_len.back());
+  for (const auto& s : shapes) {
+    const std::size_t points = mo.grids.tokens.size() * (mo.grids.seq_len.size() + 1) +
+                               mo.grids.batch.size() * (mo.grids.kv_len.size() + (s.value_head ? 0 : 1));
+    Progress bar("measuring " + s.name, points, "points");
+    mo.on_point = [&](const std::string& what) {
+      bar.advance();
+      bar.set_status(what);
+    };
+    auto runner = make_engine_runner(s, *be, lim);
+    p.models.push_back(measure_model(s, *runner, 4, mo));
+    bar.finish();
+    log::info("{}: BS_max {}", s.name, p.models.back().bs_max);
+  }
+  // Efficiencies against the probes, so `analytic --hardware` on this profile's
+  // hardware block predicts other shapes at this machine's speed.
+  p.hardware.eff = calibrate_efficiency(p.hardware, p);
+  write_json(o.output, profile_to_json(p));
+  return 0;
+}
+
+}  // namespace braid::plan

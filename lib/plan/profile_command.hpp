@@ -1,0 +1,41 @@
+// braid-profile's commands: its flags as a plain struct and one function per verb
+// (analytic, measure, probe, comm), each writing its JSON to o.output. tools/profile/
+// main.cpp only declares the flags. docs/meshplan.md describes the behaviour and
+// docs/formats-plan.md the files.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace braid::plan {
+
+struct ProfileModelArgs {
+  std::vector<std::string> models;        // HF config.json of models with an LM head
+  std::vector<std::string> value_models;  // ... with a value head (critic, reward model)
+  std::string experiment;                 // or the four models of a braid.experiment
+};
+
+struct ProfileOptions {
+  ProfileModelArgs m;
+  std::string hardware;             // analytic: h100, h200 or a hardware JSON file
+  std::string calibrate;            // analytic: efficiency factors from a measured profile
+  std::string output = "profile.json";
+  int repeats = 5;
+  bool quick = false;
+  int threads = 0;
+  int max_batch = 0;  // decode batch grid's top; 0: the grid's default
+  double comm_max_mb = 64;
+};
+
+// The profile a given hardware would measure (roofline model), as braid.profile.
+int run_profile_analytic(const ProfileOptions& o);
+// Measured on this machine with braid's engine; under mpirun also the links (rank 0
+// writes; MPI starts only when the process was launched by mpirun).
+int run_profile_measure(const ProfileOptions& o);
+// Matrix-product and memory throughput of this machine, as braid.probe.
+int run_profile_probe(const ProfileOptions& o);
+// Point-to-point and all-reduce between the ranks of the job, as braid.comm (rank 0
+// writes). UsageError (exit 2) on fewer than two ranks.
+int run_profile_comm(const ProfileOptions& o);
+
+}  // namespace braid::plan
