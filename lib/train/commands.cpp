@@ -1,7 +1,7 @@
 // braid-train ppo and grpo in one process: scored shards into the actor (and critic).
 #include "train/commands.hpp"
 
-#include "backend/backend.hpp"
+#include "backend/registry.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "train/command_steps.hpp"
@@ -36,7 +36,7 @@ int run_rl(const RlCommand& c) {
   if (!ppo && c.algorithm != "grpo") throw UsageError("the algorithm is ppo or grpo, not " + c.algorithm);
   if (ppo && (c.critic.empty() || c.critic_out.empty())) throw UsageError("ppo needs --critic and --critic-out");
   if (!c.schedule.empty()) return run_fused_rl(c);  // under mpirun (train/pipeline_command.hpp)
-  auto be = backend::make_cpu_backend(c.common.threads);
+  auto be = backend::make_backend(c.common.device, c.common.threads);
 
   Trainee actor{open_model(c.actor, *be, {}, true, false), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
   Trainee critic;

@@ -1,6 +1,6 @@
 #include "train/pipeline_command.hpp"
 
-#include "backend/backend.hpp"
+#include "backend/registry.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
@@ -64,7 +64,7 @@ int run_fused_rl(const RlCommand& c) {
   // One rank tells the story; the others only warn (and stay quiet under -q). Progress
   // follows the level, so it is drawn once too.
   if (!lead) log::set_level(std::min(log::level(), log::Level::warn));
-  auto be = backend::make_cpu_backend(c.common.threads);
+  auto be = backend::make_backend(c.common.device, c.common.threads);
   const auto schedule = sched::load_schedule(load_json_file(c.schedule), c.schedule);
 
   PolicyObjective policy(ppo ? ppo_actor_options(c.clip, c.entropy_coef) : grpo_actor_options(c.clip, c.kl_coef));

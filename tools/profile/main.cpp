@@ -13,7 +13,8 @@
 
 #include <fmt/format.h>
 
-#include "backend/backend.hpp"
+#include "backend/device_option.hpp"
+#include "backend/registry.hpp"
 #include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -43,6 +44,7 @@ struct Options {
   int repeats = 5;
   bool quick = false;
   int threads = 0;
+  std::string device = "cpu";
   int max_batch = 0;  // decode batch grid's top; 0: the grid's default
   double comm_max_mb = 64;
 };
@@ -133,6 +135,7 @@ int run_comm(const Options& o) {
 }
 
 int run_measure(const Options& o) {
+  auto be = backend::make_backend(o.device, o.threads);  // first: a device that is not here ends the run at once
   std::optional<MpiSession> mpi;
   if (under_mpirun()) mpi.emplace();
   std::optional<CommMeasurement> comm;
@@ -140,7 +143,6 @@ int run_measure(const Options& o) {
   if (mpi && mpi->rank() != 0) return 0;
 
   const auto shapes = shapes_of(o.m);
-  auto be = backend::make_cpu_backend(o.threads);
   log::info("probing this machine ({} threads)", be->threads());
   const ProbeResult probe = probe_machine(1024, 256e6, o.repeats);
   const double mem = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
@@ -207,6 +209,7 @@ int main(int argc, char** argv) {
   measure->add_option("--repeats", o.repeats, "timed runs per point (median and spread kept)")->check(CLI::Range(1, 1000))->capture_default_str();
   measure->add_flag("--quick", o.quick, "smaller grids (tokens to 1024, batch to 16, lengths to 256)");
   measure->add_option("--threads", o.threads, "backend threads (0: all cores of this process)")->capture_default_str();
+  braid::backend::add_device_option(*measure, o.device);
   measure->add_option("--max-batch", o.max_batch,
                       "decode steps at batches 1, 2, 4, ... up to this (default 64, --quick 16): the generator's "
                       "--max-batch, so that its steps are measured, not extrapolated")
