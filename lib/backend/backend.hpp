@@ -1,11 +1,29 @@
-// The one interface the model runs on: device memory, a stream to wait on, and
-// the small set of ops a Llama decoder needs (in the manner of ggml's backends).
+// The one interface the model runs on: device memory, streams and events to order
+// work, and the small set of ops a Llama decoder needs (in the manner of ggml's backends).
 // The CPU backend (OpenBLAS + its own thread pool) implements every op for float and double;
 // double exists so that gradients can be checked by finite differences. A GPU
 // backend would implement Ops<float> only and answer supports(op, f64) = false.
 //
-// Every pointer an op takes is device memory of the backend that runs it. All
-// matrices are row-major. Ops run in stream order; synchronize() waits for them.
+// Every pointer an op takes is device memory of the backend that runs it, unless its
+// comment says host. All matrices are row-major.
+//
+// Streams and events (the CUDA model; cudaStream_t / cudaEvent_t on a GPU):
+//   * A backend has a default stream and may create more. Ops, copy(), fill_zero() and
+//     the *_async copies run on the backend's current stream (default_stream() unless
+//     set_stream() or a StreamScope chose another), in the order they were issued there.
+//     Work on different streams is unordered unless an event orders it.
+//   * record(event, stream) marks the point of the stream's work issued so far;
+//     wait(stream, event) makes later work on `stream` wait for that point without
+//     blocking the host; synchronize(event) / synchronize(stream) block the host until
+//     the point / all work of the stream is done; synchronize() waits for every stream.
+//   * copy_to_device() / copy_to_host() are synchronous (they return when the bytes are
+//     there); copy_*_async(..., stream) return at once, and the host buffer must stay
+//     untouched until the stream has passed the copy (synchronize or an event).
+//   * Ops that return a value to the host (sum_squares, global_sum_squares) synchronize
+//     the current stream first.
+//   * On the CPU every op runs synchronously on the calling thread, so an event is
+//     complete the moment it is recorded and waiting costs nothing; the calls still check
+//     that their handles belong to the backend, so misuse fails here as on a GPU.
 #pragma once
 
 #include "backend/dtype.hpp"
@@ -25,6 +43,7 @@ template <> constexpr DType dtype_of<double>() { return DType::f64; }
 
 enum class Op {
   gemm, embedding, rmsnorm, rope, attention, swiglu, elementwise, softmax_stats, adamw, losses,
+  sample, global_sum_squares,
 };
 
 // Attention over a packed batch: rows of q/out are tokens of several segments
@@ -51,6 +70,27 @@ struct AdamWStep {
   float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0;
   float grad_scale = 1;         // grads are multiplied by this first (accumulation, clipping)
   std::int64_t step = 1;        // 1-based, for bias correction
+};
+
+// The distribution sample() draws from: softmax(logits / temperature), cut to the top_k
+// most likely tokens (0: all), then to the smallest most-likely set whose mass reaches
+// top_p (1: all), renormalised. temperature <= 0 or top_k == 1 is greedy.
+struct SamplingSpec {
+  double temperature = 1.0;
+  int top_k = 0;
+  double top_p = 1.0;
+  bool greedy() const { return temperature <= 0.0 || top_k == 1; }
+};
+
+// A backend's stream or event: an opaque handle (cudaStream_t / cudaEvent_t on CUDA).
+// Only the backend that made one may use it.
+struct Stream {
+  void* handle = nullptr;
+  friend bool operator==(Stream, Stream) = default;
+};
+struct Event {
+  void* handle = nullptr;
+  friend bool operator==(Event, Event) = default;
 };
 
 template <typename T>
@@ -126,6 +166,19 @@ class Ops {
                                          const std::int64_t* rejected_rows, double scale, T* d_values) = 0;
   // Σ −weight·logprob; d_logprob = −scale · weight.
   virtual double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale, T* d_logprob) = 0;
+
+  // ---- sampling and reductions over many tensors -------------------------------------
+  // Per row i of logits [rows × vocab]: the token drawn from spec's distribution with the
+  // caller's uniform draw uniforms[i] ∈ [0, 1) (ignored when greedy: the argmax). Ties
+  // (equal logits) go to the lowest id. logprob[i]: the token's log-probability under
+  // the sampled distribution (0 when greedy); raw_logprob[i]: under softmax(logits) at
+  // temperature 1, untruncated. The result depends only on the row and its draw, so
+  // per-row seeded streams make generation reproducible however rows are batched.
+  virtual void sample(const T* logits, std::int64_t rows, std::int64_t vocab, const SamplingSpec& spec,
+                      const double* uniforms, std::int32_t* tokens, T* logprob, T* raw_logprob) = 0;
+  // Σ x² over every element of every span (device memory; the list is host memory), in
+  // f64, the spans added in order: the global gradient norm's square, returned to the host.
+  virtual double global_sum_squares(std::span<const std::span<const T>> xs) = 0;
 };
 
 class Backend {
@@ -144,8 +197,24 @@ class Backend {
   virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;  // device to device
   virtual void fill_zero(void* dst, std::size_t bytes) = 0;
-  // Waits until every op issued so far has finished.
+  // Waits until every op issued so far, on every stream, has finished.
   virtual void synchronize() = 0;
+
+  // ---- streams and events (the contract is in this file's header comment) ------------
+  virtual Stream default_stream() const = 0;
+  virtual Stream create_stream() = 0;
+  virtual void destroy_stream(Stream s) = 0;  // waits for its work; not the default or current one
+  virtual Stream current_stream() const = 0;
+  virtual void set_stream(Stream s) = 0;      // where the ops issued next run
+  virtual Event create_event() = 0;
+  virtual void destroy_event(Event e) = 0;
+  virtual void record(Event e, Stream s) = 0;
+  virtual void wait(Stream s, Event e) = 0;   // later work on s waits for e; the host does not
+  virtual bool query(Event e) = 0;            // has the recorded point passed? (never recorded: yes)
+  virtual void synchronize(Event e) = 0;
+  virtual void synchronize(Stream s) = 0;
+  virtual void copy_to_device_async(void* dst, const void* src, std::size_t bytes, Stream s) = 0;
+  virtual void copy_to_host_async(void* dst, const void* src, std::size_t bytes, Stream s) = 0;
 
   // The ops for scalar type T; throws std::logic_error when T is not supported.
   template <typename T> Ops<T>& ops();
@@ -157,6 +226,48 @@ class Backend {
 
 template <> Ops<float>& Backend::ops<float>();
 template <> Ops<double>& Backend::ops<double>();
+
+// A stream or an event owned for a scope (destroyed with it).
+class OwnedStream {
+ public:
+  explicit OwnedStream(Backend& be) : be_(&be), s_(be.create_stream()) {}
+  ~OwnedStream() { if (be_) be_->destroy_stream(s_); }
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+  Stream get() const { return s_; }
+  operator Stream() const { return s_; }
+
+ private:
+  Backend* be_;
+  Stream s_;
+};
+
+class OwnedEvent {
+ public:
+  explicit OwnedEvent(Backend& be) : be_(&be), e_(be.create_event()) {}
+  ~OwnedEvent() { if (be_) be_->destroy_event(e_); }
+  OwnedEvent(const OwnedEvent&) = delete;
+  OwnedEvent& operator=(const OwnedEvent&) = delete;
+  Event get() const { return e_; }
+  operator Event() const { return e_; }
+
+ private:
+  Backend* be_;
+  Event e_;
+};
+
+// Makes s the backend's current stream for a scope, then restores the previous one.
+class StreamScope {
+ public:
+  StreamScope(Backend& be, Stream s) : be_(be), prev_(be.current_stream()) { be.set_stream(s); }
+  ~StreamScope() { be_.set_stream(prev_); }
+  StreamScope(const StreamScope&) = delete;
+  StreamScope& operator=(const StreamScope&) = delete;
+
+ private:
+  Backend& be_;
+  Stream prev_;
+};
 
 // The CPU backend. threads <= 0: the cores available to this process. Sets OpenBLAS's
 // thread count to 1 (the backend threads products itself); a process-wide setting.

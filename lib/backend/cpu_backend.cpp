@@ -1,14 +1,20 @@
 // The CPU backend: host memory, OpenBLAS for products, a thread pool for the loops.
-// Every op is synchronous, so synchronize() has nothing to wait for.
+// Every op is synchronous, so synchronize() has nothing to wait for and an event is
+// complete when it is recorded; streams and events are ids checked against the live ones.
 #include "backend/backend.hpp"
 #include "backend/cpu/kernels.hpp"
 #include "backend/cpu/thread_pool.hpp"
 
 #include <cblas.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <set>
+#include <stdexcept>
+#include <string>
 
 #include <sys/mman.h>
 
@@ -87,6 +93,42 @@ class CpuOps final : public Ops<T> {
   double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale, T* d_logprob) override {
     return cpu::nll_loss<T>(n, logprob, weight, scale, d_logprob);
   }
+  void sample(const T* logits, std::int64_t rows, std::int64_t vocab, const SamplingSpec& spec,
+              const double* uniforms, std::int32_t* tokens, T* logprob, T* raw_logprob) override {
+    cpu::sample<T>(logits, rows, vocab, spec, uniforms, tokens, logprob, raw_logprob);
+  }
+  double global_sum_squares(std::span<const std::span<const T>> xs) override {
+    double s = 0;
+    for (const std::span<const T>& x : xs) s += cpu::sum_squares<T>(std::int64_t(x.size()), x.data());
+    return s;
+  }
+};
+
+// Handles of the CPU backend: small integers in the pointer.
+class Handles {
+ public:
+  void* make() {
+    std::lock_guard lock(mu_);
+    const auto id = next_++;
+    live_.insert(id);
+    return reinterpret_cast<void*>(id);
+  }
+  void drop(void* h, const char* what) {
+    std::lock_guard lock(mu_);
+    if (live_.erase(reinterpret_cast<std::uintptr_t>(h)) == 0) throw_unknown(what);
+  }
+  void check(void* h, const char* what) const {
+    std::lock_guard lock(mu_);
+    if (live_.count(reinterpret_cast<std::uintptr_t>(h)) == 0) throw_unknown(what);
+  }
+
+ private:
+  [[noreturn]] static void throw_unknown(const char* what) {
+    throw std::logic_error(std::string("cpu backend: not a live ") + what + " of this backend");
+  }
+  mutable std::mutex mu_;
+  std::uintptr_t next_ = 2;
+  std::set<std::uintptr_t> live_;
 };
 
 class CpuBackend final : public Backend {
@@ -128,12 +170,57 @@ class CpuBackend final : public Backend {
   void fill_zero(void* dst, std::size_t bytes) override { std::memset(dst, 0, bytes); }
   void synchronize() override {}
 
+  Stream default_stream() const override { return kDefault; }
+  Stream create_stream() override { return Stream{streams_.make()}; }
+  void destroy_stream(Stream s) override {
+    if (s == kDefault) throw std::logic_error("cpu backend: the default stream cannot be destroyed");
+    if (s == current_) throw std::logic_error("cpu backend: the current stream cannot be destroyed");
+    streams_.drop(s.handle, "stream");
+  }
+  Stream current_stream() const override { return current_; }
+  void set_stream(Stream s) override {
+    check(s);
+    current_ = s;
+  }
+  Event create_event() override { return Event{events_.make()}; }
+  void destroy_event(Event e) override { events_.drop(e.handle, "event"); }
+  void record(Event e, Stream s) override {
+    events_.check(e.handle, "event");
+    check(s);
+  }
+  void wait(Stream s, Event e) override {
+    check(s);
+    events_.check(e.handle, "event");
+  }
+  bool query(Event e) override {
+    events_.check(e.handle, "event");
+    return true;
+  }
+  void synchronize(Event e) override { events_.check(e.handle, "event"); }
+  void synchronize(Stream s) override { check(s); }
+  void copy_to_device_async(void* dst, const void* src, std::size_t bytes, Stream s) override {
+    check(s);
+    std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host_async(void* dst, const void* src, std::size_t bytes, Stream s) override {
+    check(s);
+    std::memcpy(dst, src, bytes);
+  }
+
  protected:
   Ops<float>* f32_ops() override { return &f32_; }
   Ops<double>* f64_ops() override { return &f64_; }
 
  private:
+  static inline char default_tag_ = 0;  // its address is the default stream's handle
+  static inline const Stream kDefault{&default_tag_};
+  void check(Stream s) const {
+    if (s != kDefault) streams_.check(s.handle, "stream");
+  }
+
   int threads_;
+  Handles streams_, events_;
+  Stream current_ = kDefault;
   CpuOps<float> f32_;
   CpuOps<double> f64_;
 };

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/registry.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "driver/layout.hpp"
@@ -240,7 +241,7 @@ RunSpec load_run_file(const fs::path& path) {
   c.format(doc, kRunFormat, kRunVersion);
   if (!doc.is_object()) c.check();
   c.no_unknown_keys(doc, "", {"format", "version", "comment", "algorithm", "models", "prompts", "tokenizer",
-                              "iterations", "seed", "threads", "generate", "score", "train"});
+                              "iterations", "seed", "threads", "device", "generate", "score", "train"});
   RunSpec spec;
   spec.file = path;
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
@@ -259,6 +260,17 @@ RunSpec load_run_file(const fs::path& path) {
   spec.seed = static_cast<std::uint64_t>(c.integer(doc, "", "seed", {.min = 0}, 0).value_or(0));
   if (doc.contains("threads")) {
     if (auto t = c.integer(doc, "", "threads", {.min = 1, .max = 4096})) spec.threads = static_cast<int>(*t);
+  }
+
+  if (doc.contains("device")) {
+    if (auto d = c.string(doc, "", "device")) {
+      std::string problem;
+      if (backend::parse_device(*d, &problem)) {
+        spec.device = *d;
+      } else {
+        c.fail("device", problem);
+      }
+    }
   }
 
   // Each stage section is optional: a tool's defaults are a fine start.

@@ -44,6 +44,7 @@ struct RunSpec {
   int iterations = 1;
   std::uint64_t seed = 0;           // generation and training seeds derive from it per iteration
   std::optional<int> threads;
+  std::optional<std::string> device;  // --device of every stage tool ("cpu", "cuda:N")
   ToolFlags generate, score, train;
   std::optional<std::filesystem::path> schedule;  // braid-train's fused pipeline under mpirun
   int ranks = 1;                                  // MPI ranks for the fused pipeline

@@ -100,8 +100,8 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
                                     .max_sequences = slots,
                                     .max_seq_len = cache_len,
                                     .training = false});
-  const bool host = m_->backend().host_accessible();
-  std::vector<float> host_logits;
+  // Sampling runs where the logits are; only a token and two logprobs per row come back.
+  RowSampler row_sampler(m_->backend(), opt_.sampling, static_cast<std::size_t>(slots));
 
   std::deque<const Prompt*> waiting;
   for (const Prompt& p : prompts) waiting.push_back(&p);
@@ -166,19 +166,13 @@ GenerateStats Generator::run(std::span<const Prompt> prompts, const std::functio
     stats.decode_tokens += static_cast<std::int64_t>(tokens.size()) - prefilled;
     (prefilled > 0 ? stats.prefill_seconds : stats.decode_seconds) += dt;
 
-    const std::int64_t vocab = cfg.vocab_size;
-    const float* logits = acts.logits();
-    if (!host) {
-      host_logits.resize(static_cast<std::size_t>(vocab) * segments.size());
-      m_->backend().copy_to_host(host_logits.data(), logits, host_logits.size() * sizeof(float));
-      logits = host_logits.data();
-    }
-    // Sampling is independent per sequence (own stream, own logits row), so rows are
-    // sampled in parallel; the finishing and callbacks below stay in slot order.
+    // One logits row per segment. Each sequence draws from its own stream and its own
+    // row, so the tokens do not depend on the batch; the finishing and callbacks below
+    // stay in slot order.
     samplers.clear();
     for (const int s : segment_slot) samplers.push_back(&slot[static_cast<std::size_t>(s)]->sampler);
     sampled.resize(segments.size());
-    sample_rows(samplers, logits, vocab, sampled);
+    row_sampler.sample(acts.logits(), cfg.vocab_size, samplers, sampled);
     for (std::size_t i = 0; i < segments.size(); ++i) {
       const int s = segment_slot[i];
       Running& r = *slot[static_cast<std::size_t>(s)];

@@ -1,13 +1,11 @@
 #include "generate/sampler.hpp"
 
-#include "backend/cpu/thread_pool.hpp"
 #include "core/error.hpp"
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <stdexcept>
 
 namespace braid::gen {
 
@@ -28,95 +26,47 @@ SequenceSampler::SequenceSampler(const SamplingParams& params, std::uint64_t sam
   }
 }
 
+double SequenceSampler::draw() { return params_.greedy() ? 0.0 : rng_.uniform(); }
+
 Sampled SequenceSampler::sample(std::span<const float> logits) {
-  const auto vocab = static_cast<std::int32_t>(logits.size());
-  // Argmax with ties to the lowest id, and the log-sum-exp of the raw logits.
-  std::int32_t best = 0;
-  for (std::int32_t i = 1; i < vocab; ++i) {
-    if (logits[i] > logits[best]) best = i;
-  }
-  const double max_logit = logits[best];
-  double sum = 0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l) - max_logit);
-  const double raw_lse = max_logit + std::log(sum);
-  auto raw = [&](std::int32_t t) { return static_cast<float>(logits[t] - raw_lse); };
-
-  if (params_.greedy()) return {best, 0.0f, raw(best)};
-
-  const double inv_t = 1.0 / params_.temperature;
-  auto weight = [&](std::int32_t t) { return std::exp((logits[t] - max_logit) * inv_t); };
-  const bool truncate = (params_.top_k > 0 && params_.top_k < vocab) || params_.top_p < 1.0;
-
-  if (!truncate) {
-    // The whole vocabulary in id order: no sort needed.
-    double total = 0;
-    for (std::int32_t i = 0; i < vocab; ++i) total += weight(i);
-    const double target = rng_.uniform() * total;
-    double acc = 0;
-    std::int32_t pick = vocab - 1;
-    for (std::int32_t i = 0; i < vocab; ++i) {
-      acc += weight(i);
-      if (acc > target) { pick = i; break; }
-    }
-    return {pick, static_cast<float>(std::log(weight(pick) / total)), raw(pick)};
-  }
-
-  // Candidates most likely first (ties: lower id first), cut to top-k.
-  order_.resize(static_cast<std::size_t>(vocab));
-  std::iota(order_.begin(), order_.end(), 0);
-  auto more_likely = [&](std::int32_t a, std::int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-  std::size_t keep = order_.size();
-  if (params_.top_k > 0 && params_.top_k < vocab) keep = static_cast<std::size_t>(params_.top_k);
-  std::size_t sorted = 0;
-  auto sort_prefix = [&](std::size_t k) {
-    std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k), order_.end(), more_likely);
-    sorted = k;
-    weight_.resize(k);
-    for (std::size_t i = 0; i < k; ++i) weight_[i] = weight(order_[i]);
-  };
-  double mass = 0;  // of the candidate set: the top-k, or the whole vocabulary
-  if (keep < order_.size()) {
-    sort_prefix(keep);
-    for (double w : weight_) mass += w;
-  } else {
-    for (std::int32_t i = 0; i < vocab; ++i) mass += weight(i);
-  }
-  double total = mass;
-  if (params_.top_p < 1.0) {
-    // The nucleus is usually a small part of a large vocabulary: sort a growing
-    // prefix until it holds the mass asked for, rather than sorting everything.
-    for (std::size_t k = std::min<std::size_t>(keep, 64);; k = std::min(keep, k * 8)) {
-      if (sorted < k) sort_prefix(k);
-      double acc = 0;
-      std::size_t n = 0;
-      while (n < k && acc < params_.top_p * mass) acc += weight_[n++];
-      if (acc >= params_.top_p * mass || k == keep) {
-        keep = n;
-        total = acc;
-        break;
-      }
-    }
-  }
-  const double target = rng_.uniform() * total;
-  double acc = 0;
-  std::size_t pick = keep - 1;
-  for (std::size_t i = 0; i < keep; ++i) {
-    acc += weight_[i];
-    if (acc > target) { pick = i; break; }
-  }
-  return {order_[pick], static_cast<float>(std::log(weight_[pick] / total)), raw(order_[pick])};
+  Sampled x;
+  backend::cpu::sample_row<float>(logits.data(), static_cast<std::int64_t>(logits.size()), params_.spec(), draw(),
+                                  scratch_, &x.token, &x.logprob, &x.raw_logprob);
+  return x;
 }
 
-void sample_rows(std::span<SequenceSampler* const> samplers, const float* logits, std::int64_t vocab,
-                 std::span<Sampled> out) {
-  // On the host thread pool the CPU backend uses (not OpenMP: see backend/cpu/thread_pool.hpp).
-  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / std::max<std::int64_t>(1, vocab));
-  backend::cpu::parallel_for(static_cast<std::int64_t>(samplers.size()), grain, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const auto row = static_cast<std::size_t>(i);
-      out[row] = samplers[row]->sample({logits + i * vocab, static_cast<std::size_t>(vocab)});
-    }
-  });
+RowSampler::RowSampler(backend::Backend& be, const SamplingParams& params, std::size_t max_rows)
+    : be_(&be),
+      spec_(params.spec()),
+      max_rows_(max_rows),
+      uniforms_(be, max_rows),
+      tokens_(be, max_rows),
+      logprobs_(be, max_rows),
+      raw_logprobs_(be, max_rows) {
+  validate(params);
+}
+
+void RowSampler::sample(const float* logits, std::int64_t vocab, std::span<SequenceSampler* const> samplers,
+                        std::span<Sampled> out) {
+  const std::size_t rows = samplers.size();
+  if (rows > max_rows_ || out.size() != rows) {
+    throw std::logic_error(fmt::format("RowSampler: {} rows for {} outputs, room for {}", rows, out.size(), max_rows_));
+  }
+  if (rows == 0) return;
+  host_uniforms_.resize(rows);
+  for (std::size_t i = 0; i < rows; ++i) host_uniforms_[i] = samplers[i]->draw();
+  const backend::Stream stream = be_->current_stream();
+  be_->copy_to_device_async(uniforms_.data(), host_uniforms_.data(), rows * sizeof(double), stream);
+  be_->ops<float>().sample(logits, static_cast<std::int64_t>(rows), vocab, spec_, uniforms_.data(), tokens_.data(),
+                           logprobs_.data(), raw_logprobs_.data());
+  host_tokens_.resize(rows);
+  host_logprobs_.resize(rows);
+  host_raw_logprobs_.resize(rows);
+  be_->copy_to_host_async(host_tokens_.data(), tokens_.data(), rows * sizeof(std::int32_t), stream);
+  be_->copy_to_host_async(host_logprobs_.data(), logprobs_.data(), rows * sizeof(float), stream);
+  be_->copy_to_host_async(host_raw_logprobs_.data(), raw_logprobs_.data(), rows * sizeof(float), stream);
+  be_->synchronize(stream);
+  for (std::size_t i = 0; i < rows; ++i) out[i] = {host_tokens_[i], host_logprobs_[i], host_raw_logprobs_[i]};
 }
 
 }  // namespace braid::gen

@@ -17,8 +17,14 @@
 //   raw_logprob  log_softmax(logits) at temperature 1 over the whole vocabulary: the
 //                model's own probability, what PPO's old-policy logprob is compared to
 //                when the trainer recomputes logprobs without sampling transforms.
+//
+// The sampling itself is a backend op (backend::Ops::sample) reading the logits where
+// they are; a SequenceSampler holds a sequence's parameters and random stream and hands
+// the op one draw per token. sample() is the same computation on a host row.
 #pragma once
 
+#include "backend/backend.hpp"
+#include "backend/cpu/kernels.hpp"
 #include "core/rng.hpp"
 
 #include <cstdint>
@@ -34,6 +40,7 @@ struct SamplingParams {
   std::uint64_t seed = 0;
 
   bool greedy() const { return temperature <= 0.0 || top_k == 1; }
+  backend::SamplingSpec spec() const { return {.temperature = temperature, .top_k = top_k, .top_p = top_p}; }
 };
 
 struct Sampled {
@@ -50,19 +57,39 @@ class SequenceSampler {
   // position: response tokens the sequence already has (their draws are skipped).
   SequenceSampler(const SamplingParams& params, std::uint64_t sample_id, std::int64_t position = 0);
 
+  // The uniform draw for the sequence's next token, what Ops::sample takes for its row:
+  // one per token from the stream, none (0) when greedy.
+  double draw();
+  // draw() and the sampling on a host row of logits.
   Sampled sample(std::span<const float> logits);
 
  private:
   SamplingParams params_;
   Rng rng_;
-  std::vector<std::int32_t> order_;  // scratch: candidate ids, most likely first
-  std::vector<double> weight_;       // scratch: their unnormalised probabilities
+  backend::cpu::SampleScratch scratch_;
 };
 
-// Row i of logits [rows x vocab] sampled by *samplers[i] into out[i], rows in
-// parallel on the CPU backend's thread pool. Each sampler draws from its own
-// stream, so the tokens do not depend on how the rows are split.
-void sample_rows(std::span<SequenceSampler* const> samplers, const float* logits, std::int64_t vocab,
-                 std::span<Sampled> out);
+// Rows of logits in device memory sampled by the backend (Ops::sample): row i with
+// samplers[i]'s draw. The logits stay where they are; the draws go in and a token and
+// two logprobs per row come back. All samplers must share the sampling parameters
+// (seeds and positions may differ).
+class RowSampler {
+ public:
+  RowSampler(backend::Backend& be, const SamplingParams& params, std::size_t max_rows);
+
+  void sample(const float* logits, std::int64_t vocab, std::span<SequenceSampler* const> samplers,
+              std::span<Sampled> out);
+
+ private:
+  backend::Backend* be_;
+  backend::SamplingSpec spec_;
+  std::size_t max_rows_;
+  backend::Buffer<double> uniforms_;
+  backend::Buffer<std::int32_t> tokens_;
+  backend::Buffer<float> logprobs_, raw_logprobs_;
+  std::vector<double> host_uniforms_;
+  std::vector<std::int32_t> host_tokens_;
+  std::vector<float> host_logprobs_, host_raw_logprobs_;
+};
 
 }  // namespace braid::gen

@@ -1,6 +1,6 @@
 #include "generate/stage.hpp"
 
-#include "backend/backend.hpp"
+#include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -97,7 +97,7 @@ class StageRun {
     const auto t_start = Clock::now();
     validate(o_, ranks_);
     stats_.rank = ranks_.rank();
-    auto be = backend::make_cpu_backend(o_.threads);
+    auto be = backend::make_backend(o_.device, o_.threads);
     auto tokenizer = tok::load_tokenizer(o_.tokenizer);
     auto actor = checkpoint::open_model(o_.actor, *be, {}, /*need_lm_head=*/true, /*need_value_head=*/false);
     const auto& cfg = actor.model->config();

@@ -28,6 +28,7 @@ struct StageOptions {
   int shard_size = 16;
   std::int64_t limit = 0;            // first N prompts (0: all)
   int threads = 0;                   // CPU backend threads (0: all cores)
+  std::string device = "cpu";        // backend/registry.hpp
   std::string migrate_threshold;     // "" = off; a count or a fraction (migrate.hpp)
   int migrate_to = 1;
   std::string created_by;            // the command line, for meta.created_by

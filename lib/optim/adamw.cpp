@@ -19,10 +19,11 @@ AdamW::AdamW(backend::Backend& be, std::span<model::Tensor<float>> tensors, cons
 }
 
 double AdamW::grad_sq_norm(double grad_scale) const {
-  backend::Ops<float>& ops = be_->ops<float>();
-  double s = 0;
-  for (const Group& g : groups_) s += ops.sum_squares(g.n, g.g);
-  return s * grad_scale * grad_scale;
+  // One reduction over every gradient where they live; only the sum comes back.
+  std::vector<std::span<const float>> grads;
+  grads.reserve(groups_.size());
+  for (const Group& g : groups_) grads.emplace_back(g.g, static_cast<std::size_t>(g.n));
+  return be_->ops<float>().global_sum_squares(grads) * grad_scale * grad_scale;
 }
 
 double AdamW::step_with_norm(double lr, double grad_scale, double global_norm) {

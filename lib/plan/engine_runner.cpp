@@ -165,7 +165,11 @@ class EngineRunner final : public LayerRunner {
     sampler_ptrs_.clear();
     for (int i = 0; i < rows; ++i) sampler_ptrs_.push_back(&samplers_[static_cast<std::size_t>(i)]);
     sampled_.resize(static_cast<std::size_t>(rows));
-    gen::sample_rows(sampler_ptrs_, logits_.data(), out_, sampled_);
+    if (!row_sampler_ || row_sampler_rows_ < rows) {
+      row_sampler_ = std::make_unique<gen::RowSampler>(be_, gen::SamplingParams{}, static_cast<std::size_t>(rows));
+      row_sampler_rows_ = rows;
+    }
+    row_sampler_->sample(logits_.data(), out_, sampler_ptrs_, sampled_);
   }
 
   void synchronize() override { be_.synchronize(); }
@@ -199,6 +203,8 @@ class EngineRunner final : public LayerRunner {
   std::deque<gen::SequenceSampler> samplers_;
   std::vector<gen::SequenceSampler*> sampler_ptrs_;
   std::vector<gen::Sampled> sampled_;
+  std::unique_ptr<gen::RowSampler> row_sampler_;
+  int row_sampler_rows_ = 0;
 };
 
 }  // namespace

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "backend/backend.hpp"
+#include "backend/registry.hpp"
 #include "comm/mpi.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -94,6 +94,7 @@ int run_profile_comm(const ProfileOptions& o) {
 }
 
 int run_profile_measure(const ProfileOptions& o) {
+  auto be = backend::make_backend(o.device, o.threads);  // first: a device that is not here ends the run at once
   std::optional<Job> job;
   if (comm::launched_by_mpi()) job.emplace();
   std::optional<CommMeasurement> links;
@@ -101,7 +102,6 @@ int run_profile_measure(const ProfileOptions& o) {
   if (job && job->world->rank() != 0) return 0;
 
   const auto shapes = shapes_of(o.m);
-  auto be = backend::make_cpu_backend(o.threads);
   log::info("probing this machine ({} threads)", be->threads());
   const ProbeResult probe = probe_machine(1024, 256e6, o.repeats);
   const double mem = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));

@@ -23,6 +23,7 @@ struct ProfileOptions {
   int repeats = 5;
   bool quick = false;
   int threads = 0;
+  std::string device = "cpu";       // measure: backend/registry.hpp
   int max_batch = 0;  // decode batch grid's top; 0: the grid's default
   double comm_max_mb = 64;
 };

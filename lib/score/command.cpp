@@ -1,6 +1,6 @@
 #include "score/command.hpp"
 
-#include "backend/backend.hpp"
+#include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -91,7 +91,7 @@ int run_command(const CommandOptions& o) {
     for (const auto& in : o.inputs) total_sequences += std::uint64_t(io::probe_sample_shard(in).sequences);
   }
 
-  auto be = backend::make_cpu_backend(o.threads);
+  auto be = backend::make_backend(o.device, o.threads);
   checkpoint::OpenedModel ref, critic, reward;
   if (!o.ref.empty()) ref = checkpoint::open_model(o.ref, *be, {}, /*need_lm_head=*/true, false);
   const bool use_critic = settings.algorithm == Algorithm::ppo;

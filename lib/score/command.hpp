@@ -28,6 +28,7 @@ struct CommandOptions {
   std::int64_t micro_tokens = 4096;
   std::string prefix = "scored";
   int threads = 0;
+  std::string device = "cpu";        // backend/registry.hpp
   std::string stats;
   std::string command_line;          // stored as meta.created_by
 };

@@ -2,7 +2,7 @@
 // with --schedule, as one fused pipeline under mpirun (train/rl_session.hpp).
 #include "train/commands.hpp"
 
-#include "backend/backend.hpp"
+#include "backend/registry.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "rl/gae.hpp"
@@ -24,7 +24,7 @@ namespace {
 // Actor (and critic) as Trainers in this process.
 class ProcessSession final : public RlSession {
  public:
-  explicit ProcessSession(const RlCommand& c) : c_(c), be_(backend::make_cpu_backend(c.common.threads)) {
+  explicit ProcessSession(const RlCommand& c) : c_(c), be_(backend::make_backend(c.common.device, c.common.threads)) {
     const bool ppo = c.algorithm == "ppo";
     actor_ = {checkpoint::open_model(c.actor, *be_, {}, true, false), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
     trainees_.push_back(&actor_);

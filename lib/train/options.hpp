@@ -22,6 +22,7 @@ struct CommonTrainOptions {
   double max_grad_norm = 1.0;
   double weight_decay = 0.0;
   int threads = 0;                    // 0: all cores
+  std::string device = "cpu";         // backend/registry.hpp
   std::string stats;                  // --stats file ("" = none)
   std::string created_by;             // the command line
 };

@@ -9,7 +9,7 @@
 // naming the way out). PPO trains the schedule's "actor" and "critic", GRPO its "actor".
 #include "train/rl_session.hpp"
 
-#include "backend/backend.hpp"
+#include "backend/registry.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "core/log.hpp"
@@ -32,7 +32,7 @@ class FusedSession final : public RlSession {
  public:
   explicit FusedSession(const RlCommand& c)
       : c_(c), mpi_(nullptr, nullptr), world_(comm::mpi_world()),
-        be_(backend::make_cpu_backend(c.common.threads)),
+        be_(backend::make_backend(c.common.device, c.common.threads)),
         policy_(c.algorithm == "ppo" ? ppo_actor_options(c.clip, c.entropy_coef) : grpo_actor_options(c.clip, c.kl_coef)),
         value_(c.value_clip) {
     // One rank tells the story; the others only warn (and stay quiet under -q). Progress

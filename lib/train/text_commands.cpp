@@ -1,7 +1,7 @@
 // braid-train sft and rm: JSON Lines of text through the tokenizer into one model.
 #include "train/commands.hpp"
 
-#include "backend/backend.hpp"
+#include "backend/registry.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -20,7 +20,7 @@ using namespace steps;
 int run_text(const TextCommand& c, bool sft) {
   const auto t0 = Clock::now();
   check_common(c.common);
-  auto be = backend::make_cpu_backend(c.common.threads);
+  auto be = backend::make_backend(c.common.device, c.common.threads);
   Trainee t{checkpoint::open_model(c.model, *be, {}, sft, !sft), nullptr, nullptr, c.model, c.model_out,
             sft ? "actor_train" : "reward_train"};
   std::vector<Trainee*> trainees{&t};

@@ -113,6 +113,21 @@ BOOST_AUTO_TEST_CASE(rules_and_dependencies_of_a_ppo_run) {
   BOOST_TEST(metrics.recipe.back() == "$(BRAID) run " + run.string() + " -o out --iterations 2");
 }
 
+// The run file's device reaches every stage tool, as --device.
+BOOST_AUTO_TEST_CASE(device_goes_to_every_stage_tool) {
+  std::string run_json = test::kGoodPpoRun;
+  run_json.replace(run_json.find("\"threads\": 2,"), 13, "\"threads\": 2, \"device\": \"cuda:1\",");
+  const fs::path run = test::run_folder("mk_device", run_json);
+  const auto rules = parse_rules(makefile_for(run, "out"));
+  const std::string pipe = rule_for(rules, "out/iter-0001/generate.stats.json out/iter-0001/score.stats.json").recipe.back();
+  BOOST_TEST(pipe.find("--threads 2 --device cuda:1 | $(BRAID_SCORE)") != std::string::npos);
+  BOOST_TEST(pipe.find("--kl-coef 0.02 --threads 2 --device cuda:1 >/dev/null") != std::string::npos);
+  const std::string train = rule_for(rules, "out/iter-0001/actor.h5 out/iter-0001/critic.h5").recipe.back();
+  BOOST_TEST(train.find("--device cuda:1") != std::string::npos);
+  // Models are initialised by braid init, which has no device.
+  BOOST_TEST(rule_for(rules, "out/iter-0000/actor.h5").recipe.back().find("--device") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(shell_words_are_quoted_and_dollars_doubled) {
   const fs::path run = test::run_folder("mk_quote", R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
     "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "regex:^[0-9]+ $"}},

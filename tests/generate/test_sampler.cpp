@@ -2,6 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/error.hpp"
+#include "backend/backend.hpp"
+#include "core/rng.hpp"
 #include "generate/sampler.hpp"
 
 #include <algorithm>
@@ -156,4 +158,46 @@ BOOST_AUTO_TEST_CASE(large_vocabulary_nucleus_matches_a_full_sort) {
       }
     }
   }
+}
+
+// The backend's sample op over a batch of rows (RowSampler) gives each row what that
+// sequence's own sampler gives on the host: same tokens, same logprobs, bit for bit,
+// and the draws advance each sequence's stream as sample() does.
+BOOST_AUTO_TEST_CASE(row_sampler_on_the_backend_matches_the_host_sampler) {
+  auto be = braid::backend::make_cpu_backend(2);
+  const std::int64_t vocab = 300, rows = 7;
+  std::vector<float> logits(static_cast<std::size_t>(rows * vocab));
+  braid::Rng rng(9, 0);
+  for (float& l : logits) l = static_cast<float>(6 * rng.uniform() - 3);
+  braid::backend::Buffer<float> d_logits(*be, logits.size());
+  be->copy_to_device(d_logits.data(), logits.data(), logits.size() * sizeof(float));
+  for (const SamplingParams p : {SamplingParams{.temperature = 0.0}, SamplingParams{.temperature = 0.9, .seed = 4},
+                                 SamplingParams{.temperature = 1.1, .top_k = 30, .top_p = 0.8, .seed = 5}}) {
+    std::vector<SequenceSampler> on_device, on_host;
+    for (std::int64_t i = 0; i < rows; ++i) {
+      on_device.emplace_back(p, static_cast<std::uint64_t>(i), /*position=*/i);
+      on_host.emplace_back(p, static_cast<std::uint64_t>(i), i);
+    }
+    std::vector<SequenceSampler*> ptrs;
+    for (auto& s : on_device) ptrs.push_back(&s);
+    braid::gen::RowSampler row_sampler(*be, p, static_cast<std::size_t>(rows));
+    std::vector<Sampled> out(static_cast<std::size_t>(rows));
+    for (int step = 0; step < 3; ++step) {  // the streams advance: three different draws
+      row_sampler.sample(d_logits.data(), vocab, ptrs, out);
+      for (std::int64_t i = 0; i < rows; ++i) {
+        const Sampled want = on_host[static_cast<std::size_t>(i)].sample(
+            {logits.data() + i * vocab, static_cast<std::size_t>(vocab)});
+        const Sampled& got = out[static_cast<std::size_t>(i)];
+        BOOST_TEST(got.token == want.token);
+        BOOST_TEST(got.logprob == want.logprob);
+        BOOST_TEST(got.raw_logprob == want.raw_logprob);
+      }
+    }
+  }
+  // More rows than the sampler has room for is a bug of the caller.
+  braid::gen::RowSampler small(*be, SamplingParams{}, 2);
+  std::vector<SequenceSampler> three(3, SequenceSampler(SamplingParams{}, 0));
+  std::vector<SequenceSampler*> ptrs{&three[0], &three[1], &three[2]};
+  std::vector<Sampled> out(3);
+  BOOST_CHECK_THROW(small.sample(d_logits.data(), vocab, ptrs, out), std::logic_error);
 }

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "backend/backend.hpp"
+#include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -33,7 +33,7 @@ int run_init(const InitOptions& o) {
   const json doc = load_json_file(o.config);
   const model::ModelConfig cfg = model::parse_config(doc, o.config);
   const auto ranges = checkpoint::split_layers(cfg.num_hidden_layers, o.stages);
-  auto be = backend::make_cpu_backend();
+  auto be = backend::make_backend(backend::BackendSpec{});
   const std::string cmd = fmt::format("braid init --config {} --seed {} --stages {} --init-std {}{}{} -o {}", o.config,
                                       o.seed, o.stages, o.init_std, o.value_head ? " --value-head" : "",
                                       o.no_lm_head ? " --no-lm-head" : "", o.out);

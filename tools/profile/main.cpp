@@ -4,6 +4,7 @@
 //   probe     matrix-product and memory throughput of this machine
 //   comm      point-to-point and all-reduce between MPI ranks (under mpirun)
 // The commands are lib/plan/profile_command.hpp; this file declares the flags.
+#include "backend/device_option.hpp"
 #include "core/cli.hpp"
 #include "plan/profile_command.hpp"
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   measure->add_option("--repeats", o.repeats, "timed runs per point (median and spread kept)")->check(CLI::Range(1, 1000))->capture_default_str();
   measure->add_flag("--quick", o.quick, "smaller grids (tokens to 1024, batch to 16, lengths to 256)");
   measure->add_option("--threads", o.threads, "backend threads (0: all cores of this process)")->capture_default_str();
+  braid::backend::add_device_option(*measure, o.device);
   measure->add_option("--max-batch", o.max_batch,
                       "decode steps at batches 1, 2, 4, ... up to this (default 64, --quick 16): the generator's "
                       "--max-batch, so that its steps are measured, not extrapolated")

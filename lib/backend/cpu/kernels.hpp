@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace braid::backend::cpu {
 
@@ -79,5 +80,18 @@ PairwiseLossSums pairwise_loss(std::int64_t pairs, const T* values, const std::i
                                const std::int64_t* rejected_rows, double scale, T* d_values);
 template <typename T>
 double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale, T* d_logprob);
+
+// Reused between rows: candidate ids, most likely first, and their weights.
+struct SampleScratch {
+  std::vector<std::int32_t> order;
+  std::vector<double> weight;
+};
+// One row of sample(), on the calling thread.
+template <typename T>
+void sample_row(const T* logits, std::int64_t vocab, const SamplingSpec& spec, double uniform, SampleScratch& scratch,
+                std::int32_t* token, T* logprob, T* raw_logprob);
+template <typename T>
+void sample(const T* logits, std::int64_t rows, std::int64_t vocab, const SamplingSpec& spec, const double* uniforms,
+            std::int32_t* tokens, T* logprob, T* raw_logprob);
 
 }  // namespace braid::backend::cpu
