@@ -122,8 +122,8 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
     }
     auto be = backend::make_cpu_backend(1);
     for (const auto& [fused, single] : {std::pair{c.actor_out, one.actor_out}, std::pair{c.critic_out, one.critic_out}}) {
-      auto a = train::open_model(fused, *be);
-      auto b = train::open_model(single, *be);
+      auto a = checkpoint::open_model(fused, *be);
+      auto b = checkpoint::open_model(single, *be);
       const double apart = max_diff(*a.model, *b.model);
       BOOST_TEST_MESSAGE(fused << " vs one process: weights apart by " << apart);
       BOOST_TEST(apart <= 1e-4, fused << " vs one process: weights apart by " << apart);
