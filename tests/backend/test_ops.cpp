@@ -351,6 +351,72 @@ OpCase global_sum_squares_case() {
   });
 }
 
+// The RL losses (backend/losses.hpp): every returned sum and every gradient row. Rows
+// with weight 0 (prompt positions) are mixed in; ratios stay inside the clip range for
+// some rows and outside for others, so both branches run.
+OpCase policy_loss_case(std::string name, be::PolicyLossOptions opt) {
+  return op_case("policy_loss " + name, be::Op::losses, [opt]<typename T>(be::Backend& b) {
+    const std::int64_t n = 300;
+    std::vector<double> w = random_values(std::size_t(n), 50, 0, 1);
+    for (std::size_t i = 0; i < w.size(); i += 7) w[i] = 0;
+    const auto old = random_values(std::size_t(n), 51, -4, -0.1);
+    std::vector<double> lp = old;
+    const auto shift = random_values(std::size_t(n), 52, -0.5, 0.5);
+    for (std::size_t i = 0; i < lp.size(); ++i) lp[i] = static_cast<float>(lp[i] + shift[i]);
+    const auto logprob = upload<T>(b, lp), old_lp = upload<T>(b, old), weight = upload<T>(b, w);
+    const auto adv = upload<T>(b, random_values(std::size_t(n), 53, -2, 2));
+    const auto entropy = upload<T>(b, random_values(std::size_t(n), 54, 0, 3));
+    const auto ref = upload<T>(b, random_values(std::size_t(n), 55, -4, -0.1));
+    be::Buffer<T> d_lp(b, std::size_t(n)), d_ent(b, std::size_t(n));
+    const be::PolicyLossSums r = b.ops<T>().policy_loss(
+        n, {logprob.data(), old_lp.data(), adv.data(), weight.data(), entropy.data(), ref.data()}, opt, 0.25,
+        d_lp.data(), opt.entropy_coef != 0 ? d_ent.data() : nullptr);
+    Outputs out{{"d_logprob", download(b, d_lp)},
+                {"sums", {r.loss, r.policy_loss, r.weight, r.clipped, r.approx_kl, r.entropy, r.ratio_max}}};
+    if (opt.kl_coef != 0) out["kl_ref"] = {r.kl_ref};
+    if (opt.entropy_coef != 0) out["d_entropy"] = download(b, d_ent);
+    return out;
+  });
+}
+
+OpCase value_loss_case(double clip) {
+  return op_case(fmt::format("value_loss clip {}", clip), be::Op::losses, [clip]<typename T>(be::Backend& b) {
+    const std::int64_t n = 300;
+    std::vector<double> w = random_values(std::size_t(n), 60, 0, 1);
+    for (std::size_t i = 0; i < w.size(); i += 5) w[i] = 0;
+    const auto values = upload<T>(b, random_values(std::size_t(n), 61, -1, 1));
+    const auto old = upload<T>(b, random_values(std::size_t(n), 62, -1, 1));
+    const auto ret = upload<T>(b, random_values(std::size_t(n), 63, -1, 1));
+    const auto weight = upload<T>(b, w);
+    be::Buffer<T> d(b, std::size_t(n));
+    const be::ValueLossSums r =
+        b.ops<T>().value_loss(n, {values.data(), old.data(), ret.data(), weight.data()}, clip, 0.5, d.data());
+    return Outputs{{"d_values", download(b, d)}, {"sums", {r.loss, r.weight, r.clipped, r.error}}};
+  });
+}
+
+OpCase pairwise_and_nll_case() {
+  return op_case("pairwise_loss, nll_loss", be::Op::losses, []<typename T>(be::Backend& b) {
+    const std::int64_t rows = 64, pairs = 20;
+    const auto values = upload<T>(b, random_values(std::size_t(rows), 70, -2, 2));
+    std::vector<std::int64_t> chosen(pairs), rejected(pairs);
+    for (std::int64_t p = 0; p < pairs; ++p) chosen[std::size_t(p)] = 3 * p, rejected[std::size_t(p)] = 3 * p + 1;
+    be::Buffer<std::int64_t> c(b, std::size_t(pairs)), r(b, std::size_t(pairs));
+    b.copy_to_device(c.data(), chosen.data(), chosen.size() * sizeof(std::int64_t));
+    b.copy_to_device(r.data(), rejected.data(), rejected.size() * sizeof(std::int64_t));
+    be::Buffer<T> d(b, std::size_t(rows));
+    const be::PairwiseLossSums pw = b.ops<T>().pairwise_loss(pairs, values.data(), c.data(), r.data(), 0.1, d.data());
+    const auto lp = upload<T>(b, random_values(std::size_t(rows), 71, -5, 0));
+    const auto w = upload<T>(b, random_values(std::size_t(rows), 72, 0, 1));
+    be::Buffer<T> d_lp(b, std::size_t(rows));
+    const double nll = b.ops<T>().nll_loss(rows, lp.data(), w.data(), 0.01, d_lp.data());
+    return Outputs{{"d_values", download(b, d)},
+                   {"pairwise sums", {pw.loss, pw.correct, pw.margin}},
+                   {"d_logprob", download(b, d_lp)},
+                   {"nll", {nll}}};
+  });
+}
+
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases = gemm_cases();
   cases.push_back(embedding_case());
@@ -369,6 +435,11 @@ std::vector<OpCase> all_cases() {
   cases.push_back(sample_case("top-p 0.8", {.temperature = 1.3, .top_p = 0.8}));
   cases.push_back(sample_case("top-k 40 top-p 0.5", {.temperature = 0.9, .top_k = 40, .top_p = 0.5}));
   cases.push_back(global_sum_squares_case());
+  cases.push_back(policy_loss_case("ppo", {.clip_low = 0.2, .clip_high = 0.28, .entropy_coef = 0.01}));
+  cases.push_back(policy_loss_case("grpo", {.clip_low = 0.2, .clip_high = 0.2, .kl_coef = 0.04}));
+  cases.push_back(value_loss_case(0.2));
+  cases.push_back(value_loss_case(0.0));
+  cases.push_back(pairwise_and_nll_case());
   return cases;
 }
 
