@@ -8,6 +8,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace braid::backend::cpu {
 namespace {
@@ -82,6 +83,61 @@ void gemm_serial(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t 
   blas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// bf16 weights: C's columns in panels, one panel per task; each task widens its panel of B
+// (rows of B when trans_b, columns otherwise) into a thread-local scratch of T and runs the
+// same BLAS call as the T path on it. Every element of B is widened once per product, a
+// cost of n·k beside the product's m·n·k; the scratch of a panel stays in the core's cache.
+template <typename T>
+void gemm_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+               std::int64_t lda, const std::uint16_t* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  auto widen = [&](std::int64_t lo, std::int64_t cnt, std::vector<T>& out) {
+    out.resize(std::size_t(cnt * k));
+    if (tb) {
+      for (std::int64_t r = 0; r < cnt; ++r) {
+        const std::uint16_t* src = b + (lo + r) * ldb;
+        T* dst = out.data() + r * k;
+        for (std::int64_t j = 0; j < k; ++j) dst[j] = T(bf16_to_float(src[j]));
+      }
+    } else {
+      for (std::int64_t i = 0; i < k; ++i) {
+        const std::uint16_t* src = b + i * ldb + lo;
+        T* dst = out.data() + i * cnt;
+        for (std::int64_t j = 0; j < cnt; ++j) dst[j] = T(bf16_to_float(src[j]));
+      }
+    }
+  };
+  const int threads = pool().threads();
+  if (n <= 64) {
+    // A narrow B (the value head): widen all of it and let the T path split C's rows.
+    std::vector<T> whole;
+    widen(0, n, whole);
+    gemm<T>(ta, tb, m, n, k, alpha, a, lda, whole.data(), tb ? k : n, beta, c, ldc);
+    return;
+  }
+  // Panels of at most 256 columns, a multiple of the thread count of them, whole SIMD widths.
+  const std::int64_t rounds = (n + std::int64_t(threads) * 256 - 1) / (std::int64_t(threads) * 256);
+  const std::int64_t parts_wanted = std::int64_t(threads) * rounds;
+  const std::int64_t panel = std::max<std::int64_t>(16, ((n + parts_wanted - 1) / parts_wanted + 15) / 16 * 16);
+  const std::int64_t parts = (n + panel - 1) / panel;
+  auto body = [&](std::int64_t p_lo, std::int64_t p_hi) {
+    thread_local std::vector<T> scratch;
+    for (std::int64_t p = p_lo; p < p_hi; ++p) {
+      const std::int64_t lo = p * panel, cnt = std::min(panel, n - lo);
+      widen(lo, cnt, scratch);
+      const std::int64_t ld = tb ? k : cnt;
+      if (m == 1) gemv_row(ta, tb, cnt, k, alpha, a, lda, scratch.data(), ld, beta, c + lo);
+      else blas(ta, tb, m, cnt, k, alpha, a, lda, scratch.data(), ld, beta, c + lo, ldc);
+    }
+  };
+  if (threads == 1 || double(m) * double(n) * double(k) < 5e5) body(0, parts);
+  else parallel_for(parts, 1, body);
+}
+
+template void gemm_bf16<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
+                               std::int64_t, const std::uint16_t*, std::int64_t, float, float*, std::int64_t);
+template void gemm_bf16<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, const double*,
+                                std::int64_t, const std::uint16_t*, std::int64_t, double, double*, std::int64_t);
 template void gemm_serial<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
                                  std::int64_t, const float*, std::int64_t, float, float*, std::int64_t);
 template void gemm_serial<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, const double*,
