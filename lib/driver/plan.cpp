@@ -26,6 +26,10 @@ void append_common(Argv& argv, const RunSpec& spec, const PlanOptions& opt) {
     argv.emplace_back("--threads");
     argv.push_back(std::to_string(*spec.threads));
   }
+  if (spec.dtype) {
+    argv.emplace_back("--dtype");
+    argv.push_back(*spec.dtype);
+  }
   argv.insert(argv.end(), opt.verbosity.begin(), opt.verbosity.end());
 }
 

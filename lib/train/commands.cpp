@@ -38,11 +38,11 @@ int run_rl(const RlCommand& c) {
   if (!c.schedule.empty()) return run_fused_rl(c);  // under mpirun (train/pipeline_command.hpp)
   auto be = backend::make_cpu_backend(c.common.threads);
 
-  Trainee actor{open_model(c.actor, *be, {}, true, false), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
+  Trainee actor{open_model(c.actor, *be, {}, true, false, c.common.dtype), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
   Trainee critic;
   std::vector<Trainee*> trainees{&actor};
   if (ppo) {
-    critic = {open_model(c.critic, *be, {}, false, true), nullptr, nullptr, c.critic, c.critic_out, "critic_train"};
+    critic = {open_model(c.critic, *be, {}, false, true, c.common.dtype), nullptr, nullptr, c.critic, c.critic_out, "critic_train"};
     trainees.push_back(&critic);
   }
   if (already_done(trainees)) return 0;

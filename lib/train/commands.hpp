@@ -11,6 +11,7 @@
 // go to stdout, one a line.
 #pragma once
 
+#include "backend/dtype.hpp"
 #include "io/sample_batch.hpp"
 
 #include <cstdint>
@@ -29,6 +30,7 @@ struct CommonTrainOptions {
   double max_grad_norm = 1.0;
   double weight_decay = 0.0;
   int threads = 0;                    // 0: all cores
+  backend::DType dtype = backend::DType::f32;   // storage of the weights (--dtype); masters stay f32
   std::string stats;                  // --stats file ("" = none)
   std::string created_by;             // the command line
 };

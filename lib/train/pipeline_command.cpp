@@ -70,11 +70,11 @@ int run_fused_rl(const RlCommand& c) {
   PolicyObjective policy(ppo ? ppo_actor_options(c.clip, c.entropy_coef) : grpo_actor_options(c.clip, c.kl_coef));
   ValueObjective value(c.value_clip);
   const optim::AdamWConfig adamw{.weight_decay = c.common.weight_decay, .max_grad_norm = c.common.max_grad_norm};
-  std::vector<PipelineModel> models{{"actor", c.actor, &policy, adamw}};
+  std::vector<PipelineModel> models{{"actor", c.actor, &policy, adamw, c.common.dtype}};
   std::vector<std::string> specs{c.actor}, outs{c.actor_out}, calls{"actor_train"};
   std::vector<double> peak_lr{c.common.lr};
   if (ppo) {
-    models.push_back({"critic", c.critic, &value, adamw});
+    models.push_back({"critic", c.critic, &value, adamw, c.common.dtype});
     specs.push_back(c.critic);
     outs.push_back(c.critic_out);
     calls.push_back("critic_train");

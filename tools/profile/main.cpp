@@ -3,6 +3,8 @@
 //   measure   on this machine, with braid's engine (and links under mpirun)
 //   probe     matrix-product and memory throughput of this machine
 //   comm      point-to-point and all-reduce between MPI ranks (under mpirun)
+#include "backend/dtype_option.hpp"
+
 #include <mpi.h>
 #include <unistd.h>
 
@@ -43,6 +45,7 @@ struct Options {
   int repeats = 5;
   bool quick = false;
   int threads = 0;
+  braid::backend::DType dtype = braid::backend::DType::f32;
   int max_batch = 0;  // decode batch grid's top; 0: the grid's default
   double comm_max_mb = 64;
 };
@@ -168,6 +171,7 @@ int run_measure(const Options& o) {
   lim.max_seq_len = static_cast<int>(mo.grids.seq_len.back());
   lim.max_batch = static_cast<int>(mo.grids.batch.back());
   lim.max_kv_len = static_cast<int>(mo.grids.kv_len.back());
+  lim.dtype = o.dtype;
   for (const auto& s : shapes) {
     const std::size_t points = mo.grids.tokens.size() * (mo.grids.seq_len.size() + 1) +
                                mo.grids.batch.size() * (mo.grids.kv_len.size() + (s.value_head ? 0 : 1));
@@ -207,6 +211,7 @@ int main(int argc, char** argv) {
   measure->add_option("--repeats", o.repeats, "timed runs per point (median and spread kept)")->check(CLI::Range(1, 1000))->capture_default_str();
   measure->add_flag("--quick", o.quick, "smaller grids (tokens to 1024, batch to 16, lengths to 256)");
   measure->add_option("--threads", o.threads, "backend threads (0: all cores of this process)")->capture_default_str();
+  braid::backend::add_dtype_option(*measure, o.dtype);
   measure->add_option("--max-batch", o.max_batch,
                       "decode steps at batches 1, 2, 4, ... up to this (default 64, --quick 16): the generator's "
                       "--max-batch, so that its steps are measured, not extrapolated")

@@ -1,0 +1,18 @@
+// --dtype f32|bf16: the storage type of a model's weights, defined once for every tool that
+// opens a model (braid-generate, braid-score, braid-train, braid-profile measure). f32 is
+// the default; bf16 halves weight memory (compute and gradients stay f32; training keeps an
+// f32 master copy in the optimizer).
+#pragma once
+
+#include "backend/dtype.hpp"
+
+#include <CLI/CLI.hpp>
+
+namespace braid::backend {
+
+CLI::Option* add_dtype_option(CLI::App& app, DType& dtype);
+
+// The values --dtype (and the run file's "dtype") take, as text: "f32|bf16".
+inline constexpr const char* kWeightDtypes = "f32|bf16";
+
+}  // namespace braid::backend
