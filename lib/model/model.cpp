@@ -87,8 +87,10 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
       cfg.head_dim() % 2 != 0)
     throw std::invalid_argument("model config has inconsistent head counts or sizes");
 
+  // f32 stands for the model's own type (f64 in the double-precision gradient checks).
   const backend::DType own = backend::dtype_of<T>();
-  if (opt.dtype != own && opt.dtype != backend::DType::bf16)
+  if (opt.dtype == backend::DType::f32) m.opt.dtype = own;
+  if (m.opt.dtype != own && m.opt.dtype != backend::DType::bf16)
     throw std::invalid_argument(fmt::format("a model of {} takes weights stored as {} or bf16, not {}",
                                             backend::dtype_name(own), backend::dtype_name(own),
                                             backend::dtype_name(opt.dtype)));
@@ -99,16 +101,16 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
     for (auto d : t.shape) k *= d;
     total += k;
   }
-  const std::size_t elem = backend::dtype_size(opt.dtype);
+  const std::size_t elem = backend::dtype_size(m.opt.dtype);
   m.count = total;
   m.params = backend::Buffer<std::byte>(be, std::size_t(total) * elem);
   m.grads = backend::Buffer<T>(be, std::size_t(total));
   std::int64_t off = 0;
   for (const Layout& t : lay) {
     Tensor<T> x{t.name, t.shape, nullptr, m.grads.data() + off, 1, t.layer};
-    x.dtype = opt.dtype;
+    x.dtype = m.opt.dtype;
     x.weights = m.params.data() + std::size_t(off) * elem;
-    if (opt.dtype == own) x.data = static_cast<T*>(x.weights);
+    if (m.opt.dtype == own) x.data = static_cast<T*>(x.weights);
     for (auto d : t.shape) x.numel *= d;
     off += x.numel;
     m.tensors.push_back(std::move(x));

@@ -54,7 +54,7 @@ struct ModelOptions {
   bool lm_head = true;      // lm_head.weight (or the tied embedding) on the last stage
   bool value_head = false;  // score.weight [1 × D] on the last stage (critic, reward model)
   // Storage type of the weights the forward and backward read (the compute copy): the
-  // model's scalar type (f32), or bf16 (half the weight memory; gradients stay f32, and
+  // model's scalar type (f32; f64 for a double model), or bf16 (half the weight memory; gradients stay f32, and
   // an optimizer keeps an f32 master copy: optim::AdamW).
   backend::DType dtype = backend::DType::f32;
 };
