@@ -108,6 +108,29 @@ void gemm_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
     }
   };
   const int threads = pool().threads();
+  if (m == 1 && tb) {
+    // One row times Wᵀ (a decode step): memory-bound, so W is read once as bf16 and widened
+    // in registers, with no scratch. 16 partial sums per row let the loop vectorise.
+    const std::int64_t inc = ta ? lda : 1;
+    auto rows = [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t j = lo; j < hi; ++j) {
+        const std::uint16_t* w = b + j * ldb;
+        T acc[16] = {};
+        std::int64_t i = 0;
+        if (inc == 1) {
+          for (; i + 16 <= k; i += 16)
+            for (int l = 0; l < 16; ++l) acc[l] += a[i + l] * T(bf16_to_float(w[i + l]));
+        }
+        double sum = 0;
+        for (int l = 0; l < 16; ++l) sum += acc[l];
+        for (; i < k; ++i) sum += double(a[i * inc]) * double(bf16_to_float(w[i]));
+        c[j] = T(double(alpha) * sum + (beta == T(0) ? 0.0 : double(beta) * double(c[j])));
+      }
+    };
+    if (threads == 1 || double(n) * double(k) < 5e5) rows(0, n);
+    else parallel_for(n, std::max<std::int64_t>(16, n / (4 * threads)), rows);
+    return;
+  }
   if (n <= 64) {
     // A narrow B (the value head): widen all of it and let the T path split C's rows.
     std::vector<T> whole;
