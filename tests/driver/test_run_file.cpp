@@ -113,6 +113,7 @@ BOOST_AUTO_TEST_CASE(every_bad_field_is_named) {
     "prompts": "nothing.jsonl",
     "iterations": 0,
     "threads": "many",
+    "dtype": "f16",
     "generate": {"samples_per_prompt": 0, "temprature": 1.0, "top_p": 1.5},
     "score": {"gamma": 2},
     "train": {"lr": -1, "kl_coef": 0.1, "ranks": 2},
@@ -120,12 +121,12 @@ BOOST_AUTO_TEST_CASE(every_bad_field_is_named) {
   })");
   const auto problems = problems_of(run);
   for (const char* field : {"version", "models.actor.init.config", "models.actor.init.sede", "models.reward.rule",
-                            "models.refs", "models.critic", "prompts", "iterations", "threads",
+                            "models.refs", "models.critic", "prompts", "iterations", "threads", "dtype",
                             "generate.samples_per_prompt", "generate.temprature", "generate.top_p", "score.gamma",
                             "train.lr", "train.kl_coef", "train.ranks", "evaluate"}) {
     BOOST_TEST_CONTEXT(field) { BOOST_TEST(!problem_at(problems, field).empty()); }
   }
-  BOOST_TEST(problems.size() == 17u);
+  BOOST_TEST(problems.size() == 18u);
   // Typos come with the key that was meant.
   BOOST_TEST(problem_at(problems, "generate.temprature").find("did you mean \"temperature\"") != std::string::npos);
   BOOST_TEST(problem_at(problems, "models.refs").find("did you mean \"ref\"") != std::string::npos);
