@@ -12,7 +12,4 @@ namespace braid::backend {
 
 CLI::Option* add_dtype_option(CLI::App& app, DType& dtype);
 
-// The values --dtype (and the run file's "dtype") take, as text: "f32|bf16".
-inline constexpr const char* kWeightDtypes = "f32|bf16";
-
 }  // namespace braid::backend

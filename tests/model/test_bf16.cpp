@@ -58,7 +58,9 @@ BOOST_AUTO_TEST_CASE(bf16_gemm_matches_f32_gemm_on_rounded_weights) {
   struct Shape { bool ta, tb; std::int64_t m, n, k; };
   const Shape shapes[] = {{false, true, 96, 200, 64},  {false, false, 96, 200, 64}, {false, true, 300, 1, 48},
                           {false, false, 300, 48, 1},  {false, true, 1, 500, 64},   {false, false, 1, 130, 70},
-                          {true, true, 40, 333, 50},   {false, true, 7, 70, 9}};
+                          {true, true, 40, 333, 50},   {false, true, 7, 70, 9},
+                          // deeper than one depth slice (2048): the LM head's backward
+                          {false, false, 5, 100, 5000}, {true, true, 3, 80, 4500}, {false, false, 1, 90, 3000}};
   for (int threads : {1, 3}) {
     auto be = backend::make_cpu_backend(threads);
     auto& ops = be->ops<float>();
