@@ -14,7 +14,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 "$B/braid" -q init -c "$CONFIG" --seed 2 --value-head --no-lm-head -o critic.h5 > /dev/null
 for i in 1 2 3 4 5 6; do echo "{\"text\": \"prompt $i\"}"; done > prompts.jsonl
 
-"$B/braid-generate" --help | grep -q -- "--dtype" || fail "braid-generate --help does not list --dtype"
+"$B/braid-generate" --help > help.txt
+grep -q -- "--dtype" help.txt || fail "braid-generate --help does not list --dtype"
 for t in f32 bf16; do
   "$B/braid-generate" -q --actor actor.h5 --prompts prompts.jsonl -o "gen-$t" --temperature 0 --max-new-tokens 12 \
     --threads 1 --dtype "$t" > "gen-$t.out" || fail "braid-generate --dtype $t"
@@ -48,7 +49,8 @@ printf '%s\n' '{"prompt": "Say a:", "response": "aaa"}' '{"prompt": "Say b:", "r
 "$B/braid-train" -q sft sft.jsonl --actor actor.h5 --actor-out sft-actor.h5 --lr 1e-3 --epochs 2 --threads 1 \
   --dtype bf16 > train.out || fail "braid-train sft --dtype bf16"
 "$B/braid" check sft-actor.h5 > /dev/null || fail "the bf16-trained checkpoint does not check"
-"$B/braid" inspect --json sft-actor.h5 | grep -q '"step": 1' || fail "the checkpoint is not step 1"
+"$B/braid" inspect --json sft-actor.h5 > sft-actor.json
+grep -q '"step": 1' sft-actor.json || fail "the checkpoint is not step 1"
 "$B/braid-generate" -q --actor sft-actor.h5 --prompts prompts.jsonl -o gen-sft --max-new-tokens 4 --threads 1 \
   --dtype bf16 > /dev/null || fail "generating from the bf16-trained checkpoint"
 
