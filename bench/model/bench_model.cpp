@@ -2,6 +2,7 @@
 // logprobs + backward + AdamW), prefill tokens/s, and decode tokens/s at given batch
 // sizes. Each figure is the mean ± sd over --repeats timed runs after one warm-up.
 // Prints a table, and one JSON object per figure with --json (for bench/model/compare.sh).
+#include "backend/dtype_option.hpp"
 #include "bench/model/shapes.hpp"
 #include "bench/model/throughput.hpp"
 #include "model/model.hpp"
@@ -31,6 +32,7 @@ struct Options {
   std::vector<int> decode_batches{1, 32};
   int decode_context = 64, decode_steps = 16;
   bool json = false;
+  backend::DType dtype = backend::DType::f32;   // storage of the weights
 };
 
 using bench::Stat;
@@ -39,12 +41,12 @@ using bench::measure_timed;
 
 void report(const Options& o, const std::string& what, const std::string& shape, Stat s) {
   if (o.json)
-    fmt::print("{{\"engine\": \"braid\", \"config\": \"{}\", \"threads\": {}, \"measure\": \"{}\", \"shape\": \"{}\", "
-               "\"tokens_per_s\": {:.2f}, \"sd\": {:.2f}}}\n",
-               o.config, o.threads, what, shape, s.mean, s.sd);
+    fmt::print("{{\"engine\": \"braid\", \"config\": \"{}\", \"threads\": {}, \"dtype\": \"{}\", \"measure\": \"{}\", "
+               "\"shape\": \"{}\", \"tokens_per_s\": {:.2f}, \"sd\": {:.2f}}}\n",
+               o.config, o.threads, backend::dtype_name(o.dtype), what, shape, s.mean, s.sd);
   else
-    fmt::print("braid  {:5} {:>2} threads  {:8} {:14} {:10.1f} ± {:.1f} tokens/s\n", o.config, o.threads, what, shape,
-               s.mean, s.sd);
+    fmt::print("braid  {:5} {:>2} threads {:4}  {:8} {:14} {:10.1f} ± {:.1f} tokens/s\n", o.config, o.threads,
+               backend::dtype_name(o.dtype), what, shape, s.mean, s.sd);
   std::fflush(stdout);
 }
 
@@ -57,10 +59,12 @@ std::vector<std::int32_t> tokens_for(std::int64_t n, int vocab, std::uint32_t se
 int run(const Options& o) {
   const auto cfg = bench::bench_config(o.config);
   auto be = backend::make_cpu_backend(o.threads);
-  model::Model m(cfg, {}, *be);
+  model::Model m(cfg, {.dtype = o.dtype}, *be);
   m.init_random(1);
   const int V = cfg.vocab_size;
-  if (!o.json) fmt::print("# {} config: {} parameters, {} threads\n", o.config, m.parameter_count(), be->threads());
+  if (!o.json)
+    fmt::print("# {} config: {} parameters ({:.1f} MB of {} weights), {} threads\n", o.config, m.parameter_count(),
+               double(m.parameter_bytes()) / 1e6, backend::dtype_name(m.dtype()), be->threads());
 
   {  // training step
     const std::int64_t n = std::int64_t(o.train_batch) * o.train_len;
@@ -130,6 +134,7 @@ int main(int argc, char** argv) {
   Options o;
   app.add_option("--config", o.config, "model shape: tiny or 100m")->capture_default_str();
   app.add_option("--threads", o.threads, "CPU threads (OpenBLAS and OpenMP)")->capture_default_str();
+  backend::add_dtype_option(app, o.dtype);
   app.add_option("--repeats", o.repeats, "timed runs per figure (after one warm-up)")->capture_default_str();
   app.add_option("--train-batch", o.train_batch, "sequences per training step")->capture_default_str();
   app.add_option("--train-len", o.train_len, "tokens per training sequence")->capture_default_str();

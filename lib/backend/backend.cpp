@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <stdexcept>
+#include <string>
 
 namespace braid::backend {
 
@@ -17,6 +18,46 @@ Ops<double>& Backend::ops<double>() {
   if (Ops<double>* o = f64_ops()) return *o;
   throw std::logic_error("backend " + name() + " has no float64 ops");
 }
+
+template <typename T>
+const T* Ops<T>::same_type(Weights w, const char* op) {
+  if (w.type != dtype_of<T>()) {
+    throw std::logic_error(std::string(op) + ": this backend takes no " + std::string(dtype_name(w.type)) +
+                           " weights in " + std::string(dtype_name(dtype_of<T>())) + " ops");
+  }
+  return static_cast<const T*>(w.data);
+}
+
+template <typename T>
+void Ops<T>::gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+                  std::int64_t lda, Weights b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  gemm(ta, tb, m, n, k, alpha, a, lda, same_type(b, "gemm"), ldb, beta, c, ldc);
+}
+
+template <typename T>
+void Ops<T>::embedding_forward(const std::int32_t* ids, std::int64_t n, Weights table, std::int64_t dim, T* out) {
+  embedding_forward(ids, n, same_type(table, "embedding_forward"), dim, out);
+}
+
+template <typename T>
+void Ops<T>::rmsnorm_forward(const T* x, Weights w, std::int64_t n, std::int64_t dim, double eps, T* y, T* rstd) {
+  rmsnorm_forward(x, same_type(w, "rmsnorm_forward"), n, dim, eps, y, rstd);
+}
+
+template <typename T>
+void Ops<T>::rmsnorm_backward(const T* x, Weights w, const T* rstd, const T* dy, std::int64_t n, std::int64_t dim,
+                              T* dx, T* dw) {
+  rmsnorm_backward(x, same_type(w, "rmsnorm_backward"), rstd, dy, n, dim, dx, dw);
+}
+
+template <typename T>
+void Ops<T>::convert(std::int64_t, const void*, DType src_type, void*, DType dst_type) {
+  throw std::logic_error("convert: this backend does not convert " + std::string(dtype_name(src_type)) + " to " +
+                         std::string(dtype_name(dst_type)));
+}
+
+template class Ops<float>;
+template class Ops<double>;
 
 int available_cores() {
   cpu_set_t set;

@@ -91,6 +91,19 @@ struct Stream {
 struct Event {
   void* handle = nullptr;
   friend bool operator==(Event, Event) = default;
+// ---- Typed operands: mixed precision as a property of the tensor ----------------------
+// A read-only operand that carries its element type: the weights an op reads may be stored
+// in another type than the op computes in (bf16 weights, f32 activations and accumulation).
+// A plain const T* converts to one of type T, so ops that read weights take either.
+struct Weights {
+  const void* data = nullptr;
+  DType type = DType::f32;
+
+  Weights() = default;
+  Weights(const void* d, DType t) : data(d), type(t) {}
+  Weights(const float* p) : data(p), type(DType::f32) {}     // NOLINT: implicit on purpose
+  Weights(const double* p) : data(p), type(DType::f64) {}    // NOLINT: implicit on purpose
+  explicit operator bool() const { return data != nullptr; }
 };
 
 template <typename T>
@@ -179,6 +192,24 @@ class Ops {
   // Σ x² over every element of every span (device memory; the list is host memory), in
   // f64, the spans added in order: the global gradient norm's square, returned to the host.
   virtual double global_sum_squares(std::span<const std::span<const T>> xs) = 0;
+  // ---- Ops whose weight operand carries its type (see Weights) ----
+  // The same products as above with the weights W (B of gemm, the embedding table, the norm
+  // gain) stored as w.type; computed and accumulated in T. Where w.type is T's own type they
+  // are the plain ops; a backend answers supports(op, bf16) for the others. The defaults
+  // here take T only.
+  virtual void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+                    const T* a, std::int64_t lda, Weights b, std::int64_t ldb, T beta, T* c, std::int64_t ldc);
+  virtual void embedding_forward(const std::int32_t* ids, std::int64_t n, Weights table, std::int64_t dim, T* out);
+  virtual void rmsnorm_forward(const T* x, Weights w, std::int64_t n, std::int64_t dim, double eps, T* y, T* rstd);
+  virtual void rmsnorm_backward(const T* x, Weights w, const T* rstd, const T* dy, std::int64_t n,
+                                std::int64_t dim, T* dx, T* dw);
+  // dst[i] = src[i] converted from src_type to dst_type (rounding to nearest even when
+  // narrowing): a compute copy refreshed from its master, a master widened from its copy.
+  virtual void convert(std::int64_t n, const void* src, DType src_type, void* dst, DType dst_type);
+
+ protected:
+  // The weights as T, or throws std::logic_error naming the op when they are of another type.
+  static const T* same_type(Weights w, const char* op);
 };
 
 class Backend {

@@ -60,10 +60,11 @@ void save_weights(const model::Model& m, const std::filesystem::path& path, cons
   std::vector<float> host;
   for (const auto& t : m.tensors()) {
     if (is_tied_head_copy(m, t.name)) continue;
+    // Files hold f32: the master copy when there is one, else the compute copy widened.
     const float* src = t.data;
-    if (!be.host_accessible()) {
+    if (!src || !be.host_accessible()) {
       host.resize(static_cast<std::size_t>(t.numel));
-      be.copy_to_host(host.data(), t.data, host.size() * sizeof(float));
+      model::read_values(be, t, host.data());
       src = host.data();
     }
     w.add(t.name, t.shape, src);
@@ -93,12 +94,13 @@ void load_weights(model::Model& m, const io::WeightShardSet& shards) {
       throw InputError(holder.path().string(), t.name,
                        fmt::format("shape {} where the model needs {}", io::shape_string(shape), io::shape_string(t.shape)));
     }
-    if (be.host_accessible()) {
+    if (be.host_accessible() && t.dtype == backend::DType::f32) {
       holder.read(t.name, t.data);
     } else {
+      // A narrower model takes the file's f32 values rounded to nearest even.
       host.resize(static_cast<std::size_t>(t.numel));
       holder.read(t.name, host.data());
-      be.copy_to_device(t.data, host.data(), host.size() * sizeof(float));
+      model::write_values(be, t, host.data());
     }
   }
 }
@@ -152,7 +154,7 @@ std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path&
 }
 
 OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, model::LayerRange layers,
-                       bool need_lm_head, bool need_value_head) {
+                       bool need_lm_head, bool need_value_head, backend::DType dtype) {
   OpenedModel out;
   out.files = checkpoint_files(spec);
   const io::WeightShardSet shards(out.files);
@@ -166,7 +168,7 @@ OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, 
   if (need_value_head && !value) {
     throw InputError(spec.string(), "score.weight", "the model has no value head (a critic or reward model needs one)");
   }
-  out.model = std::make_unique<model::Model>(cfg, model::ModelOptions{.layers = layers, .lm_head = lm, .value_head = value},
+  out.model = std::make_unique<model::Model>(cfg, model::ModelOptions{.layers = layers, .lm_head = lm, .value_head = value, .dtype = dtype},
                                              be);
   load_weights(*out.model, shards);
   return out;

@@ -35,10 +35,12 @@ struct SaveInfo {
   std::string config_json;    // config.json text to store; "" = config_to_json(model config)
 };
 
-// Writes the model's stage as one shard, atomically.
+// Writes the model's stage as one shard, atomically. Files hold f32 whatever the model's
+// storage: a bf16 model writes its master copy (while an optimizer keeps one) or its bf16
+// values widened.
 void save_weights(const model::Model& m, const std::filesystem::path& path, const SaveInfo& info = {});
 
-// Fills every tensor of m from the shards. InputError (naming the file and tensor) when a
+// Fills every tensor of m from the shards (rounded to nearest even for a bf16 model). InputError (naming the file and tensor) when a
 // tensor is missing, has another shape, or the shards' config differs from m's.
 void load_weights(model::Model& m, const io::WeightShardSet& shards);
 
@@ -54,6 +56,7 @@ std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path&
 // loaded from it. The heads follow the checkpoint: an LM head when it holds
 // lm_head.weight or ties its embeddings, a value head when it holds score.weight;
 // `need_lm_head` / `need_value_head` make a missing one an InputError naming the file.
+// dtype: the storage type of the model's weights (model::ModelOptions::dtype).
 struct OpenedModel {
   std::unique_ptr<model::Model> model;
   std::vector<std::filesystem::path> files;
@@ -61,6 +64,7 @@ struct OpenedModel {
   std::string config_json;     // the stored config.json text
 };
 OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, model::LayerRange layers = {},
-                       bool need_lm_head = false, bool need_value_head = false);
+                       bool need_lm_head = false, bool need_value_head = false,
+                       backend::DType dtype = backend::DType::f32);
 
 }  // namespace braid::checkpoint

@@ -30,6 +30,10 @@ void append_common(Argv& argv, const RunSpec& spec, const PlanOptions& opt) {
     argv.emplace_back("--device");
     argv.push_back(*spec.device);
   }
+  if (spec.dtype) {
+    argv.emplace_back("--dtype");
+    argv.push_back(*spec.dtype);
+  }
   argv.insert(argv.end(), opt.verbosity.begin(), opt.verbosity.end());
 }
 

@@ -241,7 +241,7 @@ RunSpec load_run_file(const fs::path& path) {
   c.format(doc, kRunFormat, kRunVersion);
   if (!doc.is_object()) c.check();
   c.no_unknown_keys(doc, "", {"format", "version", "comment", "algorithm", "models", "prompts", "tokenizer",
-                              "iterations", "seed", "threads", "device", "generate", "score", "train"});
+                              "iterations", "seed", "threads", "device", "dtype", "generate", "score", "train"});
   RunSpec spec;
   spec.file = path;
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
@@ -261,6 +261,7 @@ RunSpec load_run_file(const fs::path& path) {
   if (doc.contains("threads")) {
     if (auto t = c.integer(doc, "", "threads", {.min = 1, .max = 4096})) spec.threads = static_cast<int>(*t);
   }
+  if (doc.contains("dtype")) spec.dtype = c.string(doc, "", "dtype", {"f32", "bf16"});
 
   if (doc.contains("device")) {
     if (auto d = c.string(doc, "", "device")) {

@@ -45,6 +45,7 @@ struct RunSpec {
   std::uint64_t seed = 0;           // generation and training seeds derive from it per iteration
   std::optional<int> threads;
   std::optional<std::string> device;  // --device of every stage tool ("cpu", "cuda:N")
+  std::optional<std::string> dtype;  // --dtype for every stage tool ("f32" | "bf16")
   ToolFlags generate, score, train;
   std::optional<std::filesystem::path> schedule;  // braid-train's fused pipeline under mpirun
   int ranks = 1;                                  // MPI ranks for the fused pipeline

@@ -99,7 +99,7 @@ class StageRun {
     stats_.rank = ranks_.rank();
     auto be = backend::make_backend(o_.device, o_.threads);
     auto tokenizer = tok::load_tokenizer(o_.tokenizer);
-    auto actor = checkpoint::open_model(o_.actor, *be, {}, /*need_lm_head=*/true, /*need_value_head=*/false);
+    auto actor = checkpoint::open_model(o_.actor, *be, {}, /*need_lm_head=*/true, /*need_value_head=*/false, o_.dtype);
     const auto& cfg = actor.model->config();
     require(tokenizer->vocab_size() <= cfg.vocab_size, o_.tokenizer, "",
             fmt::format("has {} tokens, more than the actor's vocab_size {} ({})", tokenizer->vocab_size(),

@@ -5,6 +5,7 @@
 // --migrate-threshold moves the long tail to a few ranks (migrate.hpp).
 #pragma once
 
+#include "backend/dtype.hpp"
 #include "generate/sampler.hpp"
 
 #include <cstdint>
@@ -29,6 +30,7 @@ struct StageOptions {
   std::int64_t limit = 0;            // first N prompts (0: all)
   int threads = 0;                   // CPU backend threads (0: all cores)
   std::string device = "cpu";        // backend/registry.hpp
+  backend::DType dtype = backend::DType::f32;   // storage of the actor's weights (--dtype)
   std::string migrate_threshold;     // "" = off; a count or a fraction (migrate.hpp)
   int migrate_to = 1;
   std::string created_by;            // the command line, for meta.created_by

@@ -25,7 +25,7 @@ BasicActivations<T> BasicModel<T>::make_activations(const ActivationOptions& o) 
   a->H = c.num_attention_heads;
   a->I = c.intermediate_size;
   a->V = c.vocab_size;
-  a->has_logits = m.last() && m.head != nullptr;
+  a->has_logits = m.last() && bool(m.head);
   a->segs.reserve(std::size_t(o.max_sequences));
 
   const std::size_t N = std::size_t(o.max_tokens), S = std::size_t(a->slots);

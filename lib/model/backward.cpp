@@ -38,8 +38,8 @@ void BasicModel<T>::backward(BasicActivations<T>& acts) {
   T* d_act = a.d_act.data();
 
   for (int l = m.layers() - 1; l >= 0; --l) {
-    const LayerWeights<T>& w = m.w[std::size_t(l)];
-    const LayerWeights<T>& g = m.g[std::size_t(l)];
+    const LayerWeights<backend::Weights>& w = m.w[std::size_t(l)];
+    const LayerWeights<T*>& g = m.g[std::size_t(l)];
     const T* x = a.resid_at(2 * l);
     const T* mid = a.resid_at(2 * l + 1);
     const T* ln1 = a.ln1.data() + l * M * D;

@@ -23,7 +23,7 @@ template <typename T, typename Attend>
 void layer_forward(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, int l,
                    LayerIo<T> io, Attend&& attend) {
   backend::Ops<T>& ops = *m.ops;
-  const LayerWeights<T>& w = m.w[std::size_t(l)];
+  const LayerWeights<backend::Weights>& w = m.w[std::size_t(l)];
   const ModelConfig& c = m.cfg;
   const std::int64_t N = a.n, D = a.D, QKV = a.QKV, HD = a.HD, I = a.I;
   const std::int64_t s = a.slot(l);

@@ -87,6 +87,13 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
       cfg.head_dim() % 2 != 0)
     throw std::invalid_argument("model config has inconsistent head counts or sizes");
 
+  // f32 stands for the model's own type (f64 in the double-precision gradient checks).
+  const backend::DType own = backend::dtype_of<T>();
+  if (opt.dtype == backend::DType::f32) m.opt.dtype = own;
+  if (m.opt.dtype != own && m.opt.dtype != backend::DType::bf16)
+    throw std::invalid_argument(fmt::format("a model of {} takes weights stored as {} or bf16, not {}",
+                                            backend::dtype_name(own), backend::dtype_name(own),
+                                            backend::dtype_name(opt.dtype)));
   const std::vector<Layout> lay = layout(cfg, opt, m.begin, m.end);
   std::int64_t total = 0;
   for (const Layout& t : lay) {
@@ -94,11 +101,16 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
     for (auto d : t.shape) k *= d;
     total += k;
   }
-  m.params = backend::Buffer<T>(be, std::size_t(total));
+  const std::size_t elem = backend::dtype_size(m.opt.dtype);
+  m.count = total;
+  m.params = backend::Buffer<std::byte>(be, std::size_t(total) * elem);
   m.grads = backend::Buffer<T>(be, std::size_t(total));
   std::int64_t off = 0;
   for (const Layout& t : lay) {
-    Tensor<T> x{t.name, t.shape, m.params.data() + off, m.grads.data() + off, 1, t.layer};
+    Tensor<T> x{t.name, t.shape, nullptr, m.grads.data() + off, 1, t.layer};
+    x.dtype = m.opt.dtype;
+    x.weights = m.params.data() + std::size_t(off) * elem;
+    if (m.opt.dtype == own) x.data = static_cast<T*>(x.weights);
     for (auto d : t.shape) x.numel *= d;
     off += x.numel;
     m.tensors.push_back(std::move(x));
@@ -107,11 +119,12 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
   m.w.resize(std::size_t(m.layers()));
   m.g.resize(std::size_t(m.layers()));
   for (const Tensor<T>& t : m.tensors) {
+    const backend::Weights wt = t.operand();
     if (t.layer >= 0) {
       const auto i = std::size_t(t.layer - m.begin);
-      LayerWeights<T>& w = m.w[i];
-      LayerWeights<T>& g = m.g[i];
-      auto set = [&](T*& wp, T*& gp) { wp = t.data; gp = t.grad; };
+      LayerWeights<backend::Weights>& w = m.w[i];
+      LayerWeights<T*>& g = m.g[i];
+      auto set = [&](backend::Weights& wp, T*& gp) { wp = wt; gp = t.grad; };
       if (ends_with(t.name, "input_layernorm.weight")) set(w.ln1, g.ln1);
       else if (ends_with(t.name, "q_proj.weight")) set(w.qkv, g.qkv);
       else if (ends_with(t.name, "o_proj.weight")) set(w.o, g.o);
@@ -119,16 +132,16 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
       else if (ends_with(t.name, "gate_proj.weight")) set(w.gate_up, g.gate_up);
       else if (ends_with(t.name, "down_proj.weight")) set(w.down, g.down);
     } else if (t.name == "model.embed_tokens.weight") {
-      m.embed = t.data;
+      m.embed = wt;
       m.embed_g = t.grad;
     } else if (t.name == "model.norm.weight") {
-      m.norm = t.data;
+      m.norm = wt;
       m.norm_g = t.grad;
     } else if (t.name == "lm_head.weight") {
-      m.head = t.data;
+      m.head = wt;
       m.head_g = t.grad;
     } else if (t.name == "score.weight") {
-      m.score = t.data;
+      m.score = wt;
       m.score_g = t.grad;
     }
   }
@@ -138,7 +151,7 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
   }
   if (!m.first()) {
     // The embedding copy of a tied last stage is its head, not an input layer.
-    if (!(m.last() && opt.lm_head && cfg.tie_word_embeddings)) { m.embed = nullptr; m.embed_g = nullptr; }
+    if (!(m.last() && opt.lm_head && cfg.tie_word_embeddings)) { m.embed = {}; m.embed_g = nullptr; }
   }
 
   // Rotary tables in double, as Hugging Face computes inv_freq = θ^(−2j/d).
@@ -170,9 +183,41 @@ template <typename T> bool BasicModel<T>::is_first_stage() const { return impl_-
 template <typename T> bool BasicModel<T>::is_last_stage() const { return impl_->last(); }
 template <typename T> std::vector<Tensor<T>>& BasicModel<T>::tensors() { return impl_->tensors; }
 template <typename T> const std::vector<Tensor<T>>& BasicModel<T>::tensors() const { return impl_->tensors; }
-template <typename T> std::span<T> BasicModel<T>::parameters() { return {impl_->params.data(), impl_->params.size()}; }
+template <typename T>
+std::span<T> BasicModel<T>::parameters() {
+  if (impl_->opt.dtype != backend::dtype_of<T>())
+    throw std::logic_error(fmt::format("parameters(): the model stores its weights as {}",
+                                       backend::dtype_name(impl_->opt.dtype)));
+  return {reinterpret_cast<T*>(impl_->params.data()), std::size_t(impl_->count)};
+}
 template <typename T> std::span<T> BasicModel<T>::gradients() { return {impl_->grads.data(), impl_->grads.size()}; }
-template <typename T> std::int64_t BasicModel<T>::parameter_count() const { return std::int64_t(impl_->params.size()); }
+template <typename T> std::int64_t BasicModel<T>::parameter_count() const { return impl_->count; }
+template <typename T> backend::DType BasicModel<T>::dtype() const { return impl_->opt.dtype; }
+template <typename T> std::int64_t BasicModel<T>::parameter_bytes() const { return std::int64_t(impl_->params.size()); }
+
+template <typename T>
+void read_values(backend::Backend& be, const Tensor<T>& t, T* host) {
+  const std::size_t n = std::size_t(t.numel);
+  if (t.data) {
+    be.copy_to_host(host, t.data, n * sizeof(T));
+    return;
+  }
+  std::vector<std::uint16_t> bits(n);
+  be.copy_to_host(bits.data(), t.weights, n * backend::dtype_size(t.dtype));
+  if (t.dtype != backend::DType::bf16) throw std::logic_error("read_values: unexpected storage type");
+  for (std::size_t i = 0; i < n; ++i) host[i] = T(backend::bf16_to_float(bits[i]));
+}
+
+template <typename T>
+void write_values(backend::Backend& be, Tensor<T>& t, const T* host) {
+  const std::size_t n = std::size_t(t.numel);
+  if (t.data) be.copy_to_device(t.data, host, n * sizeof(T));
+  if (t.dtype == backend::dtype_of<T>()) return;
+  if (t.dtype != backend::DType::bf16) throw std::logic_error("write_values: unexpected storage type");
+  std::vector<std::uint16_t> bits(n);
+  for (std::size_t i = 0; i < n; ++i) bits[i] = backend::float_to_bf16(float(host[i]));
+  be.copy_to_device(t.weights, bits.data(), n * sizeof(std::uint16_t));
+}
 
 template <typename T>
 Tensor<T>* BasicModel<T>::find(const std::string& hf_name) {
@@ -193,7 +238,7 @@ void BasicModel<T>::init_random(std::uint64_t seed, double std) {
       Rng rng(seed, name_stream(t.name));
       for (T& x : host) x = T(rng.normal() * std);
     }
-    m.be->copy_to_device(t.data, host.data(), host.size() * sizeof(T));
+    write_values(*m.be, t, host.data());
   }
 }
 
@@ -201,7 +246,7 @@ template <typename T>
 void BasicModel<T>::zero_grad() { impl_->grads.zero(); }
 
 template <typename T>
-const T* BasicModel<T>::lm_head_weight() const { return impl_->head; }
+backend::Weights BasicModel<T>::lm_head_weight() const { return impl_->head; }
 template <typename T>
 T* BasicModel<T>::lm_head_grad() { return impl_->head_g; }
 
@@ -232,5 +277,9 @@ void BasicModel<T>::values_backward(BasicActivations<T>& acts, const T* d_values
 
 template class BasicModel<float>;
 template class BasicModel<double>;
+template void read_values<float>(backend::Backend&, const Tensor<float>&, float*);
+template void read_values<double>(backend::Backend&, const Tensor<double>&, double*);
+template void write_values<float>(backend::Backend&, Tensor<float>&, const float*);
+template void write_values<double>(backend::Backend&, Tensor<double>&, const double*);
 
 }  // namespace braid::model

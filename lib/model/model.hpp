@@ -53,11 +53,22 @@ struct ModelOptions {
   LayerRange layers;
   bool lm_head = true;      // lm_head.weight (or the tied embedding) on the last stage
   bool value_head = false;  // score.weight [1 × D] on the last stage (critic, reward model)
+  // Storage type of the weights the forward and backward read (the compute copy): the
+  // model's scalar type (f32; f64 for a double model), or bf16 (half the weight memory; gradients stay f32, and
+  // an optimizer keeps an f32 master copy: optim::AdamW).
+  backend::DType dtype = backend::DType::f32;
 };
 
 // One parameter tensor, by Hugging Face name ("model.layers.3.self_attn.q_proj.weight",
 // "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "score.weight").
-// data and grad are device memory of the model's backend (host memory on the CPU backend).
+// data, grad and weights are device memory of the model's backend (host memory on the CPU
+// backend).
+//
+// Mixed precision is a property of the tensor: `weights` is the compute copy the forward
+// and backward read, stored as `dtype`. When dtype is T's own type, data == weights. When
+// it is narrower (bf16), data is the T master copy an optimizer keeps while it trains the
+// model (optim::AdamW), and nullptr otherwise: a model that only runs holds no wide copy.
+// Read and write values with read_values / write_values, which handle both.
 template <typename T>
 struct Tensor {
   std::string name;
@@ -66,7 +77,20 @@ struct Tensor {
   T* grad = nullptr;
   std::int64_t numel = 0;
   int layer = -1;                    // decoder layer index, -1 for embedding, norm, heads
+  backend::DType dtype = backend::dtype_of<T>();
+  void* weights = nullptr;
+
+  backend::Weights operand() const { return {weights, dtype}; }
 };
+
+// The tensor's values as T into host[numel]: the master copy when there is one, else the
+// compute copy widened.
+template <typename T>
+void read_values(backend::Backend& be, const Tensor<T>& t, T* host);
+// Sets the tensor's values from host[numel]: the master copy (when there is one) takes them
+// as they are, the compute copy rounded to its dtype (nearest even).
+template <typename T>
+void write_values(backend::Backend& be, Tensor<T>& t, const T* host);
 
 // A packed batch: sequence s is tokens[offsets[s] .. offsets[s+1]). Stages after the
 // first need only offsets.
@@ -166,9 +190,13 @@ class BasicModel {
   const std::vector<Tensor<T>>& tensors() const;
   Tensor<T>* find(const std::string& hf_name);   // nullptr if the stage has no such tensor
   // All parameters / gradients as one contiguous array (optimizer, all-reduce).
+  // parameters() is for models stored in T (std::logic_error otherwise).
   std::span<T> parameters();
   std::span<T> gradients();
   std::int64_t parameter_count() const;
+  backend::DType dtype() const;                 // storage type of the weights (options().dtype)
+  // Bytes of the compute copy of the weights: parameter_count() · size of dtype().
+  std::int64_t parameter_bytes() const;
 
   // Normal(0, std) for matrices (std = 0.02, HF's initializer_range), ones for norms;
   // the same seed gives the same weights for a tensor whatever the stage split.
@@ -191,8 +219,9 @@ class BasicModel {
   void forward_cached(std::span<const std::int32_t> tokens, std::span<const Segment> segments,
                       BasicKVCache<T>& cache, BasicActivations<T>& acts) const;
 
-  // Heads (last stage). The LM head matrix [vocab × D] (lm_head.weight or, tied, the embedding).
-  const T* lm_head_weight() const;
+  // Heads (last stage). The LM head matrix [vocab × D] (lm_head.weight or, tied, the
+  // embedding), with its storage type; false when the stage has none.
+  backend::Weights lm_head_weight() const;
   T* lm_head_grad();
   // logits[rows × vocab] = hidden[rows × D] · Wᵀ.
   void lm_logits(const T* hidden, std::int64_t rows, T* logits) const;

@@ -8,16 +8,17 @@
 
 namespace braid::model {
 
-// Pointers of one decoder layer's weights (or gradients) inside the contiguous buffer.
-// q|k|v and gate|up are adjacent tensors, so each pair is one fused matrix.
-template <typename T>
+// One decoder layer's weights (P = backend::Weights: the typed compute copy) or gradients
+// (P = T*) inside the contiguous buffers. q|k|v and gate|up are adjacent tensors, so each
+// pair is one fused matrix.
+template <typename P>
 struct LayerWeights {
-  T* ln1 = nullptr;      // input_layernorm [D]
-  T* qkv = nullptr;      // q_proj, k_proj, v_proj stacked: [(H + 2KV)·hd × D]
-  T* o = nullptr;        // o_proj [D × H·hd]
-  T* ln2 = nullptr;      // post_attention_layernorm [D]
-  T* gate_up = nullptr;  // gate_proj, up_proj stacked: [2I × D]
-  T* down = nullptr;     // down_proj [D × I]
+  P ln1{};      // input_layernorm [D]
+  P qkv{};      // q_proj, k_proj, v_proj stacked: [(H + 2KV)·hd × D]
+  P o{};        // o_proj [D × H·hd]
+  P ln2{};      // post_attention_layernorm [D]
+  P gate_up{};  // gate_proj, up_proj stacked: [2I × D]
+  P down{};     // down_proj [D × I]
 };
 
 template <typename T>
@@ -27,13 +28,17 @@ struct BasicModel<T>::Impl {
   backend::Backend* be = nullptr;
   backend::Ops<T>* ops = nullptr;
   int begin = 0, end = 0;
-  backend::Buffer<T> params, grads;
+  backend::Buffer<std::byte> params;           // the compute copy, opt.dtype elements
+  backend::Buffer<T> grads;
+  std::int64_t count = 0;                      // parameters
   std::vector<Tensor<T>> tensors;
-  T* embed = nullptr;   T* embed_g = nullptr;
-  std::vector<LayerWeights<T>> w, g;
-  T* norm = nullptr;    T* norm_g = nullptr;
-  T* head = nullptr;    T* head_g = nullptr;   // LM head (may alias the embedding)
-  T* score = nullptr;   T* score_g = nullptr;
+  using W = backend::Weights;
+  W embed;      T* embed_g = nullptr;
+  std::vector<LayerWeights<W>> w;
+  std::vector<LayerWeights<T*>> g;
+  W norm;       T* norm_g = nullptr;
+  W head;       T* head_g = nullptr;   // LM head (may alias the embedding)
+  W score;      T* score_g = nullptr;
   backend::Buffer<T> cos, sin;                  // [max_position_embeddings × hd/2]
 
   bool first() const { return begin == 0; }

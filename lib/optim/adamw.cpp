@@ -3,19 +3,52 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <stdexcept>
+#include <string>
 
 namespace braid::optim {
 
 AdamW::AdamW(backend::Backend& be, std::span<model::Tensor<float>> tensors, const AdamWConfig& cfg)
     : be_(&be), cfg_(cfg) {
-  std::int64_t total = 0;
+  std::int64_t total = 0, narrow = 0;
   for (model::Tensor<float>& t : tensors) {
+    if (t.dtype != backend::DType::f32) {
+      if (t.data) throw std::logic_error("AdamW: tensor " + t.name + " already has a master copy (a second optimizer?)");
+      if (!be.supports(backend::Op::adamw, t.dtype))
+        throw std::logic_error("AdamW: backend " + be.name() + " cannot refresh " +
+                               std::string(backend::dtype_name(t.dtype)) + " weights");
+      narrow += t.numel;
+    }
+  }
+  master_ = backend::Buffer<float>(be, std::size_t(narrow));
+  backend::Ops<float>& ops = be.ops<float>();
+  std::int64_t master_off = 0;
+  for (model::Tensor<float>& t : tensors) {
+    if (t.dtype != backend::DType::f32) {
+      float* master = master_.data() + master_off;
+      master_off += t.numel;
+      ops.convert(t.numel, t.weights, t.dtype, master, backend::DType::f32);
+      t.data = master;
+      mastered_.push_back(&t);
+    }
     // Decay the matrices; norms (1-D gains) keep their scale, as in GPT-2/Llama recipes.
-    groups_.push_back({t.data, t.grad, t.numel, total, t.shape.size() >= 2});
+    Group g{t.data, t.grad, t.numel, total, t.shape.size() >= 2};
+    if (t.dtype != backend::DType::f32) { g.compute = t.weights; g.compute_type = t.dtype; }
+    groups_.push_back(g);
     total += t.numel;
   }
   m_ = backend::Buffer<float>(be, std::size_t(total));
   v_ = backend::Buffer<float>(be, std::size_t(total));
+}
+
+AdamW::~AdamW() {
+  for (model::Tensor<float>* t : mastered_) t->data = nullptr;
+}
+
+AdamW::AdamW(AdamW&& o) noexcept
+    : be_(o.be_), cfg_(o.cfg_), groups_(std::move(o.groups_)), m_(std::move(o.m_)), v_(std::move(o.v_)),
+      master_(std::move(o.master_)), mastered_(std::move(o.mastered_)), step_(o.step_) {
+  o.mastered_.clear();
 }
 
 double AdamW::grad_sq_norm(double grad_scale) const {
@@ -35,6 +68,7 @@ double AdamW::step_with_norm(double lr, double grad_scale, double global_norm) {
     backend::AdamWStep s{float(lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps),
                          g.decay ? float(cfg_.weight_decay) : 0.0f, float(grad_scale * clip), step_};
     ops.adamw(g.n, g.w, g.g, m_.data() + g.offset, v_.data() + g.offset, s);
+    if (g.compute) ops.convert(g.n, g.w, backend::DType::f32, g.compute, g.compute_type);
   }
   return clip;
 }

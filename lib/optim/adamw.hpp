@@ -1,5 +1,9 @@
-// AdamW on fp32 master weights. On the CPU backend the model's fp32 parameters are the
-// master weights themselves; a backend computing in a lower precision would keep a copy.
+// AdamW on fp32 master weights. Tensors stored in f32 are their own master. For tensors
+// stored narrower (model::ModelOptions::dtype = bf16) the optimizer owns an f32 master copy:
+// it starts as the compute copy widened, each step updates it and rounds it back into the
+// compute copy, and while the optimizer lives the tensor's `data` points at it (so that a
+// checkpoint saved during training holds the master values). The model must outlive the
+// optimizer (it holds the tensors' pointers); the destructor detaches the masters.
 //
 // Gradient accumulation: backward() adds into the gradients, so k micro-batches are
 // k backward calls and one step(lr, 1.0 / k). Clipping by global norm uses the norm of
@@ -27,6 +31,11 @@ struct AdamWConfig {
 class AdamW {
  public:
   AdamW(backend::Backend& be, std::span<model::Tensor<float>> tensors, const AdamWConfig& cfg);
+  ~AdamW();
+  AdamW(AdamW&&) noexcept;
+  AdamW& operator=(AdamW&&) = delete;
+  AdamW(const AdamW&) = delete;
+  AdamW& operator=(const AdamW&) = delete;
 
   // Σ g² of the gradients scaled by grad_scale (local to this stage).
   double grad_sq_norm(double grad_scale = 1.0) const;
@@ -44,11 +53,17 @@ class AdamW {
   void set_steps_taken(std::int64_t s) { step_ = s; }
 
  private:
-  struct Group { float* w; const float* g; std::int64_t n; std::int64_t offset; bool decay; };
+  // w: the f32 master; compute: the narrower copy to refresh after each step (or nullptr).
+  struct Group {
+    float* w; const float* g; std::int64_t n; std::int64_t offset; bool decay;
+    void* compute = nullptr; backend::DType compute_type = backend::DType::f32;
+  };
   backend::Backend* be_;
   AdamWConfig cfg_;
   std::vector<Group> groups_;
   backend::Buffer<float> m_, v_;
+  backend::Buffer<float> master_;                 // masters of the narrower tensors
+  std::vector<model::Tensor<float>*> mastered_;   // tensors whose data points into master_
   std::int64_t step_ = 0;
 };
 

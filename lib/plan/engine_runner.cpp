@@ -46,10 +46,10 @@ class EngineRunner final : public LayerRunner {
       : be_(be),
         cfg_(config_of(s, 3)),
         // Layer 1 of 3: a middle pipeline stage, neither embedding nor head.
-        layer_(cfg_, {.layers = {1, 2}, .lm_head = false}, be),
+        layer_(cfg_, {.layers = {1, 2}, .lm_head = false, .dtype = lim.dtype}, be),
         decode_layers_(decode_layer_count(s)),
         // Layers 1..n of n + 2, again a middle stage, for decode steps.
-        decode_model_(config_of(s, decode_layers_ + 2), {.layers = {1, 1 + decode_layers_}, .lm_head = false}, be),
+        decode_model_(config_of(s, decode_layers_ + 2), {.layers = {1, 1 + decode_layers_}, .lm_head = false, .dtype = lim.dtype}, be),
         acts_(layer_.make_activations({.max_tokens = lim.max_tokens,
                                        .max_sequences = lim.max_tokens,
                                        .max_seq_len = lim.max_seq_len,

@@ -16,6 +16,8 @@ struct RunnerLimits {
   int max_seq_len = 1024;
   int max_batch = 64;
   int max_kv_len = 1024;
+  // Storage of the decoder layers' weights (--dtype); the embedding and head probes stay f32.
+  backend::DType dtype = backend::DType::f32;
 };
 
 std::unique_ptr<LayerRunner> make_engine_runner(const ModelShape& shape, backend::Backend& be,

@@ -129,6 +129,7 @@ int run_profile_measure(const ProfileOptions& o) {
   lim.max_seq_len = static_cast<int>(mo.grids.seq_len.back());
   lim.max_batch = static_cast<int>(mo.grids.batch.back());
   lim.max_kv_len = static_cast<int>(mo.grids.kv_len.back());
+  lim.dtype = o.dtype;
   for (const auto& s : shapes) {
     const std::size_t points = mo.grids.tokens.size() * (mo.grids.seq_len.size() + 1) +
                                mo.grids.batch.size() * (mo.grids.kv_len.size() + (s.value_head ? 0 : 1));

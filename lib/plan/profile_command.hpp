@@ -4,6 +4,8 @@
 // docs/formats-plan.md the files.
 #pragma once
 
+#include "backend/dtype.hpp"
+
 #include <string>
 #include <vector>
 
@@ -24,6 +26,7 @@ struct ProfileOptions {
   bool quick = false;
   int threads = 0;
   std::string device = "cpu";       // measure: backend/registry.hpp
+  backend::DType dtype = backend::DType::f32;  // measure: the decoder layers' weights
   int max_batch = 0;  // decode batch grid's top; 0: the grid's default
   double comm_max_mb = 64;
 };

@@ -17,7 +17,7 @@ ChunkedLmHead<T>::ChunkedLmHead(backend::Backend& be, std::int64_t vocab, std::i
 }
 
 template <typename T>
-void ChunkedLmHead<T>::forward(const T* hidden, std::int64_t rows, const T* weight, const std::int32_t* targets,
+void ChunkedLmHead<T>::forward(const T* hidden, std::int64_t rows, backend::Weights weight, const std::int32_t* targets,
                                T* logprob, T* entropy) {
   backend::Ops<T>& ops = be_->ops<T>();
   for (std::int64_t r0 = 0; r0 < rows; r0 += chunk_) {
@@ -30,7 +30,7 @@ void ChunkedLmHead<T>::forward(const T* hidden, std::int64_t rows, const T* weig
 }
 
 template <typename T>
-void ChunkedLmHead<T>::backward(const T* hidden, std::int64_t rows, const T* weight, const std::int32_t* targets,
+void ChunkedLmHead<T>::backward(const T* hidden, std::int64_t rows, backend::Weights weight, const std::int32_t* targets,
                                 const T* d_logprob, const T* d_entropy, T* d_hidden, T* d_weight) {
   backend::Ops<T>& ops = be_->ops<T>();
   for (std::int64_t r0 = 0; r0 < rows; r0 += chunk_) {

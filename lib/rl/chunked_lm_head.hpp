@@ -18,14 +18,14 @@ class ChunkedLmHead {
   ChunkedLmHead(backend::Backend& be, std::int64_t vocab, std::int64_t hidden,
                 std::int64_t chunk_rows = 128);
 
-  // For each row i of hidden [rows × D] and W [vocab × D]: logprob[i] = log softmax(h_i Wᵀ)[t_i]
+  // For each row i of hidden [rows × D] and W [vocab × D] (stored as weight.type): logprob[i] = log softmax(h_i Wᵀ)[t_i]
   // with t_i = targets[i] (0 where t_i < 0: no target), entropy[i] of that softmax.
   // logprob or entropy may be null.
-  void forward(const T* hidden, std::int64_t rows, const T* weight, const std::int32_t* targets,
+  void forward(const T* hidden, std::int64_t rows, backend::Weights weight, const std::int32_t* targets,
                T* logprob, T* entropy);
   // For upstream d_logprob and d_entropy (either may be null): d_hidden += ∂/∂hidden,
   // d_weight += ∂/∂W. Rows with t_i < 0 get no logprob gradient.
-  void backward(const T* hidden, std::int64_t rows, const T* weight, const std::int32_t* targets,
+  void backward(const T* hidden, std::int64_t rows, backend::Weights weight, const std::int32_t* targets,
                 const T* d_logprob, const T* d_entropy, T* d_hidden, T* d_weight);
 
   std::int64_t chunk_rows() const { return chunk_; }

@@ -93,10 +93,10 @@ int run_command(const CommandOptions& o) {
 
   auto be = backend::make_backend(o.device, o.threads);
   checkpoint::OpenedModel ref, critic, reward;
-  if (!o.ref.empty()) ref = checkpoint::open_model(o.ref, *be, {}, /*need_lm_head=*/true, false);
+  if (!o.ref.empty()) ref = checkpoint::open_model(o.ref, *be, {}, /*need_lm_head=*/true, false, o.dtype);
   const bool use_critic = settings.algorithm == Algorithm::ppo;
-  if (use_critic) critic = checkpoint::open_model(o.critic, *be, {}, false, /*need_value_head=*/true);
-  if (!o.reward.empty()) reward = checkpoint::open_model(o.reward, *be, {}, false, /*need_value_head=*/true);
+  if (use_critic) critic = checkpoint::open_model(o.critic, *be, {}, false, /*need_value_head=*/true, o.dtype);
+  if (!o.reward.empty()) reward = checkpoint::open_model(o.reward, *be, {}, false, /*need_value_head=*/true, o.dtype);
   log::info("scoring with {} ({} threads): ref {}, critic {}, reward {}", to_string(settings.algorithm),
             be->threads(), o.ref.empty() ? "none" : o.ref, use_critic ? o.critic : "none",
             o.reward.empty() ? "rule " + o.reward_rule : o.reward);

@@ -3,6 +3,7 @@
 // only declares the flags. docs/tools/score.md describes the behaviour.
 #pragma once
 
+#include "backend/dtype.hpp"
 #include "score/batch_scorer.hpp"
 
 #include <cstdint>
@@ -29,6 +30,7 @@ struct CommandOptions {
   std::string prefix = "scored";
   int threads = 0;
   std::string device = "cpu";        // backend/registry.hpp
+  backend::DType dtype = backend::DType::f32;   // storage of the models' weights (--dtype)
   std::string stats;
   std::string command_line;          // stored as meta.created_by
 };

@@ -74,7 +74,7 @@ void SequenceRunner::run(const io::SampleBatch& b, const Head& head) {
 
 ReferencePass::ReferencePass(const model::Model& m, std::int64_t micro_tokens)
     : runner_(m, micro_tokens), head_(m.backend(), m.config().vocab_size, m.config().hidden_size) {
-  if (m.lm_head_weight() == nullptr) throw std::invalid_argument("the reference pass needs a model with an LM head");
+  if (!m.lm_head_weight()) throw std::invalid_argument("the reference pass needs a model with an LM head");
 }
 
 std::vector<float> ReferencePass::logprobs(const io::SampleBatch& b) {

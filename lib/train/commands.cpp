@@ -26,10 +26,10 @@ class ProcessSession final : public RlSession {
  public:
   explicit ProcessSession(const RlCommand& c) : c_(c), be_(backend::make_backend(c.common.device, c.common.threads)) {
     const bool ppo = c.algorithm == "ppo";
-    actor_ = {checkpoint::open_model(c.actor, *be_, {}, true, false), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
+    actor_ = {checkpoint::open_model(c.actor, *be_, {}, true, false, c.common.dtype), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
     trainees_.push_back(&actor_);
     if (ppo) {
-      critic_ = {checkpoint::open_model(c.critic, *be_, {}, false, true), nullptr, nullptr, c.critic, c.critic_out, "critic_train"};
+      critic_ = {checkpoint::open_model(c.critic, *be_, {}, false, true, c.common.dtype), nullptr, nullptr, c.critic, c.critic_out, "critic_train"};
       trainees_.push_back(&critic_);
     }
   }

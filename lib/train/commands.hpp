@@ -11,6 +11,7 @@
 // go to stdout, one a line.
 #pragma once
 
+#include "backend/dtype.hpp"
 #include "io/sample_batch.hpp"
 #include "train/options.hpp"
 

@@ -3,6 +3,7 @@
 // model's trainer (TrainerOptions).
 #pragma once
 
+#include "backend/dtype.hpp"
 #include "optim/adamw.hpp"
 #include "train/micro_batches.hpp"
 
@@ -23,6 +24,7 @@ struct CommonTrainOptions {
   double weight_decay = 0.0;
   int threads = 0;                    // 0: all cores
   std::string device = "cpu";         // backend/registry.hpp
+  backend::DType dtype = backend::DType::f32;   // storage of the weights (--dtype); masters stay f32
   std::string stats;                  // --stats file ("" = none)
   std::string created_by;             // the command line
 };

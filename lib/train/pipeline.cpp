@@ -44,7 +44,7 @@ void open_stage(PipelineModelState& ms, const sched::Problem& p, int device, bac
   const auto layers = checkpoint::split_layers(cfg.num_hidden_layers, ms.stages)[static_cast<std::size_t>(ms.stage)];
   checkpoint::OpenedModel opened = checkpoint::open_model(ms.spec.checkpoint, be, layers,
                                                           ms.spec.objective->needs_lm_head(),
-                                                          ms.spec.objective->needs_value_head());
+                                                          ms.spec.objective->needs_value_head(), ms.spec.dtype);
   ms.model = std::move(opened.model);
   ms.checkpoint_step = opened.step;
   ms.config_json = opened.config_json;

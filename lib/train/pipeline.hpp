@@ -52,6 +52,7 @@ struct PipelineModel {
   std::filesystem::path checkpoint;   // a file or its stage files, as checkpoint::open_model reads it
   Objective* objective = nullptr;     // the last stage's loss (not owned; outlives the pipeline)
   optim::AdamWConfig adamw;
+  backend::DType dtype = backend::DType::f32;   // storage of the weights (masters in AdamW)
 };
 
 struct PipelineOptions {

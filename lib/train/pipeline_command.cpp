@@ -40,13 +40,13 @@ class FusedSession final : public RlSession {
     if (!lead()) log::set_level(std::min(log::level(), log::Level::warn));
     const auto schedule = sched::load_schedule(load_json_file(c.schedule), c.schedule);
     const optim::AdamWConfig adamw{.weight_decay = c.common.weight_decay, .max_grad_norm = c.common.max_grad_norm};
-    std::vector<PipelineModel> models{{"actor", c.actor, &policy_, adamw}};
+    std::vector<PipelineModel> models{{"actor", c.actor, &policy_, adamw, c.common.dtype}};
     specs_ = {c.actor};
     outs_ = {c.actor_out};
     calls_ = {"actor_train"};
     lr_ = {c.common.lr};
     if (c.algorithm == "ppo") {
-      models.push_back({"critic", c.critic, &value_, adamw});
+      models.push_back({"critic", c.critic, &value_, adamw, c.common.dtype});
       specs_.push_back(c.critic);
       outs_.push_back(c.critic_out);
       calls_.push_back("critic_train");

@@ -21,7 +21,7 @@ int run_text(const TextCommand& c, bool sft) {
   const auto t0 = Clock::now();
   check_common(c.common);
   auto be = backend::make_backend(c.common.device, c.common.threads);
-  Trainee t{checkpoint::open_model(c.model, *be, {}, sft, !sft), nullptr, nullptr, c.model, c.model_out,
+  Trainee t{checkpoint::open_model(c.model, *be, {}, sft, !sft, c.common.dtype), nullptr, nullptr, c.model, c.model_out,
             sft ? "actor_train" : "reward_train"};
   std::vector<Trainee*> trainees{&t};
   if (already_done(trainees)) return 0;

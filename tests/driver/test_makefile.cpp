@@ -170,3 +170,21 @@ BOOST_AUTO_TEST_CASE(a_fused_pipeline_writes_stage_files) {
   BOOST_TEST(rule_for(rules, "out/metrics.jsonl").prerequisites ==
              "out/iter-0002/actor.stage0-of-2.h5 out/iter-0002/actor.stage1-of-2.h5 out/iter-0002/critic.h5");
 }
+
+// "dtype" is passed as --dtype to every stage tool; without it, no tool is given one.
+BOOST_AUTO_TEST_CASE(the_run_files_dtype_reaches_every_stage_tool) {
+  std::string with = test::kGoodPpoRun;
+  const std::string key = R"("threads": 2,)";
+  BOOST_TEST_REQUIRE(with.find(key) != std::string::npos);
+  with.replace(with.find(key), key.size(), key + R"( "dtype": "bf16",)");
+  const auto rules = parse_rules(makefile_for(test::run_folder("mk_dtype", with), "out"));
+  const std::string pipe = rule_for(rules, "out/iter-0001/generate.stats.json out/iter-0001/score.stats.json").recipe.back();
+  const auto bar = pipe.find(" | ");
+  BOOST_TEST(pipe.substr(0, bar).find("--threads 2 --dtype bf16") != std::string::npos);   // braid-generate
+  BOOST_TEST(pipe.substr(bar).find("--threads 2 --dtype bf16") != std::string::npos);      // braid-score
+  BOOST_TEST(rule_for(rules, "out/iter-0001/actor.h5 out/iter-0001/critic.h5").recipe.back().find("--dtype bf16") !=
+             std::string::npos);
+  const auto plain = parse_rules(makefile_for(test::run_folder("mk_no_dtype", test::kGoodPpoRun), "out"));
+  for (const Rule& r : plain)
+    for (const auto& line : r.recipe) BOOST_TEST(line.find("--dtype") == std::string::npos);
+}

@@ -115,6 +115,7 @@ BOOST_AUTO_TEST_CASE(every_bad_field_is_named) {
     "iterations": 0,
     "threads": "many",
     "device": "gpu",
+    "dtype": "f16",
     "generate": {"samples_per_prompt": 0, "temprature": 1.0, "top_p": 1.5},
     "score": {"gamma": 2},
     "train": {"lr": -1, "kl_coef": 0.1, "ranks": 2},
@@ -122,12 +123,12 @@ BOOST_AUTO_TEST_CASE(every_bad_field_is_named) {
   })");
   const auto problems = problems_of(run);
   for (const char* field : {"version", "models.actor.init.config", "models.actor.init.sede", "models.reward.rule",
-                            "models.refs", "models.critic", "prompts", "iterations", "threads", "device",
+                            "models.refs", "models.critic", "prompts", "iterations", "threads", "device", "dtype",
                             "generate.samples_per_prompt", "generate.temprature", "generate.top_p", "score.gamma",
                             "train.lr", "train.kl_coef", "train.ranks", "evaluate"}) {
     BOOST_TEST_CONTEXT(field) { BOOST_TEST(!problem_at(problems, field).empty()); }
   }
-  BOOST_TEST(problems.size() == 18u);
+  BOOST_TEST(problems.size() == 19u);
   BOOST_TEST(problem_at(problems, "device").find("'gpu' is not a device (cpu or cuda[:N])") != std::string::npos);
   // Typos come with the key that was meant.
   BOOST_TEST(problem_at(problems, "generate.temprature").find("did you mean \"temperature\"") != std::string::npos);

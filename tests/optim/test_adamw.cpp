@@ -106,3 +106,43 @@ BOOST_AUTO_TEST_CASE(lr_schedule_warmup_then_cosine) {
   s.kind = optim::LrSchedule::Kind::constant;
   BOOST_CHECK_CLOSE(s.at(9), 1.0, 1e-9);
 }
+
+// bf16 storage: the optimizer keeps an f32 master that moves exactly as an f32 model's
+// weights do under the same gradients, and the bf16 compute copy is the master rounded.
+BOOST_AUTO_TEST_CASE(bf16_model_trains_an_f32_master_and_rounds_it_into_the_compute_copy) {
+  auto be = backend::make_cpu_backend(2);
+  model::Model half(tiny(), {.dtype = backend::DType::bf16}, *be), full(tiny(), {}, *be);
+  half.init_random(9);
+  std::vector<float> host;
+  for (std::size_t i = 0; i < half.tensors().size(); ++i) {
+    host.resize(std::size_t(half.tensors()[i].numel));
+    model::read_values(*be, half.tensors()[i], host.data());
+    model::write_values(*be, full.tensors()[i], host.data());
+  }
+  {
+    const optim::AdamWConfig cfg{.weight_decay = 0.1, .max_grad_norm = 0.5};
+    optim::AdamW oh(*be, half.tensors(), cfg), of(*be, full.tensors(), cfg);
+    for (const auto& t : half.tensors()) BOOST_TEST_REQUIRE(t.data != nullptr);   // the master, attached
+    for (int step = 1; step <= 5; ++step) {
+      for (std::size_t i = 0; i < half.gradients().size(); ++i) {
+        const float g = std::sin(float(i * 7 + step * 13)) * 0.3f;
+        half.gradients()[i] = g;
+        full.gradients()[i] = g;
+      }
+      BOOST_TEST(oh.step(1e-2, 0.5) == of.step(1e-2, 0.5));
+    }
+    std::size_t moved = 0;
+    for (std::size_t i = 0; i < half.tensors().size(); ++i) {
+      const auto& h = half.tensors()[i];
+      const auto& f = full.tensors()[i];
+      const auto* bits = static_cast<const std::uint16_t*>(h.weights);
+      for (std::int64_t j = 0; j < h.numel; ++j) {
+        BOOST_TEST_REQUIRE(h.data[j] == f.data[j]);
+        BOOST_TEST_REQUIRE(bits[j] == backend::float_to_bf16(h.data[j]));
+        moved += h.data[j] != backend::bf16_to_float(bits[j]);
+      }
+    }
+    BOOST_TEST(moved > 0u);   // the master keeps bits the compute copy cannot
+  }
+  for (const auto& t : half.tensors()) BOOST_TEST(t.data == nullptr);   // detached with the optimizer
+}

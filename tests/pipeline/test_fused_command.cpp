@@ -143,4 +143,35 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
   small.common.mini_batch = 3;  // fewer sequences than the schedule's 4 micro-batches
   small.actor_out = (dir / "actor-small.h5").string();
   BOOST_CHECK_THROW(train::run_rl(small), UsageError);
+
+  // bf16 storage (--dtype bf16): every stage trains an f32 master in its optimizer, and the
+  // stage files hold the masters (values bf16 cannot hold), near the f32 run's weights.
+  train::RlCommand half = c;
+  half.common.dtype = backend::DType::bf16;
+  half.actor_out = (dir / "actor-bf16.h5").string();
+  half.critic_out = (dir / "critic-bf16.h5").string();
+  BOOST_TEST(train::run_rl(half) == 0);
+  if (world->rank() == 0) {
+    auto be = backend::make_cpu_backend(1);
+    for (const auto& [in, f32_out, bf16_out] : {std::tuple{c.actor, c.actor_out, half.actor_out},
+                                                std::tuple{c.critic, c.critic_out, half.critic_out}}) {
+      auto before = checkpoint::open_model(in, *be);
+      auto full = checkpoint::open_model(f32_out, *be);
+      auto mixed = checkpoint::open_model(bf16_out, *be);
+      BOOST_TEST(mixed.files.size() == static_cast<std::size_t>(n));
+      const double moved = max_diff(*before.model, *full.model);
+      BOOST_TEST(max_diff(*before.model, *mixed.model) > 0.5 * moved);
+      // Apart by the bf16 rounding of the start weights (2^-9 relative) and the updates.
+      double largest = 0;
+      for (const auto& t : before.model->tensors())
+        for (std::int64_t i = 0; i < t.numel; ++i) largest = std::max(largest, double(std::fabs(t.data[i])));
+      BOOST_TEST(max_diff(*full.model, *mixed.model) < 2 * moved + largest / 256);
+      std::int64_t beyond_bf16 = 0;
+      for (const auto& t : mixed.model->tensors())
+        for (std::int64_t i = 0; i < t.numel; ++i)
+          beyond_bf16 += backend::bf16_to_float(backend::float_to_bf16(t.data[i])) != t.data[i];
+      BOOST_TEST(beyond_bf16 > 0);
+    }
+  }
+  world->barrier();
 }

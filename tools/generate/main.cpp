@@ -1,6 +1,7 @@
 // braid-generate: actor rollouts for a prompt file, written as sample shards that
 // stream out as they complete (each path on stdout at once). lib/generate/stage.hpp.
 #include "backend/device_option.hpp"
+#include "backend/dtype_option.hpp"
 #include "core/cli.hpp"
 #include "generate/migrate.hpp"
 #include "generate/stage.hpp"
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "CPU threads per process (0: all cores of this process)")
       ->capture_default_str();
   braid::backend::add_device_option(app, o.device);
+  braid::backend::add_dtype_option(app, o.dtype);
   app.add_option("--stats", o.stats, "Write braid.stagestats JSON here (call actor_gen: times, tokens, steps)");
   app.add_option("--migrate-threshold", o.migrate_threshold,
                  "Under mpirun: when fewer than this many samples are unfinished over all ranks (a count, or a "

@@ -5,6 +5,7 @@
 //   comm      point-to-point and all-reduce between MPI ranks (under mpirun)
 // The commands are lib/plan/profile_command.hpp; this file declares the flags.
 #include "backend/device_option.hpp"
+#include "backend/dtype_option.hpp"
 #include "core/cli.hpp"
 #include "plan/profile_command.hpp"
 
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   measure->add_flag("--quick", o.quick, "smaller grids (tokens to 1024, batch to 16, lengths to 256)");
   measure->add_option("--threads", o.threads, "backend threads (0: all cores of this process)")->capture_default_str();
   braid::backend::add_device_option(*measure, o.device);
+  braid::backend::add_dtype_option(*measure, o.dtype);
   measure->add_option("--max-batch", o.max_batch,
                       "decode steps at batches 1, 2, 4, ... up to this (default 64, --quick 16): the generator's "
                       "--max-batch, so that its steps are measured, not extrapolated")

@@ -1,6 +1,7 @@
 // braid-score: the reference, critic and reward passes over sample shards, then PPO's
 // KL-penalised GAE or GRPO's group advantages -> scored shards (docs/tools/score.md).
 #include "backend/device_option.hpp"
+#include "backend/dtype_option.hpp"
 #include "core/cli.hpp"
 #include "score/command.hpp"
 
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   app.add_option("--prefix", o.prefix, "Output names: PREFIX-<index of the input>.h5")->capture_default_str();
   app.add_option("--threads", o.threads, "CPU backend threads (0: all cores of this process)")->capture_default_str();
   braid::backend::add_device_option(app, o.device);
+  braid::backend::add_dtype_option(app, o.dtype);
   app.add_option("--stats", o.stats, "Write timings (braid.stagestats JSON: ref_inf, critic_inf, reward_inf) here");
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + shell_quote(i ? argv[i] : "braid-score");
   return braid::cli::run(app, argc, argv, [&] { return braid::score::run_command(o); });

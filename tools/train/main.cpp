@@ -1,5 +1,6 @@
 // braid-train: PPO, GRPO, SFT and reward-model updates (lib/train/commands.hpp).
 #include "backend/device_option.hpp"
+#include "backend/dtype_option.hpp"
 #include "core/cli.hpp"
 #include "train/commands.hpp"
 
@@ -25,6 +26,7 @@ void add_common(CLI::App* sub, CommonTrainOptions& o, double default_lr) {
       ->capture_default_str();
   sub->add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
   braid::backend::add_device_option(*sub, o.device);
+  braid::backend::add_dtype_option(*sub, o.dtype);
   sub->add_option("--stats", o.stats, "Write timings and per-step losses (braid.stagestats JSON) to this file");
 }
 

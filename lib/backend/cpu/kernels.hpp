@@ -24,6 +24,25 @@ template <typename T>
 void gemm_serial(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
                  const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc);
 
+// gemm with B stored as bf16 (raw bits), computed in T (cpu/gemm.cpp).
+template <typename T>
+void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+               const T* a, std::int64_t lda, const std::uint16_t* b, std::int64_t ldb, T beta, T* c,
+               std::int64_t ldc);
+
+// Typed weight operands (cpu/typed_weights.cpp): the ops of Ops<T> that take Weights.
+template <typename T>
+void gemm_weights(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+                  const T* a, std::int64_t lda, Weights b, std::int64_t ldb, T beta, T* c, std::int64_t ldc);
+template <typename T>
+void embedding_forward_weights(const std::int32_t* ids, std::int64_t n, Weights table, std::int64_t dim, T* out);
+template <typename T>
+void rmsnorm_forward_weights(const T* x, Weights w, std::int64_t n, std::int64_t dim, double eps, T* y, T* rstd);
+template <typename T>
+void rmsnorm_backward_weights(const T* x, Weights w, const T* rstd, const T* dy, std::int64_t n,
+                              std::int64_t dim, T* dx, T* dw);
+void convert(std::int64_t n, const void* src, DType src_type, void* dst, DType dst_type);
+
 template <typename T>
 void embedding_forward(const std::int32_t* ids, std::int64_t n, const T* table, std::int64_t dim, T* out);
 template <typename T>
