@@ -91,6 +91,8 @@ struct Stream {
 struct Event {
   void* handle = nullptr;
   friend bool operator==(Event, Event) = default;
+};
+
 // ---- Typed operands: mixed precision as a property of the tensor ----------------------
 // A read-only operand that carries its element type: the weights an op reads may be stored
 // in another type than the op computes in (bf16 weights, f32 activations and accumulation).
@@ -192,6 +194,7 @@ class Ops {
   // Σ x² over every element of every span (device memory; the list is host memory), in
   // f64, the spans added in order: the global gradient norm's square, returned to the host.
   virtual double global_sum_squares(std::span<const std::span<const T>> xs) = 0;
+
   // ---- Ops whose weight operand carries its type (see Weights) ----
   // The same products as above with the weights W (B of gemm, the embedding table, the norm
   // gain) stored as w.type; computed and accumulated in T. Where w.type is T's own type they

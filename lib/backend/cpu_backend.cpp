@@ -102,6 +102,27 @@ class CpuOps final : public Ops<T> {
     for (const std::span<const T>& x : xs) s += cpu::sum_squares<T>(std::int64_t(x.size()), x.data());
     return s;
   }
+
+  // Typed weight operands (bf16 weights widened on the fly: cpu/typed_weights.cpp).
+  void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+            std::int64_t lda, Weights b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) override {
+    cpu::gemm_weights<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  void embedding_forward(const std::int32_t* ids, std::int64_t n, Weights table, std::int64_t dim,
+                         T* out) override {
+    cpu::embedding_forward_weights<T>(ids, n, table, dim, out);
+  }
+  void rmsnorm_forward(const T* x, Weights w, std::int64_t n, std::int64_t dim, double eps, T* y,
+                       T* rstd) override {
+    cpu::rmsnorm_forward_weights<T>(x, w, n, dim, eps, y, rstd);
+  }
+  void rmsnorm_backward(const T* x, Weights w, const T* rstd, const T* dy, std::int64_t n, std::int64_t dim,
+                        T* dx, T* dw) override {
+    cpu::rmsnorm_backward_weights<T>(x, w, rstd, dy, n, dim, dx, dw);
+  }
+  void convert(std::int64_t n, const void* src, DType src_type, void* dst, DType dst_type) override {
+    cpu::convert(n, src, src_type, dst, dst_type);
+  }
 };
 
 // Handles of the CPU backend: small integers in the pointer.
@@ -129,27 +150,6 @@ class Handles {
   mutable std::mutex mu_;
   std::uintptr_t next_ = 2;
   std::set<std::uintptr_t> live_;
-
-  // Typed weight operands (bf16 weights widened on the fly: cpu/typed_weights.cpp).
-  void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
-            std::int64_t lda, Weights b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) override {
-    cpu::gemm_weights<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
-  void embedding_forward(const std::int32_t* ids, std::int64_t n, Weights table, std::int64_t dim,
-                         T* out) override {
-    cpu::embedding_forward_weights<T>(ids, n, table, dim, out);
-  }
-  void rmsnorm_forward(const T* x, Weights w, std::int64_t n, std::int64_t dim, double eps, T* y,
-                       T* rstd) override {
-    cpu::rmsnorm_forward_weights<T>(x, w, n, dim, eps, y, rstd);
-  }
-  void rmsnorm_backward(const T* x, Weights w, const T* rstd, const T* dy, std::int64_t n, std::int64_t dim,
-                        T* dx, T* dw) override {
-    cpu::rmsnorm_backward_weights<T>(x, w, rstd, dy, n, dim, dx, dw);
-  }
-  void convert(std::int64_t n, const void* src, DType src_type, void* dst, DType dst_type) override {
-    cpu::convert(n, src, src_type, dst, dst_type);
-  }
 };
 
 class CpuBackend final : public Backend {
