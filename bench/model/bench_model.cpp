@@ -8,7 +8,6 @@
 #include "model/model.hpp"
 #include "optim/adamw.hpp"
 #include "rl/chunked_lm_head.hpp"
-#include "rl/sft_loss.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -76,12 +75,19 @@ int run(const Options& o) {
     auto acts = m.make_activations({.max_tokens = n, .max_sequences = o.train_batch, .training = true});
     rl::ChunkedLmHead<float> head(*be, V, cfg.hidden_size, 256);
     optim::AdamW opt(*be, m.tensors(), {.weight_decay = 0.1});
-    std::vector<float> lp(static_cast<std::size_t>(n)), d(static_cast<std::size_t>(n));
+    // The SFT loss as braid-train runs it: the mean NLL of every next token (the last row
+    // of each sequence has none), through the backend's nll_loss op.
+    std::vector<float> weight(static_cast<std::size_t>(n));
+    for (std::size_t r = 0; r < weight.size(); ++r) weight[r] = targets[r] >= 0 ? 1.0f : 0.0f;
+    backend::Buffer<float> lp(*be, static_cast<std::size_t>(n)), d(*be, static_cast<std::size_t>(n)),
+        w(*be, static_cast<std::size_t>(n));
+    be->copy_to_device(w.data(), weight.data(), weight.size() * sizeof(float));
+    const double units = double(n - o.train_batch);
     const Stat s = measure(o.repeats, double(n), [&] {
       m.zero_grad();
       m.forward(batch, acts);
       rl::token_logprobs(m, acts, head, targets.data(), lp.data(), static_cast<float*>(nullptr));
-      rl::sft_loss(lp, targets, {}, d);
+      be->ops<float>().nll_loss(n, lp.data(), w.data(), 1.0 / units, d.data());
       rl::token_logprobs_backward(m, acts, head, targets.data(), d.data(), static_cast<const float*>(nullptr));
       m.backward(acts);
       opt.step(1e-5);

@@ -3,7 +3,6 @@
 
 #include "backend/backend.hpp"
 #include "rl/chunked_lm_head.hpp"
-#include "rl/sft_loss.hpp"
 
 #include <cmath>
 #include <vector>
@@ -81,16 +80,3 @@ BOOST_AUTO_TEST_CASE(next_token_targets_stop_at_sequence_ends) {
   BOOST_CHECK((t == std::vector<std::int32_t>{5, 6, -1, 8, -1}));
 }
 
-BOOST_AUTO_TEST_CASE(sft_loss_is_masked_mean_nll) {
-  const std::vector<float> lp{-1.0f, -2.0f, -3.0f, -4.0f};
-  const std::vector<std::int32_t> t{1, 2, -1, 3};
-  const std::vector<std::uint8_t> mask{0, 1, 1, 1};  // first row is prompt
-  std::vector<float> d(4);
-  const double loss = rl::sft_loss(lp, t, mask, d, 0.5);
-  BOOST_CHECK_CLOSE(loss, 3.0, 1e-9);  // rows 1 and 3
-  BOOST_CHECK_EQUAL(d[0], 0.0f);
-  BOOST_CHECK_CLOSE(d[1], -0.25f, 1e-5);
-  BOOST_CHECK_EQUAL(d[2], 0.0f);
-  BOOST_CHECK_CLOSE(d[3], -0.25f, 1e-5);
-  BOOST_CHECK_THROW(rl::sft_loss(lp, t, std::vector<std::uint8_t>{1}, d), std::invalid_argument);
-}

@@ -198,3 +198,12 @@ BOOST_AUTO_TEST_CASE(pairwise_loss_gradient_matches_finite_differences) {
   BOOST_TEST(pairwise_loss(z, z, a, b).loss == 3 * std::log(2.0), boost::test_tools::tolerance(1e-9));
   BOOST_TEST(r.correct >= 0.0);
 }
+
+BOOST_AUTO_TEST_CASE(nll_loss_sums_the_weighted_nll_and_its_gradient_is_minus_scaled_weight) {
+  const std::vector<float> lp{-1.0f, -2.0f, -3.0f, -4.0f}, w{0, 1, 0, 1};  // rows 0 and 2 do not count
+  std::vector<float> d(4);
+  const double loss = ops().nll_loss(4, lp.data(), w.data(), 0.5, d.data());
+  BOOST_TEST(loss == 6.0, boost::test_tools::tolerance(1e-9));  // 2 + 4: a sum; a trainer divides by the units
+  const std::vector<float> want{0.0f, -0.5f, 0.0f, -0.5f};
+  BOOST_TEST(d == want, boost::test_tools::per_element());
+}
