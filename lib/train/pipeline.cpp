@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <fmt/format.h>
 #include <stdexcept>
 
@@ -217,8 +218,6 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
 
   PipelineStepResult out;
   out.models.resize(n_models);
-  const auto ranks = static_cast<std::size_t>(im.comm->size());
-  const auto me = static_cast<std::size_t>(im.comm->rank());
   for (std::size_t i = 0; i < n_models; ++i) {
     PipelineModelState& ms = im.models[i];
     PipelineModelResult& r = out.models[i];
@@ -234,23 +233,19 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
     im.comm->broadcast(names, root);
     std::vector<std::string> keys;
     for (std::size_t b = 0, e; (e = names.find('\n', b)) != std::string::npos; b = e + 1) keys.push_back(names.substr(b, e - b));
-    // Row per rank: (has it, value) per metric; a sum over ranks leaves each row its own.
-    std::vector<double> rows(2 * keys.size() * ranks, 0.0);
+    // Sums add over the ranks (0 where a rank has none); maxima take the largest.
+    std::vector<double> sums_of(keys.size(), 0.0), maxima(keys.size(), std::numeric_limits<double>::lowest());
     for (std::size_t k = 0; k < keys.size(); ++k) {
       const auto it = ms.totals.metric_sums().find(keys[k]);
       if (it == ms.totals.metric_sums().end()) continue;
-      rows[2 * (me * keys.size() + k)] = 1;
-      rows[2 * (me * keys.size() + k) + 1] = it->second;
+      (LossTotals::is_max(keys[k]) ? maxima : sums_of)[k] = it->second;
     }
-    im.comm->all_reduce_sum(std::span<double>(rows));
+    im.comm->all_reduce(std::span<double>(sums_of), comm::ReduceOp::sum);
+    im.comm->all_reduce(std::span<double>(maxima), comm::ReduceOp::max);
+    std::map<std::string, double> merged;
+    for (std::size_t k = 0; k < keys.size(); ++k) merged[keys[k]] = LossTotals::is_max(keys[k]) ? maxima[k] : sums_of[k];
     LossTotals all;
-    for (std::size_t rank = 0; rank < ranks; ++rank) {
-      std::map<std::string, double> part;
-      for (std::size_t k = 0; k < keys.size(); ++k) {
-        if (rows[2 * (rank * keys.size() + k)] != 0) part[keys[k]] = rows[2 * (rank * keys.size() + k) + 1];
-      }
-      all.merge(rank == 0 ? sums[3 * i + 1] : 0.0, rank == 0 ? units[i] : 0.0, part);
-    }
+    all.merge(sums[3 * i + 1], units[i], merged);
     r.stats = all.mean();
   }
 

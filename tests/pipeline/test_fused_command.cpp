@@ -118,6 +118,16 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
         // Absolute: a policy loss is a sum of ±A terms near 0, where relative error means nothing.
         BOOST_TEST(std::abs(f[s]["loss"].get<double>() - o[s]["loss"].get<double>()) <= 1e-6);
         BOOST_TEST(f[s]["grad_norm"].get<double>() == o[s]["grad_norm"].get<double>(), boost::test_tools::tolerance(1e-5));
+        // The objective's metrics, merged over the replicas' last stages as over micro-batches.
+        for (const char* metric : {"policy_loss", "clip_fraction", "approx_kl", "entropy", "ratio_max",
+                                   "value_clip_fraction", "value_error"}) {
+          if (!o[s].contains(metric)) continue;
+          BOOST_TEST(f[s].contains(metric), call << " step " << s << " lacks " << metric);
+          if (f[s].contains(metric)) {
+            BOOST_TEST(std::abs(f[s][metric].get<double>() - o[s][metric].get<double>()) <= 1e-5,
+                       call << " step " << s << " " << metric << ": " << f[s][metric] << " vs " << o[s][metric]);
+          }
+        }
       }
     }
     auto be = backend::make_cpu_backend(1);
