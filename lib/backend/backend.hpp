@@ -181,6 +181,8 @@ class Ops {
                                          const std::int64_t* rejected_rows, double scale, T* d_values) = 0;
   // Σ −weight·logprob; d_logprob = −scale · weight.
   virtual double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale, T* d_logprob) = 0;
+  // In place over the rows with mask[i] != 0 (backend/losses.hpp); the stats to the host.
+  virtual WhiteningStats whiten(std::int64_t n, T* x, const std::uint8_t* mask, double eps) = 0;
 
   // ---- sampling and reductions over many tensors -------------------------------------
   // Per row i of logits [rows × vocab]: the token drawn from spec's distribution with the

@@ -93,6 +93,9 @@ class CpuOps final : public Ops<T> {
   double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale, T* d_logprob) override {
     return cpu::nll_loss<T>(n, logprob, weight, scale, d_logprob);
   }
+  WhiteningStats whiten(std::int64_t n, T* x, const std::uint8_t* mask, double eps) override {
+    return cpu::whiten<T>(n, x, mask, eps);
+  }
   void sample(const T* logits, std::int64_t rows, std::int64_t vocab, const SamplingSpec& spec,
               const double* uniforms, std::int32_t* tokens, T* logprob, T* raw_logprob) override {
     cpu::sample<T>(logits, rows, vocab, spec, uniforms, tokens, logprob, raw_logprob);

@@ -15,6 +15,8 @@
 //   ℓ = ½ · max((V − R)², (V_old + clip(V − V_old, −ε, ε) − R)²)      (clip <= 0: ½ (V − R)²)
 // Pairwise (Bradley–Terry, InstructGPT): ℓ = −log σ(r_chosen − r_rejected) per pair.
 // NLL (SFT): ℓ = −logp.
+// Whitening (PPO's advantage normalisation): x ← (x − mean) / (std + eps) on the masked
+// rows, mean and std over them; the other rows stay as they are.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +65,13 @@ struct ValueLossSums {
   double weight = 0;   // Σ w
   double clipped = 0;  // Σ w over rows where the clipped term was the larger (no gradient)
   double error = 0;    // Σ w·(V − R)
+};
+
+// whiten(): what it removed from the rows it whitened.
+struct WhiteningStats {
+  double mean = 0;
+  double std = 0;          // population std over those rows
+  std::int64_t count = 0;  // rows with mask != 0
 };
 
 struct PairwiseLossSums {

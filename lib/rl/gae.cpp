@@ -87,28 +87,20 @@ PpoAdvantageSummary ppo_advantages(const PpoAdvantageInputs& in, const PpoAdvant
   return s;
 }
 
-Whitening whiten_advantages(const SequenceLayout& layout, std::span<float> a, double eps) {
+Whitening whiten_advantages(backend::Backend& be, const SequenceLayout& layout, std::span<float> a, double eps) {
   layout.check("whiten_advantages");
   layout.check_per_token("whiten_advantages", "advantages", a.size());
-  Whitening w;
-  double sum = 0;
+  std::vector<std::uint8_t> mask(a.size(), 0);
   for (std::size_t i = 0; i < layout.size(); ++i) {
-    for (std::size_t t = layout.response_begin(i); t < layout.end(i); ++t) sum += a[t];
-    w.tokens += static_cast<std::int64_t>(layout.response_length(i));
+    for (std::size_t t = layout.response_begin(i); t < layout.end(i); ++t) mask[t] = 1;
   }
-  if (w.tokens == 0) return w;
-  w.mean = sum / static_cast<double>(w.tokens);
-  double sq = 0;
-  for (std::size_t i = 0; i < layout.size(); ++i) {
-    for (std::size_t t = layout.response_begin(i); t < layout.end(i); ++t) sq += (a[t] - w.mean) * (a[t] - w.mean);
-  }
-  w.std = std::sqrt(sq / static_cast<double>(w.tokens));
-  for (std::size_t i = 0; i < layout.size(); ++i) {
-    for (std::size_t t = layout.response_begin(i); t < layout.end(i); ++t) {
-      a[t] = static_cast<float>((a[t] - w.mean) / (w.std + eps));
-    }
-  }
-  return w;
+  backend::Buffer<float> x(be, a.size());
+  backend::Buffer<std::uint8_t> m(be, mask.size());
+  be.copy_to_device(x.data(), a.data(), a.size() * sizeof(float));
+  be.copy_to_device(m.data(), mask.data(), mask.size());
+  const backend::WhiteningStats s = be.ops<float>().whiten(static_cast<std::int64_t>(a.size()), x.data(), m.data(), eps);
+  be.copy_to_host(a.data(), x.data(), a.size() * sizeof(float));
+  return {.mean = s.mean, .std = s.std, .tokens = s.count};
 }
 
 }  // namespace braid::rl

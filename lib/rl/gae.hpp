@@ -15,6 +15,7 @@
 // its io::SampleBatch to them (score/advantages.hpp).
 #pragma once
 
+#include "backend/backend.hpp"
 #include "rl/sequence_layout.hpp"
 
 #include <cstdint>
@@ -62,13 +63,16 @@ PpoAdvantageSummary ppo_advantages(const PpoAdvantageInputs& in, const PpoAdvant
 
 // Advantage whitening over a training batch (PPO's usual normalisation): every
 // response token's advantage becomes (A - mean) / (std + eps), mean and std taken
-// over all response tokens of the layout; prompt positions stay as they are. Returns
-// the mean and std it removed. std::invalid_argument when advantages is not per token.
+// over all response tokens of the layout; prompt positions stay as they are. Runs as
+// the backend's whiten op on the advantages in be's memory (uploaded and read back).
+// Returns the mean and std it removed. std::invalid_argument when advantages is not
+// per token.
 struct Whitening {
   double mean = 0;
   double std = 0;
   std::int64_t tokens = 0;
 };
-Whitening whiten_advantages(const SequenceLayout& layout, std::span<float> advantages, double eps = 1e-8);
+Whitening whiten_advantages(backend::Backend& be, const SequenceLayout& layout, std::span<float> advantages,
+                            double eps = 1e-8);
 
 }  // namespace braid::rl

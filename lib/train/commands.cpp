@@ -50,6 +50,7 @@ class ProcessSession final : public RlSession {
   }
   std::int64_t actor_step() const override { return actor_.opened.step; }
   std::string describe() const override { return "one process"; }
+  backend::Backend& backend() override { return *be_; }
   TrainingEngine& engine() override { return *engine_; }
   void save(const std::string& created_by) override { save_all(trainees_, created_by); }
 
@@ -70,10 +71,10 @@ std::vector<std::string> required_arrays(const RlCommand& c) {
   return required;
 }
 
-void prepare_advantages(const RlCommand& c, io::SampleBatch& b) {
+void prepare_advantages(const RlCommand& c, backend::Backend& be, io::SampleBatch& b) {
   if (!c.normalize_advantages) return;
   if (!b.advantages) throw std::invalid_argument("prepare_advantages: the batch has no advantages");
-  const rl::Whitening w = rl::whiten_advantages({b.offsets, b.prompt_len}, *b.advantages);
+  const rl::Whitening w = rl::whiten_advantages(be, {b.offsets, b.prompt_len}, *b.advantages);
   log::info("advantages normalised over {} response tokens (mean {:.4g}, std {:.4g})", w.tokens, w.mean, w.std);
 }
 
@@ -103,7 +104,7 @@ int run_rl(const RlCommand& c) {
   if (shards.policy_step != session->actor_step()) {
     log::warn("the samples come from policy step {}, the actor is at step {}", shards.policy_step, session->actor_step());
   }
-  prepare_advantages(c, shards.batch);
+  prepare_advantages(c, session->backend(), shards.batch);
   const auto records = run_loop(shards.batch, session->engine(), loop_options(c.common, 1));
   session->save(c.common.created_by);
   if (session->lead()) write_stats(c.common, t0, shards.batch, records);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "backend/dtype.hpp"
+#include "backend/backend.hpp"
 #include "io/sample_batch.hpp"
 #include "train/options.hpp"
 
@@ -24,8 +25,9 @@ namespace braid::train {
 int run_rl(const RlCommand& c);
 // The per-token arrays a mode's shards must hold.
 std::vector<std::string> required_arrays(const RlCommand& c);
-// --normalize-advantages: whitens b's advantages over its response tokens and logs what it removed.
-void prepare_advantages(const RlCommand& c, io::SampleBatch& b);
+// --normalize-advantages: whitens b's advantages over its response tokens (the backend's
+// whiten op) and logs what it removed.
+void prepare_advantages(const RlCommand& c, backend::Backend& be, io::SampleBatch& b);
 
 int run_sft(const TextCommand& c);
 int run_rm(const TextCommand& c);

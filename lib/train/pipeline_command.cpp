@@ -98,6 +98,7 @@ class FusedSession final : public RlSession {
     return fmt::format("fused pipeline over {} ranks ({})", world_->size(), c_.schedule);
   }
   TrainingEngine& engine() override { return *engine_; }
+  backend::Backend& backend() override { return *be_; }
 
   void save(const std::string& created_by) override {
     // The optimizer state first, then the weights: a checkpoint whose weights exist has its state.

@@ -4,6 +4,7 @@
 // reading the shards, the advantages, the loop, the outputs and the stats.
 #pragma once
 
+#include "backend/backend.hpp"
 #include "model/config.hpp"
 #include "train/engine.hpp"
 #include "train/options.hpp"
@@ -29,6 +30,7 @@ class RlSession {
   virtual std::int64_t actor_step() const = 0;
   virtual std::string describe() const = 0;     // "one process" / "fused pipeline over 2 ranks (...)"
   virtual TrainingEngine& engine() = 0;
+  virtual backend::Backend& backend() = 0;   // where the models live
   // Writes the new checkpoints (step + 1) with their optimizer state; the lead lists the files.
   virtual void save(const std::string& created_by) = 0;
 };

@@ -417,6 +417,19 @@ OpCase pairwise_and_nll_case() {
   });
 }
 
+OpCase whiten_case() {
+  return op_case("whiten", be::Op::losses, []<typename T>(be::Backend& b) {
+    const std::int64_t n = 500;
+    auto x = upload<T>(b, random_values(std::size_t(n), 80, -3, 5));
+    std::vector<std::uint8_t> mask(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = i % 4 != 0;  // every fourth row untouched
+    be::Buffer<std::uint8_t> m(b, mask.size());
+    b.copy_to_device(m.data(), mask.data(), mask.size());
+    const be::WhiteningStats s = b.ops<T>().whiten(n, x.data(), m.data(), 1e-8);
+    return Outputs{{"x", download(b, x)}, {"stats", {s.mean, s.std, double(s.count)}}};
+  });
+}
+
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases = gemm_cases();
   cases.push_back(embedding_case());
@@ -440,6 +453,7 @@ std::vector<OpCase> all_cases() {
   cases.push_back(value_loss_case(0.2));
   cases.push_back(value_loss_case(0.0));
   cases.push_back(pairwise_and_nll_case());
+  cases.push_back(whiten_case());
   return cases;
 }
 

@@ -2,6 +2,7 @@
 // formulas written out the slow way; batches as spans over a sequence layout.
 #include <boost/test/unit_test.hpp>
 
+#include "backend/backend.hpp"
 #include "core/rng.hpp"
 #include "rl/gae.hpp"
 #include "rl/grpo.hpp"
@@ -206,7 +207,8 @@ BOOST_AUTO_TEST_CASE(group_rewards_collect_groups_across_arrivals) {
 // positions keep what they held.
 BOOST_AUTO_TEST_CASE(whitening_standardises_response_advantages_only) {
   std::vector<float> a{9, 9, 1.0f, 2.0f, 3.0f, 9, 4.0f, 10.0f};
-  const auto w = braid::rl::whiten_advantages(kLayout, a);
+  const auto be = braid::backend::make_cpu_backend(1);
+  const auto w = braid::rl::whiten_advantages(*be, kLayout, a);
   BOOST_TEST(w.tokens == 5);
   BOOST_TEST(w.mean == 4.0, boost::test_tools::tolerance(1e-9));
   BOOST_TEST(w.std == std::sqrt((9.0 + 4 + 1 + 0 + 36) / 5), boost::test_tools::tolerance(1e-9));
@@ -223,5 +225,5 @@ BOOST_AUTO_TEST_CASE(whitening_standardises_response_advantages_only) {
   BOOST_TEST(std::abs(sum / 5) < 1e-6);
   BOOST_TEST(sq / 5 == 1.0, boost::test_tools::tolerance(1e-5));
 
-  BOOST_CHECK_THROW(braid::rl::whiten_advantages(kLayout, std::span<float>(a).first(7)), std::invalid_argument);
+  BOOST_CHECK_THROW(braid::rl::whiten_advantages(*be, kLayout, std::span<float>(a).first(7)), std::invalid_argument);
 }

@@ -99,6 +99,8 @@ PairwiseLossSums pairwise_loss(std::int64_t pairs, const T* values, const std::i
                                const std::int64_t* rejected_rows, double scale, T* d_values);
 template <typename T>
 double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale, T* d_logprob);
+template <typename T>
+WhiteningStats whiten(std::int64_t n, T* x, const std::uint8_t* mask, double eps);
 
 // Reused between rows: candidate ids, most likely first, and their weights.
 struct SampleScratch {

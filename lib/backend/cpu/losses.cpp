@@ -126,13 +126,36 @@ double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale,
   return loss;
 }
 
+template <typename T>
+WhiteningStats whiten(std::int64_t n, T* x, const std::uint8_t* mask, double eps) {
+  WhiteningStats w;
+  double sum = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (!mask[i]) continue;
+    sum += double(x[i]);
+    ++w.count;
+  }
+  if (w.count == 0) return w;
+  w.mean = sum / double(w.count);
+  double sq = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (mask[i]) sq += (double(x[i]) - w.mean) * (double(x[i]) - w.mean);
+  }
+  w.std = std::sqrt(sq / double(w.count));
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (mask[i]) x[i] = static_cast<T>((double(x[i]) - w.mean) / (w.std + eps));
+  }
+  return w;
+}
+
 #define BRAID_INSTANTIATE(T)                                                                                       \
   template PolicyLossSums policy_loss<T>(std::int64_t, const PolicyLossRows<T>&, const PolicyLossOptions&, double, \
                                          T*, T*);                                                                   \
   template ValueLossSums value_loss<T>(std::int64_t, const ValueLossRows<T>&, double, double, T*);                \
   template PairwiseLossSums pairwise_loss<T>(std::int64_t, const T*, const std::int64_t*, const std::int64_t*,     \
                                              double, T*);                                                           \
-  template double nll_loss<T>(std::int64_t, const T*, const T*, double, T*);
+  template double nll_loss<T>(std::int64_t, const T*, const T*, double, T*);                                        \
+  template WhiteningStats whiten<T>(std::int64_t, T*, const std::uint8_t*, double);
 BRAID_INSTANTIATE(float)
 BRAID_INSTANTIATE(double)
 #undef BRAID_INSTANTIATE
