@@ -2,12 +2,19 @@
 
 #include <mpi.h>
 
+#include "core/error.hpp"
+
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace braid::comm {
 namespace {
@@ -30,10 +37,71 @@ int count_of(std::size_t bytes, const char* what) {
   return static_cast<int>(bytes);
 }
 
+// BRAID_COMM_TIMEOUT (seconds; 0 waits forever), read once per process.
+double comm_timeout() {
+  static const double seconds = [] {
+    const char* text = std::getenv("BRAID_COMM_TIMEOUT");
+    if (text == nullptr || *text == '\0') return kDefaultTimeoutSeconds;
+    char* end = nullptr;
+    const double v = std::strtod(text, &end);
+    if (end == text || *end != '\0' || !std::isfinite(v) || v < 0) {
+      throw UsageError(fmt::format(
+          "BRAID_COMM_TIMEOUT is \"{}\": expected seconds, a number >= 0 (0 waits forever)", text));
+    }
+    return v;
+  }();
+  return seconds;
+}
+
+// What a wait is for, to name it when a peer stops answering.
+struct WaitFor {
+  const char* op;        // "recv", "send", "all-reduce", ...
+  int peer = -1;         // the peer's world rank, -1 for a collective
+  int tag = -1;
+};
+
+int world_rank() {
+  int r = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// Completes req by polling MPI_Test: a short spin (the fast path), then sleeps of
+// growing length up to a millisecond. With no completion for comm_timeout() seconds
+// it names this rank, the peer and the operation and ends the whole job.
+void wait_for(MPI_Request* req, const WaitFor& what) {
+  using Clock = std::chrono::steady_clock;
+  const double limit = comm_timeout();
+  const auto t0 = Clock::now();
+  auto sleep = std::chrono::microseconds(0);
+  for (std::uint64_t polls = 0;; ++polls) {
+    int done = 0;
+    check(MPI_Test(req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    if (polls % 64 != 63) continue;
+    const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (limit > 0 && waited >= limit) {
+      std::string peer = what.peer >= 0 ? fmt::format(" with rank {}", what.peer) : std::string(" (collective)");
+      if (what.tag >= 0) peer += fmt::format(" (tag {})", what.tag);
+      std::fprintf(stderr,
+                   "error: rank %d: %s%s made no progress for %.6g s (BRAID_COMM_TIMEOUT): a peer stopped "
+                   "answering; ending the job\n",
+                   world_rank(), what.op, peer.c_str(), waited);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, kTimeoutExitCode);
+      std::_Exit(kTimeoutExitCode);
+    }
+    if (waited < 1e-3) continue;  // spin for the first millisecond
+    sleep = std::min(std::chrono::microseconds(1000), std::max(std::chrono::microseconds(20), sleep * 2));
+    std::this_thread::sleep_for(sleep);
+  }
+}
+
 class MpiPending final : public PendingOp {
  public:
   MPI_Request req = MPI_REQUEST_NULL;
-  void wait() override { check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait"); }
+  WaitFor what{"wait"};
+  void wait() override { wait_for(&req, what); }
   bool test() override {
     int done = 0;
     check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
@@ -50,6 +118,17 @@ class MpiCommunicator final : public Communicator {
     int found = 0;
     check(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &found), "MPI_Comm_get_attr");
     max_tag_ = found && ub ? *ub : 32767;
+    comm_timeout();  // a bad BRAID_COMM_TIMEOUT is refused before any message
+    // The world rank of every member, to name a peer in a timeout.
+    MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    check(MPI_Comm_group(comm_, &mine), "MPI_Comm_group");
+    check(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
+    std::vector<int> ranks(static_cast<std::size_t>(size_));
+    for (int i = 0; i < size_; ++i) ranks[static_cast<std::size_t>(i)] = i;
+    world_of_.assign(ranks.size(), -1);
+    check(MPI_Group_translate_ranks(mine, size_, ranks.data(), world, world_of_.data()), "MPI_Group_translate_ranks");
+    MPI_Group_free(&mine);
+    MPI_Group_free(&world);
   }
   ~MpiCommunicator() override {
     int down = 0;
@@ -67,7 +146,9 @@ class MpiCommunicator final : public Communicator {
     const auto* p = static_cast<const char*>(data);
     do {
       const std::size_t n = std::min(bytes, kMaxChunk);
-      check(MPI_Send(p, count_of(n, "send"), MPI_BYTE, peer, tag, comm_), "MPI_Send");
+      MPI_Request req = MPI_REQUEST_NULL;
+      check(MPI_Isend(p, count_of(n, "send"), MPI_BYTE, peer, tag, comm_, &req), "MPI_Isend");
+      wait_for(&req, {"send", world_rank_of(peer), tag});
       p += n;
       bytes -= n;
     } while (bytes > 0);
@@ -76,18 +157,22 @@ class MpiCommunicator final : public Communicator {
     auto* p = static_cast<char*>(data);
     do {
       const std::size_t n = std::min(bytes, kMaxChunk);
-      check(MPI_Recv(p, count_of(n, "recv"), MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+      MPI_Request req = MPI_REQUEST_NULL;
+      check(MPI_Irecv(p, count_of(n, "recv"), MPI_BYTE, peer, tag, comm_, &req), "MPI_Irecv");
+      wait_for(&req, {"recv", world_rank_of(peer), tag});
       p += n;
       bytes -= n;
     } while (bytes > 0);
   }
   Request isend_bytes(const void* data, std::size_t bytes, int peer, int tag) override {
     auto op = std::make_unique<MpiPending>();
+    op->what = {"send", world_rank_of(peer), tag};
     check(MPI_Isend(data, count_of(bytes, "isend"), MPI_BYTE, peer, tag, comm_, &op->req), "MPI_Isend");
     return Request(std::move(op));
   }
   Request irecv_bytes(void* data, std::size_t bytes, int peer, int tag) override {
     auto op = std::make_unique<MpiPending>();
+    op->what = {"recv", world_rank_of(peer), tag};
     check(MPI_Irecv(data, count_of(bytes, "irecv"), MPI_BYTE, peer, tag, comm_, &op->req), "MPI_Irecv");
     return Request(std::move(op));
   }
@@ -102,19 +187,27 @@ class MpiCommunicator final : public Communicator {
   }
   void all_gather_bytes(const void* mine, std::size_t bytes, void* all) override {
     const int n = count_of(bytes, "all-gather");
-    check(MPI_Allgather(mine, n, MPI_BYTE, all, n, MPI_BYTE, comm_), "MPI_Allgather");
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(MPI_Iallgather(mine, n, MPI_BYTE, all, n, MPI_BYTE, comm_, &req), "MPI_Iallgather");
+    wait_for(&req, {"all-gather"});
   }
 
   void broadcast_bytes(void* data, std::size_t bytes, int root) override {
     auto* p = static_cast<char*>(data);
     do {
       const std::size_t n = std::min(bytes, kMaxChunk);
-      check(MPI_Bcast(p, count_of(n, "broadcast"), MPI_BYTE, root, comm_), "MPI_Bcast");
+      MPI_Request req = MPI_REQUEST_NULL;
+      check(MPI_Ibcast(p, count_of(n, "broadcast"), MPI_BYTE, root, comm_, &req), "MPI_Ibcast");
+      wait_for(&req, {"broadcast", world_rank_of(root)});
       p += n;
       bytes -= n;
     } while (bytes > 0);
   }
-  void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+  void barrier() override {
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
+    wait_for(&req, {"barrier"});
+  }
   [[noreturn]] void abort(int exit_code) override {
     MPI_Abort(comm_, exit_code);
     std::_Exit(exit_code);  // MPI_Abort does not return; this says so to the compiler
@@ -134,13 +227,20 @@ class MpiCommunicator final : public Communicator {
     const std::size_t chunk = kMaxChunk / sizeof(T);
     do {
       const std::size_t k = std::min(n, chunk);
-      check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(k), type, op, comm_), "MPI_Allreduce");
+      MPI_Request req = MPI_REQUEST_NULL;
+      check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(k), type, op, comm_, &req), "MPI_Iallreduce");
+      wait_for(&req, {"all-reduce"});
       data += k;
       n -= k;
     } while (n > 0);
   }
 
+  int world_rank_of(int r) const {
+    return r >= 0 && r < size_ ? world_of_[static_cast<std::size_t>(r)] : r;
+  }
+
   MPI_Comm comm_;
+  std::vector<int> world_of_;  // member -> world rank
   int rank_ = 0;
   int size_ = 1;
   int max_tag_ = 32767;

@@ -10,6 +10,14 @@
 
 namespace braid::comm {
 
+// Every wait of this communicator (a blocking call, Request::wait, a collective) polls
+// its operation; one that makes no progress for BRAID_COMM_TIMEOUT seconds (default
+// kDefaultTimeoutSeconds; 0 waits forever) prints which rank waited for what, with which
+// peer (world ranks), and ends the whole job with kTimeoutExitCode. A value that is not
+// a number >= 0 is refused (UsageError: exit 2) when a communicator is made.
+inline constexpr double kDefaultTimeoutSeconds = 300;
+inline constexpr int kTimeoutExitCode = 1;
+
 // MPI_Init_thread on construction unless MPI is already up (then it leaves MPI alone),
 // MPI_Finalize on destruction if it initialised it. One per process, in main (or in
 // the command that needs MPI, when most runs of a tool do not). Without mpirun the
