@@ -58,6 +58,16 @@ std::string render_grid(const Problem& p, const Lowered& lw, const std::vector<s
   return out;
 }
 
+// An instruction as a reader of the schedule file finds it.
+std::string describe(const Problem& p, const Instr& in) {
+  const auto t = static_cast<std::size_t>(in.task);
+  std::string s = fmt::format("{} of {} replica {} stage {} micro-batch {}", op_name(in.op),
+                              p.spec.models[static_cast<std::size_t>(p.model[t])].name, p.replica[t], p.stage[t],
+                              p.micro_batch[t]);
+  if (in.peer >= 0) s += fmt::format(", peer {} buffer {}", in.peer, in.buffer);
+  return s;
+}
+
 }  // namespace
 
 DryRun dry_run(const Problem& p, const Lowered& lw) {
@@ -77,7 +87,10 @@ DryRun dry_run(const Problem& p, const Lowered& lw) {
   std::vector<std::int32_t> received(devices, -1);
 
   auto fail = [&](std::size_t d, const std::string& what) {
-    r.problem = fmt::format("device {} step {}: {}", d, ip[d], what);
+    const Instr& in = lw.streams[d][ip[d]];
+    r.problem = in.task >= 0 && in.task < p.num_tasks
+                    ? fmt::format("device {} instruction {} ({}): {}", d, ip[d], describe(p, in), what)
+                    : fmt::format("device {} instruction {}: {}", d, ip[d], what);
     why[d] = what;
     r.grid = render_grid(p, lw, ip, why);
     return r;
@@ -159,6 +172,14 @@ DryRun dry_run(const Problem& p, const Lowered& lw) {
     if (all_done) break;
     if (!progress) {
       r.problem = "deadlock: every unfinished device waits on another";
+      std::string sep = " (";
+      for (std::size_t d = 0; d < devices; ++d) {
+        if (ip[d] >= lw.streams[d].size()) continue;
+        r.problem += fmt::format("{}device {} instruction {} ({}): {}", sep, d, ip[d], describe(p, lw.streams[d][ip[d]]),
+                                 why[d]);
+        sep = "; ";
+      }
+      r.problem += ")";
       r.grid = render_grid(p, lw, ip, why);
       return r;
     }
@@ -171,7 +192,9 @@ DryRun dry_run(const Problem& p, const Lowered& lw) {
   }
   for (std::size_t t = 0; t < done_at.size(); ++t) {
     if (done_at[t] < 0) {
-      r.problem = fmt::format("subtask {} is never run", t);
+      r.problem = fmt::format("device {} never runs {} of {} replica {} stage {} micro-batch {} (subtask {})", p.device[t],
+                              p.kind[t] == Kind::F ? "F" : "B", p.spec.models[static_cast<std::size_t>(p.model[t])].name,
+                              p.replica[t], p.stage[t], p.micro_batch[t], t);
       return r;
     }
   }

@@ -3,6 +3,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "sched/dryrun.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -69,6 +70,12 @@ FusedPipeline::FusedPipeline(const sched::LoadedSchedule& schedule, comm::Commun
     throw InputError(origin, "spec.devices",
                      fmt::format("the schedule is for {} devices but {} MPI ranks run it (mpirun -np {})", p.devices,
                                  comm.size(), p.devices));
+  }
+  // The streams as braid-schedgen --verify runs them, on every rank (each holds the whole
+  // schedule) and before any message moves: a stream that would crash or deadlock here
+  // is refused alike everywhere.
+  if (const sched::DryRun run = sched::dry_run(p, schedule.lowered); !run.ok) {
+    throw InputError(origin, "devices", fmt::format("the instruction streams do not run: {}", run.problem));
   }
   if (p.num_tasks - 1 > comm.max_tag()) {
     throw InputError(origin, "devices", fmt::format("{} subtasks: more than the {} message tags the communicator has",

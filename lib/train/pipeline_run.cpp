@@ -52,6 +52,16 @@ void FusedPipeline::Impl::run_stream(std::span<const std::vector<io::SampleBatch
     }
     return ms.slots[static_cast<std::size_t>(ms.slot_of[j])];
   };
+  // The slot of a micro-batch whose F has run here: what SEND_F, B, RECV_B and SEND_B use.
+  auto held = [&](const sched::Instr& in) -> model::Activations& {
+    PipelineModelState& ms = state_of(in.task);
+    const auto j = static_cast<std::size_t>(p.micro_batch[static_cast<std::size_t>(in.task)]);
+    if (ms.slot_of[j] < 0) {
+      throw std::logic_error(fmt::format("pipeline: device {}: {} of {} micro-batch {} before its forward pass ran here",
+                                         device, sched::op_name(in.op), ms.spec.name, j));
+    }
+    return ms.slots[static_cast<std::size_t>(ms.slot_of[j])];
+  };
   auto release = [&](int task) {
     PipelineModelState& ms = state_of(task);
     const auto j = static_cast<std::size_t>(p.micro_batch[static_cast<std::size_t>(task)]);
@@ -72,11 +82,20 @@ void FusedPipeline::Impl::run_stream(std::span<const std::vector<io::SampleBatch
     s->data.resize(n);
     be->copy_to_host(s->data.data(), device_data, n * sizeof(float));
     const int receiver = p.succ[static_cast<std::size_t>(task)];
+    if (receiver < 0 || peer == device || p.device[static_cast<std::size_t>(receiver)] != peer) {
+      throw std::logic_error(fmt::format("pipeline: device {} sends subtask {}'s output to device {}, which does not "
+                                         "consume it", device, task, peer));
+    }
     s->request = comm->isend(std::span<const float>(s->data.data(), n), peer, receiver);
   };
   auto receive = [&](const sched::Instr& in) -> PipelineRecvBuffer& {
     const int pool = sched::pool_of(p.model[static_cast<std::size_t>(in.task)], p.kind[static_cast<std::size_t>(in.task)]);
-    PipelineRecvBuffer& buf = buffers.at({pool, in.buffer});
+    const auto it = buffers.find({pool, in.buffer});
+    if (it == buffers.end()) {
+      throw std::logic_error(fmt::format("pipeline: device {}: {} of subtask {} reads buffer {} of pool {}, which no "
+                                         "receive was posted on", device, sched::op_name(in.op), in.task, in.buffer, pool));
+    }
+    PipelineRecvBuffer& buf = it->second;
     if (buf.next >= buf.tasks.size() || buf.tasks[buf.next] != in.task) {
       throw std::logic_error(fmt::format("pipeline: receive buffer {} of pool {} is not posted for task {}", in.buffer,
                                          pool, in.task));
@@ -131,17 +150,17 @@ void FusedPipeline::Impl::run_stream(std::span<const std::vector<io::SampleBatch
       }
       case sched::Op::SEND_F:
         be->synchronize();
-        send(in.task, slot(in.task).output(), in.peer);
+        send(in.task, held(in).output(), in.peer);
         break;
       case sched::Op::RECV_B: {
         PipelineRecvBuffer& buf = receive(in);
-        be->copy_to_device(slot(in.task).output_grad(), buf.data.data(), rows * sizeof(float));
+        be->copy_to_device(held(in).output_grad(), buf.data.data(), rows * sizeof(float));
         next_receive(buf);
         break;
       }
       case sched::Op::B: {
         const auto t0 = Clock::now();
-        ms.model->backward(slot(in.task));
+        ms.model->backward(held(in));
         be->synchronize();
         ms.times.backward_seconds += since(t0);
         // The first stage sends nothing back: its slot is free at once.
@@ -149,7 +168,7 @@ void FusedPipeline::Impl::run_stream(std::span<const std::vector<io::SampleBatch
         break;
       }
       case sched::Op::SEND_B:
-        send(in.task, slot(in.task).input_grad(), in.peer);
+        send(in.task, held(in).input_grad(), in.peer);
         release(in.task);
         break;
     }

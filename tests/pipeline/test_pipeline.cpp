@@ -250,3 +250,72 @@ BOOST_AUTO_TEST_CASE(refuses_micro_batches_that_do_not_fit_the_schedule) {
     BOOST_TEST(std::string(e.what()).find("\"critic\" is scheduled but not trained here") != std::string::npos, e.what());
   }
 }
+
+namespace {
+
+// The fused schedule of this many devices with one defect that braid-schedgen --verify
+// refuses, made in its JSON form as a hand edit would make it.
+sched::LoadedSchedule defective_schedule(int devices, const std::string& defect) {
+  json doc = json::parse(test::fused_schedule_json(models_for(devices, devices)));
+  json& ins = doc["devices"][0]["instructions"];
+  std::size_t send = 0;
+  while (send < ins.size() && ins[send]["op"] != "SEND_F") ++send;
+  BOOST_REQUIRE(send < ins.size());
+  if (defect == "send before its F") {
+    std::size_t f = 0;
+    auto same = [&](const json& a, const json& b) {
+      return a["model"] == b["model"] && a["replica"] == b["replica"] && a["stage"] == b["stage"] &&
+             a["micro_batch"] == b["micro_batch"];
+    };
+    while (f < send && !(ins[f]["op"] == "F" && same(ins[f], ins[send]))) ++f;
+    BOOST_REQUIRE(f < send);
+    json moved = ins[send];
+    ins.erase(send);
+    ins.insert(ins.begin() + static_cast<std::ptrdiff_t>(f), moved);
+  } else if (defect == "deleted send") {
+    ins.erase(send);
+  } else if (defect == "send to itself") {
+    ins[send]["peer"] = 0;
+  } else if (defect == "stream cut in half") {
+    json& other = doc["devices"][1]["instructions"];
+    other.erase(other.begin() + static_cast<std::ptrdiff_t>(other.size() / 2), other.end());
+  }
+  return sched::load_schedule(doc, "bad-sched.json");
+}
+
+}  // namespace
+
+// Streams braid-schedgen --verify refuses are refused on every rank before any message
+// moves (they crashed or hung the job): exit 2 from the tools, the file and the device named.
+BOOST_AUTO_TEST_CASE(refuses_instruction_streams_that_do_not_run) {
+  auto world = comm::mpi_world();
+  const int n = world->size();
+  if (n < 2) return;  // one device sends nothing
+  auto be = backend::make_cpu_backend(1);
+  train::PolicyObjective policy(train::ppo_actor_options());
+  train::ValueObjective value;
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"send before its F", "device 0 instruction 0 (SEND_F of actor replica 0 stage 0 micro-batch 0, peer 1 buffer 0): "
+                            "sends the output of subtask 0 before computing it"},
+      // Device 1 meets micro-batch 1's tensor where it expects micro-batch 0's.
+      {"deleted send", "(RECV_F of actor replica 0 stage 1 micro-batch 0, peer 0 buffer 0): buffer 0 holds"},
+      {"send to itself", "device 0 instruction 1 (SEND_F of actor replica 0 stage 0 micro-batch 0, peer 0 buffer 0): "
+                         "sends subtask 0's output to device 0, which does not consume it"},
+      {"stream cut in half", "the instruction streams do not run: "}};
+  for (const auto& [defect, message] : cases) {
+    BOOST_TEST_CONTEXT(defect << ", rank " << world->rank()) {
+      const auto schedule = defective_schedule(n, defect);
+      try {
+        train::FusedPipeline pipe(schedule, *world, *be,
+                                  {{"actor", "actor.h5", &policy, {}}, {"critic", "critic.h5", &value, {}}},
+                                  {.schedule_origin = "bad-sched.json"});
+        BOOST_FAIL("a schedule whose streams do not run was accepted");
+      } catch (const InputError& e) {
+        const std::string what = e.what();
+        BOOST_TEST(e.file() == "bad-sched.json");
+        BOOST_TEST(what.find("the instruction streams do not run") != std::string::npos, what);
+        BOOST_TEST(what.find(message) != std::string::npos, what);
+      }
+    }
+  }
+}
