@@ -78,6 +78,14 @@ expect_bad train-shard nan-advantages.h5 /advantages -- \
   "$B/braid-train" -q ppo nan-advantages.h5 --actor actor.h5 --actor-out a2.h5 --critic critic.h5 --critic-out c2.h5 --threads 1
 [[ ! -e a2.h5 && ! -e c2.h5 ]] || fail "braid-train wrote a checkpoint from a NaN shard"
 
+# --- Results: a KL coefficient of 3e38 against another reference overflows the advantages;
+# braid-score refuses to write the shard, naming the array.
+"$B/braid" -q init -c "$CONFIG" --seed 5 -o ref.h5 > /dev/null
+expect_bad score-result scored-big/scored-00000.h5 /advantages "computed" -- \
+  "$B/braid-score" -q gen/gen-00000.h5 -o scored-big --ref ref.h5 --critic critic.h5 --reward-rule length:32 \
+  --threads 1 --kl-coef 3e38
+[[ ! -e scored-big/scored-00000.h5 ]] || fail "braid-score wrote non-finite advantages"
+
 # --- Results: a learning rate of 1e300 makes the weights infinite after the first step.
 expect_bad train-lr a3.h5 "step 1" "model." -- \
   "$B/braid-train" -q ppo scored/scored-00000.h5 --actor actor.h5 --actor-out a3.h5 --critic critic.h5 \
