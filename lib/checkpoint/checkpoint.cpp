@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "io/finite.hpp"
 
 #include <fmt/format.h>
 
@@ -70,6 +71,21 @@ void save_weights(const model::Model& m, const std::filesystem::path& path, cons
     w.add(t.name, t.shape, src);
   }
   w.commit();
+}
+
+void require_finite_weights(const model::Model& m, const std::filesystem::path& file, std::int64_t step) {
+  backend::Backend& be = m.backend();
+  std::vector<float> host;
+  for (const auto& t : m.tensors()) {
+    const float* src = t.data;
+    if (!src || !be.host_accessible()) {
+      host.resize(static_cast<std::size_t>(t.numel));
+      model::read_values(be, t, host.data());
+      src = host.data();
+    }
+    io::require_finite({src, static_cast<std::size_t>(t.numel)}, file.string(), t.name,
+                       fmt::format("weights after training step {}; nothing written", step));
+  }
 }
 
 void load_weights(model::Model& m, const io::WeightShardSet& shards) {

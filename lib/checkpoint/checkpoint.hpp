@@ -40,6 +40,11 @@ struct SaveInfo {
 // values widened.
 void save_weights(const model::Model& m, const std::filesystem::path& path, const SaveInfo& info = {});
 
+// InputError(file, tensor) when a weight of m is NaN or Inf (io/finite.hpp): a trainer
+// calls it before writing anything of a checkpoint, so that a run whose weights
+// diverged (a learning rate too high) leaves no file behind. `step` goes in the message.
+void require_finite_weights(const model::Model& m, const std::filesystem::path& file, std::int64_t step);
+
 // Fills every tensor of m from the shards (rounded to nearest even for a bf16 model). InputError (naming the file and tensor) when a
 // tensor is missing, has another shape, or the shards' config differs from m's.
 void load_weights(model::Model& m, const io::WeightShardSet& shards);

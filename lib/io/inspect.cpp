@@ -70,9 +70,14 @@ std::optional<std::string> check_file(const std::string& path) {
     }
     const std::string format = hdf5_format(path);
     if (format == kSamplesFormat) {
-      probe_sample_shard(path);
+      read_sample_shard(path);  // every value read: a NaN or Inf is a problem (io/finite.hpp)
     } else if (format == kWeightsFormat) {
       WeightShardReader r(path);
+      std::vector<float> values;
+      for (const auto& name : r.names()) {
+        values.resize(static_cast<std::size_t>(numel(r.shape(name))));
+        r.read(name, values.data());  // refuses a non-finite tensor, naming it
+      }
     } else {
       unknown_format(path, format);
     }

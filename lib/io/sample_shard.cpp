@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
+#include "io/finite.hpp"
 #include "io/h5.hpp"
 #include "io/shard_header.hpp"
 
@@ -65,6 +66,7 @@ void write_sample_shard(const std::filesystem::path& path, const SampleBatch& ba
   if (auto problems = batch.problems(); !problems.empty()) {
     throw std::invalid_argument(fmt::format("refusing to write {}: {}", path.string(), fmt::join(problems, "; ")));
   }
+  require_finite(batch, path.string(), "computed, refusing to write it");
   AtomicFile out(path);
   auto f = h5::File::create(out.temp_path(), path.string());
   write_header(f, kSamplesFormat, kSamplesVersion);
@@ -103,6 +105,7 @@ SampleShard read_sample_shard(const std::filesystem::path& path) {
     throw InputError(f.name(), "/tokens",
                      fmt::format("token {} is {}, expected a token id >= 0", bad - b.tokens.begin(), *bad));
   }
+  require_finite(b, f.name(), "stored");
   return s;
 }
 

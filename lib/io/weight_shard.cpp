@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
+#include "io/finite.hpp"
 #include "io/h5.hpp"
 #include "io/shard_header.hpp"
 
@@ -33,9 +34,11 @@ struct WeightShardWriter::Impl {
   h5::File file;
   std::set<std::string> names;
   bool committed = false;
+  std::string meta_kind;  // for the message that refuses a non-finite tensor
+  std::int64_t meta_step = 0;
 
   Impl(const std::filesystem::path& path, const WeightShardMeta& meta)
-      : out(path), file(h5::File::create(out.temp_path(), path.string())) {
+      : out(path), file(h5::File::create(out.temp_path(), path.string())), meta_kind(meta.kind), meta_step(meta.step) {
     if (meta.kind != "weights" && meta.kind != "optimizer") {
       throw std::invalid_argument("WeightShardMeta::kind must be \"weights\" or \"optimizer\", not " + meta.kind);
     }
@@ -70,6 +73,8 @@ void WeightShardWriter::add(const std::string& name, const Shape& shape, const f
     if (d < 0) throw std::invalid_argument("negative dimension in the shape of " + name);
   }
   if (!impl_->names.insert(name).second) throw std::invalid_argument("tensor " + name + " added twice");
+  require_finite({data, static_cast<std::size_t>(numel(shape))}, path().string(), name,
+                 fmt::format("{} of step {}, refusing to write it", impl_->meta_kind, impl_->meta_step));
   impl_->file.write_tensor(name, shape, data);
 }
 
@@ -157,6 +162,7 @@ Shape WeightShardReader::shape(const std::string& name) const {
 void WeightShardReader::read(const std::string& name, float* dst) const {
   const Shape s = shape(name);
   impl_->file.read<float>(name, dst, static_cast<std::size_t>(numel(s)));
+  require_finite({dst, static_cast<std::size_t>(numel(s))}, impl_->file.name(), name, "stored");
 }
 
 std::vector<float> WeightShardReader::read(const std::string& name) const {
@@ -175,6 +181,7 @@ void WeightShardReader::read_slice(const std::string& name, int axis, std::int64
   start[static_cast<std::size_t>(axis)] = begin;
   count[static_cast<std::size_t>(axis)] = end - begin;
   impl_->file.read_box(name, start, count, dst);
+  require_finite({dst, static_cast<std::size_t>(numel(count))}, impl_->file.name(), name, "stored");
 }
 
 // ---- several shards ---------------------------------------------------------

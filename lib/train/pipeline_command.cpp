@@ -101,6 +101,20 @@ class FusedSession final : public RlSession {
   backend::Backend& backend() override { return *be_; }
 
   void save(const std::string& created_by) override {
+    // Weights that diverged (a learning rate too high): nothing written, exit 2 on every
+    // rank (the peers wait in barriers; only ending the job frees them).
+    for (std::size_t i = 0; i < outs_.size(); ++i) {
+      const int m = static_cast<int>(i);
+      if (pipe_->replica(m) != 0) continue;
+      try {
+        checkpoint::require_finite_weights(pipe_->stage(m), checkpoint::stage_path(outs_[i], pipe_->stage_index(m), pipe_->stages(m)),
+                                           pipe_->checkpoint_step(m) + 1);
+      } catch (const InputError& e) {
+        if (world_->size() == 1) throw;
+        log::error("rank {}: {}", world_->rank(), e.what());
+        world_->abort(2);
+      }
+    }
     // The optimizer state first, then the weights: a checkpoint whose weights exist has its state.
     for (std::size_t i = 0; i < outs_.size(); ++i) {
       const int m = static_cast<int>(i);

@@ -8,6 +8,9 @@ namespace braid::train {
 
 std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim::AdamW& opt,
                                                    const std::filesystem::path& out, const checkpoint::SaveInfo& info) {
+  // Nothing under either name when the weights diverged; the state's writer refuses
+  // non-finite moments before its file exists.
+  checkpoint::require_finite_weights(m, out, info.step);
   const std::filesystem::path state = checkpoint::optimizer_state_path(out);
   save_optimizer_state(opt, m, state, info);
   checkpoint::save_weights(m, out, info);
