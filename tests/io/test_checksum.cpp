@@ -117,6 +117,10 @@ BOOST_AUTO_TEST_CASE(every_written_dataset_carries_a_checksum_that_verifies) {
     BOOST_TEST(report.mismatched.empty());
     BOOST_TEST(report.verified.size() == file.dataset_paths().size());
   }
+  const auto summary = inspect_file(w.string());
+  BOOST_TEST(summary["checksums"]["verified"] == 3);
+  BOOST_TEST(summary["checksums"]["absent"] == 0);
+  BOOST_TEST(render_inspect_text(summary).find("checksums: 3 verified, 0 absent") != std::string::npos);
   // The stored value is XXH3-64 of the values as written.
   const auto q = ramp(16, 10.0f);
   const hid_t f = H5Fopen(w.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
