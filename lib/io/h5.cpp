@@ -1,8 +1,12 @@
 #include "io/h5.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
+
+#include <xxhash.h>
 
 #include <fmt/format.h>
 
@@ -146,34 +150,54 @@ File File::open_read(const std::filesystem::path& path) {
 
 bool File::has_attr(const std::string& attr) const { return H5Aexists(id(), attr.c_str()) > 0; }
 
-std::optional<std::string> File::attr_string(const std::string& attr) const {
-  if (!has_attr(attr)) return std::nullopt;
-  const std::string field = "attribute " + attr;
-  Handle a(H5Aopen(id(), attr.c_str(), H5P_DEFAULT));
+namespace {
+// A scalar string attribute of any object (root group, dataset).
+std::optional<std::string> read_string_attr(hid_t obj, const std::string& attr, const std::string& file,
+                                            const std::string& field) {
+  if (H5Aexists(obj, attr.c_str()) <= 0) return std::nullopt;
+  Handle a(H5Aopen(obj, attr.c_str(), H5P_DEFAULT));
   Handle t(H5Aget_type(a.get()));
-  if (!a.valid() || !t.valid()) throw InputError(name_, field, "cannot be read");
-  if (H5Tget_class(t.get()) != H5T_STRING) throw InputError(name_, field, "is not a string");
+  if (!a.valid() || !t.valid()) throw InputError(file, field, "cannot be read");
+  if (H5Tget_class(t.get()) != H5T_STRING) throw InputError(file, field, "is not a string");
   Handle space(H5Aget_space(a.get()));
-  if (H5Sget_simple_extent_npoints(space.get()) != 1) throw InputError(name_, field, "is not a single string");
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) throw InputError(file, field, "is not a single string");
   if (H5Tis_variable_str(t.get()) > 0) {
     Handle mem(H5Tcopy(H5T_C_S1));
     H5Tset_size(mem.get(), H5T_VARIABLE);
     H5Tset_cset(mem.get(), H5Tget_cset(t.get()));
     char* buf = nullptr;
-    if (H5Aread(a.get(), mem.get(), &buf) < 0 || buf == nullptr) throw InputError(name_, field, "cannot be read");
+    if (H5Aread(a.get(), mem.get(), &buf) < 0 || buf == nullptr) throw InputError(file, field, "cannot be read");
     std::string s(buf);
     H5free_memory(buf);
     return s;
   }
   const std::size_t size = H5Tget_size(t.get());
   std::string s(size, '\0');
-  if (size > 0 && H5Aread(a.get(), t.get(), s.data()) < 0) throw InputError(name_, field, "cannot be read");
+  if (size > 0 && H5Aread(a.get(), t.get(), s.data()) < 0) throw InputError(file, field, "cannot be read");
   // Fixed-length strings are padded with NULs (or spaces, for Fortran-style padding).
   const H5T_str_t pad = H5Tget_strpad(t.get());
   auto end = s.find('\0');
   if (end != std::string::npos) s.resize(end);
   if (pad == H5T_STR_SPACEPAD) s.erase(s.find_last_not_of(' ') + 1);
   return s;
+}
+
+// Fixed-length UTF-8 string attribute on any object; false when HDF5 fails.
+bool write_string_attr(hid_t obj, const std::string& attr, std::string_view value) {
+  if (H5Aexists(obj, attr.c_str()) > 0) H5Adelete(obj, attr.c_str());
+  Handle t(H5Tcopy(H5T_C_S1));
+  H5Tset_size(t.get(), value.size() + 1);
+  H5Tset_strpad(t.get(), H5T_STR_NULLTERM);
+  H5Tset_cset(t.get(), H5T_CSET_UTF8);
+  Handle space(H5Screate(H5S_SCALAR));
+  Handle a(H5Acreate2(obj, attr.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  std::string buf(value);
+  return a.valid() && H5Awrite(a.get(), t.get(), buf.c_str()) >= 0;
+}
+}  // namespace
+
+std::optional<std::string> File::attr_string(const std::string& attr) const {
+  return read_string_attr(id(), attr, name_, "attribute " + attr);
 }
 
 std::optional<std::int64_t> File::attr_int(const std::string& attr) const {
@@ -195,17 +219,7 @@ std::optional<std::int64_t> File::attr_int(const std::string& attr) const {
 }
 
 void File::set_attr(const std::string& attr, std::string_view value) {
-  if (has_attr(attr)) H5Adelete(id(), attr.c_str());
-  Handle t(H5Tcopy(H5T_C_S1));
-  H5Tset_size(t.get(), value.size() + 1);
-  H5Tset_strpad(t.get(), H5T_STR_NULLTERM);
-  H5Tset_cset(t.get(), H5T_CSET_UTF8);
-  Handle space(H5Screate(H5S_SCALAR));
-  Handle a(H5Acreate2(id(), attr.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
-  std::string buf(value);
-  if (!a.valid() || H5Awrite(a.get(), t.get(), buf.c_str()) < 0) {
-    throw InputError(name_, "attribute " + attr, "cannot be written");
-  }
+  if (!write_string_attr(id(), attr, value)) throw InputError(name_, "attribute " + attr, "cannot be written");
 }
 
 void File::set_attr(const std::string& attr, std::int64_t value) {
@@ -214,6 +228,52 @@ void File::set_attr(const std::string& attr, std::int64_t value) {
   Handle a(H5Acreate2(id(), attr.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT));
   if (!a.valid() || H5Awrite(a.get(), H5T_NATIVE_INT64, &value) < 0) {
     throw InputError(name_, "attribute " + attr, "cannot be written");
+  }
+}
+
+static_assert(std::endian::native == std::endian::little,
+              "checksums hash the values as they lie in memory, which must be the files' little-endian order");
+
+std::string checksum_of(const void* data, std::size_t bytes) {
+  return fmt::format("{}:{:016x}", kChecksumAlgorithm, XXH3_64bits(data, bytes));
+}
+
+void File::store_checksum(hid_t d, const std::string& path, const void* data, std::size_t bytes) {
+  if (!write_string_attr(d, kChecksumAttr, checksum_of(data, bytes))) {
+    throw InputError(name_, display(path), "cannot write its checksum (disk full?)");
+  }
+}
+
+std::optional<std::string> File::stored_checksum(hid_t d, const std::string& path) const {
+  auto c = read_string_attr(d, kChecksumAttr, name_, display(path) + " attribute " + kChecksumAttr);
+  if (c && c->rfind(std::string(kChecksumAlgorithm) + ":", 0) != 0) {
+    throw InputError(name_, display(path) + " attribute " + kChecksumAttr,
+                     "is \"" + *c + "\", not a " + kChecksumAlgorithm + " checksum this braid knows");
+  }
+  return c;
+}
+
+std::string File::compute_checksum(hid_t d, const std::string& path) const {
+  Handle t(H5Dget_type(d));
+  Handle native(H5Tget_native_type(t.get(), H5T_DIR_ASCEND));
+  Handle space(H5Dget_space(d));
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (!t.valid() || !native.valid() || n < 0) throw InputError(name_, display(path), "cannot be read (damaged?)");
+  const std::size_t bytes = static_cast<std::size_t>(n) * H5Tget_size(native.get());
+  // Not value-initialised: a 1 GB tensor would be written twice.
+  std::unique_ptr<std::byte[]> buf(new std::byte[std::max<std::size_t>(bytes, 1)]);
+  if (bytes > 0 && H5Dread(d, native.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.get()) < 0) {
+    throw InputError(name_, display(path), "cannot be read (damaged data?)");
+  }
+  return checksum_of(buf.get(), bytes);
+}
+
+void File::expect_checksum(const std::string& path, const std::optional<std::string>& stored,
+                           const std::string& actual) const {
+  if (stored && *stored != actual) {
+    throw InputError(name_, display(path),
+                     fmt::format("checksum mismatch: the file is damaged (stored {}, the data hashes to {})", *stored,
+                                 actual));
   }
 }
 
@@ -293,6 +353,7 @@ void File::write_1d(const std::string& path, std::span<const T> data, Storage st
   if (n > 0 && H5Dwrite(d.get(), TypeOf<T>::memory(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) < 0) {
     throw InputError(name_, display(path), "write failed (disk full?)");
   }
+  store_checksum(d.get(), path, data.data(), data.size_bytes());
 }
 
 void File::write_tensor(const std::string& path, const std::vector<std::int64_t>& dims, const float* data) {
@@ -307,6 +368,7 @@ void File::write_tensor(const std::string& path, const std::vector<std::int64_t>
   if (n > 0 && H5Dwrite(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
     throw InputError(name_, display(path), "write failed (disk full?)");
   }
+  store_checksum(d.get(), path, data, static_cast<std::size_t>(n) * sizeof(float));
 }
 
 template <typename T>
@@ -321,11 +383,16 @@ void File::read(const std::string& path, T* dst, std::size_t count) const {
     throw InputError(name_, display(path),
                      fmt::format("has {} elements, expected {}", info.elements(), count));
   }
-  if (count == 0) return;
   Handle d(H5Dopen2(id(), path.c_str(), H5P_DEFAULT));
-  if (H5Dread(d.get(), TypeOf<T>::memory(), H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
+  const auto stored = stored_checksum(d.get(), path);
+  if (count > 0 && H5Dread(d.get(), TypeOf<T>::memory(), H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
     throw InputError(name_, display(path), "cannot be read (damaged data?)");
   }
+  if (!stored) return;
+  // Stored as T: the values just read are the stored bytes. Otherwise (a widening
+  // read), hash them again in the stored type.
+  const bool same = info.type_class == TypeOf<T>::cls && info.type_size == sizeof(T);
+  expect_checksum(path, stored, same ? checksum_of(dst, count * sizeof(T)) : compute_checksum(d.get(), path));
 }
 
 template <typename T>
@@ -367,8 +434,10 @@ void File::read_box(const std::string& path, const std::vector<std::int64_t>& st
     }
     n *= count[i];
   }
-  if (n == 0) return;
   Handle d(H5Dopen2(id(), path.c_str(), H5P_DEFAULT));
+  // A checksum covers the whole dataset: a slice read hashes all of it first.
+  if (const auto stored = stored_checksum(d.get(), path)) expect_checksum(path, stored, compute_checksum(d.get(), path));
+  if (n == 0) return;
   Handle file_space(H5Dget_space(d.get()));
   const std::vector<hsize_t> hs(start.begin(), start.end()), hc(count.begin(), count.end());
   Handle mem_space(hc.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(hc.size()), hc.data(), nullptr));
@@ -378,6 +447,26 @@ void File::read_box(const std::string& path, const std::vector<std::int64_t>& st
   if (H5Dread(d.get(), H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(), H5P_DEFAULT, dst) < 0) {
     throw InputError(name_, display(path), "cannot be read (damaged data?)");
   }
+}
+
+ChecksumReport File::verify_checksums() const {
+  ChecksumReport r;
+  for (const auto& path : dataset_paths()) {
+    try {
+      Handle d(H5Dopen2(id(), path.c_str(), H5P_DEFAULT));
+      if (!d.valid()) throw InputError(name_, display(path), "cannot be opened");
+      const auto stored = stored_checksum(d.get(), path);
+      if (!stored) {
+        r.absent.push_back(path);
+        continue;
+      }
+      expect_checksum(path, stored, compute_checksum(d.get(), path));
+      r.verified.push_back(path);
+    } catch (const InputError& e) {
+      r.mismatched.push_back(e.field() + ": " + (e.problems().empty() ? std::string(e.what()) : e.problems().front()));
+    }
+  }
+  return r;
 }
 
 void File::close() {

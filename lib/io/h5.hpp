@@ -49,6 +49,24 @@ struct DatasetInfo {
   std::string type_name() const;
 };
 
+// Dataset checksums. Every dataset braid writes carries the string attribute
+// "checksum" = "xxh3-64:<16 hex digits>": XXH3-64 (seed 0, libxxhash) of the
+// dataset's values in their stored type, little-endian, row-major. Every whole
+// read verifies it (a slice read hashes the whole dataset first); a mismatch is
+// an InputError naming the file and the dataset. Datasets without the attribute
+// (files written before it, or by other programs) are read unverified.
+inline constexpr const char* kChecksumAttr = "checksum";
+inline constexpr const char* kChecksumAlgorithm = "xxh3-64";
+// "xxh3-64:0123456789abcdef" for these bytes.
+std::string checksum_of(const void* data, std::size_t bytes);
+
+// What File::verify_checksums found, dataset paths in each list.
+struct ChecksumReport {
+  std::vector<std::string> verified;    // checksum present and equal
+  std::vector<std::string> absent;      // no checksum attribute
+  std::vector<std::string> mismatched;  // "/path: why" for each damaged dataset
+};
+
 // How a 1-D array is laid out on disk: chunked and deflated (sample data) or
 // contiguous (weights: large, incompressible, read whole).
 enum class Storage { compressed, contiguous };
@@ -104,11 +122,24 @@ class File {
   template <typename T>
   std::int64_t length_1d(const std::string& path) const;
 
+  // Reads every dataset whole and compares it with its checksum; never throws
+  // for a mismatch (they are listed), so one call finds every damaged dataset.
+  ChecksumReport verify_checksums() const;
+
   // Flushes and closes; throws InputError when HDF5 reports a failure.
   void close();
 
  private:
   File(Handle file, std::string name) : file_(std::move(file)), name_(std::move(name)) {}
+  // Stores checksum_of(data, bytes) on the open dataset d.
+  void store_checksum(hid_t d, const std::string& path, const void* data, std::size_t bytes);
+  // The dataset's stored checksum (nullopt when absent) ...
+  std::optional<std::string> stored_checksum(hid_t d, const std::string& path) const;
+  // ... and the checksum of its values, read whole in the stored type.
+  std::string compute_checksum(hid_t d, const std::string& path) const;
+  // Throws "checksum mismatch" unless `actual` equals the stored checksum (if any).
+  void expect_checksum(const std::string& path, const std::optional<std::string>& stored,
+                       const std::string& actual) const;
   Handle file_;
   std::string name_;
 };

@@ -62,25 +62,46 @@ ordered_json inspect_file(const std::string& path, const InspectOptions& options
   unknown_format(path, format);
 }
 
-std::optional<std::string> check_file(const std::string& path) {
+namespace {
+// Every dataset compared with its checksum: all mismatches in one InputError.
+void check_checksums(const std::string& path, std::vector<std::string>* notes) {
+  const auto f = h5::File::open_read(path);
+  const h5::ChecksumReport r = f.verify_checksums();
+  if (!r.mismatched.empty()) throw InputError(path, r.mismatched);
+  if (notes && !r.absent.empty()) {
+    notes->push_back(fmt::format("{}: note: {} of {} datasets carry no checksum (written before braid checksummed "
+                                 "datasets?), not verified: /{}{}",
+                                 path, r.absent.size(), r.absent.size() + r.verified.size(), r.absent.front(),
+                                 r.absent.size() > 1 ? ", ..." : ""));
+  }
+}
+}  // namespace
+
+std::optional<std::string> check_file(const std::string& path, std::vector<std::string>* notes) {
   try {
     if (!is_hdf5(path)) {
       load_braid_json(path);
       return std::nullopt;
     }
     const std::string format = hdf5_format(path);
-    if (format == kSamplesFormat) {
-      read_sample_shard(path);  // every value read: a NaN or Inf is a problem (io/finite.hpp)
-    } else if (format == kWeightsFormat) {
+    if (format != kSamplesFormat && format != kWeightsFormat) unknown_format(path, format);
+    const bool samples = format == kSamplesFormat;
+    // The header, then every checksum (so that all damaged datasets are listed), then every
+    // value: a NaN or Inf is a problem too (io/finite.hpp).
+    check_header(h5::File::open_read(path), format, samples ? kSamplesVersion : kWeightsVersion);
+    std::vector<std::string> found;
+    check_checksums(path, &found);
+    if (samples) {
+      read_sample_shard(path);
+    } else {
       WeightShardReader r(path);
       std::vector<float> values;
       for (const auto& name : r.names()) {
         values.resize(static_cast<std::size_t>(numel(r.shape(name))));
         r.read(name, values.data());  // refuses a non-finite tensor, naming it
       }
-    } else {
-      unknown_format(path, format);
     }
+    if (notes) notes->insert(notes->end(), found.begin(), found.end());
     return std::nullopt;
   } catch (const std::exception& e) {
     return std::string(e.what());

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/json.hpp"
 
@@ -25,7 +26,9 @@ ordered_json inspect_file(const std::string& path, const InspectOptions& options
 std::string render_inspect_text(const ordered_json& summary);
 
 // nullopt when `path` is a good, complete braid file; otherwise why not (a
-// message naming the file). Reads only headers and layouts, not the bulk data.
-std::optional<std::string> check_file(const std::string& path);
+// message naming the file). An HDF5 file's datasets are all read and compared
+// with their checksums; every mismatch is listed in the one message. Notes that
+// are no failure (datasets without a checksum: an older file) go to `notes`.
+std::optional<std::string> check_file(const std::string& path, std::vector<std::string>* notes = nullptr);
 
 }  // namespace braid::io

@@ -73,6 +73,10 @@ std::string render_weights(const ordered_json& s) {
                      number(s["layer_end"]), s["has_embedding"].get<bool>() ? "yes" : "no",
                      s["has_head"].get<bool>() ? "yes" : "no", number(s["tp_rank"]), number(s["tp_size"]));
   out += fmt::format("  {} tensors, {} parameters\n", number(s["tensor_count"]), number(s["parameters"]));
+  if (s.contains("checksums")) {
+    out += fmt::format("  checksums: {} verified, {} absent (written before checksums)\n",
+                       number(s["checksums"]["verified"]), number(s["checksums"]["absent"]));
+  }
   if (!s["created_by"].get<std::string>().empty()) out += "  created by: " + s["created_by"].get<std::string>() + "\n";
   if (!s["model_config"].is_null()) out += "  model config: " + one_line(s["model_config"], kConfigChars) + "\n";
 

@@ -1,3 +1,4 @@
+#include "core/error.hpp"
 #include "io/h5.hpp"
 #include "io/inspect_kinds.hpp"
 #include "io/weight_shard.hpp"
@@ -7,6 +8,9 @@ namespace braid::io::detail {
 ordered_json summarize_weights(const std::string& path) {
   const WeightShardReader r(path);
   const auto file = h5::File::open_read(path);
+  // The tensors are not otherwise read here: verify every checksum (all mismatches in one error).
+  const h5::ChecksumReport sums = file.verify_checksums();
+  if (!sums.mismatched.empty()) throw InputError(path, sums.mismatched);
   const auto& m = r.meta();
   ordered_json s;
   s["file"] = path;
@@ -31,6 +35,7 @@ ordered_json summarize_weights(const std::string& path) {
   }
   s["tensor_count"] = r.names().size();
   s["parameters"] = parameters;
+  s["checksums"] = {{"verified", sums.verified.size()}, {"absent", sums.absent.size()}};
   s["tensors"] = tensors;
   return s;
 }

@@ -9,6 +9,9 @@
 //   s.meta.created_by = cmdline;
 //   write_sample_shard("scored-0003.h5", s.batch, s.meta);
 //
+// Every array carries a checksum (h5.hpp), written with it and verified by
+// every read; a damaged array is an InputError naming the file and the array.
+// Shards written before checksums read unverified.
 // The layout on disk is documented in docs/formats.md. HDF5 (Debian's build)
 // is not thread-safe: read and write shards from one thread at a time.
 #pragma once
@@ -42,11 +45,13 @@ void write_sample_shard(const std::filesystem::path& path, const SampleBatch& ba
 
 // Reads a whole shard. InputError naming the file and listing every problem for
 // a file that is missing, not HDF5, truncated, of another format or a newer
-// version, unfinished, or whose arrays break the layout.
+// version, unfinished, whose arrays break the layout, or whose checksums do
+// not match.
 SampleShard read_sample_shard(const std::filesystem::path& path);
 
 // What a shard holds, learned by checking its header and layout without reading
-// the token data (offsets and prompt lengths are read). Same errors as reading.
+// the token data (offsets and prompt lengths are read, and their checksums
+// verified). Same errors as reading.
 struct SampleShardInfo {
   SampleShardMeta meta;
   int version = 0;

@@ -16,6 +16,9 @@
 // Optimizer state goes to a separate file of the same format with
 // kind = "optimizer": tensors "<name>.exp_avg" and "<name>.exp_avg_sq"
 // (optimizer_tensor_name) and the optimizer's step in meta.step.
+// Every tensor carries a checksum (h5.hpp), written by add() and verified by
+// every read and read_slice; a damaged tensor is an InputError naming the file
+// and the tensor. Shards written before checksums read unverified.
 // The layout on disk is documented in docs/formats.md. HDF5 (Debian's build)
 // is not thread-safe: read and write shards from one thread at a time.
 #pragma once
