@@ -60,11 +60,41 @@ extern "C" void cleanup_and_reraise(int sig) {
   ::raise(sig);
 }
 
-void fsync_path(const fs::path& p, int flags) {
+// 0, or the errno of a failed fsync/close (a file system may report a full disk
+// only there).
+int fsync_path(const fs::path& p, int flags) {
   int fd = ::open(p.c_str(), flags);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
+  if (fd < 0) return 0;
+  int err = ::fsync(fd) == 0 ? 0 : errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  return err;
+}
+
+// Removes the temp files ".NAME.tmp-PID-N" of `final` left by a process that no
+// longer exists (killed by SIGKILL or power loss). A temp whose PID is alive may
+// belong to a writer at work and is left alone; so is anything not of that form.
+void remove_stale_temps(const fs::path& dir, const fs::path& final) {
+  const std::string prefix = "." + final.filename().string() + ".tmp-";
+  std::error_code ec;
+  fs::directory_iterator it(dir.empty() ? fs::path(".") : dir, ec);
+  if (ec) return;
+  for (const auto& entry : it) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    // The rest must be PID-N, both decimal.
+    const std::string rest = name.substr(prefix.size());
+    const auto dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0 || dash + 1 == rest.size()) continue;
+    if (rest.find_first_not_of("0123456789-") != std::string::npos || rest.find('-', dash + 1) != std::string::npos) {
+      continue;
+    }
+    if (dash > 9) continue;  // not a PID
+    const long pid = std::stol(rest.substr(0, dash));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to know)
+    std::error_code rm;
+    if (entry.is_regular_file(rm)) fs::remove(entry.path(), rm);
+  }
 }
 
 }  // namespace
@@ -93,6 +123,7 @@ AtomicFile::AtomicFile(fs::path final_path) : final_(std::move(final_path)) {
   const std::string name = "." + final_.filename().string() + ".tmp-" + std::to_string(::getpid()) +
                            "-" + std::to_string(g_counter.fetch_add(1));
   temp_ = dir / name;
+  remove_stale_temps(dir, final_);
   slot_ = register_temp(temp_);
 }
 
@@ -105,7 +136,10 @@ void AtomicFile::commit() {
   if (!fs::exists(temp_)) {
     throw std::runtime_error("nothing was written to " + temp_.string() + " for " + final_.string());
   }
-  fsync_path(temp_, O_RDONLY);
+  if (const int err = fsync_path(temp_, O_RDONLY); err != 0) {
+    discard();
+    throw InputError(final_.string(), "", std::string("write failed: ") + std::strerror(err));
+  }
   if (::rename(temp_.c_str(), final_.c_str()) != 0) {
     const int err = errno;
     discard();
@@ -124,6 +158,24 @@ void AtomicFile::discard() noexcept {
   fs::remove(temp_, ec);
   unregister_temp(slot_);
   done_ = true;
+}
+
+void write_all(const AtomicFile& out, std::string_view bytes) {
+  const std::string name = out.final_path().string();
+  const int fd = ::open(out.temp_path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) throw InputError(name, "", std::string("cannot create: ") + std::strerror(errno));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      throw InputError(name, "", std::string("write failed: ") + std::strerror(err));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0) throw InputError(name, "", std::string("write failed: ") + std::strerror(errno));
 }
 
 // ---- text files ----------------------------------------------------------------
@@ -150,13 +202,7 @@ void write_text_file(const std::string& path, std::string_view text) {
     return;
   }
   AtomicFile out(path);
-  {
-    std::ofstream f(out.temp_path(), std::ios::binary);
-    if (!f) throw InputError(path, "", std::string("cannot create: ") + std::strerror(errno));
-    f.write(text.data(), static_cast<std::streamsize>(text.size()));
-    f.flush();
-    if (!f) throw InputError(path, "", "write failed (disk full?)");
-  }
+  write_all(out, text);
   out.commit();
 }
 

@@ -22,7 +22,9 @@ void write_text_file(const std::string& path, std::string_view text);
 // it under the final name; if the object is destroyed uncommitted (an exception)
 // or the process dies of SIGINT/SIGTERM/SIGHUP, the temp file is removed. Only a
 // SIGKILL or power loss can leave one behind: it is named ".NAME.tmp-PID-N" and
-// never matches the final name.
+// never matches the final name. The next AtomicFile for the same final name
+// removes such leftovers whose PID is no longer running. A failed write or fsync
+// (disk full) is an InputError naming the final file; the temp file is removed.
 class AtomicFile {
  public:
   explicit AtomicFile(std::filesystem::path final_path);
@@ -45,6 +47,10 @@ class AtomicFile {
   int slot_ = -1;
   bool done_ = false;
 };
+
+// Writes bytes to out's temp file (created or truncated); InputError naming the
+// final file and the reason ("No space left on device") when a write fails.
+void write_all(const AtomicFile& out, std::string_view bytes);
 
 // Installs SIGINT/SIGTERM/SIGHUP handlers that unlink every uncommitted
 // AtomicFile's temp file, then die of the same signal. cli::run() calls it.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
@@ -220,7 +221,11 @@ void SafetensorsWriter::commit() {
     }
   }
   out.close();
-  if (!out) throw std::runtime_error(fmt::format("could not write {}", file.temp_path().string()));
+  if (!out) {
+    const int err = errno;  // what the failed write or close left (ENOSPC on a full disk)
+    throw InputError(path_.string(), "", err != 0 ? std::string("write failed: ") + std::strerror(err)
+                                                  : std::string("write failed (disk full?)"));
+  }
   file.commit();
 }
 

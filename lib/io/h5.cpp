@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 
 #include <xxhash.h>
@@ -84,6 +86,46 @@ bool converts_losslessly(const DatasetInfo& info) {
 
 std::string display(const std::string& path) { return "/" + path; }
 
+// HDF5 closes every identifier still open when the process exits. After a failed
+// write (disk full) a dataset whose close failed stays registered half-freed, and
+// closing it again at exit crashes inside HDF5 (SIGSEGV in H5D_close, after braid
+// has printed its error). braid closes every file it writes explicitly, so nothing
+// is lost by skipping that: this runs before main, before HDF5 is initialized.
+[[maybe_unused]] const bool g_no_hdf5_atexit = [] {
+  H5dont_atexit();
+  return true;
+}();
+
+// Why the last HDF5 write failed, from the errno its file driver recorded on the
+// error stack ("... errno = 28, error message = 'No space left on device' ...").
+herr_t find_errno(unsigned, const H5E_error2_t* e, void* out) {
+  int* err = static_cast<int*>(out);
+  if (*err != 0 || e == nullptr || e->desc == nullptr) return 0;
+  const char* p = std::strstr(e->desc, "errno = ");
+  int v = 0;
+  if (p != nullptr && std::sscanf(p, "errno = %d", &v) == 1 && v > 0) *err = v;
+  return 0;
+}
+
+int last_errno() {
+  int err = 0;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, find_errno, &err);
+  return err;
+}
+
+// "write failed: No space left on device" (or "... (disk full?)" when HDF5 recorded no errno).
+std::string write_failure_reason() {
+  const int err = last_errno();
+  if (err == 0) return "write failed (disk full?)";
+  return std::string("write failed: ") + std::strerror(err);
+}
+
+// ": No space left on device" when the failed call recorded an errno, else "".
+std::string errno_suffix() {
+  const int err = last_errno();
+  return err == 0 ? std::string() : std::string(": ") + std::strerror(err);
+}
+
 }  // namespace
 
 Handle& Handle::operator=(Handle&& o) noexcept {
@@ -111,8 +153,13 @@ std::int64_t DatasetInfo::elements() const {
 std::string DatasetInfo::type_name() const { return type_name_of(type_class, type_size, is_signed); }
 
 void silence_errors() {
-  static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto(H5E_DEFAULT, nullptr, nullptr); });
+  // Per thread: a thread-safe HDF5 keeps one error stack (and its printing) per
+  // thread, and braid-generate writes its shards from a worker thread.
+  thread_local bool silenced = false;
+  if (!silenced) {
+    H5Eset_auto(H5E_DEFAULT, nullptr, nullptr);
+    silenced = true;
+  }
 }
 
 std::string library_version() {
@@ -128,7 +175,7 @@ File File::create(const std::filesystem::path& actual, std::string name) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
   H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18);
   Handle f(H5Fcreate(actual.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
-  if (!f.valid()) throw InputError(name, "", "cannot create the HDF5 file " + actual.string());
+  if (!f.valid()) throw InputError(name, "", "cannot create the HDF5 file " + actual.string() + errno_suffix());
   return File(std::move(f), std::move(name));
 }
 
@@ -219,15 +266,19 @@ std::optional<std::int64_t> File::attr_int(const std::string& attr) const {
 }
 
 void File::set_attr(const std::string& attr, std::string_view value) {
-  if (!write_string_attr(id(), attr, value)) throw InputError(name_, "attribute " + attr, "cannot be written");
+  silence_errors();  // this thread may not be the one that opened the file
+  if (!write_string_attr(id(), attr, value)) {
+    throw InputError(name_, "attribute " + attr, "cannot be written: " + write_failure_reason());
+  }
 }
 
 void File::set_attr(const std::string& attr, std::int64_t value) {
+  silence_errors();  // this thread may not be the one that opened the file
   if (has_attr(attr)) H5Adelete(id(), attr.c_str());
   Handle space(H5Screate(H5S_SCALAR));
   Handle a(H5Acreate2(id(), attr.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT));
   if (!a.valid() || H5Awrite(a.get(), H5T_NATIVE_INT64, &value) < 0) {
-    throw InputError(name_, "attribute " + attr, "cannot be written");
+    throw InputError(name_, "attribute " + attr, "cannot be written: " + write_failure_reason());
   }
 }
 
@@ -240,7 +291,7 @@ std::string checksum_of(const void* data, std::size_t bytes) {
 
 void File::store_checksum(hid_t d, const std::string& path, const void* data, std::size_t bytes) {
   if (!write_string_attr(d, kChecksumAttr, checksum_of(data, bytes))) {
-    throw InputError(name_, display(path), "cannot write its checksum (disk full?)");
+    throw InputError(name_, display(path), "cannot write its checksum: " + write_failure_reason());
   }
 }
 
@@ -337,6 +388,7 @@ Handle intermediate_groups() {
 
 template <typename T>
 void File::write_1d(const std::string& path, std::span<const T> data, Storage storage) {
+  silence_errors();  // this thread may not be the one that opened the file
   const hsize_t n = data.size();
   Handle space(H5Screate_simple(1, &n, nullptr));
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
@@ -349,24 +401,25 @@ void File::write_1d(const std::string& path, std::span<const T> data, Storage st
   }
   Handle lcpl = intermediate_groups();
   Handle d(H5Dcreate2(id(), path.c_str(), TypeOf<T>::file(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
-  if (!d.valid()) throw InputError(name_, display(path), "cannot create the dataset");
+  if (!d.valid()) throw InputError(name_, display(path), "cannot create the dataset" + errno_suffix());
   if (n > 0 && H5Dwrite(d.get(), TypeOf<T>::memory(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) < 0) {
-    throw InputError(name_, display(path), "write failed (disk full?)");
+    throw InputError(name_, display(path), write_failure_reason());
   }
   store_checksum(d.get(), path, data.data(), data.size_bytes());
 }
 
 void File::write_tensor(const std::string& path, const std::vector<std::int64_t>& dims, const float* data) {
+  silence_errors();  // this thread may not be the one that opened the file
   std::vector<hsize_t> hd(dims.begin(), dims.end());
   Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
                             : H5Screate_simple(static_cast<int>(hd.size()), hd.data(), nullptr));
   Handle lcpl = intermediate_groups();
   Handle d(H5Dcreate2(id(), path.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT));
-  if (!d.valid()) throw InputError(name_, display(path), "cannot create the dataset");
+  if (!d.valid()) throw InputError(name_, display(path), "cannot create the dataset" + errno_suffix());
   std::int64_t n = 1;
   for (auto v : dims) n *= v;
   if (n > 0 && H5Dwrite(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
-    throw InputError(name_, display(path), "write failed (disk full?)");
+    throw InputError(name_, display(path), write_failure_reason());
   }
   store_checksum(d.get(), path, data, static_cast<std::size_t>(n) * sizeof(float));
 }
@@ -470,9 +523,10 @@ ChecksumReport File::verify_checksums() const {
 }
 
 void File::close() {
+  silence_errors();  // this thread may not be the one that opened the file
   if (!file_.valid()) return;
   if (H5Fflush(file_.get(), H5F_SCOPE_LOCAL) < 0 || !file_.reset()) {
-    throw InputError(name_, "", "cannot finish writing the HDF5 file (disk full?)");
+    throw InputError(name_, "", "cannot finish writing the HDF5 file: " + write_failure_reason());
   }
 }
 

@@ -1,8 +1,10 @@
 // A thin RAII layer over the HDF5 C API, used by braid's file formats. Every
 // failure becomes a braid::InputError that names the file (as the user knows
 // it) and the dataset or attribute, instead of HDF5's own error stack, which is
-// silenced. HDF5 on Debian is built without thread safety: use one file object
-// from one thread at a time.
+// silenced (per thread: Debian's HDF5 is built thread-safe, which keeps an error
+// stack per thread and serializes every call). Use one file object from one
+// thread at a time. A write that fails (disk full) names the file, the dataset
+// and the reason the file system gave ("No space left on device").
 #pragma once
 
 #include <hdf5.h>
@@ -144,7 +146,8 @@ class File {
   std::string name_;
 };
 
-// Turns off HDF5's printing of its error stack (idempotent; File does it).
+// Turns off HDF5's printing of its error stack for the calling thread (idempotent;
+// File does it in every thread that opens, writes or closes a file).
 void silence_errors();
 // "1.10.8"
 std::string library_version();
