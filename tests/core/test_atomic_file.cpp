@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,4 +103,71 @@ BOOST_AUTO_TEST_CASE(sigterm_removes_the_temporary) {
   BOOST_TEST(WTERMSIG(status) == SIGTERM);
   BOOST_TEST(!fs::exists(path));
   BOOST_TEST(temps_in(path.parent_path(), "signalled.txt") == 0u);
+}
+
+namespace {
+// Caps the size of files this process writes (RLIMIT_FSIZE) and ignores the
+// SIGXFSZ that exceeding it sends, so a write past the cap fails with EFBIG the
+// way a full disk fails with ENOSPC. Restores both when destroyed.
+struct FileSizeCap {
+  rlimit old{};
+  struct sigaction old_action{};
+  explicit FileSizeCap(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &old);
+    struct sigaction ign{};
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGXFSZ, &ign, &old_action);
+    rlimit cap = old;
+    cap.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &cap);
+  }
+  ~FileSizeCap() {
+    setrlimit(RLIMIT_FSIZE, &old);
+    sigaction(SIGXFSZ, &old_action, nullptr);
+  }
+};
+
+// The PID of a process that has ended (and been reaped).
+pid_t a_dead_pid() {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return pid;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_write_that_fails_names_the_file_and_the_reason_and_leaves_nothing) {
+  const auto path = scratch("big.json");
+  fs::remove(path);
+  const std::string text(64 * 1024, 'x');
+  try {
+    FileSizeCap cap(4096);
+    write_text_file(path.string(), text);
+    BOOST_FAIL("a write past the file size limit succeeded");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    BOOST_TEST(what.find(path.string()) != std::string::npos, what);
+    BOOST_TEST(what.find("File too large") != std::string::npos, what);
+  }
+  BOOST_TEST(!fs::exists(path));
+  BOOST_TEST(temps_in(path.parent_path(), "big.json") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(temps_left_by_a_dead_writer_are_removed_by_the_next_one) {
+  const auto path = scratch("killed.h5");
+  const auto dir = path.parent_path();
+  const pid_t dead = a_dead_pid();
+  const fs::path stale = dir / (".killed.h5.tmp-" + std::to_string(dead) + "-0");
+  const fs::path live = dir / (".killed.h5.tmp-" + std::to_string(getppid()) + "-3");  // a running process
+  const fs::path other = dir / (".killed.h5.tmp-" + std::to_string(dead) + "-0x");       // not braid's pattern
+  const fs::path other_output = dir / (".other.h5.tmp-" + std::to_string(dead) + "-0");  // another output's temp
+  for (const auto& p : {stale, live, other, other_output}) std::ofstream(p) << "partial";
+  write_text_file(path.string(), "done");
+  BOOST_TEST(!fs::exists(stale));
+  BOOST_TEST(fs::exists(live));
+  BOOST_TEST(fs::exists(other));
+  BOOST_TEST(fs::exists(other_output));
+  BOOST_TEST(fs::exists(path));
+  for (const auto& p : {live, other, other_output}) fs::remove(p);
 }
