@@ -4,7 +4,8 @@
 # byte, or whose scored shard is deleted or damaged, has that iteration (and the
 # one after it) redone, names what was damaged, and completes with exit 0. The
 # damaged files keep their modification times, so the file times alone would
-# call the run complete. An undamaged finished run is still skipped.
+# call the run complete. An undamaged finished run is still skipped. And
+# braid-train refuses a missing output folder before it trains.
 set -euo pipefail
 B="$BRAID_BIN/braid"
 S="$BRAID_SCRATCH"
@@ -116,4 +117,14 @@ rerun "flipped byte in a scored shard" "iteration 1 generate \| score: out/iter-
 # A damaged start model (iteration 0) is made again, and everything after it.
 truncate -s 100 out/iter-0000/critic.h5
 rerun "truncated start critic" "init critic: out/iter-0000/critic.h5: .*it is done again" "iteration 1 of 2" "iteration 2 of 2"
+
+# braid-train checks its output folders before it trains: a missing one is named, exit 2.
+rc=0
+"$BRAID_BIN/braid-train" ppo out/iter-0001/scored/scored-*.h5 --actor out/iter-0000/actor.h5 \
+  --critic out/iter-0000/critic.h5 --actor-out out/iter-0001/actor-x.h5 --critic-out nosuch/critic.h5 \
+  --threads 1 > /dev/null 2> trainlog || rc=$?
+[ "$rc" = 2 ] && grep -q "nosuch/critic.h5: its folder nosuch does not exist" trainlog ||
+  { cat trainlog >&2; fail "braid-train with a missing output folder: exit $rc"; }
+if grep -q "sequences, .* tokens from" trainlog; then fail "braid-train read its shards before checking its outputs"; fi
+[ ! -e out/iter-0001/actor-x.h5 ] || fail "braid-train wrote an actor although the critic's folder is missing"
 echo "ok"
