@@ -89,11 +89,11 @@ std::string rule(const Step& step, const RunSpec& spec, const Tools& tools) {
     }
     std::vector<std::string> stale;
     for (const auto& p : step.stale) stale.push_back(recipe_word(p.string()));
-    text += fmt::format("\t@if {}; then rm -rf {}; fi\n", fmt::join(tests, " || "), fmt::join(stale, " "));
+    text += fmt::format("\t@$(BRAID_LOCK) if {}; then rm -rf {}; fi\n", fmt::join(tests, " || "), fmt::join(stale, " "));
   }
   std::vector<std::string> commands;
   for (const auto& c : step.pipeline) commands.push_back(recipe_command(c, tools));
-  text += fmt::format("\t{} >/dev/null\n\n", fmt::join(commands, " | "));
+  text += fmt::format("\t$(BRAID_LOCK) {} >/dev/null\n\n", fmt::join(commands, " | "));
   return text;
 }
 
@@ -107,6 +107,14 @@ std::string makefile_text(const RunSpec& spec, const Layout& layout, const Makef
           "# Paths are relative to the folder this was written from: run make there.\n\n";
   text += "SHELL := /bin/bash\n.SHELLFLAGS := -o pipefail -ec\n\n";
   for (const auto& tv : tool_vars(opt.tools)) text += fmt::format("{} ?= {}\n", tv.var, recipe_word(tv.path));
+  // The folder lock braid run holds (exclusive), taken shared by each recipe's shell for as
+  // long as its tools run: recipes of one make -j run side by side, but not beside a braid
+  // run in the same folder (each refuses the other, exit 2). The last rule runs braid run
+  // itself, which takes the lock, so it goes without.
+  const fs::path lock = layout.out() / ".braid-run.lock";
+  text += fmt::format("BRAID_LOCK = exec 9>>{0} && {{ flock -sn 9 || {{ echo \"another braid run is working in {1} "
+                      "(it holds {0})\" >&2; exit 2; }}; }} &&\n",
+                      recipe_word(lock.string()), recipe_word(layout.out().string()));
 
   const std::vector<fs::path> last = trained_checkpoints(spec, layout, spec.iterations);
   const fs::path metrics = layout.metrics_file();

@@ -17,6 +17,7 @@
 #include "core/log.hpp"
 #include "driver/metrics.hpp"
 #include "driver/shell.hpp"
+#include "driver/verify.hpp"
 
 namespace braid::driver {
 namespace {
@@ -164,6 +165,43 @@ std::string pipeline_line(const Step& step) {
   return line;
 }
 
+void remove_files(const std::vector<fs::path>& files) {
+  for (const auto& p : files) {
+    std::error_code ec;
+    for (const auto& f : checkpoint_files_of(p)) fs::remove(f, ec);
+    fs::remove(p, ec);
+  }
+}
+
+// A step that looks done (every output there, none older than an input) whose checkpoints
+// are not all good: its outputs and leftovers are removed, so that it is due again, and
+// every later step with it, since they read what it rewrites.
+bool checkpoints_damaged(const Step& step) {
+  std::vector<fs::path> files = step.outputs;
+  for (const auto& f : step.stale) {
+    if (f.extension() == ".h5") files.push_back(f);
+  }
+  const auto why = damaged_checkpoint(files);
+  if (!why) return false;
+  log::warn("{}: {}; it is done again", step.name, *why);
+  remove_files(step.outputs);
+  remove_files(step.stale);
+  return true;
+}
+
+// An iteration's rollout that looks done but whose scored shards are not all there and
+// good: the bad shards and score.stats.json are removed, so generate | score runs again
+// (keeping the complete shards) and training after it.
+bool scored_shards_damaged(const Layout& layout, int iteration, const Step& rollout) {
+  std::vector<fs::path> damaged;
+  const auto why = damaged_scored_shards(layout, iteration, &damaged);
+  if (!why) return false;
+  log::warn("{}: {}; it is done again", rollout.name, *why);
+  remove_files(damaged);
+  remove_files({layout.stats_file(iteration, "score")});
+  return true;
+}
+
 }  // namespace
 
 StageFailed::StageFailed(const std::string& step, const ProcessFailure& f)
@@ -205,13 +243,13 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
   first.push_back(train_step(spec, layout, opt, 1));
   check_programs(first);
   for (const auto& step : init_steps(spec, layout, opt)) {
-    if (step_due(step)) execute_step(step);
+    if (step_due(step) || checkpoints_damaged(step)) execute_step(step);
   }
   for (int i = 1; i <= spec.iterations; ++i) {
     const Step rollout = rollout_step(spec, layout, opt, i);
     const Step train = train_step(spec, layout, opt, i);
-    const bool rollout_due = step_due(rollout);
-    if (!rollout_due && !step_due(train)) {
+    const bool rollout_due = step_due(rollout) || scored_shards_damaged(layout, i, rollout);
+    if (!rollout_due && !step_due(train) && !checkpoints_damaged(train)) {
       log::debug("iteration {} is complete", i);
     } else {
       log::info("iteration {} of {}", i, spec.iterations);

@@ -2,7 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,8 +14,6 @@
 
 #include "core/log.hpp"
 #include "driver/shell.hpp"
-
-extern char** environ;
 
 namespace braid::driver {
 namespace {
@@ -70,20 +68,62 @@ struct Fd {
   }
 };
 
+// Makes `fd` the child's `target` (0 or 1); async-signal-safe, for the child after fork.
+bool redirect(int fd, int target) {
+  if (fd < 0) return true;
+  if (fd == target) return ::fcntl(fd, F_SETFD, 0) == 0;  // keep it across exec
+  return ::dup2(fd, target) == target;
+}
+
 // Starts argv with the given stdin/stdout (-1: inherited). Returns the pid, or -errno.
+// The child asks the kernel for SIGTERM when the driver dies (PR_SET_PDEATHSIG), so a
+// `kill -9` of braid run, which no handler sees, still ends the stage tools (they then
+// remove their unfinished files); getppid() afterwards catches a driver that died
+// before the request. exec's errno comes back through a close-on-exec pipe.
 pid_t spawn(const std::vector<std::string>& argv, int in, int out) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  // The pipe ends are close-on-exec; dup2 gives the child plain copies on 0 and 1.
-  if (in >= 0) posix_spawn_file_actions_adddup2(&actions, in, STDIN_FILENO);
-  if (out >= 0) posix_spawn_file_actions_adddup2(&actions, out, STDOUT_FILENO);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -rc;
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return -errno;
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    return -e;
+  }
+  if (pid == 0) {
+    // Only async-signal-safe calls from here to exec.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int sig : kForwarded) ::sigaction(sig, &dfl, nullptr);
+    int e = 0;
+    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) e = errno;
+    if (e == 0 && ::getppid() != parent) ::_exit(128 + SIGTERM);  // the driver is gone already
+    if (e == 0 && !(redirect(in, STDIN_FILENO) && redirect(out, STDOUT_FILENO))) e = errno;
+    if (e == 0) {
+      ::execvp(args[0], args.data());
+      e = errno;
+    }
+    while (::write(report[1], &e, sizeof e) < 0 && errno == EINTR) {
+    }
+    ::_exit(127);
+  }
+  ::close(report[1]);
+  int e = 0;
+  ssize_t n = 0;
+  while ((n = ::read(report[0], &e, sizeof e)) < 0 && errno == EINTR) {
+  }
+  ::close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof e)) {
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return -e;
+  }
+  return pid;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// Starting the stage tools as child processes: posix_spawnp with argv as given
+// Starting the stage tools as child processes: fork and execvp with argv as given
 // (no shell, so user paths are never re-parsed), stdout of each process piped
-// into the next one's stdin, and every exit status checked.
+// into the next one's stdin, and every exit status checked. Each child gets
+// SIGTERM from the kernel when the driver dies (PR_SET_PDEATHSIG), however it dies.
 #pragma once
 
 #include <optional>

@@ -9,7 +9,10 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
+
+#include <unistd.h>
 
 namespace braid::train::steps {
 
@@ -97,6 +100,21 @@ void check_common(const CommonTrainOptions& c) {
   if (c.micro_tokens < 1) throw UsageError("--micro-tokens must be at least 1");
   if (c.epochs < 1) throw UsageError("--epochs must be at least 1");
   if (c.stats == "-") throw UsageError("--stats cannot be stdout (stdout lists the checkpoints written)");
+}
+
+void check_output_folders(const std::vector<std::string>& outputs) {
+  for (const auto& out : outputs) {
+    if (out.empty()) continue;
+    const std::filesystem::path p(out);
+    const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      throw UsageError(fmt::format("{}: its folder {} does not exist", out, dir.string()));
+    }
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+      throw UsageError(fmt::format("{}: its folder {} is not writable", out, dir.string()));
+    }
+  }
 }
 
 }  // namespace braid::train::steps

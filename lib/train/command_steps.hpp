@@ -40,5 +40,8 @@ void write_stats(const CommonTrainOptions& c, Clock::time_point t0, const io::Sa
 // (logged, printed again).
 bool already_done(const std::vector<Trainee*>& trainees);
 void check_common(const CommonTrainOptions& c);
+// Before any work: the folder of every output file ("" skipped) exists and is writable,
+// so that a typo fails now (UsageError naming the path) and not after training.
+void check_output_folders(const std::vector<std::string>& outputs);
 
 }  // namespace braid::train::steps

@@ -81,6 +81,7 @@ void prepare_advantages(const RlCommand& c, backend::Backend& be, io::SampleBatc
 int run_rl(const RlCommand& c) {
   const auto t0 = Clock::now();
   check_common(c.common);
+  check_output_folders({c.actor_out, c.critic_out, c.common.stats});
   const bool ppo = c.algorithm == "ppo";
   if (!ppo && c.algorithm != "grpo") throw UsageError("the algorithm is ppo or grpo, not " + c.algorithm);
   if (ppo && (c.critic.empty() || c.critic_out.empty())) throw UsageError("ppo needs --critic and --critic-out");

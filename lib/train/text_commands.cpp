@@ -20,6 +20,7 @@ using namespace steps;
 int run_text(const TextCommand& c, bool sft) {
   const auto t0 = Clock::now();
   check_common(c.common);
+  check_output_folders({c.model_out, c.common.stats});
   auto be = backend::make_backend(c.common.device, c.common.threads);
   Trainee t{checkpoint::open_model(c.model, *be, {}, sft, !sft, c.common.dtype), nullptr, nullptr, c.model, c.model_out,
             sft ? "actor_train" : "reward_train"};

@@ -81,6 +81,16 @@ done
 [ "$(wc -l < mk/metrics.jsonl)" = 2 ] || fail "make's metrics.jsonl has $(wc -l < mk/metrics.jsonl) lines"
 make -q -f Makefile || fail "make -q: the finished Makefile run is not up to date"
 [ -z "$(make -n -s -f Makefile)" ] || fail "make -n after completion would still run: $(make -n -s -f Makefile)"
+# make takes the folder lock too: while a driver holds it, make's recipes are refused.
+rm mk/iter-0002/actor.h5
+set +e
+flock mk/.braid-run.lock make -f Makefile > makelog2 2>&1
+rc=$?
+set -e
+[ "$rc" != 0 ] && grep -q "another braid run is working in mk" makelog2 || { cat makelog2 >&2; fail "make in a busy folder: exit $rc"; }
+[ ! -e mk/iter-0002/actor.h5 ] || fail "make trained in a busy folder"
+make -f Makefile > makelog3 2>&1 || { cat makelog3 >&2; fail "make after the lock was released"; }
+[ "$(step_of mk/iter-0002/actor.h5)" = 2 ] || fail "make did not train iteration 2 again"
 
 # A broken prompts file: generate fails, the run stops with its exit code and names it.
 printf '%s\n' '{"text": "ok"}' 'not json' > bad.jsonl

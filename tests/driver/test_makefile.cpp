@@ -5,6 +5,7 @@
 
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "driver/makefile.hpp"
@@ -60,6 +61,9 @@ std::string makefile_for(const fs::path& run, const std::string& out) {
   return makefile_text(spec, Layout(out), {.tools = tools, .command_line = "braid makefile"});
 }
 
+// Where a recipe's command starts: after the folder lock.
+constexpr std::size_t kLocked = std::string_view("$(BRAID_LOCK) ").size();
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(rules_and_dependencies_of_a_ppo_run) {
@@ -69,6 +73,9 @@ BOOST_AUTO_TEST_CASE(rules_and_dependencies_of_a_ppo_run) {
   // The pipe must fail when its first command does.
   BOOST_TEST(text.find("SHELL := /bin/bash\n.SHELLFLAGS := -o pipefail -ec\n") != std::string::npos);
   BOOST_TEST(text.find("BRAID_GENERATE ?= /opt/b/braid-generate\n") != std::string::npos);
+  // Every recipe but the last (braid run, which locks by itself) holds braid run's folder lock, shared.
+  BOOST_TEST(text.find("BRAID_LOCK = exec 9>>out/.braid-run.lock && { flock -sn 9 || { echo \"another braid run is "
+                       "working in out (it holds out/.braid-run.lock)\" >&2; exit 2; }; } &&\n") != std::string::npos);
 
   const auto rules = parse_rules(text);
   BOOST_TEST(rules.size() == 8u);  // all, 2 inits, 2 x (rollout, train), metrics
@@ -76,7 +83,7 @@ BOOST_AUTO_TEST_CASE(rules_and_dependencies_of_a_ppo_run) {
 
   const Rule& actor0 = rule_for(rules, "out/iter-0000/actor.h5");
   BOOST_TEST(actor0.prerequisites == d + "/models/config.json");
-  BOOST_TEST(actor0.recipe.back() == "$(BRAID) init --config " + d + "/models/config.json --seed 1 -o out/iter-0000/actor.h5 >/dev/null");
+  BOOST_TEST(actor0.recipe.back() == "$(BRAID_LOCK) $(BRAID) init --config " + d + "/models/config.json --seed 1 -o out/iter-0000/actor.h5 >/dev/null");
   const Rule& critic0 = rule_for(rules, "out/iter-0000/critic.h5");
   BOOST_TEST(critic0.recipe.back().find("--value-head --no-lm-head") != std::string::npos);
 
@@ -88,7 +95,7 @@ BOOST_AUTO_TEST_CASE(rules_and_dependencies_of_a_ppo_run) {
   BOOST_TEST(pipe.find("$(BRAID_GENERATE) --actor out/iter-0000/actor.h5 --prompts " + d +
                        "/prompts.jsonl -o out/iter-0001/samples --tokenizer byte --seed 70001 --stats "
                        "out/iter-0001/generate.stats.json --samples-per-prompt 4 --max-new-tokens 16 "
-                       "--temperature 0.9 --threads 2 | $(BRAID_SCORE) - -o out/iter-0001/scored") == 0);
+                       "--temperature 0.9 --threads 2 | $(BRAID_SCORE) - -o out/iter-0001/scored") == kLocked);
   BOOST_TEST(pipe.find("--ref out/iter-0000/actor.h5 --critic out/iter-0000/critic.h5 --reward-rule digits "
                        "--kl-coef 0.02 --threads 2 >/dev/null") != std::string::npos);
   // Samples made from an older actor are removed before the pipe runs again.
@@ -99,7 +106,7 @@ BOOST_AUTO_TEST_CASE(rules_and_dependencies_of_a_ppo_run) {
   BOOST_TEST(train1.recipe.back().find("$(BRAID_TRAIN) ppo out/iter-0001/scored/scored-*.h5 --actor "
                                        "out/iter-0000/actor.h5 --actor-out out/iter-0001/actor.h5 --critic "
                                        "out/iter-0000/critic.h5 --critic-out out/iter-0001/critic.h5 --seed 70001") ==
-             0);
+             kLocked);
 
   // Iteration 2 starts from iteration 1's checkpoints; the reference stays the start.
   const Rule& roll2 = rule_for(rules, "out/iter-0002/generate.stats.json out/iter-0002/score.stats.json");
@@ -162,7 +169,7 @@ BOOST_AUTO_TEST_CASE(a_fused_pipeline_writes_stage_files) {
   const Rule& train1 = rule_for(rules, "out/iter-0001/actor.stage0-of-2.h5 out/iter-0001/actor.stage1-of-2.h5 "
                                        "out/iter-0001/critic.h5");
   BOOST_TEST(train1.recipe.back().find("$(MPIRUN) -np 2 $(BRAID_TRAIN) ppo out/iter-0001/scored/scored-*.h5 --actor "
-                                       "out/iter-0000/actor.h5 --actor-out out/iter-0001/actor.h5 ") == 0);
+                                       "out/iter-0000/actor.h5 --actor-out out/iter-0001/actor.h5 ") == kLocked);
   BOOST_TEST(train1.recipe.back().find("--schedule " + run.parent_path().string() + "/schedule.json") !=
              std::string::npos);
   const Rule& roll2 = rule_for(rules, "out/iter-0002/generate.stats.json out/iter-0002/score.stats.json");
