@@ -89,6 +89,12 @@ void require_finite_weights(const model::Model& m, const std::filesystem::path& 
 }
 
 void load_weights(model::Model& m, const io::WeightShardSet& shards) {
+  for (const auto& s : shards.shards()) {
+    if (s.meta().kind != "weights") {
+      throw InputError(s.path().string(), "attribute kind",
+                       fmt::format("is \"{}\": optimizer state, not a model's weights", s.meta().kind));
+    }
+  }
   const model::ModelConfig stored = config_of(shards);
   const model::ModelConfig& cfg = m.config();
   if (model::config_to_json(stored) != model::config_to_json(cfg)) {

@@ -1,6 +1,7 @@
 #include "core/cli.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <new>
 
@@ -48,6 +49,17 @@ std::string unknown_subcommand(const CLI::App& app, int argc, char** argv) {
   return "unknown command '" + word + "' (commands: " + names + ")";
 }
 
+// "PATH: cannot create directories: Not a directory" out of libstdc++'s
+// "filesystem error: cannot create directories: Not a directory [PATH]".
+std::string describe_filesystem_error(const std::filesystem::filesystem_error& e) {
+  std::string what = e.what();
+  if (what.rfind("filesystem error: ", 0) == 0) what.erase(0, 18);
+  if (const auto bracket = what.find(" ["); bracket != std::string::npos) what.erase(bracket);
+  std::string where = e.path1().string();
+  if (!e.path2().empty()) where += " -> " + e.path2().string();
+  return where.empty() ? what : where + ": " + what;
+}
+
 }  // namespace
 
 void add_common_options(CLI::App& app) {
@@ -66,6 +78,11 @@ int report_current_exception() {
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     log::write(log::Level::quiet, "", "run with --help for usage");
+    return kExitBadInput;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user named that cannot be made or used (an output folder under a
+    // file, no permission): their input, named, not an internal error.
+    log::error("{}", describe_filesystem_error(e));
     return kExitBadInput;
   } catch (const std::bad_alloc&) {
     log::error("out of memory");

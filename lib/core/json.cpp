@@ -49,7 +49,13 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
-std::string format_number(double v) { return fmt::format("{:g}", v); }
+// Whole numbers below 2^53 exactly ("2147483647", not "2.14748e+09"), others shortest.
+std::string format_number(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9007199254740992.0) {
+    return fmt::format("{}", static_cast<long long>(v));
+  }
+  return fmt::format("{:g}", v);
+}
 
 }  // namespace
 

@@ -14,6 +14,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Upper bounds of the run file's settings (docs/formats-run.md): a count or a length
+// of 2^31 or more does not fit the stage tools' integers; lr <= 10, temperature, KL and
+// clip coefficients <= 100 are far past any useful value, so a larger one is a typo.
+constexpr double kMaxLength = 2147483647.0;  // 2^31 - 1
+constexpr double kMaxCount = 2147483647.0;
+
 // One option of a stage tool that the run file may set: its key in the run file,
 // whether it is an integer, and its bounds. The flag is the key with dashes.
 struct Setting {
@@ -24,33 +30,39 @@ struct Setting {
 
 const std::vector<Setting>& generate_settings() {
   static const std::vector<Setting> s = {
-      {"samples_per_prompt", true, {.min = 1}}, {"max_new_tokens", true, {.min = 1}},
-      {"temperature", false, {.min = 0}},       {"top_p", false, {.min = 0, .max = 1, .exclusive_min = true}},
-      {"top_k", true, {.min = 0}},              {"max_batch", true, {.min = 1}},
-      {"shard_size", true, {.min = 1}},         {"limit", true, {.min = 1}},
+      {"samples_per_prompt", true, {.min = 1, .max = kMaxCount}},
+      {"max_new_tokens", true, {.min = 1, .max = kMaxLength}},
+      {"temperature", false, {.min = 0, .max = 100}},
+      {"top_p", false, {.min = 0, .max = 1, .exclusive_min = true}},
+      {"top_k", true, {.min = 0, .max = kMaxLength}},
+      {"max_batch", true, {.min = 1, .max = kMaxCount}},
+      {"shard_size", true, {.min = 1, .max = kMaxCount}},
+      {"limit", true, {.min = 1, .max = kMaxLength}},
   };
   return s;
 }
 
 const std::vector<Setting>& score_settings() {
   static const std::vector<Setting> s = {
-      {"kl_coef", false, {.min = 0}}, {"gamma", false, {.min = 0, .max = 1}}, {"lambda", false, {.min = 0, .max = 1}}};
+      {"kl_coef", false, {.min = 0, .max = 100}},
+      {"gamma", false, {.min = 0, .max = 1}},
+      {"lambda", false, {.min = 0, .max = 1}}};
   return s;
 }
 
 // PPO trains a critic beside the actor; GRPO has none but may hold the actor near the ref by a KL term.
 std::vector<Setting> train_settings(const std::string& algorithm) {
-  std::vector<Setting> s = {{"lr", false, {.min = 0, .exclusive_min = true}},
-                            {"epochs", true, {.min = 1}},
-                            {"mini_batch", true, {.min = 1}},
-                            {"micro_tokens", true, {.min = 1}},
-                            {"clip", false, {.min = 0, .exclusive_min = true}},
-                            {"entropy_coef", false, {.min = 0}}};
+  std::vector<Setting> s = {{"lr", false, {.min = 0, .max = 10, .exclusive_min = true}},
+                            {"epochs", true, {.min = 1, .max = 1000}},
+                            {"mini_batch", true, {.min = 1, .max = kMaxCount}},
+                            {"micro_tokens", true, {.min = 1, .max = kMaxLength}},
+                            {"clip", false, {.min = 0, .max = 100, .exclusive_min = true}},
+                            {"entropy_coef", false, {.min = 0, .max = 100}}};
   if (algorithm == "grpo") {
-    s.push_back({"kl_coef", false, {.min = 0}});
+    s.push_back({"kl_coef", false, {.min = 0, .max = 100}});
   } else {
-    s.push_back({"critic_lr", false, {.min = 0, .exclusive_min = true}});
-    s.push_back({"value_clip", false, {.min = 0, .exclusive_min = true}});
+    s.push_back({"critic_lr", false, {.min = 0, .max = 10, .exclusive_min = true}});
+    s.push_back({"value_clip", false, {.min = 0, .max = 100, .exclusive_min = true}});
   }
   return s;
 }

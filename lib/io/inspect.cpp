@@ -24,7 +24,20 @@ bool is_hdf5(const std::string& path) {
   return H5Fis_hdf5(path.c_str()) > 0;
 }
 
-// A braid JSON file: an object with a "format" starting with "braid." and a version.
+// The braid JSON formats and the newest version of each this braid reads (the
+// readers' own constants live in lib/sched, lib/plan, lib/driver, which io does not
+// depend on; docs/tools/braid.md lists them).
+struct JsonFormat {
+  const char* name;
+  int version;
+};
+constexpr JsonFormat kJsonFormats[] = {
+    {"braid.schedspec", 1}, {"braid.schedule", 1}, {"braid.plan", 1},  {"braid.experiment", 1},
+    {"braid.cluster", 1},   {"braid.profile", 1},  {"braid.probe", 1}, {"braid.comm", 1},
+    {"braid.run", 1},       {"braid.stagestats", 1},
+};
+
+// A braid JSON file: an object with a known braid "format" and a version this braid reads.
 json load_braid_json(const std::string& path) {
   const std::string text = read_text_file(path);
   const std::string name = is_std_stream(path) ? "<stdin>" : path;
@@ -34,9 +47,22 @@ json load_braid_json(const std::string& path) {
   }
   json doc = parse_json_text(text, name);
   Checker c(name);
-  auto format = c.string(doc, "", "format");
-  if (format && format->rfind("braid.", 0) != 0) c.fail("format", "is \"" + *format + "\", not a braid format");
-  c.integer(doc, "", "version", {.min = 1});
+  const auto format = c.string(doc, "", "format");
+  const auto version = c.integer(doc, "", "version", {.min = 1});
+  if (format) {
+    const JsonFormat* known = nullptr;
+    for (const auto& f : kJsonFormats) {
+      if (*format == f.name) known = &f;
+    }
+    if (known == nullptr) {
+      std::string names;
+      for (const auto& f : kJsonFormats) names += (names.empty() ? "" : ", ") + std::string(f.name);
+      c.fail("format", fmt::format("is \"{}\", not a braid JSON format ({})", *format, names));
+    } else if (version && *version > known->version) {
+      c.fail("version", fmt::format("is {}, this braid reads {} up to version {}", *version, known->name,
+                                    known->version));
+    }
+  }
   c.check();
   return doc;
 }

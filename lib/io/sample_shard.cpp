@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -96,6 +97,17 @@ SampleShard read_sample_shard(const std::filesystem::path& path) {
   b.offsets = std::move(layout.offsets);
   b.prompt_len = std::move(layout.prompt_len);
   b.sample_id = f.read_1d<std::int64_t>(kSampleId);
+  // A sample id names one sample across the run (score groups and train order by it): two
+  // sequences under one id would be scored and trained as one.
+  std::unordered_map<std::int64_t, std::size_t> first_at;
+  for (std::size_t i = 0; i < b.sample_id.size(); ++i) {
+    const auto [it, fresh] = first_at.emplace(b.sample_id[i], i);
+    if (!fresh) {
+      throw InputError(f.name(), "/sample_id",
+                       fmt::format("sample_id {} appears twice (sequences {} and {}); ids must be unique in a shard",
+                                   b.sample_id[i], it->second, i));
+    }
+  }
   if (layout.rewards) b.reward = f.read_1d<float>(kReward);
   for (const auto& field : token_array_fields()) {
     if (f.has_dataset(field.path)) b.*field.member = f.read_1d<float>(field.path);

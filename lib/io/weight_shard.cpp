@@ -116,6 +116,7 @@ struct WeightShardReader::Impl {
       throw InputError(fname, "attribute model_config", "is not valid JSON text");
     }
     meta.layer_begin = static_cast<int>(int_attr("layer_begin", 0));
+    const std::int64_t layer_end = int_attr("layer_end", 0);
     meta.layer_end = static_cast<int>(int_attr("layer_end", 0));
     meta.has_embedding = int_attr("has_embedding", 0) != 0;
     meta.has_head = int_attr("has_head", 0) != 0;
@@ -123,6 +124,17 @@ struct WeightShardReader::Impl {
     meta.tp_size = static_cast<int>(int_attr("tp_size", 1));
     meta.step = int_attr("step", 0);
     meta.created_by = file.attr_string("created_by").value_or("");
+    if (meta.step < 0) throw InputError(fname, "attribute step", fmt::format("is {}, must be >= 0", meta.step));
+    // The layers must lie in the model: [layer_begin, layer_end) within num_hidden_layers.
+    if (!meta.model_config.empty()) {
+      const json cfg = json::parse(meta.model_config);
+      const auto n = cfg.is_object() ? cfg.find("num_hidden_layers") : cfg.end();
+      if (cfg.is_object() && n != cfg.end() && n->is_number_integer() && layer_end > n->get<std::int64_t>()) {
+        throw InputError(fname, "attribute layer_end",
+                         fmt::format("is {}, past the model's {} layers (num_hidden_layers of model_config)",
+                                     layer_end, n->get<std::int64_t>()));
+      }
+    }
     if (meta.layer_begin < 0 || meta.layer_end < meta.layer_begin) {
       throw InputError(fname, "attribute layer_end",
                        fmt::format("layers [{}, {}) are not a range", meta.layer_begin, meta.layer_end));
@@ -131,7 +143,23 @@ struct WeightShardReader::Impl {
       throw InputError(fname, "attribute tp_rank",
                        fmt::format("tp_rank {} is not in [0, tp_size = {})", meta.tp_rank, meta.tp_size));
     }
-    for (const auto& name : file.dataset_paths()) {
+    const auto paths = file.dataset_paths();
+    auto has = [&](const char* p) { return std::find(paths.begin(), paths.end(), p) != paths.end(); };
+    if (has("tokens") && has("offsets") && has("sample_id")) {
+      throw InputError(fname, "attribute format",
+                       fmt::format("is \"{}\" but the file holds a sample shard's datasets (/tokens, /offsets, "
+                                   "/sample_id): a sample shard labelled as weights",
+                                   kWeightsFormat));
+    }
+    for (const auto& name : paths) {
+      // Adam moments are "<parameter>.<moment>"; a parameter's own name ends in .weight or .bias.
+      const bool param_name = name.ends_with(".weight") || name.ends_with(".bias");
+      if (meta.kind == "optimizer" && param_name) {
+        throw InputError(fname, "attribute kind",
+                         fmt::format("is \"optimizer\" but /{} is a parameter, not an optimizer moment "
+                                     "(<parameter>.<moment>): weights labelled as optimizer state",
+                                     name));
+      }
       const auto info = file.dataset_info(name);
       if (info.type_class != H5T_FLOAT || info.type_size > 4) {
         throw InputError(fname, "/" + name, "is stored as " + info.type_name() + ", expected float32");

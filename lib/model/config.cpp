@@ -3,6 +3,16 @@
 #include "core/error.hpp"
 
 namespace braid::model {
+namespace {
+
+constexpr double kMaxHidden = 65536;              // 2^16
+constexpr double kMaxIntermediate = 1048576;      // 2^20
+constexpr double kMaxLayers = 1024;
+constexpr double kMaxHeads = 1024;
+constexpr double kMaxVocab = 16777216;            // 2^24
+constexpr double kMaxPositions = 16777216;        // 2^24
+
+}  // namespace
 
 ModelConfig parse_config(const json& doc, const std::string& origin) {
   Checker c(origin);
@@ -11,18 +21,24 @@ ModelConfig parse_config(const json& doc, const std::string& origin) {
     c.fail("", "expected a JSON object (a Hugging Face config.json)");
     c.check();
   }
+  // Sane ranges (docs/formats.md): past them a size is a typo, and would overflow the
+  // model's int sizes and element counts rather than describe a model braid can hold.
   const Bounds positive{.min = 1};
-  cfg.hidden_size = int(c.integer(doc, "", "hidden_size", positive).value_or(0));
-  cfg.num_hidden_layers = int(c.integer(doc, "", "num_hidden_layers", positive).value_or(0));
-  cfg.num_attention_heads = int(c.integer(doc, "", "num_attention_heads", positive).value_or(0));
+  const Bounds heads{.min = 1, .max = kMaxHeads};
+  cfg.hidden_size = int(c.integer(doc, "", "hidden_size", {.min = 1, .max = kMaxHidden}).value_or(0));
+  cfg.num_hidden_layers = int(c.integer(doc, "", "num_hidden_layers", {.min = 1, .max = kMaxLayers}).value_or(0));
+  cfg.num_attention_heads = int(c.integer(doc, "", "num_attention_heads", heads).value_or(0));
   cfg.num_key_value_heads =
-      int(c.integer(doc, "", "num_key_value_heads", positive, cfg.num_attention_heads).value_or(0));
-  cfg.intermediate_size = int(c.integer(doc, "", "intermediate_size", positive).value_or(0));
-  cfg.vocab_size = int(c.integer(doc, "", "vocab_size", positive).value_or(0));
-  cfg.rms_norm_eps = c.number(doc, "", "rms_norm_eps", {.min = 0, .exclusive_min = true}, 1e-6).value_or(1e-6);
-  cfg.rope_theta = c.number(doc, "", "rope_theta", {.min = 0, .exclusive_min = true}, 10000.0).value_or(1e4);
+      int(c.integer(doc, "", "num_key_value_heads", heads, cfg.num_attention_heads).value_or(0));
+  cfg.intermediate_size =
+      int(c.integer(doc, "", "intermediate_size", {.min = 1, .max = kMaxIntermediate}).value_or(0));
+  cfg.vocab_size = int(c.integer(doc, "", "vocab_size", {.min = 1, .max = kMaxVocab}).value_or(0));
+  cfg.rms_norm_eps =
+      c.number(doc, "", "rms_norm_eps", {.min = 0, .max = 1, .exclusive_min = true}, 1e-6).value_or(1e-6);
+  cfg.rope_theta =
+      c.number(doc, "", "rope_theta", {.min = 0, .max = 1e12, .exclusive_min = true}, 10000.0).value_or(1e4);
   cfg.max_position_embeddings =
-      int(c.integer(doc, "", "max_position_embeddings", positive, 2048).value_or(2048));
+      int(c.integer(doc, "", "max_position_embeddings", {.min = 1, .max = kMaxPositions}, 2048).value_or(2048));
   cfg.tie_word_embeddings = c.boolean(doc, "", "tie_word_embeddings", false).value_or(false);
 
   if (cfg.num_attention_heads > 0 && cfg.hidden_size > 0) {

@@ -33,10 +33,14 @@ double normal_quantile(double p) {
          (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
 }
 
+// Lengths in tokens: at least 1, below 2^31 (docs/formats-plan.md); a larger one is a typo
+// that would otherwise become a plan for sequences no device holds.
+constexpr double kMaxLength = 2147483647.0;
+
 LengthDist length_from_json(const json& j, Checker& c, const std::string& w) {
   LengthDist d;
   d.kind = c.string(j, w, "dist", {"fixed", "uniform", "lognormal", "samples"}).value_or("fixed");
-  const Bounds pos{.min = 1};
+  const Bounds pos{.min = 1, .max = kMaxLength};
   if (d.kind == "fixed") {
     c.no_unknown_keys(j, w, {"dist", "value"});
     d.value = c.number(j, w, "value", pos).value_or(1);
@@ -49,15 +53,15 @@ LengthDist length_from_json(const json& j, Checker& c, const std::string& w) {
   } else if (d.kind == "lognormal") {
     c.no_unknown_keys(j, w, {"dist", "median", "sigma", "min", "max"});
     d.median = c.number(j, w, "median", pos).value_or(1);
-    d.sigma = c.number(j, w, "sigma", {.min = 0}).value_or(1);
+    d.sigma = c.number(j, w, "sigma", {.min = 0, .max = 10}).value_or(1);
     d.min = c.number(j, w, "min", pos, 1).value_or(1);
     d.max = c.number(j, w, "max", pos).value_or(1);
     if (d.max < d.min) c.fail(Checker::path(w, "max"), "is below min");
   } else {
     c.no_unknown_keys(j, w, {"dist", "values"});
     for (const auto& [iw, v] : c.array_items(j, w, "values", 1)) {
-      if (!v->is_number() || v->get<double>() < 1) {
-        c.fail(iw, "expected a length >= 1");
+      if (!v->is_number() || v->get<double>() < 1 || v->get<double>() > kMaxLength) {
+        c.fail(iw, "expected a length in [1, 2147483647]");
         continue;
       }
       d.samples.push_back(v->get<double>());
@@ -148,10 +152,16 @@ Experiment experiment_from_json(const json& doc, const std::string& file) {
       }
       cfg = &loaded;
       cfg_where += fmt::format(" ({})", p.string());
+    } else if (!cfg->is_object()) {
+      c.fail(cfg_where, "expected a path to an HF config.json or the config object, found " +
+                            std::string(cfg->type_name()));
+      continue;
     }
     em.shape = shape_from_hf_config(*cfg, c, cfg_where);
     em.shape.value_head = role == "critic" || role == "reward";
-    em.shape.name = c.string(m, w, "name", {}, std::string(cfg->value("_name_or_path", role))).value_or(role);
+    em.shape.name = c.string(m, w, "name", {}, cfg->contains("_name_or_path") && (*cfg)["_name_or_path"].is_string()
+                                                 ? (*cfg)["_name_or_path"].get<std::string>()
+                                                 : role).value_or(role);
     e.models.push_back(std::move(em));
   }
 

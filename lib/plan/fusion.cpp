@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 namespace braid::plan {
 
@@ -86,28 +87,38 @@ InterFusion best_inter_fusion(const std::vector<GenTail>& tails, double gen_seri
 }
 
 bool same_schedspec(const json& a, const json& b) {
-  if (!a.is_object() || !b.is_object() || a.value("devices", -1) != b.value("devices", -2)) return false;
+  // Read by hand from a file braid-meshplan did not check beyond "spec is an object": a key of
+  // another type (a string where a number belongs) makes the specs differ, not a JSON type error.
+  auto same = [](const json& x, const json& y, const char* key, const json& dflt) {
+    const json& vx = x.contains(key) ? x[key] : dflt;
+    const json& vy = y.contains(key) ? y[key] : dflt;
+    return vx == vy;
+  };
+  if (!a.is_object() || !b.is_object() || !a.contains("devices") || !same(a, b, "devices", json())) return false;
   const json& ma = a["models"];
   const json& mb = b["models"];
   if (!ma.is_array() || !mb.is_array() || ma.size() != mb.size()) return false;
-  auto sum = [](const json& v) {
-    double t = 0;
+  auto sum = [](const json& v) -> std::optional<double> {
     if (v.is_number()) return v.get<double>();
-    for (const auto& x : v) t += x.get<double>();
+    if (!v.is_array()) return std::nullopt;
+    double t = 0;
+    for (const auto& x : v) {
+      if (!x.is_number()) return std::nullopt;
+      t += x.get<double>();
+    }
     return t;
   };
   for (std::size_t i = 0; i < ma.size(); ++i) {
     const json& x = ma[i];
     const json& y = mb[i];
-    if (x.value("name", "") != y.value("name", "") || x.value("replicas", 1) != y.value("replicas", 1) ||
-        x.value("micro_batches", 0) != y.value("micro_batches", 0)) {
-      return false;
-    }
+    if (!x.is_object() || !y.is_object()) return false;
+    if (!same(x, y, "name", "") || !same(x, y, "replicas", 1) || !same(x, y, "micro_batches", 0)) return false;
     for (const char* k : {"fwd", "bwd"}) {
       if (!x.contains(k) || !y.contains(k)) return false;
-      const double sx = sum(x[k]), sy = sum(y[k]);
+      const auto sx = sum(x[k]), sy = sum(y[k]);
+      if (!sx || !sy) return false;
       // Times are in ms, rounded to ns.
-      if (std::abs(sx - sy) > 1e-5 * std::max(1.0, std::abs(sx))) return false;
+      if (std::abs(*sx - *sy) > 1e-5 * std::max(1.0, std::abs(*sx))) return false;
     }
   }
   return true;

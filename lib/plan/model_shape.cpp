@@ -21,13 +21,13 @@ std::string ModelShape::key() const {
 
 ModelShape shape_from_hf_config(const json& cfg, Checker& c, std::string_view where) {
   ModelShape s;
-  const Bounds pos{.min = 1};
-  s.hidden = c.integer(cfg, where, "hidden_size", pos).value_or(1);
-  s.intermediate = c.integer(cfg, where, "intermediate_size", pos).value_or(1);
-  s.layers = c.integer(cfg, where, "num_hidden_layers", pos).value_or(1);
-  s.heads = c.integer(cfg, where, "num_attention_heads", pos).value_or(1);
-  s.kv_heads = c.integer(cfg, where, "num_key_value_heads", pos, s.heads).value_or(s.heads);
-  s.vocab = c.integer(cfg, where, "vocab_size", pos).value_or(1);
+  // The ranges braid-train reads a config with (lib/model/config.cpp, docs/formats.md).
+  s.hidden = c.integer(cfg, where, "hidden_size", {.min = 1, .max = 65536}).value_or(1);
+  s.intermediate = c.integer(cfg, where, "intermediate_size", {.min = 1, .max = 1048576}).value_or(1);
+  s.layers = c.integer(cfg, where, "num_hidden_layers", {.min = 1, .max = 1024}).value_or(1);
+  s.heads = c.integer(cfg, where, "num_attention_heads", {.min = 1, .max = 1024}).value_or(1);
+  s.kv_heads = c.integer(cfg, where, "num_key_value_heads", {.min = 1, .max = 1024}, s.heads).value_or(s.heads);
+  s.vocab = c.integer(cfg, where, "vocab_size", {.min = 1, .max = 16777216}).value_or(1);
   if (s.heads > 0 && s.hidden % s.heads != 0) {
     c.fail(Checker::path(where, "hidden_size"),
            fmt::format("{} is not divisible by num_attention_heads {}", s.hidden, s.heads));

@@ -27,8 +27,17 @@ std::vector<double> merge_stages(const std::vector<double>& v, int group) {
 
 }  // namespace
 
-// braid-meshplan's plan.json carries the spec of its fused training stage; take it from there.
+// braid-meshplan's plan.json carries the spec of its fused training stage; take it from there,
+// after checking the plan itself (format, version, keys, calls) as braid-meshplan writes it.
+constexpr int kPlanVersion = 1;  // plan/plan_output.hpp; sched does not depend on plan
+
 static json spec_of_plan(const json& plan, const std::string& origin) {
+  Checker c(origin);
+  c.format(plan, "braid.plan", kPlanVersion);
+  c.no_unknown_keys(plan, "", {"format", "version", "inputs", "cluster", "search", "calls", "memory", "predicted",
+                               "fusion"});
+  c.array_items(plan, "", "calls", 1);
+  c.check();
   const json* spec = &plan;
   for (const char* key : {"fusion", "intra_stage", "schedspec"}) {
     if (!spec->is_object() || !spec->contains(key)) {
@@ -41,9 +50,16 @@ static json spec_of_plan(const json& plan, const std::string& origin) {
   return *spec;
 }
 
+// True when doc says it is a braid.plan (a "format" that is not a string is left to the checker).
+static bool is_plan(const json& doc) {
+  if (!doc.is_object()) return false;
+  const auto it = doc.find("format");
+  return it != doc.end() && it->is_string() && it->get<std::string>() == "braid.plan";
+}
+
 SchedSpec parse_schedspec(const std::string& json_text, const std::string& origin) {
   json doc = parse_json_text(json_text, origin);
-  if (doc.is_object() && doc.value("format", "") == "braid.plan") doc = spec_of_plan(doc, origin);
+  if (is_plan(doc)) doc = spec_of_plan(doc, origin);
   Checker c(origin);
   c.format(doc, "braid.schedspec", kSpecVersion);
   c.check();

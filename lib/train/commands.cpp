@@ -96,7 +96,10 @@ int run_rl(const RlCommand& c) {
   const auto configs = session->configs();
   TrainingShards shards =
       read_training_shards(c.inputs, required_arrays(c), [&](const std::filesystem::path& p, const io::SampleBatch& b, std::size_t first) {
-        for (const auto& cfg : configs) check_sequences_fit(b, first, cfg, p.string());
+        // configs() holds the actor's, then the critic's (PPO): say which one is too small.
+        for (std::size_t m = 0; m < configs.size(); ++m) {
+          check_sequences_fit(b, first, configs[m], p.string(), m == 0 ? "actor" : "critic");
+        }
         log::debug("read {} ({} sequences so far)", p.string(), b.size());
       });
   log::info("{} sequences, {} tokens from {} shards (policy step {}; actor step {}); {}", shards.batch.size(),

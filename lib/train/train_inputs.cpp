@@ -60,16 +60,16 @@ void add_shard(TrainingShards& out, const std::filesystem::path& path, std::span
 }  // namespace
 
 void check_sequences_fit(const io::SampleBatch& b, std::size_t from, const model::ModelConfig& cfg,
-                         const std::string& file) {
+                         const std::string& file, const std::string& role) {
   for (std::size_t i = from; i < b.size(); ++i) {
     if (static_cast<std::int64_t>(b.length(i)) > cfg.max_position_embeddings) {
-      throw InputError(file, "/offsets", fmt::format("sequence {} has {} tokens, more than the model's {} positions",
-                                                     i - from, b.length(i), cfg.max_position_embeddings));
+      throw InputError(file, "/offsets", fmt::format("sequence {} has {} tokens, more than the {}'s {} positions",
+                                                     i - from, b.length(i), role, cfg.max_position_embeddings));
     }
     for (auto t : b.sequence(i)) {
       if (t < 0 || t >= cfg.vocab_size) {
-        throw InputError(file, "/tokens", fmt::format("token {} of sequence {} is outside the model's vocabulary of {}",
-                                                      t, i - from, cfg.vocab_size));
+        throw InputError(file, "/tokens", fmt::format("token {} of sequence {} is outside the {}'s vocabulary of {}",
+                                                      t, i - from, role, cfg.vocab_size));
       }
     }
   }

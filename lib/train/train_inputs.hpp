@@ -36,9 +36,10 @@ TrainingShards read_training_shards(const std::vector<std::string>& args, std::s
                                     const OnShardRead& on_read = {});
 
 // InputError naming `file` unless the sequences [from, b.size()) of b fit a model of this
-// config: tokens inside its vocabulary, lengths within its positions.
+// config: tokens inside its vocabulary, lengths within its positions. `role` says which
+// model is too small ("actor", "critic").
 void check_sequences_fit(const io::SampleBatch& b, std::size_t from, const model::ModelConfig& cfg,
-                         const std::string& file);
+                         const std::string& file, const std::string& role = "model");
 
 // SFT examples, one JSON object a line: {"prompt": "...", "response": "..."}. Each
 // becomes BOS + prompt + response + EOS (the tokenizer's, where it has them) with

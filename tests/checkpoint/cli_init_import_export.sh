@@ -50,6 +50,25 @@ set -e
 grep -q num_hidden_layers "$S/err" || fail "bad config: the missing key is not named: $(cat "$S/err")"
 [ ! -e "$S/bad.h5" ] || fail "bad config left an output file"
 
+# A size far past the documented range (2^40): exit 2 naming the file and the field.
+echo '{"hidden_size": 1099511627776, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 10}' > "$S/huge.json"
+set +e
+"$B" init -c "$S/huge.json" -o "$S/huge.h5" 2> "$S/err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "hidden_size 2^40: exit $rc, expected 2: $(cat "$S/err")"
+grep -q "huge.json: hidden_size: is 1099511627776, must be <= 65536" "$S/err" ||
+  fail "hidden_size 2^40: file and field not named: $(cat "$S/err")"
+
+# An output folder that cannot be created (under a file): exit 2 naming the path.
+set +e
+"$B" export "$S/one.h5" -o "$S/config.json/hf" 2> "$S/err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "uncreatable output folder: exit $rc, expected 2: $(cat "$S/err")"
+grep -q "config.json/hf" "$S/err" || fail "uncreatable output folder: the path is not named: $(cat "$S/err")"
+if grep -q "internal error" "$S/err"; then fail "uncreatable output folder reported as an internal error"; fi
+
 # Exporting half a checkpoint is refused.
 set +e
 "$B" export "$S/w.stage0-of-4.h5" "$S/w.stage1-of-4.h5" -o "$S/half" 2> "$S/err"

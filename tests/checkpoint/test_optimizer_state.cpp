@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "backend/backend.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "checkpoint/optimizer_state.hpp"
 #include "core/error.hpp"
 #include "io/weight_shard.hpp"
@@ -128,4 +129,23 @@ BOOST_AUTO_TEST_CASE(a_tied_last_stage_keeps_no_state_for_its_copy_of_the_embedd
   BOOST_TEST_REQUIRE(
       checkpoint::load_optimizer_state(std::vector<checkpoint::Moment>{{"exp_avg", front}}, first, ckpt).has_value());
   BOOST_TEST(front[offset_of(first, "model.embed_tokens.weight")] == 1.0f);
+}
+
+// Optimizer state given where weights are expected is refused naming its kind, not
+// loaded (or refused for a missing tensor).
+BOOST_AUTO_TEST_CASE(optimizer_state_is_not_loaded_as_weights) {
+  auto be = braid::backend::make_cpu_backend(1);
+  Model whole(tiny(false), {}, *be);
+  std::vector<float> zeros(parameters(whole), 0.0f);
+  const auto ckpt = braid::test::scratch("as_weights.h5");
+  checkpoint::save_optimizer_state(std::vector<checkpoint::Moment>{{"exp_avg", zeros}}, 2, whole,
+                                   checkpoint::optimizer_state_path(ckpt), {.created_by = "test"});
+  const auto state = braid::test::scratch("as_weights.optim.h5");
+  try {
+    checkpoint::load_weights(whole, braid::io::WeightShardSet({state}));
+    BOOST_FAIL("optimizer state was loaded as weights");
+  } catch (const braid::InputError& e) {
+    const std::string msg = e.what();
+    BOOST_TEST(msg.find(state.string() + ": attribute kind: is \"optimizer\"") != std::string::npos, msg);
+  }
 }

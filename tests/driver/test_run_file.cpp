@@ -139,6 +139,28 @@ BOOST_AUTO_TEST_CASE(every_bad_field_is_named) {
   BOOST_TEST(problem_at(problems, "models.critic").find("required by ppo") != std::string::npos);
 }
 
+// Values far past any useful one (1e300) are refused, naming the field and the bound.
+BOOST_AUTO_TEST_CASE(huge_values_are_refused) {
+  const fs::path run = test::run_folder("huge", R"({
+    "format": "braid.run", "version": 1,
+    "models": {"actor": {"init": {"config": "models/config.json"}},
+               "critic": {"init": {"config": "models/config.json"}},
+               "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": 1,
+    "generate": {"temperature": 1e300, "max_new_tokens": 1e12},
+    "score": {"kl_coef": 1e300},
+    "train": {"lr": 1e300, "critic_lr": 11, "epochs": 100000}
+  })");
+  const auto problems = problems_of(run);
+  BOOST_TEST(problems.size() == 6u);
+  BOOST_TEST(problem_at(problems, "generate.temperature").find("must be <= 100") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "generate.max_new_tokens").find("must be <= 2147483647") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "score.kl_coef").find("must be <= 100") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "train.lr").find("is 1e+300, must be <= 10") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "train.critic_lr").find("must be <= 10") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "train.epochs").find("must be <= 1000") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(critic_under_grpo_and_bad_rules) {
   const fs::path run = test::run_folder("grpo_critic", R"({
     "format": "braid.run", "version": 1, "algorithm": "grpo",

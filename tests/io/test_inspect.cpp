@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE inspect
 #include <boost/test/unit_test.hpp>
 
+#include <fstream>
 #include <vector>
 
 #include "core/error.hpp"
@@ -72,6 +73,28 @@ BOOST_AUTO_TEST_CASE(check_file_accepts_good_and_explains_bad) {
   BOOST_REQUIRE(syntax.has_value());
   BOOST_TEST(syntax->find("not valid JSON") != std::string::npos);
   BOOST_CHECK_THROW(inspect_file(fixture("io/bad_truncated.h5").string()), InputError);
+}
+
+// A JSON file with a format braid does not write, or a version newer than braid reads,
+// is refused naming the field (both were accepted as long as the format began "braid.").
+BOOST_AUTO_TEST_CASE(json_files_of_unknown_formats_or_newer_versions_are_refused) {
+  auto write = [](const std::string& name, const std::string& text) {
+    const auto p = test::scratch(name);
+    std::ofstream(p) << text;
+    return p.string();
+  };
+  const auto version2 = write("inspect_v2.json", R"({"format": "braid.schedule", "version": 2, "makespan": 1})");
+  const auto why = check_file(version2);
+  BOOST_REQUIRE(why.has_value());
+  BOOST_TEST(why->find("version: is 2, this braid reads braid.schedule up to version 1") != std::string::npos, *why);
+  BOOST_CHECK_THROW(inspect_file(version2), InputError);
+
+  const auto wrong = write("inspect_wrong.json", R"({"format": "braid.schedul", "version": 1})");
+  const auto why_format = check_file(wrong);
+  BOOST_REQUIRE(why_format.has_value());
+  BOOST_TEST(why_format->find("format: is \"braid.schedul\", not a braid JSON format") != std::string::npos,
+             *why_format);
+  BOOST_TEST(!check_file(write("inspect_run.json", R"({"format": "braid.run", "version": 1})")).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(tokens_display_escaped) {

@@ -6,7 +6,9 @@
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "io/h5.hpp"
 #include "io/sample_shard.hpp"
+#include "io/shard_header.hpp"
 #include "io/weight_shard.hpp"
 #include "tests/common/scratch.hpp"
 
@@ -188,5 +190,48 @@ BOOST_AUTO_TEST_CASE(a_missing_file_is_named) {
     BOOST_FAIL("a missing file was read");
   } catch (const InputError& e) {
     BOOST_TEST(std::string(e.what()).find("does-not-exist.h5: no such file") != std::string::npos);
+  }
+}
+
+// Two sequences under one sample_id would be scored and trained as one: refused naming
+// the dataset and both sequences.
+BOOST_AUTO_TEST_CASE(duplicate_sample_ids_are_refused) {
+  SampleBatch b = random_batch(3, false, 5);
+  b.sample_id[2] = b.sample_id[0];
+  const auto path = scratch("duplicate_ids.h5");
+  write_sample_shard(path, b, {});
+  try {
+    read_sample_shard(path);
+    BOOST_FAIL("a shard with a duplicate sample_id was read");
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    BOOST_TEST(msg.find(path.string() + ": /sample_id: sample_id 1000 appears twice (sequences 0 and 2)") !=
+                   std::string::npos,
+               msg);
+  }
+}
+
+// A sample shard labelled braid.weights: the weight reader names the format attribute, not
+// the first dataset whose type does not fit ("/offsets: is stored as int64").
+BOOST_AUTO_TEST_CASE(a_sample_shard_labelled_as_weights_names_the_format) {
+  const auto path = scratch("samples_labelled_weights.h5");
+  {
+    auto f = h5::File::create(path, path.string());
+    write_header(f, kWeightsFormat, kWeightsVersion);
+    f.write_1d<std::int32_t>("tokens", std::vector<std::int32_t>{1, 2, 3});
+    f.write_1d<std::int64_t>("offsets", std::vector<std::int64_t>{0, 3});
+    f.write_1d<std::int32_t>("prompt_len", std::vector<std::int32_t>{1});
+    f.write_1d<std::int64_t>("sample_id", std::vector<std::int64_t>{7});
+    mark_complete(f);
+    f.close();
+  }
+  try {
+    WeightShardReader r(path);
+    BOOST_FAIL("a sample shard was read as weights");
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    BOOST_TEST(msg.find(path.string() + ": attribute format: is \"braid.weights\" but the file holds a sample shard") !=
+                   std::string::npos,
+               msg);
   }
 }

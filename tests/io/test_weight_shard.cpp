@@ -141,3 +141,45 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_slices_read_along_either_axis) {
   BOOST_CHECK_THROW(r.read_slice("m", 2, 0, 1, rows.data()), std::invalid_argument);
   BOOST_CHECK_THROW(r.read_slice("m", 0, 3, 5, rows.data()), std::invalid_argument);
 }
+
+// Attributes that contradict the file are refused naming the attribute (all were read
+// as given: a negative step, layers past the model, weights labelled as optimizer state).
+BOOST_AUTO_TEST_CASE(contradictory_attributes_are_refused) {
+  auto refusal = [](const fs::path& path) -> std::string {
+    try {
+      WeightShardReader r(path);
+    } catch (const InputError& e) {
+      BOOST_TEST(e.file() == path.string());
+      return e.what();
+    }
+    return "";
+  };
+  auto write = [](const fs::path& path, WeightShardMeta meta, const std::string& tensor) {
+    WeightShardWriter w(path, meta);
+    w.add(tensor, {4}, ramp(4, 1.0f));
+    w.commit();
+  };
+  WeightShardMeta meta;
+  meta.model_config = R"({"hidden_size": 4, "num_hidden_layers": 2})";
+  meta.layer_end = 2;
+
+  WeightShardMeta negative = meta;
+  negative.step = -1;
+  write(scratch("negative_step.h5"), negative, "model.norm.weight");
+  BOOST_TEST(refusal(scratch("negative_step.h5")).find("attribute step: is -1, must be >= 0") != std::string::npos);
+
+  WeightShardMeta past = meta;
+  past.layer_end = 3;
+  write(scratch("past_layers.h5"), past, "model.norm.weight");
+  BOOST_TEST(refusal(scratch("past_layers.h5")).find("attribute layer_end: is 3, past the model's 2 layers") !=
+             std::string::npos);
+
+  WeightShardMeta mislabelled = meta;
+  mislabelled.kind = "optimizer";
+  write(scratch("weights_as_optimizer.h5"), mislabelled, "model.norm.weight");
+  BOOST_TEST(refusal(scratch("weights_as_optimizer.h5"))
+                 .find("attribute kind: is \"optimizer\" but /model.norm.weight is a parameter") != std::string::npos);
+
+  write(scratch("fine.h5"), meta, "model.norm.weight");
+  BOOST_TEST(refusal(scratch("fine.h5")).empty());
+}

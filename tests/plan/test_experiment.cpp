@@ -46,6 +46,36 @@ BOOST_AUTO_TEST_CASE(every_problem_of_an_experiment_is_reported_at_once) {
   }
 }
 
+// Lengths of 1e300 and a config that is neither a path nor an object are input errors
+// naming the field (they were accepted, or a raw JSON-library type error).
+BOOST_AUTO_TEST_CASE(huge_lengths_and_a_numeric_config_are_refused) {
+  const auto doc = braid::json::parse(R"({
+    "format": "braid.experiment", "version": 1, "algorithm": "grpo",
+    "models": {"actor": {"config": 7},
+               "ref": {"config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                                  "num_attention_heads": 4, "vocab_size": 100, "_name_or_path": 3}},
+               "reward": {"config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                                     "num_attention_heads": 4, "vocab_size": 100}}},
+    "batch": {"global": 8, "mini": 8},
+    "prompt_len": {"dist": "fixed", "value": 1e300},
+    "response_len": {"dist": "samples", "values": [10, 3e9]}
+  })");
+  try {
+    experiment_from_json(doc, "exp.json");
+    BOOST_FAIL("accepted a broken experiment");
+  } catch (const braid::InputError& e) {
+    BOOST_TEST(e.file() == "exp.json");
+    const std::string all = e.what();
+    BOOST_TEST(e.problems().size() == 3u, all);
+    for (const char* needle : {"models.actor.config: expected a path to an HF config.json or the config object",
+                               "prompt_len.value: is 1e+300, must be <= 2147483647",
+                               "response_len.values[1]: expected a length in [1, 2147483647]"}) {
+      BOOST_TEST_INFO(needle);
+      BOOST_TEST(all.find(needle) != std::string::npos);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(lognormal_quantiles_have_the_median_and_the_cap) {
   LengthDist d;
   d.kind = "lognormal";

@@ -85,3 +85,20 @@ BOOST_AUTO_TEST_CASE(inter_stage_fusion_overlaps_inference_with_the_tail) {
   BOOST_TEST(!g.used);
   BOOST_TEST(g.fused == 23.0);
 }
+
+// braid-meshplan --schedule compares the schedule's spec by hand: a value of the wrong
+// type makes the specs differ (the lower bound is used) rather than a JSON type error.
+BOOST_AUTO_TEST_CASE(schedspecs_of_the_wrong_shape_differ_without_throwing) {
+  const auto spec = braid::json::parse(R"({"devices": 4, "models": [
+      {"name": "actor", "replicas": 1, "micro_batches": 2, "fwd": [1, 2], "bwd": 6}]})");
+  BOOST_TEST(same_schedspec(spec, spec));
+  for (const char* other : {R"({"devices": "4", "models": []})",
+                            R"({"devices": 4, "models": [{"name": 7, "replicas": 1, "micro_batches": 2, "fwd": 3, "bwd": 6}]})",
+                            R"({"devices": 4, "models": [{"name": "actor", "replicas": 1, "micro_batches": 2, "fwd": ["x"], "bwd": 6}]})",
+                            R"({"devices": 4, "models": [3]})"}) {
+    BOOST_TEST_INFO(other);
+    bool same = true;
+    BOOST_CHECK_NO_THROW(same = same_schedspec(spec, braid::json::parse(other)));
+    BOOST_TEST(!same);
+  }
+}

@@ -2,6 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "sched/problem.hpp"
@@ -81,13 +83,40 @@ BOOST_AUTO_TEST_CASE(merges_stages_for_a_tp_mismatch) {
 }
 
 BOOST_AUTO_TEST_CASE(takes_the_fused_training_spec_out_of_a_plan) {
-  const std::string plan = std::string(R"({"format": "braid.plan", "version": 1, "fusion": {"intra_stage": {"schedspec": )") +
+  const std::string plan = std::string(R"({"format": "braid.plan", "version": 1, "calls": [{"name": "actor_train"}], "fusion": {"intra_stage": {"schedspec": )") +
                            kGood + "}}}";
   const SchedSpec s = parse_schedspec(plan, "plan.json");
   BOOST_REQUIRE_EQUAL(s.models.size(), 2u);
   BOOST_CHECK_EQUAL(s.devices, 8);
   BOOST_CHECK_EQUAL(s.models[1].micro_batches, 8);
 
-  const std::string unfused = refusal(R"({"format": "braid.plan", "version": 1, "fusion": {"inter_stage": {}}})");
+  const std::string unfused = refusal(R"({"format": "braid.plan", "version": 1, "calls": [{}], "fusion": {"inter_stage": {}}})");
   BOOST_CHECK_NE(unfused.find("spec.json: fusion.intra_stage.schedspec: missing"), std::string::npos);
+}
+
+// A plan is checked as braid-meshplan writes it before its spec is taken: version,
+// keys and a non-empty calls list; a format that is not a string is named, not a crash.
+BOOST_AUTO_TEST_CASE(checks_the_plan_around_the_spec) {
+  const std::string tail = std::string(R"(, "calls": [{}], "fusion": {"intra_stage": {"schedspec": )") + kGood + "}}}";
+  for (const auto& [version, problem] : std::vector<std::pair<std::string, std::string>>{
+           {"2", "spec.json: version: is 2, this braid reads versions up to 1"},
+           {"\"x\"", "spec.json: version: expected an integer"},
+           {"-1", "spec.json: version: is -1, must be >= 1"}}) {
+    const std::string text = R"({"format": "braid.plan", "version": )" + version + tail;
+    BOOST_TEST_INFO(version);
+    BOOST_CHECK_NE(refusal(text).find(problem), std::string::npos);
+  }
+  const std::string unknown =
+      refusal(std::string(R"({"format": "braid.plan", "version": 1, "cals": [], "calls": [{}], "fusion": {"intra_stage": {"schedspec": )") +
+              kGood + "}}}");
+  BOOST_CHECK_NE(unknown.find("cals: unknown key (did you mean \"calls\"?)"), std::string::npos);
+  const std::string empty =
+      refusal(std::string(R"({"format": "braid.plan", "version": 1, "calls": [], "fusion": {"intra_stage": {"schedspec": )") +
+              kGood + "}}}");
+  BOOST_CHECK_NE(empty.find("spec.json: calls: has 0 items, expected at least 1"), std::string::npos);
+
+  BOOST_CHECK_NE(refusal(R"({"format": 7, "version": 1, "calls": [{}]})").find("spec.json: format: expected a string"),
+                 std::string::npos);
+  BOOST_CHECK_NE(refusal(with(kGood, "\"braid.schedspec\"", "1")).find("spec.json: format: expected a string"),
+                 std::string::npos);
 }

@@ -220,6 +220,18 @@ BOOST_FIXTURE_TEST_CASE(bad_inputs_exit_2_naming_the_file_and_field, World) {
   BOOST_TEST(no_value_head.code == 2);
   BOOST_TEST(no_value_head.err.find("score.weight") != std::string::npos);
 
+  // A critic whose vocabulary is smaller than the samples' tokens: the message says it is the critic.
+  json small = load_json_file(source("examples/tiny/config.json"));
+  small["vocab_size"] = 40;
+  write_text_file(p("small-vocab.json"), small.dump());
+  BOOST_TEST_REQUIRE(run(bin("braid") + " init -q --config " + p("small-vocab.json") +
+                             " --seed 2 --value-head --no-lm-head -o " + p("small-critic.h5"),
+                         "init-small-critic")
+                         .code == 0);
+  const Run small_critic = run(ppo(p("scored-00000.h5"), p("actor.h5"), p("small-critic.h5"), "bad6"), "small-critic");
+  BOOST_TEST(small_critic.code == 2);
+  BOOST_TEST(small_critic.err.find("outside the critic's vocabulary of 40") != std::string::npos, small_critic.err);
+
   const Run missing = run(ppo(p("no-such-shard.h5"), p("actor.h5"), p("critic.h5"), "bad3"), "missing");
   BOOST_TEST(missing.code == 2);
   BOOST_TEST(missing.err.find("no-such-shard.h5") != std::string::npos);
