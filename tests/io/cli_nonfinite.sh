@@ -9,23 +9,7 @@ B="$BRAID_BIN"
 POISON="$IO_POISON"
 CONFIG="$BRAID_SOURCE/examples/tiny/config.json"
 rm -rf "$S" && mkdir -p "$S" && cd "$S"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# Expects exit 2 and every given text on stderr: expect_bad NAME TEXT... -- COMMAND...
-expect_bad() {
-  local name=$1; shift
-  local texts=()
-  while [[ $1 != -- ]]; do texts+=("$1"); shift; done
-  shift
-  set +e
-  "$@" > "$name.out" 2> "$name.err"
-  local rc=$?
-  set -e
-  [[ $rc == 2 ]] || { cat "$name.err" >&2; fail "$name: exit $rc, expected 2"; }
-  for t in "${texts[@]}"; do
-    grep -qF -- "$t" "$name.err" || { cat "$name.err" >&2; fail "$name: stderr does not name '$t'"; }
-  done
-}
+. "$BRAID_SOURCE/tests/common/expect.sh"
 # braid check answers 1 for the file; -v names the file and the field.
 expect_check_problem() {
   local file=$1 field=$2

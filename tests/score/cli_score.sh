@@ -10,25 +10,7 @@ FIX="$SCORE_FIXTURE"
 CONFIG="$BRAID_SOURCE/examples/tiny/config.json"
 rm -rf "$S" && mkdir -p "$S" && cd "$S"
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# Expects exit 2 and every given text on stderr.
-expect_bad() {
-  local name=$1; shift
-  local texts=()
-  while [[ $1 != -- ]]; do texts+=("$1"); shift; done
-  shift
-  set +e
-  "$@" > "$name.out" 2> "$name.err"
-  local rc=$?
-  set -e
-  [[ $rc == 2 ]] || { cat "$name.err" >&2; fail "$name: exit $rc, expected 2"; }
-  for t in "${texts[@]}"; do
-    grep -qF -- "$t" "$name.err" || { cat "$name.err" >&2; fail "$name: stderr does not name '$t'"; }
-  done
-  [[ ! -s "$name.out" ]] || fail "$name: wrote to stdout"
-}
-
+. "$BRAID_SOURCE/tests/common/expect.sh"
 "$BRAID" init -q --config "$CONFIG" --seed 1 -o actor.h5 > /dev/null
 "$BRAID" init -q --config "$CONFIG" --seed 2 --value-head --no-lm-head -o critic.h5 > /dev/null
 "$BRAID" init -q --config "$CONFIG" --seed 3 --value-head --no-lm-head -o rm.h5 > /dev/null
