@@ -5,6 +5,8 @@
 # crashes; exits nonzero when any target crashed, leaked, hung or ran out of memory (the
 # inputs are left in build-fuzz/findings/<target>/).
 #   scripts/fuzz.sh [SECONDS] [TARGETS...]      e.g. scripts/fuzz.sh 60 sample_shard safetensors
+# FUZZ_KEEP_GOING=1 runs libFuzzer in fork mode past crashes (-fork=1 -ignore_crashes=1 ...),
+# for a target whose first finding is known and would otherwise end the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -63,25 +65,27 @@ run_one() {
   local dict
   dict=$(dict_for "$t")
   local cmd=("$build/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=1048576
-             -print_final_stats=1 -artifact_prefix="$findings/" ${dict:+-dict="$dict"} "$corpus")
+             -print_final_stats=1 -artifact_prefix="$findings/" ${dict:+-dict="$dict"})
+  [[ ${FUZZ_KEEP_GOING:-0} == 1 ]] && cmd+=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
+  cmd+=("$corpus")
   echo "${cmd[*]}" > "$log.cmd"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 "${cmd[@]}" > "$log" 2>&1
   echo $? > "$log.rc"
 }
 
 export -f run_one seeds dict_for
-export build root seconds
+export build root seconds FUZZ_KEEP_GOING
 printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
 
 status=0
 printf '%-14s %12s %9s %8s %9s %8s  %s\n' target runs exec/s cov features crashes rc
 for t in "${targets[@]}"; do
   log=$build/logs/$t.log
-  runs=$(grep -oE 'stat::number_of_executed_units: [0-9]+' "$log" | awk '{print $2}' || true)
+  runs=$(grep -oE 'stat::number_of_executed_units: [0-9]+|^#[0-9]+: cov' "$log" | tail -1 | grep -oE '[0-9]+' | head -1 || true)
   eps=$(( ${runs:-0} / seconds ))
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | awk '{print $2}' || true)
   ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -1 | awk '{print $2}' || true)
-  crashes=$(find "$build/findings/$t" -type f | wc -l)
+  crashes=$(find "$build/findings/$t" -type f -name 'crash-*' -o -type f -name 'leak-*' -o -type f -name 'timeout-*' -o -type f -name 'oom-*' | wc -l)
   rc=$(cat "$log.rc")
   printf '%-14s %12s %9s %8s %9s %8s  %s\n' "$t" "${runs:-?}" "${eps:-?}" "${cov:-?}" "${ft:-?}" "$crashes" "$rc"
   if [[ $rc -ne 0 || $crashes -ne 0 ]]; then

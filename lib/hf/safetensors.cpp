@@ -130,7 +130,7 @@ void SafetensorsReader::read(const std::string& name, float* dst) const {
     throw InputError(path_.string(), name, "could not read the tensor's bytes");
   }
   if (t.dtype == "F32") {
-    std::memcpy(dst, raw.data(), n * 4);
+    if (n > 0) std::memcpy(dst, raw.data(), n * 4);  // an empty tensor's dst and data may be null
   } else if (t.dtype == "F64") {
     for (std::size_t i = 0; i < n; ++i) {
       double d;
