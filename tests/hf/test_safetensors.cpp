@@ -71,6 +71,19 @@ BOOST_AUTO_TEST_CASE(an_empty_tensor_reads_as_no_values) {
   BOOST_TEST(r.read(name).empty());
 }
 
+// Found by fuzz/fuzz_safetensors (tests/fixtures/fuzz/safetensors/crash-6aa5e89d...): a dtype
+// that is not a string escaped as nlohmann's type_error (exit 1); it is a problem naming it.
+BOOST_AUTO_TEST_CASE(a_dtype_that_is_not_a_string_is_named) {
+  const fs::path p = fs::path(std::getenv("BRAID_FIXTURES")) / "fuzz" / "safetensors" /
+                     "crash-6aa5e89d9256e2e570609b50fa21339e57e386ad";
+  try {
+    SafetensorsReader r(p);
+    BOOST_FAIL("a header with an array as dtype was accepted");
+  } catch (const braid::InputError& e) {
+    BOOST_TEST(std::string(e.what()).find(".dtype") != std::string::npos);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(f32_round_trip_is_exact_and_header_aligned) {
   const fs::path p = scratch("rt32.safetensors");
   std::vector<float> w(7 * 5), b(3);
