@@ -69,6 +69,11 @@ json parse_json_text(const std::string& text, const std::string& origin) {
     auto colon = what.find(": ");
     std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
     throw InputError(origin, fmt::format("line {}, column {}", line, col), "not valid JSON: " + detail);
+  } catch (const json::exception& e) {
+    // out_of_range.406: a number beyond double's range ("1e309"); nlohmann gives no position.
+    std::string what = e.what();
+    auto bracket = what.find("] ");
+    throw InputError(origin, "", "not valid JSON: " + (bracket == std::string::npos ? what : what.substr(bracket + 2)));
   }
 }
 

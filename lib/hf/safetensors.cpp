@@ -70,7 +70,9 @@ SafetensorsReader::SafetensorsReader(std::filesystem::path path) : path_(std::mo
     const std::string where = fmt::format("\"{}\"", name);
     if (!t.is_object()) { c.fail(where, "must be an object with dtype, shape, data_offsets"); continue; }
     TensorInfo info;
-    info.dtype = t.value("dtype", "");
+    const auto dtype = c.string(t, where, "dtype", {}, "");  // a wrong type is a problem, not a type_error
+    if (!dtype) continue;
+    info.dtype = *dtype;
     const int elem = dtype_size(info.dtype);
     if (elem == 0) { c.fail(where + ".dtype", fmt::format("unknown dtype \"{}\"", info.dtype)); continue; }
     const json shape = t.value("shape", json());
@@ -130,7 +132,7 @@ void SafetensorsReader::read(const std::string& name, float* dst) const {
     throw InputError(path_.string(), name, "could not read the tensor's bytes");
   }
   if (t.dtype == "F32") {
-    std::memcpy(dst, raw.data(), n * 4);
+    if (n > 0) std::memcpy(dst, raw.data(), n * 4);  // an empty tensor's dst and data may be null
   } else if (t.dtype == "F64") {
     for (std::size_t i = 0; i < n; ++i) {
       double d;

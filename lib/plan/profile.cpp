@@ -107,10 +107,13 @@ Profile profile_from_json(const json& doc, const std::string& file) {
     m.memory.kv_per_token = c.number(mem, mw, "kv_per_token_layer", nonneg).value_or(0);
     m.memory.embedding_weights = c.number(mem, mw, "embedding_weights", nonneg).value_or(0);
     m.memory.head_weights = c.number(mem, mw, "head_weights", nonneg).value_or(0);
-    auto t2 = [&](const char* key, const char* xn, const char* yn) {
+    // Init-captures, not the structured bindings themselves: clang before 16 cannot capture those.
+    auto t2 = [&c, e = e, w = w](const char* key, const char* xn, const char* yn) {
       return table2_from_json(c.object(*e, w, key), c, Checker::path(w, key), xn, yn);
     };
-    auto t1 = [&](const char* key) { return table1_from_json(c.object(*e, w, key), c, Checker::path(w, key), "tokens"); };
+    auto t1 = [&c, e = e, w = w](const char* key) {
+      return table1_from_json(c.object(*e, w, key), c, Checker::path(w, key), "tokens");
+    };
     m.layer_fwd = t2("layer_fwd", "tokens", "seq_len");
     m.layer_bwd = t2("layer_bwd", "tokens", "seq_len");
     if (e->contains("layer_prefill")) m.layer_prefill = t2("layer_prefill", "tokens", "seq_len");

@@ -81,7 +81,7 @@ void HfTokenizer::set_special(std::optional<std::string> bos, std::optional<std:
 
 void HfTokenizer::read_normalizer(const json& n, const std::string& where, Checker& c) {
   if (n.is_null()) return;
-  const std::string type = n.is_object() ? n.value("type", "") : "";
+  const std::string type = n.is_object() ? c.string(n, where, "type", {}, "").value_or("") : "";
   if (type == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array()) {
     for (std::size_t i = 0; i < n["normalizers"].size(); ++i) {
       read_normalizer(n["normalizers"][i], fmt::format("{}.normalizers[{}]", where, i), c);
@@ -93,7 +93,7 @@ void HfTokenizer::read_normalizer(const json& n, const std::string& where, Check
   } else if (type == "Replace") {
     auto pat = read_pattern(n, where, c);
     if (pat && pat->second) c.fail(where + ".pattern", "a Regex in a Replace normalizer is not supported");
-    if (pat && !pat->second) normalizer_.push_back({NormStep::replace, pat->first, n.value("content", "")});
+    if (pat && !pat->second) normalizer_.push_back({NormStep::replace, pat->first, c.string(n, where, "content", {}, "").value_or("")});
   } else {
     c.fail(where, fmt::format("normalizer type \"{}\" is not supported (braid reads Sequence, Prepend, Replace, NFC, NFKC, NFD, NFKD)", type));
   }
@@ -101,15 +101,15 @@ void HfTokenizer::read_normalizer(const json& n, const std::string& where, Check
 
 void HfTokenizer::read_pre_tokenizer(const json& p, const std::string& where, Checker& c) {
   if (p.is_null()) return;
-  const std::string type = p.is_object() ? p.value("type", "") : "";
+  const std::string type = p.is_object() ? c.string(p, where, "type", {}, "").value_or("") : "";
   if (type == "Sequence" && p.contains("pretokenizers") && p["pretokenizers"].is_array()) {
     for (std::size_t i = 0; i < p["pretokenizers"].size(); ++i) {
       read_pre_tokenizer(p["pretokenizers"][i], fmt::format("{}.pretokenizers[{}]", where, i), c);
     }
   } else if (type == "ByteLevel") {
     PreStep s{PreStep::byte_level};
-    s.add_prefix_space = p.value("add_prefix_space", true);  // HF's default when the key is absent
-    if (p.value("use_regex", true)) s.regex.emplace(kGpt2Pattern, "", where);
+    s.add_prefix_space = c.boolean(p, where, "add_prefix_space", true).value_or(true);  // HF's default when the key is absent
+    if (c.boolean(p, where, "use_regex", true).value_or(true)) s.regex.emplace(kGpt2Pattern, "", where);
     pre_tokenizer_.push_back(std::move(s));
   } else if (type == "Split") {
     PreStep s{PreStep::split};
@@ -122,21 +122,21 @@ void HfTokenizer::read_pre_tokenizer(const json& p, const std::string& where, Ch
       c.fail(where + ".pattern", e.what());
       return;
     }
-    const std::string b = p.value("behavior", "Isolated");
+    const std::string b = c.string(p, where, "behavior", {}, "Isolated").value_or("Isolated");
     if (b == "Removed") s.behavior = SplitBehavior::removed;
     else if (b == "Isolated") s.behavior = SplitBehavior::isolated;
     else if (b == "MergedWithPrevious") s.behavior = SplitBehavior::merged_with_previous;
     else if (b == "MergedWithNext") s.behavior = SplitBehavior::merged_with_next;
     else if (b == "Contiguous") s.behavior = SplitBehavior::contiguous;
     else c.fail(where + ".behavior", fmt::format("unknown split behavior \"{}\"", b));
-    s.invert = p.value("invert", false);
+    s.invert = c.boolean(p, where, "invert", false).value_or(false);
     pre_tokenizer_.push_back(std::move(s));
   } else if (type == "Metaspace") {
     PreStep s{PreStep::metaspace};
-    s.replacement = p.value("replacement", kMetaspace);
+    s.replacement = c.string(p, where, "replacement", {}, kMetaspace).value_or(kMetaspace);
     // Older files say add_prefix_space, newer ones prepend_scheme.
-    s.prepend_scheme = p.value("prepend_scheme", p.value("add_prefix_space", true) ? "always" : "never");
-    s.split_on_replacement = p.value("split", true);
+    s.prepend_scheme = c.string(p, where, "prepend_scheme", {}, c.boolean(p, where, "add_prefix_space", true).value_or(true) ? "always" : "never").value_or("always");
+    s.split_on_replacement = c.boolean(p, where, "split", true).value_or(true);
     pre_tokenizer_.push_back(std::move(s));
   } else {
     c.fail(where, fmt::format("pre_tokenizer type \"{}\" is not supported (braid reads Sequence, ByteLevel, "
@@ -146,7 +146,7 @@ void HfTokenizer::read_pre_tokenizer(const json& p, const std::string& where, Ch
 
 void HfTokenizer::read_decoder(const json& d, const std::string& where, Checker& c) {
   if (d.is_null()) return;
-  const std::string type = d.is_object() ? d.value("type", "") : "";
+  const std::string type = d.is_object() ? c.string(d, where, "type", {}, "").value_or("") : "";
   if (type == "Sequence" && d.contains("decoders") && d["decoders"].is_array()) {
     for (std::size_t i = 0; i < d["decoders"].size(); ++i) {
       read_decoder(d["decoders"][i], fmt::format("{}.decoders[{}]", where, i), c);
@@ -156,19 +156,19 @@ void HfTokenizer::read_decoder(const json& d, const std::string& where, Checker&
   } else if (type == "Replace") {
     auto pat = read_pattern(d, where, c);
     if (pat && pat->second) c.fail(where + ".pattern", "a Regex in a Replace decoder is not supported");
-    if (pat && !pat->second) decoder_.push_back({DecStep::replace, pat->first, d.value("content", "")});
+    if (pat && !pat->second) decoder_.push_back({DecStep::replace, pat->first, c.string(d, where, "content", {}, "").value_or("")});
   } else if (type == "ByteFallback") {
     decoder_.push_back({DecStep::byte_fallback});
   } else if (type == "Fuse") {
     decoder_.push_back({DecStep::fuse});
   } else if (type == "Strip") {
-    DecStep s{DecStep::strip, "", d.value("content", " ")};
-    s.start = d.value("start", 0);
-    s.stop = d.value("stop", 0);
+    DecStep s{DecStep::strip, "", c.string(d, where, "content", {}, " ").value_or(" ")};
+    s.start = static_cast<int>(c.integer(d, where, "start", {}, 0).value_or(0));
+    s.stop = static_cast<int>(c.integer(d, where, "stop", {}, 0).value_or(0));
     decoder_.push_back(s);
   } else if (type == "Metaspace") {
-    DecStep s{DecStep::metaspace, d.value("replacement", kMetaspace), " "};
-    s.strip_first = d.value("prepend_scheme", d.value("add_prefix_space", true) ? "always" : "never") != "never";
+    DecStep s{DecStep::metaspace, c.string(d, where, "replacement", {}, kMetaspace).value_or(kMetaspace), " "};
+    s.strip_first = c.string(d, where, "prepend_scheme", {}, c.boolean(d, where, "add_prefix_space", true).value_or(true) ? "always" : "never").value_or("always") != "never";
     decoder_.push_back(s);
   } else {
     c.fail(where, fmt::format("decoder type \"{}\" is not supported", type));
@@ -194,7 +194,7 @@ void HfTokenizer::read_added_tokens(const json& doc, Checker& c) {
     const auto content = t["content"].get<std::string>();
     model_.add_token(content, id);
     added_.emplace_back(content, id);
-    if (t.value("special", false)) special_.insert(id);
+    if (c.boolean(t, where, "special", false).value_or(false)) special_.insert(id);
   }
   std::stable_sort(added_.begin(), added_.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });

@@ -91,6 +91,23 @@ BOOST_AUTO_TEST_CASE(a_syntax_error_names_line_and_column) {
   }
 }
 
+// Found by fuzz/fuzz_model_config (tests/fixtures/fuzz/json/number_overflow.json): a number
+// beyond double's range made nlohmann throw out_of_range, which escaped as an internal error.
+BOOST_AUTO_TEST_CASE(a_number_beyond_double_is_an_input_error) {
+  for (const std::string text : {"[1e309]", R"({"hidden_size": -1e400})"}) {
+    try {
+      parse_json_text(text, "doc.json");
+      BOOST_FAIL("an overflowing number parsed: " + text);
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      BOOST_TEST(msg.find("doc.json") == 0u);
+      BOOST_TEST(msg.find("not valid JSON: number overflow") != std::string::npos);
+    }
+  }
+  const auto path = fixture("../fuzz/json/number_overflow.json");
+  BOOST_CHECK_THROW(load_json_file(path), InputError);
+}
+
 BOOST_AUTO_TEST_CASE(typed_reads_return_values_and_defaults) {
   const json doc = json::parse(R"({"a": 3, "b": 2.5, "c": "x", "d": true, "e": [1, 2], "f": 4.0})");
   Checker c("inline");

@@ -59,6 +59,31 @@ BOOST_AUTO_TEST_CASE(garbage_header_length_is_refused) {
   BOOST_CHECK_THROW(SafetensorsReader{p}, braid::InputError);
 }
 
+// Found by fuzz/fuzz_safetensors: an F32 tensor of shape [0, 4] was read with memcpy from and
+// to null pointers (undefined behaviour, reported by -fsanitize=undefined, `make sanitize`).
+BOOST_AUTO_TEST_CASE(an_empty_tensor_reads_as_no_values) {
+  const fs::path p = fs::path(std::getenv("BRAID_FIXTURES")) / "fuzz" / "safetensors" /
+                     "crash-60adf89e50c93db9c966ede9529abfdc23b95df1";
+  SafetensorsReader r(p);
+  const std::string name = "_44444444444444444444444444444444444e.empty";
+  BOOST_REQUIRE(r.contains(name));
+  BOOST_TEST(r.info(name).shape == (braid::hf::Shape{0, 4}));
+  BOOST_TEST(r.read(name).empty());
+}
+
+// Found by fuzz/fuzz_safetensors (tests/fixtures/fuzz/safetensors/crash-6aa5e89d...): a dtype
+// that is not a string escaped as nlohmann's type_error (exit 1); it is a problem naming it.
+BOOST_AUTO_TEST_CASE(a_dtype_that_is_not_a_string_is_named) {
+  const fs::path p = fs::path(std::getenv("BRAID_FIXTURES")) / "fuzz" / "safetensors" /
+                     "crash-6aa5e89d9256e2e570609b50fa21339e57e386ad";
+  try {
+    SafetensorsReader r(p);
+    BOOST_FAIL("a header with an array as dtype was accepted");
+  } catch (const braid::InputError& e) {
+    BOOST_TEST(std::string(e.what()).find(".dtype") != std::string::npos);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(f32_round_trip_is_exact_and_header_aligned) {
   const fs::path p = scratch("rt32.safetensors");
   std::vector<float> w(7 * 5), b(3);

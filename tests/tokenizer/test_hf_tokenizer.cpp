@@ -117,3 +117,26 @@ BOOST_AUTO_TEST_CASE(bad_tokenizer_json_names_every_field) {
     BOOST_TEST(e.problems().size() == 2u);
   }
 }
+
+// Found by fuzz/fuzz_tokenizer (tests/fixtures/fuzz/tokenizer/crash-3400214e...): an optional
+// key of the wrong type (here a number where a string belongs) escaped as nlohmann's
+// type_error (exit 1); it is now a problem naming the field.
+BOOST_AUTO_TEST_CASE(optional_keys_of_the_wrong_type_are_named) {
+  braid::json doc = braid::json::parse(R"({
+    "pre_tokenizer": {"type": "Metaspace", "replacement": 7, "add_prefix_space": "yes"},
+    "decoder": {"type": "Strip", "content": " ", "start": "one", "stop": 0},
+    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}
+  })");
+  try {
+    braid::tok::HfTokenizer t(doc, "bad.json");
+    BOOST_FAIL("a tokenizer.json with wrongly typed keys was accepted");
+  } catch (const braid::InputError& e) {
+    const std::string msg = e.what();
+    BOOST_TEST(msg.find("pre_tokenizer.replacement") != std::string::npos);
+    BOOST_TEST(msg.find("pre_tokenizer.add_prefix_space") != std::string::npos);
+    BOOST_TEST(msg.find("decoder.start") != std::string::npos);
+  }
+  const std::string kept = std::string(std::getenv("BRAID_FIXTURES")) +
+                           "/fuzz/tokenizer/crash-3400214e404f2a633e185a80dc498ac975578da2";
+  BOOST_CHECK_THROW(braid::tok::HfTokenizer(braid::load_json_file(kept), kept), braid::InputError);
+}

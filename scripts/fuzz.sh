@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Builds braid's libFuzzer targets (fuzz/, -DBRAID_FUZZ=ON, clang) in build-fuzz and runs each
+# for SECONDS (default 600), two at a time, with corpora in build-fuzz/corpus/<target> seeded
+# from tests/fixtures, examples/ and fuzz/seeds. Prints per target: runs, exec/s, coverage,
+# crashes; exits nonzero when any target crashed, leaked, hung or ran out of memory (the
+# inputs are left in build-fuzz/findings/<target>/).
+#   scripts/fuzz.sh [SECONDS] [TARGETS...]      e.g. scripts/fuzz.sh 60 sample_shard safetensors
+# FUZZ_KEEP_GOING=1 runs libFuzzer in fork mode past crashes (-fork=1 -ignore_crashes=1 ...),
+# for a target whose first finding is known and would otherwise end the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+seconds=${1:-600}
+[[ $# -gt 0 ]] && shift
+all=(sample_shard weight_shard safetensors tokenizer run_file schedspec schedule experiment profile model_config)
+targets=("$@")
+[[ ${#targets[@]} -eq 0 ]] && targets=("${all[@]}")
+jobs=${FUZZ_JOBS:-2}
+build=$root/build-fuzz
+
+if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+  echo "fuzz.sh: installing clang and its runtime (libFuzzer)" >&2
+  apt-get install -y clang libclang-rt-14-dev >/dev/null
+fi
+
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+  -DBRAID_FUZZ=ON -DBRAID_TESTS=OFF -DBRAID_BENCH=OFF -DBRAID_CUDA=OFF "${launcher[@]}" >/dev/null
+cmake --build "$build" -j"$jobs" --target $(printf 'fuzz_%s ' "${targets[@]}") >/dev/null
+
+# Seeds: the fixtures and examples each reader is meant to read (good and bad).
+seeds() {
+  local f=$root/tests/fixtures e=$root/examples
+  case $1 in
+    sample_shard|weight_shard) ls "$f"/io/*.h5 "$f"/model/*.h5 ;;
+    safetensors) ls "$f"/hf/*.safetensors "$f"/hf/tiny_llama/*.safetensors ;;
+    tokenizer) ls "$f"/tokenizer/*/tokenizer.json ;;
+    run_file) ls "$e"/ppo-tiny/run.json "$f"/io/bad_json*.json ;;
+    schedspec) ls "$f"/sched/*.json "$e"/schedgen/*.json ;;
+    schedule) ls "$f"/io/schedule.json ;;
+    experiment) ls "$f"/plan/*.json "$e"/plan/*.json ;;
+    profile) ls "$root"/fuzz/seeds/profile/*.json ;;
+    model_config) ls "$e"/tiny/config.json "$f"/plan/*config.json "$e"/plan/models/*.json "$f"/hf/tiny_llama/config.json "$f"/core/*.json ;;
+  esac
+}
+
+# A dictionary for the JSON readers: JSON's tokens and every key the seeds use.
+dict_for() {
+  local out=$build/corpus/$1.dict
+  case $1 in sample_shard|weight_shard|safetensors) return ;; esac
+  {
+    printf '%s\n' 'kw1="true"' 'kw2="false"' 'kw3="null"' 'p1="{"' 'p2="}"' 'p3="["' 'p4="]"' 'p5=":"' 'p6=","' \
+      'n1="-1"' 'n2="0"' 'n3="1e309"' 'n4="-0.0"' 'n5="4294967296"' 'n6="9223372036854775808"' 'n7="1.5"'
+    seeds "$1" | xargs cat | grep -oE '"[A-Za-z_][A-Za-z0-9_./-]{0,40}"' | sort -u | head -400 |
+      awk '{ gsub(/"/, "\\\""); printf "k%d=\"%s\"\n", NR, $0 }'
+  } > "$out"
+  echo "$out"
+}
+
+run_one() {
+  local t=$1 corpus=$build/corpus/$1 findings=$build/findings/$1 log=$build/logs/$1.log
+  mkdir -p "$corpus" "$findings" "$build/logs"
+  seeds "$t" | while read -r s; do cp -n "$s" "$corpus/seed-$(basename "$(dirname "$s")")-$(basename "$s")"; done
+  local dict
+  dict=$(dict_for "$t")
+  local cmd=("$build/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=1048576
+             -print_final_stats=1 -artifact_prefix="$findings/" ${dict:+-dict="$dict"})
+  [[ ${FUZZ_KEEP_GOING:-0} == 1 ]] && cmd+=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
+  cmd+=("$corpus")
+  echo "${cmd[*]}" > "$log.cmd"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 "${cmd[@]}" > "$log" 2>&1
+  echo $? > "$log.rc"
+}
+
+export -f run_one seeds dict_for
+export build root seconds FUZZ_KEEP_GOING
+printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
+
+status=0
+printf '%-14s %12s %9s %8s %9s %8s  %s\n' target runs exec/s cov features crashes rc
+for t in "${targets[@]}"; do
+  log=$build/logs/$t.log
+  runs=$(grep -oE 'stat::number_of_executed_units: [0-9]+|^#[0-9]+: cov' "$log" | tail -1 | grep -oE '[0-9]+' | head -1 || true)
+  eps=$(( ${runs:-0} / seconds ))
+  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | awk '{print $2}' || true)
+  ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -1 | awk '{print $2}' || true)
+  crashes=$(find "$build/findings/$t" -type f -name 'crash-*' -o -type f -name 'leak-*' -o -type f -name 'timeout-*' -o -type f -name 'oom-*' | wc -l)
+  rc=$(cat "$log.rc")
+  printf '%-14s %12s %9s %8s %9s %8s  %s\n' "$t" "${runs:-?}" "${eps:-?}" "${cov:-?}" "${ft:-?}" "$crashes" "$rc"
+  if [[ $rc -ne 0 || $crashes -ne 0 ]]; then
+    status=1
+    echo "  $t: see $log; inputs in $build/findings/$t/" >&2
+  fi
+done
+exit $status
