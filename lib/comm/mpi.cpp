@@ -143,23 +143,26 @@ class MpiCommunicator final : public Communicator {
   int max_tag() const override { return max_tag_; }
 
   void send_bytes(const void* data, std::size_t bytes, int peer, int tag) override {
-    const auto* p = static_cast<const char*>(data);
-    do {
-      const std::size_t n = std::min(bytes, kMaxChunk);
-      MPI_Request req = MPI_REQUEST_NULL;
-      check(MPI_Isend(p, count_of(n, "send"), MPI_BYTE, peer, tag, comm_, &req), "MPI_Isend");
-      wait_for(&req, {"send", world_rank_of(peer), tag});
-      p += n;
-      bytes -= n;
-    } while (bytes > 0);
+    in_chunks(const_cast<void*>(data), bytes, [&](char* p, std::size_t n, MPI_Request* req) {
+      check(MPI_Isend(p, count_of(n, "send"), MPI_BYTE, peer, tag, comm_, req), "MPI_Isend");
+      wait_for(req, {"send", world_rank_of(peer), tag});
+    });
   }
   void recv_bytes(void* data, std::size_t bytes, int peer, int tag) override {
+    in_chunks(data, bytes, [&](char* p, std::size_t n, MPI_Request* req) {
+      check(MPI_Irecv(p, count_of(n, "recv"), MPI_BYTE, peer, tag, comm_, req), "MPI_Irecv");
+      wait_for(req, {"recv", world_rank_of(peer), tag});
+    });
+  }
+  // A blocking transfer in runs of at most kMaxChunk bytes (MPI counts are int), each one
+  // started and waited on by `one` (at least one run, so that empty messages still match).
+  template <typename One>
+  static void in_chunks(void* data, std::size_t bytes, One&& one) {
     auto* p = static_cast<char*>(data);
     do {
       const std::size_t n = std::min(bytes, kMaxChunk);
       MPI_Request req = MPI_REQUEST_NULL;
-      check(MPI_Irecv(p, count_of(n, "recv"), MPI_BYTE, peer, tag, comm_, &req), "MPI_Irecv");
-      wait_for(&req, {"recv", world_rank_of(peer), tag});
+      one(p, n, &req);
       p += n;
       bytes -= n;
     } while (bytes > 0);
