@@ -15,17 +15,7 @@ step_of() { "$B" inspect --json "$1" | grep -o '"step": [0-9]*' | head -1 | cut 
 PY=/usr/bin/python3
 
 cd "$S"
-cp "$BRAID_SOURCE/examples/tiny/config.json" config.json
-printf '%s\n' '{"text": "Call 555"}' '{"text": "Year"}' '{"text": "Pi is"}' '{"text": "Total:"}' > prompts.jsonl
-cat > run.json <<'JSON'
-{"format": "braid.run", "version": 1, "algorithm": "ppo",
- "models": {"actor": {"init": {"config": "config.json", "seed": 1}},
-            "critic": {"init": {"config": "config.json", "seed": 2}},
-            "reward": {"rule": "digits"}},
- "prompts": "prompts.jsonl", "iterations": 2, "threads": 1,
- "generate": {"samples_per_prompt": 2, "max_new_tokens": 6, "shard_size": 4},
- "train": {"lr": 0.001, "critic_lr": 0.001}}
-JSON
+. "$BRAID_SOURCE/tests/driver/tiny_run.sh"
 "$B" run run.json -o out > /dev/null 2> log || { cat log >&2; fail "braid run failed"; }
 
 # The whole run is good again: every checkpoint and scored shard passes braid check at its step.

@@ -14,17 +14,7 @@ snapshot() { (cd "$1" && find . -type f ! -name metrics.jsonl -printf '%p %T@\n'
 h5_names() { (cd "$1" && find . -type f -name '*.h5' ! -name '.*' | sort); }
 
 cd "$S"
-cp "$BRAID_SOURCE/examples/tiny/config.json" config.json
-printf '%s\n' '{"text": "Call 555"}' '{"text": "Year"}' '{"text": "Pi is"}' '{"text": "Total:"}' > prompts.jsonl
-cat > run.json <<'JSON'
-{"format": "braid.run", "version": 1, "algorithm": "ppo",
- "models": {"actor": {"init": {"config": "config.json", "seed": 1}},
-            "critic": {"init": {"config": "config.json", "seed": 2}},
-            "reward": {"rule": "digits"}},
- "prompts": "prompts.jsonl", "iterations": 2, "threads": 1,
- "generate": {"samples_per_prompt": 2, "max_new_tokens": 6, "shard_size": 4},
- "train": {"lr": 0.001, "critic_lr": 0.001}}
-JSON
+. "$BRAID_SOURCE/tests/driver/tiny_run.sh"
 
 "$B" run run.json -o out > stdout 2> log || { cat log >&2; fail "braid run failed"; }
 [ "$(cat stdout)" = "$(printf 'out/iter-0002/actor.h5\nout/iter-0002/critic.h5')" ] || fail "stdout: $(cat stdout)"
