@@ -120,12 +120,12 @@ def find_cycle(graph):
 
 
 def closure(graph, node):
-    seen, todo = set(), list(graph[node])
-    while todo:
-        n = todo.pop()
+    seen, pending = set(), list(graph[node])
+    while pending:
+        n = pending.pop()
         if n not in seen:
             seen.add(n)
-            todo.extend(graph[n])
+            pending.extend(graph[n])
     return seen
 
 
