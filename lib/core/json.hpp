@@ -42,6 +42,7 @@ class Checker {
   // Records a problem at `field` ("models[1].fwd").
   void fail(std::string_view field, std::string_view problem);
   bool ok() const noexcept { return problems_.empty(); }
+  const std::string& file() const noexcept { return file_; }
   const std::vector<std::string>& problems() const noexcept { return problems_; }
   // Throws InputError(file, every problem) when there are any.
   void check() const;

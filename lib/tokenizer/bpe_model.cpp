@@ -1,5 +1,6 @@
 #include "tokenizer/bpe_model.hpp"
 
+#include "core/error.hpp"
 #include "tokenizer/utf8.hpp"
 
 #include <fmt/format.h>
@@ -12,7 +13,7 @@
 namespace braid::tok {
 
 
-BpeModel::BpeModel(const json& model, Checker& checker) {
+BpeModel::BpeModel(const json& model, Checker& checker) : file_(checker.file()) {
   if (!model.is_object()) {
     checker.fail("model", "must be an object");
     return;
@@ -119,8 +120,13 @@ void BpeModel::tokenize(std::string_view piece, std::vector<TokenId>& out) const
     if (const auto* id = id_of(c)) append(*id, false);
     else if (byte_fallback_) for (unsigned char b : c) append(byte_ids_[b], false);
     else if (unk_ >= 0) append(unk_, true);
-    else throw std::runtime_error(fmt::format("tokenizer: \"{}\" is not in the vocabulary and there is no "
-                                              "unk_token or byte fallback", c));
+    else {
+      // The text cannot be encoded by this tokenizer: bad input (exit 2), named by the tokenizer file.
+      throw InputError(file_, "model.vocab",
+                       fmt::format("has no token for \"{}\" in the text to encode, and the tokenizer has no "
+                                   "unk_token or byte_fallback to stand in for it",
+                                   c));
+    }
   }
 
   // Lowest rank first, leftmost first among equal ranks: the order HF's BPE merges

@@ -30,6 +30,8 @@ class BpeModel {
   const TokenId* id_of(std::string_view token) const;
   TokenId max_id() const noexcept { return static_cast<TokenId>(id_to_token_.size()) - 1; }
   bool byte_fallback() const noexcept { return byte_fallback_; }
+  // The tokenizer file this model was read from, for errors at encode and decode time.
+  const std::string& file() const noexcept { return file_; }
 
  private:
   struct Merge {
@@ -48,6 +50,7 @@ class BpeModel {
   bool ignore_merges_ = false;
   bool fuse_unk_ = false;
   TokenId unk_ = -1;
+  std::string file_;
 };
 
 }  // namespace braid::tok

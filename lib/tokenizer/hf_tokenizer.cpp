@@ -131,7 +131,9 @@ std::string HfTokenizer::decode(std::span<const TokenId> ids, bool skip_special)
   for (TokenId id : ids) {
     if (skip_special && special_.contains(id)) continue;
     const std::string* t = model_.token_of(id);
-    if (t == nullptr) throw std::runtime_error(fmt::format("tokenizer: id {} is not in the vocabulary", id));
+    if (t == nullptr) {
+      throw InputError(model_.file(), "model.vocab", fmt::format("has no token with id {} (the ids to decode)", id));
+    }
     tokens.push_back(*t);
   }
   for (const DecStep& s : decoder_) {

@@ -140,3 +140,25 @@ BOOST_AUTO_TEST_CASE(optional_keys_of_the_wrong_type_are_named) {
                            "/fuzz/tokenizer/crash-3400214e404f2a633e185a80dc498ac975578da2";
   BOOST_CHECK_THROW(braid::tok::HfTokenizer(braid::load_json_file(kept), kept), braid::InputError);
 }
+
+// Found by fuzz/fuzz_tokenizer (tests/fixtures/fuzz/tokenizer/crash-30e3a882...): a text with a
+// character the vocabulary lacks, in a tokenizer without unk_token or byte fallback, threw a
+// plain runtime_error (exit 1); it is an InputError naming the tokenizer file and its vocabulary.
+BOOST_AUTO_TEST_CASE(text_the_vocabulary_cannot_encode_is_an_input_error) {
+  braid::json doc = braid::json::parse(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}})");
+  const braid::tok::HfTokenizer t(doc, "small.json");
+  BOOST_TEST(t.encode("ab").size() == 2u);
+  try {
+    (void)t.encode("abc");
+    BOOST_FAIL("a character outside the vocabulary was encoded");
+  } catch (const braid::InputError& e) {
+    BOOST_TEST(e.file() == "small.json");
+    BOOST_TEST(e.field() == "model.vocab");
+    BOOST_TEST(std::string(e.what()).find("\"c\"") != std::string::npos);
+  }
+  BOOST_CHECK_THROW((void)t.decode(std::vector<braid::tok::TokenId>{0, 7}, false), braid::InputError);
+  const std::string kept = std::string(std::getenv("BRAID_FIXTURES")) +
+                           "/fuzz/tokenizer/crash-30e3a8825010fcb35cccd2114273a8653c9b5733";
+  const braid::tok::HfTokenizer k(braid::load_json_file(kept), kept);
+  BOOST_CHECK_THROW((void)k.encode("Hello, world! 123  caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd\n\tend"), braid::InputError);
+}
