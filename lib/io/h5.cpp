@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "io/h5_guard.hpp"
 
 namespace braid::io::h5 {
 namespace {
@@ -174,9 +175,33 @@ File File::create(const std::filesystem::path& actual, std::string name) {
   // config), and capping it there keeps the files readable by HDF5 1.8 (1.10 chunk indexes are not).
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
   H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18);
-  Handle f(H5Fcreate(actual.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+  // The user block that close() fills with the file's seal (h5_guard.hpp).
+  Handle fcpl(H5Pcreate(H5P_FILE_CREATE));
+  H5Pset_userblock(fcpl.get(), kSealBlock);
+  Handle f(H5Fcreate(actual.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()));
   if (!f.valid()) throw InputError(name, "", "cannot create the HDF5 file " + actual.string() + errno_suffix());
-  return File(std::move(f), std::move(name));
+  File file(std::move(f), std::move(name));
+  file.actual_ = actual;
+  return file;
+}
+
+// A sealed file whose seal does not match is refused whole; this says which datasets are
+// damaged where their checksums can tell (libhdf5 parses it only after the probe read it whole
+// in a child), and otherwise repeats the seal's complaint (damage in the file's metadata).
+[[noreturn]] void File::name_damaged_datasets(const std::filesystem::path& path, const std::string& name,
+                                              const InputError& broken) {
+  probe_unsealed(path, name);
+  Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!f.valid()) throw broken;
+  const File file(std::move(f), name);
+  ChecksumReport report;
+  try {
+    report = file.verify_checksums();
+  } catch (const InputError&) {
+    throw broken;
+  }
+  if (report.mismatched.empty()) throw broken;
+  throw InputError(name, report.mismatched);
 }
 
 File File::open_read(const std::filesystem::path& path) {
@@ -185,9 +210,20 @@ File File::open_read(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw InputError(name, "", "no such file");
   if (std::filesystem::is_directory(path, ec)) throw InputError(name, "", "is a folder, not a file");
-  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
-  if (is_hdf5 == 0) throw InputError(name, "", "not an HDF5 file");
-  if (is_hdf5 < 0) throw InputError(name, "", "cannot be read (permissions?)");
+  // libhdf5 parses only what braid vouches for: a sealed file whose seal matches, or an
+  // unsealed one that a child process has read whole without crashing (h5_guard.hpp).
+  if (const auto seal = read_seal(path, name)) {
+    try {
+      verify_seal(path, name, *seal);
+    } catch (const InputError& broken) {
+      name_damaged_datasets(path, name, broken);
+    }
+  } else {
+    const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+    if (is_hdf5 == 0) throw InputError(name, "", "not an HDF5 file");
+    if (is_hdf5 < 0) throw InputError(name, "", "cannot be read (permissions?)");
+    probe_unsealed(path, name);
+  }
   Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!f.valid()) {
     throw InputError(name, "", "damaged or truncated HDF5 file (HDF5 cannot open it)");
@@ -197,7 +233,6 @@ File File::open_read(const std::filesystem::path& path) {
 
 bool File::has_attr(const std::string& attr) const { return H5Aexists(id(), attr.c_str()) > 0; }
 
-namespace {
 // A scalar string attribute of any object (root group, dataset).
 std::optional<std::string> read_string_attr(hid_t obj, const std::string& attr, const std::string& file,
                                             const std::string& field) {
@@ -228,6 +263,8 @@ std::optional<std::string> read_string_attr(hid_t obj, const std::string& attr, 
   if (pad == H5T_STR_SPACEPAD) s.erase(s.find_last_not_of(' ') + 1);
   return s;
 }
+
+namespace {
 
 // Fixed-length UTF-8 string attribute on any object; false when HDF5 fails.
 bool write_string_attr(hid_t obj, const std::string& attr, std::string_view value) {
@@ -305,6 +342,7 @@ std::optional<std::string> File::stored_checksum(hid_t d, const std::string& pat
 }
 
 std::string File::compute_checksum(hid_t d, const std::string& path) const {
+  (void)dataset_info(path);  // refuses an extent the file cannot hold before allocating it
   Handle t(H5Dget_type(d));
   Handle native(H5Tget_native_type(t.get(), H5T_DIR_ASCEND));
   Handle space(H5Dget_space(d));
@@ -359,7 +397,35 @@ DatasetInfo File::dataset_info(const std::string& path) const {
   info.type_class = H5Tget_class(t.get());
   info.type_size = H5Tget_size(t.get());
   info.is_signed = info.type_class != H5T_INTEGER || H5Tget_sign(t.get()) != H5T_SGN_NONE;
+  expect_plausible_extent(d.get(), path, info);
   return info;
+}
+
+// A damaged header can declare any extent (2^48 elements); reading it would allocate that
+// much before HDF5 notices the data is not there. Every value braid reads is stored in the
+// file, so the declared bytes must fit in it: as they are for unfiltered data, deflated by at
+// most zlib's ratio (about 1032:1, here 1100) for filtered data.
+void File::expect_plausible_extent(hid_t d, const std::string& path, const DatasetInfo& info) const {
+  std::uint64_t elements = 1;
+  bool overflow = false;
+  for (auto v : info.dims) overflow = overflow || v < 0 || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(v), &elements);
+  std::uint64_t bytes = 0;
+  overflow = overflow || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(info.type_size), &bytes);
+  hsize_t file_bytes = 0;
+  if (H5Fget_filesize(id(), &file_bytes) < 0) throw InputError(name_, display(path), "cannot be read (damaged file?)");
+  Handle dcpl(H5Dget_create_plist(d));
+  const bool filtered = dcpl.valid() && H5Pget_nfilters(dcpl.get()) > 0;
+  constexpr std::uint64_t kMaxDeflateRatio = 1100;
+  const double limit = static_cast<double>(file_bytes) * (filtered ? kMaxDeflateRatio : 1);
+  if (overflow || static_cast<double>(bytes) > limit) {
+    std::string shape;
+    for (auto v : info.dims) shape += (shape.empty() ? "" : " x ") + std::to_string(v);
+    throw InputError(name_, display(path),
+                     fmt::format("declares {} values of {} bytes ({}), more than the {}-byte file can hold "
+                                 "(damaged file?)",
+                                 shape.empty() ? "1" : shape, info.type_size, overflow ? "beyond 2^64 bytes" : fmt::format("{} bytes", bytes),
+                                 file_bytes));
+  }
 }
 
 namespace {
@@ -525,9 +591,15 @@ ChecksumReport File::verify_checksums() const {
 void File::close() {
   silence_errors();  // this thread may not be the one that opened the file
   if (!file_.valid()) return;
+  // The seal hashes the bytes on disk, so the file must really be closed here, not kept open
+  // by a dataset or attribute handle still alive (which would let HDF5 write after the seal).
+  if (!actual_.empty() && H5Fget_obj_count(file_.get(), H5F_OBJ_ALL) != 1) {
+    throw std::logic_error(name_ + ": closed with HDF5 objects still open");
+  }
   if (H5Fflush(file_.get(), H5F_SCOPE_LOCAL) < 0 || !file_.reset()) {
     throw InputError(name_, "", "cannot finish writing the HDF5 file: " + write_failure_reason());
   }
+  if (!actual_.empty()) write_seal(actual_, name_);
 }
 
 #define BRAID_H5_INSTANTIATE(T)                                                        \

@@ -17,6 +17,10 @@
 #include <string_view>
 #include <vector>
 
+namespace braid {
+class InputError;
+}
+
 namespace braid::io::h5 {
 
 // Owns one HDF5 identifier of any kind (file, dataset, dataspace, type, property
@@ -133,6 +137,10 @@ class File {
 
  private:
   File(Handle file, std::string name) : file_(std::move(file)), name_(std::move(name)) {}
+  [[noreturn]] static void name_damaged_datasets(const std::filesystem::path& path, const std::string& name,
+                                                 const InputError& broken);
+  // Throws an InputError naming the dataset when its declared extent cannot fit in the file.
+  void expect_plausible_extent(hid_t d, const std::string& path, const DatasetInfo& info) const;
   // Stores checksum_of(data, bytes) on the open dataset d.
   void store_checksum(hid_t d, const std::string& path, const void* data, std::size_t bytes);
   // The dataset's stored checksum (nullopt when absent) ...
@@ -144,7 +152,13 @@ class File {
                        const std::string& actual) const;
   Handle file_;
   std::string name_;
+  std::filesystem::path actual_;  // the file being written, sealed by close(); empty when reading
 };
+
+// The scalar string attribute `attr` of any object (root group, dataset), read the one way
+// braid reads strings; nullopt when absent, InputError(file, field) when not a single string.
+std::optional<std::string> read_string_attr(hid_t obj, const std::string& attr, const std::string& file,
+                                            const std::string& field);
 
 // Turns off HDF5's printing of its error stack for the calling thread (idempotent;
 // File does it in every thread that opens, writes or closes a file).

@@ -15,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "io/h5.hpp"
+#include "io/h5_guard.hpp"
 #include "io/inspect.hpp"
 #include "io/sample_shard.hpp"
 #include "io/weight_shard.hpp"
@@ -139,21 +140,36 @@ BOOST_AUTO_TEST_CASE(every_written_dataset_carries_a_checksum_that_verifies) {
   BOOST_TEST(stored.size() == 8u + 16u);
 }
 
+// Zeroes the user block that holds a file's seal: the file reads as an unsealed one.
+void unseal(const fs::path& path) {
+  std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+  const std::string zeros(h5::kSealBlock, '\0');
+  io.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  BOOST_REQUIRE(io.good());
+}
+
 BOOST_AUTO_TEST_CASE(a_flipped_byte_in_a_weight_tensor_is_refused_by_every_reader) {
   const auto path = scratch("flipped_weights.h5");
   write_weights(path);
   const std::string damaged = "model.layers.0.self_attn.q_proj.weight";
   flip_byte(path, damaged);
 
-  WeightShardReader r(path);  // the header is fine: opening succeeds
-  const std::string why = error_of([&] { r.read(damaged); });
+  // The seal no longer matches: every reader refuses the file at open, naming the damaged
+  // dataset (its checksum tells which).
+  const std::string why = error_of([&] { WeightShardReader r(path); });
   BOOST_TEST(contains(why, path.string()));
   BOOST_TEST(contains(why, "/" + damaged));
   BOOST_TEST(contains(why, "checksum mismatch: the file is damaged"));
+  BOOST_TEST(contains(error_of([&] { WeightShardSet({path}).read(damaged); }), "/" + damaged));
+
+  // Without its seal (the user block zeroed, as an old braid file), the dataset checksums
+  // still refuse the damaged tensor on read, slices too, and the undamaged ones read.
+  unseal(path);
+  WeightShardReader r(path);
+  BOOST_TEST(contains(error_of([&] { r.read(damaged); }), "checksum mismatch: the file is damaged"));
   BOOST_TEST(contains(error_of([&] { r.read_slice(damaged, 0, 1, 3, std::vector<float>(8).data()); }),
                       "checksum mismatch"));
-  BOOST_TEST(contains(error_of([&] { WeightShardSet({path}).read(damaged); }), "/" + damaged));
-  BOOST_TEST(r.read("model.norm.weight") == ramp(4, 1.0f));  // the undamaged tensors still read
+  BOOST_TEST(r.read("model.norm.weight") == ramp(4, 1.0f));
 
   const auto problem = check_file(path.string());
   BOOST_REQUIRE(problem.has_value());
