@@ -92,6 +92,12 @@ int run_dpo(const DpoCommand& c) {
       batch.logprobs_ref = reference_logprobs(*t.opened.model, batch, c.text.common.micro_tokens);
     } else {
       const checkpoint::OpenedModel ref = checkpoint::open_model(c.ref, be, {}, true, false, c.text.common.dtype);
+      const std::int32_t vocab = t.opened.model->config().vocab_size;
+      if (ref.model->config().vocab_size != vocab) {
+        throw InputError(c.ref, "vocab_size",
+                         fmt::format("is {}, the policy's ({}) {}: a reference must share the policy's vocabulary",
+                                     ref.model->config().vocab_size, c.text.model, vocab));
+      }
       check_sequences_fit(batch, 0, ref.model->config(), c.text.data, "reference");
       batch.logprobs_ref = reference_logprobs(*ref.model, batch, c.text.common.micro_tokens);
       from = c.ref;

@@ -358,6 +358,15 @@ BOOST_FIXTURE_TEST_CASE(dpo_mode_trains_a_policy_on_pairs, World) {
       run(base + " --actor " + p("actor.h5") + " --actor-out " + p("bad-dpo.h5") + " --ref " + p("critic.h5"), "dpo-ref-no-head");
   BOOST_TEST(ref_no_head.code == 2);
   BOOST_TEST(ref_no_head.err.find("critic.h5") != std::string::npos, ref_no_head.err);
+  // A reference of another vocabulary.
+  json wide = load_json_file(source("examples/tiny/config.json"));
+  wide["vocab_size"] = wide["vocab_size"].get<int>() + 8;
+  write_text_file(p("wide.json"), wide.dump());
+  BOOST_TEST_REQUIRE(run(bin("braid") + " init -q --config " + p("wide.json") + " --seed 3 -o " + p("wide.h5"), "init-wide").code == 0);
+  const Run ref_vocab =
+      run(base + " --actor " + p("actor.h5") + " --actor-out " + p("bad-dpo.h5") + " --ref " + p("wide.h5"), "dpo-ref-vocab");
+  BOOST_TEST(ref_vocab.code == 2);
+  BOOST_TEST(ref_vocab.err.find("wide.h5: vocab_size") != std::string::npos, ref_vocab.err);
   BOOST_TEST(!fs::exists(p("bad-dpo.h5")));
 }
 
