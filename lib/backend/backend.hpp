@@ -181,6 +181,11 @@ class Ops {
                                          const std::int64_t* rejected_rows, double scale, T* d_values) = 0;
   // Σ −weight·logprob; d_logprob = −scale · weight.
   virtual double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale, T* d_logprob) = 0;
+  // DPO over `pairs` pairs of sequences (backend/losses.hpp); writes d_logprob (scale ·
+  // ∂loss/∂logprob) on every row of the pairs' sequences, 0 where weight is 0.
+  // std::invalid_argument when beta <= 0.
+  virtual DpoLossSums dpo_loss(std::int64_t pairs, const DpoLossRows<T>& in, const DpoLossOptions& opt, double scale,
+                               T* d_logprob) = 0;
   // In place over the rows with mask[i] != 0 (backend/losses.hpp); the stats to the host.
   virtual WhiteningStats whiten(std::int64_t n, T* x, const std::uint8_t* mask, double eps) = 0;
 

@@ -93,6 +93,10 @@ class CpuOps final : public Ops<T> {
   double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale, T* d_logprob) override {
     return cpu::nll_loss<T>(n, logprob, weight, scale, d_logprob);
   }
+  DpoLossSums dpo_loss(std::int64_t pairs, const DpoLossRows<T>& in, const DpoLossOptions& opt, double scale,
+                       T* d_logprob) override {
+    return cpu::dpo_loss<T>(pairs, in, opt, scale, d_logprob);
+  }
   WhiteningStats whiten(std::int64_t n, T* x, const std::uint8_t* mask, double eps) override {
     return cpu::whiten<T>(n, x, mask, eps);
   }

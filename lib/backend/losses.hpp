@@ -1,5 +1,5 @@
 // The RL losses as backend ops (Ops<T>::policy_loss, value_loss, pairwise_loss,
-// nll_loss): what they read, and the sums they return to the host.
+// nll_loss, dpo_loss): what they read, and the sums they return to the host.
 //
 // Rows are those of a packed forward: row r produces the token after it. An objective
 // (train/objectives.hpp) lays the per-token arrays of a sample batch onto rows and gives
@@ -15,6 +15,14 @@
 //   ℓ = ½ · max((V − R)², (V_old + clip(V − V_old, −ε, ε) − R)²)      (clip <= 0: ½ (V − R)²)
 // Pairwise (Bradley–Terry, InstructGPT): ℓ = −log σ(r_chosen − r_rejected) per pair.
 // NLL (SFT): ℓ = −logp.
+// DPO (Rafailov et al. 2023), per pair of a chosen (c) and a rejected (r) sequence, with
+// π = Σ_rows weight · logp over a sequence's rows (weight 1 per response token, or 1/len:
+// length-normalised), π_ref the same sum of the reference's logprobs, and
+// z = (π_c − π_ref,c) − (π_r − π_ref,r):
+//   sigmoid: ℓ = −log σ(β·z)                      (the DPO loss)
+//   ipo:     ℓ = (z − 1/(2β))²                    (IPO, Azar et al. 2023, τ = β)
+// β·(π − π_ref) is each completion's implicit reward; a pair counts as right when the
+// chosen one's is the larger (β·z > 0).
 // Whitening (PPO's advantage normalisation): x ← (x − mean) / (std + eps) on the masked
 // rows, mean and std over them; the other rows stay as they are.
 #pragma once
@@ -78,6 +86,35 @@ struct PairwiseLossSums {
   double loss = 0;     // Σ over pairs
   double correct = 0;  // pairs with r_chosen > r_rejected
   double margin = 0;   // Σ r_chosen − r_rejected
+};
+
+enum class DpoLoss { sigmoid, ipo };
+
+struct DpoLossOptions {
+  DpoLoss loss = DpoLoss::sigmoid;
+  double beta = 0.1;  // > 0
+};
+
+template <typename T>
+struct DpoLossRows {
+  const T* logprob = nullptr;        // current policy, per row
+  const T* ref_logprob = nullptr;    // reference policy, per row
+  const T* weight = nullptr;         // per row: 0 where a row does not count
+  // 2·pairs + 1 row offsets: sequence s holds rows [sequence_rows[s], sequence_rows[s + 1]);
+  // pair i is sequence 2i (chosen) and 2i + 1 (rejected).
+  const std::int64_t* sequence_rows = nullptr;
+};
+
+// Σ over pairs.
+struct DpoLossSums {
+  double loss = 0;
+  double correct = 0;          // pairs with β·z > 0
+  double margin = 0;           // Σ β·z: implicit reward of chosen − rejected
+  double reward_chosen = 0;    // Σ β·(π_c − π_ref,c)
+  double reward_rejected = 0;  // Σ β·(π_r − π_ref,r)
+  double logp_chosen = 0;      // Σ π_c
+  double logp_rejected = 0;    // Σ π_r
+  double logp_correct = 0;     // pairs with π_c > π_r (the policy alone prefers the chosen one)
 };
 
 }  // namespace braid::backend

@@ -5,6 +5,8 @@
 //   grpo  scored shards → actor (clipped policy loss + β·KL to ref, sequence mean)
 //   sft   {"prompt","response"} lines → actor (NLL of the response)
 //   rm    {"prompt","chosen","rejected"} lines → reward model (−log σ(r_c − r_r))
+//   dpo   {"prompt","chosen","rejected"} lines → actor (DPO or IPO against the reference's
+//         logprobs, computed once before training)
 //
 // Each reads its input checkpoint(s) and their optimizer state when present, trains,
 // and writes new checkpoints of step + 1 with their optimizer state; the weight files
@@ -31,5 +33,6 @@ void prepare_advantages(const RlCommand& c, backend::Backend& be, io::SampleBatc
 
 int run_sft(const TextCommand& c);
 int run_rm(const TextCommand& c);
+int run_dpo(const DpoCommand& c);
 
 }  // namespace braid::train

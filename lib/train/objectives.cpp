@@ -181,12 +181,19 @@ std::vector<float> last_token_values(const model::Model& m, const model::Activat
   return out;
 }
 
-double PairwiseRewardObjective::units(const io::SampleBatch& mb) const {
+namespace {
+
+double pair_units(const io::SampleBatch& mb, const char* objective) {
   if (mb.size() % 2 != 0) {
-    throw std::invalid_argument(fmt::format("the reward-model objective needs (chosen, rejected) pairs, got {} sequences",
-                                            mb.size()));
+    throw std::invalid_argument(fmt::format("{} needs (chosen, rejected) pairs, got {} sequences", objective, mb.size()));
   }
   return static_cast<double>(mb.size() / 2);
+}
+
+}  // namespace
+
+double PairwiseRewardObjective::units(const io::SampleBatch& mb) const {
+  return pair_units(mb, "the reward-model objective");
 }
 
 LossStats PairwiseRewardObjective::loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
@@ -234,6 +241,43 @@ LossStats SftObjective::loss_and_grad(model::Model& m, model::Activations& acts,
   LossStats s;
   s.loss = loss;
   s.units = units(mb);
+  return s;
+}
+
+double DpoObjective::units(const io::SampleBatch& mb) const { return pair_units(mb, "the DPO objective"); }
+
+LossStats DpoObjective::loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
+                                      double scale) {
+  constexpr const char* kName = "the DPO objective";
+  check_rows(m, acts, mb, kName);
+  const double pairs = units(mb);  // refuses an odd count
+  const auto ref = token_array_on_rows(mb, need(mb.logprobs_ref, "logprobs/ref", kName));
+  const auto weight =
+      response_row_weights(mb, opt_.length_normalize ? Aggregation::sequence_mean : Aggregation::token_mean);
+  const std::size_t n = mb.token_count();
+  backend::Backend& be = m.backend();
+  if (!head_) head_ = make_head(m, opt_.head_chunk_rows);
+  const std::int32_t* targets = targets_.upload(be, rl::next_token_targets(batch_of(mb)));
+  float* logprob = logprob_.room(be, n);
+  rl::token_logprobs<float>(m, acts, *head_, targets, logprob, nullptr);
+  float* d_logprob = d_logprob_.room(be, n);
+  const backend::DpoLossSums r = be.ops<float>().dpo_loss(
+      static_cast<std::int64_t>(pairs),
+      {.logprob = logprob, .ref_logprob = ref_.upload(be, ref), .weight = weight_.upload(be, weight),
+       .sequence_rows = sequence_rows_.upload(be, mb.offsets)},
+      opt_.loss, scale, d_logprob);
+  rl::token_logprobs_backward<float>(m, acts, *head_, targets, d_logprob, nullptr);
+  LossStats s;
+  s.loss = r.loss;
+  s.units = pairs;
+  const double count = pairs > 0 ? pairs : 1.0;
+  s.metrics = {{"accuracy", r.correct / count},
+               {"margin", r.margin / count},
+               {"reward_chosen", r.reward_chosen / count},
+               {"reward_rejected", r.reward_rejected / count},
+               {"logp_chosen", r.logp_chosen / count},
+               {"logp_rejected", r.logp_rejected / count},
+               {"logp_accuracy", r.logp_correct / count}};
   return s;
 }
 

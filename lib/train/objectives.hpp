@@ -1,5 +1,5 @@
 // The objectives braid trains with (train/objective.hpp): PPO's actor and critic,
-// GRPO's actor, the reward model's pairwise loss, and SFT.
+// GRPO's actor, the reward model's pairwise loss, SFT, and DPO.
 //
 // What each reads from a micro-batch (io::SampleBatch), by the shard layout's
 // alignment: a per-token entry t belongs to token t and pairs with row t − 1 of the
@@ -10,6 +10,8 @@
 //   PairwiseRewardObjective       sequences in pairs: 2i chosen, 2i+1 rejected; the reward
 //                                 is the value head at each one's last token
 //   SftObjective                  tokens and prompt_len (the response tokens are learnt)
+//   DpoObjective                  sequences in pairs as the reward model's, logprobs_ref
+//                                 (the reference policy's, computed once before training)
 #pragma once
 
 #include "backend/backend.hpp"
@@ -119,6 +121,34 @@ class SftObjective final : public Objective {
   std::unique_ptr<rl::ChunkedLmHead<float>> head_;
   DeviceRows<std::int32_t> targets_;
   DeviceRows<float> weight_, logprob_, d_logprob_;
+};
+
+struct DpoObjectiveOptions {
+  backend::DpoLossOptions loss;     // sigmoid (DPO) or ipo, β
+  bool length_normalize = false;    // π = mean of a completion's token logprobs, not their sum
+  std::int64_t head_chunk_rows = 128;
+};
+
+// DPO on a policy: pairs of sequences (2i chosen, 2i + 1 rejected, as read by
+// read_preference_jsonl) with the reference's per-token logprobs in logprobs_ref; the
+// loss is a mean over pairs. Metrics (means over pairs): accuracy (implicit reward of
+// the chosen above the rejected's), margin, reward_chosen, reward_rejected (β·(π − π_ref)),
+// logp_chosen, logp_rejected (π) and logp_accuracy (π_c > π_r).
+class DpoObjective final : public Objective {
+ public:
+  explicit DpoObjective(DpoObjectiveOptions opt) : opt_(opt) {}
+  bool needs_lm_head() const override { return true; }
+  bool needs_value_head() const override { return false; }
+  double units(const io::SampleBatch& mb) const override;  // pairs
+  LossStats loss_and_grad(model::Model& m, model::Activations& acts, const io::SampleBatch& mb,
+                          double scale) override;
+
+ private:
+  DpoObjectiveOptions opt_;
+  std::unique_ptr<rl::ChunkedLmHead<float>> head_;
+  DeviceRows<std::int32_t> targets_;
+  DeviceRows<std::int64_t> sequence_rows_;
+  DeviceRows<float> ref_, weight_, logprob_, d_logprob_;
 };
 
 }  // namespace braid::train

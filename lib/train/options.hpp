@@ -1,5 +1,5 @@
 // braid-train's options, in one place: the command-line modes' (CommonTrainOptions,
-// RlCommand, TextCommand) and what they become for the loop (LoopOptions) and for one
+// RlCommand, TextCommand, DpoCommand) and what they become for the loop (LoopOptions) and for one
 // model's trainer (TrainerOptions).
 #pragma once
 
@@ -48,6 +48,15 @@ struct TextCommand {
   std::string data;                   // JSON Lines ("-" = stdin)
   std::string model, model_out;       // --actor/--actor-out (sft), --reward/--reward-out (rm)
   std::string tokenizer = "byte";
+};
+
+// braid-train dpo: preference pairs into a policy.
+struct DpoCommand {
+  TextCommand text;                   // data (pairs), --actor, --actor-out, --tokenizer, common options
+  std::string ref;                    // --ref: the reference checkpoint; "" = --actor as read (before training)
+  double beta = 0.1;                  // β (> 0)
+  std::string loss = "sigmoid";       // "sigmoid" (DPO) | "ipo"
+  bool length_normalize = false;      // a completion's logprob as the mean over its tokens
 };
 
 // How train_epochs walks the data (train/engine.hpp).

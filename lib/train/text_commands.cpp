@@ -1,4 +1,4 @@
-// braid-train sft and rm: JSON Lines of text through the tokenizer into one model.
+// braid-train sft, rm and dpo: JSON Lines of text through the tokenizer into one model.
 #include "train/commands.hpp"
 
 #include "backend/registry.hpp"
@@ -7,9 +7,13 @@
 #include "tokenizer/tokenizer.hpp"
 #include "train/command_steps.hpp"
 #include "train/objectives.hpp"
+#include "train/reference_logprobs.hpp"
 #include "train/train_inputs.hpp"
 
 #include <fmt/format.h>
+
+#include <cmath>
+#include <functional>
 
 namespace braid::train {
 
@@ -17,13 +21,20 @@ namespace {
 
 using namespace steps;
 
-int run_text(const TextCommand& c, bool sft) {
+enum class TextMode { sft, rm, dpo };
+
+// What a mode adds between reading its data and training: the objective, and for DPO the
+// reference logprobs laid into the batch.
+using PrepareObjective = std::function<std::unique_ptr<Objective>(Trainee& t, backend::Backend& be, io::SampleBatch& batch)>;
+
+int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepare) {
   const auto t0 = Clock::now();
   check_common(c.common);
   check_output_folders({c.model_out, c.common.stats});
+  const bool policy = mode != TextMode::rm;
   auto be = backend::make_backend(c.common.device, c.common.threads);
-  Trainee t{checkpoint::open_model(c.model, *be, {}, sft, !sft, c.common.dtype), nullptr, nullptr, c.model, c.model_out,
-            sft ? "actor_train" : "reward_train"};
+  Trainee t{checkpoint::open_model(c.model, *be, {}, policy, !policy, c.common.dtype), nullptr, nullptr, c.model,
+            c.model_out, policy ? "actor_train" : "reward_train"};
   std::vector<Trainee*> trainees{&t};
   if (already_done(trainees)) return 0;
   const auto tok = tok::load_tokenizer(c.tokenizer);
@@ -32,15 +43,13 @@ int run_text(const TextCommand& c, bool sft) {
     throw UsageError(fmt::format("the tokenizer ({}) has {} tokens, the model's vocabulary only {}", tok->describe(),
                                  tok->vocab_size(), cfg.vocab_size));
   }
-  const io::SampleBatch batch = sft ? read_sft_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings)
-                                    : read_preference_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings);
-  log::info("{} {} from {}, {} tokens", sft ? batch.size() : batch.size() / 2, sft ? "examples" : "pairs", c.data,
+  const bool pairs = mode != TextMode::sft;
+  io::SampleBatch batch = pairs ? read_preference_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings)
+                                : read_sft_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings);
+  log::info("{} {} from {}, {} tokens", pairs ? batch.size() / 2 : batch.size(), pairs ? "pairs" : "examples", c.data,
             batch.token_count());
-  const std::size_t group = sft ? 1 : 2;
-  std::unique_ptr<Objective> obj;
-  if (sft) obj = std::make_unique<SftObjective>();
-  else obj = std::make_unique<PairwiseRewardObjective>();
-  attach(t, std::move(obj), trainer_options(c.common, c.common.lr, group));
+  const std::size_t group = pairs ? 2 : 1;
+  attach(t, prepare(t, *be, batch), trainer_options(c.common, c.common.lr, group));
   TrainerEngine engine = engine_of(trainees);
   const auto records = run_loop(batch, engine, loop_options(c.common, group));
   save_all(trainees, c.common.created_by);
@@ -48,9 +57,56 @@ int run_text(const TextCommand& c, bool sft) {
   return 0;
 }
 
+backend::DpoLoss dpo_loss_kind(const std::string& name) {
+  if (name == "sigmoid") return backend::DpoLoss::sigmoid;
+  if (name == "ipo") return backend::DpoLoss::ipo;
+  throw UsageError(fmt::format("--dpo-loss is sigmoid or ipo, not {}", name));
+}
+
 }  // namespace
 
-int run_sft(const TextCommand& c) { return run_text(c, true); }
-int run_rm(const TextCommand& c) { return run_text(c, false); }
+int run_sft(const TextCommand& c) {
+  return run_text(c, TextMode::sft, [](Trainee&, backend::Backend&, io::SampleBatch&) {
+    return std::make_unique<SftObjective>();
+  });
+}
+
+int run_rm(const TextCommand& c) {
+  return run_text(c, TextMode::rm, [](Trainee&, backend::Backend&, io::SampleBatch&) {
+    return std::make_unique<PairwiseRewardObjective>();
+  });
+}
+
+int run_dpo(const DpoCommand& c) {
+  DpoObjectiveOptions opt;
+  opt.loss.loss = dpo_loss_kind(c.loss);
+  if (!(c.beta > 0) || !std::isfinite(c.beta)) throw UsageError(fmt::format("--beta must be > 0, not {}", c.beta));
+  opt.loss.beta = c.beta;
+  opt.length_normalize = c.length_normalize;
+  return run_text(c.text, TextMode::dpo, [&](Trainee& t, backend::Backend& be, io::SampleBatch& batch) {
+    // π_ref: the --ref checkpoint, or the policy's own weights before its first update.
+    const auto t_ref = Clock::now();
+    std::string from = c.text.model;
+    std::int64_t step = t.opened.step;
+    if (c.ref.empty()) {
+      batch.logprobs_ref = reference_logprobs(*t.opened.model, batch, c.text.common.micro_tokens);
+    } else {
+      const checkpoint::OpenedModel ref = checkpoint::open_model(c.ref, be, {}, true, false, c.text.common.dtype);
+      const std::int32_t vocab = t.opened.model->config().vocab_size;
+      if (ref.model->config().vocab_size != vocab) {
+        throw InputError(c.ref, "vocab_size",
+                         fmt::format("is {}, the policy's ({}) {}: a reference must share the policy's vocabulary",
+                                     ref.model->config().vocab_size, c.text.model, vocab));
+      }
+      check_sequences_fit(batch, 0, ref.model->config(), c.text.data, "reference");
+      batch.logprobs_ref = reference_logprobs(*ref.model, batch, c.text.common.micro_tokens);
+      from = c.ref;
+      step = ref.step;
+    }
+    log::info("reference logprobs of {} sequences from {} (step {}) in {:.2f} s", batch.size(), from, step,
+              std::chrono::duration<double>(Clock::now() - t_ref).count());
+    return std::make_unique<DpoObjective>(opt);
+  });
+}
 
 }  // namespace braid::train

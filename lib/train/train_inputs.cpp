@@ -187,7 +187,7 @@ io::SampleBatch read_preference_jsonl(const std::string& path, const tok::Tokeni
       seq.insert(seq.end(), completion.begin(), completion.end());
       if (tok.eos()) seq.push_back(*tok.eos());
       const std::string where = fmt::format("line {}.{}", l.line, key);
-      if (seq.empty()) c.fail(where, "is empty");
+      if (completion.empty()) c.fail(where, "is empty");
       check_sequence(c, where, seq, vocab_size, max_len);
       b.add(seq, static_cast<std::int32_t>(prompt.size()), static_cast<std::int64_t>(b.size()));
     }

@@ -49,7 +49,8 @@ io::SampleBatch read_sft_jsonl(const std::string& path, const tok::Tokenizer& to
 
 // Preference pairs, one a line: {"prompt": "...", "chosen": "...", "rejected": "..."}.
 // Pair i becomes sequences 2i (prompt + chosen + EOS) and 2i + 1 (prompt + rejected +
-// EOS), sample_id 2i and 2i + 1: the layout PairwiseRewardObjective reads.
+// EOS), sample_id 2i and 2i + 1: the layout PairwiseRewardObjective and DpoObjective
+// read. An empty chosen or rejected completion is refused (naming the line and field).
 io::SampleBatch read_preference_jsonl(const std::string& path, const tok::Tokenizer& tok, std::int32_t vocab_size,
                                       std::int64_t max_len);
 

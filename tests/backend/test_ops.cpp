@@ -417,6 +417,39 @@ OpCase pairwise_and_nll_case() {
   });
 }
 
+// Pairs of sequences of uneven lengths with zero-weight prompt rows; weights 1 or 1/len.
+OpCase dpo_loss_case(be::DpoLoss loss, bool length_normalize) {
+  const std::string name = fmt::format("dpo_loss {}{}", loss == be::DpoLoss::sigmoid ? "sigmoid" : "ipo",
+                                       length_normalize ? " length-normalised" : "");
+  return op_case(name, be::Op::losses, [loss, length_normalize]<typename T>(be::Backend& b) {
+    const std::int64_t pairs = 12;
+    std::vector<std::int64_t> offsets{0};
+    std::vector<double> w;
+    braid::Rng rng(90);
+    for (std::int64_t s = 0; s < 2 * pairs; ++s) {
+      const std::int64_t prompt = 1 + std::int64_t(rng.below(4)), response = 1 + std::int64_t(rng.below(9));
+      for (std::int64_t r = 0; r < prompt + response; ++r) {
+        // Row r produces token r + 1: the response rows are prompt − 1 .. prompt + response − 2.
+        const bool counted = r >= prompt - 1 && r < prompt + response - 1;
+        w.push_back(static_cast<float>(counted ? (length_normalize ? 1.0 / double(response) : 1.0) : 0.0));
+      }
+      offsets.push_back(std::int64_t(w.size()));
+    }
+    const auto n = w.size();
+    const auto logprob = upload<T>(b, random_values(n, 91, -4, -0.1));
+    const auto ref = upload<T>(b, random_values(n, 92, -4, -0.1));
+    const auto weight = upload<T>(b, w);
+    be::Buffer<std::int64_t> rows(b, offsets.size());
+    b.copy_to_device(rows.data(), offsets.data(), offsets.size() * sizeof(std::int64_t));
+    be::Buffer<T> d(b, n);
+    const be::DpoLossSums r = b.ops<T>().dpo_loss(
+        pairs, {logprob.data(), ref.data(), weight.data(), rows.data()}, {.loss = loss, .beta = 0.3}, 0.125, d.data());
+    return Outputs{{"d_logprob", download(b, d)},
+                   {"sums", {r.loss, r.correct, r.margin, r.reward_chosen, r.reward_rejected, r.logp_chosen,
+                             r.logp_rejected, r.logp_correct}}};
+  });
+}
+
 OpCase whiten_case() {
   return op_case("whiten", be::Op::losses, []<typename T>(be::Backend& b) {
     const std::int64_t n = 500;
@@ -453,6 +486,9 @@ std::vector<OpCase> all_cases() {
   cases.push_back(value_loss_case(0.2));
   cases.push_back(value_loss_case(0.0));
   cases.push_back(pairwise_and_nll_case());
+  cases.push_back(dpo_loss_case(be::DpoLoss::sigmoid, false));
+  cases.push_back(dpo_loss_case(be::DpoLoss::ipo, false));
+  cases.push_back(dpo_loss_case(be::DpoLoss::sigmoid, true));
   cases.push_back(whiten_case());
   return cases;
 }

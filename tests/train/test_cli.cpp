@@ -286,6 +286,90 @@ BOOST_FIXTURE_TEST_CASE(grpo_sft_and_rm_modes_write_step_plus_one, World) {
   BOOST_TEST(rm_bad.err.find("score.weight") != std::string::npos);
 }
 
+// braid-train dpo: step + 1 with its AdamW state, the DPO metrics per step, the loss
+// falling on the pairs it trains on; --ref, IPO; bad pairs and options exit 2.
+BOOST_FIXTURE_TEST_CASE(dpo_mode_trains_a_policy_on_pairs, World) {
+  write_text_file(p("dpo.jsonl"), "{\"prompt\": \"x\", \"chosen\": \"good\", \"rejected\": \"bad\"}\n"
+                                  "{\"prompt\": \"y\", \"chosen\": \"fine\", \"rejected\": \"poor\"}\n"
+                                  "{\"prompt\": \"z\", \"chosen\": \"yes\", \"rejected\": \"no\"}\n");
+  const std::string base = bin("braid-train") + " dpo " + p("dpo.jsonl") + " --threads 1 --lr 1e-3";
+  const Run dpo = run(base + " --actor " + p("actor.h5") + " --actor-out " + p("dpo-actor.h5") +
+                          " --beta 0.5 --epochs 6 --stats " + p("dpo-stats.json"), "dpo");
+  BOOST_TEST_REQUIRE(dpo.code == 0);
+  BOOST_TEST(dpo.out == p("dpo-actor.h5") + "\n");
+  BOOST_TEST(dpo.err.find("reference logprobs of 6 sequences") != std::string::npos);
+  BOOST_TEST(io::WeightShardReader(p("dpo-actor.h5")).meta().step == 1);
+  BOOST_TEST(io::WeightShardReader(p("dpo-actor.optim.h5")).meta().step == 6);
+  BOOST_TEST(max_abs_difference(p("actor.h5"), p("dpo-actor.h5"), "model.layers.0.mlp.up_proj.weight") > 1e-5);
+  const json ds = load_json_file(p("dpo-stats.json"));
+  const json& call = ds["calls"]["actor_train"];
+  for (const char* metric : {"accuracy", "margin", "reward_chosen", "reward_rejected", "logp_chosen", "logp_rejected",
+                             "logp_accuracy"}) {
+    BOOST_TEST(call.contains(metric), metric);
+  }
+  const json& steps = call["per_step"];
+  BOOST_TEST(steps.size() == 6u);
+  BOOST_TEST(steps.front()["loss"].get<double>() == std::log(2.0), boost::test_tools::tolerance(1e-4));  // at the reference
+  BOOST_TEST(std::abs(steps.front()["margin"].get<double>()) < 1e-4);
+  BOOST_TEST(steps.back()["loss"].get<double>() < steps.front()["loss"].get<double>());
+  BOOST_TEST(steps.back()["margin"].get<double>() > 0);
+  BOOST_TEST(steps.back()["reward_chosen"].get<double>() > steps.back()["reward_rejected"].get<double>());
+
+  // Onward from the trained policy against the original reference: its first step already
+  // has the margin it learnt (with --ref omitted it would start again at log 2).
+  const Run more = run(base + " --actor " + p("dpo-actor.h5") + " --actor-out " + p("dpo-more.h5") + " --ref " +
+                           p("actor.h5") + " --beta 0.5 --stats " + p("dpo-more-stats.json"), "dpo-more");
+  BOOST_TEST_REQUIRE(more.code == 0);
+  BOOST_TEST(io::WeightShardReader(p("dpo-more.h5")).meta().step == 2);
+  const json ms = load_json_file(p("dpo-more-stats.json"));
+  BOOST_TEST(ms["calls"]["actor_train"]["per_step"][0]["loss"].get<double>() < 0.99 * std::log(2.0));
+
+  // IPO, length-normalised: (z − 1/(2β))² = 1 at the reference for β = 0.5.
+  const Run ipo = run(base + " --actor " + p("actor.h5") + " --actor-out " + p("ipo-actor.h5") +
+                          " --dpo-loss ipo --length-normalize --beta 0.5 --stats " + p("ipo-stats.json"), "ipo");
+  BOOST_TEST_REQUIRE(ipo.code == 0);
+  BOOST_TEST(load_json_file(p("ipo-stats.json"))["calls"]["actor_train"]["loss"].get<double>() == 1.0,
+             boost::test_tools::tolerance(1e-4));
+
+  write_text_file(p("no-chosen.jsonl"), "{\"prompt\": \"x\", \"chosen\": \"good\", \"rejected\": \"bad\"}\n"
+                                        "{\"prompt\": \"y\", \"rejected\": \"poor\"}\n");
+  const Run no_chosen = run(bin("braid-train") + " dpo " + p("no-chosen.jsonl") + " --actor " + p("actor.h5") +
+                                " --actor-out " + p("bad-dpo.h5"), "dpo-no-chosen");
+  BOOST_TEST(no_chosen.code == 2);
+  BOOST_TEST(no_chosen.err.find(p("no-chosen.jsonl")) != std::string::npos, no_chosen.err);
+  BOOST_TEST(no_chosen.err.find("line 2.chosen: missing") != std::string::npos, no_chosen.err);
+  write_text_file(p("empty.jsonl"), "{\"prompt\": \"x\", \"chosen\": \"good\", \"rejected\": \"\"}\n");
+  const Run empty = run(bin("braid-train") + " dpo " + p("empty.jsonl") + " --actor " + p("actor.h5") + " --actor-out " +
+                            p("bad-dpo.h5"), "dpo-empty");
+  BOOST_TEST(empty.code == 2);
+  BOOST_TEST(empty.err.find(p("empty.jsonl")) != std::string::npos, empty.err);
+  BOOST_TEST(empty.err.find("line 1.rejected: is empty") != std::string::npos, empty.err);
+  const Run beta = run(base + " --actor " + p("actor.h5") + " --actor-out " + p("bad-dpo.h5") + " --beta 0", "dpo-beta");
+  BOOST_TEST(beta.code == 2);
+  BOOST_TEST(beta.err.find("--beta") != std::string::npos, beta.err);
+  const Run kind = run(base + " --actor " + p("actor.h5") + " --actor-out " + p("bad-dpo.h5") + " --dpo-loss hinge", "dpo-kind");
+  BOOST_TEST(kind.code == 2);
+  BOOST_TEST(kind.err.find("--dpo-loss") != std::string::npos, kind.err);
+  // A reward model is no policy (no LM head), as --actor or as --ref.
+  const Run no_head = run(base + " --actor " + p("critic.h5") + " --actor-out " + p("bad-dpo.h5"), "dpo-no-head");
+  BOOST_TEST(no_head.code == 2);
+  BOOST_TEST(no_head.err.find("critic.h5") != std::string::npos, no_head.err);
+  const Run ref_no_head =
+      run(base + " --actor " + p("actor.h5") + " --actor-out " + p("bad-dpo.h5") + " --ref " + p("critic.h5"), "dpo-ref-no-head");
+  BOOST_TEST(ref_no_head.code == 2);
+  BOOST_TEST(ref_no_head.err.find("critic.h5") != std::string::npos, ref_no_head.err);
+  // A reference of another vocabulary.
+  json wide = load_json_file(source("examples/tiny/config.json"));
+  wide["vocab_size"] = wide["vocab_size"].get<int>() + 8;
+  write_text_file(p("wide.json"), wide.dump());
+  BOOST_TEST_REQUIRE(run(bin("braid") + " init -q --config " + p("wide.json") + " --seed 3 -o " + p("wide.h5"), "init-wide").code == 0);
+  const Run ref_vocab =
+      run(base + " --actor " + p("actor.h5") + " --actor-out " + p("bad-dpo.h5") + " --ref " + p("wide.h5"), "dpo-ref-vocab");
+  BOOST_TEST(ref_vocab.code == 2);
+  BOOST_TEST(ref_vocab.err.find("wide.h5: vocab_size") != std::string::npos, ref_vocab.err);
+  BOOST_TEST(!fs::exists(p("bad-dpo.h5")));
+}
+
 // --schedule under mpirun: the fused pipeline writes stage files of step + 1 with their
 // AdamW state; a single-process call then continues from those stage files (any split
 // loads into any other, optimizer state included).

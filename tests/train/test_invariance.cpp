@@ -1,5 +1,5 @@
 // A step's update does not depend on how its mini-batch is cut: for every objective
-// (PPO actor, GRPO actor, PPO critic, reward model, SFT), the same mini-batch of
+// (PPO actor, GRPO actor, PPO critic, reward model, SFT, DPO and IPO), the same mini-batch of
 // sequences of different lengths split into 1, 2, 3 and 7 micro-batches gives the same
 // gradient, loss and updated weights, to float rounding.
 //
@@ -67,6 +67,15 @@ std::vector<Case> cases() {
       {"ppo critic", true, 1, [] { return std::make_unique<train::ValueObjective>(0.2); }},
       {"reward model", true, 2, [] { return std::make_unique<train::PairwiseRewardObjective>(); }},
       {"sft", false, 1, [] { return std::make_unique<train::SftObjective>(16); }},
+      {"dpo", false, 2, [] { return std::make_unique<train::DpoObjective>(train::DpoObjectiveOptions{.loss = {.beta = 0.5}, .head_chunk_rows = 16}); }},
+      // β 0.5: gradients of the size the weight tolerance assumes. At β 0.1 IPO's target
+      // 1/(2β) = 5 makes the largest gradient 2.4, and 2 micro-batches leave the weights
+      // 3.6e-6 apart, still within lr/eps × their gradient difference (1.3e-6).
+      {"ipo length-normalised", false, 2,
+       [] {
+         return std::make_unique<train::DpoObjective>(train::DpoObjectiveOptions{
+             .loss = {.loss = backend::DpoLoss::ipo, .beta = 0.5}, .length_normalize = true, .head_chunk_rows = 16});
+       }},
   };
 }
 

@@ -1,4 +1,4 @@
-// The PPO, GRPO, value and pairwise losses (backend ops, backend/losses.hpp, on the CPU
+// The PPO, GRPO, value, pairwise and DPO losses (backend ops, backend/losses.hpp, on the CPU
 // backend over host vectors): gradients against central finite differences, and the
 // clipping cases where the gradient must vanish.
 #define BOOST_TEST_MODULE train_losses
@@ -54,6 +54,18 @@ backend::PairwiseLossSums pairwise_loss(std::span<const float> chosen, std::span
   std::copy(d.begin(), d.begin() + std::ptrdiff_t(n), d_chosen.begin());
   std::copy(d.begin() + std::ptrdiff_t(n), d.end(), d_rejected.begin());
   return sums;
+}
+
+// DPO over pairs of sequences with the given row offsets (2·pairs + 1 entries).
+struct DpoIn {
+  std::span<const float> logprob, ref_logprob, weight;
+  std::span<const std::int64_t> offsets;
+};
+backend::DpoLossSums dpo_loss(const DpoIn& in, const backend::DpoLossOptions& opt, std::span<float> d,
+                              double scale = 1.0) {
+  return ops().dpo_loss(std::int64_t(in.offsets.size() / 2),
+                        {in.logprob.data(), in.ref_logprob.data(), in.weight.data(), in.offsets.data()}, opt, scale,
+                        d.data());
 }
 
 std::vector<float> normal(Rng& rng, std::size_t n, double sd, double mean = 0) {
@@ -206,4 +218,75 @@ BOOST_AUTO_TEST_CASE(nll_loss_sums_the_weighted_nll_and_its_gradient_is_minus_sc
   BOOST_TEST(loss == 6.0, boost::test_tools::tolerance(1e-9));  // 2 + 4: a sum; a trainer divides by the units
   const std::vector<float> want{0.0f, -0.5f, 0.0f, -0.5f};
   BOOST_TEST(d == want, boost::test_tools::per_element());
+}
+
+// Six pairs of sequences of 3 to 8 rows, the first row of each not counted (a prompt row)
+// and one row weighted 0.5: a weighted sum, as length normalisation makes it.
+struct DpoData {
+  std::vector<std::int64_t> offsets{0};
+  std::vector<float> logprob, ref, weight;
+};
+DpoData dpo_data(Rng& rng) {
+  DpoData d;
+  for (int s = 0; s < 12; ++s) {
+    const std::size_t rows = 3 + rng.below(6);
+    for (std::size_t r = 0; r < rows; ++r) d.weight.push_back(r == 0 ? 0.0f : (r == 1 ? 0.5f : 1.0f));
+    d.offsets.push_back(std::int64_t(d.weight.size()));
+  }
+  d.logprob = normal(rng, d.weight.size(), 0.8, -2.0);
+  d.ref = normal(rng, d.weight.size(), 0.8, -2.0);
+  return d;
+}
+
+BOOST_AUTO_TEST_CASE(dpo_loss_gradient_matches_finite_differences) {
+  for (const backend::DpoLoss kind : {backend::DpoLoss::sigmoid, backend::DpoLoss::ipo}) {
+    Rng rng(11);
+    DpoData data = dpo_data(rng);
+    const backend::DpoLossOptions opt{.loss = kind, .beta = 0.5};
+    const std::size_t n = data.logprob.size();
+    std::vector<float> d(n), scratch(n);
+    auto loss = [&] { return dpo_loss({data.logprob, data.ref, data.weight, data.offsets}, opt, scratch).loss; };
+    const auto r = dpo_loss({data.logprob, data.ref, data.weight, data.offsets}, opt, d, 0.25);
+    double largest = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      check_close(d[i], 0.25 * numeric(data.logprob, i, loss, 1e-3f), kind == backend::DpoLoss::sigmoid ? "sigmoid" : "ipo");
+      if (data.weight[i] == 0) BOOST_TEST(d[i] == 0.0f);  // rows that do not count get no gradient
+      largest = std::max(largest, double(std::abs(d[i])));
+    }
+    BOOST_TEST(largest > 1e-3);  // the check means something
+    // The sums: 6 pairs, implicit rewards β·(π − π_ref) that add up to the margin.
+    BOOST_TEST(r.margin == r.reward_chosen - r.reward_rejected, boost::test_tools::tolerance(1e-9));
+    BOOST_TEST(r.correct >= 0.0);
+    BOOST_TEST(r.correct <= 6.0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(dpo_loss_values_at_known_points) {
+  // Policy = reference: z = 0, so DPO gives log 2 a pair, IPO (1/(2β))², no pair counts as right.
+  const std::vector<float> lp{-1.0f, -2.0f, -3.0f, -0.5f}, w{1, 1, 1, 1};
+  const std::vector<std::int64_t> offsets{0, 2, 4};  // one pair: rows 0-1 chosen, 2-3 rejected
+  std::vector<float> d(4);
+  const auto sig = dpo_loss({lp, lp, w, offsets}, {.loss = backend::DpoLoss::sigmoid, .beta = 0.1}, d);
+  BOOST_TEST(sig.loss == std::log(2.0), boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(sig.correct == 0.0);
+  BOOST_TEST(d[0] == float(-0.1 * 0.5));  // −β σ(0) on the chosen rows
+  BOOST_TEST(d[3] == float(0.1 * 0.5));   // and its negative on the rejected
+  BOOST_TEST(sig.logp_chosen == -3.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(sig.logp_rejected == -3.5, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(sig.logp_correct == 1.0);  // −3 > −3.5: the policy alone prefers the chosen one
+  const auto ipo = dpo_loss({lp, lp, w, offsets}, {.loss = backend::DpoLoss::ipo, .beta = 0.1}, d);
+  BOOST_TEST(ipo.loss == 25.0, boost::test_tools::tolerance(1e-9));  // (0 − 1/0.2)²
+  BOOST_TEST(d[0] == -10.0f);                                        // 2(z − 5)
+  // The chosen completion 1 nat more likely than under the reference, the rejected 1 less:
+  // z = 2, β z = 0.2, loss softplus(−0.2).
+  const std::vector<float> ref{-1.5f, -2.5f, -2.5f, 0.0f};
+  const auto moved = dpo_loss({lp, ref, w, offsets}, {.loss = backend::DpoLoss::sigmoid, .beta = 0.1}, d);
+  BOOST_TEST(moved.margin == 0.2, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(moved.reward_chosen == 0.1, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(moved.reward_rejected == -0.1, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(moved.loss == std::log1p(std::exp(-0.2)), boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(moved.correct == 1.0);
+  std::vector<float> d2(4);
+  BOOST_CHECK_THROW(dpo_loss({lp, ref, w, offsets}, {.loss = backend::DpoLoss::sigmoid, .beta = 0.0}, d2),
+                    std::invalid_argument);
 }

@@ -9,6 +9,7 @@
 #include "core/rng.hpp"
 #include "train/micro_batches.hpp"
 #include "train/objectives.hpp"
+#include "train/reference_logprobs.hpp"
 
 #include <cmath>
 #include <numeric>
@@ -154,6 +155,76 @@ BOOST_FIXTURE_TEST_CASE(sft_gradient_through_the_whole_model, Fixture) {
   io::SampleBatch mb = random_batch(rng, 4);
   train::SftObjective obj(8);
   check_directional_derivative(m, obj, mb, 104);
+}
+
+// DPO's loss is a function of whole-sequence sums of logprobs: the directional check
+// covers the sums, the pairing (chosen +, rejected −) and the LM head's backward. The
+// reference sits near the policy so that both sides of the pair move the loss.
+BOOST_FIXTURE_TEST_CASE(dpo_gradient_through_the_whole_model, Fixture) {
+  struct Variant {
+    backend::DpoLoss loss;
+    bool length_normalize;
+    double beta;
+  };
+  for (const Variant v : {Variant{backend::DpoLoss::sigmoid, false, 0.5}, Variant{backend::DpoLoss::ipo, true, 0.1},
+                          Variant{backend::DpoLoss::sigmoid, true, 2.0}}) {
+    model::Model m(tiny(), {.lm_head = true}, *be);
+    m.init_random(9, 0.2);
+    Rng rng(8);
+    io::SampleBatch mb = random_batch(rng, 6);
+    auto ref = current_logprobs(m, mb);
+    for (auto& x : ref) x += static_cast<float>(0.2 * rng.normal());
+    mb.logprobs_ref = ref;
+    train::DpoObjective obj({.loss = {.loss = v.loss, .beta = v.beta}, .length_normalize = v.length_normalize,
+                             .head_chunk_rows = 16});
+    check_directional_derivative(m, obj, mb, 105);
+  }
+  model::Model m(tiny(), {.lm_head = true}, *be);
+  m.init_random(9, 0.2);
+  Rng rng(9);
+  io::SampleBatch odd = random_batch(rng, 3);
+  auto acts = m.make_activations({.max_tokens = 256, .max_sequences = 16, .training = true});
+  m.forward({odd.tokens, odd.offsets}, acts);
+  train::DpoObjective obj({});
+  odd.logprobs_ref = std::vector<float>(odd.token_count(), -1.0f);
+  BOOST_CHECK_THROW(obj.loss_and_grad(m, acts, odd, 1.0), std::invalid_argument);  // not pairs
+  io::SampleBatch no_ref = random_batch(rng, 2);
+  m.forward({no_ref.tokens, no_ref.offsets}, acts);
+  try {
+    obj.loss_and_grad(m, acts, no_ref, 1.0);
+    BOOST_FAIL("no error for a batch without reference logprobs");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("logprobs/ref") != std::string::npos);
+  }
+}
+
+// The reference pass gives each token the logprob its producing row gives it, however the
+// batch is cut into micro-batches; and at the policy's own weights DPO starts at log 2 a
+// pair with (to rounding) zero margins.
+BOOST_FIXTURE_TEST_CASE(reference_logprobs_are_the_models_own_per_token_logprobs, Fixture) {
+  model::Model m(tiny(), {.lm_head = true}, *be);
+  m.init_random(10, 0.2);
+  Rng rng(10);
+  io::SampleBatch b = random_batch(rng, 8);
+  const auto want = current_logprobs(m, b);
+  for (const std::int64_t max_tokens : {14, 40, 256}) {
+    const auto got = train::reference_logprobs(m, b, max_tokens);
+    BOOST_REQUIRE_EQUAL(got.size(), want.size());
+    double apart = 0;
+    for (std::size_t t = 0; t < got.size(); ++t) apart = std::max(apart, double(std::abs(got[t] - want[t])));
+    BOOST_TEST(apart <= 1e-5, "micro-batches of " << max_tokens << " tokens: apart by " << apart);
+  }
+  for (std::size_t i = 0; i < b.size(); ++i) BOOST_TEST(train::reference_logprobs(m, b, 256)[b.begin(i)] == 0.0f);
+  BOOST_CHECK_THROW(train::reference_logprobs(m, b, 5), UsageError);  // a sequence longer than a micro-batch
+
+  b.logprobs_ref = train::reference_logprobs(m, b, 256);
+  train::DpoObjective obj({});
+  auto acts = m.make_activations({.max_tokens = 256, .max_sequences = 16, .training = true});
+  m.forward({b.tokens, b.offsets}, acts);
+  const train::LossStats s = obj.loss_and_grad(m, acts, b, 1.0);
+  BOOST_TEST(s.units == 4.0);
+  BOOST_TEST(s.loss == 4 * std::log(2.0), boost::test_tools::tolerance(1e-5));
+  BOOST_TEST(std::abs(s.metrics.at("margin")) < 1e-6);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_missing_array_is_named, Fixture) {

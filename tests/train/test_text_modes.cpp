@@ -1,7 +1,7 @@
 // SFT and reward-model training from their JSON Lines inputs (read_sft_jsonl,
 // read_preference_jsonl) through the Trainer: SFT learns to echo its prompt; the
 // reward model learns to rank the completion that repeats the prompt's letter above
-// one that does not, on held-out pairs.
+// one that does not, on held-out pairs; DPO teaches a policy the same preference.
 #define BOOST_TEST_MODULE train_text_modes
 #include <boost/test/unit_test.hpp>
 
@@ -11,6 +11,7 @@
 #include "core/rng.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/objectives.hpp"
+#include "train/reference_logprobs.hpp"
 #include "train/train_inputs.hpp"
 #include "train/trainer.hpp"
 
@@ -133,6 +134,81 @@ BOOST_AUTO_TEST_CASE(reward_model_ranks_held_out_pairs) {
   BOOST_TEST(after > 0.95);
 }
 
+// DPO on the reward model's task: the policy should come to prefer the completion that
+// repeats the prompt's letter. The reference is the initial policy (its logprobs computed
+// once, before training, as braid-train dpo does).
+BOOST_AUTO_TEST_CASE(dpo_learns_the_preferred_completion_on_held_out_pairs) {
+  Rng rng(3);
+  std::vector<nlohmann::json> train_lines, eval_lines;
+  for (int i = 0; i < 160; ++i) {
+    const std::string letters = "abcdef";
+    const std::size_t p = rng.below(6), q = (p + 1 + rng.below(5)) % 6;
+    (i < 128 ? train_lines : eval_lines)
+        .push_back({{"prompt", std::string(1, letters[p])}, {"chosen", std::string(4, letters[p])},
+                    {"rejected", std::string(4, letters[q])}});
+  }
+  const auto train_file = test::scratch("dpo.jsonl"), eval_file = test::scratch("dpo-eval.jsonl");
+  write_text_file(train_file.string(), jsonl(train_lines));
+  write_text_file(eval_file.string(), jsonl(eval_lines));
+  const auto tok = tok::load_tokenizer("byte");
+  io::SampleBatch data = train::read_preference_jsonl(train_file.string(), *tok, 259, 40);
+  io::SampleBatch eval = train::read_preference_jsonl(eval_file.string(), *tok, 259, 40);
+
+  struct Variant {
+    const char* name;
+    train::DpoObjectiveOptions opt;
+    double start_loss;  // at the reference: z = 0
+  };
+  const Variant variants[] = {
+      {"DPO", {.loss = {.loss = backend::DpoLoss::sigmoid, .beta = 0.1}}, std::log(2.0)},
+      {"IPO length-normalised", {.loss = {.loss = backend::DpoLoss::ipo, .beta = 0.5}, .length_normalize = true}, 1.0},
+  };
+  for (const Variant& v : variants) {
+    auto be = backend::make_cpu_backend(1);
+    model::Model m(byte_model(), {.lm_head = true}, *be);
+    m.init_random(7);
+    data.logprobs_ref = train::reference_logprobs(m, data, 512);
+    eval.logprobs_ref = train::reference_logprobs(m, eval, 512);
+    train::DpoObjective obj(v.opt), held_out_obj(v.opt);
+    auto opt = options(3e-3);
+    opt.micro.group = 2;
+    train::Trainer trainer(m, obj, opt);
+    auto held_out = [&] {
+      auto acts = m.make_activations({.max_tokens = static_cast<std::int64_t>(eval.token_count()),
+                                      .max_sequences = static_cast<std::int64_t>(eval.size()), .training = true});
+      m.forward({eval.tokens, eval.offsets}, acts);
+      train::LossStats s = held_out_obj.loss_and_grad(m, acts, eval, 1.0);
+      m.zero_grad();
+      s.loss /= s.units;
+      return s;
+    };
+    const train::LossStats before = held_out();
+    const auto records = train::train_epochs(data, std::vector<train::NamedTrainer>{{"actor_train", &trainer}},
+                                             {.epochs = 10, .mini_batch = 32, .seed = 3, .group = 2});
+    const train::LossStats after = held_out();
+    const auto& steps = records[0].steps;
+    BOOST_TEST_MESSAGE(v.name << " training loss " << steps.front().loss << " -> " << steps[3].loss << " (4 steps) -> "
+                       << steps.back().loss << " in " << steps.size() << " steps; held-out loss " << before.loss
+                       << " -> " << after.loss << ", accuracy " << before.metrics.at("accuracy") << " -> "
+                       << after.metrics.at("accuracy") << ", margin " << before.metrics.at("margin") << " -> "
+                       << after.metrics.at("margin") << ", logp accuracy " << before.metrics.at("logp_accuracy")
+                       << " -> " << after.metrics.at("logp_accuracy"));
+    BOOST_TEST_CONTEXT(v.name) {
+      BOOST_TEST(steps.front().loss == v.start_loss, boost::test_tools::tolerance(1e-4));  // the policy is the reference
+      BOOST_TEST(steps[3].loss < steps.front().loss);                                      // falls within a few steps
+      BOOST_TEST(steps.back().loss < 0.5 * steps.front().loss);
+      BOOST_TEST(before.loss == v.start_loss, boost::test_tools::tolerance(1e-4));
+      BOOST_TEST(after.loss < 0.5 * before.loss);
+      BOOST_TEST(after.metrics.at("accuracy") > 0.9);
+      BOOST_TEST(after.metrics.at("margin") > 0.1);
+      BOOST_TEST(after.metrics.at("reward_chosen") > after.metrics.at("reward_rejected"));
+      // The policy alone: its own logprobs rank the pairs near chance before, right after.
+      BOOST_TEST(before.metrics.at("logp_accuracy") < 0.75);
+      BOOST_TEST(after.metrics.at("logp_accuracy") > 0.9);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_lines_are_all_reported_with_their_line_numbers) {
   const auto file = test::scratch("bad.jsonl");
   write_text_file(file.string(), "{\"prompt\": \"a\", \"response\": \"b\"}\nnot json\n{\"prompt\": \"a\", \"respons\": \"b\"}\n");
@@ -146,4 +222,31 @@ BOOST_AUTO_TEST_CASE(bad_lines_are_all_reported_with_their_line_numbers) {
     BOOST_TEST(what.find("line 3") != std::string::npos, what);
     BOOST_TEST(what.find("response") != std::string::npos, what);
   }
+}
+
+// A missing field is named with its line (every such line at once); an empty completion
+// (checked once every line has its fields) likewise.
+BOOST_AUTO_TEST_CASE(bad_preference_pairs_name_the_line_and_the_field) {
+  const auto tok = tok::load_tokenizer("byte");
+  auto problems = [&](const std::string& name, const std::string& text) {
+    const auto file = test::scratch(name);
+    write_text_file(file.string(), text);
+    try {
+      train::read_preference_jsonl(file.string(), *tok, 259, 40);
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      BOOST_TEST(what.find(file.string()) != std::string::npos, what);
+      return what;
+    }
+    BOOST_FAIL("bad pairs were accepted");
+    return std::string();
+  };
+  const std::string good = "{\"prompt\": \"a\", \"chosen\": \"b\", \"rejected\": \"c\"}\n";
+  const std::string missing = problems("missing-chosen.jsonl", good + "{\"prompt\": \"a\", \"rejected\": \"c\"}\n" + good +
+                                                                   "{\"prompt\": \"a\", \"chosen\": \"b\"}\n");
+  BOOST_TEST(missing.find("line 2.chosen: missing") != std::string::npos, missing);
+  BOOST_TEST(missing.find("line 4.rejected: missing") != std::string::npos, missing);
+  const std::string empty = problems("empty-chosen.jsonl", good + "{\"prompt\": \"a\", \"chosen\": \"\", \"rejected\": \"c\"}\n");
+  BOOST_TEST(empty.find("line 2.chosen: is empty") != std::string::npos, empty);
+  BOOST_TEST(empty.find("line 1") == std::string::npos, empty);
 }

@@ -1,4 +1,4 @@
-// braid-train: PPO, GRPO, SFT and reward-model updates (lib/train/commands.hpp).
+// braid-train: PPO, GRPO, SFT, reward-model and DPO updates (lib/train/commands.hpp).
 #include "backend/device_option.hpp"
 #include "backend/dtype_option.hpp"
 #include "core/cli.hpp"
@@ -15,7 +15,7 @@ void add_common(CLI::App* sub, CommonTrainOptions& o, double default_lr) {
   sub->add_option("--lr", o.lr, "Learning rate (AdamW, constant after warmup)")->capture_default_str();
   sub->add_option("--warmup-steps", o.warmup_steps, "Linear warmup over this many optimizer steps")->capture_default_str();
   sub->add_option("--epochs", o.epochs, "Passes over the data")->check(CLI::PositiveNumber)->capture_default_str();
-  sub->add_option("--mini-batch", o.mini_batch, "Sequences per optimizer step (rm: pairs); 0 = all of them")
+  sub->add_option("--mini-batch", o.mini_batch, "Sequences per optimizer step (rm, dpo: pairs); 0 = all of them")
       ->capture_default_str();
   sub->add_option("--micro-tokens", o.micro_tokens, "Tokens per micro-batch (gradients accumulate over them)")
       ->check(CLI::PositiveNumber)->capture_default_str();
@@ -40,7 +40,7 @@ std::string shell_quote(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"braid-train: update a policy (PPO, GRPO, SFT) or a reward model from samples; writes new checkpoints "
+  CLI::App app{"braid-train: update a policy (PPO, GRPO, SFT, DPO) or a reward model from samples; writes new checkpoints "
                "(step + 1) with their AdamW state beside them (<stem>.optim.h5) and prints the checkpoint files",
                "braid-train"};
   braid::cli::add_common_options(app);
@@ -88,17 +88,32 @@ int main(int argc, char** argv) {
   rm_cmd->add_option("data", rm.data, "JSON Lines file, - for stdin")->required();
   rm_cmd->add_option("--reward", rm.model, "Reward model checkpoint (with a value head)")->required();
   rm_cmd->add_option("--reward-out", rm.model_out, "New checkpoint to write")->required();
-  for (auto [sub, o] : {std::pair{sft_cmd, &sft}, std::pair{rm_cmd, &rm}}) {
+  braid::train::DpoCommand dpo;
+  auto* dpo_cmd = app.add_subcommand("dpo", "Direct preference optimisation of a policy on {\"prompt\",\"chosen\","
+                                            "\"rejected\"} JSON lines, against the reference's logprobs computed once "
+                                            "before training");
+  dpo_cmd->add_option("data", dpo.text.data, "JSON Lines file, - for stdin")->required();
+  dpo_cmd->add_option("--actor", dpo.text.model, "Policy checkpoint (with an LM head)")->required();
+  dpo_cmd->add_option("--actor-out", dpo.text.model_out, "New checkpoint to write")->required();
+  dpo_cmd->add_option("--ref", dpo.ref, "Reference policy checkpoint (default: --actor as read, before training)");
+  dpo_cmd->add_option("--beta", dpo.beta, "β: the implicit reward's scale (> 0; IPO's τ)")->capture_default_str();
+  dpo_cmd->add_option("--dpo-loss", dpo.loss, "sigmoid: -log σ(β·z) (DPO); ipo: (z - 1/(2β))²")
+      ->check(CLI::IsMember({"sigmoid", "ipo"}))
+      ->capture_default_str();
+  dpo_cmd->add_flag("--length-normalize", dpo.length_normalize,
+                    "A completion's logprob as the mean over its tokens, not the sum");
+  for (auto [sub, o] : {std::pair{sft_cmd, &sft}, std::pair{rm_cmd, &rm}, std::pair{dpo_cmd, &dpo.text}}) {
     sub->add_option("--tokenizer", o->tokenizer, "byte, or a tokenizer.json (or a folder holding one)")
         ->capture_default_str();
-    add_common(sub, o->common, 1e-5);
+    add_common(sub, o->common, sub == dpo_cmd ? 1e-6 : 1e-5);
   }
 
   return braid::cli::run(app, argc, argv, [&] {
-    for (auto* o : {&ppo.common, &grpo.common, &sft.common, &rm.common}) o->created_by = command_line;
+    for (auto* o : {&ppo.common, &grpo.common, &sft.common, &rm.common, &dpo.text.common}) o->created_by = command_line;
     if (ppo_cmd->parsed()) return braid::train::run_rl(ppo);
     if (grpo_cmd->parsed()) return braid::train::run_rl(grpo);
     if (sft_cmd->parsed()) return braid::train::run_sft(sft);
+    if (dpo_cmd->parsed()) return braid::train::run_dpo(dpo);
     return braid::train::run_rm(rm);
   });
 }

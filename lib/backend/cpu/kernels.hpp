@@ -100,6 +100,9 @@ PairwiseLossSums pairwise_loss(std::int64_t pairs, const T* values, const std::i
 template <typename T>
 double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale, T* d_logprob);
 template <typename T>
+DpoLossSums dpo_loss(std::int64_t pairs, const DpoLossRows<T>& in, const DpoLossOptions& opt, double scale,
+                     T* d_logprob);
+template <typename T>
 WhiteningStats whiten(std::int64_t n, T* x, const std::uint8_t* mask, double eps);
 
 // Reused between rows: candidate ids, most likely first, and their weights.

@@ -1,4 +1,4 @@
-// The RL losses on the CPU (backend/losses.hpp), one pass over the rows each.
+// The RL losses on the CPU (backend/losses.hpp), one pass over the rows each (DPO: two).
 #include "backend/cpu/kernels.hpp"
 
 #include <algorithm>
@@ -127,6 +127,52 @@ double nll_loss(std::int64_t n, const T* logprob, const T* weight, double scale,
 }
 
 template <typename T>
+DpoLossSums dpo_loss(std::int64_t pairs, const DpoLossRows<T>& in, const DpoLossOptions& opt, double scale,
+                     T* d_logprob) {
+  if (!(opt.beta > 0)) throw std::invalid_argument("dpo_loss: beta must be > 0");
+  const double beta = opt.beta;
+  DpoLossSums r;
+  for (std::int64_t p = 0; p < pairs; ++p) {
+    double logp[2] = {0, 0}, ref[2] = {0, 0};
+    for (int side = 0; side < 2; ++side) {
+      const std::int64_t s = 2 * p + side;
+      for (std::int64_t row = in.sequence_rows[s]; row < in.sequence_rows[s + 1]; ++row) {
+        const double w = in.weight[row];
+        logp[side] += w * double(in.logprob[row]);
+        ref[side] += w * double(in.ref_logprob[row]);
+      }
+    }
+    const double z = (logp[0] - ref[0]) - (logp[1] - ref[1]);
+    double loss = 0, d_z = 0;
+    if (opt.loss == DpoLoss::sigmoid) {
+      loss = softplus(-beta * z);        // −log σ(βz)
+      d_z = -beta * sigmoid(-beta * z);
+    } else {
+      const double e = z - 1.0 / (2.0 * beta);
+      loss = e * e;
+      d_z = 2.0 * e;
+    }
+    r.loss += loss;
+    r.correct += beta * z > 0 ? 1.0 : 0.0;
+    r.margin += beta * z;
+    r.reward_chosen += beta * (logp[0] - ref[0]);
+    r.reward_rejected += beta * (logp[1] - ref[1]);
+    r.logp_chosen += logp[0];
+    r.logp_rejected += logp[1];
+    r.logp_correct += logp[0] > logp[1] ? 1.0 : 0.0;
+    // ∂z/∂π_c = 1, ∂z/∂π_r = −1, ∂π/∂logp_row = weight_row.
+    for (int side = 0; side < 2; ++side) {
+      const std::int64_t s = 2 * p + side;
+      const double g = scale * d_z * (side == 0 ? 1.0 : -1.0);
+      for (std::int64_t row = in.sequence_rows[s]; row < in.sequence_rows[s + 1]; ++row) {
+        d_logprob[row] = static_cast<T>(g * double(in.weight[row]));
+      }
+    }
+  }
+  return r;
+}
+
+template <typename T>
 WhiteningStats whiten(std::int64_t n, T* x, const std::uint8_t* mask, double eps) {
   WhiteningStats w;
   double sum = 0;
@@ -155,6 +201,7 @@ WhiteningStats whiten(std::int64_t n, T* x, const std::uint8_t* mask, double eps
   template PairwiseLossSums pairwise_loss<T>(std::int64_t, const T*, const std::int64_t*, const std::int64_t*,     \
                                              double, T*);                                                           \
   template double nll_loss<T>(std::int64_t, const T*, const T*, double, T*);                                        \
+  template DpoLossSums dpo_loss<T>(std::int64_t, const DpoLossRows<T>&, const DpoLossOptions&, double, T*);        \
   template WhiteningStats whiten<T>(std::int64_t, T*, const std::uint8_t*, double);
 BRAID_INSTANTIATE(float)
 BRAID_INSTANTIATE(double)
