@@ -1,12 +1,15 @@
 # The two commands a newcomer needs (see README.md):
 #   make demo   install what is missing, build, and run the default experiment
-#   make test   install what is missing, build, and run every test through ctest
+#   make test   install what is missing, build, run every test through ctest, then a short
+#               run of every libFuzzer target (FUZZ_SECONDS each, in build-fuzz; 0 skips it)
 # Both call scripts/install-deps.sh first, which does nothing when all is installed.
 
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
+# Seconds each libFuzzer target runs at the end of `make test` (scripts/fuzz.sh; 0 skips it).
+FUZZ_SECONDS ?= 10
 
 .PHONY: all deps configure build test demo clean sanitize
 
@@ -23,6 +26,7 @@ build: configure
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
+	@if [ "$(FUZZ_SECONDS)" != 0 ]; then FUZZ_JOBS=$(JOBS) scripts/fuzz.sh $(FUZZ_SECONDS); fi
 
 demo: build
 	@BRAID_BIN=$(BUILD)/bin scripts/demo.sh

@@ -18,10 +18,7 @@ targets=("$@")
 jobs=${FUZZ_JOBS:-2}
 build=$root/build-fuzz
 
-if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
-  echo "fuzz.sh: installing clang and its runtime (libFuzzer)" >&2
-  apt-get install -y clang libclang-rt-14-dev >/dev/null
-fi
+scripts/install-deps.sh scripts/deps-fuzz.txt   # clang and libFuzzer, when missing
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
@@ -33,7 +30,7 @@ cmake --build "$build" -j"$jobs" --target $(printf 'fuzz_%s ' "${targets[@]}") >
 seeds() {
   local f=$root/tests/fixtures e=$root/examples
   case $1 in
-    sample_shard|weight_shard) ls "$f"/io/*.h5 "$f"/model/*.h5 ;;
+    sample_shard|weight_shard) ls "$f"/io/*.h5 "$f"/model/*.h5 "$root"/fuzz/seeds/sample_shard/*.h5 "$root"/fuzz/seeds/weight_shard/*.h5 ;;
     safetensors) ls "$f"/hf/*.safetensors "$f"/hf/tiny_llama/*.safetensors ;;
     tokenizer) ls "$f"/tokenizer/*/tokenizer.json ;;
     run_file) ls "$e"/ppo-tiny/run.json "$f"/io/bad_json*.json ;;
@@ -64,12 +61,20 @@ run_one() {
   seeds "$t" | while read -r s; do cp -n "$s" "$corpus/seed-$(basename "$(dirname "$s")")-$(basename "$s")"; done
   local dict
   dict=$(dict_for "$t")
-  local cmd=("$build/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=1048576
+  local cmd=("$build/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=65536 -max_len=1048576
              -print_final_stats=1 -artifact_prefix="$findings/" ${dict:+-dict="$dict"})
   [[ ${FUZZ_KEEP_GOING:-0} == 1 ]] && cmd+=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
   cmd+=("$corpus")
   echo "${cmd[*]}" > "$log.cmd"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 "${cmd[@]}" > "$log" 2>&1
+  # Memory: the resident-set limit (2 GB) catches memory really used; a single allocation is
+  # limited only at 64 GB, and one the allocator cannot give returns NULL as glibc's would,
+  # because libhdf5 allocates the size a damaged object claims (4 GB seen) before reading it
+  # and failing cleanly: pages never touched, no memory used (docs/reliability.md).
+  # A file without a braid seal is read first by a child process (lib/io/h5_guard.hpp); its time
+  # limit stays below libFuzzer's, so that a hang inside libhdf5 ends as the refusal it is.
+  BRAID_H5_PROBE_TIMEOUT=3 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    LSAN_OPTIONS=suppressions=$root/fuzz/lsan.supp:print_suppressions=0 \
+    "${cmd[@]}" > "$log" 2>&1
   echo $? > "$log.rc"
 }
 

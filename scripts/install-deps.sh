@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages listed in scripts/deps.txt that are missing.
+# Installs the Debian packages listed in scripts/deps.txt (or in the list file given) that are missing.
 # Does nothing (and needs no network) when every one is already installed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-mapfile -t wanted < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' "$here/deps.txt" | grep -v '^$')
+mapfile -t wanted < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' "${1:-$here/deps.txt}" | grep -v '^$')
 missing=()
 for pkg in "${wanted[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)

@@ -19,7 +19,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "core/error.hpp"
@@ -246,9 +248,24 @@ void verify_seal(const std::filesystem::path& path, const std::string& name, con
 
 void probe_unsealed(const std::filesystem::path& path, const std::string& name) {
   if (probing) return;
+  // A reader opens a file several times (header, checksums, values): the contents the child
+  // has read through once are not probed again in this process.
+  std::uint64_t file_bytes = 0;
+  std::string key;
+  {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.fd < 0) throw InputError(name, "", "cannot be read: " + errno_text());
+    const std::uint64_t hash = hash_from(fd.fd, 0, file_bytes, name);
+    key = fmt::format("{:016x}:{}", hash, file_bytes);
+  }
+  static std::mutex mutex;
+  static std::unordered_set<std::string> read_through;
+  {
+    const std::lock_guard lock(mutex);
+    if (read_through.contains(key)) return;
+  }
+  const double timeout = probe_timeout_seconds(file_bytes);
   std::error_code ec;
-  const auto file_bytes = std::filesystem::file_size(path, ec);
-  const double timeout = probe_timeout_seconds(ec ? 0 : file_bytes);
 
   // The child is this very program started again (a fresh process: no threads, no HDF5 lock
   // held, no sanitizer or fuzzer state), which the environment turns into a probe before main.
@@ -306,6 +323,8 @@ void probe_unsealed(const std::filesystem::path& path, const std::string& name) 
                                  "braid seal",
                                  WEXITSTATUS(status)));
   }
+  const std::lock_guard lock(mutex);
+  read_through.insert(key);
 }
 
 }  // namespace braid::io::h5
