@@ -115,16 +115,17 @@ void read_attributes(hid_t obj, std::uint64_t file_bytes) {
   }
 }
 
-void read_dataset(hid_t d, std::uint64_t file_bytes) {
+void read_dataset(hid_t d, std::uint64_t file_bytes, bool values) {
   const hid_t t = H5Dget_type(d);
   const hid_t mem = t < 0 ? -1 : H5Tget_native_type(t, H5T_DIR_ASCEND);
   const hid_t space = H5Dget_space(d);
   const hssize_t n = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
   const std::size_t size = mem < 0 ? 0 : H5Tget_size(mem);
-  if (n > 0 && size > 0 && plausible(static_cast<std::uint64_t>(n), size, file_bytes)) {
+  if (values && n > 0 && size > 0 && plausible(static_cast<std::uint64_t>(n), size, file_bytes)) {
     // As stored, then converted the way braid's readers convert numbers (to float, to int64).
     const H5T_class_t cls = H5Tget_class(mem);
-    const hid_t converted = cls == H5T_FLOAT ? H5T_NATIVE_FLOAT : cls == H5T_INTEGER ? H5T_NATIVE_INT64 : -1;
+    hid_t converted = cls == H5T_FLOAT ? H5T_NATIVE_FLOAT : cls == H5T_INTEGER ? H5T_NATIVE_INT64 : -1;
+    if (converted >= 0 && H5Tequal(mem, converted) > 0) converted = -1;  // the same read again
     const std::size_t width = std::max<std::size_t>(size, 8);
     std::unique_ptr<char[]> buf(new (std::nothrow) char[static_cast<std::size_t>(n) * width]);
     if (buf) {
@@ -139,6 +140,7 @@ void read_dataset(hid_t d, std::uint64_t file_bytes) {
 
 struct Walk {
   std::uint64_t file_bytes;
+  bool values;  // read the datasets' values too (braid's own full read did not finish)
 };
 
 herr_t visit(hid_t file, const char* name, const H5O_info_t* info, void* data) {
@@ -146,7 +148,7 @@ herr_t visit(hid_t file, const char* name, const H5O_info_t* info, void* data) {
   const hid_t obj = H5Oopen(file, name, H5P_DEFAULT);
   if (obj < 0) return 0;
   read_attributes(obj, walk->file_bytes);
-  if (info->type == H5O_TYPE_DATASET) read_dataset(obj, walk->file_bytes);
+  if (info->type == H5O_TYPE_DATASET) read_dataset(obj, walk->file_bytes, walk->values);
   H5Oclose(obj);
   return 0;
 }
@@ -163,12 +165,13 @@ bool probing = false;
   probing = true;
   // First exactly as braid reads its files (braid check's full read: header, every checksum,
   // every value), then every object, attribute and dataset, whatever braid would read of it.
-  (void)check_file(path);
+  // When that read went through, braid's readers have read every value already.
+  const bool read_through = !check_file(path).has_value();
   const hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f >= 0) {
     hsize_t file_bytes = 0;
     H5Fget_filesize(f, &file_bytes);
-    Walk walk{file_bytes};
+    Walk walk{file_bytes, !read_through};
     (void)H5Ovisit(f, H5_INDEX_NAME, H5_ITER_INC, visit, &walk);
     H5Fclose(f);
   }
