@@ -81,7 +81,7 @@ RuleReward RuleReward::parse(const std::string& spec) {
       throw InputError("", kFlag, fmt::format("'{}': not a valid ECMAScript regular expression ({})", spec, e.what()));
     }
   } else {
-    throw InputError("", kFlag, fmt::format("unknown rule '{}' (rules: digits, chars:SET, length:N, regex:RE)", spec));
+    throw InputError("", kFlag, fmt::format("unknown rule '{}' (rules: digits, chars:SET, length:N, regex:RE, math)", spec));
   }
   return RuleReward(spec, std::move(impl));
 }
