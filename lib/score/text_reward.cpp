@@ -54,9 +54,8 @@ class MathRule final : public TextReward {
     for (const auto& s : samples) {
       if (!s.has_origin) {
         add_once(out, seen,
-                 fmt::format("{}: /prompt/extra: is missing: --reward-rule math needs each sample's \"answer\" from its "
-                             "prompt line, which braid-generate keeps in the shard (this one was written without it)",
-                             s.where.substr(0, s.where.find(": sample "))));
+                 "/prompt/extra: is missing: --reward-rule math needs each sample's \"answer\" from its prompt line, "
+                 "which braid-generate keeps in the shard (this one was written without it)");
         continue;
       }
       std::string problem;

@@ -39,7 +39,8 @@ class TextReward {
   // What it is, for logs and meta.config: {"rule": "math"} or {"command": "..."}.
   virtual json config() const = 0;
   // Every sample whose prompt line lacks what this reward needs, as "WHERE: FIELD:
-  // PROBLEM" (one per prompt line); checked before anything is scored.
+  // PROBLEM" (one per prompt line; "/prompt/extra: ..." once for samples without an
+  // origin, the shard being named by the caller); checked before anything is scored.
   virtual std::vector<std::string> problems(std::span<const TextSample> samples) const;
   // One reward per sample, each finite. InputError for a scorer that fails.
   virtual std::vector<double> score(std::span<const TextSample> samples) = 0;
