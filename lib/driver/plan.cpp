@@ -169,6 +169,11 @@ Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& 
   if (auto reward = reward_checkpoint(spec, layout)) {
     score.insert(score.end(), {"--reward", reward->string()});
     add_inputs(step, start_files(*reward));
+  } else if (spec.reward.kind == ModelSource::Kind::command) {
+    score.insert(score.end(), {"--reward-cmd", spec.reward.command, "--reward-cmd-dir", spec.reward.command_dir.string()});
+    if (spec.reward.command_timeout) {
+      score.insert(score.end(), {"--reward-cmd-timeout", fmt::format("{}", *spec.reward.command_timeout)});
+    }
   } else {
     score.insert(score.end(), {"--reward-rule", spec.reward.rule});
   }

@@ -6,8 +6,10 @@
 
 #include "backend/registry.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "driver/layout.hpp"
+#include "score/text_reward.hpp"
 
 namespace braid::driver {
 namespace {
@@ -100,27 +102,14 @@ fs::path resolve(const fs::path& dir, const std::string& p) {
   return (path.is_absolute() ? path : dir / path).lexically_normal();
 }
 
-// "digits", "chars:SET", "length:N", "regex:RE" (braid-score's --reward-rule).
+// braid-score's --reward-rule grammar, checked by braid-score's own parser.
 std::optional<std::string> rule_problem(const std::string& rule) {
-  if (rule == "digits") return std::nullopt;
-  auto arg = [&](std::string_view prefix) -> std::optional<std::string> {
-    if (rule.rfind(prefix, 0) != 0) return std::nullopt;
-    return rule.substr(prefix.size());
-  };
-  if (auto set = arg("chars:")) {
-    if (set->empty()) return "chars: needs the characters to count (chars:SET)";
-    return std::nullopt;
+  try {
+    score::make_rule_reward(rule);
+  } catch (const InputError& e) {
+    return e.problems().empty() ? std::string(e.what()) : e.problems().front();
   }
-  if (auto n = arg("length:")) {
-    const bool digits = !n->empty() && n->find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || std::stoll(n->substr(0, 12)) <= 0) return "length: needs a positive whole number (length:N)";
-    return std::nullopt;
-  }
-  if (auto re = arg("regex:")) {
-    if (re->empty()) return "regex: needs an expression (regex:RE)";
-    return std::nullopt;
-  }
-  return fmt::format("is \"{}\", expected digits, chars:SET, length:N or regex:RE", rule);
+  return std::nullopt;
 }
 
 struct ModelRules {
@@ -144,13 +133,16 @@ ModelSource read_model(Checker& c, const json& models, const std::string& key, c
     return src;
   }
   if (!v.is_object()) {
-    c.fail(field, rules.rule_allowed ? "expected a checkpoint path or an object with \"init\" or \"rule\""
+    c.fail(field, rules.rule_allowed ? "expected a checkpoint path or an object with \"init\", \"rule\" or \"command\""
                                      : "expected a checkpoint path or an object with \"init\"");
     return src;
   }
   std::vector<std::string> known = {"checkpoint", "init"};
-  if (rules.rule_allowed) known.emplace_back("rule");
-  c.no_unknown_keys(v, field, known);
+  if (rules.rule_allowed) known.insert(known.end(), {"rule", "command"});
+  std::vector<std::string> keys = known;
+  if (rules.rule_allowed) keys.emplace_back("timeout");
+  c.no_unknown_keys(v, field, keys);
+  if (v.contains("timeout") && !v.contains("command")) c.fail(Checker::path(field, "timeout"), "only with \"command\"");
   int given = 0;
   for (const auto& k : known) given += v.contains(k) ? 1 : 0;
   if (given != 1) {
@@ -169,10 +161,22 @@ ModelSource read_model(Checker& c, const json& models, const std::string& key, c
       if (!fs::is_regular_file(src.path)) c.fail(Checker::path(at, "config"), "no file " + src.path.string());
     }
     src.seed = static_cast<std::uint64_t>(c.integer(init, at, "seed", {.min = 0}, 0).value_or(0));
-  } else if (auto rule = c.string(v, field, "rule")) {
-    src.kind = ModelSource::Kind::rule;
-    src.rule = *rule;
-    if (auto problem = rule_problem(*rule)) c.fail(Checker::path(field, "rule"), *problem);
+  } else if (v.contains("rule")) {
+    if (auto rule = c.string(v, field, "rule")) {
+      src.kind = ModelSource::Kind::rule;
+      src.rule = *rule;
+      if (auto problem = rule_problem(*rule)) c.fail(Checker::path(field, "rule"), *problem);
+    }
+  } else if (auto command = c.string(v, field, "command")) {
+    src.kind = ModelSource::Kind::command;
+    src.command = *command;
+    src.command_dir = dir;
+    if (command->find_first_not_of(" \t") == std::string::npos) {
+      c.fail(Checker::path(field, "command"), "is empty: give the scorer's command line");
+    }
+    if (v.contains("timeout")) {
+      src.command_timeout = c.number(v, field, "timeout", {.min = 0, .max = 86400, .exclusive_min = true});
+    }
   }
   return src;
 }
@@ -201,7 +205,7 @@ void read_models(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec
   if (present("reward")) {
     spec.reward = read_model(c, models, "reward", dir, {.rule_allowed = true});
   } else {
-    c.fail("models.reward", "missing (required: a checkpoint, an init block or a rule)");
+    c.fail("models.reward", "missing (required: a checkpoint, an init block, a rule or a command)");
   }
 }
 
@@ -243,6 +247,30 @@ void read_schedule(Checker& c, const fs::path& schedule, RunSpec& spec, bool ran
   };
   spec.actor_stages = stages_of("actor", 0);
   if (spec.uses_critic()) spec.critic_stages = stages_of("critic", 1);
+}
+
+// The math rule compares each response with its prompt line's "answer": a prompt file
+// without one is refused now, not after the first generation.
+void check_prompts_for_reward(Checker& c, const RunSpec& spec) {
+  if (spec.reward.kind != ModelSource::Kind::rule || spec.reward.rule != "math") return;
+  if (spec.prompts.empty() || !fs::is_regular_file(spec.prompts)) return;  // reported already
+  std::int64_t limit = 0;
+  for (const auto& [flag, value] : spec.generate) {
+    if (flag == "--limit") limit = std::stoll(value);
+  }
+  std::string text;
+  try {
+    text = read_text_file(spec.prompts.string());
+  } catch (const std::exception& e) {
+    c.fail("prompts", e.what());
+    return;
+  }
+  const auto problems = score::math_prompt_problems(text, spec.prompts.string(), limit);
+  constexpr std::size_t kListed = 10;
+  for (std::size_t i = 0; i < std::min(problems.size(), kListed); ++i) {
+    c.fail("prompts", problems[i] + " (models.reward.rule is math)");
+  }
+  if (problems.size() > kListed) c.fail("prompts", fmt::format("(the first {} shown; {} lines in all)", kListed, problems.size()));
 }
 
 }  // namespace
@@ -307,6 +335,7 @@ RunSpec load_run_file(const fs::path& path) {
       read_schedule(c, *spec.schedule, spec, train.contains("ranks"));
     }
   }
+  check_prompts_for_reward(c, spec);
   if (train.contains("ranks")) {
     if (!train.contains("schedule")) c.fail("train.ranks", "only with a schedule (the fused pipeline under mpirun)");
     spec.ranks = static_cast<int>(c.integer(train, "train", "ranks", {.min = 1, .max = 65536}).value_or(1));

@@ -23,12 +23,16 @@ struct ModelSource {
     checkpoint,     // a checkpoint spec (a file, or the stem of stage files)
     init,           // random weights from `braid init`
     rule,           // a built-in reward rule (reward only)
+    command,        // an external scorer command (reward only)
     initial_actor,  // the actor the run starts from (the default reference model)
   };
   Kind kind = Kind::absent;
   std::filesystem::path path;   // checkpoint spec, or init's config.json
   std::uint64_t seed = 0;       // init
-  std::string rule;             // rule: "digits", "chars:SET", "length:N", "regex:RE"
+  std::string rule;             // rule: "digits", "chars:SET", "length:N", "regex:RE", "math"
+  std::string command;          // command: a shell command line, run in `command_dir`
+  std::filesystem::path command_dir;  // command: the run file's folder
+  std::optional<double> command_timeout;  // command: seconds to wait for each answer
 };
 
 // A stage tool's option as the run file sets it: "--max-new-tokens", "24".

@@ -6,8 +6,9 @@
 
 namespace braid::gen {
 
-ShardCollector::ShardCollector(ShardPlan plan, io::SampleShardMeta meta, Written on_written)
-    : plan_(std::move(plan)), meta_(std::move(meta)), on_written_(std::move(on_written)),
+ShardCollector::ShardCollector(ShardPlan plan, io::SampleShardMeta meta, Written on_written,
+                               std::vector<io::PromptOrigin> origins)
+    : plan_(std::move(plan)), meta_(std::move(meta)), on_written_(std::move(on_written)), origins_(std::move(origins)),
       writer_([this] { write_loop(); }) {}
 
 ShardCollector::~ShardCollector() {
@@ -57,7 +58,7 @@ void ShardCollector::add(Sample&& s) {
   if (it == open_.end()) throw std::logic_error(fmt::format("sample {} belongs to shard {}, not written here", s.sample_id, shard));
   it->second.push_back(std::move(s));
   if (static_cast<std::int64_t>(it->second.size()) < plan_.size_of(shard)) return;
-  Job job{plan_.path(shard), shard_batch(it->second)};
+  Job job{plan_.path(shard), shard_batch(it->second, origins_)};
   open_.erase(it);
   {
     std::lock_guard lock(mu_);

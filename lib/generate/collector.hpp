@@ -24,8 +24,10 @@ namespace braid::gen {
 class ShardCollector {
  public:
   // on_written runs on the writer thread, once per shard, after the file is in place.
+  // origins (by sample id; may be empty) go into the shards (shard_batch).
   using Written = std::function<void(const std::filesystem::path&, const io::SampleBatch&)>;
-  ShardCollector(ShardPlan plan, io::SampleShardMeta meta, Written on_written);
+  ShardCollector(ShardPlan plan, io::SampleShardMeta meta, Written on_written,
+                 std::vector<io::PromptOrigin> origins = {});
   ~ShardCollector();  // waits for queued writes (errors then go unreported: call flush())
   ShardCollector(const ShardCollector&) = delete;
   ShardCollector& operator=(const ShardCollector&) = delete;
@@ -55,6 +57,7 @@ class ShardCollector {
   ShardPlan plan_;
   io::SampleShardMeta meta_;
   Written on_written_;
+  std::vector<io::PromptOrigin> origins_;
   std::map<std::int64_t, std::vector<Sample>> open_;
 
   mutable std::mutex mu_;

@@ -6,6 +6,10 @@
 #include "tokenizer/tokenizer.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <iterator>
 
 namespace braid::gen {
 namespace {
@@ -31,21 +35,44 @@ std::string parse_message(const std::exception& e) {
 
 std::string type_name(const json& v) { return v.is_null() ? "null" : v.type_name(); }
 
+// The keys that hold the prompt itself; every other key of a line is an extra field.
+constexpr const char* kTextKeys[] = {"prompt", "text"};
+constexpr const char* kPromptKeys[] = {"prompt", "text", "tokens", "messages"};
+
 // Reads one line's object into `out`; problems go to `c` as "field: problem".
 void read_line(const json& obj, const PromptFileOptions& opt, Checker& c, PromptLine& out) {
-  c.no_unknown_keys(obj, "", {"text", "tokens", "id"});
+  json extra = json::object();
+  for (const auto& [key, value] : obj.items()) {
+    if (std::find(std::begin(kPromptKeys), std::end(kPromptKeys), key) == std::end(kPromptKeys)) extra[key] = value;
+  }
+  out.extra = extra.dump();
   if (auto it = obj.find("id"); it != obj.end()) {
     if (it->is_string()) out.id = it->get<std::string>();
     else if (it->is_number_integer()) out.id = std::to_string(it->get<std::int64_t>());
     else c.fail("id", "must be a string or an integer, found " + type_name(*it));
   }
-  const auto text = obj.find("text");
-  const auto tokens = obj.find("tokens");
-  if ((text == obj.end()) == (tokens == obj.end())) {
-    c.fail("", text == obj.end() ? "has neither \"text\" nor \"tokens\" (give one)"
-                                 : "has both \"text\" and \"tokens\" (give one)");
+  if (obj.contains("messages")) {
+    c.fail("messages", "chat prompts are not supported yet: give the conversation rendered as text in \"prompt\"");
     return;
   }
+  std::vector<std::string> given;
+  for (const char* k : kPromptKeys) {
+    if (obj.contains(k)) given.emplace_back(fmt::format("\"{}\"", k));
+  }
+  if (given.size() != 1) {
+    std::vector<std::string> keys;
+    for (const auto& [key, _] : obj.items()) keys.push_back(key);
+    c.fail("", given.empty() ? fmt::format("has none of \"prompt\", \"text\" and \"tokens\" (give one; its keys: {})",
+                                           keys.empty() ? "none" : fmt::format("{}", fmt::join(keys, ", ")))
+                             : fmt::format("has {} (give one)", fmt::join(given, " and ")));
+    return;
+  }
+  const char* text_key = nullptr;
+  for (const char* k : kTextKeys) {
+    if (obj.contains(k)) text_key = k;
+  }
+  const auto text = text_key ? obj.find(text_key) : obj.end();
+  const auto tokens = obj.find("tokens");
   if (tokens != obj.end()) {
     if (!tokens->is_array()) {
       c.fail("tokens", "must be an array of token ids, found " + type_name(*tokens));
@@ -68,18 +95,18 @@ void read_line(const json& obj, const PromptFileOptions& opt, Checker& c, Prompt
     }
   } else {
     if (!text->is_string()) {
-      c.fail("text", "must be a string, found " + type_name(*text));
+      c.fail(text_key, "must be a string, found " + type_name(*text));
       return;
     }
     const auto& s = text->get_ref<const std::string&>();
     if (s.empty()) {
-      c.fail("text", "is empty");
+      c.fail(text_key, "is empty");
       return;
     }
     if (opt.tokenizer == nullptr) throw std::logic_error("read_prompts: a text prompt needs a tokenizer");
     if (auto bos = opt.tokenizer->bos()) {
       if (*bos >= opt.vocab_size) {
-        c.fail("text", fmt::format("the tokenizer's BOS {} is outside the model's vocabulary [0, {})", *bos,
+        c.fail(text_key, fmt::format("the tokenizer's BOS {} is outside the model's vocabulary [0, {})", *bos,
                                    opt.vocab_size));
         return;
       }
@@ -87,7 +114,7 @@ void read_line(const json& obj, const PromptFileOptions& opt, Checker& c, Prompt
     }
     for (auto id : opt.tokenizer->encode(s)) {
       if (id < 0 || id >= opt.vocab_size) {
-        c.fail("text", fmt::format("encodes to id {}, outside the model's vocabulary [0, {}) (tokenizer and model "
+        c.fail(text_key, fmt::format("encodes to id {}, outside the model's vocabulary [0, {}) (tokenizer and model "
                                    "do not match?)",
                                    id, opt.vocab_size));
         return;
@@ -97,7 +124,7 @@ void read_line(const json& obj, const PromptFileOptions& opt, Checker& c, Prompt
   }
   const auto n = static_cast<std::int64_t>(out.tokens.size());
   if (opt.max_tokens > 0 && n >= opt.max_tokens) {
-    c.fail(tokens != obj.end() ? "tokens" : "text",
+    c.fail(tokens != obj.end() ? "tokens" : text_key,
            fmt::format("has {} tokens, leaving no room to generate: the model's max length is {}", n, opt.max_tokens));
   }
 }
@@ -123,7 +150,7 @@ std::vector<PromptLine> parse_prompts(std::string_view text, const std::string& 
     try {
       const json obj = json::parse(line);
       if (obj.is_object()) read_line(obj, opt, c, p);
-      else c.fail("", "expected a JSON object like {\"text\": \"...\"}, found " + type_name(obj));
+      else c.fail("", "expected a JSON object like {\"prompt\": \"...\"}, found " + type_name(obj));
     } catch (const json::parse_error& e) {
       c.fail("", "not valid JSON: " + parse_message(e));
     }
@@ -142,7 +169,7 @@ std::vector<PromptLine> parse_prompts(std::string_view text, const std::string& 
     if (problems.size() == kMaxListed) problems.push_back(fmt::format("(the first shown; {} bad lines in all)", bad_lines));
     throw InputError(origin, std::move(problems));
   }
-  if (prompts.empty()) throw InputError(origin, "", "has no prompts (one JSON object per line: {\"text\": \"...\"})");
+  if (prompts.empty()) throw InputError(origin, "", "has no prompts (one JSON object per line: {\"prompt\": \"...\"})");
   return prompts;
 }
 

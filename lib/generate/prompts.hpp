@@ -1,13 +1,17 @@
 // Prompt files for braid-generate: JSON Lines, one prompt per line,
 //
-//   {"text": "Count to ten:"}              encoded, the tokenizer's BOS put in front
-//   {"tokens": [256, 67, 111], "id": 7}    ids as they are (no BOS added)
+//   {"prompt": "What is 6*7?", "answer": 42}   encoded, the tokenizer's BOS put in front
+//   {"text": "Count to ten:"}                  the same ("text" and "prompt" are one field)
+//   {"tokens": [256, 67, 111], "id": 7}        ids as they are (no BOS added)
 //
-// with an optional "id" (a string or an integer) that only names the prompt in
-// messages. Blank lines are skipped. Every bad line is reported, each as
-// FILE:LINE: FIELD: PROBLEM, in one InputError: lines that are not JSON objects,
-// neither or both of "text" and "tokens", ids outside the model's vocabulary,
-// empty prompts, prompts too long for the model, unknown keys.
+// with an optional "id" (a string or an integer) that names the prompt in messages.
+// Every other key is an extra field ("answer", "level", ...): the line's extra fields,
+// "id" included, go with each of its samples into the shards (io::PromptOrigin) for
+// rewards that check a response against them. Chat prompts ("messages") are refused
+// for now. Blank lines are skipped. Every bad line is reported, each as
+// FILE:LINE: FIELD: PROBLEM, in one InputError: lines that are not JSON objects, none
+// or several of "prompt", "text" and "tokens", ids outside the model's vocabulary,
+// empty prompts, prompts too long for the model, "messages".
 #pragma once
 
 #include <cstdint>
@@ -25,6 +29,7 @@ struct PromptLine {
   std::int64_t line = 0;              // 1-based line number in the file
   std::string id;                     // "" when the line had none
   std::vector<std::int32_t> tokens;   // never empty
+  std::string extra = "{}";           // the line's extra fields, as a JSON object's text
 };
 
 struct PromptFileOptions {

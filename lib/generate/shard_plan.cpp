@@ -35,24 +35,27 @@ std::filesystem::path ShardPlan::path(std::int64_t shard) const {
   return dir / fmt::format("{}-{:05}.h5", prefix, shard);
 }
 
-io::SampleBatch shard_batch(std::span<const Sample> samples) {
+io::SampleBatch shard_batch(std::span<const Sample> samples, std::span<const io::PromptOrigin> origins) {
   std::vector<const Sample*> order;
   for (const Sample& s : samples) order.push_back(&s);
   std::sort(order.begin(), order.end(), [](const Sample* a, const Sample* b) { return a->sample_id < b->sample_id; });
   io::SampleBatch b;
   b.logprobs_actor.emplace();
+  if (!origins.empty()) b.origin.emplace();
   std::vector<std::int32_t> seq;
   for (const Sample* s : order) {
     seq = s->prompt;
     seq.insert(seq.end(), s->response.begin(), s->response.end());
     b.add(seq, static_cast<std::int32_t>(s->prompt.size()), static_cast<std::int64_t>(s->sample_id));
     std::copy(s->raw_logprobs.begin(), s->raw_logprobs.end(), b.logprobs_actor->end() - static_cast<std::ptrdiff_t>(s->response.size()));
+    if (b.origin) b.origin->back() = origins[s->sample_id];
   }
   return b;
 }
 
 ShardState check_existing_shard(const ShardPlan& plan, std::int64_t shard, std::span<const Prompt> prompts,
-                                const std::string& config, std::int64_t policy_step, std::string* why) {
+                                const std::string& config, std::int64_t policy_step, std::string* why,
+                                std::span<const io::PromptOrigin> origins) {
   const auto path = plan.path(shard);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return ShardState::missing;
@@ -88,6 +91,21 @@ ShardState check_existing_shard(const ShardPlan& plan, std::int64_t shard, std::
       throw InputError(file, fmt::format("sample {}", b.sample_id[i]),
                        "has another prompt than this run's prompt file gives it; remove the shard or write to "
                        "another -o folder");
+    }
+  }
+  if (!origins.empty()) {
+    if (!b.origin) {
+      if (why) *why = "it holds no prompt origins (extra fields), written by an older braid-generate";
+      return ShardState::stale;
+    }
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      const auto& want = origins[static_cast<std::size_t>(b.sample_id[i])].extra;
+      if (json::parse((*b.origin)[i].extra) != json::parse(want)) {
+        throw InputError(file, fmt::format("sample {}", b.sample_id[i]),
+                         fmt::format("has other extra fields ({}) than this run's prompt file gives its prompt ({}); "
+                                     "remove the shard or write to another -o folder",
+                                     (*b.origin)[i].extra, want));
+      }
     }
   }
   return ShardState::complete;

@@ -37,8 +37,9 @@ struct ShardPlan {
 };
 
 // A finished shard's batch: samples in sample-id order, prompt + response tokens,
-// logprobs/actor = each response token's raw logprob (temperature 1), 0 on the prompt.
-io::SampleBatch shard_batch(std::span<const Sample> samples);
+// logprobs/actor = each response token's raw logprob (temperature 1), 0 on the prompt,
+// and, when `origins` (indexed by sample id) is given, each sample's prompt origin.
+io::SampleBatch shard_batch(std::span<const Sample> samples, std::span<const io::PromptOrigin> origins = {});
 
 // What a rerun finds at a shard's path.
 enum class ShardState { missing, complete, stale };
@@ -50,7 +51,11 @@ enum class ShardState { missing, complete, stale };
 // stale: the ids differ (a changed --limit makes a new last shard); complete: skip it.
 // A shard made with other settings or prompts, or by another policy step, is an
 // InputError naming the file and the difference: mixing runs in one folder is refused.
+// With `origins` (indexed by sample id), a shard's samples must also carry the extra
+// fields of their prompt lines (a shard without them, written before they were kept,
+// is stale); the line numbers may differ.
 ShardState check_existing_shard(const ShardPlan& plan, std::int64_t shard, std::span<const Prompt> prompts,
-                                const std::string& config, std::int64_t policy_step, std::string* why);
+                                const std::string& config, std::int64_t policy_step, std::string* why,
+                                std::span<const io::PromptOrigin> origins = {});
 
 }  // namespace braid::gen

@@ -119,6 +119,7 @@ class StageRun {
     for (const PromptLine& line : lines) {
       for (int k = 0; k < o_.samples_per_prompt; ++k) {
         prompts_.push_back({.sample_id = static_cast<std::uint64_t>(prompts_.size()), .tokens = line.tokens});
+        origins_.push_back({.line = line.line, .extra = line.extra});
       }
     }
     plan_ = ShardPlan{.prompts = static_cast<std::int64_t>(lines.size()),
@@ -135,7 +136,8 @@ class StageRun {
                        [this](const std::filesystem::path& path, const io::SampleBatch& b) {
                          print_line(path.string());
                          log::debug("{}wrote {} ({} samples)", who(), path.string(), b.size());
-                       });
+                       },
+                       origins_);
     std::vector<Prompt> mine = my_pending_prompts(config, actor.step);
     const std::int64_t pending = total(ranks_.size() > 1 ? ranks_.allgather(static_cast<std::int64_t>(mine.size()))
                                                          : std::vector<std::int64_t>{std::int64_t(mine.size())});
@@ -183,7 +185,7 @@ class StageRun {
     std::vector<Prompt> mine;
     for (std::int64_t k = ranks_.rank(); k < plan_.shards(); k += ranks_.size()) {
       std::string why;
-      const ShardState state = check_existing_shard(plan_, k, prompts_, config, step, &why);
+      const ShardState state = check_existing_shard(plan_, k, prompts_, config, step, &why, origins_);
       if (state == ShardState::complete) {
         ++stats_.shards_skipped;
         log::info("{}{} is complete: skipped", who(), plan_.path(k).string());
@@ -372,6 +374,7 @@ class StageRun {
   const StageOptions& o_;
   const RankGroup& ranks_;
   std::vector<Prompt> prompts_;  // by sample id
+  std::vector<io::PromptOrigin> origins_;  // by sample id: the prompt line and its extra fields
   ShardPlan plan_;
   std::optional<ShardCollector> collector_;
   std::optional<Progress> progress_;

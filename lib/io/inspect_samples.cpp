@@ -80,6 +80,10 @@ ordered_json summarize_samples(const std::string& path, const InspectOptions& op
     one["prompt_len"] = b.prompt_len[i];
     one["response_len"] = b.response_length(i);
     if (b.reward) one["reward"] = (*b.reward)[i];
+    if (b.origin) {
+      one["prompt_line"] = (*b.origin)[i].line;
+      one["extra"] = ordered_json::parse((*b.origin)[i].extra);
+    }
     one["prompt"] = display_tokens(b.prompt(i));
     one["response"] = display_tokens(b.response(i));
     shown.push_back(std::move(one));

@@ -55,6 +55,9 @@ std::string render_samples(const ordered_json& s) {
                        one.contains("reward") ? ", reward " + number(one["reward"]) : "");
     out += "    prompt:   \"" + one["prompt"].get<std::string>() + "\"\n";
     out += "    response: \"" + one["response"].get<std::string>() + "\"\n";
+    if (one.contains("prompt_line")) {
+      out += fmt::format("    from:     prompt line {}, extra fields {}\n", number(one["prompt_line"]), one["extra"].dump());
+    }
   }
   return out;
 }

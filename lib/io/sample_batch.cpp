@@ -1,8 +1,22 @@
 #include "io/sample_batch.hpp"
 
+#include "core/json.hpp"
+
 #include <fmt/format.h>
 
 namespace braid::io {
+
+std::optional<std::string> extra_problem(std::span<const PromptOrigin> origins) {
+  for (std::size_t i = 0; i < origins.size(); ++i) {
+    const json v = json::parse(origins[i].extra, nullptr, /*allow_exceptions=*/false);
+    if (!v.is_object()) {
+      return fmt::format("/prompt/extra: sequence {} holds {}, expected the text of a JSON object", i,
+                         v.is_discarded() ? "text that is not JSON" : "JSON that is not an object");
+    }
+    if (origins[i].line < 0) return fmt::format("/prompt/line: sequence {} has line {}, expected >= 0", i, origins[i].line);
+  }
+  return std::nullopt;
+}
 
 const std::array<TokenArrayField, 5>& token_array_fields() {
   static const std::array<TokenArrayField, 5> fields{{
@@ -21,6 +35,7 @@ std::size_t SampleBatch::add(std::span<const std::int32_t> sequence, std::int32_
   prompt_len.push_back(prompt_length);
   sample_id.push_back(id);
   if (reward) reward->push_back(0.0f);
+  if (origin) origin->emplace_back();
   for (const auto& f : token_array_fields()) {
     auto& arr = this->*f.member;
     if (arr) arr->resize(arr->size() + sequence.size(), 0.0f);
@@ -86,6 +101,32 @@ std::vector<std::string> layout_problems(const SampleLayout& l) {
       out.push_back(fmt::format("/{}: has {} entries, expected {} (the length of /tokens)", path, len, l.tokens));
     }
   }
+  const int origin_parts = int(l.origin_lines.has_value()) + int(l.extra_offsets.has_value()) + int(l.extra_bytes.has_value());
+  if (origin_parts != 0 && origin_parts != 3) {
+    out.push_back("/prompt: needs all of /prompt/line, /prompt/extra and /prompt/extra_offsets, or none");
+    return out;
+  }
+  if (origin_parts == 0) return out;
+  if (*l.origin_lines != static_cast<std::int64_t>(n)) {
+    out.push_back(fmt::format("/prompt/line: has {} entries, expected {} (one per sequence)", *l.origin_lines, n));
+  }
+  const auto& eo = *l.extra_offsets;
+  if (eo.size() != n + 1) {
+    out.push_back(fmt::format("/prompt/extra_offsets: has {} entries, expected {} (one per sequence, plus one)",
+                              eo.size(), n + 1));
+    return out;
+  }
+  if (eo.front() != 0) out.push_back(fmt::format("/prompt/extra_offsets: entry 0 is {}, expected 0", eo.front()));
+  if (eo.back() != *l.extra_bytes) {
+    out.push_back(fmt::format("/prompt/extra_offsets: the last offset is {}, expected {} (the length of /prompt/extra)",
+                              eo.back(), *l.extra_bytes));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (eo[i + 1] < eo[i]) {
+      out.push_back(fmt::format("/prompt/extra_offsets: decreases at sequence {} ({} then {})", i, eo[i], eo[i + 1]));
+      break;
+    }
+  }
   return out;
 }
 
@@ -100,7 +141,17 @@ std::vector<std::string> SampleBatch::problems() const {
     const auto& arr = this->*f.member;
     if (arr) l.token_arrays.emplace_back(f.path, static_cast<std::int64_t>(arr->size()));
   }
+  if (origin) {
+    l.origin_lines = static_cast<std::int64_t>(origin->size());
+    std::vector<std::int64_t> eo{0};
+    for (const auto& o : *origin) eo.push_back(eo.back() + static_cast<std::int64_t>(o.extra.size()));
+    l.extra_bytes = eo.back();
+    l.extra_offsets = std::move(eo);
+  }
   auto out = layout_problems(l);
+  if (origin) {
+    if (auto bad = extra_problem(*origin)) out.push_back(*bad);
+  }
   for (std::size_t t = 0; t < tokens.size(); ++t) {
     if (tokens[t] < 0) {
       out.push_back(fmt::format("/tokens: token {} is {}, expected a token id >= 0", t, tokens[t]));

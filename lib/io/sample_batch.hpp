@@ -19,12 +19,24 @@
 
 namespace braid::io {
 
+// Where a sample's prompt came from: its line in the prompt file and that line's
+// extra fields (every key but the prompt itself: "answer", "id", ...) as the text of
+// a JSON object, for rewards that check a response against them (math answers, an
+// external scorer). braid-generate fills it; shards written before it have none.
+struct PromptOrigin {
+  std::int64_t line = 0;        // 1-based line of the prompt file (0: not known)
+  std::string extra = "{}";     // a JSON object's text
+
+  bool operator==(const PromptOrigin&) const = default;
+};
+
 struct SampleBatch {
   std::vector<std::int32_t> tokens;          // all sequences, flat
   std::vector<std::int64_t> offsets{0};      // size() + 1 entries, offsets[0] == 0
   std::vector<std::int32_t> prompt_len;      // per sequence
   std::vector<std::int64_t> sample_id;       // per sequence: which prompt/sample it is
   std::optional<std::vector<float>> reward;  // per sequence, once scored
+  std::optional<std::vector<PromptOrigin>> origin;  // per sequence, from braid-generate
 
   // Per-token arrays (each absent until a stage computes it):
   std::optional<std::vector<float>> logprobs_actor;  // log π(token t | tokens before t), generating policy
@@ -37,7 +49,8 @@ struct SampleBatch {
   std::size_t token_count() const noexcept { return tokens.size(); }
 
   // Appends one sequence; returns its index. Per-token arrays that are present
-  // grow by the sequence's length (zeros), the reward (if present) by a 0.
+  // grow by the sequence's length (zeros), the reward (if present) by a 0, the
+  // origin (if present) by an unknown line with no extra fields.
   std::size_t add(std::span<const std::int32_t> sequence, std::int32_t prompt_length, std::int64_t id);
 
   // Token index range of sequence i, and of its response part.
@@ -73,7 +86,16 @@ struct SampleLayout {
   std::int64_t sample_ids = 0;
   std::optional<std::int64_t> rewards;
   std::vector<std::pair<std::string, std::int64_t>> token_arrays;  // path, length
+  // The prompt origins (all three present or none): /prompt/line's length,
+  // /prompt/extra_offsets in full, /prompt/extra's length in bytes.
+  std::optional<std::int64_t> origin_lines;
+  std::optional<std::vector<std::int64_t>> extra_offsets;
+  std::optional<std::int64_t> extra_bytes;
 };
 std::vector<std::string> layout_problems(const SampleLayout& layout);
+
+// The first origin whose extra fields are not a JSON object's text, or whose line is
+// negative, as "/prompt/extra: sequence 3 ..."; nullopt when all are good.
+std::optional<std::string> extra_problem(std::span<const PromptOrigin> origins);
 
 }  // namespace braid::io

@@ -21,9 +21,12 @@ constexpr const char* kOffsets = "offsets";
 constexpr const char* kPromptLen = "prompt_len";
 constexpr const char* kSampleId = "sample_id";
 constexpr const char* kReward = "reward";
+constexpr const char* kPromptLine = "prompt/line";
+constexpr const char* kPromptExtra = "prompt/extra";
+constexpr const char* kPromptExtraOffsets = "prompt/extra_offsets";
 
 bool known_dataset(const std::string& path) {
-  for (const char* p : {kTokens, kOffsets, kPromptLen, kSampleId, kReward}) {
+  for (const char* p : {kTokens, kOffsets, kPromptLen, kSampleId, kReward, kPromptLine, kPromptExtra, kPromptExtraOffsets}) {
     if (path == p) return true;
   }
   for (const auto& f : token_array_fields()) {
@@ -56,6 +59,9 @@ SampleLayout read_layout(const h5::File& f) {
   for (const auto& field : token_array_fields()) {
     if (f.has_dataset(field.path)) l.token_arrays.emplace_back(field.path, f.length_1d<float>(field.path));
   }
+  if (f.has_dataset(kPromptLine)) l.origin_lines = f.length_1d<std::int64_t>(kPromptLine);
+  if (f.has_dataset(kPromptExtraOffsets)) l.extra_offsets = f.read_1d<std::int64_t>(kPromptExtraOffsets);
+  if (f.has_dataset(kPromptExtra)) l.extra_bytes = f.length_1d<std::uint8_t>(kPromptExtra);
   auto problems = layout_problems(l);
   if (!problems.empty()) throw InputError(f.name(), problems);
   return l;
@@ -79,6 +85,18 @@ void write_sample_shard(const std::filesystem::path& path, const SampleBatch& ba
   f.write_1d<std::int32_t>(kPromptLen, batch.prompt_len);
   f.write_1d<std::int64_t>(kSampleId, batch.sample_id);
   if (batch.reward) f.write_1d<float>(kReward, *batch.reward);
+  if (batch.origin) {
+    std::vector<std::int64_t> lines, offsets{0};
+    std::vector<std::uint8_t> bytes;
+    for (const auto& o : *batch.origin) {
+      lines.push_back(o.line);
+      bytes.insert(bytes.end(), o.extra.begin(), o.extra.end());
+      offsets.push_back(static_cast<std::int64_t>(bytes.size()));
+    }
+    f.write_1d<std::int64_t>(kPromptLine, lines);
+    f.write_1d<std::uint8_t>(kPromptExtra, bytes);
+    f.write_1d<std::int64_t>(kPromptExtraOffsets, offsets);
+  }
   for (const auto& field : token_array_fields()) {
     if (const auto& arr = batch.*field.member) f.write_1d<float>(field.path, *arr);
   }
@@ -109,6 +127,17 @@ SampleShard read_sample_shard(const std::filesystem::path& path) {
     }
   }
   if (layout.rewards) b.reward = f.read_1d<float>(kReward);
+  if (layout.extra_offsets) {
+    const auto lines = f.read_1d<std::int64_t>(kPromptLine);
+    const auto bytes = f.read_1d<std::uint8_t>(kPromptExtra);
+    const auto& eo = *layout.extra_offsets;
+    auto& origin = b.origin.emplace(lines.size());
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      origin[i].line = lines[i];
+      origin[i].extra.assign(bytes.begin() + eo[i], bytes.begin() + eo[i + 1]);
+    }
+    if (auto bad = extra_problem(origin)) throw InputError(f.name(), std::vector<std::string>{*bad});
+  }
   for (const auto& field : token_array_fields()) {
     if (f.has_dataset(field.path)) b.*field.member = f.read_1d<float>(field.path);
   }

@@ -14,12 +14,14 @@ const char* to_string(Algorithm a) { return a == Algorithm::ppo ? "ppo" : "grpo"
 
 BatchScorer::BatchScorer(const ScoreModels& models, const ScoreSettings& settings)
     : models_(models), settings_(settings) {
-  if ((models.reward == nullptr) == (models.rule == nullptr)) {
-    throw std::invalid_argument("BatchScorer: give exactly one of a reward model and a reward rule");
+  if (int(models.reward != nullptr) + int(models.rule != nullptr) + int(models.text != nullptr) != 1) {
+    throw std::invalid_argument("BatchScorer: give exactly one of a reward model, a reward rule and a text reward");
   }
-  if (models.rule != nullptr && models.tokenizer == nullptr) {
+  if (models.reward == nullptr && models.tokenizer == nullptr) {
     throw std::invalid_argument("BatchScorer: a reward rule needs a tokenizer to decode responses");
   }
+  if (models.rule) wrapped_rule_ = wrap_rule_reward(*models.rule);
+  text_ = models.rule ? wrapped_rule_.get() : models.text;
   if (settings.algorithm == Algorithm::ppo && models.critic == nullptr) {
     throw std::invalid_argument("BatchScorer: PPO needs a critic");
   }
@@ -61,7 +63,61 @@ void BatchScorer::check(const io::SampleBatch& b, const std::string& file) const
   check_model(models_.reward, "reward");
 }
 
-rl::PpoAdvantageSummary BatchScorer::score(io::SampleBatch& b) {
+namespace {
+
+// Past this many, a shard is surely wrong as a whole; listing more only buries the first.
+constexpr std::size_t kMaxListed = 20;
+
+std::vector<TextSample> text_samples(const io::SampleBatch& b, const tok::Tokenizer& tokenizer, const std::string& file,
+                                     const std::string& prompts) {
+  std::vector<TextSample> out(b.size());
+  const std::string shard = file.empty() ? "the shard" : file;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    TextSample& s = out[i];
+    s.sample_id = b.sample_id[i];
+    s.prompt = tokenizer.decode(b.prompt(i), /*skip_special=*/true);
+    s.response = tokenizer.decode(b.response(i), /*skip_special=*/true);
+    if (b.origin) {
+      const io::PromptOrigin& o = (*b.origin)[i];
+      s.has_origin = true;
+      s.extra = json::parse(o.extra);
+      if (!prompts.empty() && o.line > 0) {
+        s.where = fmt::format("{}:{}", prompts, o.line);
+      } else {
+        s.where = fmt::format("{}: sample {}{}", shard, s.sample_id, o.line > 0 ? fmt::format(" (prompt line {})", o.line) : "");
+      }
+    } else {
+      s.where = fmt::format("{}: sample {}", shard, s.sample_id);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string BatchScorer::reward_by() const {
+  if (reward_) return "model";
+  return text_->config().contains("command") ? "command" : "rule";
+}
+
+void BatchScorer::finish() {
+  if (text_) text_->finish();
+}
+
+rl::PpoAdvantageSummary BatchScorer::score(io::SampleBatch& b, const std::string& file, const std::string& prompts) {
+  std::vector<TextSample> samples;
+  if (text_) {
+    samples = text_samples(b, *models_.tokenizer, file, prompts);
+    auto problems = text_->problems(samples);
+    if (!problems.empty()) {
+      const std::size_t bad = problems.size();
+      if (bad > kMaxListed) {
+        problems.resize(kMaxListed);
+        problems.push_back(fmt::format("(the first shown; {} in all)", bad));
+      }
+      throw InputError(file.empty() ? "the shard" : file, std::move(problems));
+    }
+  }
   if (ref_) b.logprobs_ref = ref_->logprobs(b);
   if (critic_) {
     b.values = critic_->values(b);
@@ -72,10 +128,11 @@ rl::PpoAdvantageSummary BatchScorer::score(io::SampleBatch& b) {
     b.reward = reward_->rewards(b);
   } else {
     const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<double> scores = text_->score(samples);
+    if (scores.size() != b.size()) throw std::logic_error("BatchScorer: a text reward gave the wrong number of rewards");
     std::vector<float> r(b.size());
     for (std::size_t i = 0; i < b.size(); ++i) {
-      const std::string text = models_.tokenizer->decode(b.response(i), /*skip_special=*/true);
-      r[i] = static_cast<float>((*models_.rule)(text));
+      r[i] = static_cast<float>(scores[i]);
       rule_timing_.tokens += static_cast<std::int64_t>(b.response_length(i));
     }
     b.reward = std::move(r);

@@ -8,6 +8,7 @@
 #include "rl/gae.hpp"
 #include "score/model_passes.hpp"
 #include "score/rule_reward.hpp"
+#include "score/text_reward.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <memory>
@@ -29,12 +30,14 @@ struct ScoreSettings {
 };
 
 // The models a run scores with (not owned). PPO needs a critic; a reward comes from
-// a reward model or a rule (the rule reads the response decoded by the tokenizer).
+// a reward model, a rule, or a text reward (text_reward.hpp: a rule, the math
+// verifier, an external scorer), which read the sample decoded by the tokenizer.
 struct ScoreModels {
   const model::Model* ref = nullptr;
   const model::Model* critic = nullptr;
   const model::Model* reward = nullptr;
   const RuleReward* rule = nullptr;
+  TextReward* text = nullptr;
   const tok::Tokenizer* tokenizer = nullptr;
 };
 
@@ -50,12 +53,19 @@ class BatchScorer {
 
   // Adds logprobs_ref (with a reference model), values (PPO), the reward, and for PPO
   // the advantages and returns. For GRPO, values are dropped (there is no critic).
-  rl::PpoAdvantageSummary score(io::SampleBatch& b);
+  // `file` (the shard) and `prompts` (the prompt file it was generated from, "" when
+  // not known) name a sample in messages; a text reward's problems with the samples'
+  // prompt lines (a missing "answer") are an InputError before any pass runs.
+  rl::PpoAdvantageSummary score(io::SampleBatch& b, const std::string& file = {}, const std::string& prompts = {});
 
   const ScoreSettings& settings() const { return settings_; }
   bool has_ref() const { return ref_ != nullptr; }
   bool has_critic() const { return critic_ != nullptr; }
   bool reward_by_model() const { return reward_ != nullptr; }
+  // "model", "rule" or "command" (an external scorer).
+  std::string reward_by() const;
+  // Tells a text reward the run is over (an external scorer is waited for).
+  void finish();
   // Seconds and tokens of each pass so far (the rule's decode-and-match counts as the reward pass).
   PassTiming ref_timing() const;
   PassTiming critic_timing() const;
@@ -67,6 +77,8 @@ class BatchScorer {
   std::unique_ptr<ReferencePass> ref_;
   std::unique_ptr<ValuePass> critic_;
   std::unique_ptr<RewardModelPass> reward_;
+  std::unique_ptr<TextReward> wrapped_rule_;  // models.rule as a TextReward
+  TextReward* text_ = nullptr;
   PassTiming rule_timing_;
 };
 

@@ -8,7 +8,7 @@
 #include "core/log.hpp"
 #include "core/progress.hpp"
 #include "io/sample_shard.hpp"
-#include "score/rule_reward.hpp"
+#include "score/text_reward.hpp"
 #include "score/shard_stream.hpp"
 #include "score/stage_stats.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -30,7 +30,11 @@ ScoreSettings settings_from(const CommandOptions& o) {
   s.lambda = o.lambda;
   s.std_eps = o.std_eps;
   s.micro_tokens = o.micro_tokens;
-  if (o.reward.empty() == o.reward_rule.empty()) throw UsageError("give one of --reward CKPT and --reward-rule RULE");
+  if (int(!o.reward.empty()) + int(!o.reward_rule.empty()) + int(!o.reward_cmd.empty()) != 1) {
+    throw UsageError("give one of --reward CKPT, --reward-rule RULE and --reward-cmd CMD");
+  }
+  if (o.reward_cmd.empty() && !o.reward_cmd_dir.empty()) throw UsageError("--reward-cmd-dir goes with --reward-cmd");
+  if (!(o.reward_cmd_timeout > 0)) throw UsageError("--reward-cmd-timeout must be > 0 seconds");
   if (o.inputs.size() > 1 && std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end()) {
     throw UsageError("'-' (shard paths on stdin) stands alone: give either '-' or shard files");
   }
@@ -69,6 +73,7 @@ json score_config(const CommandOptions& o, const ScoreSettings& s, const std::ve
   if (!o.critic.empty() && opened[1]) c["critic"] = {{"checkpoint", o.critic}, {"step", opened[1]->step}};
   if (!o.reward.empty()) c["reward"] = {{"checkpoint", o.reward}, {"step", opened[2]->step}};
   if (!o.reward_rule.empty()) c["reward"] = {{"rule", o.reward_rule}, {"tokenizer", o.tokenizer}};
+  if (!o.reward_cmd.empty()) c["reward"] = {{"command", o.reward_cmd}, {"tokenizer", o.tokenizer}};
   return c;
 }
 
@@ -77,12 +82,14 @@ json score_config(const CommandOptions& o, const ScoreSettings& s, const std::ve
 int run_command(const CommandOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   const ScoreSettings settings = settings_from(o);
-  std::optional<RuleReward> rule;
+  std::unique_ptr<TextReward> text_reward;
   std::unique_ptr<tok::Tokenizer> tokenizer;
-  if (!o.reward_rule.empty()) {
-    rule = RuleReward::parse(o.reward_rule);
-    tokenizer = tok::load_tokenizer(o.tokenizer);
+  if (!o.reward_rule.empty()) text_reward = make_rule_reward(o.reward_rule);
+  if (!o.reward_cmd.empty()) {
+    text_reward = make_command_reward(
+        {.command = o.reward_cmd, .dir = o.reward_cmd_dir, .timeout_seconds = o.reward_cmd_timeout});
   }
+  if (text_reward) tokenizer = tok::load_tokenizer(o.tokenizer);
 
   // Shards named on the command line are checked before any model is loaded.
   const bool from_stdin = o.inputs.size() == 1 && is_std_stream(o.inputs.front());
@@ -99,10 +106,10 @@ int run_command(const CommandOptions& o) {
   if (!o.reward.empty()) reward = checkpoint::open_model(o.reward, *be, {}, false, /*need_value_head=*/true, o.dtype);
   log::info("scoring with {} ({} threads): ref {}, critic {}, reward {}", to_string(settings.algorithm),
             be->threads(), o.ref.empty() ? "none" : o.ref, use_critic ? o.critic : "none",
-            o.reward.empty() ? "rule " + o.reward_rule : o.reward);
+            !o.reward.empty() ? o.reward : !o.reward_rule.empty() ? "rule " + o.reward_rule : "command '" + o.reward_cmd + "'");
 
   BatchScorer scorer({.ref = ref.model.get(), .critic = critic.model.get(), .reward = reward.model.get(),
-                             .rule = rule ? &*rule : nullptr, .tokenizer = tokenizer.get()},
+                             .text = text_reward.get(), .tokenizer = tokenizer.get()},
                             settings);
   Progress progress("scoring", total_sequences, "seq");
   ShardStream stream(
@@ -124,6 +131,7 @@ int run_command(const CommandOptions& o) {
     for (const auto& in : o.inputs) stream.add(in);
   }
   stream.finish();
+  scorer.finish();
   progress.finish();
 
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

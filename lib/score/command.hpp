@@ -19,6 +19,9 @@ struct CommandOptions {
   std::vector<std::string> inputs;   // shard paths, or the single "-" (paths on stdin)
   std::string out_dir;
   std::string ref, critic, reward, reward_rule;
+  std::string reward_cmd;            // an external scorer's command line (scorer_process.hpp)
+  std::string reward_cmd_dir;        // its working directory ("" = ours)
+  double reward_cmd_timeout = 600;   // seconds to wait for its next answer
   std::string tokenizer = "byte";
   std::string algorithm = "ppo";
   std::optional<double> kl_coef;     // unset: kDefaultKlCoef with a reference, 0 without

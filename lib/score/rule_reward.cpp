@@ -73,7 +73,7 @@ RuleReward RuleReward::parse(const std::string& spec) {
     impl->kind = Impl::Kind::length;
     impl->length = n;
   } else if (name == "regex") {
-    if (!has_arg) throw InputError("", kFlag, fmt::format("'{}': regex needs an expression, as regex:^[0-9]+$", spec));
+    if (arg.empty()) throw InputError("", kFlag, fmt::format("'{}': regex needs an expression, as regex:^[0-9]+$", spec));
     impl->kind = Impl::Kind::regex;
     try {
       impl->re = std::regex(arg, std::regex::ECMAScript);
@@ -81,7 +81,7 @@ RuleReward RuleReward::parse(const std::string& spec) {
       throw InputError("", kFlag, fmt::format("'{}': not a valid ECMAScript regular expression ({})", spec, e.what()));
     }
   } else {
-    throw InputError("", kFlag, fmt::format("unknown rule '{}' (rules: digits, chars:SET, length:N, regex:RE)", spec));
+    throw InputError("", kFlag, fmt::format("unknown rule '{}' (rules: digits, chars:SET, length:N, regex:RE, math)", spec));
   }
   return RuleReward(spec, std::move(impl));
 }

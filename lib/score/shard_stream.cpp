@@ -40,6 +40,18 @@ std::string forward_config(const std::string& input_config, const json& score_co
   return history.dump();
 }
 
+std::string prompts_file_of(const std::string& config) {
+  const json cfg = json::parse(config, nullptr, /*allow_exceptions=*/false);
+  if (!cfg.is_object()) return "";
+  for (const json* obj : {&cfg, cfg.contains("generate") ? &cfg["generate"] : nullptr}) {
+    if (obj && obj->is_object() && obj->value("stage", "") == "generate" && obj->contains("prompts") &&
+        (*obj)["prompts"].is_string()) {
+      return (*obj)["prompts"].get<std::string>();
+    }
+  }
+  return "";
+}
+
 ShardStream::ShardStream(BatchScorer& scorer, StreamOptions opt,
                          std::function<void(const std::filesystem::path&)> on_output, Progress* progress)
     : scorer_(&scorer), opt_(std::move(opt)), on_output_(std::move(on_output)), progress_(progress) {
@@ -147,7 +159,7 @@ void ShardStream::add(const std::string& input) {
   io::SampleBatch& b = shard.batch;
   scorer_->check(b, input);
   if (grpo && !groups_) groups_.emplace(samples_per_prompt_of(shard.meta, input));
-  scorer_->score(b);
+  scorer_->score(b, input, prompts_file_of(shard.meta.config));
 
   totals_.sequences += static_cast<std::int64_t>(b.size());
   totals_.tokens += static_cast<std::int64_t>(b.token_count());

@@ -63,6 +63,10 @@ std::filesystem::path output_path(const std::filesystem::path& out_dir, const st
 // the file when the input's config is not a JSON object.
 std::string forward_config(const std::string& input_config, const json& score_config, const std::string& file);
 
+// The prompt file a shard was generated from, as braid-generate was given it (its
+// meta.config, or the "generate" entry of a history); "" when it does not say.
+std::string prompts_file_of(const std::string& config);
+
 class ShardStream {
  public:
   ShardStream(BatchScorer& scorer, StreamOptions opt, std::function<void(const std::filesystem::path&)> on_output,

@@ -28,7 +28,7 @@ ordered_json stage_stats(const BatchScorer& scorer, const StreamTotals& totals, 
   if (scorer.has_ref()) calls["ref_inf"] = call(scorer.ref_timing());
   if (scorer.has_critic()) calls["critic_inf"] = call(scorer.critic_timing());
   ordered_json reward = call(scorer.reward_timing());
-  reward["by"] = scorer.reward_by_model() ? "model" : "rule";
+  reward["by"] = scorer.reward_by();
   calls["reward_inf"] = reward;
   s["calls"] = calls;
   return s;

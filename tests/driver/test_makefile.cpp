@@ -147,6 +147,17 @@ BOOST_AUTO_TEST_CASE(shell_words_are_quoted_and_dollars_doubled) {
              std::string::npos);
 }
 
+// An external scorer reaches braid-score with the run file's folder as its working directory.
+BOOST_AUTO_TEST_CASE(a_scorer_command_reaches_braid_score) {
+  const fs::path run = test::run_folder("mk_command", R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"command": "python3 s.py", "timeout": 9}},
+    "prompts": "prompts.jsonl", "iterations": 1})");
+  const std::string text = makefile_for(run, "out");
+  BOOST_TEST(text.find("--reward-cmd 'python3 s.py' --reward-cmd-dir " + run.parent_path().string() +
+                       " --reward-cmd-timeout 9") != std::string::npos);
+  BOOST_TEST(text.find("--reward-rule") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(names_make_cannot_hold_are_refused) {
   const fs::path run = test::run_folder("mk_space", test::kGoodPpoRun);
   try {

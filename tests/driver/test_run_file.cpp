@@ -179,12 +179,13 @@ BOOST_AUTO_TEST_CASE(critic_under_grpo_and_bad_rules) {
 
 BOOST_AUTO_TEST_CASE(reward_rules) {
   for (const auto& [rule, good] : std::vector<std::pair<std::string, bool>>{
-           {"digits", true}, {"chars:abc", true}, {"length:12", true}, {"regex:^[0-9]+$", true},
-           {"chars:", false}, {"length:0", false}, {"length:-3", false}, {"regex:", false}, {"digit", false}}) {
+           {"digits", true}, {"chars:abc", true}, {"length:12", true}, {"regex:^[0-9]+$", true}, {"math", true},
+           {"maths", false}, {"math:1", false}, {"chars:", false}, {"length:0", false}, {"length:-3", false}, {"regex:", false}, {"digit", false}}) {
     const fs::path run = test::run_folder("rule", R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
       "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": )" +
                                                       json(rule).dump() + R"(}},
       "prompts": "prompts.jsonl", "iterations": 1})");
+    test::write_file(run.parent_path() / "prompts.jsonl", "{\"text\": \"1 2 3\", \"answer\": 6}\n");
     BOOST_TEST_CONTEXT(rule) {
       if (good) {
         BOOST_TEST(load_run_file(run).reward.rule == rule);
@@ -193,6 +194,70 @@ BOOST_AUTO_TEST_CASE(reward_rules) {
       }
     }
   }
+}
+
+// The math rule needs every prompt line's "answer": the run file is refused before
+// anything runs, naming the prompt file, the line and the field.
+BOOST_AUTO_TEST_CASE(math_rule_checks_the_prompts_answers) {
+  const std::string run_json = R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "math"}},
+    "prompts": "prompts.jsonl", "iterations": 1, "generate": {"limit": LIMIT}})";
+  auto with_limit = [&](const std::string& name, int limit) {
+    std::string text = run_json;
+    text.replace(text.find("LIMIT"), 5, std::to_string(limit));
+    return test::run_folder(name, text);
+  };
+  fs::path run = with_limit("math_ok", 3);
+  const fs::path prompts = run.parent_path() / "prompts.jsonl";
+  test::write_file(prompts, "{\"prompt\": \"1+1=\", \"answer\": 2}\n\n{\"prompt\": \"a\", \"answer\": \"3/4\"}\n"
+                            "{\"prompt\": \"b\", \"answer\": \"#### 1,000\"}\n");
+  BOOST_TEST(load_run_file(run).reward.rule == "math");
+
+  const std::string bad_prompts =
+      "{\"prompt\": \"1+1=\", \"answer\": 2}\n{\"prompt\": \"a\"}\n\n{\"prompt\": \"b\", \"answer\": \"x+1\"}\n"
+      "{\"prompt\": \"c\", \"answer\": [1]}\n{\"prompt\": \"past the limit\"}\n";
+  run = with_limit("math_bad", 4);
+  test::write_file(run.parent_path() / "prompts.jsonl", bad_prompts);
+  const auto problems = problems_of(run);
+  const std::string file = (run.parent_path() / "prompts.jsonl").string();
+  BOOST_TEST_REQUIRE(problems.size() == 3u);
+  BOOST_TEST(problems[0].find("prompts: " + file + ":2: answer: is missing") == 0u);
+  BOOST_TEST(problems[1].find("prompts: " + file + ":4: answer: is \"x+1\", not a number") == 0u);
+  BOOST_TEST(problems[2].find("prompts: " + file + ":5: answer: is [1] (array)") == 0u);
+
+  // The limit stops the check where braid-generate stops reading.
+  run = with_limit("math_limit", 1);
+  test::write_file(run.parent_path() / "prompts.jsonl", bad_prompts);
+  BOOST_TEST(load_run_file(run).reward.rule == "math");
+}
+
+BOOST_AUTO_TEST_CASE(an_external_scorer_command) {
+  const fs::path run = test::run_folder("command", R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
+    "models": {"actor": {"init": {"config": "models/config.json"}},
+               "reward": {"command": "python3 scorer.py --strict", "timeout": 30}},
+    "prompts": "prompts.jsonl", "iterations": 1})");
+  const RunSpec spec = load_run_file(run);
+  BOOST_TEST((spec.reward.kind == ModelSource::Kind::command));
+  BOOST_TEST(spec.reward.command == "python3 scorer.py --strict");
+  BOOST_TEST(spec.reward.command_dir == run.parent_path());  // it runs beside the run file
+  BOOST_TEST(spec.reward.command_timeout.value_or(0) == 30.0);
+
+  const fs::path bad = test::run_folder("bad_command", R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
+    "models": {"actor": {"init": {"config": "models/config.json", "timeout": 3}},
+               "reward": {"command": " ", "timeout": 0}},
+    "prompts": "prompts.jsonl", "iterations": 1})");
+  const auto problems = problems_of(bad);
+  BOOST_TEST(problem_at(problems, "models.reward.command").find("is empty") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "models.reward.timeout").find("must be > 0") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "models.actor.init.timeout").find("unknown key") != std::string::npos);
+
+  const fs::path stray = test::run_folder("stray_timeout", R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "math", "timeout": 3}},
+    "prompts": "prompts.jsonl", "iterations": 1})");
+  const auto stray_problems = problems_of(stray);
+  BOOST_TEST(problem_at(stray_problems, "models.reward.timeout").find("only with \"command\"") != std::string::npos);
+  // The default prompt file has no answers: the math rule says so too.
+  BOOST_TEST(problem_at(stray_problems, "prompts").find(":1: answer: is missing") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(schedule_gives_the_rank_count) {

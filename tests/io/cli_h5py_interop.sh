@@ -45,14 +45,17 @@ field() { "$PY" -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.a
 [[ $(field 'd["first_samples"][1]["response_len"]' < "$S/from_h5py.json") == 0 ]] || fail "empty response"
 [[ $(field 'd["reward"]["mean"]' < "$S/from_h5py.json") == 0.5 ]] || fail "reward mean"
 [[ $(field 'd["token_arrays"]["logprobs/actor"]["min"]' < "$S/from_h5py.json") == -0.5 ]] || fail "logprobs"
+[[ $(field 'd["first_samples"][0]["extra"]["answer"]' < "$S/from_h5py.json") == 4 ]] || fail "prompt extra fields"
+[[ $(field 'd["first_samples"][1]["prompt_line"]' < "$S/from_h5py.json") == 3 ]] || fail "prompt line"
+[[ $(field 'd["other_datasets"]' < "$S/from_h5py.json") == "[]" ]] || fail "the /prompt datasets are braid's"
 
 # 2. braid writes, h5py (doc snippet) and h5dump read.
 "$BRAID_EXAMPLE_WRITER" "$S/from_braid.h5" "$S/weights_from_braid.h5"
 "$PY" "$S/read_sample_shard.py" "$S/from_braid.h5" > "$S/read.txt"
 cat > "$S/read.expected" <<'TXT'
 policy_step 9 sequences 2
-10 [50, 43, 50, 61] [52, 257] 1.0
-11 [72, 101, 108, 108, 111] [] 0.0
+10 [50, 43, 50, 61] [52, 257] 1.0 {"answer": 4, "id": "a"}
+11 [72, 101, 108, 108, 111] [] 0.0 {}
 TXT
 diff "$S/read.expected" "$S/read.txt" || fail "the doc's h5py reader read something else from a braid shard"
 

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
     (*b.logprobs_actor)[4] = -0.25f;
     (*b.logprobs_actor)[5] = -0.5f;
     (*b.reward)[0] = 1.0f;
+    b.origin = std::vector<PromptOrigin>{{1, R"({"answer":4,"id":"a"})"}, {2, "{}"}};
     write_sample_shard(argv[1], b, {.policy_step = 9, .created_by = "example_writer", .config = R"({"seed": 1})"});
 
     WeightShardMeta meta;

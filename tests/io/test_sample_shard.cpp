@@ -235,3 +235,75 @@ BOOST_AUTO_TEST_CASE(a_sample_shard_labelled_as_weights_names_the_format) {
                msg);
   }
 }
+
+// The prompt origins braid-generate keeps (/prompt/line, /prompt/extra with its offsets):
+// they round trip, a rewrite carries them, and a shard without them reads as before.
+BOOST_AUTO_TEST_CASE(prompt_origins_round_trip) {
+  SampleBatch b = random_batch(4, /*scored=*/false, 21);
+  b.origin = std::vector<PromptOrigin>{{1, R"({"answer":42,"id":"q1"})"},
+                                       {1, R"({"answer":42,"id":"q1"})"},
+                                       {3, "{}"},
+                                       {7, R"({"answer":"\\frac{1}{2}","note":"caf\u00e9 \u2713"})"}};
+  const auto path = scratch("origins.h5");
+  write_sample_shard(path, b, {.config = "{}"});
+  SampleShard s = read_sample_shard(path);
+  require_equal(b, s.batch);
+  BOOST_TEST_REQUIRE(s.batch.origin.has_value());
+  BOOST_TEST((*s.batch.origin == *b.origin));
+  const auto info = probe_sample_shard(path);
+  BOOST_TEST(info.other_datasets.empty());  // known datasets, not "ignored by braid"
+
+  // A stage that reads, adds and writes keeps them; add() gives a new sequence an empty origin.
+  s.batch.add(std::vector<std::int32_t>{1, 2}, 1, 99);
+  BOOST_TEST(s.batch.origin->back().line == 0);
+  BOOST_TEST(s.batch.origin->back().extra == "{}");
+  write_sample_shard(scratch("origins2.h5"), s.batch, {});
+  BOOST_TEST(read_sample_shard(scratch("origins2.h5")).batch.origin->size() == 5u);
+
+  // Old shards have none.
+  write_sample_shard(scratch("no_origins.h5"), random_batch(2, false, 22), {});
+  BOOST_TEST(!read_sample_shard(scratch("no_origins.h5")).batch.origin.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(bad_prompt_origins_are_refused) {
+  SampleBatch b = random_batch(2, false, 23);
+  b.origin = std::vector<PromptOrigin>{{1, "{}"}, {2, "[1, 2]"}};
+  auto problems = b.problems();
+  BOOST_TEST_REQUIRE(problems.size() == 1u);
+  BOOST_TEST(problems[0].find("/prompt/extra: sequence 1 holds JSON that is not an object") == 0u);
+  b.origin = std::vector<PromptOrigin>{{1, "{}"}};
+  problems = b.problems();
+  BOOST_TEST_REQUIRE(!problems.empty());
+  BOOST_TEST(problems[0].find("/prompt/line: has 1 entries, expected 2") == 0u);
+
+  // On disk: a shard with extra bytes that are no JSON, and one with only some of the datasets.
+  const auto write_raw = [](const std::filesystem::path& path, bool all, const std::string& extra) {
+    auto f = h5::File::create(path, path.string());
+    write_header(f, kSamplesFormat, kSamplesVersion);
+    f.write_1d<std::int32_t>("tokens", std::vector<std::int32_t>{1, 2});
+    f.write_1d<std::int64_t>("offsets", std::vector<std::int64_t>{0, 2});
+    f.write_1d<std::int32_t>("prompt_len", std::vector<std::int32_t>{1});
+    f.write_1d<std::int64_t>("sample_id", std::vector<std::int64_t>{0});
+    f.write_1d<std::int64_t>("prompt/line", std::vector<std::int64_t>{1});
+    const std::vector<std::uint8_t> bytes(extra.begin(), extra.end());
+    f.write_1d<std::uint8_t>("prompt/extra", bytes);
+    if (all) f.write_1d<std::int64_t>("prompt/extra_offsets", std::vector<std::int64_t>{0, std::int64_t(bytes.size())});
+    mark_complete(f);
+    f.close();
+  };
+  write_raw(scratch("bad_extra.h5"), true, "{nope");
+  try {
+    read_sample_shard(scratch("bad_extra.h5"));
+    BOOST_ERROR("a shard with bad /prompt/extra was read");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("/prompt/extra: sequence 0 holds text that is not JSON") != std::string::npos,
+               e.what());
+  }
+  write_raw(scratch("partial_extra.h5"), false, "{}");
+  try {
+    probe_sample_shard(scratch("partial_extra.h5"));
+    BOOST_ERROR("a shard with some of the /prompt datasets was read");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("/prompt: needs all of") != std::string::npos, e.what());
+  }
+}

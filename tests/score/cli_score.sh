@@ -65,6 +65,91 @@ printf '%s\n' '{"text":"12+3="}' '{"text":"hello"}' '{"text":"abc"}' '{"tokens":
   | "$SCORE" - -o pipe_ppo --ref actor.h5 --critic critic.h5 --reward rm.h5 --threads 2 -q > /dev/null
 "$FIX" check ppo 0.05 1 0.95 4 pipe_ppo/*.h5 || fail "PPO arrays of braid-generate's shards"
 
+# --- Verifiable rewards: the math rule against each prompt line's "answer", and an external
+# scorer. Samples with known responses (two per prompt), their prompt origins kept as
+# braid-generate keeps them.
+cat > answers.spec <<'EOF'
+{"prompt": "2+2=", "response": "so 2+2 is 4.\n#### 4", "line": 1, "extra": {"answer": 4, "id": "a"}}
+{"prompt": "2+2=", "response": "#### 5", "line": 1, "extra": {"answer": 4, "id": "a"}}
+{"prompt": "half?", "response": "it is $\\boxed{\\frac{2}{4}}$", "line": 3, "extra": {"answer": "0.5"}}
+{"prompt": "half?", "response": "1/2, not 3", "line": 3, "extra": {"answer": "0.5"}}
+{"prompt": "sum?", "response": "The total is 1,234.", "line": 4, "extra": {"answer": "#### 1234"}}
+{"prompt": "sum?", "response": "no idea", "line": 4, "extra": {"answer": "#### 1234"}}
+EOF
+"$FIX" text answers answers.spec 2 answers.jsonl > /dev/null
+# The rewards of a scored shard, one per line, in sample order.
+rewards() {
+  "$BRAID" inspect --json -n 100 "$1" \
+    | python3 -c 'import json, sys; [print(s["reward"]) for s in json.load(sys.stdin)["first_samples"]]' | tr '\n' ' '
+}
+"$SCORE" answers/gen-00000.h5 -o math_scored --algorithm grpo --reward-rule math -q > /dev/null
+[[ $(rewards math_scored/scored-00000.h5) == "1.0 0.0 1.0 0.0 1.0 0.0 " ]] \
+  || fail "math rewards: $(rewards math_scored/scored-00000.h5)"
+"$BRAID" inspect math_scored/scored-00000.h5 | grep -qF 'from:     prompt line 3, extra fields {"answer":"0.5"}' \
+  || fail "the scored shard lost the prompt origins"
+
+# An external scorer sees prompt, response, sample_id and the extra fields; it runs in
+# --reward-cmd-dir and is started once per run.
+mkdir -p scorer_dir
+cat > scorer_dir/scorer.py <<'EOF'
+import json, sys
+with open("starts.txt", "a") as f:
+    f.write("started\n")
+for line in sys.stdin:
+    d = json.loads(line)
+    assert set(d) >= {"prompt", "response", "sample_id", "answer"}, d
+    print(len(d["response"]) + (100 if d.get("id") == "a" else 0))
+EOF
+"$SCORE" answers/gen-00000.h5 -o cmd_scored --algorithm grpo \
+    --reward-cmd 'python3 scorer.py' --reward-cmd-dir scorer_dir --stats cmd_stats.json -q > /dev/null
+[[ $(rewards cmd_scored/scored-00000.h5) == "119.0 106.0 27.0 10.0 19.0 7.0 " ]] \
+  || fail "scorer rewards: $(rewards cmd_scored/scored-00000.h5)"
+[[ $(grep -c started scorer_dir/starts.txt) == 1 ]] || fail "the scorer should start once per run"
+python3 -c 'import json; s = json.load(open("cmd_stats.json")); assert s["calls"]["reward_inf"]["by"] == "command", s' \
+  || fail "stats: reward_inf by command"
+
+# Bad answers and bad scorers: exit 2, naming the prompt file, line and field, or the command.
+cat > noanswer.spec <<'EOF'
+{"prompt": "a", "response": "1", "line": 2, "extra": {"id": 7}}
+{"prompt": "b", "response": "2", "line": 5, "extra": {"answer": "x+1"}}
+EOF
+"$FIX" text noanswer noanswer.spec 1 prompts/answers.jsonl > /dev/null
+expect_bad math_no_answer noanswer/gen-00000.h5 "prompts/answers.jsonl:2: answer: is missing" \
+  'prompts/answers.jsonl:5: answer: is "x+1", not a number' -- \
+  "$SCORE" noanswer/gen-00000.h5 -o bad7 --algorithm grpo --reward-rule math
+expect_bad math_no_origin gen/gen-00000.h5 "/prompt/extra: is missing" -- \
+  "$SCORE" gen/gen-00000.h5 -o bad8 --critic critic.h5 --reward-rule math
+expect_bad scorer_dies "--reward-cmd: 'read l; exit 3'" "after 0 of 6 rewards (exit code 3)" -- \
+  "$SCORE" answers/gen-00000.h5 -o bad9 --algorithm grpo --reward-cmd 'read l; exit 3'
+expect_bad scorer_garbage "--reward-cmd: 'while read l; do echo yes; done'" 'with "yes", expected a number' -- \
+  "$SCORE" answers/gen-00000.h5 -o bad10 --algorithm grpo --reward-cmd 'while read l; do echo yes; done'
+expect_bad scorer_too_few "after 4 of 6 rewards (exit code 0)" -- \
+  "$SCORE" answers/gen-00000.h5 -o bad11 --algorithm grpo --reward-cmd 'for i in 1 2 3 4; do read l; echo 1; done'
+expect_bad scorer_nan "which is not a finite number" -- \
+  "$SCORE" answers/gen-00000.h5 -o bad12 --algorithm grpo --reward-cmd 'while read l; do echo NaN; done'
+expect_bad two_rewards --reward-rule --reward-cmd -- \
+  "$SCORE" answers/gen-00000.h5 -o bad13 --algorithm grpo --reward-rule math --reward-cmd cat
+for d in bad7 bad8 bad9 bad10 bad11 bad12 bad13; do
+  [[ ! -d $d ]] || [[ -z $(ls -A "$d") ]] || fail "$d: a failed run left files: $(ls -A "$d")"
+done
+
+# The real thing: a prompt file with answers through braid-generate, its fields kept per sample.
+printf '%s\n' '{"prompt": "1+1=", "answer": 2, "id": "p1"}' '' '{"text": "3*3=", "answer": "9"}' \
+  '{"tokens": [256, 55], "answer": "\\frac{1}{2}", "source": {"set": "toy"}}' > math.jsonl
+"$BRAID_BIN/braid-generate" --actor actor.h5 --prompts math.jsonl -o math_gen --samples-per-prompt 2 \
+    --shard-size 4 --max-new-tokens 6 --threads 2 -q \
+  | "$SCORE" - -o math_pipe --algorithm grpo --reward-rule math --threads 2 -q > math_pipe.out
+[[ $(wc -l < math_pipe.out) == 2 ]] || fail "the math pipe gave $(wc -l < math_pipe.out) outputs"
+"$BRAID" inspect --json -n 8 math_pipe/scored-00001.h5 > math_pipe.json
+python3 - <<'PY' || fail "prompt origins through generate and score"
+import json
+s = json.load(open("math_pipe.json"))
+got = [(x["sample_id"], x["prompt_line"], x["extra"]) for x in s["first_samples"]]
+assert got == [(4, 4, {"answer": "\\frac{1}{2}", "source": {"set": "toy"}}),
+               (5, 4, {"answer": "\\frac{1}{2}", "source": {"set": "toy"}})], got
+assert all(x["reward"] in (0.0, 1.0) for x in s["first_samples"]), s["first_samples"]
+PY
+
 # --- Bad inputs: exit 2, naming the file and the field; nothing half-written.
 "$FIX" make actor.h5 nolp 1 2 2 5 no-actor-logprobs > /dev/null
 expect_bad no_logprobs nolp/gen-00000.h5 /logprobs/actor -- \

@@ -4,6 +4,10 @@
 //     writes gen-00000.h5 ... as braid-generate lays them out (shard k holds sample ids
 //     [k·SHARD_SIZE, (k+1)·SHARD_SIZE)), with random prompts and responses and
 //     logprobs_actor computed by the KV-cache decode path, not by the scoring passes.
+//   score_fixture text DIR SPEC.jsonl SAMPLES_PER_PROMPT PROMPTS_FILE
+//     writes DIR/gen-00000.h5 with one sample per SPEC line {"prompt", "response", "line",
+//     "extra"} (byte tokens: BOS + prompt, response + EOS; logprobs/actor -1), each with
+//     its prompt origin when the lines have "extra"; the config names PROMPTS_FILE.
 //   score_fixture check ppo|grpo KL_COEF GAMMA LAMBDA SAMPLES SCORED...
 //     checks every scored shard's arrays against the formulas, from the stored arrays,
 //     and that the shards hold SAMPLES distinct samples; prints the problems, exit 1.
@@ -18,6 +22,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
@@ -90,6 +95,33 @@ int make(int argc, char** argv) {
       batch = {};
     }
   }
+  return 0;
+}
+
+int text(int argc, char** argv) {
+  if (argc != 6) throw std::runtime_error("text DIR SPEC.jsonl SAMPLES_PER_PROMPT PROMPTS_FILE");
+  const std::filesystem::path dir = argv[2];
+  std::ifstream in(argv[3]);
+  io::SampleBatch b;
+  b.logprobs_actor.emplace();
+  std::string line;
+  for (std::int64_t id = 0; std::getline(in, line); ++id) {
+    const json spec = json::parse(line);
+    std::vector<std::int32_t> seq{kBos};
+    for (unsigned char c : spec["prompt"].get<std::string>()) seq.push_back(c);
+    const auto prompt_len = std::int32_t(seq.size());
+    for (unsigned char c : spec["response"].get<std::string>()) seq.push_back(c);
+    seq.push_back(kEos);
+    if (spec.contains("extra") && !b.origin) b.origin.emplace();
+    b.add(seq, prompt_len, id);
+    for (std::size_t t = b.response_begin(b.size() - 1); t < b.end(b.size() - 1); ++t) (*b.logprobs_actor)[t] = -1.0f;
+    if (b.origin) b.origin->back() = {.line = spec.value("line", 0), .extra = spec.value("extra", json::object()).dump()};
+  }
+  std::filesystem::create_directories(dir);
+  const json config{{"stage", "generate"}, {"samples_per_prompt", std::stoi(argv[4])}, {"prompts", argv[5]}};
+  const auto path = dir / "gen-00000.h5";
+  io::write_sample_shard(path, b, {.created_by = "score_fixture", .config = config.dump()});
+  std::cout << path.string() << '\n';
   return 0;
 }
 
@@ -177,7 +209,8 @@ int main(int argc, char** argv) {
     const std::string verb = argc > 1 ? argv[1] : "";
     if (verb == "make") return make(argc, argv);
     if (verb == "check") return check(argc, argv);
-    std::cerr << "usage: score_fixture make|check ...\n";
+    if (verb == "text") return text(argc, argv);
+    std::cerr << "usage: score_fixture make|text|check ...\n";
   } catch (const std::exception& e) {
     std::cerr << "score_fixture: " << e.what() << '\n';
   }

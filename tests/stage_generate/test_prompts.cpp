@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "generate/prompts.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -58,8 +59,12 @@ BOOST_FIXTURE_TEST_CASE(a_lone_bad_line_is_named_file_colon_line_and_field, Fixt
   BOOST_TEST(error_of("{\"text\": \"\"}", opt) == "p.jsonl:1: text: is empty");
   BOOST_TEST(has(error_of("{\"tokens\": []}", opt), "p.jsonl:1: tokens: is empty"));
   BOOST_TEST(has(error_of("{\"tokens\": [1, 2.5]}", opt), "p.jsonl:1: tokens[1]: must be an integer"));
-  BOOST_TEST(has(error_of("{\"txt\": \"a\"}", opt), "txt: unknown key (did you mean \"text\"?)"));
-  BOOST_TEST(has(error_of("{\"text\": \"a\", \"tokens\": [1]}", opt), "both"));
+  BOOST_TEST(error_of("{\"txt\": \"a\"}", opt) ==
+             "p.jsonl:1: has none of \"prompt\", \"text\" and \"tokens\" (give one; its keys: txt)");
+  BOOST_TEST(error_of("{\"text\": \"a\", \"tokens\": [1]}", opt) ==
+             "p.jsonl:1: has \"text\" and \"tokens\" (give one)");
+  BOOST_TEST(error_of("{\"prompt\": \"a\", \"text\": \"b\"}", opt) ==
+             "p.jsonl:1: has \"prompt\" and \"text\" (give one)");
   BOOST_TEST(has(error_of("[1, 2]", opt), "p.jsonl:1: expected a JSON object"));
   BOOST_TEST(has(error_of("{\"text\": \"a\", \"id\": [1]}", opt), "p.jsonl:1: id: must be a string or an integer"));
   BOOST_TEST(has(error_of("{\"text\": \"fifteen letters\"}", opt), "p.jsonl:1: text: has 16 tokens"));
@@ -77,4 +82,31 @@ BOOST_FIXTURE_TEST_CASE(every_bad_line_is_listed, Fixture) {
 BOOST_FIXTURE_TEST_CASE(text_encoding_past_the_model_vocabulary_is_refused, Fixture) {
   opt.vocab_size = 100;  // 'x' is 120
   BOOST_TEST(has(error_of("{\"text\": \"x\"}", opt), "p.jsonl:1: text: the tokenizer's BOS 256 is outside"));
+}
+
+BOOST_FIXTURE_TEST_CASE(prompt_is_text_and_every_other_key_is_an_extra_field, Fixture) {
+  const auto ps = parse_prompts(
+      "{\"prompt\": \"Hi\", \"answer\": 42, \"id\": \"q1\"}\n"
+      "{\"tokens\": [1], \"answer\": \"\\\\frac{1}{2}\", \"meta\": {\"level\": 3, \"tags\": [\"a\"]}}\n"
+      "{\"text\": \"x\"}\n",
+      "p.jsonl", opt);
+  BOOST_TEST_REQUIRE(ps.size() == 3u);
+  BOOST_TEST(ps[0].tokens == (std::vector<std::int32_t>{256, 'H', 'i'}), boost::test_tools::per_element());
+  BOOST_TEST(ps[0].id == "q1");
+  BOOST_TEST(braid::json::parse(ps[0].extra) == braid::json::parse(R"({"answer": 42, "id": "q1"})"));
+  BOOST_TEST(braid::json::parse(ps[1].extra) ==
+             braid::json::parse(R"({"answer": "\\frac{1}{2}", "meta": {"level": 3, "tags": ["a"]}})"));
+  BOOST_TEST(ps[2].extra == "{}");
+}
+
+BOOST_FIXTURE_TEST_CASE(a_prompt_field_names_itself_in_messages, Fixture) {
+  BOOST_TEST(error_of("{\"prompt\": \"\"}", opt) == "p.jsonl:1: prompt: is empty");
+  BOOST_TEST(has(error_of("{\"prompt\": 7}", opt), "p.jsonl:1: prompt: must be a string, found number"));
+  BOOST_TEST(has(error_of("{\"prompt\": \"fifteen letters\"}", opt), "p.jsonl:1: prompt: has 16 tokens"));
+}
+
+BOOST_FIXTURE_TEST_CASE(chat_messages_are_refused_naming_the_line_and_field, Fixture) {
+  const std::string e =
+      error_of("{\"prompt\": \"a\"}\n{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"answer\": 1}\n", opt);
+  BOOST_TEST(has(e, "p.jsonl:2: messages: chat prompts are not supported yet"));
 }

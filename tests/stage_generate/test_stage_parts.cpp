@@ -8,6 +8,8 @@
 #include "generate/migrate.hpp"
 #include "generate/shard_plan.hpp"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -149,4 +151,37 @@ BOOST_AUTO_TEST_CASE(a_handover_survives_its_message) {
   std::string cut = pack(h);
   cut.pop_back();
   BOOST_CHECK_THROW(unpack(cut), std::runtime_error);
+}
+
+// With the prompt lines' extra fields: a shard keeps them, and a rerun whose prompt file
+// gives a prompt other extra fields refuses the shard (a changed answer is another run).
+BOOST_FIXTURE_TEST_CASE(a_rerun_checks_the_extra_fields_too, Fixture) {
+  std::vector<braid::io::PromptOrigin> origins;
+  for (int i = 0; i < 6; ++i) origins.push_back({.line = 1 + i / 2, .extra = fmt::format(R"({{"answer": {}}})", i / 2)});
+  std::vector<Sample> s;
+  for (std::uint64_t id = 0; id < 4; ++id) s.push_back(sample(id, prompts[id].tokens, {7}));
+  const auto b = shard_batch(s, origins);
+  BOOST_TEST_REQUIRE(b.origin.has_value());
+  BOOST_TEST((*b.origin)[3].line == 2);
+  BOOST_TEST((*b.origin)[3].extra == R"({"answer": 1})");
+  braid::io::write_sample_shard(plan.path(0), b, {.policy_step = 3, .config = config});
+
+  std::string why;
+  BOOST_TEST((check_existing_shard(plan, 0, prompts, config, 3, &why, origins) == ShardState::complete));
+  auto moved = origins;  // a blank line added above: other line numbers, the same fields
+  for (auto& o : moved) o.line += 1;
+  BOOST_TEST((check_existing_shard(plan, 0, prompts, config, 3, &why, moved) == ShardState::complete));
+  auto changed = origins;
+  changed[2].extra = R"({"answer": 5})";
+  try {
+    check_existing_shard(plan, 0, prompts, config, 3, nullptr, changed);
+    BOOST_ERROR("a shard with other extra fields was taken as complete");
+  } catch (const braid::InputError& e) {
+    BOOST_TEST(e.field() == "sample 2");
+    BOOST_TEST(std::string(e.what()).find("other extra fields") != std::string::npos);
+  }
+  // A shard written without origins is regenerated.
+  write(0, config);
+  BOOST_TEST((check_existing_shard(plan, 0, prompts, config, 3, &why, origins) == ShardState::stale));
+  BOOST_TEST(why.find("no prompt origins") != std::string::npos);
 }

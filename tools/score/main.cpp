@@ -35,9 +35,16 @@ int main(int argc, char** argv) {
   app.add_option("--critic", o.critic, "Critic checkpoint (value head): adds /values (PPO)");
   app.add_option("--reward", o.reward, "Reward model checkpoint (value head at the last token)");
   app.add_option("--reward-rule", o.reward_rule,
-                 "A built-in reward instead of a model: digits, chars:SET, length:N, regex:RE");
-  app.add_option("--tokenizer", o.tokenizer, "Tokenizer that decodes responses for --reward-rule (byte or a "
-                                             "tokenizer.json)")->capture_default_str();
+                 "A built-in reward instead of a model: digits, chars:SET, length:N, regex:RE, or math (the "
+                 "response's final answer against the prompt line's \"answer\")");
+  app.add_option("--reward-cmd", o.reward_cmd,
+                 "An external scorer instead of a model: a shell command started once, fed one JSON line per "
+                 "sample (prompt, response, sample_id, the prompt line's extra fields), answering one number per line");
+  app.add_option("--reward-cmd-dir", o.reward_cmd_dir, "Working directory of the --reward-cmd scorer (default: ours)");
+  app.add_option("--reward-cmd-timeout", o.reward_cmd_timeout, "Seconds to wait for the scorer's next answer")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--tokenizer", o.tokenizer, "Tokenizer that decodes prompts and responses for --reward-rule and "
+                                             "--reward-cmd (byte or a tokenizer.json)")->capture_default_str();
   app.add_option("--algorithm", o.algorithm, "ppo (critic + GAE) or grpo (group advantages, no critic)")
       ->check(CLI::IsMember({"ppo", "grpo"}))->capture_default_str();
   app.add_option("--kl-coef", o.kl_coef,
