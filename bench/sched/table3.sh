@@ -46,8 +46,8 @@ settings=(33B_13B_pp8_4_gbs8 33B_13B_pp8_4_gbs16 33B_13B_pp8_4_gbs32 33B_13B_pp8
           65B_33B_pp16_16_gbs16 65B_33B_pp16_16_gbs32 65B_33B_pp16_16_gbs64)
 
 echo "# $(date -u +%FT%TZ) limit ${limit}s ranks $ranks seeds $seeds load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "| enc | setting | seed | makespan / bound | paper | peak mem | paper mem | s to bound | iterations | wall s |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| enc | setting | seed | makespan / bound | paper | peak mem | paper mem | s to bound | iterations | start | wall s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for enc in real int; do
   [[ -n "${ONLY:-}" && "$ONLY" != "$enc" ]] && continue
   prefix=table3; [[ $enc == int ]] && prefix=table3int
@@ -74,8 +74,8 @@ for enc in real int; do
         "| \($enc) | \($s) | \($seed) | \(.makespan * 1000 | round / 1000) / \(.lower_bound * 1000 | round / 1000)" +
         (if .lower_bound_reached then " (bound)" else " (+\((.makespan / .lower_bound - 1) * 10000 | round / 100)%)" end) +
         " | \($paper) | \($mem) | \($pmem) | " +
-        (if .lower_bound_reached then (.search.seconds * 100 | round / 100 | tostring) else "-" end) +
-        " | \(.search.iterations) | \($wall) |"' "$out/$name.s$seed.json"
+        (if .search.seconds_to_bound != null then (.search.seconds_to_bound * 100 | round / 100 | tostring) else "-" end) +
+        " | \(.search.iterations_to_bound // .search.iterations) | \(.search.start_used) | \($wall) |"' "$out/$name.s$seed.json"
     done
   done
 done

@@ -84,7 +84,7 @@ if command -v mpirun > /dev/null; then
   # The first rank at the bound stops the others: with a generous time limit no rank
   # anneals on (it would run for minutes and the counts would not add up).
   mpirun -np 3 --oversubscribe "$GEN" "$BRAID_SOURCE/examples/schedgen/table3_33B_13B_pp8_4_gbs8.json" \
-    -o "$S/np3.json" --time-limit 300 --mem-iterations 100000 -q
+    -o "$S/np3.json" --time-limit 300 --mem-iterations 100000 --start greedy -q
   jq -e '.search | .ranks_at_bound >= 1 and .ranks_at_bound + .ranks_stopped_by_peer == 3' "$S/np3.json" > /dev/null \
     || fail "ranks did not stop at the bound: $(jq -c .search "$S/np3.json")"
 else

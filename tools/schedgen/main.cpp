@@ -24,10 +24,11 @@ int main(int argc, char** argv) {
   app.add_option("--verify", opt.verify,
                  "Instead: dry-run the instruction streams of this braid.schedule file and check its makespan");
   app.add_option("--start", opt.start,
-                 "Anneal from the greedy fusion (the paper's choice) or from 1F1B model after model (sometimes "
-                 "lower memory, sometimes slower to the bound; docs/schedgen.md)")
+                 "Anneal from the greedy fusion (the paper's choice), from 1F1B model after model (lower memory, "
+                 "slower to the bound), or both: greedy, then 1F1B with the budget left once at the bound, the lower "
+                 "peak winning (docs/schedgen.md)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"greedy", "1f1b"}));
+      ->check(CLI::IsMember({"both", "greedy", "1f1b"}));
   app.add_option("--seed", opt.anneal.seed, "Random seed (rank r uses stream r)")->capture_default_str();
   app.add_option("--iterations", opt.anneal.iterations,
                  "Neighbours per rank (0: no cap); alone (no --time-limit) the result depends on spec, seed and rank "
