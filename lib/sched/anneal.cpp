@@ -143,7 +143,12 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   double current_makespan = tl->makespan(), current_tie = tie();
   double best = current_makespan, best_tie = current_tie;
   Order best_order = tl->order();
-  double temperature = t0;
+  // Rounds cycle through start temperatures (hot ones climb out of deep basins,
+  // cold ones descend narrow ones; Table 3 needs both); rank r starts the cycle
+  // at its r-th entry, so ranks anneal at different temperatures at once.
+  const std::vector<double> cycle = opt.t0_cycle.empty() ? std::vector<double>{1.0} : opt.t0_cycle;
+  auto round_t0 = [&](std::uint64_t round) { return t0 * cycle[(round + opt.stream) % cycle.size()]; };
+  double temperature = round_t0(0);
   AnnealStats& st = out.stats;
   st.rounds = 1;
   auto reached = [&] { return best <= bound || same_time(best, bound); };
@@ -169,14 +174,12 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
       next_sync = st.iterations + std::max<std::uint64_t>(opt.sync_every, 1);
       const SyncReply reply = opt.sync({best, best_tie, reached(), wants_stop}, best_order);
       if (reply.adopt != nullptr && !reached()) {
-        // A peer's better schedule: it becomes this search's best and its next start.
+        // A peer's better schedule: it becomes this search's best, and the walk
+        // goes on from it at the present temperature.
         best_order = *reply.adopt;
-        const Timeline probe(p, best_order);
-        best = probe.makespan();
-        best_tie = opt.tie_weight * (opt.tie_break == TieBreak::flow       ? probe.end_sum()
-                                     : opt.tie_break == TieBreak::finish   ? probe.finish_sum()
-                                     : opt.tie_break == TieBreak::critical ? probe.critical_count()
-                                                                           : 0.0);
+        jump_to(best_order);
+        best = current_makespan;
+        best_tie = current_tie;
         ++st.adopted;
       }
       if (reply.stop) {
@@ -256,7 +259,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
         continue;
       }
       // Cold: a new round, hot again; from the best schedule when it is better.
-      temperature = t0;
+      temperature = round_t0(st.rounds);
       ++st.rounds;
       const bool behind = same_time(current_makespan, best) ? current_tie > best_tie && !same_time(current_tie, best_tie)
                                                             : current_makespan > best;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "sched/problem.hpp"
 #include "sched/schedule.hpp"
@@ -39,6 +40,7 @@ struct AnnealOptions {
   double time_limit = 10.0;        // seconds for the latency search; 0 = none
   double t0 = 0;                   // initial temperature; <= 0: t0_factor x the mean subtask duration
   double t0_factor = 1.0;
+  std::vector<double> t0_cycle = {1.0, 0.3, 0.1};  // round k starts at t0 x t0_cycle[(k + stream) mod size]
   double alpha = 0.999995;         // geometric cooling per iteration
   double epsilon = 0;              // reheat (new round) below this; <= 0: t0 * 1e-4
   double mem_weight = 0;           // latency energy = makespan + mem_weight x (mean subtask / mean act_mem) x peak

@@ -163,6 +163,7 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
                     {"iterations_limit", opt.anneal.iterations},
                     {"t0", opt.anneal.t0},
                     {"t0_factor", opt.anneal.t0_factor},
+                    {"t0_cycle", opt.anneal.t0_cycle},
                     {"alpha", opt.anneal.alpha},
                     {"epsilon", opt.anneal.epsilon},
                     {"mem_weight", opt.anneal.mem_weight},

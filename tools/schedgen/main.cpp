@@ -41,6 +41,11 @@ int main(int argc, char** argv) {
   app.add_option("--t0-factor", opt.anneal.t0_factor, "Without --t0: the initial temperature in mean subtask durations")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--t0-cycle", opt.anneal.t0_cycle,
+                 "Factors of t0 the rounds start at, in turn (rank r starts at the r-th)")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   app.add_option("--alpha", opt.anneal.alpha, "Geometric cooling factor per iteration")
       ->capture_default_str()
       ->check(CLI::Range(0.5, 1.0));
