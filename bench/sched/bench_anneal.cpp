@@ -54,21 +54,23 @@ int main(int argc, char** argv) {
   fmt::print("setting: 16 actor stages + 2x8 critic stages, 64/32 micro-batches, {} subtasks\n", p.num_tasks);
   fmt::print("greedy makespan {:.1f}, lower bound {:.1f}\n", evaluate(p, start).makespan, bound);
 
-  // 1. Raw iteration cost with the default cooling, no early stop (bound = 0).
-  {
+  // 1. Raw iteration cost with the default cooling, no early stop (bound = 0), per
+  // tie-break (critical is the default; none is the paper's flat energy).
+  for (TieBreak tie : {TieBreak::critical, TieBreak::finish, TieBreak::none}) {
     AnnealOptions opt;
     opt.iterations = iterations;
     opt.time_limit = 0;
     opt.mem_iterations = 0;
+    opt.tie_break = tie;
     const std::clock_t c0 = std::clock();
     const AnnealResult r = anneal(p, start, 0.0, opt);
     const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
     const auto valid = static_cast<double>(r.stats.iterations);
-    fmt::print("iteration cost: {:.0f} ns CPU ({:.0f} ns wall) per valid neighbour; {:.0f} ns CPU per proposal; "
-               "{} valid, {} refused; {:.2f} ns CPU per subtask per iteration\n",
-               cpu / valid * 1e9, r.stats.seconds / valid * 1e9,
+    fmt::print("iteration cost, tie-break {}: {:.0f} ns CPU ({:.0f} ns wall) per valid neighbour; {:.0f} ns CPU per "
+               "proposal; {} valid, {} refused, {} on a plateau; {:.2f} ns CPU per subtask per iteration\n",
+               tie_break_name(tie), cpu / valid * 1e9, r.stats.seconds / valid * 1e9,
                cpu / static_cast<double>(r.stats.iterations + r.stats.invalid) * 1e9, r.stats.iterations,
-               r.stats.invalid, cpu / valid * 1e9 / p.num_tasks);
+               r.stats.invalid, r.stats.plateau, cpu / valid * 1e9 / p.num_tasks);
   }
   // 2. Time to reach the lower bound, per seed.
   for (int seed = 1; seed <= seeds; ++seed) {

@@ -4,7 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
+#include <optional>
+#include <stdexcept>
 
 #include "core/rng.hpp"
 #include "sched/timeline.hpp"
@@ -84,17 +87,36 @@ class PeakTracker {
 
 }  // namespace
 
+TieBreak parse_tie_break(const std::string& name) {
+  if (name == "none") return TieBreak::none;
+  if (name == "finish") return TieBreak::finish;
+  if (name == "flow") return TieBreak::flow;
+  if (name == "critical") return TieBreak::critical;
+  throw std::invalid_argument("unknown tie-break '" + name + "' (none, finish, flow, critical)");
+}
+
+const char* tie_break_name(TieBreak t) {
+  switch (t) {
+    case TieBreak::none: return "none";
+    case TieBreak::finish: return "finish";
+    case TieBreak::flow: return "flow";
+    case TieBreak::critical: return "critical";
+  }
+  return "?";
+}
+
 AnnealResult anneal(const Problem& p, const Order& start, double bound, const AnnealOptions& opt,
                     const AnnealReport& report) {
   AnnealResult out;
   const auto began = Clock::now();
-  Timeline tl(p, start);
+  auto tl = std::make_unique<Timeline>(p, start);
   Rng rng(opt.seed, opt.stream);
 
   const double mean_dur = std::accumulate(p.dur.begin(), p.dur.end(), 0.0) / std::max(1, p.num_tasks);
-  // Hot enough to trade a tenth of a typical subtask for a better layout, no
-  // more: hotter starts wander off into long schedules (measured on Table 3).
-  const double t0 = opt.t0 > 0 ? opt.t0 : 0.1 * mean_dur;
+  // A typical subtask's duration: hot enough to climb out of the greedy start on
+  // integer costs, where the smallest step of the makespan is a whole unit
+  // (docs/schedgen.md measures 0.1 x, 1 x and 2 x on both encodings of Table 3).
+  const double t0 = opt.t0 > 0 ? opt.t0 : opt.t0_factor * mean_dur;
   const double eps = opt.epsilon > 0 ? opt.epsilon : t0 * 1e-4;
   const bool bounded = opt.iterations > 0 || opt.time_limit > 0;
 
@@ -103,46 +125,90 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   double mean_act = 0;
   for (double v : p.mem_delta) mean_act += std::fabs(v) / std::max(1, p.num_tasks);
   const double mu = mean_act > 0 ? opt.mem_weight * mean_dur / mean_act : 0.0;
-  PeakTracker peaks(tl, p.devices, p.per_device);
-  auto energy = [&] { return mu > 0 ? tl.makespan() + mu * peaks.max_peak() : tl.makespan(); };
+  std::optional<PeakTracker> peaks;
+  peaks.emplace(*tl, p.devices, p.per_device);
+  auto energy = [&] { return mu > 0 ? tl->makespan() + mu * peaks->max_peak() : tl->makespan(); };
+  // The tie-break: under equal makespans a move may raise it by dx only with
+  // probability exp(-dx / T) (Metropolis on the second key of a lexicographic energy).
+  auto tie = [&] {
+    switch (opt.tie_break) {
+      case TieBreak::none: return 0.0;
+      case TieBreak::finish: return opt.tie_weight * tl->finish_sum();
+      case TieBreak::flow: return opt.tie_weight * tl->end_sum();
+      case TieBreak::critical: return opt.tie_weight * tl->critical_count();
+    }
+    return 0.0;
+  };
   double current = energy();
-  double best = tl.makespan();
-  Order best_order = tl.order();
-  double temperature = t0;
+  double current_makespan = tl->makespan(), current_tie = tie();
+  double best = current_makespan, best_tie = current_tie;
+  Order best_order = tl->order();
+  // Rounds cycle through start temperatures (hot ones climb out of deep basins,
+  // cold ones descend narrow ones; Table 3 needs both); rank r starts the cycle
+  // at its r-th entry, so ranks anneal at different temperatures at once.
+  const std::vector<double> cycle = opt.t0_cycle.empty() ? std::vector<double>{1.0} : opt.t0_cycle;
+  auto round_t0 = [&](std::uint64_t round) { return t0 * cycle[(round + opt.stream) % cycle.size()]; };
+  double temperature = round_t0(0);
   AnnealStats& st = out.stats;
   st.rounds = 1;
   auto reached = [&] { return best <= bound || same_time(best, bound); };
+  auto jump_to = [&](const Order& order) {
+    tl = std::make_unique<Timeline>(p, order);
+    peaks.emplace(*tl, p.devices, p.per_device);
+    current = energy();
+    current_makespan = tl->makespan();
+    current_tie = tie();
+  };
 
-  const auto slots = static_cast<std::uint64_t>(p.per_device - 1);
+  const auto slots = static_cast<std::uint64_t>(std::max(0, p.per_device - 1));
   // Some tiny problems have no valid neighbour at all (one F and its B per
   // device); give up after this many refusals in a row.
   const std::uint64_t hopeless = std::max<std::uint64_t>(1'000'000, 20 * slots * static_cast<std::uint64_t>(p.devices));
   std::uint64_t proposals = 0, refused_in_a_row = 0;
-  while (!reached() && slots > 0 && refused_in_a_row < hopeless) {
-    if (opt.iterations > 0 && st.iterations >= opt.iterations) break;
-    if (++proposals % kCheckEvery == 0) {
-      if (opt.time_limit > 0 && seconds_since(began) >= opt.time_limit) break;
-      if (report) report(st.iterations, tl.makespan(), best);
-      if (opt.peer_reached_bound && opt.peer_reached_bound()) {
-        st.stopped_by_peer = true;
+  std::uint64_t next_sync = opt.sync_every > 0 ? opt.sync_every : std::numeric_limits<std::uint64_t>::max();
+  bool out_of_time = false;
+  for (;;) {
+    const bool wants_stop = reached() || slots == 0 || refused_in_a_row >= hopeless || out_of_time ||
+                            (opt.iterations > 0 && st.iterations >= opt.iterations);
+    if (opt.sync && (wants_stop || st.iterations >= next_sync)) {
+      next_sync = st.iterations + std::max<std::uint64_t>(opt.sync_every, 1);
+      const SyncReply reply = opt.sync({best, best_tie, reached(), wants_stop}, best_order);
+      if (reply.adopt != nullptr && !reached()) {
+        // A peer's better schedule: it becomes this search's best, and the walk
+        // goes on from it at the present temperature.
+        best_order = *reply.adopt;
+        jump_to(best_order);
+        best = current_makespan;
+        best_tie = current_tie;
+        ++st.adopted;
+      }
+      if (reply.stop) {
+        st.stopped_by_peer = reply.peer_reached_bound && !reached();
         break;
       }
+    } else if (wants_stop) {
+      break;
+    }
+    if (++proposals % kCheckEvery == 0) {
+      if (opt.time_limit > 0 && seconds_since(began) >= opt.time_limit) out_of_time = true;
+      if (report) report(st.iterations, tl->makespan(), best);
     }
     const int d = static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices)));
     const int i = static_cast<int>(rng.below(slots));
     // Metropolis with the random number drawn first: accept iff the new makespan
     // is at most current - T ln u, which lets the timeline stop early otherwise.
     const double u = rng.uniform();
-    const double threshold = u > 0 ? current - temperature * std::log(u) : std::numeric_limits<double>::infinity();
+    const double slack = u > 0 ? -temperature * std::log(u) : std::numeric_limits<double>::infinity();
+    const double threshold = current + slack;
     double makespan_threshold = threshold;
     double old_level = 0, new_level = 0;
     if (mu > 0) {
-      const std::int32_t b = tl.order()[static_cast<std::size_t>(d * p.per_device + i + 1)];
-      old_level = tl.device_level(d, i);
-      new_level = (i > 0 ? tl.device_level(d, i - 1) : 0.0) + p.mem_delta[static_cast<std::size_t>(b)];
-      makespan_threshold -= mu * peaks.max_after(static_cast<std::size_t>(d), old_level, new_level);
+      const std::int32_t b = tl->order()[static_cast<std::size_t>(d * p.per_device + i + 1)];
+      old_level = tl->device_level(d, i);
+      new_level = (i > 0 ? tl->device_level(d, i - 1) : 0.0) + p.mem_delta[static_cast<std::size_t>(b)];
+      makespan_threshold -= mu * peaks->max_after(static_cast<std::size_t>(d), old_level, new_level);
     }
-    const SwapResult r = tl.swap(d, i, makespan_threshold);
+    const SwapResult r = tl->swap(d, i, makespan_threshold);
     if (r == SwapResult::invalid) {
       ++st.invalid;
       ++refused_in_a_row;
@@ -151,34 +217,61 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     refused_in_a_row = 0;
     ++st.iterations;
     if (r == SwapResult::done) {
-      if (mu > 0) peaks.apply(static_cast<std::size_t>(d), old_level, new_level);
+      if (mu > 0) peaks->apply(static_cast<std::size_t>(d), old_level, new_level);
       const double e = energy();
-      if (e > threshold) {
-        peaks.revert();
-        tl.undo();
+      const double mk = tl->makespan();
+      bool keep = e <= threshold;
+      double tv = current_tie;
+      if (keep && same_time(mk, current_makespan)) {
+        ++st.plateau;
+        // u was not needed to accept this move on the makespan: it decides the
+        // tie-break, so equal makespans still have a slope.
+        tv = tie();
+        if (tv - current_tie > slack) {
+          keep = false;
+          ++st.tie_refused;
+        }
+      } else if (keep) {
+        tv = tie();
+      }
+      if (!keep) {
+        if (mu > 0) peaks->revert();
+        tl->undo();
       } else {
         ++st.accepted;
         current = e;
-        const double mk = tl.makespan();
-        if (mk < best && !same_time(mk, best)) {
+        current_makespan = mk;
+        current_tie = tv;
+        const bool better = same_time(mk, best) ? tv < best_tie && !same_time(tv, best_tie) : mk < best;
+        if (better) {
+          if (mk < best && !same_time(mk, best)) st.seconds_to_best = seconds_since(began);
           best = mk;
-          best_order = tl.order();
-          st.seconds_to_best = seconds_since(began);
+          best_tie = tv;
+          best_order = tl->order();
         }
       }
     }
     temperature *= opt.alpha;
     if (temperature < eps) {
-      if (!bounded) break;
-      // Cold: start a new round from the best schedule, hot again.
-      temperature = t0;
+      if (!bounded) {
+        out_of_time = true;  // one round only: stop (at the next sync point, with peers)
+        temperature = eps;
+        continue;
+      }
+      // Cold: a new round, hot again; from the best schedule when it is better.
+      temperature = round_t0(st.rounds);
       ++st.rounds;
+      const bool behind = same_time(current_makespan, best) ? current_tie > best_tie && !same_time(current_tie, best_tie)
+                                                            : current_makespan > best;
+      if (opt.restart_from_best && behind) {
+        jump_to(best_order);
+        ++st.restarts;
+      }
     }
   }
   st.seconds = seconds_since(began);
   st.reached_bound = reached();
-  if (report) report(st.iterations, tl.makespan(), best);
-  if (st.reached_bound && opt.on_reached_bound) opt.on_reached_bound();
+  if (report) report(st.iterations, tl->makespan(), best);
   if (st.stopped_by_peer) {
     out.order = std::move(best_order);
     const Timing t = evaluate(p, out.order);
@@ -189,7 +282,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
 
   const double mem_limit = opt.mem_time_limit > 0 ? opt.mem_time_limit : opt.time_limit / 2;
   out.order = lower_memory(p, best_order, opt.mem_iterations, mem_limit, opt.mem_target, opt.seed,
-                           opt.stream + 0x5eed, &st);
+                           opt.stream + 0x5eed, &st, opt.mem_t0_factor);
   const Timing t = evaluate(p, out.order);
   out.makespan = t.makespan;
   out.peak_memory = t.peak_memory;
@@ -197,7 +290,8 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
 }
 
 Order lower_memory(const Problem& p, const Order& start, std::uint64_t iterations, double time_limit,
-                   double target, std::uint64_t seed, std::uint64_t stream, AnnealStats* stats) {
+                   double target, std::uint64_t seed, std::uint64_t stream, AnnealStats* stats,
+                   double t0_factor) {
   const auto began = Clock::now();
   Timeline tl(p, start);
   Rng rng(seed, stream);
@@ -226,7 +320,7 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   double current = energy(), best = current;
   Order best_order = tl.order();
   double best_peak = peaks.max_peak();
-  const double t_start = mean_act * 0.5;
+  const double t_start = mean_act * t0_factor;
   double temperature = t_start;
   std::uint64_t done = 0, proposals = 0;
   // Cooling by 1e4 over the budget, whichever of iterations and time binds first.

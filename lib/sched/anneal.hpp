@@ -5,29 +5,62 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "sched/problem.hpp"
 #include "sched/schedule.hpp"
 
 namespace braid::sched {
 
+// What orders schedules of equal makespan in the latency search (lexicographically
+// after the makespan): nothing (a flat plateau, the paper's energy), the sum of the
+// devices' finishing times, the sum of every subtask's end ("flow"), or the number
+// of subtasks on a longest path ("critical").
+enum class TieBreak { none, finish, flow, critical };
+TieBreak parse_tie_break(const std::string& name);  // throws std::invalid_argument
+const char* tie_break_name(TieBreak t);
+
+// What a latency search tells its peers at a sync point, and what it hears back.
+struct SyncState {
+  double best_makespan = 0, best_tie = 0;   // its best schedule so far
+  bool reached_bound = false;
+  bool wants_stop = false;                  // time or iteration budget spent, or no valid move left
+};
+struct SyncReply {
+  bool stop = false;            // every search stops after this sync point
+  bool peer_reached_bound = false;
+  const Order* adopt = nullptr; // a better schedule (of another search) to restart from; else null
+};
+
 struct AnnealOptions {
   std::uint64_t seed = 1;
   std::uint64_t stream = 0;        // one per MPI rank
   std::uint64_t iterations = 0;    // accepted-or-rejected neighbours; 0 = no cap
   double time_limit = 10.0;        // seconds for the latency search; 0 = none
-  double t0 = 0;                   // initial temperature; <= 0: a tenth of the mean subtask duration
-  double alpha = 0.99999;          // geometric cooling per iteration
+  double t0 = 0;                   // initial temperature; <= 0: t0_factor x the mean subtask duration
+  double t0_factor = 1.0;
+  std::vector<double> t0_cycle = {1.0, 0.3, 0.1};  // round k starts at t0 x t0_cycle[(k + stream) mod size]
+  double alpha = 0.999995;         // geometric cooling per iteration
   double epsilon = 0;              // reheat (new round) below this; <= 0: t0 * 1e-4
   double mem_weight = 0;           // latency energy = makespan + mem_weight x (mean subtask / mean act_mem) x peak
   std::uint64_t mem_iterations = 20'000'000;  // memory pass neighbours (its cooling spans them or its time)
   double mem_time_limit = 0;       // seconds; 0 = half of time_limit
+  double mem_t0_factor = 0.5;      // the memory pass's initial temperature, in mean act_mem
   double mem_target = 0;           // the memory pass stops once the peak is this low (serial 1F1B's)
-  // Parallel search: polled now and then by the latency search, which gives up (and
-  // skips its memory pass: its schedule cannot win) once it answers true; and called
-  // once when this search reaches the bound, before its memory pass.
-  std::function<bool()> peer_reached_bound;
-  std::function<void()> on_reached_bound;
+  TieBreak tie_break = TieBreak::critical;
+  double tie_weight = 1.0;  // the tie-break's scale against the temperature
+  // At every reheat, go back to the best schedule found (else: anneal on from where
+  // the walk stands).
+  bool restart_from_best = true;
+  // Parallel search: called every sync_every valid neighbours, and at once when this
+  // search wants to stop (bound reached, budget spent). Every search of a group makes
+  // the same sequence of calls (a collective), so with an iteration budget the result
+  // does not depend on timing. A search stopped by a peer at the bound skips its
+  // memory pass (its schedule cannot win).
+  std::function<SyncReply(const SyncState&, const Order& best)> sync;
+  std::uint64_t sync_every = 1 << 17;
+  bool share_best = true;  // parallel_search: ranks behind the best schedule of all restart from it
 };
 
 struct AnnealStats {
@@ -39,6 +72,10 @@ struct AnnealStats {
   double seconds_to_best = 0;
   bool reached_bound = false;
   bool stopped_by_peer = false;     // another rank reached the bound first
+  std::uint64_t plateau = 0;        // kept-or-undone moves that left the makespan unchanged
+  std::uint64_t tie_refused = 0;    // of those, refused by the tie-break
+  std::uint64_t restarts = 0;       // reheats that went back to the best schedule
+  std::uint64_t adopted = 0;        // best schedules taken from peers
   std::uint64_t mem_iterations = 0;
   double mem_seconds = 0;
 };
@@ -62,6 +99,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
 // The memory pass alone: from `start`, lower the peak activation memory while
 // the makespan stays at most that of `start`; stops at `target` peak.
 Order lower_memory(const Problem& p, const Order& start, std::uint64_t iterations, double time_limit,
-                   double target, std::uint64_t seed, std::uint64_t stream, AnnealStats* stats = nullptr);
+                   double target, std::uint64_t seed, std::uint64_t stream, AnnealStats* stats = nullptr,
+                   double t0_factor = 0.5);
 
 }  // namespace braid::sched

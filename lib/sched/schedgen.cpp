@@ -47,8 +47,10 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
   // from the models' 1F1B one after the other.
   Order start;
   Timing greedy_timing;
+  bool greedy_ok = false;
   if (auto g = greedy(p)) {
     start = *g;
+    greedy_ok = true;
     greedy_timing = evaluate(p, start);
   } else {
     start = one_f_one_b(p);
@@ -81,8 +83,40 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
                                     best, lb.value));
   };
   opt.anneal.mem_target = serial.peak_memory;
+  const bool from_greedy = opt.start != "1f1b" && greedy_ok;
   if (opt.start == "1f1b") start = one_f_one_b(p);
-  const SearchResult found = parallel_search(world, p, start, lb.value, opt.anneal, report);
+  SearchResult found = parallel_search(world, p, start, lb.value, opt.anneal, report);
+  std::string start_used = from_greedy ? "greedy" : "1f1b";
+  // The first search stops at the bound: its time and iterations are the time to it.
+  const double seconds_to_bound = found.any_reached_bound ? found.seconds : -1;
+  const std::uint64_t iterations_to_bound = found.total_iterations;
+  // "both": once the search from greedy fusion is at the bound, the budget left goes
+  // to a search from 1F1B, which tends to reach the bound holding fewer activations;
+  // the lower peak at the bound wins (docs/schedgen.md, Table 3).
+  if (opt.start == "both" && from_greedy && found.any_reached_bound) {
+    AnnealOptions second = opt.anneal;
+    bool run_second = true;
+    if (second.time_limit > 0) {
+      const double left = second.time_limit - found.seconds;
+      second.mem_time_limit = second.mem_time_limit > 0 ? second.mem_time_limit : second.time_limit / 2;
+      second.time_limit = left;
+      run_second = left > 0.05 * opt.anneal.time_limit;
+    }
+    if (run_second) {
+      SearchResult other = parallel_search(world, p, one_f_one_b(p), lb.value, second, report);
+      const bool better = other.any_reached_bound && same_time(other.best.makespan, found.best.makespan) &&
+                          other.best.peak_memory < found.best.peak_memory &&
+                          !same_time(other.best.peak_memory, found.best.peak_memory);
+      other.total_iterations += found.total_iterations;
+      other.seconds += found.seconds;
+      found.total_iterations = other.total_iterations;
+      found.seconds = other.seconds;
+      if (better) {
+        found = std::move(other);
+        start_used = "1f1b";
+      }
+    }
+  }
   progress.finish();
   if (rank != 0) return 0;
 
@@ -107,13 +141,29 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
                     {"winner_rank", found.winner},
                     {"ranks_at_bound", found.ranks_at_bound},
                     {"ranks_stopped_by_peer", found.ranks_stopped},
+                    {"schedules_adopted", found.adopted},
+                    {"tie_break", tie_break_name(opt.anneal.tie_break)},
+                    {"restart_from_best", opt.anneal.restart_from_best},
+                    {"share_best", opt.anneal.share_best},
+                    {"sync_every", opt.anneal.sync_every},
+                    {"seconds_to_best", found.best.stats.seconds_to_best},
+                    {"rounds", found.best.stats.rounds},
+                    {"plateau_moves", found.best.stats.plateau},
+                    {"tie_refused", found.best.stats.tie_refused},
+                    {"mem_iterations", found.best.stats.mem_iterations},
+                    {"mem_seconds", found.best.stats.mem_seconds},
                     {"iterations", found.total_iterations},
                     {"seconds", found.seconds},
                     {"seed", opt.anneal.seed},
                     {"start", opt.start},
+                    {"start_used", start_used},
+                    {"seconds_to_bound", seconds_to_bound >= 0 ? json(seconds_to_bound) : json(nullptr)},
+                    {"iterations_to_bound", seconds_to_bound >= 0 ? json(iterations_to_bound) : json(nullptr)},
                     {"time_limit", opt.anneal.time_limit},
                     {"iterations_limit", opt.anneal.iterations},
                     {"t0", opt.anneal.t0},
+                    {"t0_factor", opt.anneal.t0_factor},
+                    {"t0_cycle", opt.anneal.t0_cycle},
                     {"alpha", opt.anneal.alpha},
                     {"epsilon", opt.anneal.epsilon},
                     {"mem_weight", opt.anneal.mem_weight},

@@ -5,6 +5,16 @@
 
 namespace braid::sched {
 
+namespace {
+
+// (makespan, tie-break, rank): the order in which ranks' schedules compare.
+bool better_than(double mk_a, double tie_a, double mk_b, double tie_b) {
+  if (!same_time(mk_a, mk_b)) return mk_a < mk_b;
+  return tie_a < tie_b && !same_time(tie_a, tie_b);
+}
+
+}  // namespace
+
 SearchResult parallel_search(comm::Communicator& world, const Problem& p, const Order& start, double bound,
                              AnnealOptions opt, const AnnealReport& report) {
   const int rank = world.rank(), size = world.size();
@@ -12,40 +22,45 @@ SearchResult parallel_search(comm::Communicator& world, const Problem& p, const 
   SearchResult out;
   out.ranks = size;
 
-  // The first rank at the bound tells the others, who stop their latency search rather
-  // than anneal on until the time limit. Every rank sends every other exactly one note:
-  // 1 the moment it reaches the bound, else 0 when its search ends; so every receive
-  // posted here completes, and none is left in flight when the search returns.
-  constexpr int kTag = 7301;
-  const auto peers = static_cast<std::size_t>(size);
-  std::vector<std::int64_t> note_in(peers, 0);
-  const std::int64_t at_bound = 1, not_at_bound = 0;
-  std::vector<comm::Request> incoming(peers), outgoing;
-  outgoing.reserve(peers);
-  auto tell_everyone = [&](const std::int64_t& note) {
-    for (int r = 0; r < size; ++r) {
-      if (r != rank) outgoing.push_back(world.isend(std::span<const std::int64_t>(&note, 1), r, kTag));
-    }
-  };
+  // Ranks meet every opt.sync_every valid neighbours (and at once when one wants to
+  // stop): an all-gather of every rank's best (makespan, tie-break) and flags. All
+  // stop together after a meeting where one has reached the bound or spent its
+  // budget, so no rank anneals on after another has the answer. When sharing is on,
+  // the best schedule of all is broadcast from its rank, and every rank behind it
+  // restarts from it at its next reheat: ranks exchange states, not only the final
+  // best. The meetings happen at iteration counts, so with an iteration budget the
+  // result depends on the spec, the seed and the number of ranks only.
+  Order shared(start.size());
+  Order* adopt_buffer = &shared;
   if (size > 1) {
-    for (int r = 0; r < size; ++r) {
-      const auto i = static_cast<std::size_t>(r);
-      if (r != rank) incoming[i] = world.irecv(std::span<std::int64_t>(&note_in[i], 1), r, kTag);
-    }
-    opt.peer_reached_bound = [&] {
-      for (std::size_t i = 0; i < peers; ++i) {
-        if (incoming[i].test() && note_in[i] == at_bound) return true;  // test(): true once arrived
+    opt.sync = [&, adopt_buffer](const SyncState& s, const Order& best) -> SyncReply {
+      const double mine[4] = {s.best_makespan, s.best_tie, s.reached_bound ? 1.0 : 0.0, s.wants_stop ? 1.0 : 0.0};
+      const std::vector<double> all = world.all_gather(std::span<const double>(mine));
+      SyncReply reply;
+      int leader = 0;
+      for (int r = 0; r < size; ++r) {
+        const double* a = &all[4 * static_cast<std::size_t>(r)];
+        if (a[2] != 0) reply.peer_reached_bound = reply.peer_reached_bound || r != rank;
+        if (a[2] != 0 || a[3] != 0) reply.stop = true;
+        const double* l = &all[4 * static_cast<std::size_t>(leader)];
+        if (better_than(a[0], a[1], l[0], l[1])) leader = r;
       }
-      return false;
+      if (reply.stop || !opt.share_best) return reply;
+      // Does anyone stand behind the leader? Then the leader's schedule goes round.
+      const double* l = &all[4 * static_cast<std::size_t>(leader)];
+      bool anyone_behind = false;
+      for (int r = 0; r < size; ++r) {
+        const double* a = &all[4 * static_cast<std::size_t>(r)];
+        anyone_behind = anyone_behind || better_than(l[0], l[1], a[0], a[1]);
+      }
+      if (!anyone_behind) return reply;
+      if (rank == leader) std::copy(best.begin(), best.end(), adopt_buffer->begin());
+      world.broadcast(std::span<std::int32_t>(*adopt_buffer), leader);
+      if (rank != leader && better_than(l[0], l[1], mine[0], mine[1])) reply.adopt = adopt_buffer;
+      return reply;
     };
-    opt.on_reached_bound = [&] { tell_everyone(at_bound); };
   }
   AnnealResult mine = anneal(p, start, bound, opt, rank == 0 ? report : AnnealReport{});
-  if (size > 1) {
-    if (outgoing.empty()) tell_everyone(not_at_bound);
-    comm::wait_all(incoming);
-    comm::wait_all(outgoing);
-  }
 
   // Everyone learns everyone's (makespan, peak) and picks the same winner.
   const double key[3] = {mine.makespan, mine.peak_memory, mine.stats.seconds};
@@ -58,12 +73,13 @@ SearchResult parallel_search(comm::Communicator& world, const Problem& p, const 
     if (better) winner = r;
   }
   for (int r = 0; r < size; ++r) out.seconds = std::max(out.seconds, all[3 * static_cast<std::size_t>(r) + 2]);
-  std::int64_t counts[3] = {static_cast<std::int64_t>(mine.stats.iterations), mine.stats.reached_bound ? 1 : 0,
-                            mine.stats.stopped_by_peer ? 1 : 0};
+  std::int64_t counts[4] = {static_cast<std::int64_t>(mine.stats.iterations), mine.stats.reached_bound ? 1 : 0,
+                            mine.stats.stopped_by_peer ? 1 : 0, static_cast<std::int64_t>(mine.stats.adopted)};
   world.all_reduce_sum(std::span<std::int64_t>(counts));
   out.total_iterations = static_cast<std::uint64_t>(counts[0]);
   out.ranks_at_bound = static_cast<int>(counts[1]);
   out.ranks_stopped = static_cast<int>(counts[2]);
+  out.adopted = static_cast<std::uint64_t>(counts[3]);
   out.any_reached_bound = counts[1] > 0;
 
   out.winner = winner;

@@ -41,6 +41,16 @@ Timeline::Timeline(const Problem& p, const Order& order)
   }
   mark_.assign(n, 0);
   dirty_.assign((n + 63) / 64, 0);
+  for (double e : end_) end_sum_ += e;
+  critical_.assign(n, 0);
+  critical_makespan_ = makespan();
+  for (std::size_t t = 0; t < n; ++t) {
+    critical_[t] = is_critical(t, critical_makespan_) ? 1 : 0;
+    critical_count_ += critical_[t];
+  }
+  for (int d = 0; d < p.devices; ++d) {
+    finish_sum_ += end_[static_cast<std::size_t>(order_[static_cast<std::size_t>((d + 1) * per_device_ - 1)])];
+  }
 }
 
 double Timeline::makespan() const {
@@ -49,6 +59,35 @@ double Timeline::makespan() const {
     m = std::max(m, end_[static_cast<std::size_t>(order_[static_cast<std::size_t>((d + 1) * per_device_ - 1)])]);
   }
   return m;
+}
+
+bool Timeline::is_critical(std::size_t t, double makespan) const {
+  return start_[t] + q_[t] >= makespan - 1e-9 * std::max(1.0, makespan);
+}
+
+// After a kept swap: only subtasks whose start or q moved can change their flag,
+// unless the makespan moved (then every flag is recomputed).
+void Timeline::refresh_critical() {
+  saved_critical_count_ = critical_count_;
+  saved_critical_makespan_ = critical_makespan_;
+  critical_log_.clear();
+  critical_recounted_ = false;
+  const double m = makespan();
+  auto check = [&](std::int32_t t) {
+    const auto ti = static_cast<std::size_t>(t);
+    const std::uint8_t now = is_critical(ti, m) ? 1 : 0;
+    if (now == critical_[ti]) return;
+    critical_log_.push_back(t);
+    critical_count_ += now ? 1 : -1;
+    critical_[ti] = now;
+  };
+  if (m != critical_makespan_) {
+    critical_makespan_ = m;
+    for (std::size_t t = 0; t < critical_.size(); ++t) check(static_cast<std::int32_t>(t));
+    return;
+  }
+  for (const Saved& e : log_) check(e.task);
+  for (const SavedQ& e : q_log_) check(e.task);
 }
 
 double Timeline::device_peak(int d) const {
@@ -196,6 +235,13 @@ SwapResult Timeline::swap(int d, int i, double threshold) {
   }
 
   // (5) The swap itself.
+  critical_log_.clear();
+  saved_critical_count_ = critical_count_;
+  saved_critical_makespan_ = critical_makespan_;
+  saved_end_sum_ = end_sum_;
+  saved_finish_sum_ = finish_sum_;
+  const std::size_t last_slot = base + static_cast<std::size_t>(per_device_ - 1);
+  const double finish_d_before = end_[static_cast<std::size_t>(order_[last_slot])];
   apply_swap(d, i);
   last_d_ = d;
   last_i_ = i;
@@ -223,7 +269,12 @@ SwapResult Timeline::swap(int d, int i, double threshold) {
     if (s == start_[wi]) continue;
     log_.push_back({w, start_[wi], end_[wi]});
     start_[wi] = s;
+    end_sum_ -= end_[wi];
     end_[wi] = s + p_.dur[wi];
+    end_sum_ += end_[wi];
+    // Another device's last subtask moving moves that device's finish; device d's
+    // is taken below (its last subtask may be a different one now).
+    if (pos_[wi] + 1 == per_device_ && p_.device[wi] != d) finish_sum_ += end_[wi] - log_.back().end;
     // q of a and b is still the old one here; their bounds were checked above.
     if (w != a && w != b && s + q_[wi] > threshold) {
       for (std::size_t rest = word; rest < words; ++rest) dirty_[rest] = 0;
@@ -239,7 +290,9 @@ SwapResult Timeline::swap(int d, int i, double threshold) {
     restore();
     return SwapResult::too_slow;
   }
+  finish_sum_ += end_[static_cast<std::size_t>(order_[last_slot])] - finish_d_before;
   update_q(a, b, qa, qb);
+  refresh_critical();
   return SwapResult::done;
 }
 
@@ -290,6 +343,12 @@ void Timeline::restore() {
     at_ord_[static_cast<std::size_t>(it->ord)] = it->task;
   }
   ord_log_.clear();
+  end_sum_ = saved_end_sum_;
+  finish_sum_ = saved_finish_sum_;
+  for (std::int32_t t : critical_log_) critical_[static_cast<std::size_t>(t)] ^= 1;
+  critical_log_.clear();
+  critical_count_ = saved_critical_count_;
+  critical_makespan_ = saved_critical_makespan_;
   const std::size_t k = static_cast<std::size_t>(last_d_) * static_cast<std::size_t>(per_device_) +
                         static_cast<std::size_t>(last_i_);
   apply_swap(last_d_, last_i_);

@@ -50,6 +50,15 @@ class Timeline {
   void undo();
 
   double makespan() const;
+  // Tie-breaks under equal makespans, kept up to date by every swap at no extra
+  // pass (from the subtasks whose times it already recomputes): the sum of every
+  // subtask's end ("flow") and the sum of every device's finishing time.
+  double end_sum() const { return end_sum_; }
+  double finish_sum() const { return finish_sum_; }
+  // Subtasks on a longest path (start + q = makespan): a schedule of equal
+  // makespan with fewer of them is closer to a shorter one. Kept from the
+  // subtasks a swap retimes; a recount only when the makespan itself moves.
+  int critical_count() const { return critical_count_; }
   const Order& order() const { return order_; }
   const std::vector<double>& start() const { return start_; }
   const std::vector<double>& end() const { return end_; }
@@ -105,6 +114,15 @@ class Timeline {
   std::vector<SavedQ> q_log_;
   int last_d_ = -1, last_i_ = -1;
   double last_level_ = 0;
+  void refresh_critical();
+  bool is_critical(std::size_t t, double makespan) const;
+  double end_sum_ = 0, finish_sum_ = 0;
+  std::vector<std::uint8_t> critical_;
+  int critical_count_ = 0, saved_critical_count_ = 0;
+  double critical_makespan_ = 0, saved_critical_makespan_ = 0;
+  std::vector<std::int32_t> critical_log_;  // subtasks whose flag the last swap flipped
+  bool critical_recounted_ = false;
+  double saved_end_sum_ = 0, saved_finish_sum_ = 0;
 };
 
 }  // namespace braid::sched

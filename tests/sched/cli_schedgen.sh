@@ -55,9 +55,25 @@ set -e
 [[ $code == 2 ]] || fail "--verify of a broken schedule: exit $code, expected 2"
 grep -q deadlock "$S/broken.err" && grep -q "step" "$S/broken.err" || fail "deadlock not reported with a grid"
 
-# 6. MPI: rank 0 of two ranks does exactly what one rank does; the best of two is never worse.
+# 6. Reproducible: with an iteration budget alone, the same spec, seed and rank count
+# give the same file bit for bit, but for the wall-clock figures of the search.
+INT="$BRAID_SOURCE/examples/schedgen/table3int_65B_33B_pp16_8_gbs16.json"
+repro=(--iterations 300000 --mem-iterations 50000 --sync-every 20000 -q)
+no_clock() { jq -S 'del(.search.seconds, .search.seconds_to_best, .search.seconds_to_bound, .search.mem_seconds)' "$1"; }
+"$GEN" "$INT" -o "$S/r1.json" "${repro[@]}" --seed 3
+"$GEN" "$INT" -o "$S/r2.json" "${repro[@]}" --seed 3
+[[ $(jq .search.time_limit "$S/r1.json") == 0 ]] || fail "--iterations alone still set a time limit"
+cmp <(no_clock "$S/r1.json") <(no_clock "$S/r2.json") > /dev/null || fail "two runs with --iterations differ"
+"$GEN" "$INT" -o "$S/r3.json" "${repro[@]}" --seed 4
+cmp <(no_clock "$S/r1.json") <(no_clock "$S/r3.json") > /dev/null && fail "seeds 3 and 4 gave the same file"
+
+# 7. MPI: rank 0 of two ranks does exactly what one rank does; the best of two is never worse.
 if command -v mpirun > /dev/null; then
-  budget=(--iterations 30000 --time-limit 0 --mem-iterations 20000 --seed 7 -q)
+  # Two ranks that share schedules: still a function of spec, seed and rank count.
+  mpirun -np 2 --oversubscribe "$GEN" "$INT" -o "$S/m1.json" "${repro[@]}" --seed 3
+  mpirun -np 2 --oversubscribe "$GEN" "$INT" -o "$S/m2.json" "${repro[@]}" --seed 3
+  cmp <(no_clock "$S/m1.json") <(no_clock "$S/m2.json") > /dev/null || fail "two runs under mpirun -np 2 differ"
+  budget=(--iterations 30000 --time-limit 0 --mem-iterations 20000 --seed 7 --no-share -q)
   mpirun -np 1 "$GEN" "$FIX/uneven.json" -o "$S/np1.json" "${budget[@]}"
   mpirun -np 2 --oversubscribe "$GEN" "$FIX/uneven.json" -o "$S/np2.json" "${budget[@]}"
   [[ $(jq .search.ranks "$S/np2.json") == 2 ]] || fail "two ranks did not both search"
@@ -68,7 +84,7 @@ if command -v mpirun > /dev/null; then
   # The first rank at the bound stops the others: with a generous time limit no rank
   # anneals on (it would run for minutes and the counts would not add up).
   mpirun -np 3 --oversubscribe "$GEN" "$BRAID_SOURCE/examples/schedgen/table3_33B_13B_pp8_4_gbs8.json" \
-    -o "$S/np3.json" --time-limit 300 --mem-iterations 100000 -q
+    -o "$S/np3.json" --time-limit 300 --mem-iterations 100000 --start greedy -q
   jq -e '.search | .ranks_at_bound >= 1 and .ranks_at_bound + .ranks_stopped_by_peer == 3' "$S/np3.json" > /dev/null \
     || fail "ranks did not stop at the bound: $(jq -c .search "$S/np3.json")"
 else

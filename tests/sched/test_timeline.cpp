@@ -21,6 +21,19 @@ void expect_matches_scratch(const Problem& p, const Timeline& tl) {
     BOOST_REQUIRE_CLOSE_FRACTION(tl.end()[i], t.end[i], 1e-12);
   }
   BOOST_REQUIRE_CLOSE_FRACTION(tl.makespan(), t.makespan, 1e-12);
+  // The tie-breaks of the latency search, kept incrementally, against a recount.
+  double end_sum = 0, finish_sum = 0;
+  for (double e : t.end) end_sum += e;
+  for (int d = 0; d < p.devices; ++d) {
+    finish_sum += t.end[static_cast<std::size_t>(tl.order()[static_cast<std::size_t>((d + 1) * p.per_device - 1)])];
+  }
+  BOOST_REQUIRE_CLOSE_FRACTION(tl.end_sum(), end_sum, 1e-9);
+  BOOST_REQUIRE_CLOSE_FRACTION(tl.finish_sum(), finish_sum, 1e-9);
+  // Critical subtasks: those whose start + longest path to the end is the makespan,
+  // recounted from a fresh timeline of the same order.
+  const Timeline fresh(p, tl.order());
+  BOOST_REQUIRE_EQUAL(tl.critical_count(), fresh.critical_count());
+  BOOST_REQUIRE_GE(tl.critical_count(), 1);
 }
 
 void random_walk(const SchedSpec& spec, std::uint64_t seed, int moves) {

@@ -24,16 +24,28 @@ int main(int argc, char** argv) {
   app.add_option("--verify", opt.verify,
                  "Instead: dry-run the instruction streams of this braid.schedule file and check its makespan");
   app.add_option("--start", opt.start,
-                 "Anneal from the greedy fusion (the paper's choice) or from 1F1B model after model (sometimes "
-                 "lower memory, sometimes slower to the bound; docs/schedgen.md)")
+                 "Anneal from the greedy fusion (the paper's choice), from 1F1B model after model (lower memory, "
+                 "slower to the bound), or both: greedy, then 1F1B with the budget left once at the bound, the lower "
+                 "peak winning (docs/schedgen.md)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"greedy", "1f1b"}));
+      ->check(CLI::IsMember({"both", "greedy", "1f1b"}));
   app.add_option("--seed", opt.anneal.seed, "Random seed (rank r uses stream r)")->capture_default_str();
-  app.add_option("--iterations", opt.anneal.iterations, "Neighbours per rank (0: no cap)")->capture_default_str();
+  app.add_option("--iterations", opt.anneal.iterations,
+                 "Neighbours per rank (0: no cap); alone (no --time-limit) the result depends on spec, seed and rank "
+                 "count only")
+      ->capture_default_str();
   app.add_option("--time-limit", opt.anneal.time_limit, "Seconds of latency search per rank (0: none); the memory pass gets up to half as much again")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--t0", opt.anneal.t0, "Initial temperature (0: a tenth of the mean subtask duration)")->capture_default_str();
+  app.add_option("--t0-factor", opt.anneal.t0_factor, "Without --t0: the initial temperature in mean subtask durations")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--t0-cycle", opt.anneal.t0_cycle,
+                 "Factors of t0 the rounds start at, in turn (rank r starts at the r-th)")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   app.add_option("--alpha", opt.anneal.alpha, "Geometric cooling factor per iteration")
       ->capture_default_str()
       ->check(CLI::Range(0.5, 1.0));
@@ -42,6 +54,27 @@ int main(int argc, char** argv) {
                  "Memory in the latency search's energy: makespan + w x (mean subtask / mean act_mem) x peak")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  std::string tie_break = braid::sched::tie_break_name(opt.anneal.tie_break);
+  app.add_option("--tie-break", tie_break,
+                 "What orders schedules of equal makespan: the number of subtasks on a longest path, the sum of "
+                 "device finishing times, of subtask ends, or nothing (flat plateaus)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"critical", "finish", "flow", "none"}));
+  app.add_option("--tie-weight", opt.anneal.tie_weight, "Scale of the tie-break against the temperature")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("!--no-restart", opt.anneal.restart_from_best,
+               "At a reheat, anneal on from where the walk stands instead of going back to the best schedule");
+  app.add_option("--sync-every", opt.anneal.sync_every,
+                 "MPI: ranks meet every N valid neighbours to stop together and share the best schedule")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_flag("!--no-share", opt.anneal.share_best,
+               "MPI: ranks do not restart from a better rank's schedule (they still stop together)");
+  app.add_option("--mem-t0-factor", opt.anneal.mem_t0_factor,
+                 "The memory pass's initial temperature, in mean activation memories of a subtask")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--mem-iterations", opt.anneal.mem_iterations,
                  "Neighbours of the memory pass (it also stops at half the time limit, or at serial 1F1B's peak)")
       ->capture_default_str();
@@ -52,6 +85,10 @@ int main(int argc, char** argv) {
       return braid::sched::verify_schedule_file(opt, world->rank());
     }
     if (opt.spec.empty()) throw braid::UsageError("a schedspec file is required (or --verify FILE)");
+    opt.anneal.tie_break = braid::sched::parse_tie_break(tie_break);
+    // An iteration budget alone makes the result a function of spec, seed and rank
+    // count; the default time limit applies only when no budget is given.
+    if (opt.anneal.iterations > 0 && app.count("--time-limit") == 0) opt.anneal.time_limit = 0;
     if (opt.anneal.iterations == 0 && opt.anneal.time_limit == 0) {
       throw braid::UsageError("--iterations 0 with --time-limit 0 would never stop; set one of them");
     }

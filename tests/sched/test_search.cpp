@@ -1,0 +1,77 @@
+// The latency search on small integer-cost problems (the flat landscapes of the
+// paper's own encoding): it reaches the bound within a fixed iteration budget, and
+// with an iteration budget alone its result is a function of the options.
+#include <boost/test/unit_test.hpp>
+
+#include "helpers.hpp"
+#include "sched/anneal.hpp"
+#include "sched/baselines.hpp"
+#include "sched/bound.hpp"
+
+using namespace braid::sched;
+
+namespace {
+
+AnnealOptions budget(std::uint64_t seed, std::uint64_t iterations) {
+  AnnealOptions o;
+  o.seed = seed;
+  o.iterations = iterations;
+  o.time_limit = 0;
+  o.mem_iterations = 20000;
+  return o;
+}
+
+// An 8-stage actor beside two mirrored 4-stage critics, integer costs as the
+// paper's code writes them (forward 5 and 4, backward twice that).
+SchedSpec integer_fusion(int micro_batches) {
+  return testing::two_models(8, micro_batches, 2, 5.0, 4.0, 1.95, 2.0);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(reaches_the_bound_on_an_integer_landscape) {
+  const Problem p = build_problem(integer_fusion(8));
+  const double bound = lower_bound(p).value;
+  const Order start = *greedy(p);
+  BOOST_REQUIRE_GT(evaluate(p, start).makespan, bound);  // the search has work to do
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    const AnnealResult r = anneal(p, start, bound, budget(seed, 2'000'000));
+    BOOST_CHECK_MESSAGE(r.stats.reached_bound, "seed " << seed << ": " << r.makespan << " vs bound " << bound);
+    BOOST_CHECK(same_time(r.makespan, bound));
+    BOOST_CHECK_GT(r.stats.plateau, 0U);  // equal-makespan moves exist and were met
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_tie_break_keeps_the_search_correct) {
+  const Problem p = build_problem(integer_fusion(8));
+  const double bound = lower_bound(p).value;
+  for (TieBreak t : {TieBreak::none, TieBreak::finish, TieBreak::flow, TieBreak::critical}) {
+    AnnealOptions o = budget(5, 300'000);
+    o.tie_break = t;
+    const AnnealResult r = anneal(p, *greedy(p), bound, o);
+    const Timing check = evaluate(p, r.order);
+    BOOST_REQUIRE(check.valid);
+    BOOST_CHECK(same_time(check.makespan, r.makespan));
+    BOOST_CHECK_GE(r.makespan, bound - 1e-9);
+    BOOST_CHECK_LE(r.makespan, evaluate(p, *greedy(p)).makespan + 1e-9);
+  }
+  BOOST_CHECK(parse_tie_break("critical") == TieBreak::critical);
+  BOOST_CHECK_THROW(parse_tie_break("slack"), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(an_iteration_budget_gives_the_same_schedule_every_time) {
+  const Problem p = build_problem(integer_fusion(16));
+  const double bound = lower_bound(p).value;
+  // A budget too small to reach the bound, so the whole budget is spent.
+  AnnealOptions o = budget(3, 200'000);
+  const AnnealResult a = anneal(p, *greedy(p), bound, o);
+  const AnnealResult b = anneal(p, *greedy(p), bound, o);
+  BOOST_CHECK(a.order == b.order);
+  BOOST_CHECK_EQUAL(a.stats.iterations, b.stats.iterations);
+  BOOST_CHECK_EQUAL(a.stats.accepted, b.stats.accepted);
+  BOOST_CHECK_EQUAL(a.makespan, b.makespan);
+  BOOST_CHECK_EQUAL(a.peak_memory, b.peak_memory);
+  o.seed = 4;
+  const AnnealResult c = anneal(p, *greedy(p), bound, o);
+  BOOST_CHECK(c.order != a.order);  // another seed walks elsewhere
+}
