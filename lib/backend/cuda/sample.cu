@@ -90,14 +90,15 @@ __global__ void sample_kernel(const float* logits, int vocab, SampleParams spec,
   Row r;
   r.z = logits + row * vocab;
   r.vocab = vocab;
-  // Argmax, ties to the lowest id: the largest (key, −id).
-  long long best_code = LLONG_MIN;
+  // Argmax, ties to the lowest id: the largest (key, −id) as one unsigned 64-bit code.
+  unsigned long long best_code = 0;
   for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
-    const long long code = (static_cast<long long>(key_of(r.z[j])) << 32) | static_cast<unsigned>(INT_MAX - j);
+    const unsigned long long code = (static_cast<unsigned long long>(key_of(r.z[j])) << 32) |
+                                    static_cast<unsigned>(INT_MAX - j);
     best_code = max(best_code, code);
   }
-  best_code = block_max(best_code, LLONG_MIN);
-  const int best = INT_MAX - static_cast<int>(best_code & 0xffffffffLL);
+  best_code = block_max(best_code, 0ull);
+  const int best = INT_MAX - static_cast<int>(best_code & 0xffffffffull);
   r.max_logit = r.z[best];
   double sum = 0;
   for (int j = threadIdx.x; j < vocab; j += blockDim.x) sum += exp(double(r.z[j]) - r.max_logit);
@@ -135,7 +136,16 @@ __global__ void sample_kernel(const float* logits, int vocab, SampleParams spec,
   const double target = u * total;
   const unsigned kd = bisect(r, target, true, false);
   const double above = kd == UINT_MAX ? 0.0 : mass_from(r, kd + 1, false);
-  const int pick = first_crossing(r, false, kd, above, target, true, false);
+  int pick = first_crossing(r, false, kd, above, target, true, false);
+  if (pick < 0) {
+    // The draw passed the whole mass (rounding): the last candidate in the order, as on the
+    // CPU: the smallest key, and the largest id among those, as the largest (~key, id).
+    unsigned long long last = 0;
+    for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
+      if (r.in(j)) last = max(last, (static_cast<unsigned long long>(~key_of(r.z[j])) << 32) | unsigned(j));
+    }
+    pick = static_cast<int>(block_max(last, 0ull) & 0xffffffffull);
+  }
   emit(pick, log(r.weight(pick) / total));
 }
 
