@@ -3,7 +3,10 @@
 # braid's Debian libraries: unpacks the .deb files prepared by scripts/gpu-debs.sh into a
 # private prefix (no install, nothing outside it touched), configures braid against that
 # prefix alone (CUDA on, sm_90 SASS + PTX), builds what the GPU tests need, runs them, and
-# writes every log to OUTDIR (docs/gpu.md says what each one measures).
+# writes every log to OUTDIR (docs/gpu.md says what each one measures): run.log (this
+# script's own output: the machine, the libraries CMake found, a summary), configure.log,
+# build.log, ctest.log and one log per GPU test at message level, seven files in all (the
+# device tool brings back at most eight).
 #
 #   bench/gpu/run.sh OUTDIR
 #
@@ -32,8 +35,7 @@ step "machine"
   c++ --version | head -1
   ldd --version | head -1
   nproc
-} > "$out/machine.txt" 2>&1
-cat "$out/machine.txt"
+} 2>&1
 
 step "unpacking $(ls "$debs"/*.deb 2> /dev/null | wc -l) packages from $debs into $prefix"
 ls "$debs"/*.deb > /dev/null 2>&1 || { echo "no .deb files in $debs: run scripts/gpu-debs.sh first (on Debian 12)"; exit 2; }
@@ -73,7 +75,7 @@ rc=$?
 tail -5 "$out/configure.log"
 [[ $rc -eq 0 ]] || { echo "configure failed (exit $rc): $out/configure.log"; exit 1; }
 grep -E '^(BLAS_openblas_LIBRARY|HDF5_C_LIBRARY_hdf5|MPI_mpi_LIBRARY|Boost_DIR|fmt_DIR|CLI11_DIR|ICU_UC_LIBRARY_RELEASE|CMAKE_CUDA_COMPILER):' \
-  "$build/CMakeCache.txt" | tee "$out/found.txt"
+  "$build/CMakeCache.txt"
 
 step "build ($targets, -j$jobs)"
 if [[ $targets == all ]]; then
@@ -95,7 +97,7 @@ for t in cuda-f32 cuda-bf16; do
   echo "test_model_parity $t: exit $?"
 done
 ctest --test-dir "$build" -R '^(backend_ops_|backend_registry|model_parity_)' --output-on-failure \
-  --output-junit "$out/ctest.xml" > "$out/ctest.log" 2>&1
+  > "$out/ctest.log" 2>&1
 rc=$?
 tail -15 "$out/ctest.log"
 step "done: logs in $out"
