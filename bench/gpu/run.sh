@@ -5,8 +5,8 @@
 # prefix alone (CUDA on, sm_90 SASS + PTX), builds what the GPU tests need, runs them, and
 # writes every log to OUTDIR (docs/gpu.md says what each one measures): run.log (this
 # script's own output: the machine, the libraries CMake found, a summary), configure.log,
-# build.log, ctest.log and one log per GPU test at message level, seven files in all (the
-# device tool brings back at most eight).
+# build.log, ctest.log, one log per GPU test at message level and bench_gpu.log (the
+# timings), eight files in all (the most the device tool brings back).
 #
 #   bench/gpu/run.sh OUTDIR
 #
@@ -23,7 +23,7 @@ debs=${BRAID_GPU_DEBS:-$root/.gpu-debs}
 prefix=${BRAID_GPU_PREFIX:-/tmp/braid-gpu-deps}
 build=${BRAID_GPU_BUILD:-/tmp/braid-gpu-build}
 jobs=${JOBS:-16}
-targets=${BRAID_GPU_TARGETS:-test_backend_ops test_backend_registry test_model_parity}
+targets=${BRAID_GPU_TARGETS:-test_backend_ops test_backend_registry test_model_parity bench_gpu}
 exec > >(tee "$out/run.log") 2>&1
 step() { echo; echo "== $(date -u +%H:%M:%S) $*"; }
 
@@ -100,5 +100,10 @@ ctest --test-dir "$build" -R '^(backend_ops_|backend_registry|model_parity_)' --
   > "$out/ctest.log" 2>&1
 rc=$?
 tail -15 "$out/ctest.log"
+
+step "bench_gpu (timings; docs/gpu.md)"
+"$build/bench/bench_gpu" --device cuda > "$out/bench_gpu.log" 2>&1
+echo "bench_gpu: exit $?"
+cat "$out/bench_gpu.log"
 step "done: logs in $out"
 exit $(( rc == 0 ? 0 : 1 ))
