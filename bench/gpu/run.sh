@@ -100,6 +100,12 @@ ctest --test-dir "$build" -R '^(backend_ops_|backend_registry|model_parity_)' --
   > "$out/ctest.log" 2>&1
 rc=$?
 tail -15 "$out/ctest.log"
+# The tests skip (exit 77) whenever make_backend throws: on a GPU machine a skip is a failure.
+if nvidia-smi -L > /dev/null 2>&1 && grep -qE '(backend_ops_cuda|model_parity_cuda).*Skipped' "$out/ctest.log"; then
+  echo "FAIL: a GPU is present but CUDA tests were skipped (see the 'skipped:' reason in the test logs)"
+  grep -h '^skipped:' "$out"/*_cuda_*.log
+  rc=1
+fi
 
 step "bench_gpu (timings; docs/gpu.md)"
 "$build/bench/bench_gpu" --device cuda > "$out/bench_gpu.log" 2>&1

@@ -234,7 +234,14 @@ class CudaBackend final : public Backend {
   void* allocate(std::size_t bytes) override {
     const std::size_t rounded = std::max<std::size_t>(256, (bytes + 255) / 256 * 256);
     void* p = nullptr;
-    const cudaError_t err = cudaMallocFromPoolAsync(&p, rounded, pool_, current_);
+    cudaError_t err = cudaMallocFromPoolAsync(&p, rounded, pool_, current_);
+    if (err == cudaErrorMemoryAllocation) {
+      // Memory given back on other streams returns to the pool once their work is done:
+      // wait for it, and try once more.
+      cudaGetLastError();
+      cudaDeviceSynchronize();
+      err = cudaMallocFromPoolAsync(&p, rounded, pool_, current_);
+    }
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       std::size_t free = 0, total = 0;
