@@ -5,8 +5,9 @@
 # prefix alone (CUDA on, sm_90 SASS + PTX), builds what the GPU tests need, runs them, and
 # writes every log to OUTDIR (docs/gpu.md says what each one measures): run.log (this
 # script's own output: the machine, the libraries CMake found, a summary), configure.log,
-# build.log, ctest.log, one log per GPU test at message level and bench_gpu.log (the
-# timings), eight files in all (the most the device tool brings back).
+# build.log, ctest.log, one log per GPU test at message level and bench_gpu.log (braid's
+# timings, then PyTorch's on the same shapes: bench/gpu/torch_gpu.py), eight files in all
+# (the most the device tool brings back).
 #
 #   bench/gpu/run.sh OUTDIR
 #
@@ -110,6 +111,9 @@ fi
 step "bench_gpu (timings; docs/gpu.md)"
 "$build/bench/bench_gpu" --device cuda > "$out/bench_gpu.log" 2>&1
 echo "bench_gpu: exit $?"
+# The same shapes in plain PyTorch on the same GPU, appended to the same log.
+python3 "$root/bench/gpu/torch_gpu.py" >> "$out/bench_gpu.log" 2>&1
+echo "torch_gpu.py: exit $?"
 cat "$out/bench_gpu.log"
 step "done: logs in $out"
 exit $(( rc == 0 ? 0 : 1 ))
