@@ -190,14 +190,19 @@ class CudaBackend final : public Backend {
     current_ = default_;
     check(cudaEventCreateWithFlags(&order_, cudaEventDisableTiming), "create event");
     // A pool of our own that keeps what is given back (release threshold: never), so that
-    // after the first step every allocation is served from the cache.
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    check(cudaMemPoolCreate(&pool_, &props), "create memory pool");
-    std::uint64_t keep = UINT64_MAX;
-    check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep), "configure memory pool");
+    // after the first step every allocation is served from the cache. Where the driver has
+    // no stream-ordered pools (some virtualised GPUs), a cache of cudaMalloc blocks instead.
+    int pools = 0;
+    cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
+    if (pools) {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = device;
+      check(cudaMemPoolCreate(&pool_, &props), "create memory pool");
+      std::uint64_t keep = UINT64_MAX;
+      check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep), "configure memory pool");
+    }
     cuda::check_cublas(cublasCreate(&cublas_), "create cuBLAS handle");
     // Plain f32 products (no TF32): results equal the CPU's to f32 rounding.
     cuda::check_cublas(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "configure cuBLAS");
@@ -206,18 +211,21 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     cudaDeviceSynchronize();
     for (auto& [s, c] : segment_cache_) {
-      if (c.device) cudaFreeAsync(c.device, default_);
+      if (c.device) raw_free(c.device, default_);
     }
     for (auto& [s, sc] : scratch_) {
-      if (sc.p) cudaFreeAsync(sc.p, default_);
+      if (sc.p) raw_free(sc.p, default_);
     }
     cudaStreamSynchronize(default_);
+    for (auto& [bytes, blocks] : cached_) {
+      for (void* b : blocks) cudaFree(b);
+    }
     for (cudaStream_t s : streams_) cudaStreamDestroy(s);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     cublasDestroy(cublas_);
     cudaEventDestroy(order_);
     cudaStreamDestroy(default_);
-    cudaMemPoolDestroy(pool_);
+    if (pool_) cudaMemPoolDestroy(pool_);
   }
 
   std::string name() const override { return fmt::format("cuda:{}", device_); }
@@ -232,15 +240,16 @@ class CudaBackend final : public Backend {
   bool host_accessible() const override { return false; }
 
   void* allocate(std::size_t bytes) override {
-    const std::size_t rounded = std::max<std::size_t>(256, (bytes + 255) / 256 * 256);
+    std::size_t rounded = std::max<std::size_t>(256, (bytes + 255) / 256 * 256);
     void* p = nullptr;
-    cudaError_t err = cudaMallocFromPoolAsync(&p, rounded, pool_, current_);
+    cudaError_t err = raw_alloc(&p, rounded, current_);
     if (err == cudaErrorMemoryAllocation) {
-      // Memory given back on other streams returns to the pool once their work is done:
-      // wait for it, and try once more.
+      // Memory given back on other streams returns to the pool once their work is done
+      // (and cached blocks go back to the driver): wait for it, and try once more.
       cudaGetLastError();
       cudaDeviceSynchronize();
-      err = cudaMallocFromPoolAsync(&p, rounded, pool_, current_);
+      release_cached();
+      err = raw_alloc(&p, rounded, current_);
     }
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();
@@ -275,7 +284,7 @@ class CudaBackend final : public Backend {
     if (current_ != default_ && cudaEventRecord(order_, default_) == cudaSuccess) {
       cudaStreamWaitEvent(current_, order_, 0);
     }
-    cudaFreeAsync(p, current_);
+    raw_free(p, current_);
   }
 
   void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
@@ -312,11 +321,11 @@ class CudaBackend final : public Backend {
     streams_.erase(cs);
     check(cudaStreamSynchronize(cs), "destroy stream");
     if (auto it = segment_cache_.find(cs); it != segment_cache_.end()) {
-      if (it->second.device) cudaFreeAsync(it->second.device, cs);
+      if (it->second.device) raw_free(it->second.device, cs);
       segment_cache_.erase(it);
     }
     if (auto it = scratch_.find(cs); it != scratch_.end()) {
-      if (it->second.p) cudaFreeAsync(it->second.p, cs);
+      if (it->second.p) raw_free(it->second.p, cs);
       scratch_.erase(it);
       check(cudaStreamSynchronize(cs), "destroy stream");
     }
@@ -364,11 +373,11 @@ class CudaBackend final : public Backend {
   void* scratch(std::size_t bytes) {
     Scratch& sc = scratch_[current_];
     if (sc.bytes < bytes) {
-      if (sc.p) check(cudaFreeAsync(sc.p, current_), "scratch");
-      const std::size_t grown = std::max(bytes, sc.bytes * 3 / 2);
+      if (sc.p) raw_free(sc.p, current_);
+      std::size_t grown = std::max(bytes, sc.bytes * 3 / 2);
       sc.p = nullptr;
       sc.bytes = 0;
-      const cudaError_t err = cudaMallocFromPoolAsync(&sc.p, grown, pool_, current_);
+      const cudaError_t err = raw_alloc(&sc.p, grown, current_);
       if (err == cudaErrorMemoryAllocation) {
         cudaGetLastError();
         throw InputError(fmt::format("--device {}", name()), "device memory",
@@ -415,9 +424,14 @@ class CudaBackend final : public Backend {
       m.live = live_;
       m.peak = peak_;
     }
-    std::uint64_t reserved = 0;
-    cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved);
-    m.reserved = std::size_t(reserved);
+    if (pool_) {
+      std::uint64_t reserved = 0;
+      cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved);
+      m.reserved = std::size_t(reserved);
+    } else {
+      std::lock_guard lock(mu_);
+      m.reserved = cached_bytes_ + live_;
+    }
     cudaMemGetInfo(&m.free, &m.total);
     return m;
   }
@@ -436,6 +450,58 @@ class CudaBackend final : public Backend {
     cuda::DeviceSegment* device = nullptr;
     std::size_t capacity = 0;
   };
+
+  // Device memory from the pool, or from the cache of cudaMalloc blocks (sizes rounded to
+  // 512 bytes below 1 MiB, to 2 MiB above, so that blocks fit the next request of a size).
+  cudaError_t raw_alloc(void** p, std::size_t& bytes, cudaStream_t s) {
+    if (pool_) return cudaMallocFromPoolAsync(p, bytes, pool_, s);
+    const std::size_t unit = bytes < (std::size_t{1} << 20) ? 512 : (std::size_t{1} << 21);
+    bytes = (bytes + unit - 1) / unit * unit;
+    {
+      std::lock_guard lock(mu_);
+      auto it = cached_.find(bytes);
+      if (it != cached_.end() && !it->second.empty()) {
+        *p = it->second.back();
+        it->second.pop_back();
+        cached_bytes_ -= bytes;
+        return cudaSuccess;
+      }
+    }
+    const cudaError_t err = cudaMalloc(p, bytes);
+    if (err == cudaSuccess) {
+      std::lock_guard lock(mu_);
+      raw_sizes_[*p] = bytes;
+    }
+    return err;
+  }
+  // Back to the pool in stream order, or into the cache once the stream is done with it.
+  void raw_free(void* p, cudaStream_t s) noexcept {
+    if (pool_) {
+      cudaFreeAsync(p, s);
+      return;
+    }
+    cudaStreamSynchronize(s);
+    std::size_t bytes = 0;
+    {
+      std::lock_guard lock(mu_);
+      auto it = raw_sizes_.find(p);
+      if (it == raw_sizes_.end()) return;
+      bytes = it->second;
+      cached_[bytes].push_back(p);
+      cached_bytes_ += bytes;
+    }
+  }
+  void release_cached() noexcept {
+    std::lock_guard lock(mu_);
+    for (auto& [bytes, blocks] : cached_) {
+      for (void* b : blocks) {
+        cudaFree(b);
+        raw_sizes_.erase(b);
+      }
+    }
+    cached_.clear();
+    cached_bytes_ = 0;
+  }
 
   cudaStream_t live(Stream s) const {
     auto cs = static_cast<cudaStream_t>(s.handle);
@@ -462,7 +528,10 @@ class CudaBackend final : public Backend {
   cudaEvent_t order_ = nullptr;  // internal: orders one stream after another
   std::set<cudaStream_t> streams_;
   std::set<cudaEvent_t> events_;
-  cudaMemPool_t pool_ = nullptr;
+  cudaMemPool_t pool_ = nullptr;  // null: no pools on this device; cached_ instead
+  std::map<std::size_t, std::vector<void*>> cached_;       // free cudaMalloc blocks by size
+  std::unordered_map<void*, std::size_t> raw_sizes_;      // every cudaMalloc block's size
+  std::size_t cached_bytes_ = 0;
   cublasHandle_t cublas_ = nullptr;
   mutable std::mutex mu_;
   std::unordered_map<void*, std::size_t> sizes_;
