@@ -48,6 +48,8 @@ export LD_LIBRARY_PATH="$L:$L/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PA
 # pkg-config (pkgconf from the prefix) sees the prefix's .pc files only, their paths moved under it.
 export PKG_CONFIG_LIBDIR="$L/pkgconfig:$P/share/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$prefix"
 command -v nvcc > /dev/null || export PATH="/usr/local/cuda/bin:$PATH"
+gen=()
+command -v ninja > /dev/null && gen=(-G Ninja)  # the device image has ninja; make may be absent
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache
                                           -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
@@ -60,7 +62,7 @@ step "configure ($build)"
 # tests do not load them.
 link="-Wl,--unresolved-symbols=ignore-in-shared-libs -Wl,-rpath-link,$L:$L/openblas-pthread:$L/openmpi/lib:$L/hdf5/serial"
 rm -rf "$build"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBRAID_CUDA=ON \
+cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBRAID_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="90-real;90-virtual" "${launcher[@]}" \
   -DCMAKE_IGNORE_PREFIX_PATH="/usr;/usr/local" \
   -DCMAKE_PREFIX_PATH="$P" -DCMAKE_LIBRARY_PATH="$L/openblas-pthread" \
@@ -80,7 +82,7 @@ grep -E '^(BLAS_openblas_LIBRARY|HDF5_C_LIBRARY_hdf5|MPI_mpi_LIBRARY|Boost_DIR|f
 
 step "build ($targets, -j$jobs)"
 if [[ $targets == all ]]; then
-  cmake --build "$build" -j "$jobs" -- -k > "$out/build.log" 2>&1
+  cmake --build "$build" -j "$jobs" > "$out/build.log" 2>&1
 else
   # shellcheck disable=SC2086
   cmake --build "$build" -j "$jobs" --target $targets > "$out/build.log" 2>&1
