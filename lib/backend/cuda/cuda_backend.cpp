@@ -9,8 +9,9 @@
 //   * deallocate() gives memory back on the current stream after it has waited for every
 //     stream of the backend, so memory freed while another stream still reads it is not
 //     handed out again too early.
-// Scratch memory (partial sums, bf16 copies of A, segment tables) is kept per stream and
-// only grows; results that go to the host (sums, losses) synchronise the current stream.
+// Scratch memory (partial sums, bf16 copies of A, attention's Σ dO·O) is kept per stream
+// and only grows; attention's segment table is copied once per batch (per stream). Results
+// that go to the host (sums, losses) synchronise the current stream.
 #include "backend/cuda/cuda_backend.hpp"
 
 #include "backend/cuda/adamw.cuh"
