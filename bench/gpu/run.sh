@@ -77,7 +77,7 @@ cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBRAID_CUDA
 rc=$?
 tail -5 "$out/configure.log"
 [[ $rc -eq 0 ]] || { echo "configure failed (exit $rc): $out/configure.log"; exit 1; }
-grep -E '^(BLAS_openblas_LIBRARY|HDF5_C_LIBRARY_hdf5|MPI_mpi_LIBRARY|Boost_DIR|fmt_DIR|CLI11_DIR|ICU_UC_LIBRARY_RELEASE|CMAKE_CUDA_COMPILER):' \
+grep -E '^(BLAS_openblas_LIBRARY|HDF5_hdf5_LIBRARY_RELEASE|MPI_mpi_LIBRARY|Boost_DIR|fmt_DIR|CLI11_DIR|ICU_UC_LIBRARY_RELEASE|CMAKE_CUDA_COMPILER):' \
   "$build/CMakeCache.txt"
 
 step "build ($targets, -j$jobs)"
