@@ -10,8 +10,10 @@ if(_braid_cuda STREQUAL "ON" OR _braid_cuda STREQUAL "AUTO")
   endif()
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # Hopper (H100, H200): sm_90 machine code, plus compute_90 PTX that the driver can
+    # compile for a later GPU. Set CMAKE_CUDA_ARCHITECTURES to build for others.
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 90)
+      set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
     endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)

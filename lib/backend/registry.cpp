@@ -7,6 +7,7 @@
 #include <charconv>
 
 #ifdef BRAID_HAVE_CUDA
+#include "backend/cuda/cuda_backend.hpp"
 #include "kernels/device.cuh"
 #endif
 
@@ -73,10 +74,10 @@ std::unique_ptr<Backend> make_backend(const BackendSpec& spec) {
     throw UsageError(fmt::format("--device {}: this process sees {} CUDA device(s) (0 to {})", name,
                                  q.devices.size(), q.devices.size() - 1));
   }
+  return make_cuda_backend(spec.device);
+#else
+  throw UsageError(fmt::format("--device {}: braid was built without CUDA", name));  // not reached
 #endif
-  throw UsageError(fmt::format("--device {}: a GPU is present, but this build of braid has no CUDA backend yet "
-                               "(only the CPU backend; use --device cpu)",
-                               name));
 }
 
 std::unique_ptr<Backend> make_backend(std::string_view spec, int threads) {

@@ -31,9 +31,10 @@ std::optional<BackendSpec> parse_device(std::string_view s, std::string* problem
 // The same, throwing UsageError("--device: <problem>") on failure.
 BackendSpec parse_device_option(std::string_view s);
 
-// The backend a spec names. Throws UsageError when it cannot be had here: braid built
-// without CUDA, no GPU or driver (with the CUDA runtime's reason), a device index past
-// the devices present, or a CUDA build that does not have the CUDA backend yet.
+// The backend a spec names: the CPU backend, or the CUDA backend (backend/cuda/) on a
+// CUDA build with a GPU. Throws UsageError when it cannot be had here: braid built
+// without CUDA, no GPU or driver (with the CUDA runtime's reason), or a device index past
+// the devices present.
 std::unique_ptr<Backend> make_backend(const BackendSpec& spec);
 // parse_device_option(spec) with its threads set, then make_backend().
 std::unique_ptr<Backend> make_backend(std::string_view spec, int threads);

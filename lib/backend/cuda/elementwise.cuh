@@ -1,0 +1,28 @@
+// Vector ops of the CUDA backend: y += a·x, x *= a, Σx² (as per-block partial sums that
+// the caller adds on the host in block order, so the result does not depend on timing),
+// and element type conversion (f32 ↔ bf16, rounding to nearest even).
+#pragma once
+
+#include "backend/dtype.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace braid::backend::cuda {
+
+// Blocks (and so partial sums) of the reductions: enough to fill an H100/H200 twice over.
+constexpr int kReduceBlocks = 264;
+constexpr int kReduceThreads = 256;
+
+void axpy(cudaStream_t s, std::int64_t n, float alpha, const float* x, float* y);
+void scale(cudaStream_t s, std::int64_t n, float alpha, float* x);
+// partial[kReduceBlocks] (device) = per-block Σ x² in f64.
+void sum_squares_partials(cudaStream_t s, std::int64_t n, const float* x, double* partial);
+// dst[i] = src[i] converted; f32, bf16 and f16 either way, or a plain copy when the types match.
+void convert(cudaStream_t s, std::int64_t n, const void* src, DType src_type, void* dst, DType dst_type);
+// A rows × cols block of f32 (row stride ld) into packed bf16 rows (row stride cols).
+void pack_bf16(cudaStream_t s, std::int64_t rows, std::int64_t cols, const float* src, std::int64_t ld,
+               std::uint16_t* dst);
+
+}  // namespace braid::backend::cuda

@@ -1,0 +1,206 @@
+// Model parity between backends: a small random Llama (grouped-query attention, three
+// packed sequences of uneven length, LM head and value head) run on the backend under test
+// and on the CPU in f32 from the same weights: logits, next-token logprobs, entropies,
+// values, every parameter's gradient of a loss over all three heads, and the parameters
+// after two AdamW steps (global-norm clipping included). f32 must agree to 1e-4 relative
+// (‖a − b‖ / ‖b‖ per array); a model stored in bf16 on the device against the same bf16
+// model on the CPU to bf16 tolerance (the device also rounds activations to bf16 in its
+// tensor-core products; the CPU keeps them in f32).
+//
+//   test_model_parity [boost.test args] -- --backend=cuda-f32|cuda-bf16|cpu-f32
+//
+// A backend absent here (no CUDA build, no GPU) exits 77: ctest reports it skipped.
+#define BOOST_TEST_MODULE model_parity
+#define BOOST_TEST_NO_MAIN
+#include <boost/test/unit_test.hpp>
+
+#include "backend/registry.hpp"
+#include "core/rng.hpp"
+#include "model/model.hpp"
+#include "optim/adamw.hpp"
+#include "rl/chunked_lm_head.hpp"
+
+#ifdef BRAID_HAVE_CUDA
+#include "backend/cuda/cuda_backend.hpp"
+#endif
+
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace braid;
+namespace be = braid::backend;
+
+namespace {
+
+constexpr int kSkip = 77;
+
+be::BackendSpec g_spec;
+be::DType g_dtype = be::DType::f32;
+be::Backend* g_backend = nullptr;
+
+model::ModelConfig parity_config() {
+  return model::ModelConfig{.hidden_size = 64, .num_hidden_layers = 2, .num_attention_heads = 4,
+                            .num_key_value_heads = 2, .intermediate_size = 96, .vocab_size = 101,
+                            .rms_norm_eps = 1e-5, .rope_theta = 10000.0, .max_position_embeddings = 64,
+                            .tie_word_embeddings = false};
+}
+
+std::vector<float> random_floats(std::size_t n, std::uint64_t seed, double lo, double hi) {
+  Rng rng(seed, 5);
+  std::vector<float> v(n);
+  for (float& x : v) x = float(lo + (hi - lo) * rng.uniform());
+  return v;
+}
+
+template <typename T>
+std::vector<T> download(be::Backend& b, const T* p, std::size_t n) {
+  std::vector<T> h(n);
+  b.copy_to_host(h.data(), p, n * sizeof(T));
+  return h;
+}
+
+template <typename T>
+be::Buffer<T> upload(be::Backend& b, const std::vector<T>& h) {
+  be::Buffer<T> buf(b, h.size());
+  b.copy_to_device(buf.data(), h.data(), h.size() * sizeof(T));
+  return buf;
+}
+
+using Results = std::map<std::string, std::vector<float>>;
+
+// Everything the test compares, from one backend; weights from `init` (host, per tensor).
+Results run(be::Backend& b, be::DType dtype, const std::map<std::string, std::vector<float>>& init) {
+  const auto cfg = parity_config();
+  model::Model m(cfg, {.lm_head = true, .value_head = true, .dtype = dtype}, b);
+  for (auto& t : m.tensors()) model::write_values(b, t, init.at(t.name).data());
+
+  // Three sequences of 17, 9 and 24 tokens, packed.
+  std::vector<std::int64_t> offsets{0, 17, 26, 50};
+  std::vector<std::int32_t> tokens(50);
+  Rng rng(11, 3);
+  for (auto& t : tokens) t = std::int32_t(rng.below(std::uint64_t(cfg.vocab_size)));
+  const model::Batch batch{tokens, offsets};
+  const auto n = tokens.size();
+  const auto targets = upload(b, rl::next_token_targets(batch));
+  auto acts = m.make_activations({.max_tokens = 50, .max_sequences = 3, .training = true});
+  rl::ChunkedLmHead<float> head(b, cfg.vocab_size, cfg.hidden_size, /*chunk_rows*/ 16);
+  be::Buffer<float> lp(b, n), ent(b, n), val(b, n), logits(b, n * std::size_t(cfg.vocab_size));
+  // L = Σ a·logprob + Σ c·entropy + Σ d·value, fixed random weights.
+  const auto a = upload(b, random_floats(n, 21, -1, 1)), c = upload(b, random_floats(n, 22, -1, 1)),
+             d = upload(b, random_floats(n, 23, -1, 1));
+
+  optim::AdamW opt(b, m.tensors(), {.weight_decay = 0.1, .max_grad_norm = 0.5});
+  Results r;
+  for (int step = 0; step < 2; ++step) {
+    m.zero_grad();
+    m.forward(batch, acts);
+    rl::token_logprobs(m, acts, head, targets.data(), lp.data(), ent.data());
+    m.values(acts, val.data());
+    if (step == 0) {
+      m.lm_logits(acts.output(), std::int64_t(n), logits.data());
+      r["logits"] = download(b, logits.data(), logits.size());
+      r["logprob"] = download(b, lp.data(), n);
+      r["entropy"] = download(b, ent.data(), n);
+      r["values"] = download(b, val.data(), n);
+    }
+    rl::token_logprobs_backward(m, acts, head, targets.data(), a.data(), c.data());
+    m.values_backward(acts, d.data());
+    m.backward(acts);
+    if (step == 0) {
+      for (const auto& t : m.tensors()) r["grad " + t.name] = download(b, t.grad, std::size_t(t.numel));
+    }
+    opt.step(1e-3);  // small: an Adam step is ±lr wherever a tiny gradient's sign differs by rounding
+  }
+  for (const auto& t : m.tensors()) {
+    std::vector<float> w(std::size_t(t.numel));
+    model::read_values(b, t, w.data());
+    r["after 2 steps " + t.name] = w;
+  }
+#ifdef BRAID_HAVE_CUDA
+  if (auto mem = be::device_memory_stats(b)) {
+    std::cout << b.name() << ": peak device memory " << mem->peak << " bytes, reserved " << mem->reserved << "\n";
+  }
+#endif
+  return r;
+}
+
+double relative_error(const std::vector<float>& a, const std::vector<float>& ref) {
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    err += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+    norm += double(ref[i]) * ref[i];
+  }
+  return norm == 0 ? std::sqrt(err) : std::sqrt(err / norm);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(same_model_same_numbers) {
+  auto cpu = be::make_cpu_backend(2);
+  // The weights, drawn once (std 0.2: logits far from uniform, so the softmax matters).
+  std::map<std::string, std::vector<float>> init;
+  {
+    model::Model m(parity_config(), {.lm_head = true, .value_head = true}, *cpu);
+    m.init_random(7, 0.2);
+    for (const auto& t : m.tensors()) {
+      std::vector<float> w(std::size_t(t.numel));
+      model::read_values(*cpu, t, w.data());
+      init[t.name] = w;
+    }
+  }
+  const Results ref = run(*cpu, g_dtype, init);
+  const Results got = run(*g_backend, g_dtype, init);
+  // f32: rounding differences only (summation order); bf16: both round weights the same
+  // way, the device's products also round activations to bf16 (2^-9 relative each).
+  const double tol = g_dtype == be::DType::f32 ? 1e-4 : 3e-2;
+  BOOST_TEST(ref.size() == got.size());
+  BOOST_TEST(ref.size() > 20u);
+  for (const auto& [what, want] : ref) {
+    const auto& have = got.at(what);
+    BOOST_REQUIRE_EQUAL(have.size(), want.size());
+    bool finite = true;
+    for (float x : have) finite = finite && std::isfinite(x);
+    BOOST_TEST(finite, what << " has a NaN or Inf");
+    const double e = relative_error(have, want);
+    BOOST_TEST_MESSAGE(what << ": relative error " << e);
+    BOOST_TEST(e <= tol, what << ": relative error " << e << " > " << tol);
+  }
+  // The harness sees a difference: a perturbed copy fails the f32 tolerance.
+  std::vector<float> off = ref.at("logprob");
+  off[3] += 0.01f;
+  BOOST_TEST(relative_error(off, ref.at("logprob")) > 1e-4);
+}
+
+int main(int argc, char** argv) {
+  std::string target = "cuda-f32";
+  std::vector<char*> args;
+  bool ours = false;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") { ours = true; continue; }
+    if (ours && a.rfind("--backend=", 0) == 0) { target = a.substr(10); continue; }
+    args.push_back(argv[i]);
+  }
+  const auto dash = target.rfind('-');
+  std::string problem;
+  const auto spec = be::parse_device(target.substr(0, dash), &problem);
+  const auto dtype = be::parse_dtype(dash == std::string::npos ? "" : target.substr(dash + 1));
+  if (!spec || !dtype || (*dtype != be::DType::f32 && *dtype != be::DType::bf16)) {
+    std::cerr << "test_model_parity: --backend=" << target << " is not DEVICE-DTYPE (cuda-f32, cuda-bf16)\n";
+    return 2;
+  }
+  g_spec = *spec;
+  g_dtype = *dtype;
+  std::unique_ptr<be::Backend> backend;
+  try {
+    backend = be::make_backend(be::BackendSpec{spec->kind, spec->device, 2});
+  } catch (const std::exception& e) {
+    std::cout << "skipped: " << e.what() << "\n";
+    return kSkip;
+  }
+  g_backend = backend.get();
+  return boost::unit_test::unit_test_main(&::init_unit_test, static_cast<int>(args.size()), args.data());
+}
