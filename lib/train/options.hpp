@@ -67,11 +67,13 @@ struct LoopOptions {
   std::size_t group = 1;        // sequences that stay together (RM pairs)
 };
 
-// One model's optimizer and micro-batching (train/trainer.hpp).
+// One model's optimizer and micro-batching (train/trainer.hpp). With data_parallel.comm
+// of more than one rank the trainer is data parallel over it (train/trainer.hpp).
 struct TrainerOptions {
   optim::AdamWConfig adamw;
   optim::LrSchedule lr;
   MicroBatchLimits micro;
+  optim::DataParallel data_parallel;
 };
 
 }  // namespace braid::train

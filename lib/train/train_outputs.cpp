@@ -7,13 +7,15 @@
 namespace braid::train {
 
 std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim::AdamW& opt,
-                                                   const std::filesystem::path& out, const checkpoint::SaveInfo& info) {
+                                                   const std::filesystem::path& out, const checkpoint::SaveInfo& info,
+                                                   bool write) {
   // Nothing under either name when the weights diverged; the state's writer refuses
   // non-finite moments before its file exists.
+  opt.gather_masters();   // data parallel with bf16 weights: the f32 masters, whole
   checkpoint::require_finite_weights(m, out, info.step);
   const std::filesystem::path state = checkpoint::optimizer_state_path(out);
-  save_optimizer_state(opt, m, state, info);
-  checkpoint::save_weights(m, out, info);
+  save_optimizer_state(opt, m, state, info, write);
+  if (write) checkpoint::save_weights(m, out, info);
   return {out, state};
 }
 
