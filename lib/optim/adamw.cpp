@@ -57,6 +57,7 @@ AdamW::AdamW(backend::Backend& be, std::span<model::Tensor<float>> tensors, cons
       if (hi > lo) narrow += hi - lo;
       narrow_.emplace_back(&t, off);
     }
+    tensor_starts_.push_back(off);
     off += t.numel;
   }
   master_ = backend::Buffer<float>(be, std::size_t(narrow));
@@ -100,7 +101,7 @@ AdamW::AdamW(AdamW&& o) noexcept
     : be_(o.be_), cfg_(o.cfg_), dp_(o.dp_), dp_rank_(o.dp_rank_), dp_size_(o.dp_size_), total_(o.total_),
       shard_begin_(o.shard_begin_), shard_end_(o.shard_end_), groups_(std::move(o.groups_)), m_(std::move(o.m_)),
       v_(std::move(o.v_)), master_(std::move(o.master_)), whole_master_(std::move(o.whole_master_)),
-      mastered_(std::move(o.mastered_)), narrow_(std::move(o.narrow_)), weights_base_(o.weights_base_), elem_bytes_(o.elem_bytes_),
+      mastered_(std::move(o.mastered_)), narrow_(std::move(o.narrow_)), tensor_starts_(std::move(o.tensor_starts_)), weights_base_(o.weights_base_), elem_bytes_(o.elem_bytes_),
       grads_base_(o.grads_base_), step_(o.step_) {
   o.mastered_.clear();
 }
@@ -167,40 +168,94 @@ double AdamW::step(double lr, double grad_scale) {
   return norm;
 }
 
-void AdamW::gather_state(std::span<float> exp_avg, std::span<float> exp_avg_sq) {
-  if (exp_avg.size() != std::size_t(total_) || exp_avg_sq.size() != std::size_t(total_)) {
-    throw std::invalid_argument("AdamW::gather_state: the buffers hold " + std::to_string(exp_avg.size()) + " and " +
-                                std::to_string(exp_avg_sq.size()) + " elements, the model " + std::to_string(total_));
+namespace {
+
+// Tags of the state's point-to-point messages (the communicator's collectives do not
+// see tags).
+constexpr int kTagExpAvg = 7101, kTagExpAvgSq = 7102, kTagMaster = 7103;
+
+void require_whole(const char* what, std::size_t a, std::size_t b, std::int64_t total) {
+  if (a != std::size_t(total) || b != std::size_t(total)) {
+    throw std::invalid_argument(std::string("AdamW::") + what + ": the buffers hold " + std::to_string(a) + " and " +
+                                std::to_string(b) + " elements, the model " + std::to_string(total));
   }
-  const std::size_t bytes = std::size_t(shard_end_ - shard_begin_) * sizeof(float);
-  if (bytes > 0) {
-    be_->copy(exp_avg.data() + shard_begin_, m_.data(), bytes);
-    be_->copy(exp_avg_sq.data() + shard_begin_, v_.data(), bytes);
+}
+
+}  // namespace
+
+void AdamW::gather_state(int root, std::span<float> exp_avg, std::span<float> exp_avg_sq) {
+  const std::size_t mine = std::size_t(shard_end_ - shard_begin_);
+  if (dp_.comm != nullptr && dp_rank_ != root) {
+    dp_.comm->send(std::span<const float>(m_.data(), mine), root, kTagExpAvg);
+    dp_.comm->send(std::span<const float>(v_.data(), mine), root, kTagExpAvgSq);
+    return;
+  }
+  require_whole("gather_state", exp_avg.size(), exp_avg_sq.size(), total_);
+  if (mine > 0) {
+    be_->copy(exp_avg.data() + shard_begin_, m_.data(), mine * sizeof(float));
+    be_->copy(exp_avg_sq.data() + shard_begin_, v_.data(), mine * sizeof(float));
   }
   if (dp_.comm == nullptr) return;
   const auto counts = shard_counts();
-  dp_.comm->all_gather_varying(exp_avg, counts);
-  dp_.comm->all_gather_varying(exp_avg_sq, counts);
-}
-
-void AdamW::scatter_state(std::span<const float> exp_avg, std::span<const float> exp_avg_sq) {
-  if (exp_avg.size() != std::size_t(total_) || exp_avg_sq.size() != std::size_t(total_)) {
-    throw std::invalid_argument("AdamW::scatter_state: the buffers hold " + std::to_string(exp_avg.size()) + " and " +
-                                std::to_string(exp_avg_sq.size()) + " elements, the model " + std::to_string(total_));
+  for (int q = 0; q < dp_size_; ++q) {
+    if (q == root) continue;
+    const std::size_t at = std::size_t(shard_begin_of(q)), n = counts[std::size_t(q)];
+    dp_.comm->recv(exp_avg.subspan(at, n), q, kTagExpAvg);
+    dp_.comm->recv(exp_avg_sq.subspan(at, n), q, kTagExpAvgSq);
   }
-  const std::size_t bytes = std::size_t(shard_end_ - shard_begin_) * sizeof(float);
-  if (bytes == 0) return;
-  be_->copy(m_.data(), exp_avg.data() + shard_begin_, bytes);
-  be_->copy(v_.data(), exp_avg_sq.data() + shard_begin_, bytes);
 }
 
-void AdamW::gather_masters() {
+void AdamW::scatter_state(int root, std::span<const float> exp_avg, std::span<const float> exp_avg_sq) {
+  const std::size_t mine = std::size_t(shard_end_ - shard_begin_);
+  if (dp_.comm != nullptr && dp_rank_ != root) {
+    dp_.comm->recv(std::span<float>(m_.data(), mine), root, kTagExpAvg);
+    dp_.comm->recv(std::span<float>(v_.data(), mine), root, kTagExpAvgSq);
+    return;
+  }
+  require_whole("scatter_state", exp_avg.size(), exp_avg_sq.size(), total_);
+  if (mine > 0) {
+    be_->copy(m_.data(), exp_avg.data() + shard_begin_, mine * sizeof(float));
+    be_->copy(v_.data(), exp_avg_sq.data() + shard_begin_, mine * sizeof(float));
+  }
+  if (dp_.comm == nullptr) return;
+  const auto counts = shard_counts();
+  for (int q = 0; q < dp_size_; ++q) {
+    if (q == root) continue;
+    const std::size_t at = std::size_t(shard_begin_of(q)), n = counts[std::size_t(q)];
+    dp_.comm->send(exp_avg.subspan(at, n), q, kTagExpAvg);
+    dp_.comm->send(exp_avg_sq.subspan(at, n), q, kTagExpAvgSq);
+  }
+}
+
+void AdamW::gather_masters(int root) {
   if (dp_.comm == nullptr || narrow_.empty()) return;   // the same answer on every rank
+  if (dp_rank_ != root) {
+    // This rank's shard of the master, in element order (its groups are consecutive).
+    for (const Group& g : groups_) {
+      if (g.n > 0) dp_.comm->send(std::span<const float>(g.w, std::size_t(g.n)), root, kTagMaster);
+    }
+    return;
+  }
   whole_master_ = backend::Buffer<float>(*be_, std::size_t(total_));
   for (const Group& g : groups_) {
     if (g.n > 0) be_->copy(whole_master_.data() + shard_begin_ + g.offset, g.w, std::size_t(g.n) * sizeof(float));
   }
-  dp_.comm->all_gather_varying(std::span<float>(whole_master_.data(), whole_master_.size()), shard_counts());
+  // Another rank's groups: the same tensor cuts of its shard, so receive tensor by tensor.
+  const std::vector<std::int64_t>& cuts = tensor_starts_;
+  for (int q = 0; q < dp_size_; ++q) {
+    if (q == root) continue;
+    const std::int64_t lo = shard_begin_of(q), hi = shard_begin_of(q + 1);
+    std::int64_t at = lo;
+    while (at < hi) {
+      // The next tensor boundary after `at` (or the shard's end).
+      std::int64_t end = hi;
+      for (std::int64_t c : cuts) {
+        if (c > at && c < end) end = c;
+      }
+      dp_.comm->recv(std::span<float>(whole_master_.data() + at, std::size_t(end - at)), q, kTagMaster);
+      at = end;
+    }
+  }
   mastered_.clear();
   for (const auto& [t, offset] : narrow_) {
     t->data = whole_master_.data() + offset;

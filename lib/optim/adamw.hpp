@@ -18,8 +18,9 @@
 // rank's Σg² over its shard, updates its shard, and all-gathers the updated weights (the
 // compute copy: f32 or bf16 bytes) so every rank holds the whole model again. The
 // moments a checkpoint holds are the whole arrays: gather_state / scatter_state move
-// them between the shards and full-length buffers. Every call that talks to the other
-// ranks is collective.
+// them between the shards and whole arrays on one rank (the writer, the reader), point
+// to point, so no other rank ever holds more than its shard. Every call that talks to
+// the other ranks is collective.
 #pragma once
 
 #include "backend/backend.hpp"
@@ -93,15 +94,20 @@ class AdamW {
   std::int64_t state_bytes() const;
 
   // The whole moments (parameter_count() floats each, backend memory) from every
-  // rank's shard: collective under data parallelism, a copy without.
-  void gather_state(std::span<float> exp_avg, std::span<float> exp_avg_sq);
-  // This rank's shard of whole moments (as a checkpoint holds them) into its own.
-  void scatter_state(std::span<const float> exp_avg, std::span<const float> exp_avg_sq);
+  // rank's shard, on rank `root` only: collective under data parallelism (the other
+  // ranks send their shards and may pass empty spans), a copy without. Only the writer
+  // of a checkpoint ever holds the whole state.
+  void gather_state(int root, std::span<float> exp_avg, std::span<float> exp_avg_sq);
+  // The reverse: `root` holds whole moments (as a checkpoint file has them) and every
+  // rank takes its shard of them (the others may pass empty spans).
+  void scatter_state(int root, std::span<const float> exp_avg, std::span<const float> exp_avg_sq);
   // Under data parallelism with narrower tensors: every shard's f32 master gathered into
-  // a whole copy on each rank, and the tensors' `data` pointed at it, so that a
-  // checkpoint written now holds the masters (collective; until the next step). Nothing
-  // to do otherwise: `data` already is the master.
-  void gather_masters();
+  // a whole copy on rank `root`, and its tensors' `data` pointed at it, so that a
+  // checkpoint written there now holds the masters (collective; until the next step).
+  // Nothing to do otherwise: `data` already is the master.
+  void gather_masters(int root);
+  // The data-parallel ranks (nullptr: none).
+  comm::Communicator* data_parallel() const { return dp_.comm; }
 
  private:
   // w: the f32 master; compute: the narrower copy to refresh after each step (or nullptr).
@@ -111,6 +117,7 @@ class AdamW {
   };
   void gather_weights();
   std::vector<std::size_t> shard_counts() const;
+  std::int64_t shard_begin_of(int rank) const { return total_ * rank / dp_size_; }
 
   backend::Backend* be_;
   AdamWConfig cfg_;
@@ -123,6 +130,7 @@ class AdamW {
   backend::Buffer<float> whole_master_;           // gather_masters' copy
   std::vector<model::Tensor<float>*> mastered_;   // tensors whose data points into a master
   std::vector<std::pair<model::Tensor<float>*, std::int64_t>> narrow_;   // narrower tensors, offsets
+  std::vector<std::int64_t> tensor_starts_;       // every tensor's first element in the array
   // The model's arrays, for the collectives: the compute copy (elem_bytes_ per element)
   // and the gradients, each contiguous in tensor order.
   void* weights_base_ = nullptr;

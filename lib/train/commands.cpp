@@ -25,7 +25,8 @@ namespace {
 // every rank (train/data_parallel.hpp).
 class ProcessSession final : public RlSession {
  public:
-  explicit ProcessSession(const RlCommand& c) : c_(c), be_(backend::make_backend(c.common.device, c.common.threads)) {
+  explicit ProcessSession(const RlCommand& c)
+      : c_(c), ranks_(c.common.data_parallel), be_(backend::make_backend(c.common.device, c.common.threads)) {
     ranks_.require_named_inputs(c.inputs, "shards");
     const bool ppo = c.algorithm == "ppo";
     actor_ = {checkpoint::open_model(c.actor, *be_, {}, true, false, c.common.dtype), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};

@@ -10,8 +10,8 @@
 
 namespace braid::train {
 
-DataParallelRanks::DataParallelRanks() {
-  if (!comm::launched_by_mpi()) return;
+DataParallelRanks::DataParallelRanks(bool enabled) {
+  if (!enabled || !comm::launched_by_mpi()) return;
   mpi_.emplace(nullptr, nullptr);
   world_ = comm::mpi_world();
   // One rank tells the story; the others only warn (and stay quiet under -q). Progress

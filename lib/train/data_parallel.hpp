@@ -18,8 +18,9 @@ namespace braid::train {
 
 class DataParallelRanks {
  public:
-  // MPI up (and the non-lead ranks' log level lowered) when launched by mpirun.
-  DataParallelRanks();
+  // MPI up (and the non-lead ranks' log level lowered) when launched by mpirun and
+  // `enabled`; a single process otherwise.
+  explicit DataParallelRanks(bool enabled = true);
   ~DataParallelRanks();
   DataParallelRanks(const DataParallelRanks&) = delete;
   DataParallelRanks& operator=(const DataParallelRanks&) = delete;

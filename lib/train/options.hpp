@@ -26,6 +26,10 @@ struct CommonTrainOptions {
   std::string device = "cpu";         // backend/registry.hpp
   backend::DType dtype = backend::DType::f32;   // storage of the weights (--dtype); masters stay f32
   std::string stats;                  // --stats file ("" = none)
+  // Under mpirun without --schedule: train data parallel over every rank of the job
+  // (train/data_parallel.hpp). false: this process alone, as when one rank of a job
+  // that does something else runs a mode by itself.
+  bool data_parallel = true;
   std::string created_by;             // the command line
 };
 

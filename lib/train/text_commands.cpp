@@ -31,7 +31,7 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
   const auto t0 = Clock::now();
   check_common(c.common);
   check_output_folders({c.model_out, c.common.stats});
-  DataParallelRanks ranks;   // under mpirun: every rank trains its part of each mini-batch
+  DataParallelRanks ranks(c.common.data_parallel);   // under mpirun: every rank trains its part of each mini-batch
   ranks.require_named_inputs({c.data}, "data file");
   const bool policy = mode != TextMode::rm;
   auto be = backend::make_backend(c.common.device, c.common.threads);

@@ -11,7 +11,7 @@ std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim:
                                                    bool write) {
   // Nothing under either name when the weights diverged; the state's writer refuses
   // non-finite moments before its file exists.
-  opt.gather_masters();   // data parallel with bf16 weights: the f32 masters, whole
+  opt.gather_masters(0);   // data parallel with bf16 weights: the whole f32 masters on the writer
   checkpoint::require_finite_weights(m, out, info.step);
   const std::filesystem::path state = checkpoint::optimizer_state_path(out);
   save_optimizer_state(opt, m, state, info, write);

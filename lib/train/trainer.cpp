@@ -1,12 +1,15 @@
 #include "train/trainer.hpp"
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <exception>
+#include <stdexcept>
 
 namespace braid::train {
 
@@ -49,7 +52,23 @@ std::span<const std::size_t> Trainer::local_indices(std::span<const std::size_t>
 
 StepStats Trainer::step(const io::SampleBatch& batch, std::span<const std::size_t> indices) {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto mbs = micro_batches(batch, local_indices(indices), opt_.micro);
+  std::vector<io::SampleBatch> mbs;
+  if (dp_ == nullptr) {
+    mbs = micro_batches(batch, local_indices(indices), opt_.micro);
+  } else {
+    // Only this rank sees its part: a sequence too long for --micro-tokens fails here
+    // alone, so every rank learns whether any failed before the first collective waits.
+    std::exception_ptr failed;
+    try {
+      mbs = micro_batches(batch, local_indices(indices), opt_.micro);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    std::int64_t any = failed ? 1 : 0;
+    dp_->all_reduce(std::span<std::int64_t>(&any, 1), comm::ReduceOp::max);
+    if (failed) std::rethrow_exception(failed);
+    if (any != 0) throw UsageError("another rank could not cut its part of the mini-batch (its message says why)");
+  }
   StepStats s = step(mbs);
   s.seconds = seconds_since(t0);
   return s;
@@ -66,12 +85,21 @@ StepStats Trainer::step(std::span<const io::SampleBatch> mbs) {
   const double scale = units > 0 ? 1.0 / units : 0.0;
   LossTotals totals;
   m_->zero_grad();
-  for (const io::SampleBatch& mb : mbs) {
-    m_->forward({mb.tokens, mb.offsets}, acts_);
-    totals.add(obj_->loss_and_grad(*m_, acts_, mb, scale));
-    m_->backward(acts_);
-    s.tokens += static_cast<std::int64_t>(mb.token_count());
-    s.sequences += static_cast<std::int64_t>(mb.size());
+  try {
+    for (const io::SampleBatch& mb : mbs) {
+      m_->forward({mb.tokens, mb.offsets}, acts_);
+      totals.add(obj_->loss_and_grad(*m_, acts_, mb, scale));
+      m_->backward(acts_);
+      s.tokens += static_cast<std::int64_t>(mb.token_count());
+      s.sequences += static_cast<std::int64_t>(mb.size());
+    }
+  } catch (const std::exception& e) {
+    if (dp_ == nullptr) throw;
+    // The other ranks wait in the step's collectives: only ending the job frees them.
+    log::error("rank {}: {}", dp_->rank(), e.what());
+    const bool bad_input = dynamic_cast<const InputError*>(&e) || dynamic_cast<const UsageError*>(&e) ||
+                           dynamic_cast<const std::invalid_argument*>(&e);
+    dp_->abort(bad_input ? 2 : 1);
   }
   s.micro_batches = static_cast<std::int64_t>(mbs.size());
   if (dp_ != nullptr) {

@@ -122,4 +122,16 @@ rc=$?
 set -e
 [ "$rc" = 2 ] || { cat x.err; fail "sft - under mpirun: exit $rc, expected 2"; }
 grep -q "name the data file as arguments" x.err || { cat x.err; fail "sft - under mpirun: message"; }
+# --- a sequence too long for --micro-tokens reaches one rank only: every rank exits 2 at once
+# (not after BRAID_COMM_TIMEOUT), the rank holding it naming the way out ---
+printf '{"prompt": "%s", "response": "x"}\n' "$(printf '%*s' 60 '' | tr ' ' 'y')" >> long.jsonl
+head -3 sft.jsonl >> long.jsonl
+set +e
+BRAID_COMM_TIMEOUT=60 timeout 50 mpirun -np 2 "$B/braid-train" sft long.jsonl --actor actor.h5 --actor-out y.h5 \
+  --micro-tokens 40 --threads 1 > y.out 2> y.err
+rc=$?
+set -e
+[ "$rc" = 2 ] || { cat y.err; fail "a sequence over --micro-tokens under mpirun: exit $rc, expected 2"; }
+grep -q "does not fit a micro-batch of 40 tokens" y.err || { cat y.err; fail "too long: the message"; }
+[ ! -e y.h5 ] || fail "too long: a checkpoint was written"
 echo "OK: sft and ppo over 2 and 3 ranks train as one process; one rank writes"
