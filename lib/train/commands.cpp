@@ -28,6 +28,7 @@ class ProcessSession final : public RlSession {
   explicit ProcessSession(const RlCommand& c)
       : c_(c), ranks_(c.common.data_parallel), be_(backend::make_backend(c.common.device, c.common.threads)) {
     ranks_.require_named_inputs(c.inputs, "shards");
+    ranks_.require_host_memory(*be_);
     const bool ppo = c.algorithm == "ppo";
     actor_ = {checkpoint::open_model(c.actor, *be_, {}, true, false, c.common.dtype), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
     trainees_.push_back(&actor_);

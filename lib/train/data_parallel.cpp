@@ -43,4 +43,12 @@ void DataParallelRanks::require_named_inputs(const std::vector<std::string>& inp
   }
 }
 
+void DataParallelRanks::require_host_memory(const backend::Backend& be) const {
+  if (size() <= 1 || be.host_accessible()) return;
+  throw UsageError(fmt::format("data parallel over {} ranks: the {} backend's memory is not the host's, and the MPI "
+                               "communicator moves host memory (use --device cpu; device buffers need NCCL, not built "
+                               "yet)",
+                               size(), be.name()));
+}
+
 }  // namespace braid::train

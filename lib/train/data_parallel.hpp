@@ -6,6 +6,7 @@
 // Run without mpirun it is a single process and starts no MPI.
 #pragma once
 
+#include "backend/backend.hpp"
 #include "comm/communicator.hpp"
 #include "comm/mpi.hpp"
 
@@ -37,6 +38,9 @@ class DataParallelRanks {
   // UsageError unless each input can be read by every rank: "-" (stdin, which only one
   // rank of mpirun has) is refused under data parallelism.
   void require_named_inputs(const std::vector<std::string>& inputs, const std::string& what) const;
+  // UsageError when data parallel on a backend whose memory the host cannot address: the
+  // MPI communicator moves host memory (a device one, NCCL, is not built yet).
+  void require_host_memory(const backend::Backend& be) const;
 
  private:
   std::optional<comm::MpiRuntime> mpi_;
