@@ -1,6 +1,9 @@
 #include "comm/communicator.hpp"
 
 #include <algorithm>
+#include <deque>
+#include <stdexcept>
+#include <string>
 
 namespace braid::comm {
 
@@ -48,6 +51,27 @@ std::unique_ptr<Communicator> Communicator::group(std::span<const int> ranks) {
   const auto it = std::find(ranks.begin(), ranks.end(), rank());
   if (it == ranks.end()) return split(-1, 0);
   return split(0, static_cast<int>(it - ranks.begin()));
+}
+
+void Communicator::throw_size_mismatch(const char* what, std::size_t parts, std::size_t buffer) {
+  throw std::invalid_argument(std::string(what) + ": the parts hold " + std::to_string(parts) +
+                              " elements, the buffer " + std::to_string(buffer));
+}
+
+void all_reduce_bucketed(Communicator& comm, std::span<float> data, std::size_t bucket_elements,
+                         std::size_t in_flight) {
+  if (bucket_elements == 0) bucket_elements = std::max<std::size_t>(data.size(), 1);
+  in_flight = std::max<std::size_t>(in_flight, 1);
+  std::deque<Request> pending;
+  for (std::size_t first = 0; first < data.size(); first += bucket_elements) {
+    if (pending.size() == in_flight) {
+      pending.front().wait();
+      pending.pop_front();
+    }
+    const std::size_t n = std::min(bucket_elements, data.size() - first);
+    pending.push_back(comm.iall_reduce_elements(data.data() + first, n, DataType::f32, ReduceOp::sum));
+  }
+  for (Request& r : pending) r.wait();
 }
 
 }  // namespace braid::comm

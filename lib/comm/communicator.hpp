@@ -3,8 +3,10 @@
 // checks it). What is here:
 //
 //   communicator.hpp  the Communicator interface: point to point with tags (blocking, and
-//                     nonblocking with a Request), all-reduce (sum, min, max), all-gather,
-//                     broadcast, barrier, abort, and sub-groups (split, group)
+//                     nonblocking with a Request), all-reduce (sum, min, max; blocking and
+//                     nonblocking), all-gather (equal parts, and in place with a part per
+//                     rank of any size), broadcast, barrier, abort, sub-groups (split,
+//                     group), and all_reduce_bucketed (a long buffer as buckets in flight)
 //   mpi.hpp           the MPI implementation (Open MPI on CPUs: host pointers), the
 //                     process-wide MPI lifetime (MpiRuntime, one per process), mpi_world(),
 //                     and what a tool asks of MPI outside a group (launched_by_mpi(), the
@@ -104,8 +106,17 @@ class Communicator {
 
   // Element-wise reduction over every rank, in place: count elements of type at data.
   virtual void all_reduce_elements(void* data, std::size_t count, DataType type, ReduceOp op) = 0;
+  // The same, started and left in flight: data stays untouched by the caller until the
+  // Request is waited on. Every rank starts the same reductions in the same order.
+  // (ncclAllReduce on a stream, its Request an event.)
+  virtual Request iall_reduce_elements(void* data, std::size_t count, DataType type, ReduceOp op) = 0;
   // Every rank gives `bytes` bytes; `all` (size() x bytes) gets them in rank order.
   virtual void all_gather_bytes(const void* mine, std::size_t bytes, void* all) = 0;
+  // In place, parts of any size: `all` holds rank r's part at byte offset
+  // bytes[0] + ... + bytes[r - 1] (bytes: one entry per rank, the same on every rank);
+  // on return every part is filled from its rank. (MPI_Allgatherv in place; on NCCL one
+  // ncclBroadcast per rank in a group, since ncclAllGather takes equal parts only.)
+  virtual void all_gather_varying_bytes(void* all, std::span<const std::size_t> bytes) = 0;
 
   // root's bytes to every rank (same size everywhere).
   virtual void broadcast_bytes(void* data, std::size_t bytes, int root) = 0;
@@ -150,6 +161,16 @@ class Communicator {
   void all_reduce_sum(std::span<double> data) { all_reduce(data, ReduceOp::sum); }
   void all_reduce_sum(std::span<std::int64_t> data) { all_reduce(data, ReduceOp::sum); }
 
+  // In place over typed parts: all[offset of rank r .. + counts[r]) comes from rank r.
+  template <typename T> void all_gather_varying(std::span<T> all, std::span<const std::size_t> counts) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::vector<std::size_t> bytes(counts.begin(), counts.end());
+    std::size_t total = 0;
+    for (auto& b : bytes) { total += b; b *= sizeof(T); }
+    if (total != all.size()) throw_size_mismatch("all_gather_varying", total, all.size());
+    all_gather_varying_bytes(all.data(), bytes);
+  }
+
   // Every rank's `mine` (the same length everywhere), concatenated in rank order.
   template <typename T> std::vector<T> all_gather(std::span<const T> mine) {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -161,6 +182,18 @@ class Communicator {
   // The group of exactly these ranks of this communicator (collective over all of it;
   // nullptr on ranks not listed). Ranks keep the listed order.
   std::unique_ptr<Communicator> group(std::span<const int> ranks);
+
+ private:
+  [[noreturn]] static void throw_size_mismatch(const char* what, std::size_t parts, std::size_t buffer);
 };
+
+// A sum all-reduce of a long float buffer (gradients) in buckets of bucket_elements
+// (0: one bucket), each a nonblocking reduction, at most `in_flight` of them started
+// and not yet waited on; returns when every bucket is summed. Bucketing bounds what a
+// transport stages at once and lets the reduction of one bucket overlap the next one's
+// start (and, where a caller hands buckets over as they become ready, the compute
+// still running). Collective: the same length and bucket size on every rank.
+void all_reduce_bucketed(Communicator& comm, std::span<float> data, std::size_t bucket_elements,
+                         std::size_t in_flight = 4);
 
 }  // namespace braid::comm

@@ -188,6 +188,47 @@ class MpiCommunicator final : public Communicator {
       case DataType::i64: return reduce(static_cast<std::int64_t*>(data), count, MPI_INT64_T, mpi_op);
     }
   }
+  Request iall_reduce_elements(void* data, std::size_t count, DataType type, ReduceOp op) override {
+    const MPI_Op mpi_op = op == ReduceOp::sum ? MPI_SUM : op == ReduceOp::min ? MPI_MIN : MPI_MAX;
+    const MPI_Datatype t = type == DataType::f32 ? MPI_FLOAT : type == DataType::f64 ? MPI_DOUBLE : MPI_INT64_T;
+    if (count > static_cast<std::size_t>(INT_MAX)) {
+      throw std::length_error(fmt::format("iall_reduce: {} elements is over MPI's int count (use buckets)", count));
+    }
+    auto pending = std::make_unique<MpiPending>();
+    pending->what = {"all-reduce"};
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), t, mpi_op, comm_, &pending->req),
+          "MPI_Iallreduce");
+    return Request(std::move(pending));
+  }
+  void all_gather_varying_bytes(void* all, std::span<const std::size_t> bytes) override {
+    if (bytes.size() != static_cast<std::size_t>(size_)) {
+      throw std::invalid_argument(fmt::format("all_gather_varying: {} parts for {} ranks", bytes.size(), size_));
+    }
+    std::size_t total = 0;
+    for (std::size_t b : bytes) total += b;
+    auto* base = static_cast<char*>(all);
+    if (total <= static_cast<std::size_t>(INT_MAX)) {
+      std::vector<int> counts(bytes.size()), displs(bytes.size());
+      int at = 0;
+      for (std::size_t r = 0; r < bytes.size(); ++r) {
+        counts[r] = static_cast<int>(bytes[r]);
+        displs[r] = at;
+        at += counts[r];
+      }
+      MPI_Request req = MPI_REQUEST_NULL;
+      check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts.data(), displs.data(), MPI_BYTE, comm_,
+                            &req),
+            "MPI_Iallgatherv");
+      wait_for(&req, {"all-gather"});
+      return;
+    }
+    // Past int counts: each rank's part broadcast from it (broadcast_bytes runs in chunks).
+    std::size_t at = 0;
+    for (int r = 0; r < size_; ++r) {
+      broadcast_bytes(base + at, bytes[static_cast<std::size_t>(r)], r);
+      at += bytes[static_cast<std::size_t>(r)];
+    }
+  }
   void all_gather_bytes(const void* mine, std::size_t bytes, void* all) override {
     const int n = count_of(bytes, "all-gather");
     MPI_Request req = MPI_REQUEST_NULL;

@@ -9,13 +9,27 @@
 // k backward calls and one step(lr, 1.0 / k). Clipping by global norm uses the norm of
 // the scaled gradients; on a pipeline the caller all-reduces grad_sq_norm() over stages
 // and passes the global norm to step_with_norm().
+//
+// Data parallelism, ZeRO stage 1 (DataParallel::comm of more than one rank): the model's
+// parameters, as one array in tensor order, are cut into one contiguous shard per rank
+// (rank r: elements [P·r/dp, P·(r+1)/dp)). A rank keeps the two moments, and the f32
+// masters of narrower tensors, of its shard only (1/dp of them). step() first sums the
+// gradients over the ranks (a bucketed all-reduce), takes the global norm from each
+// rank's Σg² over its shard, updates its shard, and all-gathers the updated weights (the
+// compute copy: f32 or bf16 bytes) so every rank holds the whole model again. The
+// moments a checkpoint holds are the whole arrays: gather_state / scatter_state move
+// them between the shards and whole arrays on one rank (the writer, the reader), point
+// to point, so no other rank ever holds more than its shard. Every call that talks to
+// the other ranks is collective.
 #pragma once
 
 #include "backend/backend.hpp"
+#include "comm/communicator.hpp"
 #include "model/model.hpp"
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace braid::optim {
@@ -28,29 +42,72 @@ struct AdamWConfig {
   double max_grad_norm = 1.0;  // <= 0: no clipping
 };
 
+// 4 Mi floats (16 MiB) a bucket: large enough that a bucket's latency is small beside
+// its transfer, small enough that a transport stages little at once.
+inline constexpr std::size_t kDefaultBucketElements = std::size_t{1} << 22;
+
+struct DataParallel {
+  comm::Communicator* comm = nullptr;   // the data-parallel ranks; nullptr or 1 rank: none
+  std::size_t bucket_elements = kDefaultBucketElements;   // gradient all-reduce bucket
+};
+
 class AdamW {
  public:
-  AdamW(backend::Backend& be, std::span<model::Tensor<float>> tensors, const AdamWConfig& cfg);
+  // Collective over dp.comm when it has more than one rank.
+  AdamW(backend::Backend& be, std::span<model::Tensor<float>> tensors, const AdamWConfig& cfg,
+        DataParallel dp = {});
   ~AdamW();
   AdamW(AdamW&&) noexcept;
   AdamW& operator=(AdamW&&) = delete;
   AdamW(const AdamW&) = delete;
   AdamW& operator=(const AdamW&) = delete;
 
-  // Σ g² of the gradients scaled by grad_scale (local to this stage).
+  // Σ g² of the gradients scaled by grad_scale, over the elements this rank updates (its
+  // shard; every tensor without data parallelism; local to this stage on a pipeline).
   double grad_sq_norm(double grad_scale = 1.0) const;
-  // One update with the gradients times grad_scale, clipped against global_norm
-  // (the norm of the scaled gradients over every stage). Returns the clip factor.
+  // One update of this rank's shard with the gradients times grad_scale, clipped against
+  // global_norm (the norm of the scaled gradients over every stage), then, under data
+  // parallelism, the all-gather of the updated weights. Returns the clip factor.
   double step_with_norm(double lr, double grad_scale, double global_norm);
-  // grad_sq_norm + step_with_norm on this stage alone; returns the global norm before clipping.
+  // Under data parallelism the gradient sum over the ranks and the norm over every
+  // shard first; then as grad_sq_norm + step_with_norm. Returns the global norm before
+  // clipping.
   double step(double lr, double grad_scale = 1.0);
+  // The sum of every rank's gradients into each rank's (bucketed; nothing without data
+  // parallelism). step() calls it.
+  void reduce_gradients();
 
   std::int64_t steps_taken() const { return step_; }
   const AdamWConfig& config() const { return cfg_; }
-  // The moments, in tensor order (for checkpoints of the optimizer state).
+  // The moments of this rank's shard (every parameter without data parallelism), in
+  // tensor order from element shard_begin().
   std::span<float> first_moment() { return {m_.data(), m_.size()}; }
   std::span<float> second_moment() { return {v_.data(), v_.size()}; }
   void set_steps_taken(std::int64_t s) { step_ = s; }
+
+  int dp_rank() const { return dp_rank_; }
+  int dp_size() const { return dp_size_; }
+  std::int64_t parameter_count() const { return total_; }
+  std::int64_t shard_begin() const { return shard_begin_; }
+  std::int64_t shard_size() const { return shard_end_ - shard_begin_; }
+  // Bytes this rank holds for the optimizer: the moments and the f32 masters of its shard.
+  std::int64_t state_bytes() const;
+
+  // The whole moments (parameter_count() floats each, backend memory) from every
+  // rank's shard, on rank `root` only: collective under data parallelism (the other
+  // ranks send their shards and may pass empty spans), a copy without. Only the writer
+  // of a checkpoint ever holds the whole state.
+  void gather_state(int root, std::span<float> exp_avg, std::span<float> exp_avg_sq);
+  // The reverse: `root` holds whole moments (as a checkpoint file has them) and every
+  // rank takes its shard of them (the others may pass empty spans).
+  void scatter_state(int root, std::span<const float> exp_avg, std::span<const float> exp_avg_sq);
+  // Under data parallelism with narrower tensors: every shard's f32 master gathered into
+  // a whole copy on rank `root`, and its tensors' `data` pointed at it, so that a
+  // checkpoint written there now holds the masters (collective; until the next step).
+  // Nothing to do otherwise: `data` already is the master.
+  void gather_masters(int root);
+  // The data-parallel ranks (nullptr: none).
+  comm::Communicator* data_parallel() const { return dp_.comm; }
 
  private:
   // w: the f32 master; compute: the narrower copy to refresh after each step (or nullptr).
@@ -58,12 +115,27 @@ class AdamW {
     float* w; const float* g; std::int64_t n; std::int64_t offset; bool decay;
     void* compute = nullptr; backend::DType compute_type = backend::DType::f32;
   };
+  void gather_weights();
+  std::vector<std::size_t> shard_counts() const;
+  std::int64_t shard_begin_of(int rank) const { return total_ * rank / dp_size_; }
+
   backend::Backend* be_;
   AdamWConfig cfg_;
-  std::vector<Group> groups_;
+  DataParallel dp_;
+  int dp_rank_ = 0, dp_size_ = 1;
+  std::int64_t total_ = 0, shard_begin_ = 0, shard_end_ = 0;
+  std::vector<Group> groups_;                     // this rank's shard of every tensor
   backend::Buffer<float> m_, v_;
-  backend::Buffer<float> master_;                 // masters of the narrower tensors
-  std::vector<model::Tensor<float>*> mastered_;   // tensors whose data points into master_
+  backend::Buffer<float> master_;                 // masters of the narrower tensors (shard)
+  backend::Buffer<float> whole_master_;           // gather_masters' copy
+  std::vector<model::Tensor<float>*> mastered_;   // tensors whose data points into a master
+  std::vector<std::pair<model::Tensor<float>*, std::int64_t>> narrow_;   // narrower tensors, offsets
+  std::vector<std::int64_t> tensor_starts_;       // every tensor's first element in the array
+  // The model's arrays, for the collectives: the compute copy (elem_bytes_ per element)
+  // and the gradients, each contiguous in tensor order.
+  void* weights_base_ = nullptr;
+  std::size_t elem_bytes_ = 4;
+  float* grads_base_ = nullptr;
   std::int64_t step_ = 0;
 };
 

@@ -16,8 +16,9 @@
 
 namespace braid::train::steps {
 
-TrainerOptions trainer_options(const CommonTrainOptions& c, double lr, std::size_t group) {
+TrainerOptions trainer_options(const CommonTrainOptions& c, double lr, std::size_t group, comm::Communicator* dp) {
   TrainerOptions t;
+  t.data_parallel.comm = dp;
   t.adamw.max_grad_norm = c.max_grad_norm;
   t.adamw.weight_decay = c.weight_decay;
   t.lr = {.peak_lr = lr, .min_lr = lr, .warmup_steps = c.warmup_steps, .kind = optim::LrSchedule::Kind::constant};
@@ -38,6 +39,14 @@ void attach(Trainee& t, std::unique_ptr<Objective> obj, const TrainerOptions& op
   } else {
     log::info("{}: no optimizer state at {}: AdamW starts from zero", t.call,
               checkpoint::optimizer_state_path(t.spec).string());
+  }
+  const optim::AdamW& adamw = t.trainer->optimizer();
+  if (adamw.dp_size() > 1) {
+    const double mib = 1.0 / (1024.0 * 1024.0);
+    log::info("{}: optimizer state sharded over {} ranks: {:.2f} MiB on this rank ({} of {} parameters), {:.2f} MiB "
+              "unsharded",
+              t.call, adamw.dp_size(), double(adamw.state_bytes()) * mib, adamw.shard_size(), adamw.parameter_count(),
+              double(adamw.parameter_count()) * (t.opened.model->dtype() == backend::DType::f32 ? 8.0 : 12.0) * mib);
   }
 }
 
@@ -66,11 +75,13 @@ std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& e
   return records;
 }
 
-void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by) {
+void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by, bool lead) {
   for (Trainee* t : trainees) {
     const auto files = save_checkpoint(*t->opened.model, t->trainer->optimizer(), t->out,
                                        {.step = t->opened.step + 1, .created_by = created_by,
-                                        .config_json = t->opened.config_json});
+                                        .config_json = t->opened.config_json},
+                                       lead);
+    if (!lead) continue;
     log::info("{}: wrote {} (step {}) and {}", t->call, files[0].string(), t->opened.step + 1, files[1].string());
     std::cout << files[0].string() << std::endl;
   }
@@ -85,10 +96,11 @@ void write_stats(const CommonTrainOptions& c, Clock::time_point t0, const io::Sa
                                    .dump(2) + "\n");
 }
 
-bool already_done(const std::vector<Trainee*>& trainees) {
-  for (const Trainee* t : trainees) {
-    if (!checkpoint_complete(t->out, t->opened.step + 1)) return false;
-  }
+bool already_done(const std::vector<Trainee*>& trainees, const DataParallelRanks& ranks) {
+  bool complete = true;
+  for (const Trainee* t : trainees) complete = complete && checkpoint_complete(t->out, t->opened.step + 1);
+  if (!ranks.all(complete)) return false;
+  if (!ranks.lead()) return true;
   for (const Trainee* t : trainees) {
     log::info("{}: {} is already complete (step {}): skipped", t->call, t->out, t->opened.step + 1);
     std::cout << t->out << std::endl;

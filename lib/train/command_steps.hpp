@@ -4,6 +4,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "train/commands.hpp"
+#include "train/data_parallel.hpp"
 #include "train/objective.hpp"
 #include "train/trainer.hpp"
 
@@ -16,7 +17,9 @@ namespace braid::train::steps {
 
 using Clock = std::chrono::steady_clock;
 
-TrainerOptions trainer_options(const CommonTrainOptions& c, double lr, std::size_t group);
+// dp: the data-parallel ranks (nullptr: this process alone).
+TrainerOptions trainer_options(const CommonTrainOptions& c, double lr, std::size_t group,
+                               comm::Communicator* dp = nullptr);
 LoopOptions loop_options(const CommonTrainOptions& c, std::size_t group);
 
 // A model opened from a checkpoint with its trainer, optimizer state loaded when present.
@@ -33,12 +36,13 @@ TrainerEngine engine_of(const std::vector<Trainee*>& trainees);
 // train_epochs with progress on stderr and a summary line per call.
 std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& engine, const LoopOptions& loop);
 // New checkpoints (step + 1) with their optimizer state; the weight files on stdout.
-void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by);
+// Collective over data-parallel ranks: the lead alone writes and lists.
+void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by, bool lead = true);
 void write_stats(const CommonTrainOptions& c, Clock::time_point t0, const io::SampleBatch& batch,
                  const std::vector<CallRecord>& records);
 // A rerun after an interruption: every output already there, at the step it would get
-// (logged, printed again).
-bool already_done(const std::vector<Trainee*>& trainees);
+// (logged, printed again by the lead). Collective over the ranks, which all answer alike.
+bool already_done(const std::vector<Trainee*>& trainees, const DataParallelRanks& ranks);
 void check_common(const CommonTrainOptions& c);
 // Before any work: the folder of every output file ("" skipped) exists and is writable,
 // so that a typo fails now (UsageError naming the path) and not after training.

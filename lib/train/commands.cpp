@@ -21,10 +21,14 @@ using namespace steps;
 
 namespace {
 
-// Actor (and critic) as Trainers in this process.
+// Actor (and critic) as Trainers in this process; under mpirun, data parallel over
+// every rank (train/data_parallel.hpp).
 class ProcessSession final : public RlSession {
  public:
-  explicit ProcessSession(const RlCommand& c) : c_(c), be_(backend::make_backend(c.common.device, c.common.threads)) {
+  explicit ProcessSession(const RlCommand& c)
+      : c_(c), ranks_(c.common.data_parallel), be_(backend::make_backend(c.common.device, c.common.threads)) {
+    ranks_.require_named_inputs(c.inputs, "shards");
+    ranks_.require_host_memory(*be_);
     const bool ppo = c.algorithm == "ppo";
     actor_ = {checkpoint::open_model(c.actor, *be_, {}, true, false, c.common.dtype), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
     trainees_.push_back(&actor_);
@@ -33,14 +37,17 @@ class ProcessSession final : public RlSession {
       trainees_.push_back(&critic_);
     }
   }
-  bool lead() const override { return true; }
-  bool already_done() override { return steps::already_done(trainees_); }
+  bool lead() const override { return ranks_.lead(); }
+  bool already_done() override { return steps::already_done(trainees_, ranks_); }
   void prepare() override {
     const bool ppo = c_.algorithm == "ppo";
     attach(actor_, std::make_unique<PolicyObjective>(ppo ? ppo_actor_options(c_.clip, c_.entropy_coef)
                                                          : grpo_actor_options(c_.clip, c_.kl_coef)),
-           trainer_options(c_.common, c_.common.lr, 1));
-    if (ppo) attach(critic_, std::make_unique<ValueObjective>(c_.value_clip), trainer_options(c_.common, c_.critic_lr, 1));
+           trainer_options(c_.common, c_.common.lr, 1, ranks_.comm()));
+    if (ppo) {
+      attach(critic_, std::make_unique<ValueObjective>(c_.value_clip),
+             trainer_options(c_.common, c_.critic_lr, 1, ranks_.comm()));
+    }
     engine_ = std::make_unique<TrainerEngine>(engine_of(trainees_));
   }
   std::vector<model::ModelConfig> configs() const override {
@@ -49,13 +56,14 @@ class ProcessSession final : public RlSession {
     return out;
   }
   std::int64_t actor_step() const override { return actor_.opened.step; }
-  std::string describe() const override { return "one process"; }
+  std::string describe() const override { return ranks_.describe(); }
   backend::Backend& backend() override { return *be_; }
   TrainingEngine& engine() override { return *engine_; }
-  void save(const std::string& created_by) override { save_all(trainees_, created_by); }
+  void save(const std::string& created_by) override { save_all(trainees_, created_by, lead()); }
 
  private:
   const RlCommand& c_;
+  DataParallelRanks ranks_;   // first: MPI is up before anything else and down after
   std::unique_ptr<backend::Backend> be_;
   Trainee actor_, critic_;
   std::vector<Trainee*> trainees_;

@@ -1,5 +1,7 @@
 #include "train/objective.hpp"
 
+#include "core/json.hpp"
+
 #include <algorithm>
 #include <string_view>
 
@@ -33,6 +35,24 @@ LossStats LossTotals::mean() const {
   s.loss = loss_ / units_;
   for (const auto& [k, v] : metrics_) s.metrics[k] = is_max(k) ? v : v / units_;
   return s;
+}
+
+LossTotals LossTotals::over_ranks(comm::Communicator& comm, const LossTotals& mine) {
+  // A handful of numbers per rank: each rank's sums broadcast from it as JSON (doubles
+  // round-trip exactly), merged in rank order so that every rank gets the same sums.
+  LossTotals all;
+  for (int r = 0; r < comm.size(); ++r) {
+    std::string text;
+    if (r == comm.rank()) {
+      json j = {{"loss", mine.loss_}, {"units", mine.units_}, {"metrics", mine.metrics_}};
+      text = j.dump();
+    }
+    comm.broadcast(text, r);
+    const json j = json::parse(text);
+    all.merge(j.at("loss").get<double>(), j.at("units").get<double>(),
+              j.at("metrics").get<std::map<std::string, double>>());
+  }
+  return all;
 }
 
 double total_units(const Objective& obj, std::span<const io::SampleBatch> micro_batches) {

@@ -20,6 +20,7 @@
 // LossTotals adds micro-batches up into the mini-batch's mean.
 #pragma once
 
+#include "comm/communicator.hpp"
 #include "io/sample_batch.hpp"
 #include "model/model.hpp"
 
@@ -52,6 +53,10 @@ class LossTotals {
   LossStats mean() const;
 
   static bool is_max(const std::string& metric);
+
+  // Every rank's totals added up in rank order (collective; the same result on every
+  // rank, whatever metrics each rank saw: a rank with no units has none).
+  static LossTotals over_ranks(comm::Communicator& comm, const LossTotals& mine);
 
  private:
   double loss_ = 0, units_ = 0;

@@ -1,6 +1,8 @@
 // AdamW's state through the checkpoint room's optimizer-state files
 // (checkpoint/optimizer_state.hpp): its two moments as "exp_avg" and "exp_avg_sq",
-// its step count as the file's step.
+// its step count as the file's step. A file always holds the whole moments, so a state
+// written by a data-parallel run (optim/adamw.hpp: each rank holds a shard) loads into
+// any number of ranks, and into the single process, and back.
 #pragma once
 
 #include "checkpoint/optimizer_state.hpp"
@@ -11,12 +13,14 @@
 
 namespace braid::train {
 
-// Writes the state of opt (built over m.tensors()) atomically to `path`.
+// Writes the state of opt (built over m.tensors()) atomically to `path`. Data parallel:
+// collective (the shards are gathered), and only a rank passing write = true writes.
 void save_optimizer_state(optim::AdamW& opt, const model::Model& m, const std::filesystem::path& path,
-                          const checkpoint::SaveInfo& info = {});
+                          const checkpoint::SaveInfo& info = {}, bool write = true);
 
 // Loads checkpoint::optimizer_state_path(checkpoint) (a file or its stage files) into opt
-// when it exists; returns whether it did. InputError as checkpoint::load_optimizer_state.
+// when it exists; returns whether it did (data parallel: every rank reads the file and
+// keeps its shard). InputError as checkpoint::load_optimizer_state.
 bool load_optimizer_state(optim::AdamW& opt, const model::Model& m, const std::filesystem::path& checkpoint);
 
 }  // namespace braid::train

@@ -26,6 +26,10 @@ struct CommonTrainOptions {
   std::string device = "cpu";         // backend/registry.hpp
   backend::DType dtype = backend::DType::f32;   // storage of the weights (--dtype); masters stay f32
   std::string stats;                  // --stats file ("" = none)
+  // Under mpirun without --schedule: train data parallel over every rank of the job
+  // (train/data_parallel.hpp). false: this process alone, as when one rank of a job
+  // that does something else runs a mode by itself.
+  bool data_parallel = true;
   std::string created_by;             // the command line
 };
 
@@ -67,11 +71,13 @@ struct LoopOptions {
   std::size_t group = 1;        // sequences that stay together (RM pairs)
 };
 
-// One model's optimizer and micro-batching (train/trainer.hpp).
+// One model's optimizer and micro-batching (train/trainer.hpp). With data_parallel.comm
+// of more than one rank the trainer is data parallel over it (train/trainer.hpp).
 struct TrainerOptions {
   optim::AdamWConfig adamw;
   optim::LrSchedule lr;
   MicroBatchLimits micro;
+  optim::DataParallel data_parallel;
 };
 
 }  // namespace braid::train

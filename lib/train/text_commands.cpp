@@ -31,12 +31,15 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
   const auto t0 = Clock::now();
   check_common(c.common);
   check_output_folders({c.model_out, c.common.stats});
+  DataParallelRanks ranks(c.common.data_parallel);   // under mpirun: every rank trains its part of each mini-batch
+  ranks.require_named_inputs({c.data}, "data file");
   const bool policy = mode != TextMode::rm;
   auto be = backend::make_backend(c.common.device, c.common.threads);
+  ranks.require_host_memory(*be);
   Trainee t{checkpoint::open_model(c.model, *be, {}, policy, !policy, c.common.dtype), nullptr, nullptr, c.model,
             c.model_out, policy ? "actor_train" : "reward_train"};
   std::vector<Trainee*> trainees{&t};
-  if (already_done(trainees)) return 0;
+  if (already_done(trainees, ranks)) return 0;
   const auto tok = tok::load_tokenizer(c.tokenizer);
   const auto& cfg = t.opened.model->config();
   if (tok->vocab_size() > cfg.vocab_size) {
@@ -46,14 +49,14 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
   const bool pairs = mode != TextMode::sft;
   io::SampleBatch batch = pairs ? read_preference_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings)
                                 : read_sft_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings);
-  log::info("{} {} from {}, {} tokens", pairs ? batch.size() / 2 : batch.size(), pairs ? "pairs" : "examples", c.data,
-            batch.token_count());
+  log::info("{} {} from {}, {} tokens; {}", pairs ? batch.size() / 2 : batch.size(), pairs ? "pairs" : "examples", c.data,
+            batch.token_count(), ranks.describe());
   const std::size_t group = pairs ? 2 : 1;
-  attach(t, prepare(t, *be, batch), trainer_options(c.common, c.common.lr, group));
+  attach(t, prepare(t, *be, batch), trainer_options(c.common, c.common.lr, group, ranks.comm()));
   TrainerEngine engine = engine_of(trainees);
   const auto records = run_loop(batch, engine, loop_options(c.common, group));
-  save_all(trainees, c.common.created_by);
-  write_stats(c.common, t0, batch, records);
+  save_all(trainees, c.common.created_by, ranks.lead());
+  if (ranks.lead()) write_stats(c.common, t0, batch, records);
   return 0;
 }
 

@@ -7,13 +7,18 @@
 namespace braid::train {
 
 std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim::AdamW& opt,
-                                                   const std::filesystem::path& out, const checkpoint::SaveInfo& info) {
+                                                   const std::filesystem::path& out, const checkpoint::SaveInfo& info,
+                                                   bool write) {
   // Nothing under either name when the weights diverged; the state's writer refuses
-  // non-finite moments before its file exists.
+  // non-finite moments before its file exists. (Data parallel with bf16 weights, the
+  // check reads the bf16 copy, which a NaN or Inf master rounds to.)
   checkpoint::require_finite_weights(m, out, info.step);
   const std::filesystem::path state = checkpoint::optimizer_state_path(out);
-  save_optimizer_state(opt, m, state, info);
-  checkpoint::save_weights(m, out, info);
+  save_optimizer_state(opt, m, state, info, write);
+  // Data parallel with bf16 weights: the whole f32 master on the writer, gathered only
+  // now, so that it and the whole moments are never held at once.
+  opt.gather_masters(0);
+  if (write) checkpoint::save_weights(m, out, info);
   return {out, state};
 }
 

@@ -16,9 +16,13 @@
 namespace braid::train {
 
 // The optimizer state first (checkpoint::optimizer_state_path(out)), then the weights, each atomic:
-// a checkpoint whose weights exist has its state too. Returns {weights, state}.
+// a checkpoint whose weights exist has its state too. Returns {weights, state}. Data
+// parallel (opt over several ranks): collective, the writer is rank 0 of them (it alone
+// gathers the whole state) and writes only if it passes write = true; every rank
+// checks the weights are finite (they are the same).
 std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim::AdamW& opt,
-                                                   const std::filesystem::path& out, const checkpoint::SaveInfo& info);
+                                                   const std::filesystem::path& out, const checkpoint::SaveInfo& info,
+                                                   bool write = true);
 
 // Whether `out` already holds weights of training step `step` and their optimizer
 // state (a rerun of an interrupted command skips such an output).

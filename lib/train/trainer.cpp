@@ -1,10 +1,15 @@
 #include "train/trainer.hpp"
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
+#include <exception>
+#include <stdexcept>
 
 namespace braid::train {
 
@@ -23,7 +28,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Trainer::Trainer(model::Model& m, Objective& obj, TrainerOptions opt)
-    : m_(&m), obj_(&obj), opt_(opt), adamw_(m.backend(), m.tensors(), opt.adamw),
+    : m_(&m), obj_(&obj), opt_(opt),
+      dp_(opt.data_parallel.comm != nullptr && opt.data_parallel.comm->size() > 1 ? opt.data_parallel.comm : nullptr),
+      adamw_(m.backend(), m.tensors(), opt.adamw, opt.data_parallel),
       acts_(m.make_activations(activation_options(opt.micro))) {
   if (!m.is_first_stage() || !m.is_last_stage()) {
     throw UsageError("the single-process trainer needs a whole model (pipeline stages train under mpirun)");
@@ -32,9 +39,36 @@ Trainer::Trainer(model::Model& m, Objective& obj, TrainerOptions opt)
   if (obj.needs_value_head() && !m.options().value_head) throw UsageError("the objective needs a model with a value head");
 }
 
+std::span<const std::size_t> Trainer::local_indices(std::span<const std::size_t> indices) const {
+  if (dp_ == nullptr) return indices;
+  const std::size_t group = std::max<std::size_t>(opt_.micro.group, 1);
+  if (indices.size() % group != 0) {
+    throw UsageError(fmt::format("{} sequences do not split into groups of {}", indices.size(), group));
+  }
+  const std::size_t groups = indices.size() / group, r = std::size_t(dp_->rank()), n = std::size_t(dp_->size());
+  const std::size_t lo = groups * r / n, hi = groups * (r + 1) / n;
+  return indices.subspan(lo * group, (hi - lo) * group);
+}
+
 StepStats Trainer::step(const io::SampleBatch& batch, std::span<const std::size_t> indices) {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto mbs = micro_batches(batch, indices, opt_.micro);
+  std::vector<io::SampleBatch> mbs;
+  if (dp_ == nullptr) {
+    mbs = micro_batches(batch, local_indices(indices), opt_.micro);
+  } else {
+    // Only this rank sees its part: a sequence too long for --micro-tokens fails here
+    // alone, so every rank learns whether any failed before the first collective waits.
+    std::exception_ptr failed;
+    try {
+      mbs = micro_batches(batch, local_indices(indices), opt_.micro);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    std::int64_t any = failed ? 1 : 0;
+    dp_->all_reduce(std::span<std::int64_t>(&any, 1), comm::ReduceOp::max);
+    if (failed) std::rethrow_exception(failed);
+    if (any != 0) throw UsageError("another rank could not cut its part of the mini-batch (its message says why)");
+  }
   StepStats s = step(mbs);
   s.seconds = seconds_since(t0);
   return s;
@@ -43,23 +77,42 @@ StepStats Trainer::step(const io::SampleBatch& batch, std::span<const std::size_
 StepStats Trainer::step(std::span<const io::SampleBatch> mbs) {
   const auto t0 = std::chrono::steady_clock::now();
   StepStats s;
-  if (mbs.empty()) return s;
-  // The loss is a mean over the units of the whole mini-batch (train/objective.hpp).
-  const double units = total_units(*obj_, mbs);
+  if (mbs.empty() && dp_ == nullptr) return s;
+  // The loss is a mean over the units of the whole mini-batch (train/objective.hpp): of
+  // every rank's part when data parallel.
+  double units = total_units(*obj_, mbs);
+  if (dp_ != nullptr) dp_->all_reduce_sum(std::span<double>(&units, 1));
   const double scale = units > 0 ? 1.0 / units : 0.0;
   LossTotals totals;
   m_->zero_grad();
-  for (const io::SampleBatch& mb : mbs) {
-    m_->forward({mb.tokens, mb.offsets}, acts_);
-    totals.add(obj_->loss_and_grad(*m_, acts_, mb, scale));
-    m_->backward(acts_);
-    s.tokens += static_cast<std::int64_t>(mb.token_count());
-    s.sequences += static_cast<std::int64_t>(mb.size());
+  try {
+    for (const io::SampleBatch& mb : mbs) {
+      m_->forward({mb.tokens, mb.offsets}, acts_);
+      totals.add(obj_->loss_and_grad(*m_, acts_, mb, scale));
+      m_->backward(acts_);
+      s.tokens += static_cast<std::int64_t>(mb.token_count());
+      s.sequences += static_cast<std::int64_t>(mb.size());
+    }
+  } catch (const std::exception& e) {
+    if (dp_ == nullptr) throw;
+    // The other ranks wait in the step's collectives: only ending the job frees them.
+    log::error("rank {}: {}", dp_->rank(), e.what());
+    const bool bad_input = dynamic_cast<const InputError*>(&e) || dynamic_cast<const UsageError*>(&e) ||
+                           dynamic_cast<const std::invalid_argument*>(&e);
+    dp_->abort(bad_input ? 2 : 1);
+  }
+  s.micro_batches = static_cast<std::int64_t>(mbs.size());
+  if (dp_ != nullptr) {
+    totals = LossTotals::over_ranks(*dp_, totals);
+    std::array<std::int64_t, 3> counts{s.tokens, s.sequences, s.micro_batches};
+    dp_->all_reduce_sum(std::span<std::int64_t>(counts));
+    s.tokens = counts[0];
+    s.sequences = counts[1];
+    s.micro_batches = counts[2];
   }
   const LossStats mean = totals.mean();
   s.loss = mean.loss;
   s.metrics = mean.metrics;
-  s.micro_batches = static_cast<std::int64_t>(mbs.size());
   s.lr = opt_.lr.at(adamw_.steps_taken());
   s.grad_norm = adamw_.step(s.lr, 1.0);  // the 1/units is already in the objective's scale
   s.seconds = seconds_since(t0);

@@ -7,6 +7,17 @@
 // global norm. How the mini-batch is split changes nothing but rounding.
 // TrainerEngine runs several trainers on the same mini-batches (PPO's actor and critic
 // each take one step per mini-batch) for train_epochs (train/engine.hpp).
+//
+// Data parallel (TrainerOptions::data_parallel.comm of dp > 1 ranks, every rank with the
+// same model and the same batch): step(batch, indices) gives rank r the groups
+// [G·r/dp, G·(r+1)/dp) of the mini-batch's G groups, in the mini-batch's order (a
+// rank may get none), and cuts only those into micro-batches. The units the loss is a
+// mean over are summed over the ranks first, so each rank's scale is 1 / (the whole
+// mini-batch's units); AdamW (optim/adamw.hpp, ZeRO stage 1) then sums the gradients
+// over the ranks, updates its shard and all-gathers the weights. The step's loss,
+// metrics, tokens, sequences and micro-batches are the whole mini-batch's on every
+// rank. The update is the single process's on the same mini-batch, to float rounding
+// (sums taken in another order).
 #pragma once
 
 #include "io/sample_batch.hpp"
@@ -30,20 +41,26 @@ class Trainer {
   Trainer(model::Model& m, Objective& obj, TrainerOptions opt);
 
   StepStats step(const io::SampleBatch& batch, std::span<const std::size_t> indices);
-  // One optimizer step over a mini-batch already cut into micro-batches.
+  // One optimizer step over a mini-batch already cut into micro-batches (data parallel:
+  // this rank's part of it; empty is allowed).
   StepStats step(std::span<const io::SampleBatch> micro_batches);
   // The mean loss over the units of the given sequences, without changing anything
-  // (the gradients are left zeroed).
+  // (the gradients are left zeroed). This process alone, also when data parallel.
   double evaluate(const io::SampleBatch& batch, std::span<const std::size_t> indices);
 
   model::Model& model() { return *m_; }
   optim::AdamW& optimizer() { return adamw_; }
   const TrainerOptions& options() const { return opt_; }
+  // The data-parallel ranks (nullptr: this process alone).
+  comm::Communicator* data_parallel() const { return dp_; }
+  // This rank's part of a mini-batch's indices (all of them when not data parallel).
+  std::span<const std::size_t> local_indices(std::span<const std::size_t> indices) const;
 
  private:
   model::Model* m_;
   Objective* obj_;
   TrainerOptions opt_;
+  comm::Communicator* dp_ = nullptr;
   optim::AdamW adamw_;
   model::Activations acts_;
 };

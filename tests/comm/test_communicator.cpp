@@ -196,3 +196,47 @@ BOOST_AUTO_TEST_CASE(what_a_tool_asks_of_mpi) {
   BOOST_TEST(!lib.empty());
   BOOST_TEST(lib.find('\n') == std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(all_gather_varying_in_place) {
+  auto world = comm::mpi_world();
+  const int r = world->rank(), n = world->size();
+  // Rank q's part holds q + 1 elements (the last rank none when there are several):
+  // parts of different sizes, one of them empty.
+  std::vector<std::size_t> counts(static_cast<std::size_t>(n));
+  for (int q = 0; q < n; ++q) counts[std::size_t(q)] = (n > 1 && q == n - 1) ? 0 : std::size_t(q + 1);
+  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  std::vector<float> all(total, -1.0f);
+  std::size_t at = 0;
+  for (int q = 0; q < r; ++q) at += counts[std::size_t(q)];
+  for (std::size_t k = 0; k < counts[std::size_t(r)]; ++k) all[at + k] = 100.0f * r + float(k);
+  world->all_gather_varying(std::span<float>(all), counts);
+  at = 0;
+  for (int q = 0; q < n; ++q) {
+    for (std::size_t k = 0; k < counts[std::size_t(q)]; ++k) BOOST_TEST(all[at + k] == 100.0f * q + float(k));
+    at += counts[std::size_t(q)];
+  }
+  BOOST_CHECK_THROW(world->all_gather_varying(std::span<float>(all.data(), total + 1), counts), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(bucketed_all_reduce_sums_every_bucket) {
+  auto world = comm::mpi_world();
+  const int r = world->rank(), n = world->size();
+  // 1000 elements in buckets of 64 (the last one short), 2 in flight: each element the
+  // sum over ranks, as one all-reduce of the whole gives it.
+  for (const std::size_t bucket : {std::size_t{64}, std::size_t{0}, std::size_t{1000}, std::size_t{7}}) {
+    std::vector<float> x(1000), whole(1000);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = whole[i] = float(i % 17) * 0.5f + float(r);
+    comm::all_reduce_bucketed(*world, std::span<float>(x), bucket, 2);
+    world->all_reduce_sum(std::span<float>(whole));
+    BOOST_TEST(x == whole, boost::test_tools::per_element());
+    BOOST_TEST(x[999] == float(999 % 17) * 0.5f * n + float(n * (n - 1) / 2));
+  }
+  // Nonblocking reductions left in flight together complete in any wait order.
+  std::vector<double> a{1.0 * r}, b{2.0 * r};
+  comm::Request ra = world->iall_reduce_elements(a.data(), 1, comm::DataType::f64, comm::ReduceOp::sum);
+  comm::Request rb = world->iall_reduce_elements(b.data(), 1, comm::DataType::f64, comm::ReduceOp::max);
+  rb.wait();
+  ra.wait();
+  BOOST_TEST(a[0] == double(n * (n - 1) / 2));
+  BOOST_TEST(b[0] == 2.0 * (n - 1));
+}

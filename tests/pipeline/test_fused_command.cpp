@@ -101,6 +101,7 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
   if (world->rank() == 0) {
     train::RlCommand one = c;
     one.schedule.clear();
+    one.common.data_parallel = false;   // rank 0 alone, not data parallel over the job
     one.common.micro_tokens = train::CommonTrainOptions{}.micro_tokens;
     one.actor_out = (dir / "one-actor.h5").string();
     one.critic_out = (dir / "one-critic.h5").string();

@@ -41,7 +41,8 @@ std::string shell_quote(const std::string& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"braid-train: update a policy (PPO, GRPO, SFT, DPO) or a reward model from samples; writes new checkpoints "
-               "(step + 1) with their AdamW state beside them (<stem>.optim.h5) and prints the checkpoint files",
+               "(step + 1) with their AdamW state beside them (<stem>.optim.h5) and prints the checkpoint files. Under mpirun "
+               "without --schedule every mode is data parallel over the ranks (rank 0 writes the outputs)",
                "braid-train"};
   braid::cli::add_common_options(app);
   app.require_subcommand(1);
