@@ -284,4 +284,25 @@ void Checker::no_unknown_keys(const json& obj, std::string_view where, const std
   }
 }
 
+std::string_view trim(std::string_view s) {
+  constexpr std::string_view blanks = " \t\r\n";
+  const auto b = s.find_first_not_of(blanks);
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(blanks) - b + 1);
+}
+
+void for_each_jsonl_line(std::string_view text, std::int64_t limit,
+                         const std::function<void(std::int64_t, std::string_view)>& fn) {
+  std::int64_t seen = 0, line_no = 0;
+  for (std::size_t pos = 0; pos < text.size() && (limit <= 0 || seen < limit);) {
+    const std::size_t nl = std::min(text.find('\n', pos), text.size());
+    const std::string_view line = trim(text.substr(pos, nl - pos));
+    pos = nl + 1;
+    ++line_no;
+    if (line.empty()) continue;
+    ++seen;
+    fn(line_no, line);
+  }
+}
+
 }  // namespace braid

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -85,5 +86,13 @@ class Checker {
   std::string file_;
   std::vector<std::string> problems_;
 };
+
+// `s` without leading and trailing blanks (spaces, tabs, CR, LF).
+std::string_view trim(std::string_view s);
+
+// Calls fn(line number from 1, line) for each non-blank line of a JSON Lines text, trimmed,
+// stopping after `limit` of them when limit > 0.
+void for_each_jsonl_line(std::string_view text, std::int64_t limit,
+                         const std::function<void(std::int64_t, std::string_view)>& fn);
 
 }  // namespace braid

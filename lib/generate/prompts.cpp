@@ -17,11 +17,6 @@ namespace {
 // Past this many, a file is surely wrong as a whole; listing more only buries the first.
 constexpr std::size_t kMaxListed = 20;
 
-std::string_view trim(std::string_view s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
-}
 
 // nlohmann's message without its "[json.exception.parse_error.101] " prefix.
 std::string parse_message(const std::exception& e) {
@@ -136,15 +131,7 @@ std::vector<PromptLine> parse_prompts(std::string_view text, const std::string& 
   std::vector<std::string> problems;
   std::string first_location;  // "file:line" of the first problem, for a lone one
   std::size_t bad_lines = 0;
-  std::int64_t seen = 0;
-  std::int64_t line_no = 0;
-  for (std::size_t pos = 0; pos < text.size() && (opt.limit <= 0 || seen < opt.limit);) {
-    const std::size_t nl = std::min(text.find('\n', pos), text.size());
-    const std::string_view line = trim(text.substr(pos, nl - pos));
-    pos = nl + 1;
-    ++line_no;
-    if (line.empty()) continue;
-    ++seen;
+  for_each_jsonl_line(text, opt.limit, [&](std::int64_t line_no, std::string_view line) {
     Checker c(origin);
     PromptLine p{.line = line_no};
     try {
@@ -156,14 +143,14 @@ std::vector<PromptLine> parse_prompts(std::string_view text, const std::string& 
     }
     if (c.ok()) {
       prompts.push_back(std::move(p));
-      continue;
+      return;
     }
     const std::string location = fmt::format("{}:{}", origin, line_no);
     if (bad_lines++ == 0) first_location = location;
     for (const auto& problem : c.problems()) {
       if (problems.size() < kMaxListed) problems.push_back(location + ": " + problem);
     }
-  }
+  });
   if (problems.size() == 1) throw InputError(first_location, "", problems.front().substr(first_location.size() + 2));
   if (!problems.empty()) {
     if (problems.size() == kMaxListed) problems.push_back(fmt::format("(the first shown; {} bad lines in all)", bad_lines));

@@ -144,7 +144,7 @@ struct WeightShardReader::Impl {
                        fmt::format("tp_rank {} is not in [0, tp_size = {})", meta.tp_rank, meta.tp_size));
     }
     const auto paths = file.dataset_paths();
-    auto has = [&](const char* p) { return std::find(paths.begin(), paths.end(), p) != paths.end(); };
+    auto has = [&](const char* dataset) { return std::find(paths.begin(), paths.end(), dataset) != paths.end(); };
     if (has("tokens") && has("offsets") && has("sample_id")) {
       throw InputError(fname, "attribute format",
                        fmt::format("is \"{}\" but the file holds a sample shard's datasets (/tokens, /offsets, "

@@ -1,5 +1,7 @@
 #include "score/math_answer.hpp"
 
+#include "core/json.hpp"
+
 #include <fmt/format.h>
 
 #include <array>
@@ -15,11 +17,6 @@ namespace {
 // Past this many significant digits an int64 numerator or denominator may overflow.
 constexpr std::size_t kMaxDigits = 18;
 
-std::string_view trim(std::string_view s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
-}
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 bool ends_with(std::string_view s, std::string_view p) { return s.size() >= p.size() && s.substr(s.size() - p.size()) == p; }

@@ -1,6 +1,7 @@
 #include "score/text_reward.hpp"
 
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "score/math_answer.hpp"
 #include "score/rule_reward.hpp"
 
@@ -95,11 +96,6 @@ class CommandReward final : public TextReward {
   ScorerProcess process_;
 };
 
-std::string_view trim(std::string_view s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
-}
 
 }  // namespace
 
@@ -132,19 +128,13 @@ std::string scorer_line(const TextSample& s) {
 
 std::vector<std::string> math_prompt_problems(std::string_view text, const std::string& origin, std::int64_t limit) {
   std::vector<std::string> out;
-  std::int64_t seen = 0, line_no = 0;
-  for (std::size_t pos = 0; pos < text.size() && (limit <= 0 || seen < limit);) {
-    const std::size_t nl = std::min(text.find('\n', pos), text.size());
-    const std::string_view line = trim(text.substr(pos, nl - pos));
-    pos = nl + 1;
-    ++line_no;
-    if (line.empty()) continue;
-    ++seen;
+  for_each_jsonl_line(text, limit, [&](std::int64_t line_no, std::string_view line) {
     const json obj = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!obj.is_object()) continue;
     std::string problem;
-    if (!expected_answer(obj, &problem)) out.push_back(fmt::format("{}:{}: answer: {}", origin, line_no, problem));
-  }
+    if (obj.is_object() && !expected_answer(obj, &problem)) {
+      out.push_back(fmt::format("{}:{}: answer: {}", origin, line_no, problem));
+    }
+  });
   return out;
 }
 
