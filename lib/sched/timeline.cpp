@@ -44,9 +44,9 @@ Timeline::Timeline(const Problem& p, const Order& order)
   for (double e : end_) end_sum_ += e;
   critical_.assign(n, 0);
   critical_makespan_ = makespan();
-  for (std::size_t t = 0; t < n; ++t) {
-    critical_[t] = is_critical(t, critical_makespan_) ? 1 : 0;
-    critical_count_ += critical_[t];
+  for (std::size_t task = 0; task < n; ++task) {
+    critical_[task] = is_critical(task, critical_makespan_) ? 1 : 0;
+    critical_count_ += critical_[task];
   }
   for (int d = 0; d < p.devices; ++d) {
     finish_sum_ += end_[static_cast<std::size_t>(order_[static_cast<std::size_t>((d + 1) * per_device_ - 1)])];
