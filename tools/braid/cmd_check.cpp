@@ -15,7 +15,7 @@ void add_check_command(CLI::App& app, Verbs& verbs) {
   auto files = std::make_shared<std::vector<std::string>>();
   auto* sub = app.add_subcommand(
       "check",
-      "Check braid files (sample shards, weight shards, braid JSON) quickly: exit 0 when all are good "
+      "Check braid files (sample shards, weight shards, braid JSON): the seal, every checksum and every value; exit 0 when all are good "
       "and complete (every dataset's checksum verified), 1 when some are not (-v lists them with the reason, and "
       "notes files without checksums); prints nothing otherwise");
   sub->add_option("files", *files, "Files to check")->required();
