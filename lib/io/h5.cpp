@@ -342,12 +342,16 @@ std::optional<std::string> File::stored_checksum(hid_t d, const std::string& pat
 }
 
 std::string File::compute_checksum(hid_t d, const std::string& path) const {
-  (void)dataset_info(path);  // refuses an extent the file cannot hold before allocating it
   Handle t(H5Dget_type(d));
   Handle native(H5Tget_native_type(t.get(), H5T_DIR_ASCEND));
   Handle space(H5Dget_space(d));
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
-  if (!t.valid() || !native.valid() || n < 0) throw InputError(name_, display(path), "cannot be read (damaged?)");
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (!t.valid() || !native.valid() || n < 0 || rank < 0) throw InputError(name_, display(path), "cannot be read (damaged?)");
+  std::vector<hsize_t> extent(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), extent.data(), nullptr);
+  // An extent the file cannot hold is refused before the buffer for it is allocated.
+  expect_plausible_extent(d, path, std::vector<std::int64_t>(extent.begin(), extent.end()), H5Tget_size(native.get()));
   const std::size_t bytes = static_cast<std::size_t>(n) * H5Tget_size(native.get());
   // Not value-initialised: a 1 GB tensor would be written twice.
   std::unique_ptr<std::byte[]> buf(new std::byte[std::max<std::size_t>(bytes, 1)]);
@@ -397,33 +401,31 @@ DatasetInfo File::dataset_info(const std::string& path) const {
   info.type_class = H5Tget_class(t.get());
   info.type_size = H5Tget_size(t.get());
   info.is_signed = info.type_class != H5T_INTEGER || H5Tget_sign(t.get()) != H5T_SGN_NONE;
-  expect_plausible_extent(d.get(), path, info);
+  expect_plausible_extent(d.get(), path, info.dims, info.type_size);
   return info;
 }
 
 // A damaged header can declare any extent (2^48 elements); reading it would allocate that
 // much before HDF5 notices the data is not there. Every value braid reads is stored in the
-// file, so the declared bytes must fit in it: as they are for unfiltered data, deflated by at
-// most zlib's ratio (about 1032:1, here 1100) for filtered data.
-void File::expect_plausible_extent(hid_t d, const std::string& path, const DatasetInfo& info) const {
+// file, so the declared bytes must fit in it (fits_in_file).
+void File::expect_plausible_extent(hid_t d, const std::string& path, const std::vector<std::int64_t>& dims,
+                                   std::size_t type_size) const {
   std::uint64_t elements = 1;
   bool overflow = false;
-  for (auto v : info.dims) overflow = overflow || v < 0 || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(v), &elements);
-  std::uint64_t bytes = 0;
-  overflow = overflow || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(info.type_size), &bytes);
+  for (auto v : dims) overflow = overflow || v < 0 || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(v), &elements);
   hsize_t file_bytes = 0;
   if (H5Fget_filesize(id(), &file_bytes) < 0) throw InputError(name_, display(path), "cannot be read (damaged file?)");
   Handle dcpl(H5Dget_create_plist(d));
   const bool filtered = dcpl.valid() && H5Pget_nfilters(dcpl.get()) > 0;
-  constexpr std::uint64_t kMaxDeflateRatio = 1100;
-  const double limit = static_cast<double>(file_bytes) * (filtered ? kMaxDeflateRatio : 1);
-  if (overflow || static_cast<double>(bytes) > limit) {
+  std::uint64_t bytes = 0;
+  if (overflow || !fits_in_file(elements, type_size, file_bytes, filtered, &bytes)) {
     std::string shape;
-    for (auto v : info.dims) shape += (shape.empty() ? "" : " x ") + std::to_string(v);
+    for (auto v : dims) shape += (shape.empty() ? "" : " x ") + std::to_string(v);
     throw InputError(name_, display(path),
                      fmt::format("declares {} values of {} bytes ({}), more than the {}-byte file can hold "
                                  "(damaged file?)",
-                                 shape.empty() ? "1" : shape, info.type_size, overflow ? "beyond 2^64 bytes" : fmt::format("{} bytes", bytes),
+                                 shape.empty() ? "1" : shape, type_size,
+                                 overflow || bytes == 0 ? "beyond 2^64 bytes" : fmt::format("{} bytes", bytes),
                                  file_bytes));
   }
 }

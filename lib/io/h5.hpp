@@ -140,7 +140,8 @@ class File {
   [[noreturn]] static void name_damaged_datasets(const std::filesystem::path& path, const std::string& name,
                                                  const InputError& broken);
   // Throws an InputError naming the dataset when its declared extent cannot fit in the file.
-  void expect_plausible_extent(hid_t d, const std::string& path, const DatasetInfo& info) const;
+  void expect_plausible_extent(hid_t d, const std::string& path, const std::vector<std::int64_t>& dims,
+                               std::size_t type_size) const;
   // Stores checksum_of(data, bytes) on the open dataset d.
   void store_checksum(hid_t d, const std::string& path, const void* data, std::size_t bytes);
   // The dataset's stored checksum (nullopt when absent) ...

@@ -73,14 +73,6 @@ std::uint64_t hash_from(int fd, std::uint64_t offset, std::uint64_t& length, con
 
 // ---- the probe's child: read everything libhdf5 can be asked to read
 
-// The largest buffer the child allocates for one attribute or dataset: what the file can hold,
-// deflated by at most zlib's ratio (as File::expect_plausible_extent).
-bool plausible(std::uint64_t elements, std::size_t type_size, std::uint64_t file_bytes) {
-  std::uint64_t bytes = 0;
-  return !__builtin_mul_overflow(elements, static_cast<std::uint64_t>(type_size), &bytes) &&
-         bytes <= file_bytes * 1100 + 4096;
-}
-
 void read_attributes(hid_t obj, std::uint64_t file_bytes) {
   H5O_info_t info;
   if (H5Oget_info(obj, &info) < 0) return;
@@ -100,7 +92,7 @@ void read_attributes(hid_t obj, std::uint64_t file_bytes) {
     const hid_t space = H5Aget_space(a);
     const hssize_t n = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
     const std::size_t size = mem < 0 ? 0 : H5Tget_size(mem);
-    if (n >= 0 && size > 0 && plausible(static_cast<std::uint64_t>(n), size, file_bytes)) {
+    if (n >= 0 && size > 0 && fits_in_file(static_cast<std::uint64_t>(n), size, file_bytes, /*filtered=*/true)) {
       // Variable-length values are left unreclaimed: the child exits right after.
       std::vector<char> buf(static_cast<std::size_t>(n) * size + 1);
       (void)H5Aread(a, mem, buf.data());
@@ -121,7 +113,7 @@ void read_dataset(hid_t d, std::uint64_t file_bytes, bool values) {
   const hid_t space = H5Dget_space(d);
   const hssize_t n = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
   const std::size_t size = mem < 0 ? 0 : H5Tget_size(mem);
-  if (values && n > 0 && size > 0 && plausible(static_cast<std::uint64_t>(n), size, file_bytes)) {
+  if (values && n > 0 && size > 0 && fits_in_file(static_cast<std::uint64_t>(n), size, file_bytes, /*filtered=*/true)) {
     // As stored, then converted the way braid's readers convert numbers (to float, to int64).
     const H5T_class_t cls = H5Tget_class(mem);
     hid_t converted = cls == H5T_FLOAT ? H5T_NATIVE_FLOAT : cls == H5T_INTEGER ? H5T_NATIVE_INT64 : -1;
@@ -197,6 +189,15 @@ double probe_timeout_seconds(std::uint64_t file_bytes) {
 }
 
 }  // namespace
+
+bool fits_in_file(std::uint64_t elements, std::size_t type_size, std::uint64_t file_bytes, bool filtered,
+                  std::uint64_t* bytes) {
+  constexpr std::uint64_t kMaxDeflateRatio = 1100;
+  std::uint64_t b = 0;
+  const bool overflow = __builtin_mul_overflow(elements, static_cast<std::uint64_t>(type_size), &b);
+  if (bytes != nullptr) *bytes = overflow ? 0 : b;
+  return !overflow && static_cast<double>(b) <= static_cast<double>(file_bytes) * (filtered ? kMaxDeflateRatio : 1);
+}
 
 void write_seal(const std::filesystem::path& actual, const std::string& name) {
   Fd fd(::open(actual.c_str(), O_RDWR | O_CLOEXEC));

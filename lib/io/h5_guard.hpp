@@ -22,6 +22,12 @@
 
 namespace braid::io::h5 {
 
+// Whether `elements` values of `type_size` bytes can be stored in a file of `file_bytes`:
+// as they are for unfiltered data, deflated by at most zlib's ratio (about 1032:1, here
+// 1100) for filtered data. Sets *bytes to their size (0 when it overflows 64 bits).
+bool fits_in_file(std::uint64_t elements, std::size_t type_size, std::uint64_t file_bytes, bool filtered,
+                  std::uint64_t* bytes = nullptr);
+
 // The size of the user block braid reserves for its seal.
 inline constexpr std::uint64_t kSealBlock = 512;
 
