@@ -19,11 +19,14 @@
 #include "io/inspect.hpp"
 #include "io/sample_shard.hpp"
 #include "io/weight_shard.hpp"
+#include "tests/common/input_error.hpp"
 #include "tests/common/scratch.hpp"
 
 namespace fs = std::filesystem;
 using namespace braid;
 using namespace braid::io;
+using braid::test::contains;
+using braid::test::error_of;
 using braid::test::fixture;
 using braid::test::scratch;
 
@@ -90,19 +93,6 @@ void rewrite_value(const fs::path& path, const std::string& dataset, hid_t mem_t
   H5Dclose(d);
   H5Fclose(f);
 }
-
-// The message of the InputError `fn` throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 

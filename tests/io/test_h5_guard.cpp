@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <functional>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -18,11 +17,14 @@
 #include "io/h5_guard.hpp"
 #include "io/inspect.hpp"
 #include "io/sample_shard.hpp"
+#include "tests/common/input_error.hpp"
 #include "tests/common/scratch.hpp"
 
 namespace fs = std::filesystem;
 using namespace braid;
 using namespace braid::io;
+using braid::test::contains;
+using braid::test::error_of;
 using braid::test::fixture;
 using braid::test::scratch;
 
@@ -47,17 +49,6 @@ void put_bytes(const fs::path& path, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   BOOST_REQUIRE(out.good());
 }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Sets BRAID_H5_PROBE_TIMEOUT for one scope.
 struct ProbeTimeout {
