@@ -23,6 +23,7 @@
 #include "core/rng.hpp"
 #include "io/weight_shard.hpp"
 #include "train/objectives.hpp"
+#include "tests/train/uneven_batch.hpp"
 #include "train/optimizer_state.hpp"
 #include "train/train_outputs.hpp"
 #include "train/trainer.hpp"
@@ -42,33 +43,8 @@ namespace {
 using braid::test::MpiFixture;
 BOOST_TEST_GLOBAL_FIXTURE(MpiFixture);
 
-model::ModelConfig tiny() {
-  return model::ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 64, .vocab_size = 24, .max_position_embeddings = 40};
-}
-
-// 14 sequences of 5 to 30 tokens with prompts of 2 to 6 and every per-token array.
-io::SampleBatch uneven_batch(std::uint64_t seed) {
-  Rng rng(seed);
-  io::SampleBatch b;
-  for (std::size_t i = 0; i < 14; ++i) {
-    const std::size_t len = 5 + rng.below(26);
-    std::vector<std::int32_t> seq(len);
-    for (auto& t : seq) t = static_cast<std::int32_t>(rng.below(24));
-    b.add(seq, static_cast<std::int32_t>(2 + rng.below(5)), static_cast<std::int64_t>(i));
-  }
-  auto arr = [&](double mean, double sd) {
-    std::vector<float> v(b.token_count());
-    for (auto& x : v) x = static_cast<float>(mean + sd * rng.normal());
-    return v;
-  };
-  b.logprobs_actor = arr(-3.2, 0.3);
-  b.logprobs_ref = arr(-3.2, 0.3);
-  b.advantages = arr(0.0, 1.0);
-  b.values = arr(0.0, 0.5);
-  b.returns = arr(0.3, 0.5);
-  return b;
-}
+using braid::test::tiny;
+using braid::test::uneven_batch;
 
 struct Case {
   const char* name;
