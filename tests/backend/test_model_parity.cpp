@@ -15,6 +15,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "backend/registry.hpp"
+#include "tests/backend/backend_target.hpp"
 #include "core/rng.hpp"
 #include "model/model.hpp"
 #include "optim/adamw.hpp"
@@ -35,7 +36,6 @@ namespace be = braid::backend;
 
 namespace {
 
-constexpr int kSkip = 77;
 
 be::BackendSpec g_spec;
 be::DType g_dtype = be::DType::f32;
@@ -175,32 +175,18 @@ BOOST_AUTO_TEST_CASE(same_model_same_numbers) {
 }
 
 int main(int argc, char** argv) {
-  std::string target = "cuda-f32";
-  std::vector<char*> args;
-  bool ours = false;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--") { ours = true; continue; }
-    if (ours && a.rfind("--backend=", 0) == 0) { target = a.substr(10); continue; }
-    args.push_back(argv[i]);
-  }
-  const auto dash = target.rfind('-');
-  std::string problem;
-  const auto spec = be::parse_device(target.substr(0, dash), &problem);
-  const auto dtype = be::parse_dtype(dash == std::string::npos ? "" : target.substr(dash + 1));
-  if (!spec || !dtype || (*dtype != be::DType::f32 && *dtype != be::DType::bf16)) {
-    std::cerr << "test_model_parity: --backend=" << target << " is not DEVICE-DTYPE (cuda-f32, cuda-bf16)\n";
+  const auto target =
+      braid::test::parse_backend_target(argc, argv, "cuda-f32", "test_model_parity", "cuda-f32, cuda-bf16");
+  if (!target) return 2;
+  if (target->dtype != be::DType::f32 && target->dtype != be::DType::bf16) {
+    std::cerr << "test_model_parity: --backend=" << target->name << " is not DEVICE-DTYPE (cuda-f32, cuda-bf16)\n";
     return 2;
   }
-  g_spec = *spec;
-  g_dtype = *dtype;
-  std::unique_ptr<be::Backend> backend;
-  try {
-    backend = be::make_backend(be::BackendSpec{spec->kind, spec->device, 2});
-  } catch (const std::exception& e) {
-    std::cout << "skipped: " << e.what() << "\n";
-    return kSkip;
-  }
+  g_spec = target->spec;
+  g_dtype = target->dtype;
+  auto backend = braid::test::make_or_skip(*target);
+  if (!backend) return braid::test::kSkip;
   g_backend = backend.get();
+  auto args = target->boost_args;
   return boost::unit_test::unit_test_main(&::init_unit_test, static_cast<int>(args.size()), args.data());
 }

@@ -14,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/registry.hpp"
+#include "tests/backend/backend_target.hpp"
 #include "core/rng.hpp"
 
 #include <fmt/format.h>
@@ -30,7 +31,6 @@ namespace be = braid::backend;
 
 namespace {
 
-constexpr int kSkip = 77;  // ctest's SKIP_RETURN_CODE for these tests
 
 // The largest NMSE against the f64 reference a dtype may show. f32 keeps ~7 digits
 // (ε ≈ 6e-8, so ε² ≈ 4e-15 per element); sums over a few hundred terms and the
@@ -559,40 +559,18 @@ BOOST_AUTO_TEST_CASE(streams_are_distinct_and_checked) {
 BOOST_AUTO_TEST_SUITE_END()
 
 int main(int argc, char** argv) {
-  // Our own argument after "--": Boost.Test's are before it.
-  std::string backend_name = "cpu-f32";
-  std::vector<char*> args;
-  bool ours = false;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--") { ours = true; continue; }
-    if (ours && a.rfind("--backend=", 0) == 0) { backend_name = a.substr(10); continue; }
-    args.push_back(argv[i]);
-  }
-  const auto dash = backend_name.rfind('-');
-  const std::string device = backend_name.substr(0, dash);
-  const auto dtype = be::parse_dtype(dash == std::string::npos ? "" : backend_name.substr(dash + 1));
-  std::string problem;
-  const auto spec = be::parse_device(device, &problem);
-  if (!spec || !dtype) {
-    std::cerr << "test_backend_ops: --backend=" << backend_name << " is not DEVICE-DTYPE (cpu-f32, cuda-f32)\n";
+  const auto target = braid::test::parse_backend_target(argc, argv, "cpu-f32", "test_backend_ops", "cpu-f32, cuda-f32");
+  if (!target) return 2;
+  g_target = {target->name, target->spec, target->dtype};
+  if (target->dtype != be::DType::f32) {
+    std::cerr << "test_backend_ops: only f32 ops have cases yet, not " << target->name << "\n";
     return 2;
   }
-  g_target = {backend_name, *spec, *dtype};
-  if (*dtype != be::DType::f32) {
-    std::cerr << "test_backend_ops: only f32 ops have cases yet, not " << backend_name << "\n";
-    return 2;
-  }
-  std::unique_ptr<be::Backend> backend;
-  try {
-    backend = be::make_backend(be::BackendSpec{spec->kind, spec->device, 2});
-  } catch (const std::exception& e) {
-    // Absent here (not built, no GPU, not in this build yet): skipped, and why.
-    std::cout << "skipped: " << e.what() << "\n";
-    return kSkip;
-  }
+  auto backend = braid::test::make_or_skip(*target);
+  if (!backend) return braid::test::kSkip;
   auto reference = be::make_cpu_backend(2);
   g_backend = backend.get();
   g_reference = reference.get();
+  auto args = target->boost_args;
   return boost::unit_test::unit_test_main(&::init_unit_test, static_cast<int>(args.size()), args.data());
 }

@@ -1,0 +1,63 @@
+// The command line of the backend tests: Boost.Test's arguments, then after "--" our own
+// `--backend=DEVICE-DTYPE` (cpu-f32, cuda-f32, cuda-bf16), and the backend made from it, or a
+// skip (ctest's SKIP_RETURN_CODE) where this build or machine has none.
+#pragma once
+
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/dtype.hpp"
+#include "backend/registry.hpp"
+
+namespace braid::test {
+
+inline constexpr int kSkip = 77;  // ctest's SKIP_RETURN_CODE for the backend tests
+
+struct BackendTarget {
+  std::string name;  // "cuda-f32"
+  backend::BackendSpec spec;
+  backend::DType dtype = backend::DType::f32;
+  std::vector<char*> boost_args;  // argv without our part
+};
+
+// nullopt, after saying why on stderr (as `program`, listing `examples`), when the target
+// is not DEVICE-DTYPE.
+inline std::optional<BackendTarget> parse_backend_target(int argc, char** argv, std::string name,
+                                                         const char* program, const char* examples) {
+  BackendTarget t;
+  bool ours = false;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") { ours = true; continue; }
+    if (ours && a.rfind("--backend=", 0) == 0) { name = a.substr(10); continue; }
+    t.boost_args.push_back(argv[i]);
+  }
+  const auto dash = name.rfind('-');
+  std::string problem;
+  const auto spec = backend::parse_device(name.substr(0, dash), &problem);
+  const auto dtype = backend::parse_dtype(dash == std::string::npos ? "" : name.substr(dash + 1));
+  if (!spec || !dtype) {
+    std::cerr << program << ": --backend=" << name << " is not DEVICE-DTYPE (" << examples << ")\n";
+    return std::nullopt;
+  }
+  t.name = name;
+  t.spec = *spec;
+  t.dtype = *dtype;
+  return t;
+}
+
+// The target's backend (2 host threads), or nullptr after printing "skipped: why" when this
+// build or machine has none (not built with CUDA, no GPU).
+inline std::unique_ptr<backend::Backend> make_or_skip(const BackendTarget& t) {
+  try {
+    return backend::make_backend(backend::BackendSpec{t.spec.kind, t.spec.device, 2});
+  } catch (const std::exception& e) {
+    std::cout << "skipped: " << e.what() << "\n";
+    return nullptr;
+  }
+}
+
+}  // namespace braid::test
