@@ -154,15 +154,15 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
     if (!(m.last() && opt.lm_head && cfg.tie_word_embeddings)) { m.embed = {}; m.embed_g = nullptr; }
   }
 
-  // Rotary tables in double, as Hugging Face computes inv_freq = θ^(−2j/d).
+  // Rotary tables in double from Hugging Face's inv_freq (θ^(−2j/d), rope_scaling applied).
   const int half = cfg.head_dim() / 2;
   const std::int64_t P = cfg.max_position_embeddings;
+  const std::vector<double> inv_freq = rope_inv_freq(cfg);
   std::vector<T> c(std::size_t(P * half)), s(std::size_t(P * half));
   for (std::int64_t p = 0; p < P; ++p)
     for (int j = 0; j < half; ++j) {
-      const double inv_freq = 1.0 / std::pow(cfg.rope_theta, 2.0 * j / cfg.head_dim());
-      c[std::size_t(p * half + j)] = T(std::cos(double(p) * inv_freq));
-      s[std::size_t(p * half + j)] = T(std::sin(double(p) * inv_freq));
+      c[std::size_t(p * half + j)] = T(std::cos(double(p) * inv_freq[std::size_t(j)]));
+      s[std::size_t(p * half + j)] = T(std::sin(double(p) * inv_freq[std::size_t(j)]));
     }
   m.cos = backend::Buffer<T>(be, c.size());
   m.sin = backend::Buffer<T>(be, s.size());

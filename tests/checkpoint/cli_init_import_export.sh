@@ -60,6 +60,27 @@ set -e
 grep -q "huge.json: hidden_size: is 1099511627776, must be <= 65536" "$S/err" ||
   fail "hidden_size 2^40: file and field not named: $(cat "$S/err")"
 
+# Llama 3.1's rope_scaling is read and exported back; an unknown type is exit 2 naming
+# the file and the field.
+sed 's/"rms_norm_eps": 1e-5/"rms_norm_eps": 1e-5, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16}/' \
+  "$S/config.json" > "$S/llama31.json"
+"$B" -q init -c "$S/llama31.json" --seed 3 -o "$S/llama31.h5" > /dev/null
+"$B" -q export "$S/llama31.h5" -o "$S/hf31" > /dev/null
+python3 - "$S/hf31/config.json" <<'PY' || fail "export did not write rope_scaling back"
+import json, sys
+rs = json.load(open(sys.argv[1]))["rope_scaling"]
+assert rs == {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+              "original_max_position_embeddings": 16}, rs
+PY
+sed 's/"rms_norm_eps": 1e-5/"rms_norm_eps": 1e-5, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}/' \
+  "$S/config.json" > "$S/yarn.json"
+set +e
+"$B" init -c "$S/yarn.json" -o "$S/yarn.h5" 2> "$S/err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "rope_scaling yarn: exit $rc, expected 2: $(cat "$S/err")"
+grep -q "yarn.json: rope_scaling.rope_type" "$S/err" || fail "rope_scaling yarn: file and field not named: $(cat "$S/err")"
+
 # An output folder that cannot be created (under a file): exit 2 naming the path.
 set +e
 "$B" export "$S/one.h5" -o "$S/config.json/hf" 2> "$S/err"

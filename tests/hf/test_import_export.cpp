@@ -234,3 +234,40 @@ BOOST_AUTO_TEST_CASE(reward_model_imports_with_its_value_head) {
     BOOST_TEST(std::string(e.what()).find("lm_head.weight") != std::string::npos);
   }
 }
+
+// Llama 3.1/3.2 configs carry rope_scaling: import reads it into the checkpoint's config,
+// and export writes it back, whether the shards keep the imported text or braid's own.
+BOOST_AUTO_TEST_CASE(rope_scaling_survives_import_and_export) {
+  auto be = braid::backend::make_cpu_backend(1);
+  ModelConfig c = tiny();
+  c.rope_scaling = {.type = braid::model::RopeScaling::Type::llama3, .factor = 8.0, .low_freq_factor = 1.0,
+                    .high_freq_factor = 4.0, .original_max_position_embeddings = 16};
+  Model src(c, {}, *be);
+  src.init_random(9);
+  const fs::path dir = scratch("hf_llama31");
+  write_hf_folder(dir, c, src, false, false);
+  const auto files = braid::hf::import_hf(dir, scratch("llama31.h5"));
+  const ModelConfig read = braid::checkpoint::config_of(braid::io::WeightShardSet(files));
+  BOOST_TEST((read.rope_scaling.type == braid::model::RopeScaling::Type::llama3));
+  BOOST_TEST(read.rope_scaling.factor == 8.0);
+  BOOST_TEST(read.rope_scaling.original_max_position_embeddings == 16);
+  BOOST_TEST((braid::model::rope_inv_freq(read) == braid::model::rope_inv_freq(c)));
+
+  const fs::path out = scratch("hf_llama31_out");
+  braid::hf::export_hf(files, out);
+  const auto written = braid::load_json_file((out / "config.json").string());
+  BOOST_TEST(written["rope_scaling"] == braid::model::rope_scaling_to_json(c.rope_scaling));
+  BOOST_TEST(written["rope_scaling"]["rope_type"] == "llama3");
+
+  // A checkpoint braid wrote itself (config_to_json) exports the same rope_scaling.
+  const fs::path ck = scratch("linear_rope.h5");
+  ModelConfig lin = tiny();
+  lin.rope_scaling = {.type = braid::model::RopeScaling::Type::linear, .factor = 2.0};
+  Model m(lin, {}, *be);
+  m.init_random(3);
+  braid::checkpoint::save_weights(m, ck);
+  const fs::path out2 = scratch("hf_linear_out");
+  braid::hf::export_hf({ck}, out2);
+  const auto cfg2 = braid::load_json_file((out2 / "config.json").string());
+  BOOST_TEST(cfg2["rope_scaling"] == (braid::json{{"rope_type", "linear"}, {"factor", 2.0}}));
+}

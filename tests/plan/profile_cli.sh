@@ -36,6 +36,31 @@ set -e
 [[ $rc -eq 2 ]] || fail "partial profile exit $rc"
 grep -q "critic" err.txt || fail "no role named: $(cat err.txt)"
 
+# Llama 3.1's rope_scaling changes RoPE's angles, not a layer's cost: the same figures;
+# a scaling braid does not implement is refused naming the file and the field.
+python3 - "$fx/small-config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192}
+json.dump(c, open("scaled-config.json", "w"))
+c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+json.dump(c, open("yarn-config.json", "w"))
+PY
+"$prof" analytic --hardware h100 --model scaled-config.json -o scaled.json -q
+python3 - partial.json scaled.json <<'PY' || fail "rope_scaling changed the analytic profile"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert [m["layer_fwd"] for m in a["models"]] == [m["layer_fwd"] for m in b["models"]]
+assert [m["bs_max"] for m in a["models"]] == [m["bs_max"] for m in b["models"]]
+PY
+set +e
+"$prof" analytic --hardware h100 --model yarn-config.json -o never.json -q 2> err.txt
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "rope_scaling yarn: exit $rc"
+grep -q "yarn-config.json: rope_scaling.rope_type" err.txt || fail "rope_scaling yarn: not named: $(cat err.txt)"
+
 # Measured on this machine with the engine: a micro model, smallest grids.
 # Decode batches up to the generator's --max-batch, past --quick's 16.
 "$prof" measure --experiment "$fx/ppo-micro.json" --quick --max-batch 32 --repeats 1 --threads 1 -o measured.json -q
