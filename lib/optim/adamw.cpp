@@ -267,6 +267,7 @@ double LrSchedule::at(std::int64_t step) const {
   if (warmup_steps > 0 && step < warmup_steps) return peak_lr * double(step + 1) / double(warmup_steps);
   if (kind == Kind::constant || total_steps <= warmup_steps) return peak_lr;
   const double progress = std::min(1.0, double(step - warmup_steps) / double(total_steps - warmup_steps));
+  if (kind == Kind::linear) return min_lr + (peak_lr - min_lr) * (1.0 - progress);
   return min_lr + 0.5 * (peak_lr - min_lr) * (1.0 + std::cos(std::numbers::pi * progress));
 }
 

@@ -139,10 +139,11 @@ class AdamW {
   std::int64_t step_ = 0;
 };
 
-// Learning rate at a step (0-based): linear warmup, peak · (step + 1) / warmup_steps, then
-// constant, or cosine down to min_lr at total_steps.
+// Learning rate at a step (0-based, the optimizer's global step): linear warmup,
+// peak · (step + 1) / warmup_steps, then constant, or a cosine or linear decay from peak
+// at warmup_steps down to min_lr at total_steps (min_lr after it).
 struct LrSchedule {
-  enum class Kind { constant, cosine };
+  enum class Kind { constant, cosine, linear };
   double peak_lr = 1e-3;
   double min_lr = 0.0;
   std::int64_t warmup_steps = 0;

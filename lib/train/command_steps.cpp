@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 
@@ -16,12 +17,19 @@
 
 namespace braid::train::steps {
 
+optim::LrSchedule lr_schedule(const CommonTrainOptions& c, double peak) {
+  using Kind = optim::LrSchedule::Kind;
+  const Kind kind = c.lr_schedule == "cosine" ? Kind::cosine : c.lr_schedule == "linear" ? Kind::linear : Kind::constant;
+  return {.peak_lr = peak, .min_lr = kind == Kind::constant ? peak : (c.lr > 0 ? c.min_lr * (peak / c.lr) : 0.0),
+          .warmup_steps = c.warmup_steps, .total_steps = c.total_steps, .kind = kind};
+}
+
 TrainerOptions trainer_options(const CommonTrainOptions& c, double lr, std::size_t group, comm::Communicator* dp) {
   TrainerOptions t;
   t.data_parallel.comm = dp;
   t.adamw.max_grad_norm = c.max_grad_norm;
   t.adamw.weight_decay = c.weight_decay;
-  t.lr = {.peak_lr = lr, .min_lr = lr, .warmup_steps = c.warmup_steps, .kind = optim::LrSchedule::Kind::constant};
+  t.lr = lr_schedule(c, lr);
   t.micro = {.max_tokens = c.micro_tokens, .max_sequences = 0, .group = group};
   return t;
 }
@@ -56,9 +64,18 @@ TrainerEngine engine_of(const std::vector<Trainee*>& trainees) {
   return TrainerEngine(std::move(named));
 }
 
-std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& engine, const LoopOptions& loop) {
+std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& engine, const LoopOptions& loop,
+                                 const CommonTrainOptions& c) {
   const auto calls = static_cast<std::int64_t>(engine.calls().size());
-  const auto total = static_cast<std::uint64_t>(steps_per_call(batch.size(), loop) * calls);
+  const std::int64_t call_steps = steps_per_call(batch.size(), loop);
+  if (c.lr_schedule != "constant") {
+    if (c.total_steps == 0) engine.set_lr_steps_left(call_steps * c.lr_calls);
+    log::info("learning rate: {} warmup steps, then {} decay to {:g} by {}", c.warmup_steps, c.lr_schedule, c.min_lr,
+              c.total_steps > 0 ? fmt::format("optimizer step {}", c.total_steps)
+                                : fmt::format("{} more steps ({} calls of {})", call_steps * c.lr_calls, c.lr_calls,
+                                              call_steps));
+  }
+  const auto total = static_cast<std::uint64_t>(call_steps * calls);
   Progress progress("training", total, "step");
   auto records = train_epochs(batch, engine, loop, [&](const std::string& call, const StepStats& s) {
     progress.advance(1);
@@ -112,6 +129,15 @@ void check_common(const CommonTrainOptions& c) {
   if (c.micro_tokens < 1) throw UsageError("--micro-tokens must be at least 1");
   if (c.epochs < 1) throw UsageError("--epochs must be at least 1");
   if (c.stats == "-") throw UsageError("--stats cannot be stdout (stdout lists the checkpoints written)");
+  if (c.lr_schedule != "constant" && c.lr_schedule != "cosine" && c.lr_schedule != "linear") {
+    throw UsageError(fmt::format("--lr-schedule is constant, cosine or linear, not {}", c.lr_schedule));
+  }
+  if (c.warmup_steps < 0) throw UsageError("--warmup-steps must be >= 0");
+  if (!(c.min_lr >= 0) || !(c.min_lr <= c.lr)) {
+    throw UsageError(fmt::format("--min-lr must lie in [0, --lr {}], not {}", c.lr, c.min_lr));
+  }
+  if (c.total_steps < 0) throw UsageError("--total-steps must be >= 0 (0: from --lr-calls)");
+  if (c.lr_calls < 1) throw UsageError("--lr-calls must be at least 1");
 }
 
 void check_output_folders(const std::vector<std::string>& outputs) {

@@ -17,6 +17,10 @@ namespace braid::train::steps {
 
 using Clock = std::chrono::steady_clock;
 
+// The learning rate of a model whose peak is `peak` (--lr, or PPO's --critic-lr) under the
+// schedule of c (--lr-schedule, --warmup-steps, --min-lr scaled by peak / --lr,
+// --total-steps); run_loop sets the end from --lr-calls when --total-steps is 0.
+optim::LrSchedule lr_schedule(const CommonTrainOptions& c, double peak);
 // dp: the data-parallel ranks (nullptr: this process alone).
 TrainerOptions trainer_options(const CommonTrainOptions& c, double lr, std::size_t group,
                                comm::Communicator* dp = nullptr);
@@ -33,8 +37,10 @@ void attach(Trainee& t, std::unique_ptr<Objective> obj, const TrainerOptions& op
 
 // The trainees' trainers as one engine (after attach).
 TrainerEngine engine_of(const std::vector<Trainee*>& trainees);
-// train_epochs with progress on stderr and a summary line per call.
-std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& engine, const LoopOptions& loop);
+// train_epochs with progress on stderr and a summary line per call; first, unless
+// --total-steps fixed it, the LR schedules' end (c.lr_calls calls of this one's steps).
+std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& engine, const LoopOptions& loop,
+                                 const CommonTrainOptions& c);
 // New checkpoints (step + 1) with their optimizer state; the weight files on stdout.
 // Collective over data-parallel ranks: the lead alone writes and lists.
 void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by, bool lead = true);

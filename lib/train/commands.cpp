@@ -117,7 +117,7 @@ int run_rl(const RlCommand& c) {
     log::warn("the samples come from policy step {}, the actor is at step {}", shards.policy_step, session->actor_step());
   }
   prepare_advantages(c, session->backend(), shards.batch);
-  const auto records = run_loop(shards.batch, session->engine(), loop_options(c.common, 1));
+  const auto records = run_loop(shards.batch, session->engine(), loop_options(c.common, 1), c.common);
   session->save(c.common.created_by);
   if (session->lead()) write_stats(c.common, t0, shards.batch, records);
   return 0;

@@ -47,6 +47,9 @@ class TrainingEngine {
   // One optimizer step of every model over the sequences `indices` of batch (whole
   // groups); one StepStats per call.
   virtual std::vector<StepStats> step(const io::SampleBatch& batch, std::span<const std::size_t> indices) = 0;
+  // Each call's LR schedule decays to its end over `steps` more optimizer steps, counted
+  // from the step its optimizer is at now (its state loaded): total_steps = that + steps.
+  virtual void set_lr_steps_left(std::int64_t steps) = 0;
 };
 
 // Runs the engine on every mini-batch, epoch by epoch: epoch e shuffles the groups by

@@ -16,6 +16,15 @@ namespace braid::train {
 struct CommonTrainOptions {
   double lr = 1e-5;
   std::int64_t warmup_steps = 0;
+  // The learning rate after warmup (optim::LrSchedule): "constant", or a "cosine" or
+  // "linear" decay to min_lr (for a second model, as PPO's critic, min_lr scaled by its
+  // own peak / lr). The decay ends at the optimizer's global step total_steps when it is
+  // given, else after lr_calls calls of this one's steps, counted from the step the
+  // optimizer state is at (braid run passes the iterations left).
+  std::string lr_schedule = "constant";
+  double min_lr = 0.0;
+  std::int64_t total_steps = 0;       // 0: from lr_calls
+  std::int64_t lr_calls = 1;
   int epochs = 1;
   std::size_t mini_batch = 0;         // sequences per optimizer step (rm: pairs); 0 = all
   std::int64_t micro_tokens = 4096;

@@ -141,6 +141,7 @@ class PipelineEngine final : public TrainingEngine {
                  std::int64_t micro_tokens);
   std::vector<std::string> calls() const override { return calls_; }
   std::vector<StepStats> step(const io::SampleBatch& batch, std::span<const std::size_t> indices) override;
+  void set_lr_steps_left(std::int64_t steps) override;
 
  private:
   FusedPipeline* pipe_;

@@ -14,6 +14,7 @@
 #include "core/json.hpp"
 #include "core/log.hpp"
 #include "comm/mpi.hpp"
+#include "train/command_steps.hpp"
 #include "train/commands.hpp"
 #include "train/objectives.hpp"
 #include "train/optimizer_state.hpp"
@@ -81,10 +82,7 @@ class FusedSession final : public RlSession {
       }
     }
     std::vector<optim::LrSchedule> lr;
-    for (double peak : lr_) {
-      lr.push_back({.peak_lr = peak, .min_lr = peak, .warmup_steps = c_.common.warmup_steps,
-                    .kind = optim::LrSchedule::Kind::constant});
-    }
+    for (double peak : lr_) lr.push_back(steps::lr_schedule(c_.common, peak));
     engine_ = std::make_unique<PipelineEngine>(*pipe_, calls_, lr, c_.common.micro_tokens);
   }
 

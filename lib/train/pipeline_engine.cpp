@@ -14,6 +14,12 @@ PipelineEngine::PipelineEngine(FusedPipeline& pipe, std::vector<std::string> cal
   }
 }
 
+void PipelineEngine::set_lr_steps_left(std::int64_t steps) {
+  for (std::size_t i = 0; i < lr_.size(); ++i) {
+    lr_[i].total_steps = pipe_->optimizer(static_cast<int>(i)).steps_taken() + steps;
+  }
+}
+
 std::vector<StepStats> PipelineEngine::step(const io::SampleBatch& batch, std::span<const std::size_t> indices) {
   const std::size_t n = calls_.size();
   std::vector<std::vector<io::SampleBatch>> mbs(n);

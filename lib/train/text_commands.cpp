@@ -54,7 +54,7 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
   const std::size_t group = pairs ? 2 : 1;
   attach(t, prepare(t, *be, batch), trainer_options(c.common, c.common.lr, group, ranks.comm()));
   TrainerEngine engine = engine_of(trainees);
-  const auto records = run_loop(batch, engine, loop_options(c.common, group));
+  const auto records = run_loop(batch, engine, loop_options(c.common, group), c.common);
   save_all(trainees, c.common.created_by, ranks.lead());
   if (ranks.lead()) write_stats(c.common, t0, batch, records);
   return 0;

@@ -142,6 +142,10 @@ std::vector<StepStats> TrainerEngine::step(const io::SampleBatch& batch, std::sp
   return out;
 }
 
+void TrainerEngine::set_lr_steps_left(std::int64_t steps) {
+  for (const NamedTrainer& t : trainers_) t.trainer->set_lr_total_steps(t.trainer->optimizer().steps_taken() + steps);
+}
+
 std::vector<CallRecord> train_epochs(const io::SampleBatch& batch, std::span<const NamedTrainer> trainers,
                                      const LoopOptions& opt,
                                      const std::function<void(const std::string&, const StepStats&)>& on_step) {

@@ -51,6 +51,8 @@ class Trainer {
   model::Model& model() { return *m_; }
   optim::AdamW& optimizer() { return adamw_; }
   const TrainerOptions& options() const { return opt_; }
+  // The schedule's end: the optimizer's global step where the decay reaches min_lr.
+  void set_lr_total_steps(std::int64_t total) { opt_.lr.total_steps = total; }
   // The data-parallel ranks (nullptr: this process alone).
   comm::Communicator* data_parallel() const { return dp_; }
   // This rank's part of a mini-batch's indices (all of them when not data parallel).
@@ -75,6 +77,7 @@ class TrainerEngine final : public TrainingEngine {
   explicit TrainerEngine(std::vector<NamedTrainer> trainers) : trainers_(std::move(trainers)) {}
   std::vector<std::string> calls() const override;
   std::vector<StepStats> step(const io::SampleBatch& batch, std::span<const std::size_t> indices) override;
+  void set_lr_steps_left(std::int64_t steps) override;
 
  private:
   std::vector<NamedTrainer> trainers_;

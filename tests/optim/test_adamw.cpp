@@ -107,6 +107,20 @@ BOOST_AUTO_TEST_CASE(lr_schedule_warmup_then_cosine) {
   BOOST_CHECK_CLOSE(s.at(9), 1.0, 1e-9);
 }
 
+BOOST_AUTO_TEST_CASE(lr_schedule_warmup_then_linear) {
+  optim::LrSchedule s{.peak_lr = 2.0, .min_lr = 0.2, .warmup_steps = 2, .total_steps = 11,
+                      .kind = optim::LrSchedule::Kind::linear};
+  BOOST_CHECK_CLOSE(s.at(0), 1.0, 1e-9);
+  BOOST_CHECK_CLOSE(s.at(1), 2.0, 1e-9);
+  BOOST_CHECK_CLOSE(s.at(2), 2.0, 1e-9);
+  BOOST_CHECK_CLOSE(s.at(5), 2.0 - 1.8 * 3.0 / 9.0, 1e-9);  // a third of the way down
+  BOOST_CHECK_CLOSE(s.at(11), 0.2, 1e-9);
+  BOOST_CHECK_CLOSE(s.at(50), 0.2, 1e-9);
+  // No decay room after warmup: the peak.
+  s.total_steps = 2;
+  BOOST_CHECK_CLOSE(s.at(7), 2.0, 1e-9);
+}
+
 // bf16 storage: the optimizer keeps an f32 master that moves exactly as an f32 model's
 // weights do under the same gradients, and the bf16 compute copy is the master rounded.
 BOOST_AUTO_TEST_CASE(bf16_model_trains_an_f32_master_and_rounds_it_into_the_compute_copy) {

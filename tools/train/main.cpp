@@ -12,8 +12,24 @@ using braid::train::CommonTrainOptions;
 
 void add_common(CLI::App* sub, CommonTrainOptions& o, double default_lr) {
   o.lr = default_lr;
-  sub->add_option("--lr", o.lr, "Learning rate (AdamW, constant after warmup)")->capture_default_str();
-  sub->add_option("--warmup-steps", o.warmup_steps, "Linear warmup over this many optimizer steps")->capture_default_str();
+  sub->add_option("--lr", o.lr, "Peak learning rate (AdamW; after warmup, see --lr-schedule)")->capture_default_str();
+  sub->add_option("--warmup-steps", o.warmup_steps, "Linear warmup over this many optimizer steps (the optimizer's global "
+                                                     "step, as its state records it)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--lr-schedule", o.lr_schedule, "After warmup: constant, or a cosine or linear decay to --min-lr")
+      ->check(CLI::IsMember({"constant", "cosine", "linear"}))
+      ->capture_default_str();
+  sub->add_option("--min-lr", o.min_lr, "Where the decay ends (a second model's, as PPO's critic, scaled by its peak / --lr)")
+      ->capture_default_str();
+  sub->add_option("--total-steps", o.total_steps, "The optimizer's global step at which the decay reaches --min-lr "
+                                                   "(0: after --lr-calls calls of this one's steps)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--lr-calls", o.lr_calls, "The decay spans this call and this many - 1 more of the same size, from "
+                                             "the step the optimizer state is at (braid run passes the iterations left)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->add_option("--epochs", o.epochs, "Passes over the data")->check(CLI::PositiveNumber)->capture_default_str();
   sub->add_option("--mini-batch", o.mini_batch, "Sequences per optimizer step (rm, dpo: pairs); 0 = all of them")
       ->capture_default_str();
