@@ -100,6 +100,11 @@ std::string rule(const Step& step, const RunSpec& spec, const Tools& tools) {
 }  // namespace
 
 std::string makefile_text(const RunSpec& spec, const Layout& layout, const MakefileOptions& opt) {
+  if (spec.kl_target && spec.iterations > 1) {
+    throw InputError(spec.file.string(), "score.kl_target",
+                     "a Makefile holds every command beforehand, and the adaptive KL coefficient of each iteration "
+                     "comes from the previous one's measured KL: run it with braid run");
+  }
   const PlanOptions plan{.tools = opt.tools, .verbosity = {}};
   std::string text;
   text += fmt::format("# {}\n", opt.command_line);

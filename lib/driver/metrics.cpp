@@ -1,6 +1,7 @@
 #include "driver/metrics.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -48,13 +49,24 @@ ordered_json train_figures(const json& stats) {
   return out;
 }
 
+// The KL penalty coefficient braid-score used (PPO), from a scored shard's meta.config.
+std::optional<double> score_kl_coef(const std::string& config) {
+  const json cfg = json::parse(config, nullptr, /*allow_exceptions=*/false);
+  if (!cfg.is_object() || !cfg.contains("score") || !cfg["score"].is_object()) return std::nullopt;
+  const auto it = cfg["score"].find("kl_coef");
+  if (it == cfg["score"].end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
 }  // namespace
 
 ordered_json iteration_metrics(const Layout& layout, int iteration) {
   std::int64_t sequences = 0, response_tokens = 0, kl_tokens = 0;
   double reward_sum = 0, kl_sum = 0;
+  std::optional<double> kl_coef;
   for (const auto& path : scored_shards(layout, iteration)) {
     const io::SampleShard shard = io::read_sample_shard(path);
+    if (!kl_coef) kl_coef = score_kl_coef(shard.meta.config);
     const io::SampleBatch& b = shard.batch;
     for (std::size_t i = 0; i < b.size(); ++i) {
       ++sequences;
@@ -76,6 +88,7 @@ ordered_json iteration_metrics(const Layout& layout, int iteration) {
   m["mean_reward"] = reward_sum / n;
   m["mean_response_length"] = static_cast<double>(response_tokens) / n;
   if (kl_tokens > 0) m["kl"] = kl_sum / static_cast<double>(kl_tokens);
+  if (kl_coef) m["kl_coef"] = *kl_coef;
   ordered_json seconds = ordered_json::object();
   json train_stats;
   for (const char* stage : {"generate", "score", "train"}) {
@@ -92,6 +105,7 @@ std::string summary_line(const ordered_json& m) {
   std::string line = fmt::format("iteration {}: reward {:.4f}  length {:.1f}", m.value("iteration", 0),
                                  m.value("mean_reward", 0.0), m.value("mean_response_length", 0.0));
   if (m.contains("kl")) line += fmt::format("  kl {:.4f}", m["kl"].get<double>());
+  if (m.contains("kl_coef")) line += fmt::format("  kl_coef {:.4g}", m["kl_coef"].get<double>());
   if (m.contains("train")) {
     const auto& t = m["train"];
     for (const auto& [key, label] : {std::pair{"actor_train.loss", "actor loss"}, {"critic_train.loss", "critic loss"},

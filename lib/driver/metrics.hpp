@@ -13,6 +13,7 @@ namespace braid::driver {
 
 // {"iteration", "sequences", "response_tokens", "mean_reward", "mean_response_length",
 //  "kl" (mean over response tokens of logprob_actor - logprob_ref; absent without a ref),
+//  "kl_coef" (PPO: the KL penalty coefficient braid-score used, from the shards' config),
 //  "seconds": {"generate","score","train"}, "train": {"actor_train.loss", ...: the train calls' figures}}
 ordered_json iteration_metrics(const Layout& layout, int iteration);
 

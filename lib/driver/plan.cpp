@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "driver/kl_control.hpp"
+
 namespace braid::driver {
 namespace {
 
@@ -178,6 +180,12 @@ Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& 
     score.insert(score.end(), {"--reward-rule", spec.reward.rule});
   }
   append(score, spec.score);
+  if (spec.kl_target) {
+    // Adaptive: from the previous iteration's metrics, known once it has run.
+    const auto coef = iteration_kl_coef(spec, layout, i);
+    score.insert(score.end(), {"--kl-coef", coef ? fmt::format("{}", *coef)
+                                                 : fmt::format("<adaptive: from iteration {}'s metrics>", i - 1)});
+  }
   append_common(score, spec, opt);
   if (spec.tokenizer != "byte") add_inputs(step, {spec.tokenizer});
   step.pipeline.push_back(Command{.stage = "generate", .argv = std::move(gen)});
@@ -223,6 +231,11 @@ Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& op
     add_inputs(step, {*spec.schedule});
   }
   append(argv, spec.train);
+  // An LR decay spans the whole run: this iteration and those after it, each as long.
+  const bool decays = std::any_of(spec.train.begin(), spec.train.end(), [](const auto& f) {
+    return f.first == "--lr-schedule" && f.second != "constant";
+  });
+  if (decays) argv.insert(argv.end(), {"--lr-calls", std::to_string(spec.iterations - i + 1)});
   append_common(argv, spec, opt);
   step.pipeline.push_back(Command{.stage = "train", .argv = std::move(argv), .shards_from = layout.scored_dir(i),
                                   .shards_pattern = "scored-*.h5", .shards_at = shards_at});

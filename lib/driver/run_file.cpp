@@ -9,6 +9,7 @@
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "driver/layout.hpp"
+#include "score/command.hpp"
 #include "score/text_reward.hpp"
 
 namespace braid::driver {
@@ -59,7 +60,9 @@ std::vector<Setting> train_settings(const std::string& algorithm) {
                             {"mini_batch", true, {.min = 1, .max = kMaxCount}},
                             {"micro_tokens", true, {.min = 1, .max = kMaxLength}},
                             {"clip", false, {.min = 0, .max = 100, .exclusive_min = true}},
-                            {"entropy_coef", false, {.min = 0, .max = 100}}};
+                            {"entropy_coef", false, {.min = 0, .max = 100}},
+                            {"warmup_steps", true, {.min = 0, .max = kMaxCount}},
+                            {"min_lr", false, {.min = 0, .max = 10}}};
   if (algorithm == "grpo") {
     s.push_back({"kl_coef", false, {.min = 0, .max = 100}});
   } else {
@@ -273,6 +276,42 @@ void check_prompts_for_reward(Checker& c, const RunSpec& spec) {
   if (problems.size() > kListed) c.fail("prompts", fmt::format("(the first {} shown; {} lines in all)", kListed, problems.size()));
 }
 
+// train.lr_schedule: braid-train's --lr-schedule; a decay spans the whole run (plan.cpp
+// passes --lr-calls, the iterations left), and its floor lies below the peak.
+void read_lr_schedule(Checker& c, const json& train, RunSpec& spec) {
+  if (train.contains("min_lr") && train.contains("lr") && train["min_lr"].is_number() && train["lr"].is_number() &&
+      train["min_lr"].get<double>() > train["lr"].get<double>()) {
+    c.fail("train.min_lr", "must not exceed train.lr (the decay ends at min_lr)");
+  }
+  if (!train.contains("lr_schedule")) return;
+  if (auto kind = c.string(train, "train", "lr_schedule", {"constant", "cosine", "linear"})) {
+    spec.train.emplace_back("--lr-schedule", *kind);
+  }
+}
+
+// score.kl_target / score.kl_horizon: the adaptive KL coefficient (Ziegler et al. 2019,
+// TRL's AdaptiveKLController) of PPO's reward penalty.
+void read_kl_control(Checker& c, const json& score, RunSpec& spec) {
+  if (score.contains("kl_horizon") && !score.contains("kl_target")) {
+    c.fail("score.kl_horizon", "only with score.kl_target (the adaptive KL coefficient)");
+  }
+  if (!score.contains("kl_target")) return;
+  spec.kl_target = c.number(score, "score", "kl_target", {.min = 0, .max = 1e6, .exclusive_min = true});
+  spec.kl_horizon = c.number(score, "score", "kl_horizon", {.min = 0, .max = 1e12, .exclusive_min = true}, 10000.0)
+                        .value_or(10000.0);
+  if (!spec.uses_critic()) {
+    c.fail("score.kl_target", "adapts PPO's KL penalty in the reward (braid-score --kl-coef); grpo's KL term is "
+                              "train.kl_coef, which stays fixed");
+  }
+  spec.kl_coef_start = score::kDefaultKlCoef;
+  auto coef = std::find_if(spec.score.begin(), spec.score.end(), [](const auto& f) { return f.first == "--kl-coef"; });
+  if (coef != spec.score.end()) {
+    spec.kl_coef_start = std::stod(coef->second);
+    spec.score.erase(coef);
+    if (!(spec.kl_coef_start > 0)) c.fail("score.kl_coef", "must be > 0 with score.kl_target (a coefficient of 0 never adapts)");
+  }
+}
+
 }  // namespace
 
 RunSpec load_run_file(const fs::path& path) {
@@ -323,12 +362,14 @@ RunSpec load_run_file(const fs::path& path) {
   c.no_unknown_keys(gen, "generate", keys_of(generate_settings()));
   spec.generate = read_settings(c, gen, "generate", generate_settings());
   const json& score = section("score");
-  c.no_unknown_keys(score, "score", keys_of(score_settings()));
+  c.no_unknown_keys(score, "score", keys_of(score_settings(), {"kl_target", "kl_horizon"}));
   spec.score = read_settings(c, score, "score", score_settings());
+  read_kl_control(c, score, spec);
   const json& train = section("train");
   const auto train_keys = train_settings(spec.algorithm);
-  c.no_unknown_keys(train, "train", keys_of(train_keys, {"schedule", "ranks"}));
+  c.no_unknown_keys(train, "train", keys_of(train_keys, {"schedule", "ranks", "lr_schedule"}));
   spec.train = read_settings(c, train, "train", train_keys);
+  read_lr_schedule(c, train, spec);
   if (train.contains("schedule")) {
     if (auto s = c.string(train, "train", "schedule")) {
       spec.schedule = resolve(dir, *s);

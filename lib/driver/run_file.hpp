@@ -51,6 +51,13 @@ struct RunSpec {
   std::optional<std::string> device;  // --device of every stage tool ("cpu", "cuda:N")
   std::optional<std::string> dtype;  // --dtype for every stage tool ("f32" | "bf16")
   ToolFlags generate, score, train;
+  // Adaptive KL control (score.kl_target; PPO): braid run sets braid-score's --kl-coef of
+  // each iteration from the previous one's (driver/kl_control.hpp), starting at
+  // kl_coef_start (score.kl_coef, else braid-score's default); spec.score then holds no
+  // --kl-coef of its own.
+  std::optional<double> kl_target;
+  double kl_horizon = 10000;
+  double kl_coef_start = 0;
   std::optional<std::filesystem::path> schedule;  // braid-train's fused pipeline under mpirun
   int ranks = 1;                                  // MPI ranks for the fused pipeline
   // Pipeline stages the fused pipeline trains (and writes as stage files) each model in.
