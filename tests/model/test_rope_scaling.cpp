@@ -9,9 +9,11 @@
 #include <numbers>
 #include <string>
 
+#include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "model/config.hpp"
+#include "model/model.hpp"
 
 using namespace braid;
 
@@ -112,4 +114,31 @@ BOOST_AUTO_TEST_CASE(bad_rope_scaling_is_refused_naming_the_field) {
   BOOST_TEST(refusal(json{{"rope_type", "linear"}, {"factor", 2.0}, {"attention_factor", 2.0}})
                  .find("rope_scaling") != std::string::npos);
   BOOST_TEST(refusal(json("llama3")).find("config.json: rope_scaling:") == 0);
+}
+
+// The model's rotary tables come from rope_inv_freq: linear factor 1 changes nothing, bit
+// for bit; factor 4 changes the hidden states of a sequence (whose tokens' relative
+// positions then turn by a quarter of the angle).
+BOOST_AUTO_TEST_CASE(the_model_rotates_by_the_scaled_frequencies) {
+  auto be = backend::make_cpu_backend(1);
+  model::ModelConfig cfg{.hidden_size = 8, .num_hidden_layers = 1, .num_attention_heads = 2, .num_key_value_heads = 1,
+                         .intermediate_size = 12, .vocab_size = 11, .rope_theta = 100.0, .max_position_embeddings = 16};
+  const std::vector<std::int32_t> tokens{1, 5, 2, 9, 3, 7, 0, 4};
+  const std::vector<std::int64_t> offsets{0, 8};
+  auto hidden = [&](model::RopeScaling r) {
+    cfg.rope_scaling = r;
+    model::BasicModel<double> m(cfg, {.lm_head = true}, *be);
+    m.init_random(5, 0.5);
+    auto acts = m.make_activations({.max_tokens = 8, .max_sequences = 1, .training = false});
+    m.forward({tokens, offsets}, acts);
+    return std::vector<double>(acts.output(), acts.output() + 8 * cfg.hidden_size);
+  };
+  const auto plain = hidden({});
+  BOOST_TEST((hidden({.type = model::RopeScaling::Type::linear, .factor = 1.0}) == plain));
+  const auto scaled = hidden({.type = model::RopeScaling::Type::linear, .factor = 4.0});
+  // The first token attends to itself only: no relative angle, the same state.
+  for (int d = 0; d < cfg.hidden_size; ++d) BOOST_TEST(std::abs(scaled[std::size_t(d)] - plain[std::size_t(d)]) < 1e-12);
+  double diff = 0;
+  for (std::size_t i = std::size_t(cfg.hidden_size); i < plain.size(); ++i) diff = std::max(diff, std::abs(scaled[i] - plain[i]));
+  BOOST_TEST(diff > 1e-6);
 }
