@@ -108,9 +108,10 @@ struct TextLine {
 };
 
 // Every non-blank line as a JSON object with exactly the keys of one of `shapes` (the
-// first shape's as strings, the others' checked by the caller); one InputError for all
-// bad lines.
-std::vector<TextLine> read_lines(const std::string& path, const std::vector<std::vector<std::string>>& shapes) {
+// first shape's as strings, or arrays of messages where `messages_allowed`; the other
+// shapes' checked by the caller); one InputError for all bad lines.
+std::vector<TextLine> read_lines(const std::string& path, const std::vector<std::vector<std::string>>& shapes,
+                                 bool messages_allowed = false) {
   const std::string text = read_text_file(path);
   Checker c(path);
   std::vector<TextLine> out;
@@ -132,7 +133,9 @@ std::vector<TextLine> read_lines(const std::string& path, const std::vector<std:
       }
     }
     if (shape == &shapes.front()) {
-      for (const auto& k : *shape) c.string(obj, where, k);
+      for (const auto& k : *shape) {
+        if (!(messages_allowed && obj.contains(k) && obj[k].is_array())) c.string(obj, where, k);
+      }
     }
     c.no_unknown_keys(obj, where, *shape);
     out.push_back({n, std::move(obj)});
@@ -250,18 +253,66 @@ io::SampleBatch read_sft_jsonl(const std::string& path, const tok::Tokenizer& to
   return b;
 }
 
+// A preference pair's prompt conversation with one completion (a string: the
+// assistant's answer; an array: the messages that follow), split as split_conversation does.
+std::pair<std::string, std::string> split_preference(const tok::ChatTemplate& t, const json& prompt,
+                                                     const json& completion, const char* key) {
+  auto m = tok::chat_messages_of(prompt);
+  const std::size_t n = m.size();
+  if (completion.is_string()) {
+    m.push_back({"assistant", completion.get<std::string>()});
+  } else {
+    try {
+      for (auto& x : tok::chat_messages_of(completion)) m.push_back(std::move(x));
+    } catch (const tok::ChatError& e) {
+      throw tok::ChatError(key + e.field().substr(std::string("messages").size()), e.what());
+    }
+  }
+  if (m.back().role != "assistant") {
+    throw tok::ChatError(key, "must end with the assistant's message, the turn compared");
+  }
+  const std::string whole = t.render(m, false);
+  const std::string prompt_text = t.render(std::span(m).first(n), true);
+  if (!whole.starts_with(prompt_text)) {
+    throw tok::ChatError(key, fmt::format("the {} template renders the prompt differently from the start of the whole "
+                                          "conversation ({}), so no prompt/completion split exists: give them as text",
+                                          t.name(), t.origin()));
+  }
+  return {prompt_text, whole.substr(prompt_text.size())};
+}
+
 io::SampleBatch read_preference_jsonl(const std::string& path, const tok::Tokenizer& tok, std::int32_t vocab_size,
-                                      std::int64_t max_len) {
-  const auto lines = read_lines(path, {{"prompt", "chosen", "rejected"}});
+                                      std::int64_t max_len, const std::string& chat_template_from) {
+  const auto lines = read_lines(path, {{"prompt", "chosen", "rejected"}}, /*messages_allowed=*/true);
+  LazyChatTemplate chat(chat_template_from);
   Checker c(path);
   io::SampleBatch b;
   for (const auto& l : lines) {
+    const bool conversation = l.obj["prompt"].is_array();
     for (const char* key : {"chosen", "rejected"}) {
       const std::string where = fmt::format("line {}.{}", l.line, key);
-      if (!l.obj["prompt"].is_string() || !l.obj[key].is_string()) continue;  // reported by read_lines
-      const Joined j = join(tok, l.obj["prompt"], l.obj[key], true, true);
+      Joined j;
+      if (conversation) {
+        try {
+          const auto [prompt, completion] = split_preference(chat.get(), l.obj["prompt"], l.obj[key], key);
+          j = join(tok, prompt, completion, false, false);
+        } catch (const tok::ChatError& e) {
+          // Problems of the prompt's messages are the same for both completions: named once.
+          const bool prompt_problem = e.field().starts_with("messages");
+          if (!prompt_problem || std::string(key) == "chosen") {
+            c.fail(fmt::format("line {}.{}", l.line, prompt_problem ? "prompt" + e.field().substr(8) : e.field()), e.what());
+          }
+          continue;  // c.check() below throws: the batch is never used
+        }
+      } else {
+        if (!l.obj[key].is_string()) {
+          c.fail(where, "must be a string when the prompt is (a conversation's prompt is an array of messages)");
+          continue;
+        }
+        j = join(tok, l.obj["prompt"], l.obj[key], true, true);
+        if (j.prompt_len == 0) c.fail(fmt::format("line {}.prompt", l.line), "is empty and the tokenizer has no BOS to start from");
+      }
       if (j.response_empty) c.fail(where, "is empty");
-      if (j.prompt_len == 0) c.fail(fmt::format("line {}.prompt", l.line), "is empty and the tokenizer has no BOS to start from");
       check_sequence(c, where, j.seq, vocab_size, max_len);
       b.add(j.seq, j.prompt_len, static_cast<std::int64_t>(b.size()));
     }

@@ -53,11 +53,14 @@ io::SampleBatch read_sft_jsonl(const std::string& path, const tok::Tokenizer& to
                                std::int64_t max_len, const std::string& chat_template_from = "");
 
 // Preference pairs, one a line: {"prompt": "...", "chosen": "...", "rejected": "..."}.
-// Each completion is encoded with its prompt as one text, as read_sft_jsonl does.
+// Each completion is encoded with its prompt as one text, as read_sft_jsonl does. The
+// prompt may be a conversation (an array of messages, TRL's conversational form), each
+// completion then the assistant's answer as a string or an array of messages: rendered
+// by the chat template as read_sft_jsonl renders a conversation.
 // Pair i becomes sequences 2i (prompt + chosen + EOS) and 2i + 1 (prompt + rejected +
 // EOS), sample_id 2i and 2i + 1: the layout PairwiseRewardObjective and DpoObjective
 // read. An empty chosen or rejected completion is refused (naming the line and field).
 io::SampleBatch read_preference_jsonl(const std::string& path, const tok::Tokenizer& tok, std::int32_t vocab_size,
-                                      std::int64_t max_len);
+                                      std::int64_t max_len, const std::string& chat_template_from = "");
 
 }  // namespace braid::train

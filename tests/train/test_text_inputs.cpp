@@ -114,3 +114,41 @@ BOOST_AUTO_TEST_CASE(bad_conversations_name_line_and_field) {
     BOOST_TEST(std::string(e.what()).find("line 1.messages") != std::string::npos, e.what());
   }
 }
+
+// TRL's conversational preference form: the prompt a list of messages, each completion
+// the assistant's answer (a string or messages), rendered by the chat template.
+BOOST_AUTO_TEST_CASE(preference_pairs_may_be_conversations) {
+  const std::string dir = fixture("chat/qwen2");
+  const auto tok = tok::load_tokenizer(dir);
+  const std::string file = write("chat-pairs.jsonl",
+      R"({"prompt": [{"role": "user", "content": "Q"}], "chosen": "A", "rejected": [{"role": "assistant", "content": "hello"}]})" "\n");
+  const auto b = train::read_preference_jsonl(file, *tok, tok->vocab_size(), 256, dir);
+  BOOST_TEST_REQUIRE(b.size() == 2u);
+  // Jinja's rendering of [user Q, assistant A] from the fixture; the prompt is [user Q] with the generation prompt.
+  std::string whole;
+  const json qa = json::parse(R"([{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}])");
+  for (const auto& c : load_json_file(dir + "/renderings.json")) {
+    if (c["messages"] == qa && c["add_generation_prompt"] == false) whole = c["text"];
+  }
+  BOOST_TEST_REQUIRE(!whole.empty());
+  BOOST_TEST(seq(b, 0) == tok->encode(whole), boost::test_tools::per_element());
+  const std::string prompt = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n"
+                             "<|im_start|>assistant\n";
+  BOOST_TEST(b.prompt_len[0] == static_cast<std::int32_t>(tok->encode(prompt).size()));
+  BOOST_TEST(b.prompt_len[1] == b.prompt_len[0]);
+  BOOST_TEST(seq(b, 1) == tok->encode(prompt + "hello<|im_end|>\n"), boost::test_tools::per_element());
+
+  const std::string bad = write("bad-chat-pairs.jsonl",
+      R"({"prompt": [{"role": "user"}], "chosen": "A", "rejected": "B"})" "\n"
+      R"({"prompt": [{"role": "user", "content": "Q"}], "chosen": [{"role": "user", "content": "A"}], "rejected": "B"})" "\n"
+      R"({"prompt": "Q", "chosen": [{"role": "assistant", "content": "A"}], "rejected": "B"})" "\n");
+  try {
+    train::read_preference_jsonl(bad, *tok, tok->vocab_size(), 256, dir);
+    BOOST_FAIL("bad conversational pairs were accepted");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    BOOST_TEST(what.find("line 1.prompt[0].content: is missing") != std::string::npos, what);
+    BOOST_TEST(what.find("line 2.chosen: must end with the assistant's message") != std::string::npos, what);
+    BOOST_TEST(what.find("line 3.chosen: must be a string when the prompt is") != std::string::npos, what);
+  }
+}
