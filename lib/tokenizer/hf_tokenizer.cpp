@@ -106,11 +106,14 @@ void unicode_aligned(Aligned& a, const std::string& form) {
 }
 
 Aligned byte_level_aligned(const Aligned& a) {
-  Aligned out;
+  // Each byte becomes one character of the table: walk the two side by side.
+  Aligned out{byte_level::encode(a.s), {}};
+  out.from.reserve(out.s.size());
+  std::size_t pos = 0;
   for (std::size_t i = 0; i < a.s.size(); ++i) {
-    const std::string c = byte_level::encode(std::string_view(a.s).substr(i, 1));
-    out.s += c;
-    out.from.insert(out.from.end(), c.size(), a.from[i]);
+    const std::size_t n = utf8::char_length(out.s, pos);
+    out.from.insert(out.from.end(), n, a.from[i]);
+    pos += n;
   }
   return out;
 }
