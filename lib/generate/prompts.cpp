@@ -3,12 +3,15 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
+#include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <iterator>
 
 namespace braid::gen {
@@ -34,8 +37,48 @@ std::string type_name(const json& v) { return v.is_null() ? "null" : v.type_name
 constexpr const char* kTextKeys[] = {"prompt", "text"};
 constexpr const char* kPromptKeys[] = {"prompt", "text", "tokens", "messages"};
 
+// The file's chat template, read from the tokenizer's tokenizer_config.json when a first
+// "messages" line asks for it (nullptr, with the reason in `c`, where there is none).
+using ChatTemplateOf = std::function<const tok::ChatTemplate*(Checker& c)>;
+
+// Appends ids to out.tokens, failing `field` on an id outside the model's vocabulary.
+bool add_ids(const std::vector<std::int32_t>& ids, const PromptFileOptions& opt, const char* field, Checker& c,
+             PromptLine& out) {
+  for (auto id : ids) {
+    if (id < 0 || id >= opt.vocab_size) {
+      c.fail(field, fmt::format("encodes to id {}, outside the model's vocabulary [0, {}) (tokenizer and model "
+                                "do not match?)",
+                                id, opt.vocab_size));
+      return false;
+    }
+    out.tokens.push_back(id);
+  }
+  return true;
+}
+
+// A chat prompt: the conversation rendered by the model's template with the generation
+// prompt, then encoded as it is (the template writes BOS itself, as transformers'
+// apply_chat_template(tokenize=True) does).
+void read_messages(const json& messages, const PromptFileOptions& opt, const ChatTemplateOf& chat, Checker& c,
+                   PromptLine& out) {
+  std::vector<tok::ChatMessage> conversation;
+  std::string text;
+  try {
+    conversation = tok::chat_messages_of(messages);
+    const tok::ChatTemplate* t = chat(c);
+    if (t == nullptr) return;
+    text = t->render(conversation, /*add_generation_prompt=*/true);
+  } catch (const tok::ChatError& e) {
+    c.fail(e.field(), e.what());
+    return;
+  }
+  if (opt.tokenizer == nullptr) throw std::logic_error("read_prompts: a chat prompt needs a tokenizer");
+  add_ids(opt.tokenizer->encode(text), opt, "messages", c, out);
+  if (out.tokens.empty()) c.fail("messages", "renders to no tokens");
+}
+
 // Reads one line's object into `out`; problems go to `c` as "field: problem".
-void read_line(const json& obj, const PromptFileOptions& opt, Checker& c, PromptLine& out) {
+void read_line(const json& obj, const PromptFileOptions& opt, const ChatTemplateOf& chat, Checker& c, PromptLine& out) {
   json extra = json::object();
   for (const auto& [key, value] : obj.items()) {
     if (std::find(std::begin(kPromptKeys), std::end(kPromptKeys), key) == std::end(kPromptKeys)) extra[key] = value;
@@ -46,10 +89,6 @@ void read_line(const json& obj, const PromptFileOptions& opt, Checker& c, Prompt
     else if (it->is_number_integer()) out.id = std::to_string(it->get<std::int64_t>());
     else c.fail("id", "must be a string or an integer, found " + type_name(*it));
   }
-  if (obj.contains("messages")) {
-    c.fail("messages", "chat prompts are not supported yet: give the conversation rendered as text in \"prompt\"");
-    return;
-  }
   std::vector<std::string> given;
   for (const char* k : kPromptKeys) {
     if (obj.contains(k)) given.emplace_back(fmt::format("\"{}\"", k));
@@ -57,7 +96,7 @@ void read_line(const json& obj, const PromptFileOptions& opt, Checker& c, Prompt
   if (given.size() != 1) {
     std::vector<std::string> keys;
     for (const auto& [key, _] : obj.items()) keys.push_back(key);
-    c.fail("", given.empty() ? fmt::format("has none of \"prompt\", \"text\" and \"tokens\" (give one; its keys: {})",
+    c.fail("", given.empty() ? fmt::format("has none of \"prompt\", \"text\", \"tokens\" and \"messages\" (give one; its keys: {})",
                                            keys.empty() ? "none" : fmt::format("{}", fmt::join(keys, ", ")))
                              : fmt::format("has {} (give one)", fmt::join(given, " and ")));
     return;
@@ -68,7 +107,10 @@ void read_line(const json& obj, const PromptFileOptions& opt, Checker& c, Prompt
   }
   const auto text = text_key ? obj.find(text_key) : obj.end();
   const auto tokens = obj.find("tokens");
-  if (tokens != obj.end()) {
+  if (const auto messages = obj.find("messages"); messages != obj.end()) {
+    read_messages(*messages, opt, chat, c, out);
+    if (!c.ok()) return;
+  } else if (tokens != obj.end()) {
     if (!tokens->is_array()) {
       c.fail("tokens", "must be an array of token ids, found " + type_name(*tokens));
       return;
@@ -107,19 +149,11 @@ void read_line(const json& obj, const PromptFileOptions& opt, Checker& c, Prompt
       }
       out.tokens.push_back(*bos);
     }
-    for (auto id : opt.tokenizer->encode(s)) {
-      if (id < 0 || id >= opt.vocab_size) {
-        c.fail(text_key, fmt::format("encodes to id {}, outside the model's vocabulary [0, {}) (tokenizer and model "
-                                   "do not match?)",
-                                   id, opt.vocab_size));
-        return;
-      }
-      out.tokens.push_back(id);
-    }
+    if (!add_ids(opt.tokenizer->encode(s), opt, text_key, c, out)) return;
   }
   const auto n = static_cast<std::int64_t>(out.tokens.size());
   if (opt.max_tokens > 0 && n >= opt.max_tokens) {
-    c.fail(tokens != obj.end() ? "tokens" : text_key,
+    c.fail(obj.contains("messages") ? "messages" : tokens != obj.end() ? "tokens" : text_key,
            fmt::format("has {} tokens, leaving no room to generate: the model's max length is {}", n, opt.max_tokens));
   }
 }
@@ -131,12 +165,22 @@ std::vector<PromptLine> parse_prompts(std::string_view text, const std::string& 
   std::vector<std::string> problems;
   std::string first_location;  // "file:line" of the first problem, for a lone one
   std::size_t bad_lines = 0;
+  std::optional<tok::ChatTemplate> chat;
+  const ChatTemplateOf chat_template = [&](Checker& c) -> const tok::ChatTemplate* {
+    if (opt.chat_template_from.empty() || opt.chat_template_from == "byte") {
+      c.fail("messages", "chat prompts need a Hugging Face tokenizer whose tokenizer_config.json has a chat_template "
+                         "(--tokenizer); the byte tokenizer has none");
+      return nullptr;
+    }
+    if (!chat) chat = tok::ChatTemplate::load(opt.chat_template_from);  // an InputError naming tokenizer_config.json
+    return &*chat;
+  };
   for_each_jsonl_line(text, opt.limit, [&](std::int64_t line_no, std::string_view line) {
     Checker c(origin);
     PromptLine p{.line = line_no};
     try {
       const json obj = json::parse(line);
-      if (obj.is_object()) read_line(obj, opt, c, p);
+      if (obj.is_object()) read_line(obj, opt, chat_template, c, p);
       else c.fail("", "expected a JSON object like {\"prompt\": \"...\"}, found " + type_name(obj));
     } catch (const json::parse_error& e) {
       c.fail("", "not valid JSON: " + parse_message(e));

@@ -115,7 +115,8 @@ class StageRun {
     const auto lines = parse_prompts(text, o_.prompts, {.tokenizer = tokenizer.get(),
                                                         .vocab_size = cfg.vocab_size,
                                                         .max_tokens = cfg.max_position_embeddings,
-                                                        .limit = o_.limit});
+                                                        .limit = o_.limit,
+                                                        .chat_template_from = o_.tokenizer});
     for (const PromptLine& line : lines) {
       for (int k = 0; k < o_.samples_per_prompt; ++k) {
         prompts_.push_back({.sample_id = static_cast<std::uint64_t>(prompts_.size()), .tokens = line.tokens});

@@ -85,6 +85,18 @@ std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::
                      fmt::format("the files hold layers [{}, {}) of a {}-layer model: export needs them all",
                                  shards.layer_begin(), shards.layer_end(), cfg.num_hidden_layers));
   }
+  // The tokenizer is checked before anything is written.
+  std::unique_ptr<tok::Tokenizer> tk;
+  std::filesystem::path tj = opt.tokenizer;
+  if (!opt.tokenizer.empty()) {
+    if (std::filesystem::is_directory(tj)) tj /= "tokenizer.json";
+    tk = tok::load_tokenizer(tj.string());
+    if (tk->vocab_size() > cfg.vocab_size) {
+      throw InputError(tj.string(), "model.vocab",
+                       fmt::format("the tokenizer has {} ids, more than the model's vocab_size {}", tk->vocab_size(),
+                                   cfg.vocab_size));
+    }
+  }
   json config = parse_json_text(shards.shards().front().meta().model_config, shard_paths.front().string());
   config["torch_dtype"] = opt.dtype == StoreDtype::f32 ? "float32" : "bfloat16";
   if (!config.contains("architectures")) config["architectures"] = {"LlamaForCausalLM"};
@@ -106,22 +118,11 @@ std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::
   write_text_file((out_dir / "config.json").string(), config.dump(2) + "\n");
   std::vector<std::filesystem::path> written{out_dir / "config.json", out_dir / "model.safetensors"};
 
-  if (!opt.tokenizer.empty()) {
-    std::filesystem::path tj = opt.tokenizer;
-    if (std::filesystem::is_directory(tj)) tj /= "tokenizer.json";
-    const auto tk = tok::load_tokenizer(tj.string());
-    if (tk->vocab_size() > cfg.vocab_size) {
-      throw InputError(tj.string(), "model.vocab",
-                       fmt::format("the tokenizer has {} ids, more than the model's vocab_size {}", tk->vocab_size(),
-                                   cfg.vocab_size));
-    }
-    for (const auto& name : {"tokenizer.json", "tokenizer_config.json"}) {
-      const auto src = tj.parent_path() / name;
-      if (std::filesystem::exists(src)) {
-        write_text_file((out_dir / name).string(), read_text_file(src.string()));
-        written.push_back(out_dir / name);
-      }
-    }
+  write_text_file((out_dir / "generation_config.json").string(),
+                  generation_config_json(config, tk.get(), opt.generation).dump(2) + "\n");
+  written.push_back(out_dir / "generation_config.json");
+  if (tk) {
+    for (auto& f : export_tokenizer_files(tj, *tk, out_dir, cfg.max_position_embeddings)) written.push_back(std::move(f));
   }
   return written;
 }

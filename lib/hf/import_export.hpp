@@ -6,14 +6,16 @@
 //   LlamaForSequenceClassification reward model brings score.weight [1, D] and no LM
 //   head. Tensors braid has no use for (rotary inv_freq buffers) are skipped with a
 //   warning; a missing or misshapen one is an InputError naming it.
-// export: weight shards -> config.json + model.safetensors (F32 or BF16) in a folder,
-//   loadable by transformers' LlamaForCausalLM.from_pretrained; optionally the
-//   tokenizer files too, so that the folder is complete.
+// export: weight shards -> config.json + model.safetensors (F32 or BF16) and
+//   generation_config.json in a folder, loadable by transformers'
+//   LlamaForCausalLM.from_pretrained; optionally the tokenizer files too
+//   (hf/export_tokenizer.hpp), so that the folder is complete.
 //
 // The config.json stored in the shards is the imported file's own text, so export
 // gives back its extra keys (bos_token_id, torch_dtype, ...).
 #pragma once
 
+#include "hf/export_tokenizer.hpp"
 #include "hf/safetensors.hpp"
 
 #include <filesystem>
@@ -36,6 +38,8 @@ struct ExportOptions {
   // A tokenizer.json (or a folder with one) to copy beside the weights, with the
   // tokenizer_config.json next to it if there is one; checked by loading it first.
   std::filesystem::path tokenizer;
+  // The sampling generation_config.json says generate() should use.
+  GenerationDefaults generation;
 };
 
 // Returns the files written.

@@ -16,6 +16,11 @@ namespace braid::io {
 
 struct InspectOptions {
   std::size_t samples_shown = 3;  // sample shards: how many sequences to decode
+  // Sample shards: decode with this tokenizer ("byte", a tokenizer.json or its folder;
+  // a bad one is an InputError). "": the one the shard's meta.config records
+  // ("tokenizer", as braid-generate was given it) when it can be loaded, else the
+  // byte display (token_display.hpp), saying why in "decoded_with".
+  std::string tokenizer;
 };
 
 // The summary of one file ("-": JSON on stdin). InputError naming the file when

@@ -1,11 +1,91 @@
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <memory>
+#include <utility>
+#include <vector>
 
+#include <fmt/format.h>
+
+#include "core/error.hpp"
 #include "io/token_display.hpp"
 #include "io/inspect_kinds.hpp"
 #include "io/sample_shard.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace braid::io::detail {
+
+namespace {
+
+// How a sample shard's tokens are shown: by the tokenizer asked for, else by the one
+// the shard records (meta.config "tokenizer", braid-generate's), else as bytes.
+class ShardDecoder {
+ public:
+  ShardDecoder(const std::string& asked, const std::string& config, const std::string& shard) {
+    if (!asked.empty()) {
+      use(asked, "--tokenizer");
+      return;
+    }
+    const auto c = ordered_json::parse(config, nullptr, false);
+    const auto it = c.is_object() ? c.find("tokenizer") : c.end();
+    if (c.is_object() && it != c.end() && it->is_string() && !it->get<std::string>().empty()) {
+      const std::string recorded = it->get<std::string>();
+      if (recorded == "byte") {
+        description_ = "byte (recorded in meta.config)";
+      } else if (!std::filesystem::exists(recorded)) {
+        description_ = fmt::format("byte display: the recorded tokenizer {} is not there (give --tokenizer)", recorded);
+      } else {
+        try {
+          use(recorded, "recorded in meta.config");
+        } catch (const InputError& e) {
+          description_ = fmt::format("byte display: the recorded tokenizer could not be read ({})", e.what());
+        }
+      }
+    } else {
+      description_ = fmt::format("byte display: {} records no tokenizer (give --tokenizer)", shard);
+    }
+  }
+
+  const std::string& description() const { return description_; }
+
+  // The prompt and the response shown: a tokenizer decodes the two as one sequence and
+  // the response is what that adds to the prompt's text (decoded alone, a SentencePiece
+  // response would lose its leading space).
+  std::pair<std::string, std::string> show(std::span<const std::int32_t> prompt,
+                                           std::span<const std::int32_t> response) const {
+    if (!tok_) return {display_tokens(prompt), display_tokens(response)};
+    const std::string p = text(prompt);
+    std::vector<std::int32_t> all(prompt.begin(), prompt.end());
+    all.insert(all.end(), response.begin(), response.end());
+    const std::string whole = text(all);
+    if (whole.starts_with(p)) return {display_text(p), display_text(std::string_view(whole).substr(p.size()))};
+    return {display_text(p), display_text(text(response))};
+  }
+
+ private:
+  // Ids past the tokenizer (a model's vocabulary may be padded beyond it) show as <|id:N|>.
+  std::string text(std::span<const std::int32_t> ids) const {
+    std::string out;
+    std::size_t run = 0;
+    for (std::size_t i = 0; i <= ids.size(); ++i) {
+      if (i < ids.size() && ids[i] >= 0 && ids[i] < tok_->vocab_size()) continue;
+      if (i > run) out += tok_->decode(ids.subspan(run, i - run), /*skip_special=*/false);
+      if (i < ids.size()) out += fmt::format("<|id:{}|>", ids[i]);
+      run = i + 1;
+    }
+    return out;
+  }
+
+  void use(const std::string& spec, const char* how) {
+    tok_ = tok::load_tokenizer(spec);
+    description_ = fmt::format("{} ({}, {})", spec, tok_->describe(), how);
+  }
+
+  std::unique_ptr<tok::Tokenizer> tok_;
+  std::string description_;
+};
+
+}  // namespace
 
 ordered_json distribution(std::vector<double> values) {
   ordered_json d;
@@ -72,6 +152,8 @@ ordered_json summarize_samples(const std::string& path, const InspectOptions& op
   s["token_arrays"] = arrays;
   s["other_datasets"] = probe_sample_shard(path).other_datasets;  // kept by no braid stage
 
+  const ShardDecoder decoder(options.tokenizer, shard.meta.config, path);
+  s["decoded_with"] = decoder.description();
   ordered_json shown = ordered_json::array();
   for (std::size_t i = 0; i < std::min(options.samples_shown, b.size()); ++i) {
     ordered_json one;
@@ -84,8 +166,9 @@ ordered_json summarize_samples(const std::string& path, const InspectOptions& op
       one["prompt_line"] = (*b.origin)[i].line;
       one["extra"] = ordered_json::parse((*b.origin)[i].extra);
     }
-    one["prompt"] = display_tokens(b.prompt(i));
-    one["response"] = display_tokens(b.response(i));
+    auto [prompt_text, response_text] = decoder.show(b.prompt(i), b.response(i));
+    one["prompt"] = std::move(prompt_text);
+    one["response"] = std::move(response_text);
     shown.push_back(std::move(one));
   }
   s["first_samples"] = shown;

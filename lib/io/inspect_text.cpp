@@ -49,6 +49,9 @@ std::string render_samples(const ordered_json& s) {
     std::vector<std::string> names = s["other_datasets"].get<std::vector<std::string>>();
     out += fmt::format("  other datasets (ignored by braid): {}\n", fmt::join(names, ", "));
   }
+  if (s.contains("decoded_with") && !s["first_samples"].empty()) {
+    out += "  decoded with " + s["decoded_with"].get<std::string>() + "\n";
+  }
   for (const auto& one : s["first_samples"]) {
     out += fmt::format("  sample {} (id {}, prompt {} tokens, response {}{}):\n", number(one["index"]),
                        number(one["sample_id"]), number(one["prompt_len"]), number(one["response_len"]),

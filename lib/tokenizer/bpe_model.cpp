@@ -102,24 +102,31 @@ const TokenId* BpeModel::id_of(std::string_view token) const {
   return it == vocab_.end() ? nullptr : &it->second;
 }
 
-void BpeModel::tokenize(std::string_view piece, std::vector<TokenId>& out) const {
+void BpeModel::tokenize(std::string_view piece, std::vector<TokenId>& out,
+                        std::vector<std::pair<std::size_t, std::size_t>>* spans) const {
   if (piece.empty()) return;
   if (ignore_merges_) {
-    if (const auto* id = id_of(piece)) { out.push_back(*id); return; }
+    if (const auto* id = id_of(piece)) {
+      out.push_back(*id);
+      if (spans) spans->emplace_back(0, piece.size());
+      return;
+    }
   }
-  // Symbols as a linked list over the piece's characters (or their fallback bytes).
-  struct Sym { TokenId id; int prev, next; bool unk; };
+  // Symbols as a linked list over the piece's characters (or their fallback bytes),
+  // each with the bytes of the piece it stands for.
+  struct Sym { TokenId id; int prev, next; bool unk; std::size_t begin, end; };
   std::vector<Sym> syms;
   syms.reserve(piece.size());
-  auto append = [&](TokenId id, bool unk) {
+  auto append = [&](TokenId id, bool unk, std::size_t begin, std::size_t end) {
     const int i = static_cast<int>(syms.size());
-    syms.push_back({id, i - 1, -1, unk});
+    syms.push_back({id, i - 1, -1, unk, begin, end});
     if (i > 0) syms[static_cast<std::size_t>(i - 1)].next = i;
   };
   for (std::string_view c : utf8::chars(piece)) {
-    if (const auto* id = id_of(c)) append(*id, false);
-    else if (byte_fallback_) for (unsigned char b : c) append(byte_ids_[b], false);
-    else if (unk_ >= 0) append(unk_, true);
+    const std::size_t at = static_cast<std::size_t>(c.data() - piece.data());
+    if (const auto* id = id_of(c)) append(*id, false, at, at + c.size());
+    else if (byte_fallback_) for (std::size_t k = 0; k < c.size(); ++k) append(byte_ids_[static_cast<unsigned char>(c[k])], false, at + k, at + k + 1);
+    else if (unk_ >= 0) append(unk_, true, at, at + c.size());
     else {
       // The text cannot be encoded by this tokenizer: bad input (exit 2), named by the tokenizer file.
       throw InputError(file_, "model.vocab",
@@ -156,6 +163,7 @@ void BpeModel::tokenize(std::string_view piece, std::vector<TokenId>& out) const
     Sym& r = syms[static_cast<std::size_t>(l.next)];
     if (r.id != c.right_id) continue;
     l.id = c.merged;
+    l.end = r.end;
     l.next = r.next;
     if (r.next >= 0) syms[static_cast<std::size_t>(r.next)].prev = c.left;
     r.id = -1;  // gone
@@ -165,7 +173,12 @@ void BpeModel::tokenize(std::string_view piece, std::vector<TokenId>& out) const
   bool last_unk = false;
   for (int i = 0; i >= 0 && !syms.empty(); i = syms[static_cast<std::size_t>(i)].next) {
     const Sym& s = syms[static_cast<std::size_t>(i)];
-    if (!(s.unk && last_unk && fuse_unk_)) out.push_back(s.id);
+    if (!(s.unk && last_unk && fuse_unk_)) {
+      out.push_back(s.id);
+      if (spans) spans->emplace_back(s.begin, s.end);
+    } else if (spans) {
+      spans->back().second = s.end;  // fused into the unk before it
+    }
     last_unk = s.unk;
   }
 }

@@ -20,8 +20,10 @@ class BpeModel {
   // Reads doc["model"]; problems are recorded in checker (field names "model.*").
   BpeModel(const json& model, Checker& checker);
 
-  // Ids of one pre-tokenized piece (already in the vocabulary's alphabet).
-  void tokenize(std::string_view piece, std::vector<TokenId>& out) const;
+  // Ids of one pre-tokenized piece (already in the vocabulary's alphabet); with
+  // spans, each id's [begin, end) bytes of the piece too.
+  void tokenize(std::string_view piece, std::vector<TokenId>& out,
+                std::vector<std::pair<std::size_t, std::size_t>>* spans = nullptr) const;
 
   // Adds a token that is not in the model's vocabulary (an added token).
   void add_token(const std::string& content, TokenId id);

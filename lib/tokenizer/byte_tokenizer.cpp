@@ -11,6 +11,13 @@ std::vector<TokenId> ByteTokenizer::encode(std::string_view text) const {
   return ids;
 }
 
+Encoding ByteTokenizer::encode_with_offsets(std::string_view text) const {
+  Encoding e{encode(text), {}};
+  e.spans.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) e.spans.push_back({i, i + 1});
+  return e;
+}
+
 std::string ByteTokenizer::decode(std::span<const TokenId> ids, bool skip_special) const {
   std::string text;
   text.reserve(ids.size());

@@ -20,6 +20,7 @@ class ByteTokenizer final : public Tokenizer {
   static constexpr std::int32_t kVocabSize = 259;
 
   std::vector<TokenId> encode(std::string_view text) const override;
+  Encoding encode_with_offsets(std::string_view text) const override;
   std::string decode(std::span<const TokenId> ids, bool skip_special = true) const override;
   std::int32_t vocab_size() const override { return kVocabSize; }
   std::optional<TokenId> bos() const override { return kBos; }

@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "tokenizer/byte_level.hpp"
 #include "tokenizer/unicode_normalize.hpp"
+#include "tokenizer/utf8.hpp"
 
 #include <fmt/format.h>
 
@@ -43,48 +44,122 @@ std::vector<std::pair<std::size_t, std::size_t>> complement(const std::vector<st
 
 }  // namespace
 
-std::string HfTokenizer::normalize(std::string text) const {
-  for (const NormStep& s : normalizer_) {
-    if (s.kind == NormStep::prepend) {
-      if (!text.empty()) text = s.content + text;
-    } else if (s.kind == NormStep::unicode) {
-      text = unicode_normalize(text, s.pattern);
-    } else {
-      replace_all(text, s.pattern, s.content);
-    }
-  }
-  return text;
+namespace {
+
+using Aligned = HfTokenizer::Aligned;
+
+Aligned slice(const Aligned& a, std::size_t b, std::size_t e) {
+  return {a.s.substr(b, e - b), std::vector<TokenSpan>(a.from.begin() + static_cast<std::ptrdiff_t>(b),
+                                                       a.from.begin() + static_cast<std::ptrdiff_t>(e))};
 }
 
-std::vector<std::string> HfTokenizer::pre_tokenize(std::string text, bool first_segment) const {
-  std::vector<std::string> pieces{std::move(text)};
+// Every occurrence of `from` replaced by `to`, whose bytes stand for the bytes replaced.
+void replace_aligned(Aligned& a, std::string_view from, std::string_view to) {
+  if (from.empty() || a.s.find(from) == std::string::npos) return;
+  Aligned out;
+  std::size_t pos = 0;
+  for (std::size_t hit = a.s.find(from); hit != std::string::npos; hit = a.s.find(from, pos)) {
+    out.s.append(a.s, pos, hit - pos);
+    out.from.insert(out.from.end(), a.from.begin() + static_cast<std::ptrdiff_t>(pos),
+                    a.from.begin() + static_cast<std::ptrdiff_t>(hit));
+    const TokenSpan span{a.from[hit].begin, a.from[hit + from.size() - 1].end};
+    out.s.append(to);
+    out.from.insert(out.from.end(), to.size(), span);
+    pos = hit + from.size();
+  }
+  out.s.append(a.s, pos);
+  out.from.insert(out.from.end(), a.from.begin() + static_cast<std::ptrdiff_t>(pos), a.from.end());
+  a = std::move(out);
+}
+
+// `content` put in front; it stands for the first character, as in HF's NormalizedString.
+void prepend_aligned(Aligned& a, std::string_view content) {
+  if (a.s.empty()) return;
+  const std::size_t first = utf8::char_length(a.s, 0);
+  const TokenSpan span{a.from.front().begin, a.from[first - 1].end};
+  a.s.insert(0, content);
+  a.from.insert(a.from.begin(), content.size(), span);
+}
+
+void unicode_aligned(Aligned& a, const std::string& form) {
+  const std::string whole = unicode_normalize(a.s, form);
+  if (whole == a.s) return;
+  // Normalized piece by piece between the points where that changes nothing, each
+  // piece's bytes standing for the piece.
+  Aligned out;
+  std::vector<std::size_t> cuts = normalization_boundaries(a.s, form);
+  cuts.push_back(a.s.size());
+  std::size_t b = 0;
+  for (std::size_t e : cuts) {
+    const std::string_view piece(a.s.data() + b, e - b);
+    const std::string n = unicode_normalize(piece, form);
+    out.s += n;
+    if (n == piece) {
+      out.from.insert(out.from.end(), a.from.begin() + static_cast<std::ptrdiff_t>(b),
+                      a.from.begin() + static_cast<std::ptrdiff_t>(e));
+    } else {
+      out.from.insert(out.from.end(), n.size(), TokenSpan{a.from[b].begin, a.from[e - 1].end});
+    }
+    b = e;
+  }
+  a = std::move(out);
+}
+
+Aligned byte_level_aligned(const Aligned& a) {
+  // Each byte becomes one character of the table: walk the two side by side.
+  Aligned out{byte_level::encode(a.s), {}};
+  out.from.reserve(out.s.size());
+  std::size_t pos = 0;
+  for (std::size_t i = 0; i < a.s.size(); ++i) {
+    const std::size_t n = utf8::char_length(out.s, pos);
+    out.from.insert(out.from.end(), n, a.from[i]);
+    pos += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+void HfTokenizer::normalize(Aligned& text) const {
+  for (const NormStep& s : normalizer_) {
+    if (s.kind == NormStep::prepend) prepend_aligned(text, s.content);
+    else if (s.kind == NormStep::unicode) unicode_aligned(text, s.pattern);
+    else replace_aligned(text, s.pattern, s.content);
+  }
+}
+
+std::vector<Aligned> HfTokenizer::pre_tokenize(Aligned text, bool first_segment) const {
+  std::vector<Aligned> pieces{std::move(text)};
   for (const PreStep& s : pre_tokenizer_) {
-    std::vector<std::string> next;
+    std::vector<Aligned> next;
     for (std::size_t i = 0; i < pieces.size(); ++i) {
-      std::string piece = std::move(pieces[i]);
+      Aligned piece = std::move(pieces[i]);
       switch (s.kind) {
         case PreStep::byte_level: {
-          if (s.add_prefix_space && !piece.empty() && piece.front() != ' ') piece.insert(piece.begin(), ' ');
-          std::vector<std::string> parts;
-          if (s.regex) parts = split_at_matches(piece, s.regex->find_all(piece), SplitBehavior::isolated);
-          else parts.push_back(piece);
-          for (auto& part : parts) next.push_back(byte_level::encode(part));
+          if (s.add_prefix_space && !piece.s.empty() && piece.s.front() != ' ') prepend_aligned(piece, " ");
+          if (s.regex) {
+            for (auto [b, e] : split_ranges(piece.s.size(), s.regex->find_all(piece.s), SplitBehavior::isolated)) {
+              next.push_back(byte_level_aligned(slice(piece, b, e)));
+            }
+          } else {
+            next.push_back(byte_level_aligned(piece));
+          }
           break;
         }
         case PreStep::split: {
-          auto m = s.regex ? s.regex->find_all(piece) : literal_matches(piece, s.literal);
-          if (s.invert) m = complement(m, piece.size());
-          for (auto& part : split_at_matches(piece, m, s.behavior)) next.push_back(std::move(part));
+          auto m = s.regex ? s.regex->find_all(piece.s) : literal_matches(piece.s, s.literal);
+          if (s.invert) m = complement(m, piece.s.size());
+          for (auto [b, e] : split_ranges(piece.s.size(), m, s.behavior)) next.push_back(slice(piece, b, e));
           break;
         }
         case PreStep::metaspace: {
-          replace_all(piece, " ", s.replacement);
+          replace_aligned(piece, " ", s.replacement);
           const bool prepend = s.prepend_scheme == "always" || (s.prepend_scheme == "first" && first_segment && i == 0);
-          if (prepend && !piece.starts_with(s.replacement)) piece = s.replacement + piece;
+          if (prepend && !piece.s.starts_with(s.replacement)) prepend_aligned(piece, s.replacement);
           if (s.split_on_replacement) {
-            for (auto& part : split_at_matches(piece, literal_matches(piece, s.replacement),
-                                               SplitBehavior::merged_with_next)) {
-              next.push_back(std::move(part));
+            for (auto [b, e] : split_ranges(piece.s.size(), literal_matches(piece.s, s.replacement),
+                                            SplitBehavior::merged_with_next)) {
+              next.push_back(slice(piece, b, e));
             }
           } else {
             next.push_back(std::move(piece));
@@ -98,15 +173,29 @@ std::vector<std::string> HfTokenizer::pre_tokenize(std::string text, bool first_
   return pieces;
 }
 
-void HfTokenizer::encode_segment(std::string_view text, bool first_segment, std::vector<TokenId>& out) const {
+void HfTokenizer::encode_segment(std::string_view text, std::size_t offset, bool first_segment, Encoding& out) const {
   if (text.empty()) return;
-  for (const std::string& piece : pre_tokenize(normalize(std::string(text)), first_segment)) {
-    model_.tokenize(piece, out);
+  Aligned a{std::string(text), {}};
+  a.from.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) a.from.push_back({offset + i, offset + i + 1});
+  normalize(a);
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  for (const Aligned& piece : pre_tokenize(std::move(a), first_segment)) {
+    spans.clear();
+    model_.tokenize(piece.s, out.ids, &spans);
+    for (auto [b, e] : spans) {
+      TokenSpan t{piece.from[b].begin, piece.from[b].end};
+      for (std::size_t k = b; k < e; ++k) {
+        t.begin = std::min(t.begin, piece.from[k].begin);
+        t.end = std::max(t.end, piece.from[k].end);
+      }
+      out.spans.push_back(t);
+    }
   }
 }
 
-std::vector<TokenId> HfTokenizer::encode(std::string_view text) const {
-  std::vector<TokenId> out;
+Encoding HfTokenizer::encode_with_offsets(std::string_view text) const {
+  Encoding out;
   std::size_t seg_begin = 0;
   bool first_segment = true;
   for (std::size_t pos = 0; pos < text.size();) {
@@ -115,15 +204,18 @@ std::vector<TokenId> HfTokenizer::encode(std::string_view text) const {
       if (text.substr(pos).starts_with(a.first)) { hit = &a; break; }
     }
     if (hit == nullptr) { ++pos; continue; }
-    encode_segment(text.substr(seg_begin, pos - seg_begin), first_segment, out);
-    out.push_back(hit->second);
+    encode_segment(text.substr(seg_begin, pos - seg_begin), seg_begin, first_segment, out);
+    out.ids.push_back(hit->second);
+    out.spans.push_back({pos, pos + hit->first.size()});
     first_segment = false;
     pos += hit->first.size();
     seg_begin = pos;
   }
-  encode_segment(text.substr(seg_begin), first_segment, out);
+  encode_segment(text.substr(seg_begin), seg_begin, first_segment, out);
   return out;
 }
+
+std::vector<TokenId> HfTokenizer::encode(std::string_view text) const { return encode_with_offsets(text).ids; }
 
 std::string HfTokenizer::decode(std::span<const TokenId> ids, bool skip_special) const {
   std::vector<std::string> tokens;

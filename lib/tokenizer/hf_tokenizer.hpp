@@ -36,6 +36,7 @@ class HfTokenizer final : public Tokenizer {
   HfTokenizer(const json& doc, const std::string& origin);
 
   std::vector<TokenId> encode(std::string_view text) const override;
+  Encoding encode_with_offsets(std::string_view text) const override;
   std::string decode(std::span<const TokenId> ids, bool skip_special = true) const override;
   std::int32_t vocab_size() const override { return model_.max_id() + 1; }
   std::optional<TokenId> bos() const override { return bos_; }
@@ -75,9 +76,18 @@ class HfTokenizer final : public Tokenizer {
   void read_decoder(const json& d, const std::string& where, Checker& c);
   void read_added_tokens(const json& doc, Checker& c);
 
-  std::string normalize(std::string text) const;
-  std::vector<std::string> pre_tokenize(std::string text, bool first_segment) const;
-  void encode_segment(std::string_view text, bool first_segment, std::vector<TokenId>& out) const;
+  // Text on its way through the steps, with the [begin, end) bytes of the original
+  // text each of its bytes came from (for offsets).
+ public:
+  struct Aligned {
+    std::string s;
+    std::vector<TokenSpan> from;
+  };
+
+ private:
+  void normalize(Aligned& text) const;
+  std::vector<Aligned> pre_tokenize(Aligned text, bool first_segment) const;
+  void encode_segment(std::string_view text, std::size_t offset, bool first_segment, Encoding& out) const;
   std::optional<TokenId> find_special(const std::vector<std::string>& names) const;
 
   BpeModel model_;

@@ -58,9 +58,8 @@ std::vector<std::pair<std::size_t, std::size_t>> Regex::find_all(std::string_vie
   return out;
 }
 
-std::vector<std::string> split_at_matches(std::string_view text,
-                                          const std::vector<std::pair<std::size_t, std::size_t>>& matches,
-                                          SplitBehavior behavior) {
+std::vector<ByteRange> split_ranges(std::size_t text_size, const std::vector<ByteRange>& matches,
+                                    SplitBehavior behavior) {
   // Pieces as (begin, end, is_match), covering the whole text.
   struct Piece { std::size_t b, e; bool match; };
   std::vector<Piece> pieces;
@@ -70,11 +69,11 @@ std::vector<std::string> split_at_matches(std::string_view text,
     pieces.push_back({b, e, true});
     pos = e;
   }
-  if (pos < text.size()) pieces.push_back({pos, text.size(), false});
+  if (pos < text_size) pieces.push_back({pos, text_size, false});
 
-  std::vector<std::string> out;
+  std::vector<ByteRange> out;
   auto emit = [&](std::size_t b, std::size_t e) {
-    if (e > b) out.emplace_back(text.substr(b, e - b));
+    if (e > b) out.emplace_back(b, e);
   };
   switch (behavior) {
     case SplitBehavior::removed:
@@ -98,7 +97,7 @@ std::vector<std::string> split_at_matches(std::string_view text,
       for (const Piece& p : pieces) {
         if (p.match) { emit(begin, p.e); begin = p.e; }
       }
-      emit(begin, text.size());
+      emit(begin, text_size);
       break;
     }
     case SplitBehavior::merged_with_next: {
@@ -106,10 +105,17 @@ std::vector<std::string> split_at_matches(std::string_view text,
       for (const Piece& p : pieces) {
         if (p.match) { emit(begin, p.b); begin = p.b; }
       }
-      emit(begin, text.size());
+      emit(begin, text_size);
       break;
     }
   }
+  return out;
+}
+
+std::vector<std::string> split_at_matches(std::string_view text, const std::vector<ByteRange>& matches,
+                                          SplitBehavior behavior) {
+  std::vector<std::string> out;
+  for (auto [b, e] : split_ranges(text.size(), matches, behavior)) out.emplace_back(text.substr(b, e - b));
   return out;
 }
 

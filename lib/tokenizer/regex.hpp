@@ -29,7 +29,10 @@ class Regex {
 // How a Split pre-tokenizer treats the delimiters it finds (HF names).
 enum class SplitBehavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
 
-// Cuts text at the given matches; empty pieces are dropped.
+// Cuts text at the given matches; empty pieces are dropped. split_ranges gives the
+// pieces as [begin, end) byte ranges of text.
+using ByteRange = std::pair<std::size_t, std::size_t>;
+std::vector<ByteRange> split_ranges(std::size_t text_size, const std::vector<ByteRange>& matches, SplitBehavior behavior);
 std::vector<std::string> split_at_matches(std::string_view text,
                                           const std::vector<std::pair<std::size_t, std::size_t>>& matches,
                                           SplitBehavior behavior);

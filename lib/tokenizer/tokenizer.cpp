@@ -7,6 +7,16 @@
 
 namespace braid::tok {
 
+JoinedEncoding encode_joined(const Tokenizer& tok, std::string_view prompt, std::string_view response) {
+  std::string text;
+  text.reserve(prompt.size() + response.size());
+  text.append(prompt).append(response);
+  Encoding e = tok.encode_with_offsets(text);
+  JoinedEncoding out{std::move(e.ids), 0};
+  while (out.prompt_tokens < e.spans.size() && e.spans[out.prompt_tokens].end <= prompt.size()) ++out.prompt_tokens;
+  return out;
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   if (spec.empty() || spec == "byte") return std::make_unique<ByteTokenizer>();
   std::filesystem::path p(spec);

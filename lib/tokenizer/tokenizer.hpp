@@ -18,11 +18,25 @@ namespace braid::tok {
 
 using TokenId = std::int32_t;
 
+// The bytes [begin, end) of the encoded text a token stands for (Hugging Face's
+// offsets): characters a normalizer adds (a SentencePiece "▁" in front) count as the
+// character they were added to.
+struct TokenSpan {
+  std::size_t begin = 0, end = 0;
+};
+
+struct Encoding {
+  std::vector<TokenId> ids;
+  std::vector<TokenSpan> spans;  // one per id
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
   virtual std::vector<TokenId> encode(std::string_view text) const = 0;
+  // The same ids, with the text each covers.
+  virtual Encoding encode_with_offsets(std::string_view text) const = 0;
   // skip_special drops BOS/EOS/PAD and other special tokens from the text.
   virtual std::string decode(std::span<const TokenId> ids, bool skip_special = true) const = 0;
 
@@ -35,6 +49,16 @@ class Tokenizer {
   // A short description for logs ("byte", "hf-bpe(byte-level) 50257 tokens").
   virtual std::string describe() const = 0;
 };
+
+// prompt + response encoded as one text, so that the tokens at the boundary are those
+// Hugging Face makes of the whole (no SentencePiece "▁" of a response encoded on its
+// own). prompt_tokens counts the leading tokens that cover prompt text only: the
+// response starts at the first token that covers any of its text.
+struct JoinedEncoding {
+  std::vector<TokenId> ids;
+  std::size_t prompt_tokens = 0;
+};
+JoinedEncoding encode_joined(const Tokenizer& tok, std::string_view prompt, std::string_view response);
 
 // "byte" -> the byte tokenizer; anything else is read as a tokenizer.json path
 // (a folder is taken to hold one). Bad files throw InputError naming the field.

@@ -47,8 +47,8 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
                                  tok->vocab_size(), cfg.vocab_size));
   }
   const bool pairs = mode != TextMode::sft;
-  io::SampleBatch batch = pairs ? read_preference_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings)
-                                : read_sft_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings);
+  io::SampleBatch batch = pairs ? read_preference_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer)
+                                : read_sft_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer);
   log::info("{} {} from {}, {} tokens; {}", pairs ? batch.size() / 2 : batch.size(), pairs ? "pairs" : "examples", c.data,
             batch.token_count(), ranks.describe());
   const std::size_t group = pairs ? 2 : 1;

@@ -5,12 +5,14 @@
 #include "core/json.hpp"
 #include "core/log.hpp"
 #include "io/sample_shard.hpp"
+#include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 namespace braid::train {
@@ -105,8 +107,11 @@ struct TextLine {
   json obj;
 };
 
-// Every non-blank line as a JSON object with exactly `keys` (strings); one InputError for all bad lines.
-std::vector<TextLine> read_lines(const std::string& path, const std::vector<std::string>& keys) {
+// Every non-blank line as a JSON object with exactly the keys of one of `shapes` (the
+// first shape's as strings, or arrays of messages where `messages_allowed`; the other
+// shapes' checked by the caller); one InputError for all bad lines.
+std::vector<TextLine> read_lines(const std::string& path, const std::vector<std::vector<std::string>>& shapes,
+                                 bool messages_allowed = false) {
   const std::string text = read_text_file(path);
   Checker c(path);
   std::vector<TextLine> out;
@@ -120,17 +125,24 @@ std::vector<TextLine> read_lines(const std::string& path, const std::vector<std:
       c.fail(where, "is not a JSON object");
       continue;
     }
-    for (const auto& k : keys) c.string(obj, where, k);
-    c.no_unknown_keys(obj, where, keys);
+    const auto* shape = &shapes.front();
+    for (const auto& s : shapes) {
+      if (obj.contains(s.front())) {
+        shape = &s;
+        break;
+      }
+    }
+    if (shape == &shapes.front()) {
+      for (const auto& k : *shape) {
+        if (!(messages_allowed && obj.contains(k) && obj[k].is_array())) c.string(obj, where, k);
+      }
+    }
+    c.no_unknown_keys(obj, where, *shape);
     out.push_back({n, std::move(obj)});
   }
   c.check();
   if (out.empty()) throw InputError(path, "", "holds no examples");
   return out;
-}
-
-std::vector<std::int32_t> encode(const tok::Tokenizer& tok, const json& obj, const std::string& key) {
-  return obj.contains(key) && obj[key].is_string() ? tok.encode(obj[key].get<std::string>()) : std::vector<std::int32_t>{};
 }
 
 void check_sequence(Checker& c, const std::string& where, const std::vector<std::int32_t>& seq, std::int32_t vocab,
@@ -146,50 +158,163 @@ void check_sequence(Checker& c, const std::string& where, const std::vector<std:
   }
 }
 
-std::vector<std::int32_t> with_bos(const tok::Tokenizer& tok, std::vector<std::int32_t> ids) {
-  if (tok.bos()) ids.insert(ids.begin(), *tok.bos());
-  return ids;
+// A prompt and a completion as one sequence: the two texts encoded as one (token
+// boundaries as Hugging Face makes them), BOS in front when `bos` (plain text; a chat
+// template writes its own), EOS behind when `eos`; prompt_len covers BOS and every
+// token that covers prompt text only.
+struct Joined {
+  std::vector<std::int32_t> seq;
+  std::int32_t prompt_len = 0;
+  bool response_empty = false;
+};
+
+Joined join(const tok::Tokenizer& tok, const std::string& prompt, const std::string& completion, bool bos, bool eos) {
+  const tok::JoinedEncoding e = tok::encode_joined(tok, prompt, completion);
+  Joined j;
+  if (bos && tok.bos()) j.seq.push_back(*tok.bos());
+  j.prompt_len = static_cast<std::int32_t>(j.seq.size() + e.prompt_tokens);
+  j.seq.insert(j.seq.end(), e.ids.begin(), e.ids.end());
+  j.response_empty = e.prompt_tokens == e.ids.size();
+  if (eos && tok.eos()) j.seq.push_back(*tok.eos());
+  return j;
+}
+
+// The chat template of the tokenizer, read when a first line with messages asks for it.
+class LazyChatTemplate {
+ public:
+  explicit LazyChatTemplate(std::string from) : from_(std::move(from)) {}
+  const tok::ChatTemplate& get() {
+    if (from_.empty() || from_ == "byte") {
+      throw tok::ChatError("messages", "conversations need a Hugging Face tokenizer whose tokenizer_config.json has a "
+                                       "chat_template (--tokenizer); the byte tokenizer has none");
+    }
+    if (!t_) t_ = tok::ChatTemplate::load(from_);  // an InputError naming tokenizer_config.json
+    return *t_;
+  }
+
+ private:
+  std::string from_;
+  std::optional<tok::ChatTemplate> t_;
+};
+
+// A conversation ending in an assistant turn, split as TRL splits it: the prompt is the
+// conversation without that turn rendered with the generation prompt, the completion
+// the rest of the whole conversation's rendering (the template's end-of-turn included).
+// ChatError when the template does not render the prompt as the start of the whole.
+std::pair<std::string, std::string> split_conversation(const tok::ChatTemplate& t, const json& messages,
+                                                       const char* key) {
+  auto m = tok::chat_messages_of(messages);
+  if (m.back().role != "assistant") {
+    throw tok::ChatError(fmt::format("{}[{}].role", key, m.size() - 1),
+                         "the last message must be the assistant's, the turn to learn");
+  }
+  std::string whole = t.render(m, false);
+  std::string prompt = m.size() > 1 ? t.render(std::span(m).first(m.size() - 1), true) : std::string();
+  if (!whole.starts_with(prompt)) {
+    throw tok::ChatError(key, fmt::format("the {} template renders the conversation without its last turn "
+                                          "differently from the start of the whole ({}), so no prompt/response split "
+                                          "exists: give the prompt and response as text",
+                                          t.name(), t.origin()));
+  }
+  return {prompt, whole.substr(prompt.size())};
 }
 
 }  // namespace
 
 io::SampleBatch read_sft_jsonl(const std::string& path, const tok::Tokenizer& tok, std::int32_t vocab_size,
-                               std::int64_t max_len) {
-  const auto lines = read_lines(path, {"prompt", "response"});
+                               std::int64_t max_len, const std::string& chat_template_from) {
+  const auto lines = read_lines(path, {{"prompt", "response"}, {"messages"}});
+  LazyChatTemplate chat(chat_template_from);
   Checker c(path);
   io::SampleBatch b;
   for (const auto& l : lines) {
-    const auto prompt = with_bos(tok, encode(tok, l.obj, "prompt"));
-    auto seq = prompt;
-    const auto response = encode(tok, l.obj, "response");
-    seq.insert(seq.end(), response.begin(), response.end());
-    if (tok.eos()) seq.push_back(*tok.eos());
     const std::string where = fmt::format("line {}", l.line);
-    if (prompt.empty()) c.fail(where + ".prompt", "is empty and the tokenizer has no BOS to start from");
-    if (seq.size() == prompt.size()) c.fail(where + ".response", "is empty");
-    check_sequence(c, where, seq, vocab_size, max_len);
-    b.add(seq, static_cast<std::int32_t>(prompt.size()), static_cast<std::int64_t>(b.size()));
+    Joined j;
+    if (l.obj.contains("messages")) {
+      try {
+        const tok::ChatTemplate& t = chat.get();
+        const auto [prompt, response] = split_conversation(t, l.obj["messages"], "messages");
+        j = join(tok, prompt, response, false, false);
+      } catch (const tok::ChatError& e) {
+        c.fail(where + "." + e.field(), e.what());
+        continue;
+      }
+      if (j.prompt_len == 0) c.fail(where + ".messages", "renders no prompt to start from (a first user turn)");
+    } else {
+      if (!l.obj["prompt"].is_string() || !l.obj["response"].is_string()) continue;  // reported by read_lines
+      j = join(tok, l.obj["prompt"], l.obj["response"], true, true);
+      if (j.prompt_len == 0) c.fail(where + ".prompt", "is empty and the tokenizer has no BOS to start from");
+    }
+    if (j.response_empty) c.fail(where + (l.obj.contains("messages") ? ".messages" : ".response"), "is empty");
+    check_sequence(c, where, j.seq, vocab_size, max_len);
+    b.add(j.seq, j.prompt_len, static_cast<std::int64_t>(b.size()));
   }
   c.check();
   return b;
 }
 
+// A preference pair's prompt conversation with one completion (a string: the
+// assistant's answer; an array: the messages that follow), split as split_conversation does.
+std::pair<std::string, std::string> split_preference(const tok::ChatTemplate& t, const json& prompt,
+                                                     const json& completion, const char* key) {
+  auto m = tok::chat_messages_of(prompt);
+  const std::size_t n = m.size();
+  if (completion.is_string()) {
+    m.push_back({"assistant", completion.get<std::string>()});
+  } else {
+    try {
+      for (auto& x : tok::chat_messages_of(completion)) m.push_back(std::move(x));
+    } catch (const tok::ChatError& e) {
+      throw tok::ChatError(key + e.field().substr(std::string("messages").size()), e.what());
+    }
+  }
+  if (m.back().role != "assistant") {
+    throw tok::ChatError(key, "must end with the assistant's message, the turn compared");
+  }
+  const std::string whole = t.render(m, false);
+  const std::string prompt_text = t.render(std::span(m).first(n), true);
+  if (!whole.starts_with(prompt_text)) {
+    throw tok::ChatError(key, fmt::format("the {} template renders the prompt differently from the start of the whole "
+                                          "conversation ({}), so no prompt/completion split exists: give them as text",
+                                          t.name(), t.origin()));
+  }
+  return {prompt_text, whole.substr(prompt_text.size())};
+}
+
 io::SampleBatch read_preference_jsonl(const std::string& path, const tok::Tokenizer& tok, std::int32_t vocab_size,
-                                      std::int64_t max_len) {
-  const auto lines = read_lines(path, {"prompt", "chosen", "rejected"});
+                                      std::int64_t max_len, const std::string& chat_template_from) {
+  const auto lines = read_lines(path, {{"prompt", "chosen", "rejected"}}, /*messages_allowed=*/true);
+  LazyChatTemplate chat(chat_template_from);
   Checker c(path);
   io::SampleBatch b;
   for (const auto& l : lines) {
-    const auto prompt = with_bos(tok, encode(tok, l.obj, "prompt"));
+    const bool conversation = l.obj["prompt"].is_array();
     for (const char* key : {"chosen", "rejected"}) {
-      auto seq = prompt;
-      const auto completion = encode(tok, l.obj, key);
-      seq.insert(seq.end(), completion.begin(), completion.end());
-      if (tok.eos()) seq.push_back(*tok.eos());
       const std::string where = fmt::format("line {}.{}", l.line, key);
-      if (completion.empty()) c.fail(where, "is empty");
-      check_sequence(c, where, seq, vocab_size, max_len);
-      b.add(seq, static_cast<std::int32_t>(prompt.size()), static_cast<std::int64_t>(b.size()));
+      Joined j;
+      if (conversation) {
+        try {
+          const auto [prompt, completion] = split_preference(chat.get(), l.obj["prompt"], l.obj[key], key);
+          j = join(tok, prompt, completion, false, false);
+        } catch (const tok::ChatError& e) {
+          // Problems of the prompt's messages are the same for both completions: named once.
+          const bool prompt_problem = e.field().starts_with("messages");
+          if (!prompt_problem || std::string(key) == "chosen") {
+            c.fail(fmt::format("line {}.{}", l.line, prompt_problem ? "prompt" + e.field().substr(8) : e.field()), e.what());
+          }
+          continue;  // c.check() below throws: the batch is never used
+        }
+      } else {
+        if (!l.obj[key].is_string()) {
+          c.fail(where, "must be a string when the prompt is (a conversation's prompt is an array of messages)");
+          continue;
+        }
+        j = join(tok, l.obj["prompt"], l.obj[key], true, true);
+        if (j.prompt_len == 0) c.fail(fmt::format("line {}.prompt", l.line), "is empty and the tokenizer has no BOS to start from");
+      }
+      if (j.response_empty) c.fail(where, "is empty");
+      check_sequence(c, where, j.seq, vocab_size, max_len);
+      b.add(j.seq, j.prompt_len, static_cast<std::int64_t>(b.size()));
     }
   }
   c.check();

@@ -42,16 +42,25 @@ void check_sequences_fit(const io::SampleBatch& b, std::size_t from, const model
                          const std::string& file, const std::string& role = "model");
 
 // SFT examples, one JSON object a line: {"prompt": "...", "response": "..."}. Each
-// becomes BOS + prompt + response + EOS (the tokenizer's, where it has them) with
-// prompt_len covering BOS + prompt: only the response (and EOS) is learnt.
+// becomes BOS + (prompt + response encoded as one text) + EOS (the tokenizer's, where
+// it has them), with prompt_len covering BOS and the tokens that cover prompt text
+// only: only the response (and EOS) is learnt, and the tokens at the boundary are
+// those Hugging Face makes of the whole (tok::encode_joined). A line may instead be a
+// conversation {"messages": [..., {"role": "assistant", ...}]}: rendered by the chat
+// template of chat_template_from's tokenizer_config.json, the last turn learnt, the
+// rest the prompt (the template writes BOS and the end of turn; none is added).
 io::SampleBatch read_sft_jsonl(const std::string& path, const tok::Tokenizer& tok, std::int32_t vocab_size,
-                               std::int64_t max_len);
+                               std::int64_t max_len, const std::string& chat_template_from = "");
 
 // Preference pairs, one a line: {"prompt": "...", "chosen": "...", "rejected": "..."}.
+// Each completion is encoded with its prompt as one text, as read_sft_jsonl does. The
+// prompt may be a conversation (an array of messages, TRL's conversational form), each
+// completion then the assistant's answer as a string or an array of messages: rendered
+// by the chat template as read_sft_jsonl renders a conversation.
 // Pair i becomes sequences 2i (prompt + chosen + EOS) and 2i + 1 (prompt + rejected +
 // EOS), sample_id 2i and 2i + 1: the layout PairwiseRewardObjective and DpoObjective
 // read. An empty chosen or rejected completion is refused (naming the line and field).
 io::SampleBatch read_preference_jsonl(const std::string& path, const tok::Tokenizer& tok, std::int32_t vocab_size,
-                                      std::int64_t max_len);
+                                      std::int64_t max_len, const std::string& chat_template_from = "");
 
 }  // namespace braid::train

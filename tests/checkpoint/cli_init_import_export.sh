@@ -34,6 +34,60 @@ T="$BRAID_FIXTURES/tokenizer/llama2_style"
 "$B" -q export "$S/one.h5" --tokenizer "$T" -o "$S/hft" > "$S/files"
 grep -q 'tokenizer_config.json$' "$S/files" || fail "export --tokenizer did not list tokenizer_config.json"
 cmp "$T/tokenizer.json" "$S/hft/tokenizer.json" || fail "tokenizer.json not copied as is"
+cmp "$T/tokenizer_config.json" "$S/hft/tokenizer_config.json" || fail "tokenizer_config.json not copied as is"
+for f in generation_config.json special_tokens_map.json; do
+  grep -q "$f\$" "$S/files" || fail "export --tokenizer did not list $f"
+done
+# generation_config.json: the tokenizer's BOS/EOS (<s> 1, </s> 2) and braid-generate's sampling;
+# special_tokens_map.json: tokenizer_config.json's special tokens.
+python3 - "$S/hft" <<'PY' || fail "export --tokenizer: generation_config.json or special_tokens_map.json wrong"
+import json, sys
+d = sys.argv[1]
+g = json.load(open(d + "/generation_config.json"))
+want = {"bos_token_id": 1, "eos_token_id": 2, "do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0,
+        "max_new_tokens": 64}
+assert g == want, g
+m = json.load(open(d + "/special_tokens_map.json"))
+assert m == {"bos_token": "<s>", "eos_token": {"content": "</s>"}}, m
+PY
+
+# A tokenizer.model and special_tokens_map.json travel as they are; greedy sampling is do_sample false.
+mkdir -p "$S/tk"
+cp "$T/tokenizer.json" "$T/tokenizer_config.json" "$S/tk/"
+head -c 3000 /dev/urandom > "$S/tk/tokenizer.model"
+echo '{"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}' > "$S/tk/special_tokens_map.json"
+"$B" -q export "$S/one.h5" --tokenizer "$S/tk/tokenizer.json" --temperature 0 --max-new-tokens 9 -o "$S/hfm" > "$S/files"
+cmp "$S/tk/tokenizer.model" "$S/hfm/tokenizer.model" || fail "tokenizer.model not copied as is"
+cmp "$S/tk/special_tokens_map.json" "$S/hfm/special_tokens_map.json" || fail "special_tokens_map.json not copied as is"
+python3 - "$S/hfm" <<'PY' || fail "export --temperature 0: generation_config.json wrong"
+import json, sys
+g = json.load(open(sys.argv[1] + "/generation_config.json"))
+assert g == {"bos_token_id": 1, "eos_token_id": 2, "do_sample": False, "max_new_tokens": 9}, g
+PY
+
+# A tokenizer.json alone (GPT-2 style: <|endoftext|> 268 is its EOS, no BOS): a tokenizer_config.json
+# naming the plain fast tokenizer is written, and the special tokens come from the tokenizer.
+"$B" -q export "$S/one.h5" --tokenizer "$BRAID_FIXTURES/tokenizer/gpt2_style" --top-k 40 --top-p 0.9 -o "$S/hfg" > /dev/null
+python3 - "$S/hfg" <<'PY' || fail "export of a bare tokenizer.json: tokenizer files wrong"
+import json, sys
+d = sys.argv[1]
+c = json.load(open(d + "/tokenizer_config.json"))
+assert c["tokenizer_class"] == "PreTrainedTokenizerFast" and c["eos_token"] == "<|endoftext|>", c
+assert c["model_max_length"] == 64 and "bos_token" not in c, c
+assert json.load(open(d + "/special_tokens_map.json")) == {"eos_token": "<|endoftext|>"}
+g = json.load(open(d + "/generation_config.json"))
+assert g == {"eos_token_id": 268, "do_sample": True, "temperature": 1.0, "top_p": 0.9, "top_k": 40,
+             "max_new_tokens": 64}, g
+PY
+[ ! -e "$S/hfg/tokenizer.model" ] || fail "a tokenizer.model appeared from nowhere"
+# Without --tokenizer: generation_config.json from config.json alone (no ids there).
+[ -f "$S/hf1/generation_config.json" ] || fail "export did not write generation_config.json"
+set +e
+"$B" -q export "$S/one.h5" --top-p 0 -o "$S/hfbad" 2> "$S/err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "--top-p 0: exit $rc, expected 2"
+grep -q -- "--top-p" "$S/err" || fail "--top-p 0: the flag is not named: $(cat "$S/err")"
 
 # Another seed, other weights.
 "$B" -q init -c "$S/config.json" --seed 4 -o "$S/other.h5" > /dev/null

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "io/inspect.hpp"
+#include "io/sample_shard.hpp"
 #include "io/token_display.hpp"
 #include "tests/common/scratch.hpp"
 
@@ -100,4 +102,41 @@ BOOST_AUTO_TEST_CASE(json_files_of_unknown_formats_or_newer_versions_are_refused
 BOOST_AUTO_TEST_CASE(tokens_display_escaped) {
   const std::vector<std::int32_t> ids{'a', '\n', '\\', 0x07, 0xff, 256, 257, 258, 1000, -1};
   BOOST_TEST(display_tokens(ids) == "a\\n\\\\\\x07\\xff<|bos|><|eos|><|pad|><|id:1000|><|id:-1|>");
+}
+
+BOOST_AUTO_TEST_CASE(text_display_keeps_utf8_and_escapes_the_rest) {
+  BOOST_TEST(display_text("caf\xC3\xA9\n\t\\\x07\xFF\xC3") == "caf\xC3\xA9\\n\\t\\\\\\x07\\xff\\xc3");
+}
+
+// A shard decoded with the tokenizer given or recorded in its meta.config (llama2_style:
+// <s> 1, </s> 2, ▁hello 271, ▁world 276), else as bytes.
+BOOST_AUTO_TEST_CASE(sample_shards_decode_with_their_tokenizer) {
+  const std::string tokenizer = fixture("tokenizer/llama2_style").string();
+  SampleBatch b;
+  b.add(std::vector<std::int32_t>{1, 271, 276, 2}, 2, 0);
+  b.add(std::vector<std::int32_t>{1, 271, 3 + 0xC3, 3 + 0xA9, 400}, 2, 1);  // é by byte fallback; 400 past the tokenizer
+  const auto recorded = braid::test::scratch("inspect_recorded.h5");
+  write_sample_shard(recorded, b, {.config = json{{"tokenizer", tokenizer}}.dump()});
+  auto s = inspect_file(recorded.string());
+  BOOST_TEST(s["first_samples"][0]["prompt"] == "<s> hello");
+  BOOST_TEST(s["first_samples"][0]["response"] == " world</s>");
+  BOOST_TEST(s["first_samples"][1]["response"] == "\xC3\xA9<|id:400|>");
+  BOOST_TEST(s["decoded_with"].get<std::string>().find("recorded in meta.config") != std::string::npos);
+  BOOST_TEST(render_inspect_text(s).find("response: \" world</s>\"") != std::string::npos);
+
+  // No tokenizer recorded: bytes, unless one is given.
+  const auto bare = braid::test::scratch("inspect_bare.h5");
+  write_sample_shard(bare, b, {});
+  s = inspect_file(bare.string());
+  BOOST_TEST(s["first_samples"][0]["response"] == "<|id:276|>\\x02");
+  BOOST_TEST(s["decoded_with"].get<std::string>().find("records no tokenizer") != std::string::npos);
+  s = inspect_file(bare.string(), {.tokenizer = tokenizer});
+  BOOST_TEST(s["first_samples"][0]["response"] == " world</s>");
+  BOOST_TEST(s["decoded_with"].get<std::string>().find("--tokenizer") != std::string::npos);
+  // A recorded tokenizer that is gone: bytes, saying so; a given one that is bad: an error naming it.
+  const auto gone = braid::test::scratch("inspect_gone.h5");
+  write_sample_shard(gone, b, {.config = json{{"tokenizer", "no/such/tokenizer.json"}}.dump()});
+  s = inspect_file(gone.string());
+  BOOST_TEST(s["decoded_with"].get<std::string>().find("no/such/tokenizer.json is not there") != std::string::npos);
+  BOOST_CHECK_THROW(inspect_file(bare.string(), {.tokenizer = fixture("io/schedule.json").string()}), InputError);
 }

@@ -6,6 +6,10 @@
 #include "generate/prompts.hpp"
 #include "tokenizer/tokenizer.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 using braid::gen::parse_prompts;
@@ -60,7 +64,7 @@ BOOST_FIXTURE_TEST_CASE(a_lone_bad_line_is_named_file_colon_line_and_field, Fixt
   BOOST_TEST(has(error_of("{\"tokens\": []}", opt), "p.jsonl:1: tokens: is empty"));
   BOOST_TEST(has(error_of("{\"tokens\": [1, 2.5]}", opt), "p.jsonl:1: tokens[1]: must be an integer"));
   BOOST_TEST(error_of("{\"txt\": \"a\"}", opt) ==
-             "p.jsonl:1: has none of \"prompt\", \"text\" and \"tokens\" (give one; its keys: txt)");
+             "p.jsonl:1: has none of \"prompt\", \"text\", \"tokens\" and \"messages\" (give one; its keys: txt)");
   BOOST_TEST(error_of("{\"text\": \"a\", \"tokens\": [1]}", opt) ==
              "p.jsonl:1: has \"text\" and \"tokens\" (give one)");
   BOOST_TEST(error_of("{\"prompt\": \"a\", \"text\": \"b\"}", opt) ==
@@ -105,8 +109,100 @@ BOOST_FIXTURE_TEST_CASE(a_prompt_field_names_itself_in_messages, Fixture) {
   BOOST_TEST(has(error_of("{\"prompt\": \"fifteen letters\"}", opt), "p.jsonl:1: prompt: has 16 tokens"));
 }
 
-BOOST_FIXTURE_TEST_CASE(chat_messages_are_refused_naming_the_line_and_field, Fixture) {
-  const std::string e =
-      error_of("{\"prompt\": \"a\"}\n{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"answer\": 1}\n", opt);
-  BOOST_TEST(has(e, "p.jsonl:2: messages: chat prompts are not supported yet"));
+
+namespace {
+
+std::string chat_dir(const std::string& family) {
+  return std::string(std::getenv("BRAID_FIXTURES")) + "/chat/" + family;
+}
+
+// The first rendering of the family's renderings.json made with the generation prompt
+// for exactly these messages.
+std::string jinja_rendering(const std::string& family, const braid::json& messages) {
+  for (const auto& c : braid::load_json_file(chat_dir(family) + "/renderings.json")) {
+    if (c["messages"] == messages && c["add_generation_prompt"] == true && c.contains("text")) return c["text"];
+  }
+  BOOST_FAIL("no rendering for " << messages.dump());
+  return "";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(chat_prompts_are_rendered_by_the_models_template) {
+  const auto messages = braid::json::parse(
+      R"([{"role": "system", "content": "You are terse."}, {"role": "user", "content": "What is 6*7?"}])");
+  for (const std::string family : {"llama3", "mistral-system-folded", "qwen2", "gemma"}) {
+    BOOST_TEST_CONTEXT(family) {
+      const auto tok = braid::tok::load_tokenizer(chat_dir(family));
+      const PromptFileOptions opt{.tokenizer = tok.get(), .vocab_size = tok->vocab_size(), .max_tokens = 0,
+                                  .chat_template_from = chat_dir(family)};
+      if (family == "gemma") {  // Gemma has no system turn: the template's refusal, naming line and field
+        const std::string e = error_of("{\"text\": \"x\"}\n{\"messages\": " + messages.dump() + "}", opt);
+        BOOST_TEST(has(e, "p.jsonl:2"));
+        BOOST_TEST(has(e, "messages[0].role"));
+        BOOST_TEST(has(e, "System role not supported"));
+        continue;
+      }
+      const auto ps = parse_prompts("{\"messages\": " + messages.dump() + ", \"answer\": 42, \"id\": \"c1\"}", "p.jsonl", opt);
+      BOOST_TEST_REQUIRE(ps.size() == 1u);
+      const std::string text = jinja_rendering(family, messages);
+      // Encoded as it is: the template's BOS text becomes the BOS id, and none is added.
+      BOOST_TEST(ps[0].tokens == tok->encode(text), boost::test_tools::per_element());
+      if (tok->bos() && family != "qwen2") {
+        BOOST_TEST(ps[0].tokens.front() == *tok->bos());
+        BOOST_TEST(ps[0].tokens[1] != *tok->bos());
+      }
+      BOOST_TEST(ps[0].extra == R"({"answer":42,"id":"c1"})");
+      BOOST_TEST(ps[0].id == "c1");
+    }
+  }
+  // Llama 3's markers are one id each.
+  const auto tok = braid::tok::load_tokenizer(chat_dir("llama3"));
+  const auto ps = parse_prompts(R"({"messages": [{"role": "user", "content": "hi"}]})", "p.jsonl",
+                                {.tokenizer = tok.get(), .vocab_size = tok->vocab_size(), .chat_template_from = chat_dir("llama3")});
+  const auto header = tok->encode("<|start_header_id|>");
+  BOOST_TEST_REQUIRE(header.size() == 1u);
+  BOOST_TEST(std::count(ps[0].tokens.begin(), ps[0].tokens.end(), header[0]) == 2);
+}
+
+BOOST_AUTO_TEST_CASE(bad_chat_prompts_name_file_line_and_field) {
+  const auto tok = braid::tok::load_tokenizer(chat_dir("mistral"));
+  const PromptFileOptions opt{.tokenizer = tok.get(), .vocab_size = tok->vocab_size(), .max_tokens = 0,
+                              .chat_template_from = chat_dir("mistral")};
+  const std::string e = error_of(
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n"
+      "{\"messages\": [{\"role\": \"user\"}]}\n"
+      "{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"user\", \"content\": \"b\"}]}\n"
+      "{\"messages\": \"hello\"}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"prompt\": \"b\"}\n",
+      opt);
+  BOOST_TEST(has(e, "p.jsonl:2: messages[0].content: is missing"));
+  BOOST_TEST(has(e, "p.jsonl:3: messages[0].role: is \"robot\""));
+  BOOST_TEST(has(e, "p.jsonl:4: messages[1].role: Conversation roles must alternate"));
+  BOOST_TEST(has(e, "p.jsonl:5: messages: must be an array"));
+  BOOST_TEST(has(e, "p.jsonl:6"));
+  BOOST_TEST(!has(e, "p.jsonl:1"));
+  // The byte tokenizer has no template: the line says so.
+  const auto byte = braid::tok::load_tokenizer("byte");
+  const std::string b = error_of("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}",
+                                 {.tokenizer = byte.get(), .vocab_size = 259, .chat_template_from = "byte"});
+  BOOST_TEST(has(b, "p.jsonl:1"));
+  BOOST_TEST(has(b, "the byte tokenizer has none"));
+  // A tokenizer whose tokenizer_config.json has an unknown template: that file is named.
+  const std::string scratch = std::string(std::getenv("BRAID_SCRATCH")) + "/odd_template";
+  std::filesystem::create_directories(scratch);
+  std::filesystem::copy_file(chat_dir("mistral") + "/tokenizer.json", scratch + "/tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  braid::json cfg = braid::load_json_file(chat_dir("mistral") + "/tokenizer_config.json");
+  cfg["chat_template"] = "{% for m in messages %}{{ m['content'] + custom_var }}{% endfor %}";
+  std::ofstream(scratch + "/tokenizer_config.json") << cfg.dump();
+  try {
+    parse_prompts("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}", "p.jsonl",
+                  {.tokenizer = tok.get(), .vocab_size = tok->vocab_size(), .chat_template_from = scratch});
+    BOOST_ERROR("an unknown template was accepted");
+  } catch (const braid::InputError& err) {
+    BOOST_TEST(has(err.file(), "tokenizer_config.json"));
+    BOOST_TEST(err.field() == "chat_template");
+  }
 }

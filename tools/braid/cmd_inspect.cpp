@@ -12,6 +12,7 @@ struct InspectOptions {
   std::string file;
   bool json = false;
   std::size_t samples = 3;
+  std::string tokenizer;
 };
 }  // namespace
 
@@ -27,8 +28,11 @@ void add_inspect_command(CLI::App& app, Verbs& verbs) {
   sub->add_option("-n,--samples", opt->samples, "Sample shards: how many sequences to decode")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--tokenizer", opt->tokenizer,
+                  "Sample shards: decode with this tokenizer (\"byte\", a tokenizer.json or its folder); by default "
+                  "the one the shard's meta.config records, when it is there");
   verbs.add(sub, [opt] {
-    const auto summary = io::inspect_file(opt->file, {.samples_shown = opt->samples});
+    const auto summary = io::inspect_file(opt->file, {.samples_shown = opt->samples, .tokenizer = opt->tokenizer});
     if (opt->json) {
       std::cout << summary.dump(2) << '\n';
     } else {

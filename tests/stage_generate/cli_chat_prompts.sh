@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Chat prompts end to end: braid-generate renders {"messages": [...]} lines with the chat
+# template of the tokenizer's tokenizer_config.json (tests/fixtures/chat), braid inspect
+# decodes the shard with the tokenizer it records, and bad conversations or an unknown
+# template exit 2 naming the file, line and field.
+set -euo pipefail
+G="$BRAID_BIN/braid-generate"
+S="$BRAID_SCRATCH"
+rm -rf "${S:?}"/*
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cat > "$S/config.json" <<'JSON'
+{"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "intermediate_size": 64, "vocab_size": 300, "max_position_embeddings": 128, "rms_norm_eps": 1e-5}
+JSON
+"$BRAID_BIN/braid" -q init -c "$S/config.json" --seed 1 -o "$S/actor.h5" > /dev/null
+T="$BRAID_FIXTURES/chat/llama3"
+cat > "$S/prompts.jsonl" <<'JSONL'
+{"messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hello world"}], "answer": 1}
+{"messages": [{"role": "user", "content": "hello"}]}
+JSONL
+"$G" -q --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" --tokenizer "$T" -o "$S/out" --max-new-tokens 4 \
+  --threads 1 > "$S/shards" || fail "chat prompts were refused"
+shard=$(head -n 1 "$S/shards")
+"$BRAID_BIN/braid" inspect --json "$shard" > "$S/summary.json"
+python3 - "$S/summary.json" <<'PY' || fail "the chat prompt is not the template's rendering"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert "recorded in meta.config" in s["decoded_with"], s["decoded_with"]
+p = s["first_samples"][0]["prompt"]
+want = ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\\n\\nBe terse.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\\n\\nhello world<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\\n\\n")
+assert p == want, p
+assert s["first_samples"][0]["extra"] == {"answer": 1}, s["first_samples"][0]
+PY
+
+# A conversation the template refuses, and a message without content: exit 2, each named.
+cat > "$S/bad.jsonl" <<'JSONL'
+{"messages": [{"role": "user", "content": "hi"}]}
+{"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]}
+{"messages": [{"role": "user"}]}
+JSONL
+set +e
+"$G" -q --actor "$S/actor.h5" --prompts "$S/bad.jsonl" --tokenizer "$BRAID_FIXTURES/chat/gemma" -o "$S/bad" 2> "$S/err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "bad conversations: exit $rc, expected 2"
+grep -q "bad.jsonl:2: messages\[1\].role: Conversation roles must alternate" "$S/err" || fail "alternation not named: $(cat "$S/err")"
+grep -q "bad.jsonl:3: messages\[0\].content: is missing" "$S/err" || fail "missing content not named: $(cat "$S/err")"
+[ ! -e "$S/bad" ] || [ -z "$(ls -A "$S/bad")" ] || fail "bad prompts left shards behind"
+
+# A template braid does not render: exit 2 naming tokenizer_config.json and chat_template.
+mkdir -p "$S/odd"
+cp "$T/tokenizer.json" "$S/odd/"
+python3 -c "
+import json, sys
+c = json.load(open('$T/tokenizer_config.json'))
+c['chat_template'] = '{% for m in messages %}{{ m.content }}{% endfor %}'
+json.dump(c, open('$S/odd/tokenizer_config.json', 'w'))"
+set +e
+"$G" -q --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" --tokenizer "$S/odd" -o "$S/odd_out" 2> "$S/err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "unknown template: exit $rc, expected 2"
+grep -q "odd/tokenizer_config.json: chat_template: is not a template braid can render" "$S/err" ||
+  fail "unknown template not named: $(cat "$S/err")"
+echo "cli_chat_prompts: ok"
