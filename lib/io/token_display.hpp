@@ -15,8 +15,9 @@ namespace braid::io {
 // <|bos|>, <|eos|>, <|pad|>; ids beyond the byte vocabulary as <|id:N|>.
 std::string display_tokens(std::span<const std::int32_t> tokens);
 
-// Text a tokenizer decoded, on one line: UTF-8 characters as they are; \n, \t, \\
-// and control characters escaped, and bytes that are not valid UTF-8 as \xNN.
+// Text a tokenizer decoded, on one line: UTF-8 characters as they are; newline, tab,
+// backslash and control characters escaped (\n, \t, \\), bytes that are not valid
+// UTF-8 as \xNN.
 std::string display_text(std::string_view text);
 
 }  // namespace braid::io
