@@ -273,6 +273,66 @@ void check_prompts_for_reward(Checker& c, const RunSpec& spec) {
   if (problems.size() > kListed) c.fail("prompts", fmt::format("(the first {} shown; {} lines in all)", kListed, problems.size()));
 }
 
+// The rollout's ranks, its long-tail migration and whether it is fused (docs/formats-run.md).
+void read_rollout(Checker& c, const json& gen, RunSpec& spec) {
+  if (!gen.is_object()) return;
+  if (gen.contains("ranks")) {
+    spec.rollout_ranks = static_cast<int>(c.integer(gen, "generate", "ranks", {.min = 1, .max = 65536}).value_or(1));
+  }
+  const bool several = spec.rollout_ranks > 1;
+  if (gen.contains("migrate_threshold")) {
+    const json& v = gen["migrate_threshold"];
+    if (v.is_number_integer()) {
+      if (auto n = c.integer(gen, "generate", "migrate_threshold", {.min = 0, .max = kMaxCount})) {
+        spec.migrate_threshold = fmt::format("{}", *n);
+      }
+    } else if (auto f = c.number(gen, "generate", "migrate_threshold", {.min = 0, .max = 1, .exclusive_min = true})) {
+      // A fraction keeps its point ("1.0", not "1"): braid-generate reads "1" as a count.
+      std::string text = fmt::format("{}", *f);
+      if (text.find_first_of(".eE") == std::string::npos) text += ".0";
+      spec.migrate_threshold = text;
+    }
+    if (!several) c.fail("generate.migrate_threshold", "only with generate.ranks > 1 (migration moves samples between ranks)");
+  }
+  if (gen.contains("migrate_to")) {
+    if (auto m = c.integer(gen, "generate", "migrate_to", {.min = 1, .max = 65536})) {
+      spec.migrate_to = static_cast<int>(*m);
+      if (several && *m >= spec.rollout_ranks) {
+        c.fail("generate.migrate_to", fmt::format("is {}, must be below generate.ranks ({}): some rank must be freed",
+                                                  *m, spec.rollout_ranks));
+      }
+    }
+    if (!gen.contains("migrate_threshold")) c.fail("generate.migrate_to", "only with generate.migrate_threshold");
+  }
+  spec.fuse = several;
+  if (gen.contains("fuse")) {
+    if (auto f = c.boolean(gen, "generate", "fuse")) {
+      spec.fuse = *f;
+      if (*f && !several) c.fail("generate.fuse", "only with generate.ranks > 1 (the ranks freed by generation score)");
+    }
+  }
+}
+
+// mpirun's options for every mpirun of the run, and a hostfile beside the run file.
+void read_mpirun(Checker& c, const json& mpi, const fs::path& dir, RunSpec& spec) {
+  if (!mpi.is_object()) return;
+  c.no_unknown_keys(mpi, "mpirun", {"options", "hostfile"});
+  if (mpi.contains("options")) {
+    for (const auto& [field, item] : c.array_items(mpi, "mpirun", "options")) {
+      if (!item->is_string() || item->get<std::string>().empty()) {
+        c.fail(field, "expected a non-empty string (one word of mpirun's command line)");
+        continue;
+      }
+      spec.mpirun_options.push_back(item->get<std::string>());
+    }
+  }
+  if (auto host = mpi.contains("hostfile") ? c.string(mpi, "mpirun", "hostfile") : std::nullopt) {
+    const fs::path file = resolve(dir, *host);
+    if (!fs::is_regular_file(file)) c.fail("mpirun.hostfile", "no file " + file.string());
+    spec.mpirun_options.insert(spec.mpirun_options.end(), {"--hostfile", file.string()});
+  }
+}
+
 }  // namespace
 
 RunSpec load_run_file(const fs::path& path) {
@@ -281,7 +341,8 @@ RunSpec load_run_file(const fs::path& path) {
   c.format(doc, kRunFormat, kRunVersion);
   if (!doc.is_object()) c.check();
   c.no_unknown_keys(doc, "", {"format", "version", "comment", "algorithm", "models", "prompts", "tokenizer",
-                              "iterations", "seed", "threads", "device", "dtype", "generate", "score", "train"});
+                              "iterations", "seed", "threads", "device", "dtype", "generate", "score", "train",
+                              "mpirun"});
   RunSpec spec;
   spec.file = path;
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
@@ -320,8 +381,10 @@ RunSpec load_run_file(const fs::path& path) {
     return doc.contains(key) ? c.object(doc, "", key) : empty;
   };
   const json& gen = section("generate");
-  c.no_unknown_keys(gen, "generate", keys_of(generate_settings()));
+  c.no_unknown_keys(gen, "generate", keys_of(generate_settings(), {"ranks", "migrate_threshold", "migrate_to", "fuse"}));
   spec.generate = read_settings(c, gen, "generate", generate_settings());
+  read_rollout(c, gen, spec);
+  if (doc.contains("mpirun")) read_mpirun(c, c.object(doc, "", "mpirun"), dir, spec);
   const json& score = section("score");
   c.no_unknown_keys(score, "score", keys_of(score_settings()));
   spec.score = read_settings(c, score, "score", score_settings());

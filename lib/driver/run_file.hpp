@@ -51,6 +51,16 @@ struct RunSpec {
   std::optional<std::string> device;  // --device of every stage tool ("cpu", "cuda:N")
   std::optional<std::string> dtype;  // --dtype for every stage tool ("f32" | "bf16")
   ToolFlags generate, score, train;
+  // The rollout (generate.ranks, .migrate_threshold, .migrate_to, .fuse): braid-generate under
+  // `mpirun -np rollout_ranks` when more than one, long-tail migration, and the fused
+  // rollout (braid-generate ... -- SCORE-OPTIONS, lib/fuse) instead of a pipe into braid-score.
+  int rollout_ranks = 1;
+  std::optional<std::string> migrate_threshold;   // braid-generate's --migrate-threshold text
+  std::optional<int> migrate_to;
+  bool fuse = false;                              // default: rollout_ranks > 1
+  // Words given to every mpirun the run starts, before -np (mpirun.options, then
+  // --hostfile FILE for mpirun.hostfile).
+  std::vector<std::string> mpirun_options;
   std::optional<std::filesystem::path> schedule;  // braid-train's fused pipeline under mpirun
   int ranks = 1;                                  // MPI ranks for the fused pipeline
   // Pipeline stages the fused pipeline trains (and writes as stage files) each model in.

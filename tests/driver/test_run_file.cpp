@@ -273,3 +273,50 @@ BOOST_AUTO_TEST_CASE(schedule_gives_the_rank_count) {
   BOOST_TEST(spec.actor_stages == 4);
   BOOST_TEST(spec.critic_stages == 2);
 }
+
+// The rollout's ranks, migration and fusion, and mpirun's options.
+BOOST_AUTO_TEST_CASE(rollout_ranks_migration_fusion_and_mpirun_options) {
+  const std::string head = R"({"format": "braid.run", "version": 1,
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "critic": {"init": {"config": "models/config.json"}},
+               "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": 1, )";
+  {
+    const fs::path run = test::run_folder("ranks", head + R"("generate": {"ranks": 3, "migrate_threshold": 0.5,
+        "migrate_to": 2}, "mpirun": {"options": ["--oversubscribe", "--bind-to", "none"], "hostfile": "hosts"}})");
+    test::write_file(run.parent_path() / "hosts", "localhost slots=3\n");
+    const RunSpec spec = load_run_file(run);
+    BOOST_TEST(spec.rollout_ranks == 3);
+    BOOST_TEST(spec.migrate_threshold.value_or("") == "0.5");
+    BOOST_TEST(spec.migrate_to.value_or(0) == 2);
+    BOOST_TEST(spec.fuse);  // on by default with several ranks
+    const std::vector<std::string> want = {"--oversubscribe", "--bind-to", "none", "--hostfile",
+                                           (run.parent_path() / "hosts").lexically_normal().string()};
+    BOOST_TEST(spec.mpirun_options == want, boost::test_tools::per_element());
+  }
+  {
+    // A count stays a count, a fraction of 1 stays a fraction; fusion can be turned off.
+    const RunSpec count = load_run_file(test::run_folder("ranks_count", head + R"("generate": {"ranks": 2,
+        "migrate_threshold": 12, "fuse": false}})"));
+    BOOST_TEST(count.migrate_threshold.value_or("") == "12");
+    BOOST_TEST(!count.fuse);
+    const RunSpec all = load_run_file(test::run_folder("ranks_all", head + R"("generate": {"ranks": 2,
+        "migrate_threshold": 1.0}})"));
+    BOOST_TEST(all.migrate_threshold.value_or("") == "1.0");
+    const RunSpec one = load_run_file(test::run_folder("ranks_one", head + R"("generate": {}})"));
+    BOOST_TEST(one.rollout_ranks == 1);
+    BOOST_TEST(!one.fuse);
+    BOOST_TEST(one.mpirun_options.empty());
+  }
+  const auto problems = problems_of(test::run_folder("ranks_bad", head + R"("generate": {"ranks": 2,
+      "migrate_threshold": 1.5, "migrate_to": 2}, "mpirun": {"options": ["", 3], "hostfile": "nothere", "np": 2}})"));
+  BOOST_TEST(problem_at(problems, "generate.migrate_threshold").find("must be <= 1") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "generate.migrate_to").find("must be below generate.ranks (2)") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "mpirun.options[0]").find("non-empty string") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "mpirun.options[1]").find("non-empty string") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "mpirun.hostfile").find("no file") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "mpirun.np").find("unknown key") != std::string::npos);
+  const auto single = problems_of(test::run_folder("ranks_single", head + R"("generate": {"migrate_threshold": 4,
+      "fuse": true}})"));
+  BOOST_TEST(problem_at(single, "generate.migrate_threshold").find("only with generate.ranks > 1") != std::string::npos);
+  BOOST_TEST(problem_at(single, "generate.fuse").find("only with generate.ranks > 1") != std::string::npos);
+}
