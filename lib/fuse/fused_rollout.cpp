@@ -130,14 +130,14 @@ class FusedScoring {
   }
 
   // The board: takes every message that has arrived, then answers the ranks that asked.
-  void serve() {
+  void serve(bool board_free = false) {
     for (int r = 1; r < ranks_; ++r) {
       auto& request = posted_[static_cast<std::size_t>(r)];
       while (request.active() && request.test()) {
         const Message m = inbox_[static_cast<std::size_t>(r)];
         if (m[0] == kReported) board_.reported(m[1]);
         if (m[0] == kGenerationDone) board_.generation_done();
-        if (m[0] == kAsk) board_.asked(r);
+        if (m[0] == kAsk) board_.asked(r, /*ahead=*/m[1] != 0);
         request = comm::Request();
         if (m[0] == kBye) {
           ++byes_;
@@ -146,7 +146,7 @@ class FusedScoring {
         }
       }
     }
-    for (const auto& a : board_.answers()) answer(a.rank, a.shard ? Message{kGive, *a.shard} : Message{kNoMore, 0});
+    for (const auto& a : board_.answers(board_free)) answer(a.rank, a.shard ? Message{kGive, *a.shard} : Message{kNoMore, 0});
   }
 
   void score(std::int64_t shard) {
@@ -165,7 +165,7 @@ class FusedScoring {
     if (is_board()) {
       board_.generation_done();
       for (;;) {
-        serve();
+        serve(/*board_free=*/true);
         drop_sent();
         if (auto k = board_.take()) {
           score(*k);
@@ -188,7 +188,7 @@ class FusedScoring {
         drop_sent();
         if (m[0] != kGive) break;
         const std::int64_t shard = m[1];
-        send({kAsk, 0});
+        send({kAsk, 1});
         reply = world_->irecv(std::span<std::int64_t>(m), kBoardRank, kTagFromBoard);
         score(shard);
       }

@@ -24,16 +24,19 @@ class ScoreBoard {
     ++reported_total_;
   }
   void generation_done() { ++generation_done_; }
-  // A rank asks for work (rank 0 asks through take() instead).
-  void asked(int rank) { waiting_.push_back(rank); }
+  // A rank asks for work (rank 0 asks through take() instead). `ahead`: it asks for its
+  // next shard while it still scores one (so the answer is there when it is done).
+  void asked(int rank, bool ahead = false) { waiting_.push_back({rank, ahead}); }
 
   struct Answer {
     int rank;
     std::optional<std::int64_t> shard;  // none: no more work
   };
   // The answers due now: shards to the ranks that asked, in the order they asked, then
-  // "no more" to the rest once everything is given out.
-  std::vector<Answer> answers();
+  // "no more" to the rest once everything is given out. While rank 0 is free to score
+  // (`board_free`), the last shard left goes to it rather than to a rank asking ahead,
+  // which would only start it after the one it holds.
+  std::vector<Answer> answers(bool board_free = false);
   // A shard for rank 0 itself, when one is left after the others were served.
   std::optional<std::int64_t> take();
 
@@ -48,7 +51,11 @@ class ScoreBoard {
   int released_ = 0;
   std::int64_t reported_total_ = 0;
   std::deque<std::int64_t> ready_;
-  std::deque<int> waiting_;
+  struct Ask {
+    int rank;
+    bool ahead;
+  };
+  std::deque<Ask> waiting_;
 };
 
 }  // namespace braid::fuse

@@ -99,3 +99,29 @@ BOOST_AUTO_TEST_CASE(every_shard_is_given_exactly_once) {
   BOOST_TEST(board.over());
   BOOST_TEST(board.shards_reported() == kShards);
 }
+
+// A rank asking ahead (while it still scores a shard) does not take the last shard from
+// a free rank 0; while rank 0 generates, or with more shards left, it is served.
+BOOST_AUTO_TEST_CASE(the_last_shard_goes_to_a_free_rank_not_one_asking_ahead) {
+  ScoreBoard board(2);
+  board.reported(0);
+  board.reported(1);
+  board.asked(1, /*ahead=*/true);
+  auto a = board.answers(/*board_free=*/true);  // two left: one for each
+  BOOST_TEST_REQUIRE(a.size() == 1u);
+  BOOST_TEST(a[0].shard.value_or(-1) == 0);
+  board.asked(1, true);
+  BOOST_TEST(board.answers(true).empty());  // the last one waits for rank 0
+  BOOST_TEST(board.take().value_or(-1) == 1);
+  board.reported(2);
+  a = board.answers(/*board_free=*/false);  // rank 0 busy generating: served
+  BOOST_TEST_REQUIRE(a.size() == 1u);
+  BOOST_TEST(a[0].shard.value_or(-1) == 2);
+  board.generation_done();
+  board.generation_done();
+  board.asked(1, false);
+  a = board.answers(true);
+  BOOST_TEST_REQUIRE(a.size() == 1u);
+  BOOST_TEST(!a[0].shard);
+  BOOST_TEST(board.over());
+}
