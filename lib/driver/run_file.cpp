@@ -313,6 +313,67 @@ void read_rollout(Checker& c, const json& gen, RunSpec& spec) {
   }
 }
 
+// A braid-meshplan plan (docs/formats-plan.md) gives the rollout what the run file
+// leaves out: its ranks (actor_gen's data-parallel replicas: braid-generate runs whole
+// models, so the plan must give actor_gen tp = pp = 1), and, when the plan uses
+// inter-stage fusion, the migration point R_t (as r_t_fraction, a fraction of the
+// iteration's samples, since the run's batch need not be the plan's) and m.
+void read_plan(Checker& c, const fs::path& file, const json& gen, RunSpec& spec) {
+  if (!fs::is_regular_file(file)) {
+    c.fail("plan", "no file " + file.string());
+    return;
+  }
+  json plan;
+  try {
+    plan = load_json_file(file.string());
+  } catch (const InputError& e) {
+    c.fail("plan", e.what());
+    return;
+  }
+  if (!plan.is_object() || plan.value("format", "") != "braid.plan") {
+    c.fail("plan", file.string() + " is not a braid.plan (braid-meshplan's output)");
+    return;
+  }
+  const json* call = nullptr;
+  if (plan.contains("calls") && plan["calls"].is_array()) {
+    for (const auto& item : plan["calls"]) {
+      if (item.is_object() && item.value("name", "") == "actor_gen") call = &item;
+    }
+  }
+  if (call == nullptr || !call->contains("strategy") || !(*call)["strategy"].is_object()) {
+    c.fail("plan", file.string() + ": calls: no actor_gen call with a strategy");
+    return;
+  }
+  const json& st = (*call)["strategy"];
+  const int dp = st.value("dp", 1), tp = st.value("tp", 1), pp = st.value("pp", 1);
+  if (tp != 1 || pp != 1) {
+    c.fail("plan", fmt::format("{}: actor_gen runs with tp {} and pp {}; braid-generate's ranks hold whole models "
+                               "(plan with tp = pp = 1 for generation)", file.string(), tp, pp));
+    return;
+  }
+  int ranks = std::max(1, dp);
+  if (gen.is_object() && gen.contains("ranks") && gen["ranks"].is_number_integer()) {
+    ranks = gen["ranks"].get<int>();  // the run file's own (checked by read_rollout)
+  } else {
+    spec.rollout_ranks = ranks;
+  }
+  const json* inter = nullptr;
+  if (plan.contains("fusion") && plan["fusion"].is_object() && plan["fusion"].contains("inter_stage")) {
+    inter = &plan["fusion"]["inter_stage"];
+  }
+  const bool used = inter != nullptr && inter->is_object() && inter->value("used", false);
+  if (used && ranks > 1 && (!gen.is_object() || !gen.contains("migrate_threshold"))) {
+    const double fraction = inter->value("r_t_fraction", 0.0);
+    const int m = inter->value("m", 1);
+    if (fraction > 0 && fraction <= 1 && m >= 1 && m < ranks) {
+      std::string text = fmt::format("{}", fraction);
+      if (text.find_first_of(".eE") == std::string::npos) text += ".0";
+      spec.migrate_threshold = text;
+      if (!gen.is_object() || !gen.contains("migrate_to")) spec.migrate_to = m;
+    }
+  }
+}
+
 // mpirun's options for every mpirun of the run, and a hostfile beside the run file.
 void read_mpirun(Checker& c, const json& mpi, const fs::path& dir, RunSpec& spec) {
   if (!mpi.is_object()) return;
@@ -342,7 +403,7 @@ RunSpec load_run_file(const fs::path& path) {
   if (!doc.is_object()) c.check();
   c.no_unknown_keys(doc, "", {"format", "version", "comment", "algorithm", "models", "prompts", "tokenizer",
                               "iterations", "seed", "threads", "device", "dtype", "generate", "score", "train",
-                              "mpirun"});
+                              "mpirun", "plan"});
   RunSpec spec;
   spec.file = path;
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
@@ -383,6 +444,12 @@ RunSpec load_run_file(const fs::path& path) {
   const json& gen = section("generate");
   c.no_unknown_keys(gen, "generate", keys_of(generate_settings(), {"ranks", "migrate_threshold", "migrate_to", "fuse"}));
   spec.generate = read_settings(c, gen, "generate", generate_settings());
+  if (doc.contains("plan")) {
+    if (auto p = c.string(doc, "", "plan")) {
+      spec.plan = resolve(dir, *p);
+      read_plan(c, *spec.plan, gen, spec);
+    }
+  }
   read_rollout(c, gen, spec);
   if (doc.contains("mpirun")) read_mpirun(c, c.object(doc, "", "mpirun"), dir, spec);
   const json& score = section("score");

@@ -61,6 +61,7 @@ struct RunSpec {
   // Words given to every mpirun the run starts, before -np (mpirun.options, then
   // --hostfile FILE for mpirun.hostfile).
   std::vector<std::string> mpirun_options;
+  std::optional<std::filesystem::path> plan;      // a braid-meshplan plan that gave the rollout's values
   std::optional<std::filesystem::path> schedule;  // braid-train's fused pipeline under mpirun
   int ranks = 1;                                  // MPI ranks for the fused pipeline
   // Pipeline stages the fused pipeline trains (and writes as stage files) each model in.

@@ -320,3 +320,39 @@ BOOST_AUTO_TEST_CASE(rollout_ranks_migration_fusion_and_mpirun_options) {
   BOOST_TEST(problem_at(single, "generate.migrate_threshold").find("only with generate.ranks > 1") != std::string::npos);
   BOOST_TEST(problem_at(single, "generate.fuse").find("only with generate.ranks > 1") != std::string::npos);
 }
+
+// A braid-meshplan plan gives the rollout's ranks (actor_gen's dp), R_t (as a fraction)
+// and m; what the run file's generate section says wins.
+BOOST_AUTO_TEST_CASE(a_plan_gives_the_rollouts_ranks_and_migration) {
+  const std::string head = R"({"format": "braid.run", "version": 1,
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "critic": {"init": {"config": "models/config.json"}},
+               "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": 1, "plan": "plan.json", )";
+  const std::string plan = R"({"format": "braid.plan", "version": 1,
+    "calls": [{"name": "actor_gen", "model": "actor", "kind": "generate", "strategy": {"dp": 4, "tp": 1, "pp": 1}}],
+    "fusion": {"inter_stage": {"enabled": true, "used": true, "replicas": 4, "r_t": 12, "r_t_fraction": 0.375, "m": 2}}})";
+  {
+    const fs::path run = test::run_folder("plan", head + R"("generate": {"max_new_tokens": 8}})");
+    test::write_file(run.parent_path() / "plan.json", plan);
+    const RunSpec spec = load_run_file(run);
+    BOOST_TEST(spec.plan.value_or("") == (run.parent_path() / "plan.json").lexically_normal());
+    BOOST_TEST(spec.rollout_ranks == 4);
+    BOOST_TEST(spec.migrate_threshold.value_or("") == "0.375");
+    BOOST_TEST(spec.migrate_to.value_or(0) == 2);
+    BOOST_TEST(spec.fuse);
+  }
+  {
+    const fs::path run = test::run_folder("plan_override", head + R"("generate": {"ranks": 2, "migrate_threshold": 5}})");
+    test::write_file(run.parent_path() / "plan.json", plan);
+    const RunSpec spec = load_run_file(run);
+    BOOST_TEST(spec.rollout_ranks == 2);
+    BOOST_TEST(spec.migrate_threshold.value_or("") == "5");
+    BOOST_TEST(!spec.migrate_to.has_value());  // the plan's m = 2 would leave no rank free
+  }
+  const fs::path tp = test::run_folder("plan_tp", head + R"("generate": {}})");
+  test::write_file(tp.parent_path() / "plan.json", R"({"format": "braid.plan", "version": 1,
+    "calls": [{"name": "actor_gen", "strategy": {"dp": 2, "tp": 2, "pp": 1}}]})");
+  BOOST_TEST(problem_at(problems_of(tp), "plan").find("actor_gen runs with tp 2 and pp 1") != std::string::npos);
+  const fs::path missing = test::run_folder("plan_missing", head + R"("generate": {}})");
+  BOOST_TEST(problem_at(problems_of(missing), "plan").find("no file") != std::string::npos);
+}
