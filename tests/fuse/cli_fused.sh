@@ -8,6 +8,7 @@
 #    may round differently after a migration, docs/tools/generate.md);
 #  * every shard is scored exactly once: each output written once (one "wrote" line),
 #    printed once, counted once in the stats; ranks freed by migration scored some;
+#    also with 3 ranks and 2 receivers;
 #  * a rerun skips every scored shard and rewrites nothing;
 #  * GRPO fused equals GRPO unfused; a shard size that splits groups is refused;
 #  * braid-score under mpirun -np 2 writes each output once and equals the single
@@ -60,6 +61,15 @@ assert s["stage"] == "score" and s["shards_scored"] == 6 and s["sequences"] == 2
 assert len(s["ranks"]) == 2 and sum(r["shards_scored"] for r in s["ranks"]) == 6, s
 assert abs(s["mean_kl"]) < 1e-4, s  # the reference is the actor
 PY
+
+# ---- Three ranks, two receivers: a receiver that is not rank 0 reports its shards too.
+mpirun -np 3 "$B/braid-generate" -q "${GEN[@]}" "${S4[@]}" --migrate-threshold 0.5 --migrate-to 2 -o gen3 \
+  --stats gen3.json -- -o scored3 "${SCORE[@]}" > three.out
+[[ $(wc -l < three.out) == 6 && $(sort -u three.out | wc -l) == 6 ]] || fail "3 ranks: stdout $(cat three.out)"
+"$B/braid-score" gen3/gen-*.h5 -q -o unfused3 "${SCORE[@]}" > /dev/null
+"${CMP[@]}" scored3 unfused3 --atol 1e-6 --rtol 1e-6 || fail "3 ranks: fused and unfused scoring differ"
+"$PY" -c 'import json; g = json.load(open("gen3.json")); assert sum(r["fusion"]["shards_scored"] for r in g["ranks"]) == 6, g["ranks"]' \
+  || fail "3 ranks: the ranks' shards_scored"
 
 # ---- A rerun: nothing generated or scored again, every scored shard reported again.
 touch -d 2000-01-01 scored/*.h5
