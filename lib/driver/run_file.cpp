@@ -311,6 +311,18 @@ void read_rollout(Checker& c, const json& gen, RunSpec& spec) {
       if (*f && !several) c.fail("generate.fuse", "only with generate.ranks > 1 (the ranks freed by generation score)");
     }
   }
+  // A fused GRPO rollout scores each shard on one rank alone: its groups must be whole
+  // (braid-generate refuses it too, but only once the run has started).
+  const auto int_of = [&](const char* key) -> std::int64_t {
+    return gen.contains(key) && gen[key].is_number_integer() ? gen[key].get<std::int64_t>() : 0;
+  };
+  const std::int64_t group = int_of("samples_per_prompt"), shard = int_of("shard_size");
+  if (spec.fuse && spec.algorithm == "grpo" && group > 1 && (shard <= 0 || shard % group != 0)) {
+    c.fail("generate.shard_size",
+           fmt::format("{}: a fused GRPO rollout scores each shard on one rank, so a shard must hold whole groups: "
+                       "give a multiple of samples_per_prompt ({}), or \"fuse\": false",
+                       shard > 0 ? fmt::format("is {}", shard) : std::string("missing"), group));
+  }
 }
 
 // A braid-meshplan plan (docs/formats-plan.md) gives the rollout what the run file

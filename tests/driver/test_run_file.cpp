@@ -356,3 +356,20 @@ BOOST_AUTO_TEST_CASE(a_plan_gives_the_rollouts_ranks_and_migration) {
   const fs::path missing = test::run_folder("plan_missing", head + R"("generate": {}})");
   BOOST_TEST(problem_at(problems_of(missing), "plan").find("no file") != std::string::npos);
 }
+
+// A fused GRPO rollout needs whole groups in every shard: refused when the file is read.
+BOOST_AUTO_TEST_CASE(a_fused_grpo_rollout_needs_whole_groups_per_shard) {
+  const std::string head = R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": 1, )";
+  const auto bad = problems_of(test::run_folder("grpo_split", head + R"("generate": {"ranks": 2,
+      "samples_per_prompt": 4, "shard_size": 6}})"));
+  BOOST_TEST(problem_at(bad, "generate.shard_size").find("is 6: a fused GRPO rollout") != std::string::npos);
+  const auto missing = problems_of(test::run_folder("grpo_nosize", head + R"("generate": {"ranks": 2,
+      "samples_per_prompt": 4}})"));
+  BOOST_TEST(problem_at(missing, "generate.shard_size").find("missing") != std::string::npos);
+  BOOST_TEST(load_run_file(test::run_folder("grpo_whole", head + R"("generate": {"ranks": 2,
+      "samples_per_prompt": 4, "shard_size": 8}})")).fuse);
+  BOOST_TEST(!load_run_file(test::run_folder("grpo_piped", head + R"("generate": {"ranks": 2,
+      "samples_per_prompt": 4, "shard_size": 6, "fuse": false}})")).fuse);
+}
