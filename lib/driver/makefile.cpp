@@ -60,7 +60,8 @@ std::string recipe_command(const Command& c, const Tools& tools) {
     if (i == c.argv.size()) break;
     std::string word = recipe_word(c.argv[i]);
     for (const auto& tv : tool_vars(tools)) {
-      if (c.argv[i] == tv.path && (i == 0 || c.stage == "train")) word = fmt::format("$({})", tv.var);
+      // The program: the first word, or the one mpirun starts.
+      if (c.argv[i] == tv.path && (i == 0 || c.argv.front() == tools.mpirun)) word = fmt::format("$({})", tv.var);
     }
     if (!line.empty()) line += ' ';
     line += word;

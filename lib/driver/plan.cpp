@@ -23,7 +23,7 @@ void append(Argv& argv, const ToolFlags& flags) {
   }
 }
 
-void append_common(Argv& argv, const RunSpec& spec, const PlanOptions& opt) {
+void append_common(Argv& argv, const RunSpec& spec, const PlanOptions& opt, bool verbosity = true) {
   if (spec.threads) {
     argv.emplace_back("--threads");
     argv.push_back(std::to_string(*spec.threads));
@@ -36,7 +36,15 @@ void append_common(Argv& argv, const RunSpec& spec, const PlanOptions& opt) {
     argv.emplace_back("--dtype");
     argv.push_back(*spec.dtype);
   }
-  argv.insert(argv.end(), opt.verbosity.begin(), opt.verbosity.end());
+  if (verbosity) argv.insert(argv.end(), opt.verbosity.begin(), opt.verbosity.end());
+}
+
+// "mpirun OPTIONS -np N": the start of every command the run runs on several ranks.
+Argv mpirun_prefix(const RunSpec& spec, const PlanOptions& opt, int ranks) {
+  Argv argv = {opt.tools.mpirun};
+  argv.insert(argv.end(), spec.mpirun_options.begin(), spec.mpirun_options.end());
+  argv.insert(argv.end(), {"-np", std::to_string(ranks)});
+  return argv;
 }
 
 // Each iteration samples and shuffles with its own seed, derived from the run's.
@@ -151,10 +159,14 @@ Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& 
   add_inputs(step, model_files(spec, layout, "actor", i - 1));
   add_inputs(step, {spec.prompts});
 
-  Argv gen = {opt.tools.generate, "--actor", actor.string(), "--prompts", spec.prompts.string(),
-              "-o", layout.samples_dir(i).string(), "--tokenizer", spec.tokenizer,
-              "--seed", iteration_seed(spec, i), "--stats", gen_stats.string()};
+  Argv gen;
+  if (spec.rollout_ranks > 1) gen = mpirun_prefix(spec, opt, spec.rollout_ranks);
+  gen.insert(gen.end(), {opt.tools.generate, "--actor", actor.string(), "--prompts", spec.prompts.string(),
+                         "-o", layout.samples_dir(i).string(), "--tokenizer", spec.tokenizer,
+                         "--seed", iteration_seed(spec, i), "--stats", gen_stats.string()});
   append(gen, spec.generate);
+  if (spec.migrate_threshold) gen.insert(gen.end(), {"--migrate-threshold", *spec.migrate_threshold});
+  if (spec.migrate_to) gen.insert(gen.end(), {"--migrate-to", std::to_string(*spec.migrate_to)});
   append_common(gen, spec, opt);
 
   Argv score = {opt.tools.score, "-", "-o", layout.scored_dir(i).string(), "--tokenizer", spec.tokenizer,
@@ -186,8 +198,17 @@ Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& 
     score.insert(score.end(), {"--kl-coef", coef ? fmt::format("{}", *coef)
                                                  : fmt::format("<adaptive: from iteration {}'s metrics>", i - 1)});
   }
-  append_common(score, spec, opt);
+  // Fused: braid-generate's ranks score (lib/fuse), given braid-score's options after "--";
+  // the log level is the process's, set by the generation's -q/-v.
+  append_common(score, spec, opt, /*verbosity=*/!spec.fuse);
   if (spec.tokenizer != "byte") add_inputs(step, {spec.tokenizer});
+  if (spec.fuse) {
+    step.name = fmt::format("iteration {} generate + score (fused)", i);
+    gen.emplace_back("--");
+    gen.insert(gen.end(), score.begin() + 2, score.end());  // without braid-score and its "-"
+    step.pipeline.push_back(Command{.stage = "generate+score", .argv = std::move(gen)});
+    return step;
+  }
   step.pipeline.push_back(Command{.stage = "generate", .argv = std::move(gen)});
   step.pipeline.push_back(Command{.stage = "score", .argv = std::move(score)});
   return step;
@@ -215,7 +236,7 @@ Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& op
   step.stale.push_back(layout.stats_file(i, "train"));
 
   Argv argv;
-  if (spec.schedule) argv = {opt.tools.mpirun, "-np", std::to_string(spec.ranks)};
+  if (spec.schedule) argv = mpirun_prefix(spec, opt, spec.ranks);
   argv.insert(argv.end(), {opt.tools.train, spec.algorithm});
   const std::size_t shards_at = argv.size();
   argv.insert(argv.end(), {"--actor", actor_after(spec, layout, i - 1).string(), "--actor-out",

@@ -309,6 +309,136 @@ void read_kl_control(Checker& c, const json& score, RunSpec& spec) {
     spec.kl_coef_start = std::stod(coef->second);
     spec.score.erase(coef);
     if (!(spec.kl_coef_start > 0)) c.fail("score.kl_coef", "must be > 0 with score.kl_target (a coefficient of 0 never adapts)");
+// The rollout's ranks, its long-tail migration and whether it is fused (docs/formats-run.md).
+void read_rollout(Checker& c, const json& gen, RunSpec& spec) {
+  if (!gen.is_object()) return;
+  if (gen.contains("ranks")) {
+    spec.rollout_ranks = static_cast<int>(c.integer(gen, "generate", "ranks", {.min = 1, .max = 65536}).value_or(1));
+  }
+  const bool several = spec.rollout_ranks > 1;
+  if (gen.contains("migrate_threshold")) {
+    const json& v = gen["migrate_threshold"];
+    if (v.is_number_integer()) {
+      if (auto n = c.integer(gen, "generate", "migrate_threshold", {.min = 0, .max = kMaxCount})) {
+        spec.migrate_threshold = fmt::format("{}", *n);
+      }
+    } else if (auto f = c.number(gen, "generate", "migrate_threshold", {.min = 0, .max = 1, .exclusive_min = true})) {
+      // A fraction keeps its point ("1.0", not "1"): braid-generate reads "1" as a count.
+      std::string text = fmt::format("{}", *f);
+      if (text.find_first_of(".eE") == std::string::npos) text += ".0";
+      spec.migrate_threshold = text;
+    }
+    if (!several) c.fail("generate.migrate_threshold", "only with generate.ranks > 1 (migration moves samples between ranks)");
+  }
+  if (gen.contains("migrate_to")) {
+    if (auto m = c.integer(gen, "generate", "migrate_to", {.min = 1, .max = 65536})) {
+      spec.migrate_to = static_cast<int>(*m);
+      if (several && *m >= spec.rollout_ranks) {
+        c.fail("generate.migrate_to", fmt::format("is {}, must be below generate.ranks ({}): some rank must be freed",
+                                                  *m, spec.rollout_ranks));
+      }
+    }
+    if (!gen.contains("migrate_threshold")) c.fail("generate.migrate_to", "only with generate.migrate_threshold");
+  }
+  spec.fuse = several;
+  if (gen.contains("fuse")) {
+    if (auto f = c.boolean(gen, "generate", "fuse")) {
+      spec.fuse = *f;
+      if (*f && !several) c.fail("generate.fuse", "only with generate.ranks > 1 (the ranks freed by generation score)");
+    }
+  }
+  // A fused GRPO rollout scores each shard on one rank alone: its groups must be whole
+  // (braid-generate refuses it too, but only once the run has started).
+  const auto int_of = [&](const char* key) -> std::int64_t {
+    return gen.contains(key) && gen[key].is_number_integer() ? gen[key].get<std::int64_t>() : 0;
+  };
+  const std::int64_t group = int_of("samples_per_prompt"), shard = int_of("shard_size");
+  if (spec.fuse && spec.algorithm == "grpo" && group > 1 && (shard <= 0 || shard % group != 0)) {
+    c.fail("generate.shard_size",
+           fmt::format("{}: a fused GRPO rollout scores each shard on one rank, so a shard must hold whole groups: "
+                       "give a multiple of samples_per_prompt ({}), or \"fuse\": false",
+                       shard > 0 ? fmt::format("is {}", shard) : std::string("missing"), group));
+  }
+}
+
+// A braid-meshplan plan (docs/formats-plan.md) gives the rollout what the run file
+// leaves out: its ranks (actor_gen's data-parallel replicas: braid-generate runs whole
+// models, so the plan must give actor_gen tp = pp = 1), and, when the plan uses
+// inter-stage fusion, the migration point R_t (as r_t_fraction, a fraction of the
+// iteration's samples, since the run's batch need not be the plan's) and m.
+void read_plan(Checker& c, const fs::path& file, const json& gen, RunSpec& spec) {
+  if (!fs::is_regular_file(file)) {
+    c.fail("plan", "no file " + file.string());
+    return;
+  }
+  json plan;
+  try {
+    plan = load_json_file(file.string());
+  } catch (const InputError& e) {
+    c.fail("plan", e.what());
+    return;
+  }
+  if (!plan.is_object() || plan.value("format", "") != "braid.plan") {
+    c.fail("plan", file.string() + " is not a braid.plan (braid-meshplan's output)");
+    return;
+  }
+  const json* call = nullptr;
+  if (plan.contains("calls") && plan["calls"].is_array()) {
+    for (const auto& item : plan["calls"]) {
+      if (item.is_object() && item.value("name", "") == "actor_gen") call = &item;
+    }
+  }
+  if (call == nullptr || !call->contains("strategy") || !(*call)["strategy"].is_object()) {
+    c.fail("plan", file.string() + ": calls: no actor_gen call with a strategy");
+    return;
+  }
+  const json& st = (*call)["strategy"];
+  const int dp = st.value("dp", 1), tp = st.value("tp", 1), pp = st.value("pp", 1);
+  if (tp != 1 || pp != 1) {
+    c.fail("plan", fmt::format("{}: actor_gen runs with tp {} and pp {}; braid-generate's ranks hold whole models "
+                               "(plan with tp = pp = 1 for generation)", file.string(), tp, pp));
+    return;
+  }
+  int ranks = std::max(1, dp);
+  if (gen.is_object() && gen.contains("ranks") && gen["ranks"].is_number_integer()) {
+    ranks = gen["ranks"].get<int>();  // the run file's own (checked by read_rollout)
+  } else {
+    spec.rollout_ranks = ranks;
+  }
+  const json* inter = nullptr;
+  if (plan.contains("fusion") && plan["fusion"].is_object() && plan["fusion"].contains("inter_stage")) {
+    inter = &plan["fusion"]["inter_stage"];
+  }
+  const bool used = inter != nullptr && inter->is_object() && inter->value("used", false);
+  if (used && ranks > 1 && (!gen.is_object() || !gen.contains("migrate_threshold"))) {
+    const double fraction = inter->value("r_t_fraction", 0.0);
+    const int m = inter->value("m", 1);
+    if (fraction > 0 && fraction <= 1 && m >= 1 && m < ranks) {
+      std::string text = fmt::format("{}", fraction);
+      if (text.find_first_of(".eE") == std::string::npos) text += ".0";
+      spec.migrate_threshold = text;
+      if (!gen.is_object() || !gen.contains("migrate_to")) spec.migrate_to = m;
+    }
+  }
+}
+
+// mpirun's options for every mpirun of the run, and a hostfile beside the run file.
+void read_mpirun(Checker& c, const json& mpi, const fs::path& dir, RunSpec& spec) {
+  if (!mpi.is_object()) return;
+  c.no_unknown_keys(mpi, "mpirun", {"options", "hostfile"});
+  if (mpi.contains("options")) {
+    for (const auto& [field, item] : c.array_items(mpi, "mpirun", "options")) {
+      if (!item->is_string() || item->get<std::string>().empty()) {
+        c.fail(field, "expected a non-empty string (one word of mpirun's command line)");
+        continue;
+      }
+      spec.mpirun_options.push_back(item->get<std::string>());
+    }
+  }
+  if (auto host = mpi.contains("hostfile") ? c.string(mpi, "mpirun", "hostfile") : std::nullopt) {
+    const fs::path file = resolve(dir, *host);
+    if (!fs::is_regular_file(file)) c.fail("mpirun.hostfile", "no file " + file.string());
+    spec.mpirun_options.insert(spec.mpirun_options.end(), {"--hostfile", file.string()});
   }
 }
 
@@ -320,7 +450,8 @@ RunSpec load_run_file(const fs::path& path) {
   c.format(doc, kRunFormat, kRunVersion);
   if (!doc.is_object()) c.check();
   c.no_unknown_keys(doc, "", {"format", "version", "comment", "algorithm", "models", "prompts", "tokenizer",
-                              "iterations", "seed", "threads", "device", "dtype", "generate", "score", "train"});
+                              "iterations", "seed", "threads", "device", "dtype", "generate", "score", "train",
+                              "mpirun", "plan"});
   RunSpec spec;
   spec.file = path;
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
@@ -359,8 +490,16 @@ RunSpec load_run_file(const fs::path& path) {
     return doc.contains(key) ? c.object(doc, "", key) : empty;
   };
   const json& gen = section("generate");
-  c.no_unknown_keys(gen, "generate", keys_of(generate_settings()));
+  c.no_unknown_keys(gen, "generate", keys_of(generate_settings(), {"ranks", "migrate_threshold", "migrate_to", "fuse"}));
   spec.generate = read_settings(c, gen, "generate", generate_settings());
+  if (doc.contains("plan")) {
+    if (auto p = c.string(doc, "", "plan")) {
+      spec.plan = resolve(dir, *p);
+      read_plan(c, *spec.plan, gen, spec);
+    }
+  }
+  read_rollout(c, gen, spec);
+  if (doc.contains("mpirun")) read_mpirun(c, c.object(doc, "", "mpirun"), dir, spec);
   const json& score = section("score");
   c.no_unknown_keys(score, "score", keys_of(score_settings(), {"kl_target", "kl_horizon"}));
   spec.score = read_settings(c, score, "score", score_settings());

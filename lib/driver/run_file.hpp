@@ -58,6 +58,17 @@ struct RunSpec {
   std::optional<double> kl_target;
   double kl_horizon = 10000;
   double kl_coef_start = 0;
+  // The rollout (generate.ranks, .migrate_threshold, .migrate_to, .fuse): braid-generate under
+  // `mpirun -np rollout_ranks` when more than one, long-tail migration, and the fused
+  // rollout (braid-generate ... -- SCORE-OPTIONS, lib/fuse) instead of a pipe into braid-score.
+  int rollout_ranks = 1;
+  std::optional<std::string> migrate_threshold;   // braid-generate's --migrate-threshold text
+  std::optional<int> migrate_to;
+  bool fuse = false;                              // default: rollout_ranks > 1
+  // Words given to every mpirun the run starts, before -np (mpirun.options, then
+  // --hostfile FILE for mpirun.hostfile).
+  std::vector<std::string> mpirun_options;
+  std::optional<std::filesystem::path> plan;      // a braid-meshplan plan that gave the rollout's values
   std::optional<std::filesystem::path> schedule;  // braid-train's fused pipeline under mpirun
   int ranks = 1;                                  // MPI ranks for the fused pipeline
   // Pipeline stages the fused pipeline trains (and writes as stage files) each model in.

@@ -91,7 +91,8 @@ std::string stage_config(const StageOptions& o, std::int64_t prompts, const std:
 // Everything one rank does, in the order it happens.
 class StageRun {
  public:
-  StageRun(const StageOptions& o, const RankGroup& ranks) : o_(o), ranks_(ranks) {}
+  StageRun(const StageOptions& o, const RankGroup& ranks, const StageHooks& hooks)
+      : o_(o), ranks_(ranks), hooks_(hooks) {}
 
   int run() {
     const auto t_start = Clock::now();
@@ -135,7 +136,7 @@ class StageRun {
 
     collector_.emplace(plan_, io::SampleShardMeta{.policy_step = actor.step, .created_by = o_.created_by, .config = config},
                        [this](const std::filesystem::path& path, const io::SampleBatch& b) {
-                         print_line(path.string());
+                         ready(plan_.shard_of(b.sample_id.front()), path);
                          log::debug("{}wrote {} ({} samples)", who(), path.string(), b.size());
                        },
                        origins_);
@@ -169,11 +170,21 @@ class StageRun {
     stats_.generate_seconds = since(gen_start_);
     stats_.shards_written = collector_->shards_written();
     if (progress_) progress_->finish();
+    if (hooks_.after_generation) stats_.fusion = hooks_.after_generation(stats_.generate_seconds);
     finish_stats(since(t_start));
     return 0;
   }
 
  private:
+  // A complete shard: its path on stdout, or to the hook.
+  void ready(std::int64_t shard, const std::filesystem::path& path) const {
+    if (hooks_.shard_ready) {
+      hooks_.shard_ready(shard, path);
+    } else {
+      print_line(path.string());
+    }
+  }
+
   std::string who() const { return ranks_.size() > 1 ? fmt::format("rank {}: ", ranks_.rank()) : ""; }
   static std::int64_t total(const std::vector<std::int64_t>& v) {
     std::int64_t s = 0;
@@ -192,7 +203,7 @@ class StageRun {
         log::info("{}{} is complete: skipped", who(), plan_.path(k).string());
         // Still printed: a consumer in the pipe (braid-score -) that was interrupted
         // before it scored this shard must get it again, or a finished shard is lost.
-        print_line(plan_.path(k).string());
+        ready(k, plan_.path(k));
         continue;
       }
       if (!why.empty()) log::warn("{}{} is regenerated: {}", who(), plan_.path(k).string(), why);
@@ -221,6 +232,7 @@ class StageRun {
 
   StepHook progress_hook() {
     return [this](const StepInfo& i, std::vector<Prompt>&) {
+      if (hooks_.poll) hooks_.poll(false);
       sampled_ += i.sampled;
       if (progress_) {
         progress_->set_status(fmt::format("{} running, {}", i.running, format_rate(sampled_ / std::max(1e-9, since(gen_start_)), "tok")));
@@ -264,6 +276,7 @@ class StageRun {
       return;
     }
     while (!decision_.now) {  // done here: keep answering until all are done or migration starts
+      if (hooks_.poll) hooks_.poll(true);
       decision_ = decide_migration(ranks_.allgather(0), threshold_, o_.migrate_to);
       if (decision_.remaining == 0) return;
     }
@@ -374,6 +387,7 @@ class StageRun {
 
   const StageOptions& o_;
   const RankGroup& ranks_;
+  const StageHooks& hooks_;
   std::vector<Prompt> prompts_;  // by sample id
   std::vector<io::PromptOrigin> origins_;  // by sample id: the prompt line and its extra fields
   ShardPlan plan_;
@@ -391,6 +405,8 @@ class StageRun {
 
 }  // namespace
 
-int run_generate_stage(const StageOptions& opt, const RankGroup& ranks) { return StageRun(opt, ranks).run(); }
+int run_generate_stage(const StageOptions& opt, const RankGroup& ranks, const StageHooks& hooks) {
+  return StageRun(opt, ranks, hooks).run();
+}
 
 }  // namespace braid::gen

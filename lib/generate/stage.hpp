@@ -6,9 +6,12 @@
 #pragma once
 
 #include "backend/dtype.hpp"
+#include "core/json.hpp"
 #include "generate/sampler.hpp"
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <string>
 
 namespace braid::gen {
@@ -36,7 +39,23 @@ struct StageOptions {
   std::string created_by;            // the command line, for meta.created_by
 };
 
+// What a caller that joins another stage to generation (lib/fuse: scoring on the ranks
+// that generation frees) hooks into the run. Every hook is optional.
+struct StageHooks {
+  // A shard of this rank is complete on disk (written now, or found complete by a rerun):
+  // called instead of printing its path. Runs on the shard writer's thread or the main one.
+  std::function<void(std::int64_t shard, const std::filesystem::path& path)> shard_ready;
+  // Called on the main thread after every generation step (waiting = false) and, with
+  // waiting = true, in each round of a rank that is done and waits for the migration
+  // decision; must return quickly.
+  std::function<void(bool waiting)> poll;
+  // This rank's generation is over (its shards written or handed over; generate_seconds
+  // since its first step); runs before the ranks' stats are gathered. What it returns is
+  // kept as this rank's "fusion" entry in the stats.
+  std::function<ordered_json(double generate_seconds)> after_generation;
+};
+
 // Returns the exit code (0). Errors are exceptions (InputError for bad input).
-int run_generate_stage(const StageOptions& opt, const RankGroup& ranks);
+int run_generate_stage(const StageOptions& opt, const RankGroup& ranks, const StageHooks& hooks = {});
 
 }  // namespace braid::gen

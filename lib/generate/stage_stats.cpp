@@ -6,7 +6,7 @@
 namespace braid::gen {
 
 ordered_json to_json(const RankStats& s) {
-  return ordered_json{{"rank", s.rank},
+  ordered_json j{{"rank", s.rank},
               {"role", s.role},
               {"sequences", s.sequences},
               {"tokens", s.tokens},
@@ -22,6 +22,8 @@ ordered_json to_json(const RankStats& s) {
               {"handed_over_partial", s.handed_over_partial},
               {"shards_handed_over", s.shards_handed_over},
               {"received", s.received}};
+  if (!s.fusion.is_null()) j["fusion"] = s.fusion;
+  return j;
 }
 
 RankStats rank_stats_from_json(const json& j) {
@@ -42,6 +44,7 @@ RankStats rank_stats_from_json(const json& j) {
   s.handed_over_partial = j.at("handed_over_partial").get<std::int64_t>();
   s.shards_handed_over = j.at("shards_handed_over").get<std::int64_t>();
   s.received = j.at("received").get<std::int64_t>();
+  if (j.contains("fusion")) s.fusion = ordered_json::parse(j["fusion"].dump());
   return s;
 }
 

@@ -31,6 +31,7 @@ struct RankStats {
   std::int64_t handed_over_partial = 0;  // of those, the ones stopped mid-response
   std::int64_t shards_handed_over = 0;
   std::int64_t received = 0;          // unfinished samples taken over (migration)
+  ordered_json fusion;                // what a fused stage did after generating (stage.hpp's hooks); null: none
 };
 
 ordered_json to_json(const RankStats& s);

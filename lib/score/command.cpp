@@ -2,15 +2,17 @@
 
 #include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
 #include "io/sample_shard.hpp"
-#include "score/text_reward.hpp"
+#include "score/ranks.hpp"
 #include "score/shard_stream.hpp"
 #include "score/stage_stats.hpp"
+#include "score/text_reward.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <fmt/format.h>
@@ -20,6 +22,11 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <system_error>
+
+#include <unistd.h>
+
+#include <cerrno>
 
 namespace braid::score {
 
@@ -79,45 +86,100 @@ json score_config(const CommandOptions& o, const ScoreSettings& s, const std::ve
 
 }  // namespace
 
-int run_command(const CommandOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const ScoreSettings settings = settings_from(o);
+struct ScoreSession::Parts {
+  ScoreSettings settings;
   std::unique_ptr<TextReward> text_reward;
   std::unique_ptr<tok::Tokenizer> tokenizer;
-  if (!o.reward_rule.empty()) text_reward = make_rule_reward(o.reward_rule);
+  std::unique_ptr<backend::Backend> be;
+  checkpoint::OpenedModel ref, critic, reward;
+  std::unique_ptr<BatchScorer> scorer;
+  std::optional<Progress> progress;
+  std::unique_ptr<ShardStream> stream;
+};
+
+ScoreSession::ScoreSession(const CommandOptions& o, std::function<void(const std::filesystem::path&)> on_output,
+                           std::optional<std::uint64_t> progress_total)
+    : p_(std::make_unique<Parts>()) {
+  Parts& p = *p_;
+  p.settings = settings_from(o);
+  if (!o.reward_rule.empty()) p.text_reward = make_rule_reward(o.reward_rule);
   if (!o.reward_cmd.empty()) {
-    text_reward = make_command_reward(
+    p.text_reward = make_command_reward(
         {.command = o.reward_cmd, .dir = o.reward_cmd_dir, .timeout_seconds = o.reward_cmd_timeout});
   }
-  if (text_reward) tokenizer = tok::load_tokenizer(o.tokenizer);
+  if (p.text_reward) p.tokenizer = tok::load_tokenizer(o.tokenizer);
 
-  // Shards named on the command line are checked before any model is loaded.
-  const bool from_stdin = o.inputs.size() == 1 && is_std_stream(o.inputs.front());
-  std::uint64_t total_sequences = 0;
-  if (!from_stdin) {
-    for (const auto& in : o.inputs) total_sequences += std::uint64_t(io::probe_sample_shard(in).sequences);
-  }
-
-  auto be = backend::make_backend(o.device, o.threads);
-  checkpoint::OpenedModel ref, critic, reward;
-  if (!o.ref.empty()) ref = checkpoint::open_model(o.ref, *be, {}, /*need_lm_head=*/true, false, o.dtype);
-  const bool use_critic = settings.algorithm == Algorithm::ppo;
-  if (use_critic) critic = checkpoint::open_model(o.critic, *be, {}, false, /*need_value_head=*/true, o.dtype);
-  if (!o.reward.empty()) reward = checkpoint::open_model(o.reward, *be, {}, false, /*need_value_head=*/true, o.dtype);
-  log::info("scoring with {} ({} threads): ref {}, critic {}, reward {}", to_string(settings.algorithm),
-            be->threads(), o.ref.empty() ? "none" : o.ref, use_critic ? o.critic : "none",
+  p.be = backend::make_backend(o.device, o.threads);
+  if (!o.ref.empty()) p.ref = checkpoint::open_model(o.ref, *p.be, {}, /*need_lm_head=*/true, false, o.dtype);
+  const bool use_critic = p.settings.algorithm == Algorithm::ppo;
+  if (use_critic) p.critic = checkpoint::open_model(o.critic, *p.be, {}, false, /*need_value_head=*/true, o.dtype);
+  if (!o.reward.empty()) p.reward = checkpoint::open_model(o.reward, *p.be, {}, false, /*need_value_head=*/true, o.dtype);
+  log::info("scoring with {} ({} threads): ref {}, critic {}, reward {}", to_string(p.settings.algorithm),
+            p.be->threads(), o.ref.empty() ? "none" : o.ref, use_critic ? o.critic : "none",
             !o.reward.empty() ? o.reward : !o.reward_rule.empty() ? "rule " + o.reward_rule : "command '" + o.reward_cmd + "'");
 
-  BatchScorer scorer({.ref = ref.model.get(), .critic = critic.model.get(), .reward = reward.model.get(),
-                             .text = text_reward.get(), .tokenizer = tokenizer.get()},
-                            settings);
-  Progress progress("scoring", total_sequences, "seq");
-  ShardStream stream(
-      scorer,
-      {.out_dir = o.out_dir, .prefix = o.prefix, .created_by = o.command_line,
-       .score_config = score_config(o, settings, {&ref, use_critic ? &critic : nullptr, &reward}),
-       .samples_per_prompt = o.samples_per_prompt},
-      [](const std::filesystem::path& out) { std::cout << out.string() << std::endl; }, &progress);
+  p.scorer = std::make_unique<BatchScorer>(
+      ScoreModels{.ref = p.ref.model.get(), .critic = p.critic.model.get(), .reward = p.reward.model.get(),
+                  .text = p.text_reward.get(), .tokenizer = p.tokenizer.get()},
+      p.settings);
+  if (progress_total) p.progress.emplace("scoring", *progress_total, "seq");
+  p.stream = std::make_unique<ShardStream>(
+      *p.scorer,
+      StreamOptions{.out_dir = o.out_dir, .prefix = o.prefix, .created_by = o.command_line,
+                    .score_config = score_config(o, p.settings, {&p.ref, use_critic ? &p.critic : nullptr, &p.reward}),
+                    .samples_per_prompt = o.samples_per_prompt},
+      std::move(on_output), p.progress ? &*p.progress : nullptr);
+}
+
+ScoreSession::~ScoreSession() = default;
+
+void ScoreSession::add(const std::string& shard) { p_->stream->add(shard); }
+
+void ScoreSession::finish() {
+  p_->stream->finish();
+  p_->scorer->finish();
+  if (p_->progress) p_->progress->finish();
+}
+
+const StreamTotals& ScoreSession::totals() const { return p_->stream->totals(); }
+
+ordered_json ScoreSession::stats(double wall_seconds) const {
+  return stage_stats(*p_->scorer, p_->stream->totals(), wall_seconds);
+}
+
+void print_path_line(const std::string& path) {
+  const std::string line = path + "\n";
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(STDOUT_FILENO, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::system_error(errno, std::generic_category(), "writing a scored shard's path to standard output");
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+int run_command(const CommandOptions& o, comm::Communicator* world) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ScoreSettings settings = settings_from(o);
+  const bool from_stdin = o.inputs.size() == 1 && is_std_stream(o.inputs.front());
+  const bool ranks = world != nullptr && world->size() > 1;
+  if (ranks && from_stdin) {
+    throw UsageError("'-' (shard paths on stdin) does not work under mpirun: only rank 0 has stdin; "
+                     "give the shard files");
+  }
+
+  // Shards named on the command line are checked before any model is loaded; under
+  // mpirun each rank takes its part (whole GRPO groups).
+  std::vector<std::string> mine = o.inputs;
+  if (ranks) mine = inputs_of_rank(o, settings, world->rank(), world->size());
+  std::uint64_t total_sequences = 0;
+  if (!from_stdin) {
+    for (const auto& in : mine) total_sequences += std::uint64_t(io::probe_sample_shard(in).sequences);
+  }
+
+  ScoreSession session(
+      o, [](const std::filesystem::path& out) { print_path_line(out.string()); },
+      ranks && world->rank() != 0 ? std::nullopt : std::optional<std::uint64_t>(total_sequences));
 
   if (from_stdin) {
     // One path a line, each scored the moment its line arrives (generation may still be running).
@@ -125,20 +187,32 @@ int run_command(const CommandOptions& o) {
     while (std::getline(std::cin, line)) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.empty()) continue;
-      stream.add(line);
+      session.add(line);
     }
   } else {
-    for (const auto& in : o.inputs) stream.add(in);
+    for (const auto& in : mine) session.add(in);
   }
-  stream.finish();
-  scorer.finish();
-  progress.finish();
+  session.finish();
 
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const auto& t = stream.totals();
-  log::info("scored {} sequences ({} tokens) in {} shards, skipped {} already scored; mean reward {:.4f}", t.sequences,
-            t.tokens, t.shards_scored, t.shards_skipped, t.sequences > 0 ? t.reward_sum / double(t.sequences) : 0.0);
-  if (!o.stats.empty()) write_text_file(o.stats, stage_stats(scorer, t, wall).dump(2) + "\n");
+  const auto& t = session.totals();
+  log::info("{}scored {} sequences ({} tokens) in {} shards, skipped {} already scored; mean reward {:.4f}",
+            ranks ? fmt::format("rank {}: ", world->rank()) : "", t.sequences, t.tokens, t.shards_scored,
+            t.shards_skipped, t.sequences > 0 ? t.reward_sum / double(t.sequences) : 0.0);
+  ordered_json stats = session.stats(wall);
+  if (ranks) {
+    // Every rank's figures to rank 0, which writes them; the others wait (asleep) for it to finish.
+    const auto all = gather_on_root(*world, stats.dump(), 0);
+    if (world->rank() == 0) {
+      std::vector<ordered_json> docs;
+      for (const auto& text : all) docs.push_back(ordered_json::parse(text));
+      stats = merge_stage_stats(docs);
+      if (!o.stats.empty()) write_text_file(o.stats, stats.dump(2) + "\n");
+    }
+    release_from_root(*world, 0);
+    return 0;
+  }
+  if (!o.stats.empty()) write_text_file(o.stats, stats.dump(2) + "\n");
   return 0;
 }
 

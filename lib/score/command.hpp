@@ -4,12 +4,21 @@
 #pragma once
 
 #include "backend/dtype.hpp"
+#include "core/json.hpp"
 #include "score/batch_scorer.hpp"
+#include "score/shard_stream.hpp"
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace braid::comm {
+class Communicator;
+}
 
 namespace braid::score {
 
@@ -42,7 +51,39 @@ struct CommandOptions {
 // that cannot run; a warning for flags GRPO ignores (--critic, --kl-coef).
 ScoreSettings settings_from(const CommandOptions& o);
 
-// Scores every input; returns the exit code.
-int run_command(const CommandOptions& o);
+// One braid-score run's models, scorer and shard stream, fed shard paths by its caller:
+// braid-score's loop below, or a rank of the fused rollout (lib/fuse) that scores the
+// shards it is given. Loads the tokenizer and the models on construction.
+class ScoreSession {
+ public:
+  // on_output: each scored shard's path, the moment it is written. progress_total:
+  // a progress line of that many sequences on stderr (0: a count without a bar); none without.
+  ScoreSession(const CommandOptions& o, std::function<void(const std::filesystem::path&)> on_output,
+               std::optional<std::uint64_t> progress_total = std::nullopt);
+  ~ScoreSession();
+  ScoreSession(const ScoreSession&) = delete;
+  ScoreSession& operator=(const ScoreSession&) = delete;
+
+  // Scores (or skips, when its output is already there) one input shard.
+  void add(const std::string& shard);
+  // The end of the input (GRPO: every group must be whole); the external scorer is waited for.
+  void finish();
+  const StreamTotals& totals() const;
+  // This run's braid.stagestats document (score/stage_stats.hpp).
+  ordered_json stats(double wall_seconds) const;
+
+ private:
+  struct Parts;
+  std::unique_ptr<Parts> p_;
+};
+
+// Prints one line on stdout with a single write(): lines of several ranks never interleave.
+void print_path_line(const std::string& path);
+
+// Scores every input; returns the exit code. With `world` (mpirun, more than one rank)
+// each rank scores a disjoint part of the inputs (score/ranks.hpp: whole GRPO groups
+// to one rank), writes its outputs itself and prints their paths; rank 0 writes --stats
+// for all. '-' (stdin) is refused there: only rank 0 has stdin.
+int run_command(const CommandOptions& o, comm::Communicator* world = nullptr);
 
 }  // namespace braid::score

@@ -40,6 +40,17 @@ std::string forward_config(const std::string& input_config, const json& score_co
   return history.dump();
 }
 
+std::int64_t samples_per_prompt_in_config(const std::string& config) {
+  if (config.empty()) return 0;
+  const json cfg = json::parse(config, nullptr, /*allow_exceptions=*/false);
+  for (const json* obj : {&cfg, cfg.is_object() && cfg.contains("generate") ? &cfg["generate"] : nullptr}) {
+    if (obj && obj->is_object() && obj->contains("samples_per_prompt") && (*obj)["samples_per_prompt"].is_number_integer()) {
+      return (*obj)["samples_per_prompt"].get<std::int64_t>();
+    }
+  }
+  return 0;
+}
+
 std::string prompts_file_of(const std::string& config) {
   const json cfg = json::parse(config, nullptr, /*allow_exceptions=*/false);
   if (!cfg.is_object()) return "";
@@ -77,16 +88,7 @@ bool ShardStream::already_done(const std::string& input, const std::filesystem::
 }
 
 std::int64_t ShardStream::samples_per_prompt_of(const io::SampleShardMeta& meta, const std::string& input) {
-  std::int64_t found = 0;
-  if (!meta.config.empty()) {
-    const json cfg = json::parse(meta.config, nullptr, /*allow_exceptions=*/false);
-    for (const json* obj : {&cfg, cfg.is_object() && cfg.contains("generate") ? &cfg["generate"] : nullptr}) {
-      if (obj && obj->is_object() && obj->contains("samples_per_prompt") && (*obj)["samples_per_prompt"].is_number_integer()) {
-        found = (*obj)["samples_per_prompt"].get<std::int64_t>();
-        break;
-      }
-    }
-  }
+  const std::int64_t found = samples_per_prompt_in_config(meta.config);
   if (opt_.samples_per_prompt > 0) {
     if (found > 0 && found != opt_.samples_per_prompt) {
       log::warn("{}: its config says samples_per_prompt {}, --samples-per-prompt says {}: using {}", input, found,

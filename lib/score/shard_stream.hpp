@@ -63,6 +63,10 @@ std::filesystem::path output_path(const std::filesystem::path& out_dir, const st
 // the file when the input's config is not a JSON object.
 std::string forward_config(const std::string& input_config, const json& score_config, const std::string& file);
 
+// samples_per_prompt of the generation a shard came from (its meta.config, or the
+// "generate" entry of a history); 0 when it does not say.
+std::int64_t samples_per_prompt_in_config(const std::string& config);
+
 // The prompt file a shard was generated from, as braid-generate was given it (its
 // meta.config, or the "generate" entry of a history); "" when it does not say.
 std::string prompts_file_of(const std::string& config);

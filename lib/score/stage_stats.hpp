@@ -7,8 +7,16 @@
 #include "score/batch_scorer.hpp"
 #include "score/shard_stream.hpp"
 
+#include <span>
+
 namespace braid::score {
 
 ordered_json stage_stats(const BatchScorer& scorer, const StreamTotals& totals, double wall_seconds);
+
+// Several ranks' documents (by rank) as one: counts and call times summed (a call's
+// seconds are then compute time over the ranks), means weighted by what they average
+// over, wall_seconds the longest, and "ranks": each rank's wall_seconds, sequences,
+// shards_scored, shards_skipped and busy seconds (its calls' seconds summed).
+ordered_json merge_stage_stats(std::span<const ordered_json> ranks);
 
 }  // namespace braid::score

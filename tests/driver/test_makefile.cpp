@@ -206,3 +206,30 @@ BOOST_AUTO_TEST_CASE(the_run_files_dtype_reaches_every_stage_tool) {
   for (const Rule& r : plain)
     for (const auto& line : r.recipe) BOOST_TEST(line.find("--dtype") == std::string::npos);
 }
+
+// generate.ranks > 1: the rollout under mpirun (the run file's mpirun options before -np),
+// fused by default: one command, braid-score's options after "--"; with fuse off, a pipe.
+BOOST_AUTO_TEST_CASE(a_rollout_on_ranks_runs_under_mpirun_fused) {
+  std::string text = test::kGoodPpoRun;
+  const std::string key = R"("generate": {)";
+  BOOST_TEST_REQUIRE(text.find(key) != std::string::npos);
+  text.replace(text.find(key), key.size(),
+               R"("mpirun": {"options": ["--oversubscribe"]}, "generate": {"ranks": 2, "migrate_threshold": 0.25, "migrate_to": 1, )");
+  const auto rules = parse_rules(makefile_for(test::run_folder("mk_ranks", text), "out"));
+  const std::string roll = rule_for(rules, "out/iter-0001/generate.stats.json out/iter-0001/score.stats.json").recipe.back();
+  BOOST_TEST(roll.find("$(MPIRUN) --oversubscribe -np 2 $(BRAID_GENERATE) --actor out/iter-0000/actor.h5 ") == kLocked);
+  BOOST_TEST(roll.find("--migrate-threshold 0.25 --migrate-to 1 --threads 2 -- -o out/iter-0001/scored ") !=
+             std::string::npos);
+  BOOST_TEST(roll.find(" | ") == std::string::npos);
+  BOOST_TEST(roll.find("BRAID_SCORE") == std::string::npos);
+  BOOST_TEST(roll.find("--critic out/iter-0000/critic.h5 --reward-rule digits --kl-coef 0.02 --threads 2") !=
+             std::string::npos);
+
+  const std::string key2 = R"("migrate_to": 1, )";
+  text.replace(text.find(key2), key2.size(), key2 + R"("fuse": false, )");
+  const auto piped = parse_rules(makefile_for(test::run_folder("mk_ranks_pipe", text), "out"));
+  const std::string pipe = rule_for(piped, "out/iter-0001/generate.stats.json out/iter-0001/score.stats.json").recipe.back();
+  BOOST_TEST(pipe.find("$(MPIRUN) --oversubscribe -np 2 $(BRAID_GENERATE) ") == kLocked);
+  BOOST_TEST(pipe.find(" | $(BRAID_SCORE) - -o out/iter-0001/scored ") != std::string::npos);
+  BOOST_TEST(pipe.find(" -- ") == std::string::npos);
+}

@@ -273,3 +273,103 @@ BOOST_AUTO_TEST_CASE(schedule_gives_the_rank_count) {
   BOOST_TEST(spec.actor_stages == 4);
   BOOST_TEST(spec.critic_stages == 2);
 }
+
+// The rollout's ranks, migration and fusion, and mpirun's options.
+BOOST_AUTO_TEST_CASE(rollout_ranks_migration_fusion_and_mpirun_options) {
+  const std::string head = R"({"format": "braid.run", "version": 1,
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "critic": {"init": {"config": "models/config.json"}},
+               "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": 1, )";
+  {
+    const fs::path run = test::run_folder("ranks", head + R"("generate": {"ranks": 3, "migrate_threshold": 0.5,
+        "migrate_to": 2}, "mpirun": {"options": ["--oversubscribe", "--bind-to", "none"], "hostfile": "hosts"}})");
+    test::write_file(run.parent_path() / "hosts", "localhost slots=3\n");
+    const RunSpec spec = load_run_file(run);
+    BOOST_TEST(spec.rollout_ranks == 3);
+    BOOST_TEST(spec.migrate_threshold.value_or("") == "0.5");
+    BOOST_TEST(spec.migrate_to.value_or(0) == 2);
+    BOOST_TEST(spec.fuse);  // on by default with several ranks
+    const std::vector<std::string> want = {"--oversubscribe", "--bind-to", "none", "--hostfile",
+                                           (run.parent_path() / "hosts").lexically_normal().string()};
+    BOOST_TEST(spec.mpirun_options == want, boost::test_tools::per_element());
+  }
+  {
+    // A count stays a count, a fraction of 1 stays a fraction; fusion can be turned off.
+    const RunSpec count = load_run_file(test::run_folder("ranks_count", head + R"("generate": {"ranks": 2,
+        "migrate_threshold": 12, "fuse": false}})"));
+    BOOST_TEST(count.migrate_threshold.value_or("") == "12");
+    BOOST_TEST(!count.fuse);
+    const RunSpec all = load_run_file(test::run_folder("ranks_all", head + R"("generate": {"ranks": 2,
+        "migrate_threshold": 1.0}})"));
+    BOOST_TEST(all.migrate_threshold.value_or("") == "1.0");
+    const RunSpec one = load_run_file(test::run_folder("ranks_one", head + R"("generate": {}})"));
+    BOOST_TEST(one.rollout_ranks == 1);
+    BOOST_TEST(!one.fuse);
+    BOOST_TEST(one.mpirun_options.empty());
+  }
+  const auto problems = problems_of(test::run_folder("ranks_bad", head + R"("generate": {"ranks": 2,
+      "migrate_threshold": 1.5, "migrate_to": 2}, "mpirun": {"options": ["", 3], "hostfile": "nothere", "np": 2}})"));
+  BOOST_TEST(problem_at(problems, "generate.migrate_threshold").find("must be <= 1") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "generate.migrate_to").find("must be below generate.ranks (2)") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "mpirun.options[0]").find("non-empty string") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "mpirun.options[1]").find("non-empty string") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "mpirun.hostfile").find("no file") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "mpirun.np").find("unknown key") != std::string::npos);
+  const auto single = problems_of(test::run_folder("ranks_single", head + R"("generate": {"migrate_threshold": 4,
+      "fuse": true}})"));
+  BOOST_TEST(problem_at(single, "generate.migrate_threshold").find("only with generate.ranks > 1") != std::string::npos);
+  BOOST_TEST(problem_at(single, "generate.fuse").find("only with generate.ranks > 1") != std::string::npos);
+}
+
+// A braid-meshplan plan gives the rollout's ranks (actor_gen's dp), R_t (as a fraction)
+// and m; what the run file's generate section says wins.
+BOOST_AUTO_TEST_CASE(a_plan_gives_the_rollouts_ranks_and_migration) {
+  const std::string head = R"({"format": "braid.run", "version": 1,
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "critic": {"init": {"config": "models/config.json"}},
+               "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": 1, "plan": "plan.json", )";
+  const std::string plan = R"({"format": "braid.plan", "version": 1,
+    "calls": [{"name": "actor_gen", "model": "actor", "kind": "generate", "strategy": {"dp": 4, "tp": 1, "pp": 1}}],
+    "fusion": {"inter_stage": {"enabled": true, "used": true, "replicas": 4, "r_t": 12, "r_t_fraction": 0.375, "m": 2}}})";
+  {
+    const fs::path run = test::run_folder("plan", head + R"("generate": {"max_new_tokens": 8}})");
+    test::write_file(run.parent_path() / "plan.json", plan);
+    const RunSpec spec = load_run_file(run);
+    BOOST_TEST(spec.plan.value_or("") == (run.parent_path() / "plan.json").lexically_normal());
+    BOOST_TEST(spec.rollout_ranks == 4);
+    BOOST_TEST(spec.migrate_threshold.value_or("") == "0.375");
+    BOOST_TEST(spec.migrate_to.value_or(0) == 2);
+    BOOST_TEST(spec.fuse);
+  }
+  {
+    const fs::path run = test::run_folder("plan_override", head + R"("generate": {"ranks": 2, "migrate_threshold": 5}})");
+    test::write_file(run.parent_path() / "plan.json", plan);
+    const RunSpec spec = load_run_file(run);
+    BOOST_TEST(spec.rollout_ranks == 2);
+    BOOST_TEST(spec.migrate_threshold.value_or("") == "5");
+    BOOST_TEST(!spec.migrate_to.has_value());  // the plan's m = 2 would leave no rank free
+  }
+  const fs::path tp = test::run_folder("plan_tp", head + R"("generate": {}})");
+  test::write_file(tp.parent_path() / "plan.json", R"({"format": "braid.plan", "version": 1,
+    "calls": [{"name": "actor_gen", "strategy": {"dp": 2, "tp": 2, "pp": 1}}]})");
+  BOOST_TEST(problem_at(problems_of(tp), "plan").find("actor_gen runs with tp 2 and pp 1") != std::string::npos);
+  const fs::path missing = test::run_folder("plan_missing", head + R"("generate": {}})");
+  BOOST_TEST(problem_at(problems_of(missing), "plan").find("no file") != std::string::npos);
+}
+
+// A fused GRPO rollout needs whole groups in every shard: refused when the file is read.
+BOOST_AUTO_TEST_CASE(a_fused_grpo_rollout_needs_whole_groups_per_shard) {
+  const std::string head = R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": 1, )";
+  const auto bad = problems_of(test::run_folder("grpo_split", head + R"("generate": {"ranks": 2,
+      "samples_per_prompt": 4, "shard_size": 6}})"));
+  BOOST_TEST(problem_at(bad, "generate.shard_size").find("is 6: a fused GRPO rollout") != std::string::npos);
+  const auto missing = problems_of(test::run_folder("grpo_nosize", head + R"("generate": {"ranks": 2,
+      "samples_per_prompt": 4}})"));
+  BOOST_TEST(problem_at(missing, "generate.shard_size").find("missing") != std::string::npos);
+  BOOST_TEST(load_run_file(test::run_folder("grpo_whole", head + R"("generate": {"ranks": 2,
+      "samples_per_prompt": 4, "shard_size": 8}})")).fuse);
+  BOOST_TEST(!load_run_file(test::run_folder("grpo_piped", head + R"("generate": {"ranks": 2,
+      "samples_per_prompt": 4, "shard_size": 6, "fuse": false}})")).fuse);
+}

@@ -1,8 +1,10 @@
 // braid-generate: actor rollouts for a prompt file, written as sample shards that
 // stream out as they complete (each path on stdout at once). lib/generate/stage.hpp.
+// With `-- SCORE-OPTIONS` the ranks score the shards themselves (lib/fuse).
 #include "backend/device_option.hpp"
 #include "backend/dtype_option.hpp"
 #include "core/cli.hpp"
+#include "fuse/fused_rollout.hpp"
 #include "generate/migrate.hpp"
 #include "generate/stage.hpp"
 
@@ -18,6 +20,7 @@ int main(int argc, char** argv) {
   std::string cmdline = "braid-generate";
   for (int i = 1; i < argc; ++i) cmdline += std::string(" ") + argv[i];
   o.created_by = cmdline;
+  auto split = braid::fuse::split_at_double_dash(argc, argv);
 
   CLI::App app{
       "Generate actor rollouts for every prompt x --samples-per-prompt and write them as sample shards "
@@ -25,7 +28,10 @@ int main(int argc, char** argv) {
       "(sample_id = prompt_index * samples_per_prompt + k) and is written the moment its last sample finishes; "
       "its path is then printed on stdout, one line, so that `braid-generate ... | braid-score - ...` scores "
       "while generation goes on. A rerun skips complete shards. Under mpirun the shards are dealt to the ranks "
-      "and --migrate-threshold moves the long tail to a few of them (RLHFuse section 4.2).",
+      "and --migrate-threshold moves the long tail to a few of them (RLHFuse section 4.2). "
+      "Fused: `braid-generate OPTIONS -- SCORE-OPTIONS` (SCORE-OPTIONS: braid-score's, without the shard list) "
+      "scores every shard in these processes as generation frees each rank, and prints the scored shards' paths "
+      "instead (docs/fusion.md).",
       "braid-generate"};
   app.add_option("--actor", o.actor, "Policy checkpoint (a .h5 file or the stem of its stage files); needs an LM head")
       ->required();
@@ -60,7 +66,10 @@ int main(int argc, char** argv) {
   app.add_option("--migrate-to", o.migrate_to, "Ranks that take the long tail over (the ones with the most left)")
       ->capture_default_str();
 
-  const int rc = braid::cli::run(app, argc, argv, [&] { return braid::gen::run_generate_stage(o, ranks); });
+  const int rc = braid::cli::run(app, static_cast<int>(split.before.size()), split.before.data(), [&] {
+    if (!split.fused) return braid::gen::run_generate_stage(o, ranks);
+    return braid::fuse::run_fused_rollout(o, braid::fuse::parse_score_options(split.after, cmdline), ranks);
+  });
   if (rc != 0 && ranks.size() > 1) {
     // Leave without finalising MPI: the other ranks may be waiting in a collective for
     // this one, and mpirun ends the whole job when a rank exits without finalizing.

@@ -1,69 +1,42 @@
 // braid-score: the reference, critic and reward passes over sample shards, then PPO's
 // KL-penalised GAE or GRPO's group advantages -> scored shards (docs/tools/score.md).
-#include "backend/device_option.hpp"
-#include "backend/dtype_option.hpp"
+// Under mpirun the ranks score disjoint parts of the shards (score/ranks.hpp).
+#include "comm/mpi.hpp"
 #include "core/cli.hpp"
 #include "score/command.hpp"
+#include "score/options.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <string>
-
-namespace {
-
-std::string shell_quote(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") ==
-                        std::string::npos) {
-    return s;
-  }
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-}  // namespace
+#include <vector>
 
 int main(int argc, char** argv) {
+  std::unique_ptr<braid::comm::MpiRuntime> mpi;
+  std::unique_ptr<braid::comm::Communicator> world;
+  if (braid::comm::launched_by_mpi()) {
+    mpi = std::make_unique<braid::comm::MpiRuntime>(&argc, &argv);
+    world = braid::comm::mpi_world();
+  }
   CLI::App app{"Score sample shards for RL: reference logprobs, critic values and rewards, then PPO's "
                "KL-penalised GAE (or GRPO's group advantages). Prints each scored shard's path on stdout as it "
-               "is written.",
+               "is written. Under mpirun each rank scores its part of the shards (whole GRPO groups).",
                "braid-score"};
   braid::score::CommandOptions o;
   app.add_option("shards", o.inputs, "Sample shards (braid-generate's), or '-' to read their paths from stdin, "
                                      "one a line, scoring each as it arrives")
       ->required();
-  app.add_option("-o,--output", o.out_dir, "Folder for the scored shards (made if missing)")->required();
-  app.add_option("--ref", o.ref, "Reference model checkpoint (LM head): adds /logprobs/ref and the KL penalty");
-  app.add_option("--critic", o.critic, "Critic checkpoint (value head): adds /values (PPO)");
-  app.add_option("--reward", o.reward, "Reward model checkpoint (value head at the last token)");
-  app.add_option("--reward-rule", o.reward_rule,
-                 "A built-in reward instead of a model: digits, chars:SET, length:N, regex:RE, or math (the "
-                 "response's final answer against the prompt line's \"answer\")");
-  app.add_option("--reward-cmd", o.reward_cmd,
-                 "An external scorer instead of a model: a shell command started once, fed one JSON line per "
-                 "sample (prompt, response, sample_id, the prompt line's extra fields), answering one number per line");
-  app.add_option("--reward-cmd-dir", o.reward_cmd_dir, "Working directory of the --reward-cmd scorer (default: ours)");
-  app.add_option("--reward-cmd-timeout", o.reward_cmd_timeout, "Seconds to wait for the scorer's next answer")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--tokenizer", o.tokenizer, "Tokenizer that decodes prompts and responses for --reward-rule and "
-                                             "--reward-cmd (byte or a tokenizer.json)")->capture_default_str();
-  app.add_option("--algorithm", o.algorithm, "ppo (critic + GAE) or grpo (group advantages, no critic)")
-      ->check(CLI::IsMember({"ppo", "grpo"}))->capture_default_str();
-  app.add_option("--kl-coef", o.kl_coef,
-                 "PPO per-token KL penalty coefficient (default 0.05 with --ref, 0 without)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--gamma", o.gamma, "GAE discount")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--lambda", o.lambda, "GAE lambda")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--std-eps", o.std_eps, "GRPO: advantage = (reward - group mean) / (group std + this)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--samples-per-prompt", o.samples_per_prompt,
-                 "GRPO group size (default: samples_per_prompt of the shards' generate config)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--micro-tokens", o.micro_tokens, "Tokens in one forward pass of a model")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--prefix", o.prefix, "Output names: PREFIX-<index of the input>.h5")->capture_default_str();
-  app.add_option("--threads", o.threads, "CPU backend threads (0: all cores of this process)")->capture_default_str();
-  braid::backend::add_device_option(app, o.device);
-  braid::backend::add_dtype_option(app, o.dtype);
-  app.add_option("--stats", o.stats, "Write timings (braid.stagestats JSON: ref_inf, critic_inf, reward_inf) here");
-  for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + shell_quote(i ? argv[i] : "braid-score");
-  return braid::cli::run(app, argc, argv, [&] { return braid::score::run_command(o); });
+  braid::score::add_score_options(app, o);
+  std::vector<std::string> words(argv, argv + argc);
+  if (!words.empty()) words.front() = "braid-score";
+  o.command_line = braid::score::quoted_command_line(words);
+  const int rc = braid::cli::run(app, argc, argv, [&] { return braid::score::run_command(o, world.get()); });
+  if (rc != 0 && world && world->size() > 1) {
+    // A failed rank leaves without finalising MPI: mpirun then ends the whole job
+    // instead of leaving the other ranks waiting for this one.
+    std::fflush(nullptr);
+    std::_Exit(rc);
+  }
+  return rc;
 }
