@@ -309,6 +309,9 @@ void read_kl_control(Checker& c, const json& score, RunSpec& spec) {
     spec.kl_coef_start = std::stod(coef->second);
     spec.score.erase(coef);
     if (!(spec.kl_coef_start > 0)) c.fail("score.kl_coef", "must be > 0 with score.kl_target (a coefficient of 0 never adapts)");
+  }
+}
+
 // The rollout's ranks, its long-tail migration and whether it is fused (docs/formats-run.md).
 void read_rollout(Checker& c, const json& gen, RunSpec& spec) {
   if (!gen.is_object()) return;
