@@ -281,7 +281,7 @@ RunSpec load_run_file(const fs::path& path) {
   c.format(doc, kRunFormat, kRunVersion);
   if (!doc.is_object()) c.check();
   c.no_unknown_keys(doc, "", {"format", "version", "comment", "algorithm", "models", "prompts", "tokenizer",
-                              "iterations", "seed", "threads", "device", "dtype", "generate", "score", "train"});
+                              "iterations", "seed", "threads", "device", "dtype", "async", "generate", "score", "train"});
   RunSpec spec;
   spec.file = path;
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
@@ -320,8 +320,22 @@ RunSpec load_run_file(const fs::path& path) {
     return doc.contains(key) ? c.object(doc, "", key) : empty;
   };
   const json& gen = section("generate");
-  c.no_unknown_keys(gen, "generate", keys_of(generate_settings()));
+  c.no_unknown_keys(gen, "generate", keys_of(generate_settings(), {"overcommit"}));
   spec.generate = read_settings(c, gen, "generate", generate_settings());
+  if (gen.contains("overcommit")) {
+    if (auto v = c.integer(gen, "generate", "overcommit", {.min = 0, .max = kMaxCount})) spec.overcommit = static_cast<int>(*v);
+  }
+  if (doc.contains("async")) {
+    if (!doc["async"].is_boolean()) {
+      c.fail("async", "expected true or false");
+    } else {
+      spec.async = doc["async"].get<bool>();
+    }
+  }
+  if (spec.async && spec.overcommit) {
+    c.fail("async", "does not go with generate.overcommit: a deferred sample's tokens would be more than one step "
+                    "stale (choose one; docs/overlap.md)");
+  }
   const json& score = section("score");
   c.no_unknown_keys(score, "score", keys_of(score_settings()));
   spec.score = read_settings(c, score, "score", score_settings());

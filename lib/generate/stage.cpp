@@ -9,6 +9,7 @@
 #include "generate/collector.hpp"
 #include "generate/generate.hpp"
 #include "generate/migrate.hpp"
+#include "generate/overcommit.hpp"
 #include "generate/prompts.hpp"
 #include "generate/shard_plan.hpp"
 #include "generate/stage_stats.hpp"
@@ -390,6 +391,9 @@ class StageRun {
 
 }  // namespace
 
-int run_generate_stage(const StageOptions& opt, const RankGroup& ranks) { return StageRun(opt, ranks).run(); }
+int run_generate_stage(const StageOptions& opt, const RankGroup& ranks) {
+  if (opt.overcommit >= 0) return run_overcommit_stage(opt, ranks);
+  return StageRun(opt, ranks).run();
+}
 
 }  // namespace braid::gen
