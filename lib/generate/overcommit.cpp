@@ -71,7 +71,6 @@ class OvercommitRun {
                                        .limit = o_.limit});
     batch_groups_ = static_cast<std::int64_t>(lines_.size());
     config_ = config_text();
-    clear_old_shards();
 
     // 1. What the previous iteration left: resumed first, in sample-id order.
     std::vector<Prompt> prompts;
@@ -98,6 +97,7 @@ class OvercommitRun {
         prompts.push_back(std::move(s.prompt));
       }
     }
+    clear_old_shards();
     // 2. Fresh prompts from the stream, up to B + D groups in all.
     const std::int64_t capacity = batch_groups_ + o_.overcommit;
     const std::int64_t fresh = std::max<std::int64_t>(0, capacity - static_cast<std::int64_t>(carried_groups.size()));
