@@ -15,13 +15,13 @@
 #
 #   bench/overlap/bench_overlap.sh [BIN_DIR] [OUT_DIR]     (defaults: build/bin, /tmp/braid-overlap)
 # Settings: ITERATIONS (4), PROMPTS (16), SAMPLES (1 per prompt), MAX_NEW_TOKENS (400),
-# OVERCOMMIT (4 groups), THREADS (1 per process), REPEATS (2; the fastest is shown).
+# OVERCOMMIT (4 groups), THREADS (1 per process), REPEATS (3; the fastest is shown).
 set -euo pipefail
 BIN=$(cd "${1:-build/bin}" && pwd)
 OUT=${2:-/tmp/braid-overlap}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 ITERATIONS=${ITERATIONS:-4} PROMPTS=${PROMPTS:-16} SAMPLES=${SAMPLES:-1} MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-400}
-OVERCOMMIT=${OVERCOMMIT:-4} THREADS=${THREADS:-1} REPEATS=${REPEATS:-2}
+OVERCOMMIT=${OVERCOMMIT:-4} THREADS=${THREADS:-1} REPEATS=${REPEATS:-3}
 rm -rf "$OUT"
 mkdir -p "$OUT"
 cd "$OUT"
@@ -41,8 +41,10 @@ JSON
 run_file '' '' > sync.json
 run_file '' ", \"overcommit\": $OVERCOMMIT" > overcommit.json
 run_file '"async": true,' '' > async.json
-for mode in sync overcommit async; do
-  for r in $(seq 1 "$REPEATS"); do
+# Interleaved (sync, overcommit, async, sync, ...), so that a change of the machine's load
+# falls on every mode alike.
+for r in $(seq 1 "$REPEATS"); do
+  for mode in sync overcommit async; do
     "$BIN/braid" run "$mode.json" -o "$mode-$r" -q > /dev/null
   done
 done
