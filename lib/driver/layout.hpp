@@ -5,6 +5,7 @@
 //   OUT/iter-0001/scored/scored-*.h5    braid-score's shards
 //   OUT/iter-0001/{generate,score,train}.stats.json
 //   OUT/iter-0001/actor.h5 critic.h5    (+ .optim.h5) the checkpoints iteration 2 starts from
+//   OUT/iter-0001/deferred.h5          with overcommit: the samples the next iteration resumes
 //   OUT/iter-0001/metrics.json          the iteration's summary; OUT/metrics.jsonl gathers them
 #pragma once
 
@@ -28,6 +29,8 @@ class Layout {
   std::filesystem::path stats_file(int iteration, std::string_view stage) const;
   // "actor" -> iter-000N/actor.h5
   std::filesystem::path checkpoint(int iteration, std::string_view model) const;
+  // braid-generate --overcommit's samples left out of the iteration's batch, resumed by the next.
+  std::filesystem::path deferred_file(int iteration) const { return iteration_dir(iteration) / "deferred.h5"; }
   std::filesystem::path iteration_metrics(int iteration) const { return iteration_dir(iteration) / "metrics.json"; }
   std::filesystem::path metrics_file() const { return out_ / "metrics.jsonl"; }
 

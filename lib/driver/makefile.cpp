@@ -79,7 +79,12 @@ std::string rule(const Step& step, const RunSpec& spec, const Tools& tools) {
     if (!d.empty() && std::find(dirs.begin(), dirs.end(), d) == dirs.end()) dirs.push_back(d);
   }
   for (const auto& d : dirs) text += fmt::format("\t@mkdir -p {}\n", recipe_word(d));
-  if (!step.stale.empty()) {
+  if (step.restart) {
+    // Never continued from a partial attempt: made again whole (generate --overcommit).
+    std::vector<std::string> stale;
+    for (const auto& p : step.stale) stale.push_back(recipe_word(p.string()));
+    text += fmt::format("\t@$(BRAID_LOCK) rm -rf {}\n", fmt::join(stale, " "));
+  } else if (!step.stale.empty()) {
     // An output older than an input was made from an older model: the tools would keep it, so it goes.
     std::vector<std::string> tests;
     for (const auto& out : step.outputs) {
@@ -110,6 +115,8 @@ std::string makefile_text(const RunSpec& spec, const Layout& layout, const Makef
   std::string text;
   text += fmt::format("# {}\n", opt.command_line);
   text += "# The run as make rules: `make` does what `braid run` does, and `make -j` is safe.\n"
+          "# With \"async\": true in the run file, `make -j2` runs an iteration's training beside the next\n"
+          "# iteration's generate | score, as braid run does (that rollout reads the actor one step older).\n"
           "# Paths are relative to the folder this was written from: run make there.\n\n";
   text += "SHELL := /bin/bash\n.SHELLFLAGS := -o pipefail -ec\n\n";
   for (const auto& tv : tool_vars(opt.tools)) text += fmt::format("{} ?= {}\n", tv.var, recipe_word(tv.path));

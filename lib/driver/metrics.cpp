@@ -60,7 +60,7 @@ std::optional<double> score_kl_coef(const std::string& config) {
 
 }  // namespace
 
-ordered_json iteration_metrics(const Layout& layout, int iteration) {
+ordered_json iteration_metrics(const Layout& layout, int iteration, std::optional<double> wall_seconds) {
   std::int64_t sequences = 0, response_tokens = 0, kl_tokens = 0;
   double reward_sum = 0, kl_sum = 0;
   std::optional<double> kl_coef;
@@ -90,14 +90,22 @@ ordered_json iteration_metrics(const Layout& layout, int iteration) {
   if (kl_tokens > 0) m["kl"] = kl_sum / static_cast<double>(kl_tokens);
   if (kl_coef) m["kl_coef"] = *kl_coef;
   ordered_json seconds = ordered_json::object();
-  json train_stats;
+  json train_stats, generate_stats;
   for (const char* stage : {"generate", "score", "train"}) {
     const json stats = read_stats(layout.stats_file(iteration, stage));
     if (stats.contains("wall_seconds") && stats["wall_seconds"].is_number()) seconds[stage] = stats["wall_seconds"];
     if (std::string_view(stage) == "train") train_stats = stats;
+    if (std::string_view(stage) == "generate") generate_stats = stats;
   }
+  if (wall_seconds) seconds["iteration"] = *wall_seconds;
   m["seconds"] = seconds;
   m["train"] = train_figures(train_stats);
+  if (generate_stats.contains("overcommit") && generate_stats["overcommit"].is_object()) {
+    m["overcommit"] = ordered_json::parse(generate_stats["overcommit"].dump());
+  }
+  if (train_stats.contains("staleness") && train_stats["staleness"].is_object()) {
+    m["staleness"] = ordered_json::parse(train_stats["staleness"].dump());
+  }
   return m;
 }
 
@@ -112,6 +120,13 @@ std::string summary_line(const ordered_json& m) {
                                      {"actor_train.entropy", "entropy"}}) {
       if (t.contains(key)) line += fmt::format("  {} {:.4g}", label, t[key].get<double>());
     }
+  }
+  if (m.contains("overcommit")) {
+    const auto& o = m["overcommit"];
+    line += fmt::format("  deferred {} (resumed {})", o.value("deferred_samples", 0), o.value("resumed_samples", 0));
+  }
+  if (m.contains("staleness") && m["staleness"].value("max", 0) > 0) {
+    line += fmt::format("  staleness <= {}", m["staleness"].value("max", 0));
   }
   if (m.contains("seconds")) {
     line += "  |";

@@ -148,25 +148,41 @@ std::vector<Step> init_steps(const RunSpec& spec, const Layout& layout, const Pl
   return steps;
 }
 
+int rollout_policy(const RunSpec& spec, int i) { return std::max(0, spec.async ? i - 2 : i - 1); }
+
 Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i) {
-  const fs::path actor = actor_after(spec, layout, i - 1);
+  const int policy = rollout_policy(spec, i);
+  const fs::path actor = actor_after(spec, layout, policy);
   const fs::path gen_stats = layout.stats_file(i, "generate");
   const fs::path score_stats = layout.stats_file(i, "score");
   Step step{.name = fmt::format("iteration {} generate | score", i), .pipeline = {}, .inputs = {},
             .outputs = {gen_stats, score_stats},
             .stale = {layout.samples_dir(i), layout.scored_dir(i), gen_stats, score_stats}};
 
-  add_inputs(step, model_files(spec, layout, "actor", i - 1));
+  add_inputs(step, model_files(spec, layout, "actor", policy));
   add_inputs(step, {spec.prompts});
 
+  // With overcommit, sample ids run on across iterations, so one seed gives every sample its
+  // own stream and a deferred sample continues its own (docs/overlap.md).
   Argv gen;
   if (spec.rollout_ranks > 1) gen = mpirun_prefix(spec, opt, spec.rollout_ranks);
   gen.insert(gen.end(), {opt.tools.generate, "--actor", actor.string(), "--prompts", spec.prompts.string(),
                          "-o", layout.samples_dir(i).string(), "--tokenizer", spec.tokenizer,
-                         "--seed", iteration_seed(spec, i), "--stats", gen_stats.string()});
+                         "--seed", iteration_seed(spec, spec.overcommit ? 0 : i), "--stats", gen_stats.string()});
   append(gen, spec.generate);
   if (spec.migrate_threshold) gen.insert(gen.end(), {"--migrate-threshold", *spec.migrate_threshold});
   if (spec.migrate_to) gen.insert(gen.end(), {"--migrate-to", std::to_string(*spec.migrate_to)});
+  if (spec.overcommit) {
+    gen.insert(gen.end(), {"--overcommit", std::to_string(*spec.overcommit), "--deferred-out",
+                           layout.deferred_file(i).string()});
+    if (i > 1) {
+      gen.insert(gen.end(), {"--resume-deferred", layout.deferred_file(i - 1).string()});
+      add_inputs(step, {layout.deferred_file(i - 1)});
+    }
+    step.outputs.push_back(layout.deferred_file(i));
+    step.stale.push_back(layout.deferred_file(i));
+    step.restart = true;
+  }
   append_common(gen, spec, opt);
 
   Argv score = {opt.tools.score, "-", "-o", layout.scored_dir(i).string(), "--tokenizer", spec.tokenizer,
@@ -176,9 +192,9 @@ Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& 
     add_inputs(step, start_files(*ref));
   }
   if (spec.uses_critic()) {
-    const fs::path critic = critic_after(spec, layout, i - 1);
+    const fs::path critic = critic_after(spec, layout, policy);
     score.insert(score.end(), {"--critic", critic.string()});
-    add_inputs(step, model_files(spec, layout, "critic", i - 1));
+    add_inputs(step, model_files(spec, layout, "critic", policy));
   }
   if (auto reward = reward_checkpoint(spec, layout)) {
     score.insert(score.end(), {"--reward", reward->string()});
@@ -251,6 +267,8 @@ Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& op
     argv.insert(argv.end(), {"--schedule", spec.schedule->string()});
     add_inputs(step, {*spec.schedule});
   }
+  // Async: the samples come from the actor one step behind this one, never more.
+  if (spec.async) argv.insert(argv.end(), {"--max-staleness", "1"});
   append(argv, spec.train);
   // An LR decay spans the whole run: this iteration and those after it, each as long.
   const bool decays = std::any_of(spec.train.begin(), spec.train.end(), [](const auto& f) {
@@ -261,6 +279,24 @@ Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& op
   step.pipeline.push_back(Command{.stage = "train", .argv = std::move(argv), .shards_from = layout.scored_dir(i),
                                   .shards_pattern = "scored-*.h5", .shards_at = shards_at});
   return step;
+}
+
+std::vector<std::vector<Step>> step_groups(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
+  std::vector<std::vector<Step>> groups;
+  if (!spec.async) {
+    for (int i = 1; i <= spec.iterations; ++i) {
+      groups.push_back({rollout_step(spec, layout, opt, i)});
+      groups.push_back({train_step(spec, layout, opt, i)});
+    }
+    return groups;
+  }
+  groups.push_back({rollout_step(spec, layout, opt, 1)});
+  for (int i = 1; i <= spec.iterations; ++i) {
+    std::vector<Step> g{train_step(spec, layout, opt, i)};
+    if (i < spec.iterations) g.push_back(rollout_step(spec, layout, opt, i + 1));
+    groups.push_back(std::move(g));
+  }
+  return groups;
 }
 
 }  // namespace braid::driver

@@ -47,6 +47,9 @@ struct Step {
   std::vector<std::filesystem::path> inputs;
   std::vector<std::filesystem::path> outputs;
   std::vector<std::filesystem::path> stale;
+  // Partial outputs of an interrupted run are not reused: `stale` is removed before every
+  // run (generate --overcommit makes its batch again whole from the same deferred file).
+  bool restart = false;
 };
 
 // Extra arguments every stage tool gets (-q, -v) when braid run passes its own on.
@@ -64,9 +67,18 @@ std::optional<std::filesystem::path> reward_checkpoint(const RunSpec& spec, cons
 
 // `braid init` of each model the run file gives an "init" block (iteration 0).
 std::vector<Step> init_steps(const RunSpec& spec, const Layout& layout, const PlanOptions& opt);
+// The actor (and critic) iteration i generates and scores with: that of iteration i-1, or
+// under "async" of i-2 (the one-step asynchronous mode: i's rollout runs while i-1 trains).
+int rollout_policy(const RunSpec& spec, int iteration);
+
 // Iteration i (from 1): generate | score, then train.
 Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int iteration);
 Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int iteration);
+
+// The steps in the order `braid run` runs them, the steps of a group at once: sync,
+// {rollout i}, {train i} for each i; async, {rollout 1}, {train 1, rollout 2}, ...,
+// {train n}.
+std::vector<std::vector<Step>> step_groups(const RunSpec& spec, const Layout& layout, const PlanOptions& opt);
 
 // The checkpoints an iteration's training writes (the step's outputs).
 std::vector<std::filesystem::path> trained_checkpoints(const RunSpec& spec, const Layout& layout, int iteration);

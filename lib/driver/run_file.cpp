@@ -453,7 +453,7 @@ RunSpec load_run_file(const fs::path& path) {
   c.format(doc, kRunFormat, kRunVersion);
   if (!doc.is_object()) c.check();
   c.no_unknown_keys(doc, "", {"format", "version", "comment", "algorithm", "models", "prompts", "tokenizer",
-                              "iterations", "seed", "threads", "device", "dtype", "generate", "score", "train",
+                              "iterations", "seed", "threads", "device", "dtype", "async", "generate", "score", "train",
                               "mpirun", "plan"});
   RunSpec spec;
   spec.file = path;
@@ -493,7 +493,7 @@ RunSpec load_run_file(const fs::path& path) {
     return doc.contains(key) ? c.object(doc, "", key) : empty;
   };
   const json& gen = section("generate");
-  c.no_unknown_keys(gen, "generate", keys_of(generate_settings(), {"ranks", "migrate_threshold", "migrate_to", "fuse"}));
+  c.no_unknown_keys(gen, "generate", keys_of(generate_settings(), {"ranks", "migrate_threshold", "migrate_to", "fuse", "overcommit"}));
   spec.generate = read_settings(c, gen, "generate", generate_settings());
   if (doc.contains("plan")) {
     if (auto p = c.string(doc, "", "plan")) {
@@ -503,6 +503,23 @@ RunSpec load_run_file(const fs::path& path) {
   }
   read_rollout(c, gen, spec);
   if (doc.contains("mpirun")) read_mpirun(c, c.object(doc, "", "mpirun"), dir, spec);
+  if (gen.contains("overcommit")) {
+    if (auto v = c.integer(gen, "generate", "overcommit", {.min = 0, .max = kMaxCount})) spec.overcommit = static_cast<int>(*v);
+  }
+  if (doc.contains("async")) {
+    if (!doc["async"].is_boolean()) {
+      c.fail("async", "expected true or false");
+    } else {
+      spec.async = doc["async"].get<bool>();
+    }
+  }
+  if (spec.async && spec.overcommit) {
+    c.fail("async", "does not go with generate.overcommit: a deferred sample's tokens would be more than one step "
+                    "stale (choose one; docs/overlap.md)");
+  }
+  if (spec.overcommit && spec.rollout_ranks > 1) {
+    c.fail("generate.overcommit", "runs in one process: not with generate.ranks > 1 (docs/overlap.md)");
+  }
   const json& score = section("score");
   c.no_unknown_keys(score, "score", keys_of(score_settings(), {"kl_target", "kl_horizon"}));
   spec.score = read_settings(c, score, "score", score_settings());

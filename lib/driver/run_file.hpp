@@ -74,6 +74,12 @@ struct RunSpec {
   // Pipeline stages the fused pipeline trains (and writes as stage files) each model in.
   int actor_stages = 1;
   int critic_stages = 1;
+  // OPPO's overcommit and defer (generate.overcommit: extra groups per iteration; absent:
+  // off); docs/overlap.md.
+  std::optional<int> overcommit;
+  // One-step asynchronous mode ("async": true): iteration i+1 generates with the actor of
+  // iteration i-1 while iteration i trains.
+  bool async = false;
 
   bool uses_critic() const { return algorithm == "ppo"; }
 };

@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -215,23 +217,36 @@ bool step_due(const Step& step) {
   return has_stale_output(step);
 }
 
-void execute_step(const Step& step) {
-  if (has_stale_output(step)) {
-    log::info("{}: outputs are older than their inputs; starting it afresh", step.name);
-    for (const auto& p : step.stale) {
-      std::error_code ec;
-      fs::remove_all(p, ec);
+void execute_step(const Step& step) { execute_steps({step}); }
+
+void execute_steps(const std::vector<Step>& steps) {
+  std::vector<std::vector<Process>> pipelines;
+  for (const Step& step : steps) {
+    if (step.restart || has_stale_output(step)) {
+      if (!step.restart) log::info("{}: outputs are older than their inputs; starting it afresh", step.name);
+      for (const auto& p : step.stale) {
+        std::error_code ec;
+        fs::remove_all(p, ec);
+      }
+    }
+    std::vector<Process>& processes = pipelines.emplace_back();
+    for (const auto& c : step.pipeline) {
+      if (c.shards_from) fs::create_directories(*c.shards_from);
+      processes.push_back(Process{.stage = c.stage, .argv = expand_shards(c)});
+    }
+    for (const auto& out : step.outputs) {
+      if (out.has_parent_path()) fs::create_directories(out.parent_path());
     }
   }
-  std::vector<Process> processes;
-  for (const auto& c : step.pipeline) {
-    if (c.shards_from) fs::create_directories(*c.shards_from);
-    processes.push_back(Process{.stage = c.stage, .argv = expand_shards(c)});
+  if (auto failure = run_pipelines(pipelines)) {
+    std::string names;
+    for (const Step& step : steps) {
+      for (const auto& c : step.pipeline) {
+        if (c.stage == failure->stage) names = step.name;
+      }
+    }
+    throw StageFailed(names.empty() ? steps.front().name : names, *failure);
   }
-  for (const auto& out : step.outputs) {
-    if (out.has_parent_path()) fs::create_directories(out.parent_path());
-  }
-  if (auto failure = run_pipeline(processes)) throw StageFailed(step.name, *failure);
 }
 
 RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
@@ -245,17 +260,38 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
   for (const auto& step : init_steps(spec, layout, opt)) {
     if (step_due(step) || checkpoints_damaged(step)) execute_step(step);
   }
+  // rolled_out[i]: iteration i's rollout ran now, so its training must too.
+  std::vector<bool> rolled_out(static_cast<std::size_t>(spec.iterations) + 2, false);
   for (int i = 1; i <= spec.iterations; ++i) {
     const Step rollout = rollout_step(spec, layout, opt, i);
     const Step train = train_step(spec, layout, opt, i);
     const bool rollout_due = step_due(rollout) || scored_shards_damaged(layout, i, rollout);
-    if (!rollout_due && !step_due(train) && !checkpoints_damaged(train)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (rollout_due) {
+      log::info("iteration {} of {}: {}", i, spec.iterations, rollout.name);
+      execute_step(rollout);
+      rolled_out[static_cast<std::size_t>(i)] = true;
+    }
+    std::vector<Step> group;
+    if (rolled_out[static_cast<std::size_t>(i)] || step_due(train) || checkpoints_damaged(train)) group.push_back(train);
+    // Async: the next rollout reads nothing this training writes (rollout_policy), so the
+    // two run at once, as two processes (pipelines) side by side.
+    if (spec.async && i < spec.iterations) {
+      const Step next = rollout_step(spec, layout, opt, i + 1);
+      if (step_due(next) || scored_shards_damaged(layout, i + 1, next)) {
+        group.push_back(next);
+        rolled_out[static_cast<std::size_t>(i) + 1] = true;
+      }
+    }
+    const bool ran = rollout_due || !group.empty();
+    if (group.empty()) {
       log::debug("iteration {} is complete", i);
     } else {
-      log::info("iteration {} of {}", i, spec.iterations);
-      if (rollout_due) execute_step(rollout);
-      execute_step(train);
-      ++result.iterations_run;
+      std::vector<std::string> names;
+      for (const Step& s : group) names.push_back(s.name);
+      log::info("iteration {} of {}: {}", i, spec.iterations, fmt::join(names, " beside "));
+      execute_steps(group);
+      if (group.front().name == train.name) ++result.iterations_run;
     }
     // metrics.json follows the checkpoints: recomputed whenever they are newer.
     const fs::path metrics = layout.iteration_metrics(i);
@@ -263,7 +299,9 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
     const auto trained = newest_input(Step{.name = "", .pipeline = {}, .inputs = train.outputs, .outputs = {},
                                            .stale = {}});
     if (!written || (trained && *written < *trained)) {
-      const ordered_json m = iteration_metrics(layout, i);
+      const ordered_json m = iteration_metrics(
+          layout, i, ran ? std::optional(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
+                         : std::nullopt);
       write_text_file(metrics.string(), m.dump() + "\n");
       log::info("{}", summary_line(m));
     }
@@ -275,19 +313,27 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
 }
 
 std::vector<std::string> dry_run(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
-  std::vector<Step> steps = init_steps(spec, layout, opt);
-  for (int i = 1; i <= spec.iterations; ++i) {
-    steps.push_back(rollout_step(spec, layout, opt, i));
-    steps.push_back(train_step(spec, layout, opt, i));
-  }
   std::vector<std::string> lines;
   bool rewritten = false;  // an earlier step would run: everything after reads its new outputs
-  for (const auto& step : steps) {
+  for (const auto& step : init_steps(spec, layout, opt)) {
     // The start models are made independently of each other; the iterations form a chain.
-    const bool chained = step.name.rfind("init ", 0) != 0;
-    if ((chained && rewritten) || step_due(step)) {
+    if (step_due(step)) {
       lines.push_back(pipeline_line(step));
       rewritten = true;
+    }
+  }
+  // Steps that run at once are one shell line: each but the last in the background, then `wait`.
+  for (const auto& group : step_groups(spec, layout, opt)) {
+    std::vector<std::string> parts;
+    for (const auto& step : group) {
+      if (rewritten || step_due(step)) parts.push_back(pipeline_line(step));
+    }
+    if (parts.empty()) continue;
+    rewritten = true;
+    if (parts.size() == 1) {
+      lines.push_back(parts.front());
+    } else {
+      lines.push_back(fmt::format("{} & {}; wait", fmt::join(parts.begin(), parts.end() - 1, " & "), parts.back()));
     }
   }
   return lines;

@@ -30,6 +30,9 @@ bool step_due(const Step& step);
 
 // Runs one step (clearing its stale outputs first); throws StageFailed.
 void execute_step(const Step& step);
+// Runs several steps at once (each one's pipeline beside the others'); throws StageFailed
+// for the first to fail, after ending the others.
+void execute_steps(const std::vector<Step>& steps);
 
 struct RunResult {
   int iterations_run = 0;                  // iterations whose training ran now

@@ -135,7 +135,9 @@ std::string ProcessFailure::describe() const {
 
 namespace {
 
-std::optional<ProcessFailure> run_children(const std::vector<Process>& processes, SignalForwarding& forwarding) {
+// feeds_next[i]: process i's stdout is process i + 1's stdin (else /dev/null).
+std::optional<ProcessFailure> run_children(const std::vector<Process>& processes, const std::vector<bool>& feeds_next,
+                                           SignalForwarding& forwarding) {
   Fd devnull;
   devnull.fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (devnull.fd < 0) throw std::runtime_error(fmt::format("cannot open /dev/null: {}", std::strerror(errno)));
@@ -151,7 +153,7 @@ std::optional<ProcessFailure> run_children(const std::vector<Process>& processes
   for (std::size_t i = 0; i < processes.size(); ++i) {
     Fd read_end, write_end;
     int out = devnull.fd;
-    if (i + 1 < processes.size()) {
+    if (feeds_next[i]) {
       int fds[2];
       if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
       read_end.fd = fds[0];
@@ -168,6 +170,7 @@ std::optional<ProcessFailure> run_children(const std::vector<Process>& processes
       forwarding.watch(i, pid);
     }
     // The parent keeps no pipe ends, so each reader sees EOF when its writer exits.
+    upstream.reset();
     upstream.fd = read_end.fd;
     read_end.fd = -1;
   }
@@ -206,12 +209,24 @@ std::optional<ProcessFailure> run_children(const std::vector<Process>& processes
 }  // namespace
 
 std::optional<ProcessFailure> run_pipeline(const std::vector<Process>& processes) {
+  return run_pipelines({processes});
+}
+
+std::optional<ProcessFailure> run_pipelines(const std::vector<std::vector<Process>>& pipelines) {
+  std::vector<Process> processes;
+  std::vector<bool> feeds_next;
+  for (const auto& p : pipelines) {
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      processes.push_back(p[i]);
+      feeds_next.push_back(i + 1 < p.size());
+    }
+  }
   if (processes.empty()) return std::nullopt;
   if (processes.size() > static_cast<std::size_t>(kMaxChildren)) throw std::invalid_argument("too many processes");
   std::optional<ProcessFailure> first;
   {
     SignalForwarding forwarding;
-    first = run_children(processes, forwarding);
+    first = run_children(processes, feeds_next, forwarding);
   }
   SignalForwarding::raise_received();
   return first;

@@ -31,4 +31,10 @@ struct ProcessFailure {
 // A process that cannot be started fails with exit code 127.
 std::optional<ProcessFailure> run_pipeline(const std::vector<Process>& processes);
 
+// Several pipelines at once (`braid run`'s asynchronous mode: one iteration's training
+// beside the next one's generate | score): each pipeline's processes piped as above,
+// the pipelines independent of each other. Waits for all; the first failure ends every
+// process of every pipeline, and is returned.
+std::optional<ProcessFailure> run_pipelines(const std::vector<std::vector<Process>>& pipelines);
+
 }  // namespace braid::driver

@@ -9,6 +9,7 @@
 #include "generate/collector.hpp"
 #include "generate/generate.hpp"
 #include "generate/migrate.hpp"
+#include "generate/overcommit.hpp"
 #include "generate/prompts.hpp"
 #include "generate/shard_plan.hpp"
 #include "generate/stage_stats.hpp"
@@ -406,6 +407,7 @@ class StageRun {
 }  // namespace
 
 int run_generate_stage(const StageOptions& opt, const RankGroup& ranks, const StageHooks& hooks) {
+  if (opt.overcommit >= 0) return run_overcommit_stage(opt, ranks);
   return StageRun(opt, ranks, hooks).run();
 }
 

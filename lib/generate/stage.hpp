@@ -36,6 +36,11 @@ struct StageOptions {
   backend::DType dtype = backend::DType::f32;   // storage of the actor's weights (--dtype)
   std::string migrate_threshold;     // "" = off; a count or a fraction (migrate.hpp)
   int migrate_to = 1;
+  // Overcommit and defer (overcommit.hpp): extra groups started beyond the batch; -1: off
+  // (fixed shards of every prompt, nothing carried between iterations).
+  int overcommit = -1;
+  std::string resume_deferred;       // the previous iteration's deferred file ("" = none)
+  std::string deferred_out;          // where this iteration's deferred samples go (required with overcommit)
   std::string created_by;            // the command line, for meta.created_by
 };
 

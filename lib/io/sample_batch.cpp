@@ -40,6 +40,7 @@ std::size_t SampleBatch::add(std::span<const std::int32_t> sequence, std::int32_
     auto& arr = this->*f.member;
     if (arr) arr->resize(arr->size() + sequence.size(), 0.0f);
   }
+  if (policy_step) policy_step->resize(policy_step->size() + sequence.size(), 0);
   return size() - 1;
 }
 
@@ -101,6 +102,10 @@ std::vector<std::string> layout_problems(const SampleLayout& l) {
       out.push_back(fmt::format("/{}: has {} entries, expected {} (the length of /tokens)", path, len, l.tokens));
     }
   }
+  if (l.policy_steps && *l.policy_steps != l.tokens) {
+    out.push_back(fmt::format("/policy_step: has {} entries, expected {} (the length of /tokens)", *l.policy_steps,
+                              l.tokens));
+  }
   const int origin_parts = int(l.origin_lines.has_value()) + int(l.extra_offsets.has_value()) + int(l.extra_bytes.has_value());
   if (origin_parts != 0 && origin_parts != 3) {
     out.push_back("/prompt: needs all of /prompt/line, /prompt/extra and /prompt/extra_offsets, or none");
@@ -141,6 +146,7 @@ std::vector<std::string> SampleBatch::problems() const {
     const auto& arr = this->*f.member;
     if (arr) l.token_arrays.emplace_back(f.path, static_cast<std::int64_t>(arr->size()));
   }
+  if (policy_step) l.policy_steps = static_cast<std::int64_t>(policy_step->size());
   if (origin) {
     l.origin_lines = static_cast<std::int64_t>(origin->size());
     std::vector<std::int64_t> eo{0};

@@ -44,6 +44,10 @@ struct SampleBatch {
   std::optional<std::vector<float>> values;          // critic's value at the position that produced token t
   std::optional<std::vector<float>> advantages;      // GAE advantage of token t
   std::optional<std::vector<float>> returns;         // value target of token t
+  // The actor's training step that sampled token t (0 on the prompt). Absent in shards
+  // from before it was kept: every token then comes from the shard's meta.policy_step.
+  // A sample deferred across iterations (overcommit) holds tokens of several steps.
+  std::optional<std::vector<std::int64_t>> policy_step;
 
   std::size_t size() const noexcept { return prompt_len.size(); }
   std::size_t token_count() const noexcept { return tokens.size(); }
@@ -86,6 +90,7 @@ struct SampleLayout {
   std::int64_t sample_ids = 0;
   std::optional<std::int64_t> rewards;
   std::vector<std::pair<std::string, std::int64_t>> token_arrays;  // path, length
+  std::optional<std::int64_t> policy_steps;  // /policy_step's length
   // The prompt origins (all three present or none): /prompt/line's length,
   // /prompt/extra_offsets in full, /prompt/extra's length in bytes.
   std::optional<std::int64_t> origin_lines;

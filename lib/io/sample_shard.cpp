@@ -24,9 +24,10 @@ constexpr const char* kReward = "reward";
 constexpr const char* kPromptLine = "prompt/line";
 constexpr const char* kPromptExtra = "prompt/extra";
 constexpr const char* kPromptExtraOffsets = "prompt/extra_offsets";
+constexpr const char* kPolicyStep = "policy_step";
 
 bool known_dataset(const std::string& path) {
-  for (const char* p : {kTokens, kOffsets, kPromptLen, kSampleId, kReward, kPromptLine, kPromptExtra, kPromptExtraOffsets}) {
+  for (const char* p : {kTokens, kOffsets, kPromptLen, kSampleId, kReward, kPromptLine, kPromptExtra, kPromptExtraOffsets, kPolicyStep}) {
     if (path == p) return true;
   }
   for (const auto& f : token_array_fields()) {
@@ -59,6 +60,7 @@ SampleLayout read_layout(const h5::File& f) {
   for (const auto& field : token_array_fields()) {
     if (f.has_dataset(field.path)) l.token_arrays.emplace_back(field.path, f.length_1d<float>(field.path));
   }
+  if (f.has_dataset(kPolicyStep)) l.policy_steps = f.length_1d<std::int64_t>(kPolicyStep);
   if (f.has_dataset(kPromptLine)) l.origin_lines = f.length_1d<std::int64_t>(kPromptLine);
   if (f.has_dataset(kPromptExtraOffsets)) l.extra_offsets = f.read_1d<std::int64_t>(kPromptExtraOffsets);
   if (f.has_dataset(kPromptExtra)) l.extra_bytes = f.length_1d<std::uint8_t>(kPromptExtra);
@@ -85,6 +87,7 @@ void write_sample_shard(const std::filesystem::path& path, const SampleBatch& ba
   f.write_1d<std::int32_t>(kPromptLen, batch.prompt_len);
   f.write_1d<std::int64_t>(kSampleId, batch.sample_id);
   if (batch.reward) f.write_1d<float>(kReward, *batch.reward);
+  if (batch.policy_step) f.write_1d<std::int64_t>(kPolicyStep, *batch.policy_step);
   if (batch.origin) {
     std::vector<std::int64_t> lines, offsets{0};
     std::vector<std::uint8_t> bytes;
@@ -127,6 +130,20 @@ SampleShard read_sample_shard(const std::filesystem::path& path) {
     }
   }
   if (layout.rewards) b.reward = f.read_1d<float>(kReward);
+  if (layout.policy_steps) {
+    b.policy_step = f.read_1d<std::int64_t>(kPolicyStep);
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      for (std::size_t t = b.response_begin(i); t < b.end(i); ++t) {
+        const std::int64_t step = (*b.policy_step)[t];
+        if (step < 0 || step > s.meta.policy_step) {
+          throw InputError(f.name(), "/policy_step",
+                           fmt::format("token {} of sequence {} has step {}, expected 0..{} (the shard's "
+                                       "policy_step: no token comes from a later policy)",
+                                       t - b.begin(i), i, step, s.meta.policy_step));
+        }
+      }
+    }
+  }
   if (layout.extra_offsets) {
     const auto lines = f.read_1d<std::int64_t>(kPromptLine);
     const auto bytes = f.read_1d<std::uint8_t>(kPromptExtra);
@@ -160,6 +177,7 @@ SampleShardInfo probe_sample_shard(const std::filesystem::path& path) {
   info.tokens = layout.tokens;
   info.has_reward = layout.rewards.has_value();
   for (const auto& [p, _] : layout.token_arrays) info.token_arrays.push_back(p);
+  if (layout.policy_steps) info.token_arrays.emplace_back(kPolicyStep);
   for (const auto& p : f.dataset_paths()) {
     if (!known_dataset(p)) info.other_datasets.push_back(p);
   }

@@ -105,12 +105,13 @@ void save_all(const std::vector<Trainee*>& trainees, const std::string& created_
 }
 
 void write_stats(const CommonTrainOptions& c, Clock::time_point t0, const io::SampleBatch& batch,
-                 const std::vector<CallRecord>& records) {
+                 const std::vector<CallRecord>& records, const ordered_json& extra) {
   if (c.stats.empty()) return;
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  write_text_file(c.stats, train_stats_json(wall, static_cast<std::int64_t>(batch.size()),
-                                            static_cast<std::int64_t>(batch.token_count()), records)
-                                   .dump(2) + "\n");
+  json doc = train_stats_json(wall, static_cast<std::int64_t>(batch.size()), static_cast<std::int64_t>(batch.token_count()),
+                              records);
+  for (const auto& [key, value] : extra.items()) doc[key] = json::parse(value.dump());
+  write_text_file(c.stats, doc.dump(2) + "\n");
 }
 
 bool already_done(const std::vector<Trainee*>& trainees, const DataParallelRanks& ranks) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "checkpoint/checkpoint.hpp"
+#include "core/json.hpp"
 #include "train/commands.hpp"
 #include "train/data_parallel.hpp"
 #include "train/objective.hpp"
@@ -44,8 +45,9 @@ std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& e
 // New checkpoints (step + 1) with their optimizer state; the weight files on stdout.
 // Collective over data-parallel ranks: the lead alone writes and lists.
 void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by, bool lead = true);
+// `extra`'s keys are added to the document's top level ("staleness").
 void write_stats(const CommonTrainOptions& c, Clock::time_point t0, const io::SampleBatch& batch,
-                 const std::vector<CallRecord>& records);
+                 const std::vector<CallRecord>& records, const ordered_json& extra = ordered_json::object());
 // A rerun after an interruption: every output already there, at the step it would get
 // (logged, printed again by the lead). Collective over the ranks, which all answer alike.
 bool already_done(const std::vector<Trainee*>& trainees, const DataParallelRanks& ranks);

@@ -9,6 +9,7 @@
 #include "train/command_steps.hpp"
 #include "train/objectives.hpp"
 #include "train/rl_session.hpp"
+#include "train/staleness.hpp"
 #include "train/train_inputs.hpp"
 
 #include <algorithm>
@@ -102,24 +103,29 @@ int run_rl(const RlCommand& c) {
   session->prepare();
 
   const auto configs = session->configs();
+  Staleness staleness;
   TrainingShards shards =
       read_training_shards(c.inputs, required_arrays(c), [&](const std::filesystem::path& p, const io::SampleBatch& b, std::size_t first) {
         // configs() holds the actor's, then the critic's (PPO): say which one is too small.
         for (std::size_t m = 0; m < configs.size(); ++m) {
           check_sequences_fit(b, first, configs[m], p.string(), m == 0 ? "actor" : "critic");
         }
+        staleness.add(measure_staleness(b, first, session->actor_step(), c.max_staleness >= 0 ? std::optional(c.max_staleness) : std::nullopt, p.string()));
         log::debug("read {} ({} sequences so far)", p.string(), b.size());
       });
   log::info("{} sequences, {} tokens from {} shards (policy step {}; actor step {}); {}", shards.batch.size(),
             shards.batch.token_count(), shards.files.size(), shards.policy_step, session->actor_step(),
             session->describe());
-  if (shards.policy_step != session->actor_step()) {
-    log::warn("the samples come from policy step {}, the actor is at step {}", shards.policy_step, session->actor_step());
+  if (staleness.max > 0) {
+    log::info("{} of {} response tokens come from older policies (at most {} steps behind the actor's {}, mean {:.3f}); "
+              "each is weighted by the ratio to the logprob its own policy gave it",
+              staleness.stale_tokens, staleness.tokens, staleness.max, session->actor_step(),
+              staleness.to_json()["mean"].get<double>());
   }
   prepare_advantages(c, session->backend(), shards.batch);
   const auto records = run_loop(shards.batch, session->engine(), loop_options(c.common, 1), c.common);
   session->save(c.common.created_by);
-  if (session->lead()) write_stats(c.common, t0, shards.batch, records);
+  if (session->lead()) write_stats(c.common, t0, shards.batch, records, {{"staleness", staleness.to_json()}});
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "train/micro_batches.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,7 @@ struct RlCommand {
   double kl_coef = 0.04;              // GRPO only
   bool normalize_advantages = false;  // whiten advantages over the whole input before training
   std::string schedule;               // fused pipeline (not in the single-process trainer)
+  std::int64_t max_staleness = -1;    // refuse tokens more steps behind the actor; < 0: no bound (train/staleness.hpp)
 };
 
 struct TextCommand {

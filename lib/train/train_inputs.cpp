@@ -6,6 +6,7 @@
 #include "core/log.hpp"
 #include "io/sample_shard.hpp"
 #include "tokenizer/chat_template.hpp"
+#include "train/staleness.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <fmt/format.h>
@@ -32,6 +33,8 @@ void append(io::SampleBatch& into, const io::SampleBatch& from, bool first) {
     if (dst) dst->insert(dst->end(), src->begin(), src->end());
   };
   merge(into.reward, from.reward);
+  if (first) into.policy_step.emplace();
+  into.policy_step->insert(into.policy_step->end(), from.policy_step->begin(), from.policy_step->end());
   for (const auto& f : io::token_array_fields()) merge(into.*f.member, from.*f.member);
 }
 
@@ -48,6 +51,7 @@ void add_shard(TrainingShards& out, const std::filesystem::path& path, std::span
     }
   }
   const bool first = out.files.empty();
+  fill_policy_steps(s.batch, s.meta.policy_step);
   if (first) {
     out.policy_step = s.meta.policy_step;
     out.config = s.meta.config;

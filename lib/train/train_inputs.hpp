@@ -19,7 +19,8 @@ class Tokenizer;
 namespace braid::train {
 
 struct TrainingShards {
-  io::SampleBatch batch;            // every input's sequences, in input order
+  io::SampleBatch batch;            // every input's sequences, in input order; policy_step always
+                                    // present (from meta.policy_step for shards without it)
   std::vector<std::filesystem::path> files;
   std::int64_t policy_step = -1;    // the inputs' meta.policy_step (the first's; a mismatch is warned)
   std::string config;               // the first input's meta.config

@@ -233,3 +233,47 @@ BOOST_AUTO_TEST_CASE(a_rollout_on_ranks_runs_under_mpirun_fused) {
   BOOST_TEST(pipe.find(" | $(BRAID_SCORE) - -o out/iter-0001/scored ") != std::string::npos);
   BOOST_TEST(pipe.find(" -- ") == std::string::npos);
 }
+
+// Async: iteration i's rollout reads the actor (and critic) of i-2, so that make -j2 runs
+// it beside iteration i-1's training; training bounds the staleness at one step.
+BOOST_AUTO_TEST_CASE(async_rollouts_read_the_actor_one_step_older) {
+  std::string run_json = test::kGoodPpoRun;
+  run_json.replace(run_json.find("\"iterations\": 2"), 15, "\"iterations\": 3, \"async\": true");
+  const fs::path run = test::run_folder("mk_async", run_json);
+  const std::string d = run.parent_path().string();
+  const auto rules = parse_rules(makefile_for(run, "out"));
+  const Rule& roll2 = rule_for(rules, "out/iter-0002/generate.stats.json out/iter-0002/score.stats.json");
+  BOOST_TEST(roll2.prerequisites ==
+             "out/iter-0000/actor.h5 " + d + "/prompts.jsonl out/iter-0000/critic.h5");
+  BOOST_TEST(roll2.recipe.back().find("--actor out/iter-0000/actor.h5 ") != std::string::npos);
+  BOOST_TEST(roll2.recipe.back().find("--critic out/iter-0000/critic.h5 ") != std::string::npos);
+  const Rule& roll3 = rule_for(rules, "out/iter-0003/generate.stats.json out/iter-0003/score.stats.json");
+  BOOST_TEST(roll3.prerequisites.find("out/iter-0001/actor.h5 ") == 0u);
+  // Training still starts from the previous iteration's actor and refuses staler samples.
+  const Rule& train2 = rule_for(rules, "out/iter-0002/actor.h5 out/iter-0002/critic.h5");
+  BOOST_TEST(train2.prerequisites == "out/iter-0002/score.stats.json out/iter-0001/actor.h5 out/iter-0001/critic.h5");
+  BOOST_TEST(train2.recipe.back().find("--actor out/iter-0001/actor.h5 ") != std::string::npos);
+  BOOST_TEST(train2.recipe.back().find("--max-staleness 1") != std::string::npos);
+}
+
+// Overcommit: one seed for the run, each rollout resumes the previous one's deferred file
+// and writes its own, and is made again whole (never continued from a partial attempt).
+BOOST_AUTO_TEST_CASE(overcommit_chains_the_deferred_files) {
+  std::string run_json = test::kGoodPpoRun;
+  run_json.replace(run_json.find("\"samples_per_prompt\": 4"), 23, "\"samples_per_prompt\": 4, \"overcommit\": 2");
+  const fs::path run = test::run_folder("mk_overcommit", run_json);
+  const auto rules = parse_rules(makefile_for(run, "out"));
+  const std::string roll1_targets =
+      "out/iter-0001/generate.stats.json out/iter-0001/score.stats.json out/iter-0001/deferred.h5";
+  const Rule& roll1 = rule_for(rules, roll1_targets);
+  BOOST_TEST(roll1.recipe.back().find("--seed 70000 ") != std::string::npos);
+  BOOST_TEST(roll1.recipe.back().find("--overcommit 2 --deferred-out out/iter-0001/deferred.h5 ") != std::string::npos);
+  BOOST_TEST(roll1.recipe.back().find("--resume-deferred") == std::string::npos);
+  BOOST_TEST(roll1.recipe[1].find("rm -rf out/iter-0001/samples out/iter-0001/scored") != std::string::npos);
+  BOOST_TEST(roll1.recipe[1].find(" -ot ") == std::string::npos);
+  const Rule& roll2 = rule_for(rules, "out/iter-0002/generate.stats.json out/iter-0002/score.stats.json "
+                                      "out/iter-0002/deferred.h5");
+  BOOST_TEST(roll2.prerequisites.find("out/iter-0001/deferred.h5") != std::string::npos);
+  BOOST_TEST(roll2.recipe.back().find("--seed 70000 ") != std::string::npos);
+  BOOST_TEST(roll2.recipe.back().find("--resume-deferred out/iter-0001/deferred.h5") != std::string::npos);
+}

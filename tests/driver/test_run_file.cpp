@@ -373,3 +373,26 @@ BOOST_AUTO_TEST_CASE(a_fused_grpo_rollout_needs_whole_groups_per_shard) {
   BOOST_TEST(!load_run_file(test::run_folder("grpo_piped", head + R"("generate": {"ranks": 2,
       "samples_per_prompt": 4, "shard_size": 6, "fuse": false}})")).fuse);
 }
+
+// The overlap keys (docs/overlap.md): overcommit is a count of extra groups, async a
+// boolean, and the two do not go together.
+BOOST_AUTO_TEST_CASE(overcommit_and_async_keys) {
+  auto run_with = [](const std::string& name, const std::string& keys, const std::string& generate) {
+    return test::run_folder(name, R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
+      "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "digits"}},
+      "prompts": "prompts.jsonl", "iterations": 1, )" + keys + R"( "generate": {"samples_per_prompt": 2)" + generate + "}}");
+  };
+  const RunSpec plain = load_run_file(run_with("plain", "", ""));
+  BOOST_TEST(!plain.overcommit.has_value());
+  BOOST_TEST(!plain.async);
+  const RunSpec oc = load_run_file(run_with("oc", "", R"(, "overcommit": 3)"));
+  BOOST_TEST(oc.overcommit.value_or(-1) == 3);
+  BOOST_TEST(flag(oc.generate, "--overcommit") == "<absent>");  // braid run passes it with its files
+  BOOST_TEST(load_run_file(run_with("async", R"("async": true,)", "")).async);
+
+  auto problems = problems_of(run_with("both", R"("async": true,)", R"(, "overcommit": 1)"));
+  BOOST_TEST(problem_at(problems, "async").find("does not go with generate.overcommit") != std::string::npos);
+  problems = problems_of(run_with("bad", R"("async": "yes",)", R"(, "overcommit": -1)"));
+  BOOST_TEST(problem_at(problems, "async").find("expected true or false") != std::string::npos);
+  BOOST_TEST(!problem_at(problems, "generate.overcommit").empty());
+}

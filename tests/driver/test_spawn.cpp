@@ -61,6 +61,36 @@ BOOST_AUTO_TEST_CASE(the_first_to_fail_is_blamed_and_the_rest_stopped) {
   BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(30)));
 }
 
+BOOST_AUTO_TEST_CASE(pipelines_run_at_once_each_piped_in_itself) {
+  // Each of the two pipelines waits for a file only the other one writes: they finish only
+  // when both run at the same time (async braid run: training beside the next rollout).
+  const fs::path dir = test::scratch("concurrent");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string a = (dir / "a").string(), b = (dir / "b").string();
+  auto waits_for = [](const std::string& mine, const std::string& theirs) {
+    return "touch " + mine + "; i=0; while [ ! -e " + theirs + " ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
+           "[ -e " + theirs + " ] && echo " + mine;
+  };
+  const fs::path out_a = dir / "out-a", out_b = dir / "out-b";
+  const auto failure = run_pipelines(
+      {{sh("train", waits_for(a, b)), {"record", {"sh", "-c", "cat > \"$1\"", "sh", out_a.string()}}},
+       {sh("generate", waits_for(b, a)), {"score", {"sh", "-c", "cat > \"$1\"", "sh", out_b.string()}}}});
+  BOOST_TEST(!failure.has_value());
+  // Each pipeline's output went to its own next process, not the other pipeline's.
+  BOOST_TEST(read(out_a) == a + "\n");
+  BOOST_TEST(read(out_b) == b + "\n");
+}
+
+BOOST_AUTO_TEST_CASE(a_failing_pipeline_stops_the_other) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto failure = run_pipelines({{sh("train", "exit 4")}, {sh("generate", "exec sleep 60"), sh("score", "cat")}});
+  BOOST_REQUIRE(failure.has_value());
+  BOOST_TEST(failure->stage == "train");
+  BOOST_TEST(failure->exit_code == 4);
+  BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(30)));
+}
+
 BOOST_AUTO_TEST_CASE(a_missing_program_fails_with_127) {
   const auto failure = run_pipeline({{"train", {"braid-no-such-tool-here", "--help"}}});
   BOOST_REQUIRE(failure.has_value());

@@ -307,3 +307,40 @@ BOOST_AUTO_TEST_CASE(bad_prompt_origins_are_refused) {
     BOOST_TEST(std::string(e.what()).find("/prompt: needs all of") != std::string::npos, e.what());
   }
 }
+
+// /policy_step (overcommit's deferred samples hold tokens of several policies): written and
+// read per token, absent in shards without it, checked against the shard's policy_step.
+BOOST_AUTO_TEST_CASE(per_token_policy_steps_round_trip_and_are_checked) {
+  SampleBatch b = random_batch(4, false, 21);
+  BOOST_TEST(!read_sample_shard([&] {
+                const auto p = scratch("no_steps.h5");
+                write_sample_shard(p, b, {.policy_step = 5});
+                return p;
+              }())
+                  .batch.policy_step.has_value());
+  b.policy_step.emplace(b.token_count(), 0);
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    for (std::size_t t = b.response_begin(i); t < b.end(i); ++t) (*b.policy_step)[t] = t % 2 == 0 ? 4 : 5;
+  }
+  const auto path = scratch("steps.h5");
+  write_sample_shard(path, b, {.policy_step = 5});
+  const SampleShard s = read_sample_shard(path);
+  BOOST_TEST_REQUIRE(s.batch.policy_step.has_value());
+  BOOST_TEST(*s.batch.policy_step == *b.policy_step, boost::test_tools::per_element());
+  BOOST_TEST(probe_sample_shard(path).token_arrays.back() == "policy_step");
+  // A shard claiming step 4 cannot hold tokens of step 5.
+  write_sample_shard(path, b, {.policy_step = 4});
+  try {
+    read_sample_shard(path);
+    BOOST_FAIL("a token of a later policy than the shard's was read");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("/policy_step") != std::string::npos);
+  }
+  // And adding a sequence grows the array; a short one is a named problem.
+  b.add(std::vector<std::int32_t>{1, 2, 3}, 1, 77);
+  BOOST_TEST(b.policy_step->size() == b.token_count());
+  b.policy_step->pop_back();
+  const auto problems = b.problems();
+  BOOST_TEST_REQUIRE(problems.size() == 1u);
+  BOOST_TEST(problems.front().find("/policy_step") == 0u);
+}

@@ -66,6 +66,14 @@ int main(int argc, char** argv) {
   app.add_option("--migrate-to", o.migrate_to, "Ranks that take the long tail over (the ones with the most left)")
       ->capture_default_str();
 
+  app.add_option("--overcommit", o.overcommit,
+                 "Overcommit and defer (OPPO): start this many groups (prompts x --samples-per-prompt) beyond the batch "
+                 "of one group per prompt read; stop when the batch is whole and write the rest, unfinished, to "
+                 "--deferred-out for the next iteration (prompts then run as a stream across iterations; -1: off)")
+      ->capture_default_str();
+  app.add_option("--resume-deferred", o.resume_deferred,
+                 "With --overcommit: the previous iteration's deferred file; its samples are resumed first");
+  app.add_option("--deferred-out", o.deferred_out, "With --overcommit: where the samples left out of the batch go");
   const int rc = braid::cli::run(app, static_cast<int>(split.before.size()), split.before.data(), [&] {
     if (!split.fused) return braid::gen::run_generate_stage(o, ranks);
     return braid::fuse::run_fused_rollout(o, braid::fuse::parse_score_options(split.after, cmdline), ranks);

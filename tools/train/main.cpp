@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
     sub->add_option("--clip", o->clip, "ε of the clipped policy ratio")->capture_default_str();
     sub->add_option("--entropy-coef", o->entropy_coef, "Weight of the entropy bonus")->capture_default_str();
     sub->add_option("--schedule", o->schedule, "schedule.json: run the fused actor+critic pipeline (under mpirun)");
+    sub->add_option("--max-staleness", o->max_staleness,
+                    "Refuse samples with a token sampled more than N steps before the actor's (the shards' "
+                    "/policy_step; -1: no bound). The stats file records the staleness either way")
+        ->capture_default_str();
     sub->add_flag("--normalize-advantages", o->normalize_advantages,
                   "Whiten the advantages over all response tokens of the input (mean 0, std 1) before training");
     add_common(sub, o->common, 1e-5);
