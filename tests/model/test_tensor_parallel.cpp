@@ -8,14 +8,19 @@
 #define BOOST_TEST_MODULE tensor_parallel
 #include <boost/test/unit_test.hpp>
 
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/reshard.hpp"
 #include "comm/communicator.hpp"
 #include "core/rng.hpp"
 #include "model/model.hpp"
 #include "rl/chunked_lm_head.hpp"
 #include "tests/common/mpi_fixture.hpp"
+#include "tests/common/scratch.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +59,8 @@ std::vector<T> random_weights(std::size_t n, std::uint64_t stream) {
   for (T& x : v) x = T(rng.normal());
   return v;
 }
+
+std::string fmt_dir(int tp) { return "tp" + std::to_string(tp); }
 
 // The whole model (tp 1) and this rank's slice of the same weights (tp = world size).
 template <typename T>
@@ -218,6 +225,41 @@ BOOST_AUTO_TEST_CASE(kv_cache_decoding_and_greedy_tokens_match) {
     worst = std::max(worst, rel_diff(got_logits[i].data(), want_logits[i].data(), std::size_t(V)));
   BOOST_TEST(worst < forward_tolerance<float>());
   BOOST_TEST_MESSAGE("tp " << pair.world->size() << ": worst decoding logit difference " << worst);
+}
+
+// Each rank saves its slices (tp_rank/tp_size recorded); resharded to tp 1 by files they
+// are the whole model's weights bit for bit, and the whole file opened at this tp rank
+// (sliced on load) runs the same forward as the model it came from.
+BOOST_AUTO_TEST_CASE(slices_saved_at_tp_reshard_to_the_whole_model) {
+  namespace fs = std::filesystem;
+  Pair<float> pair(true, true);
+  const int tp = pair.world->size(), r = pair.world->rank();
+  const fs::path dir = test::scratch(fmt_dir(tp));
+  if (r == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    checkpoint::save_weights(pair.whole, dir / "whole.h5");
+  }
+  pair.world->barrier();
+  checkpoint::save_weights(pair.part, checkpoint::tp_path(dir / "part.h5", r, tp));
+  BOOST_TEST(io::WeightShardReader(checkpoint::tp_path(dir / "part.h5", r, tp)).meta().tp_rank == r);
+  pair.world->barrier();
+  if (r == 0) {
+    checkpoint::reshard(checkpoint::checkpoint_files(dir / "part.h5"), dir / "joined.h5", 1, "test");
+    const io::WeightShardSet want({dir / "whole.h5"}), got({dir / "joined.h5"});
+    BOOST_REQUIRE(want.names() == got.names());
+    for (const auto& name : want.names()) {
+      const auto x = want.read(name), y = got.read(name);
+      BOOST_TEST(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0, name);
+    }
+  }
+  auto opened = checkpoint::open_model(dir / "whole.h5", *pair.be, {}, true, true, backend::DType::f32,
+                                       pair.part.tensor_parallel());
+  const Sequences s({7, 5});
+  const Pass<float> want = run(pair.part, s, false), got = run(*opened.model, s, false);
+  BOOST_TEST(want.logprob == got.logprob);
+  BOOST_TEST(want.values == got.values);
+  pair.world->barrier();
 }
 
 }  // namespace
