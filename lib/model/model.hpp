@@ -19,6 +19,11 @@
 // their input from acts.input() (the previous stage's output, written by the caller)
 // and, after backward, leave the gradient for the previous stage in acts.input_grad().
 //
+// Tensor parallelism (model/tensor_parallel.hpp, docs/parallel.md): with
+// ModelOptions::tp = {size, rank, group} the model holds rank's slices of the heads, MLP
+// units and vocabulary, and forward, backward and forward_cached all-reduce over the
+// group; every rank of the group runs the same calls on the same tokens.
+//
 // Generation (KV cache; continuous batching):
 //
 //   auto cache = m.make_kv_cache(/*slots*/ 32, /*max_len*/ 1024);
