@@ -25,7 +25,7 @@
 // waited on (or completes a test()).
 //
 //   nccl.hpp          the NCCL implementation (built where CUDA and NCCL are found:
-//                     BRAID_HAVE_NCCL): device buffers, calls enqueued on a CUDA stream,
+//                     CMake's BRAID_NCCL_ENABLED): device buffers, calls enqueued on a CUDA stream,
 //                     Requests that wait on CUDA events, made from an MPI communicator
 //                     that carries the bootstrap (rank 0's ncclUniqueId, broadcast):
 //

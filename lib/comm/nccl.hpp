@@ -1,7 +1,7 @@
 // The Communicator over NCCL: the same point to point, all-reduce, all-gather and
 // broadcast as mpi.hpp, on device buffers, enqueued on a CUDA stream without staging
-// through the host. Built only when CUDA and NCCL are found (BRAID_HAVE_NCCL is then
-// defined for every user of braid_comm); MPI stays the fallback and the CPU path.
+// through the host. Built only when CUDA and NCCL are found (CMake's BRAID_NCCL_ENABLED;
+// a target that calls it links only then); MPI stays the fallback and the CPU path.
 //
 //   auto world = comm::mpi_world();                              // processes, host memory
 //   auto gpus = comm::nccl_group(*world, backend.current_stream().handle);
