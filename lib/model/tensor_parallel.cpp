@@ -43,8 +43,7 @@ void check_tensor_parallel(const ModelConfig& cfg, int size) {
 TpSlice tp_slice(const ModelConfig& c, const std::string& name, const std::vector<std::int64_t>& full_shape, int size,
                  int rank) {
   TpSlice s;
-  const auto [rows, cols] = rows_cols(full_shape);
-  s.end = rows;
+  s.end = rows_cols(full_shape).first;
   if (size == 1) return s;
   const std::int64_t hd = c.head_dim();
   auto by_heads = [&](int axis, std::int64_t heads) {
@@ -63,7 +62,6 @@ TpSlice tp_slice(const ModelConfig& c, const std::string& name, const std::vecto
     return by_units(0, c.intermediate_size);
   if (ends_with(name, "mlp.down_proj.weight")) return by_units(1, c.intermediate_size);
   if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return by_units(0, c.vocab_size);
-  (void)cols;
   return s;  // norms, score.weight: replicated
 }
 
