@@ -2,9 +2,9 @@
 // alone, and under mpirun with 2 and 4 ranks) gives what the whole model gives on one
 // rank — final hidden states, log-probabilities and entropies (vocabulary-parallel
 // chunked head), values, every gradient (each rank's slice of it), KV-cache decoding
-// logits and greedy tokens — to rounding: max |tp − whole| / max |whole| per array below
-// 1e-12 in f64, 1e-5 (forward) and 2e-5 (gradients) in f32 (docs/parallel.md; measured:
-// about 4e-15 in f64, 8e-7 and 2e-6 in f32).
+// logits, greedy and sampled tokens of the generation engine — to rounding:
+// max |tp − whole| / max |whole| per array below 1e-12 in f64, 1e-5 (forward) and 2e-5
+// (gradients) in f32 (docs/parallel.md; measured: about 4e-15 in f64, 8e-7 and 2e-6 in f32).
 #define BOOST_TEST_MODULE tensor_parallel
 #include <boost/test/unit_test.hpp>
 
@@ -12,6 +12,7 @@
 #include "checkpoint/reshard.hpp"
 #include "comm/communicator.hpp"
 #include "core/rng.hpp"
+#include "generate/generate.hpp"
 #include "model/model.hpp"
 #include "rl/chunked_lm_head.hpp"
 #include "tests/common/mpi_fixture.hpp"
@@ -229,6 +230,36 @@ BOOST_AUTO_TEST_CASE(kv_cache_decoding_and_greedy_tokens_match) {
     worst = std::max(worst, rel_diff(got_logits[i].data(), want_logits[i].data(), std::size_t(V)));
   BOOST_TEST(worst < forward_tolerance<float>());
   BOOST_TEST_MESSAGE("tp " << pair.world->size() << ": worst decoding logit difference " << worst);
+}
+
+// The generation engine runs a tp model unchanged (continuous batching over 3 slots for 5
+// prompts): greedy and sampled (temperature, top-p, per-sample seeds) responses are the
+// whole model's tokens, their logprobs the same to rounding, and every rank has the same.
+BOOST_AUTO_TEST_CASE(generation_greedy_and_sampled_gives_the_same_tokens) {
+  Pair<float> pair(false, false);
+  std::vector<gen::Prompt> prompts;
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    gen::Prompt p{.sample_id = 100 + i};
+    for (std::uint64_t j = 0; j <= i; ++j) p.tokens.push_back(std::int32_t((13 * i + 7 * j + 1) % 67));
+    prompts.push_back(p);
+  }
+  for (double temperature : {0.0, 0.9}) {
+    gen::GenerateOptions opt{.sampling = {.temperature = temperature, .top_p = 0.95, .seed = 7}, .max_batch = 3,
+                             .max_new_tokens = 10};
+    const auto want = gen::generate(pair.whole, prompts, opt), got = gen::generate(pair.part, prompts, opt);
+    BOOST_REQUIRE_EQUAL(want.size(), got.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      BOOST_TEST(got[i].response == want[i].response, "sample " << i << " at temperature " << temperature);
+      BOOST_TEST(rel_diff(got[i].raw_logprobs.data(), want[i].raw_logprobs.data(), want[i].raw_logprobs.size()) <
+                 forward_tolerance<float>());
+      // Every rank sampled the same tokens (they read the same gathered logits).
+      std::vector<std::int64_t> lo(got[i].response.begin(), got[i].response.end()), hi = lo, mine = lo;
+      pair.world->all_reduce(std::span<std::int64_t>(lo), comm::ReduceOp::min);
+      pair.world->all_reduce(std::span<std::int64_t>(hi), comm::ReduceOp::max);
+      BOOST_TEST(lo == mine);
+      BOOST_TEST(hi == mine);
+    }
+  }
 }
 
 // Each rank saves its slices (tp_rank/tp_size recorded); resharded to tp 1 by files they
