@@ -32,6 +32,13 @@ std::filesystem::path stage_path(const std::filesystem::path& out, int stage, in
   return p;
 }
 
+std::filesystem::path tp_path(const std::filesystem::path& out, int rank, int size) {
+  if (size == 1) return out;
+  std::filesystem::path p = out;
+  p.replace_filename(fmt::format("{}.tp{}-of-{}{}", out.stem().string(), rank, size, out.extension().string()));
+  return p;
+}
+
 std::vector<std::filesystem::path> stage_paths(const std::filesystem::path& out, int stages) {
   std::vector<std::filesystem::path> v;
   for (int s = 0; s < stages; ++s) v.push_back(stage_path(out, s, stages));
@@ -54,6 +61,8 @@ void save_weights(const model::Model& m, const std::filesystem::path& path, cons
   meta.layer_end = m.layer_end();
   meta.has_embedding = m.is_first_stage();
   meta.has_head = m.is_last_stage();
+  meta.tp_rank = m.tensor_parallel().rank;   // the tensors are this rank's slices
+  meta.tp_size = m.tensor_parallel().size;
   meta.step = info.step;
   meta.created_by = info.created_by;
   io::WeightShardWriter w(path, meta);
@@ -102,6 +111,24 @@ void load_weights(model::Model& m, const io::WeightShardSet& shards) {
                      fmt::format("the checkpoint's model config {} differs from the model's {}",
                                  model::config_to_json(stored).dump(), model::config_to_json(cfg).dump()));
   }
+  // Files of the model's own tp slice load as they are; a whole checkpoint (tp 1) loads
+  // into any tp rank, each tensor read as the rank's slice. Other degrees need resharding.
+  const int file_tp = shards.shards().front().meta().tp_size, file_rank = shards.shards().front().meta().tp_rank;
+  const model::TensorParallel& tp = m.tensor_parallel();
+  for (const auto& s : shards.shards()) {
+    if (s.meta().tp_size != file_tp || s.meta().tp_rank != file_rank) {
+      throw InputError(s.path().string(), "attribute tp_rank",
+                       fmt::format("tp slice {} of {} loaded with slice {} of {}: the files of one tp rank load together",
+                                   s.meta().tp_rank, s.meta().tp_size, file_rank, file_tp));
+    }
+  }
+  if (file_tp != 1 && (file_tp != tp.size || file_rank != tp.rank)) {
+    throw InputError(shards.shards().front().path().string(), "attribute tp_size",
+                     fmt::format("holds tp slice {} of {} where the model is slice {} of {} (braid reshard --tp {} "
+                                 "makes the files of another tp degree)",
+                                 file_rank, file_tp, tp.rank, tp.size, tp.size));
+  }
+  const bool slicing = file_tp == 1 && tp.size > 1;
   backend::Backend& be = m.backend();
   std::vector<float> host;
   for (auto& t : m.tensors()) {
@@ -112,16 +139,21 @@ void load_weights(model::Model& m, const io::WeightShardSet& shards) {
     }
     const auto& holder = shards.holder(t.name);
     const io::Shape shape = holder.shape(t.name);
-    if (shape != t.shape) {
+    const io::Shape& want = slicing ? t.full_shape : t.shape;
+    if (shape != want) {
       throw InputError(holder.path().string(), t.name,
-                       fmt::format("shape {} where the model needs {}", io::shape_string(shape), io::shape_string(t.shape)));
+                       fmt::format("shape {} where the model needs {}", io::shape_string(shape), io::shape_string(want)));
     }
+    auto read = [&](float* dst) {
+      if (slicing && t.slice.split()) holder.read_slice(t.name, t.slice.axis, t.slice.begin, t.slice.end, dst);
+      else holder.read(t.name, dst);
+    };
     if (be.host_accessible() && t.dtype == backend::DType::f32) {
-      holder.read(t.name, t.data);
+      read(t.data);
     } else {
       // A narrower model takes the file's f32 values rounded to nearest even.
       host.resize(static_cast<std::size_t>(t.numel));
-      holder.read(t.name, host.data());
+      read(host.data());
       model::write_values(be, t, host.data());
     }
   }
@@ -138,6 +170,50 @@ model::ModelConfig config_of(const io::WeightShardSet& shards) {
 }  // namespace braid::checkpoint
 
 namespace braid::checkpoint {
+namespace {
+
+// Tensor-parallel files beside spec: <stem>.tp<r>-of-<N><ext> (each possibly split into
+// stages), every rank's; empty when there are none.
+std::vector<std::filesystem::path> tp_files(const std::filesystem::path& spec) {
+  namespace fs = std::filesystem;
+  const fs::path dir = spec.has_parent_path() ? spec.parent_path() : fs::path(".");
+  const std::string prefix = spec.stem().string() + ".tp";
+  const std::string ext = spec.extension().string();
+  std::vector<int> degrees;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= prefix.size() + ext.size() || name.rfind(prefix, 0) != 0 ||
+        name.compare(name.size() - ext.size(), ext.size(), ext) != 0) {
+      continue;
+    }
+    int rank = 0, size = 0, used = 0;
+    const std::string mid = name.substr(prefix.size(), name.size() - prefix.size() - ext.size());  // "1-of-2[.stage0-of-3]"
+    if (std::sscanf(mid.c_str(), "%d-of-%d%n", &rank, &size, &used) == 2 && size > 1 && rank >= 0 && rank < size &&
+        (mid[std::size_t(used)] == '\0' || mid.compare(std::size_t(used), 6, ".stage") == 0) &&
+        std::find(degrees.begin(), degrees.end(), size) == degrees.end()) {
+      degrees.push_back(size);
+    }
+  }
+  if (degrees.empty()) return {};
+  if (degrees.size() > 1) {
+    throw InputError(spec.string(), "", fmt::format("tensor-parallel files of {} different degrees lie beside it", degrees.size()));
+  }
+  std::vector<fs::path> files;
+  for (int r = 0; r < degrees.front(); ++r) {
+    const fs::path rank_spec = tp_path(spec, r, degrees.front());
+    std::vector<fs::path> mine;
+    try {
+      mine = checkpoint_files(rank_spec);
+    } catch (const InputError&) {
+      throw InputError(rank_spec.string(), "", "tp rank's file of the checkpoint is missing");
+    }
+    files.insert(files.end(), mine.begin(), mine.end());
+  }
+  return files;
+}
+
+}  // namespace
 
 std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path& spec) {
   namespace fs = std::filesystem;
@@ -163,7 +239,9 @@ std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path&
     }
   }
   if (splits.empty()) {
-    throw InputError(spec.string(), "", "no such weight file, nor stage files " + prefix + "<i>-of-<S>" + ext);
+    if (auto files = tp_files(spec); !files.empty()) return files;
+    throw InputError(spec.string(), "", "no such weight file, nor stage files " + prefix + "<i>-of-<S>" + ext +
+                                            " or tensor-parallel files " + spec.stem().string() + ".tp<r>-of-<N>" + ext);
   }
   if (splits.size() > 1) {
     throw InputError(spec.string(), "", fmt::format("stage files of {} different splits lie beside it", splits.size()));
@@ -176,9 +254,25 @@ std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path&
 }
 
 OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, model::LayerRange layers,
-                       bool need_lm_head, bool need_value_head, backend::DType dtype) {
+                       bool need_lm_head, bool need_value_head, backend::DType dtype, model::TensorParallel tp) {
   OpenedModel out;
   out.files = checkpoint_files(spec);
+  if (out.files.size() > 1) {
+    // The files of one tp rank: this model's when the checkpoint has its degree (else
+    // rank 0's, which load_weights refuses, naming the degree).
+    std::vector<std::filesystem::path> mine;
+    bool own_degree = false;
+    std::vector<int> ranks;
+    for (const auto& f : out.files) {
+      const io::WeightShardMeta meta = io::WeightShardReader(f).meta();
+      ranks.push_back(meta.tp_rank);
+      own_degree = own_degree || meta.tp_size == tp.size;
+    }
+    const int pick = own_degree ? tp.rank : 0;
+    for (std::size_t i = 0; i < out.files.size(); ++i)
+      if (ranks[i] == pick) mine.push_back(out.files[i]);
+    out.files = std::move(mine);
+  }
   const io::WeightShardSet shards(out.files);
   const model::ModelConfig cfg = config_of(shards);
   const auto& first = shards.shards().front();
@@ -190,8 +284,8 @@ OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, 
   if (need_value_head && !value) {
     throw InputError(spec.string(), "score.weight", "the model has no value head (a critic or reward model needs one)");
   }
-  out.model = std::make_unique<model::Model>(cfg, model::ModelOptions{.layers = layers, .lm_head = lm, .value_head = value, .dtype = dtype},
-                                             be);
+  out.model = std::make_unique<model::Model>(
+      cfg, model::ModelOptions{.layers = layers, .lm_head = lm, .value_head = value, .dtype = dtype, .tp = tp}, be);
   load_weights(*out.model, shards);
   return out;
 }

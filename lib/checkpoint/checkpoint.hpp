@@ -5,6 +5,12 @@
 // the receiving model up in whichever file has it, so 4 stage files load into a
 // model of 1 or 2 stages, and back.
 //
+// Tensor parallelism: a model split over tp ranks (model/tensor_parallel.hpp) saves its
+// slices with tp_rank/tp_size set, each rank to tp_path(out, rank, size) (then split by
+// stage: "ckpt.tp1-of-2.stage0-of-3.h5"). Loading takes the files of the model's own tp
+// rank, or a whole (tp 1) checkpoint, of which each rank reads its slices; other degrees
+// are resharded by files first (checkpoint/reshard.hpp, `braid reshard --tp N`).
+//
 // Tied embeddings: the last stage of a tied model keeps a copy of
 // model.embed_tokens.weight as its LM head. Only the first stage writes it (one copy
 // per checkpoint); a tied last stage loads it from the first stage's file.
@@ -26,6 +32,8 @@ std::vector<model::LayerRange> split_layers(int num_layers, int stages);
 
 // out itself for one stage; "ckpt.h5" -> "ckpt.stage2-of-4.h5" for stage 2 of 4.
 std::filesystem::path stage_path(const std::filesystem::path& out, int stage, int stages);
+// out itself at tp 1; "ckpt.h5" -> "ckpt.tp1-of-2.h5" for tp rank 1 of 2.
+std::filesystem::path tp_path(const std::filesystem::path& out, int rank, int size);
 // The files of a checkpoint written with stage_path(out, *, stages).
 std::vector<std::filesystem::path> stage_paths(const std::filesystem::path& out, int stages);
 
@@ -46,22 +54,28 @@ void save_weights(const model::Model& m, const std::filesystem::path& path, cons
 void require_finite_weights(const model::Model& m, const std::filesystem::path& file, std::int64_t step);
 
 // Fills every tensor of m from the shards (rounded to nearest even for a bf16 model). InputError (naming the file and tensor) when a
-// tensor is missing, has another shape, or the shards' config differs from m's.
+// tensor is missing, has another shape, or the shards' config differs from m's. The shards
+// are those of m's tp rank, or of a whole (tp 1) checkpoint, whose tensors are read as m's
+// slices; InputError naming tp_size for another degree.
 void load_weights(model::Model& m, const io::WeightShardSet& shards);
 
 // The model config the shards were written with (from the first shard).
 model::ModelConfig config_of(const io::WeightShardSet& shards);
 
 // The files of the checkpoint a user names: the file itself when it exists, else the
-// stage files stage_path(spec, *, S) of one S (all S of them must exist). InputError
-// naming spec when there is neither, or when stage files are missing or of two splits.
+// stage files stage_path(spec, *, S) of one S (all S of them must exist), else the files
+// of every rank of a tensor-parallel checkpoint, tp_path(spec, r, N) for r < N (each one
+// file or its stage files). InputError naming spec when there is none of these, or when
+// files are missing or of two splits or degrees.
 std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path& spec);
 
 // A model (or a pipeline stage of one: layers) built from the checkpoint's config and
 // loaded from it. The heads follow the checkpoint: an LM head when it holds
 // lm_head.weight or ties its embeddings, a value head when it holds score.weight;
 // `need_lm_head` / `need_value_head` make a missing one an InputError naming the file.
-// dtype: the storage type of the model's weights (model::ModelOptions::dtype).
+// dtype: the storage type of the model's weights (model::ModelOptions::dtype). tp: the
+// model's tensor-parallel rank and group; it opens that rank's files of a tensor-parallel
+// checkpoint, or slices a whole one.
 struct OpenedModel {
   std::unique_ptr<model::Model> model;
   std::vector<std::filesystem::path> files;
@@ -70,6 +84,6 @@ struct OpenedModel {
 };
 OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, model::LayerRange layers = {},
                        bool need_lm_head = false, bool need_value_head = false,
-                       backend::DType dtype = backend::DType::f32);
+                       backend::DType dtype = backend::DType::f32, model::TensorParallel tp = {});
 
 }  // namespace braid::checkpoint

@@ -24,22 +24,18 @@
 // A buffer handed to isend/irecv must stay alive and untouched until its Request is
 // waited on (or completes a test()).
 //
-// Where NCCL goes (the parallelism issue fills it; there is no NCCL class yet). A GPU
-// implementation of this same interface lives beside mpi.hpp as nccl.hpp / nccl.cpp,
-// built only when CUDA and NCCL are found (as kernels/ is). Its buffers are device
-// pointers, its calls are enqueued on the backend's stream, and its Requests wait on
-// CUDA events; the callers (the fused pipeline, gradient sums) do not change. It is
-// made from an MPI communicator, which carries the bootstrap:
+//   nccl.hpp          the NCCL implementation (built where CUDA and NCCL are found:
+//                     CMake's BRAID_NCCL_ENABLED): device buffers, calls enqueued on a CUDA stream,
+//                     Requests that wait on CUDA events, made from an MPI communicator
+//                     that carries the bootstrap (rank 0's ncclUniqueId, broadcast):
 //
-//   auto world = comm::mpi_world();                  // processes, host memory
-//   auto gpus = comm::nccl_group(*world, backend);  // rank 0 makes an ncclUniqueId and
-//                                                    // broadcasts it over *world; then
-//                                                    // ncclCommInitRank on every rank
+//   auto world = comm::mpi_world();                        // processes, host memory
+//   auto gpus = comm::nccl_group(*world, cuda_stream);     // ncclCommInitRank on every rank
 //
 // all_reduce_elements(data, count, dtype, op) has ncclAllReduce's shape, all_gather_bytes
-// ncclAllGather's, split() ncclCommSplit's; point to point maps onto ncclSend/ncclRecv,
-// which have no tags (between a pair, messages match in the order they are issued).
-// abort() stays on the MPI world.
+// ncclAllGather's; split() splits the bootstrap and makes a new NCCL communicator; point
+// to point maps onto ncclSend/ncclRecv, which have no tags (between a pair, messages match
+// in the order they are issued). barrier() and abort() use the MPI bootstrap.
 #pragma once
 
 #include <cstddef>

@@ -78,6 +78,11 @@ std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::
     if (s.meta().kind != "weights") {
       throw InputError(s.path().string(), "kind", fmt::format("is \"{}\": only weight shards can be exported", s.meta().kind));
     }
+    if (s.meta().tp_size != 1) {
+      throw InputError(s.path().string(), "attribute tp_size",
+                       fmt::format("is {}: a tensor-parallel slice; braid reshard --tp 1 joins the slices first",
+                                   s.meta().tp_size));
+    }
   }
   const model::ModelConfig cfg = checkpoint::config_of(shards);
   if (shards.layer_begin() != 0 || shards.layer_end() != cfg.num_hidden_layers) {

@@ -20,10 +20,11 @@ BasicActivations<T> BasicModel<T>::make_activations(const ActivationOptions& o) 
   a->layers = m.layers();
   a->slots = o.training ? m.layers() : 1;
   a->D = c.hidden_size;
-  a->QKV = c.qkv_dim();
-  a->HD = c.num_attention_heads * c.head_dim();
-  a->H = c.num_attention_heads;
-  a->I = c.intermediate_size;
+  // This tp rank's share of the heads and intermediate units (all of them at tp 1).
+  a->QKV = int(m.qkv_rows());
+  a->HD = m.heads * c.head_dim();
+  a->H = m.heads;
+  a->I = int(m.inter);
   a->V = c.vocab_size;
   a->has_logits = m.last() && bool(m.head);
   a->segs.reserve(std::size_t(o.max_sequences));
@@ -70,7 +71,7 @@ BasicKVCache<T> BasicModel<T>::make_kv_cache(int slots, std::int64_t max_len) co
   k->layers = m.layers();
   k->slots = slots;
   k->max_len = max_len;
-  k->row = std::int64_t(m.cfg.num_key_value_heads) * m.cfg.head_dim();
+  k->row = std::int64_t(m.kv_heads) * m.cfg.head_dim();   // this tp rank's key/value heads
   const std::size_t n = std::size_t(k->layers) * std::size_t(slots) * std::size_t(max_len) * std::size_t(k->row);
   k->k = backend::Buffer<T>(*m.be, n);
   k->v = backend::Buffer<T>(*m.be, n);

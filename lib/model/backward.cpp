@@ -28,9 +28,9 @@ void BasicModel<T>::backward(BasicActivations<T>& acts) {
     m.be->copy(d_res, a.out_grad.data(), std::size_t(N * D) * sizeof(T));
   }
 
-  const auto dims = backend::AttentionDims{c.num_attention_heads, c.num_key_value_heads, hd, QKV, QKV};
-  const std::int64_t k_off = std::int64_t(c.num_attention_heads) * hd;
-  const std::int64_t v_off = k_off + std::int64_t(c.num_key_value_heads) * hd;
+  const auto dims = backend::AttentionDims{m.heads, m.kv_heads, hd, QKV, QKV};
+  const std::int64_t k_off = std::int64_t(m.heads) * hd;
+  const std::int64_t v_off = k_off + std::int64_t(m.kv_heads) * hd;
   T* d_ln = a.d_ln.data();
   T* d_qkv = a.d_qkv.data();
   T* d_att = a.d_att.data();
@@ -58,6 +58,7 @@ void BasicModel<T>::backward(BasicActivations<T>& acts) {
     ops.swiglu_backward(gu, d_act, N, I, d_gu);
     ops.gemm(false, false, N, D, 2 * I, T(1), d_gu, 2 * I, w.gate_up, D, T(0), d_ln, D);
     ops.gemm(true, false, 2 * I, D, N, T(1), d_gu, 2 * I, ln2, D, T(1), g.gate_up, D);
+    tp_all_reduce(*m.be, m.tp(), d_ln, N * D);   // column-parallel gate_up: sum the ranks' parts
     ops.rmsnorm_backward(mid, w.ln2, rstd2, d_ln, N, D, d_res, g.ln2);
 
     // Attention: mid = x + o(attention(rope(qkv(ln1(x))))).
@@ -66,14 +67,22 @@ void BasicModel<T>::backward(BasicActivations<T>& acts) {
     m.be->fill_zero(d_qkv, std::size_t(N * QKV) * sizeof(T));
     ops.attention_backward(dims, a.segs, qkv, qkv + k_off, qkv + v_off, att, lse, d_att, d_qkv, d_qkv + k_off,
                            d_qkv + v_off);
-    ops.rope(d_qkv, N, QKV, c.num_attention_heads, hd, a.pos.data(), m.cos.data(), m.sin.data(), true);
-    ops.rope(d_qkv + k_off, N, QKV, c.num_key_value_heads, hd, a.pos.data(), m.cos.data(), m.sin.data(), true);
+    ops.rope(d_qkv, N, QKV, m.heads, hd, a.pos.data(), m.cos.data(), m.sin.data(), true);
+    ops.rope(d_qkv + k_off, N, QKV, m.kv_heads, hd, a.pos.data(), m.cos.data(), m.sin.data(), true);
     ops.gemm(false, false, N, D, QKV, T(1), d_qkv, QKV, w.qkv, D, T(0), d_ln, D);
     ops.gemm(true, false, QKV, D, N, T(1), d_qkv, QKV, ln1, D, T(1), g.qkv, D);
+    tp_all_reduce(*m.be, m.tp(), d_ln, N * D);   // column-parallel q|k|v
     ops.rmsnorm_backward(x, w.ln1, rstd1, d_ln, N, D, d_res, g.ln1);
   }
 
-  if (m.first()) ops.embedding_backward(a.tokens.data(), N, d_res, D, m.embed_g);
+  if (m.first()) {
+    if (!m.tp_split()) {
+      ops.embedding_backward(a.tokens.data(), N, d_res, D, m.embed_g);
+    } else {  // vocabulary-parallel: only the rows whose token is in this rank's slice
+      for (const auto& [b, e] : a.owned_runs)
+        ops.embedding_backward(a.tokens.data() + b, e - b, d_res + b * D, D, m.embed_g);
+    }
+  }
 }
 
 template void BasicModel<float>::backward(BasicActivations<float>&);

@@ -40,23 +40,28 @@ void layer_forward(const typename BasicModel<T>::Impl& m, typename BasicActivati
   ops.rmsnorm_forward(io.x, w.ln1, N, D, c.rms_norm_eps, ln1, rstd1);
   ops.gemm(false, true, N, QKV, D, T(1), ln1, D, w.qkv, D, T(0), qkv, QKV);
   const int hd = c.head_dim();
-  ops.rope(qkv, N, QKV, c.num_attention_heads, hd, a.pos.data(), m.cos.data(), m.sin.data(), false);
-  ops.rope(qkv + std::int64_t(c.num_attention_heads) * hd, N, QKV, c.num_key_value_heads, hd, a.pos.data(),
-           m.cos.data(), m.sin.data(), false);
+  ops.rope(qkv, N, QKV, m.heads, hd, a.pos.data(), m.cos.data(), m.sin.data(), false);
+  ops.rope(qkv + std::int64_t(m.heads) * hd, N, QKV, m.kv_heads, hd, a.pos.data(), m.cos.data(), m.sin.data(),
+           false);
   attend(qkv, att, lse);
-  if (io.mid != io.x) m.be->copy(io.mid, io.x, std::size_t(N * D) * sizeof(T));
-  ops.gemm(false, true, N, D, HD, T(1), att, HD, w.o, HD, T(1), io.mid, D);
+  // Row-parallel out-projection: every tp rank adds its heads' part, tp rank 0 also the
+  // residual, and one all-reduce makes the sum (a no-op at tp 1).
+  const bool lead = m.tp().rank == 0;
+  if (lead && io.mid != io.x) m.be->copy(io.mid, io.x, std::size_t(N * D) * sizeof(T));
+  ops.gemm(false, true, N, D, HD, T(1), att, HD, w.o, HD, lead ? T(1) : T(0), io.mid, D);
+  tp_all_reduce(*m.be, m.tp(), io.mid, N * D);
 
   ops.rmsnorm_forward(io.mid, w.ln2, N, D, c.rms_norm_eps, ln2, rstd2);
   ops.gemm(false, true, N, 2 * I, D, T(1), ln2, D, w.gate_up, D, T(0), gu, 2 * I);
   ops.swiglu_forward(gu, N, I, act);
-  if (io.out != io.mid) m.be->copy(io.out, io.mid, std::size_t(N * D) * sizeof(T));
-  ops.gemm(false, true, N, D, I, T(1), act, I, w.down, I, T(1), io.out, D);
+  if (lead && io.out != io.mid) m.be->copy(io.out, io.mid, std::size_t(N * D) * sizeof(T));
+  ops.gemm(false, true, N, D, I, T(1), act, I, w.down, I, lead ? T(1) : T(0), io.out, D);
+  tp_all_reduce(*m.be, m.tp(), io.out, N * D);
 }
 
 template <typename T>
-backend::AttentionDims dims_of(const ModelConfig& c, std::int64_t q_stride, std::int64_t kv_stride) {
-  return {c.num_attention_heads, c.num_key_value_heads, c.head_dim(), q_stride, kv_stride};
+backend::AttentionDims dims_of(const typename BasicModel<T>::Impl& m, std::int64_t q_stride, std::int64_t kv_stride) {
+  return {m.heads, m.kv_heads, m.cfg.head_dim(), q_stride, kv_stride};
 }
 
 template <typename T>
@@ -67,6 +72,40 @@ void check_tokens(const typename BasicModel<T>::Impl& m, std::span<const std::in
     if (tokens[i] < 0 || tokens[i] >= m.cfg.vocab_size)
       throw std::invalid_argument(
           fmt::format("forward: token {} at row {} is outside the vocabulary of {}", tokens[i], i, m.cfg.vocab_size));
+}
+
+// x[N × D] = the embedding rows of the tokens. Vocabulary-parallel under tp: each rank
+// writes the rows of the tokens in its slice, zeros for the others, and an all-reduce
+// sums them; a.owned_runs remembers which rows were its own for the backward.
+template <typename T>
+void embed(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a,
+           std::span<const std::int32_t> tokens, std::int64_t N, T* x) {
+  check_tokens<T>(m, tokens, N);
+  const std::int64_t D = a.D;
+  a.owned_runs.clear();
+  if (!m.tp_split()) {
+    m.be->copy_to_device(a.tokens.data(), tokens.data(), std::size_t(N) * sizeof(std::int32_t));
+    m.ops->embedding_forward(a.tokens.data(), N, m.embed, D, x);
+    return;
+  }
+  std::vector<std::int32_t> local(static_cast<std::size_t>(N));
+  for (std::int64_t i = 0; i < N; ++i) {
+    const std::int32_t t = tokens[std::size_t(i)];
+    const bool own = t >= m.vocab_begin && t < m.vocab_end;
+    local[std::size_t(i)] = own ? std::int32_t(t - m.vocab_begin) : 0;
+    if (!own) continue;
+    if (!a.owned_runs.empty() && a.owned_runs.back().second == i) ++a.owned_runs.back().second;
+    else a.owned_runs.push_back({i, i + 1});
+  }
+  m.be->copy_to_device(a.tokens.data(), local.data(), local.size() * sizeof(std::int32_t));
+  m.ops->embedding_forward(a.tokens.data(), N, m.embed, D, x);
+  std::int64_t done = 0;  // zero the rows between owned runs
+  for (const auto& [b, e] : a.owned_runs) {
+    if (b > done) m.be->fill_zero(x + done * D, std::size_t((b - done) * D) * sizeof(T));
+    done = e;
+  }
+  if (N > done) m.be->fill_zero(x + done * D, std::size_t((N - done) * D) * sizeof(T));
+  tp_all_reduce(*m.be, m.tp(), x, N * D);
 }
 
 }  // namespace
@@ -97,14 +136,10 @@ void BasicModel<T>::forward(const Batch& batch, BasicActivations<T>& acts) const
 
   const std::int64_t D = a.D;
   T* x = a.resid_at(0);
-  if (m.first()) {
-    check_tokens<T>(m, batch.tokens, N);
-    m.be->copy_to_device(a.tokens.data(), batch.tokens.data(), std::size_t(N) * sizeof(std::int32_t));
-    m.ops->embedding_forward(a.tokens.data(), N, m.embed, D, x);
-  }
-  const auto dims = dims_of<T>(m.cfg, a.QKV, a.QKV);
-  const std::int64_t k_off = std::int64_t(m.cfg.num_attention_heads) * m.cfg.head_dim();
-  const std::int64_t v_off = k_off + std::int64_t(m.cfg.num_key_value_heads) * m.cfg.head_dim();
+  if (m.first()) embed<T>(m, a, batch.tokens, N, x);
+  const auto dims = dims_of<T>(m, a.QKV, a.QKV);
+  const std::int64_t k_off = std::int64_t(m.heads) * m.cfg.head_dim();
+  const std::int64_t v_off = k_off + std::int64_t(m.kv_heads) * m.cfg.head_dim();
   for (int l = 0; l < m.layers(); ++l) {
     LayerIo<T> io{x, x, x};
     if (a.training) io = {a.resid_at(2 * l), a.resid_at(2 * l + 1), a.resid_at(2 * l + 2)};
@@ -154,13 +189,9 @@ void BasicModel<T>::forward_cached(std::span<const std::int32_t> tokens, std::sp
 
   const std::int64_t D = a.D, row = kv.row;
   T* x = a.resid_at(0);  // in place through every layer
-  if (m.first()) {
-    check_tokens<T>(m, tokens, N);
-    m.be->copy_to_device(a.tokens.data(), tokens.data(), std::size_t(N) * sizeof(std::int32_t));
-    m.ops->embedding_forward(a.tokens.data(), N, m.embed, D, x);
-  }
-  const auto dims = dims_of<T>(m.cfg, a.QKV, row);
-  const std::int64_t k_off = std::int64_t(m.cfg.num_attention_heads) * m.cfg.head_dim();
+  if (m.first()) embed<T>(m, a, tokens, N, x);
+  const auto dims = dims_of<T>(m, a.QKV, row);
+  const std::int64_t k_off = std::int64_t(m.heads) * m.cfg.head_dim();
   const std::int64_t v_off = k_off + row;
   for (int l = 0; l < m.layers(); ++l) {
     LayerIo<T> io{x, x, x};

@@ -2,20 +2,25 @@
 // names, initialisation, the heads, and the buffers a forward needs.
 #include "model/model_impl.hpp"
 
+#include "comm/communicator.hpp"
 #include "core/rng.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 
 namespace braid::model {
 namespace {
 
 struct Layout {
   std::string name;
-  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> shape;   // this tp rank's slice
   int layer;
+  std::vector<std::int64_t> full_shape{};
+  TpSlice slice{};
 };
 
 // The stage's tensors in storage order. Within a layer q, k, v and gate, up are adjacent.
@@ -42,6 +47,12 @@ std::vector<Layout> layout(const ModelConfig& c, const ModelOptions& o, int begi
     out.push_back({"model.norm.weight", {D}, -1});
     if (o.lm_head && !c.tie_word_embeddings) out.push_back({"lm_head.weight", {V, D}, -1});
     if (o.value_head) out.push_back({"score.weight", {1, D}, -1});
+  }
+  // Tensor parallelism: each rank holds a slice along one axis (model/tensor_parallel.hpp).
+  for (Layout& t : out) {
+    t.full_shape = t.shape;
+    t.slice = tp_slice(c, t.name, t.full_shape, o.tp.size, o.tp.rank);
+    if (t.slice.split()) t.shape[std::size_t(t.slice.axis)] = t.slice.end - t.slice.begin;
   }
   return out;
 }
@@ -86,6 +97,19 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
       cfg.num_attention_heads % cfg.num_key_value_heads != 0 || cfg.hidden_size % cfg.num_attention_heads != 0 ||
       cfg.head_dim() % 2 != 0)
     throw std::invalid_argument("model config has inconsistent head counts or sizes");
+  check_tensor_parallel(cfg, opt.tp.size);
+  if (opt.tp.rank < 0 || opt.tp.rank >= opt.tp.size)
+    throw std::invalid_argument(fmt::format("tp rank {} is not in [0, {})", opt.tp.rank, opt.tp.size));
+  if (opt.tp.group && (opt.tp.group->size() != opt.tp.size || opt.tp.group->rank() != opt.tp.rank))
+    throw std::invalid_argument(fmt::format("tp rank {} of {} given a group where it is rank {} of {}", opt.tp.rank,
+                                            opt.tp.size, opt.tp.group->rank(), opt.tp.group->size()));
+  m.heads = cfg.num_attention_heads / opt.tp.size;
+  m.kv_heads = cfg.num_key_value_heads / opt.tp.size;
+  {
+    const auto [ib, ie] = split_range(cfg.intermediate_size, opt.tp.size, opt.tp.rank);
+    m.inter = ie - ib;
+    std::tie(m.vocab_begin, m.vocab_end) = split_range(cfg.vocab_size, opt.tp.size, opt.tp.rank);
+  }
 
   // f32 stands for the model's own type (f64 in the double-precision gradient checks).
   const backend::DType own = backend::dtype_of<T>();
@@ -109,6 +133,8 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
   for (const Layout& t : lay) {
     Tensor<T> x{t.name, t.shape, nullptr, m.grads.data() + off, 1, t.layer};
     x.dtype = m.opt.dtype;
+    x.full_shape = t.full_shape;
+    x.slice = t.slice;
     x.weights = m.params.data() + std::size_t(off) * elem;
     if (m.opt.dtype == own) x.data = static_cast<T*>(x.weights);
     for (auto d : t.shape) x.numel *= d;
@@ -181,6 +207,11 @@ template <typename T> int BasicModel<T>::layer_begin() const { return impl_->beg
 template <typename T> int BasicModel<T>::layer_end() const { return impl_->end; }
 template <typename T> bool BasicModel<T>::is_first_stage() const { return impl_->first(); }
 template <typename T> bool BasicModel<T>::is_last_stage() const { return impl_->last(); }
+template <typename T> const TensorParallel& BasicModel<T>::tensor_parallel() const { return impl_->opt.tp; }
+template <typename T>
+std::pair<std::int64_t, std::int64_t> BasicModel<T>::vocab_slice() const {
+  return {impl_->vocab_begin, impl_->vocab_end};
+}
 template <typename T> std::vector<Tensor<T>>& BasicModel<T>::tensors() { return impl_->tensors; }
 template <typename T> const std::vector<Tensor<T>>& BasicModel<T>::tensors() const { return impl_->tensors; }
 template <typename T>
@@ -235,8 +266,13 @@ void BasicModel<T>::init_random(std::uint64_t seed, double std) {
     if (t.shape.size() == 1) {
       std::fill(host.begin(), host.end(), T(1));
     } else {
+      // The whole tensor's values, then this rank's slice: the same weights at any tp.
+      std::int64_t full = 1;
+      for (auto d : t.full_shape) full *= d;
+      std::vector<T> all(static_cast<std::size_t>(full));
       Rng rng(seed, name_stream(t.name));
-      for (T& x : host) x = T(rng.normal() * std);
+      for (T& x : all) x = T(rng.normal() * std);
+      host = extract_slice(all.data(), t.full_shape, t.slice);
     }
     write_values(*m.be, t, host.data());
   }
@@ -255,7 +291,32 @@ void BasicModel<T>::lm_logits(const T* hidden, std::int64_t rows, T* logits) con
   const Impl& m = *impl_;
   if (!m.head) throw std::logic_error("lm_logits: this stage has no LM head");
   const std::int64_t D = m.cfg.hidden_size, V = m.cfg.vocab_size;
-  m.ops->gemm(false, true, rows, V, D, T(1), hidden, D, m.head, D, T(0), logits, V);
+  if (!m.tp_split()) {
+    m.ops->gemm(false, true, rows, V, D, T(1), hidden, D, m.head, D, T(0), logits, V);
+    return;
+  }
+  // Vocabulary-parallel head: each rank's columns of the logits, gathered (what sampling
+  // reads; the log-probabilities of training never gather them: rl::ChunkedLmHead).
+  const TensorParallel& tp = m.tp();
+  if (!tp.group) throw std::logic_error("a tensor-parallel model without its tp group cannot run");
+  const std::int64_t Vl = m.vocab_end - m.vocab_begin;
+  backend::Buffer<T> part(*m.be, std::size_t(rows * Vl));
+  m.ops->gemm(false, true, rows, Vl, D, T(1), hidden, D, m.head, D, T(0), part.data(), Vl);
+  // Rank r's part [rows × V_r] lies at rows · (its first vocabulary row).
+  std::vector<T> parts(std::size_t(rows * V)), out(std::size_t(rows * V));
+  m.be->copy_to_host(parts.data() + rows * m.vocab_begin, part.data(), std::size_t(rows * Vl) * sizeof(T));
+  std::vector<std::size_t> counts;
+  for (int r = 0; r < tp.size; ++r) {
+    const auto [b, e] = split_range(V, tp.size, r);
+    counts.push_back(std::size_t(rows * (e - b)));
+  }
+  tp.group->all_gather_varying(std::span<T>(parts), counts);
+  for (int r = 0; r < tp.size; ++r) {
+    const auto [b, e] = split_range(V, tp.size, r);
+    const T* src = parts.data() + rows * b;
+    for (std::int64_t i = 0; i < rows; ++i) std::copy_n(src + i * (e - b), e - b, out.data() + i * V + b);
+  }
+  m.be->copy_to_device(logits, out.data(), out.size() * sizeof(T));
 }
 
 template <typename T>

@@ -19,6 +19,11 @@
 // their input from acts.input() (the previous stage's output, written by the caller)
 // and, after backward, leave the gradient for the previous stage in acts.input_grad().
 //
+// Tensor parallelism (model/tensor_parallel.hpp, docs/parallel.md): with
+// ModelOptions::tp = {size, rank, group} the model holds rank's slices of the heads, MLP
+// units and vocabulary, and forward, backward and forward_cached all-reduce over the
+// group; every rank of the group runs the same calls on the same tokens.
+//
 // Generation (KV cache; continuous batching):
 //
 //   auto cache = m.make_kv_cache(/*slots*/ 32, /*max_len*/ 1024);
@@ -34,11 +39,13 @@
 
 #include "backend/backend.hpp"
 #include "model/config.hpp"
+#include "model/tensor_parallel.hpp"
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace braid::model {
@@ -57,6 +64,9 @@ struct ModelOptions {
   // model's scalar type (f32; f64 for a double model), or bf16 (half the weight memory; gradients stay f32, and
   // an optimizer keeps an f32 master copy: optim::AdamW).
   backend::DType dtype = backend::DType::f32;
+  // Tensor parallelism (model/tensor_parallel.hpp): this rank's slice of the heads, the MLP
+  // units and the vocabulary; tensors are then shaped as the slices.
+  TensorParallel tp;
 };
 
 // One parameter tensor, by Hugging Face name ("model.layers.3.self_attn.q_proj.weight",
@@ -79,6 +89,10 @@ struct Tensor {
   int layer = -1;                    // decoder layer index, -1 for embedding, norm, heads
   backend::DType dtype = backend::dtype_of<T>();
   void* weights = nullptr;
+  // Under tensor parallelism: the tensor's shape in the whole model and where this slice
+  // lies in it (shape == full_shape and slice replicated at tp 1).
+  std::vector<std::int64_t> full_shape;
+  TpSlice slice;
 
   backend::Weights operand() const { return {weights, dtype}; }
 };
@@ -184,6 +198,9 @@ class BasicModel {
   int layer_end() const;
   bool is_first_stage() const;   // has the token embedding
   bool is_last_stage() const;    // has the final norm and the heads
+  const TensorParallel& tensor_parallel() const;   // options().tp
+  // The vocabulary rows [begin, end) this rank's embedding and LM head hold ([0, V) at tp 1).
+  std::pair<std::int64_t, std::int64_t> vocab_slice() const;
 
   // Every parameter of the stage, in a fixed order (embedding, layers, norm, heads).
   std::vector<Tensor<T>>& tensors();
@@ -199,7 +216,7 @@ class BasicModel {
   std::int64_t parameter_bytes() const;
 
   // Normal(0, std) for matrices (std = 0.02, HF's initializer_range), ones for norms;
-  // the same seed gives the same weights for a tensor whatever the stage split.
+  // the same seed gives the same weights for a tensor whatever the stage and tp split.
   void init_random(std::uint64_t seed, double std = 0.02);
   void zero_grad();
 
@@ -223,7 +240,8 @@ class BasicModel {
   // embedding), with its storage type; false when the stage has none.
   backend::Weights lm_head_weight() const;
   T* lm_head_grad();
-  // logits[rows × vocab] = hidden[rows × D] · Wᵀ.
+  // logits[rows × vocab] = hidden[rows × D] · Wᵀ (under tp: every rank's vocabulary slice,
+  // gathered; every rank gets the whole rows).
   void lm_logits(const T* hidden, std::int64_t rows, T* logits) const;
   // Per-token scalar values of the value head, values[N], from acts.output().
   void values(const BasicActivations<T>& acts, T* values) const;

@@ -28,6 +28,9 @@ struct BasicModel<T>::Impl {
   backend::Backend* be = nullptr;
   backend::Ops<T>* ops = nullptr;
   int begin = 0, end = 0;
+  // This tp rank's share: query and key/value heads, intermediate units, vocabulary rows.
+  int heads = 0, kv_heads = 0;
+  std::int64_t inter = 0, vocab_begin = 0, vocab_end = 0;
   backend::Buffer<std::byte> params;           // the compute copy, opt.dtype elements
   backend::Buffer<T> grads;
   std::int64_t count = 0;                      // parameters
@@ -44,6 +47,9 @@ struct BasicModel<T>::Impl {
   bool first() const { return begin == 0; }
   bool last() const { return end == cfg.num_hidden_layers; }
   int layers() const { return end - begin; }
+  const TensorParallel& tp() const { return opt.tp; }
+  bool tp_split() const { return opt.tp.size > 1; }
+  std::int64_t qkv_rows() const { return std::int64_t(heads + 2 * kv_heads) * cfg.head_dim(); }
 };
 
 // Per-layer activation slots; in inference mode one slot serves every layer.
@@ -60,6 +66,9 @@ struct BasicActivations<T>::Impl {
   std::int64_t n_out = 0;              // rows of output(): n, or segments after forward_cached
   bool last_was_training_forward = false;
   std::vector<backend::AttentionSegment> segs;
+  // Vocabulary-parallel embedding: the runs [begin, end) of rows whose token this tp rank
+  // holds (a.tokens then holds ids within the rank's slice).
+  std::vector<std::pair<std::int64_t, std::int64_t>> owned_runs;
   backend::Buffer<std::int32_t> tokens, pos;
 
   // resid: training: 2·layers + 1 rows of N × D (input, then mid and out of each layer);

@@ -1,6 +1,9 @@
 #include "rl/chunked_lm_head.hpp"
 
+#include "comm/communicator.hpp"
+
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace braid::rl {
@@ -17,6 +20,69 @@ ChunkedLmHead<T>::ChunkedLmHead(backend::Backend& be, std::int64_t vocab, std::i
 }
 
 template <typename T>
+ChunkedLmHead<T>::ChunkedLmHead(const model::BasicModel<T>& m, std::int64_t chunk_rows)
+    : ChunkedLmHead(m.backend(), m.vocab_slice().second - m.vocab_slice().first, m.config().hidden_size, chunk_rows) {
+  tp_ = m.tensor_parallel();
+  vocab_begin_ = m.vocab_slice().first;
+  if (tp_.size > 1) {
+    if (!tp_.group) throw std::logic_error("ChunkedLmHead: a tensor-parallel model without its tp group");
+    targets_ = backend::Buffer<std::int32_t>(*be_, std::size_t(chunk_));
+    d_hidden_ = backend::Buffer<T>(*be_, std::size_t(chunk_ * hidden_));
+  }
+}
+
+template <typename T>
+void ChunkedLmHead<T>::vocab_parallel_targets(const std::int32_t* targets, std::int64_t n, bool for_backward) {
+  host_targets_.assign(std::size_t(n), -1);
+  if (targets) be_->copy_to_host(host_targets_.data(), targets, std::size_t(n) * sizeof(std::int32_t));
+  std::vector<std::int32_t> local(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    const std::int32_t t = host_targets_[i];
+    const bool own = t >= vocab_begin_ && t < vocab_begin_ + vocab_;
+    // The backward needs a target on every row that has one: column 0 stands in for a
+    // target another rank holds, and its +d_logprob is taken back afterwards.
+    local[i] = own ? std::int32_t(t - vocab_begin_) : (t >= 0 && for_backward ? 0 : -1);
+  }
+  be_->copy_to_device(targets_.data(), local.data(), local.size() * sizeof(std::int32_t));
+}
+
+template <typename T>
+void ChunkedLmHead<T>::vocab_parallel_stats(std::int64_t n, T* logprob, T* entropy, bool for_backward) {
+  const std::size_t rows = std::size_t(n);
+  std::vector<T> lse(rows), lp(rows), h(rows);
+  be_->copy_to_host(lse.data(), lse_.data(), rows * sizeof(T));
+  be_->copy_to_host(lp.data(), logprob_.data(), rows * sizeof(T));
+  be_->copy_to_host(h.data(), entropy_.data(), rows * sizeof(T));
+  // Per row, over the ranks r: lse = M + log Σ e^(lse_r − M) with M = max lse_r;
+  // Σ_j e^(z_j) z_j = e^(lse_r) (lse_r − H_r) gives the entropy H = lse − Σ p_j z_j;
+  // the target's logit z_t = logprob_r + lse_r on the rank that holds it.
+  std::vector<double> top(rows), sums(3 * rows);
+  for (std::size_t i = 0; i < rows; ++i) top[i] = double(lse[i]);
+  tp_.group->all_reduce(std::span<double>(top), comm::ReduceOp::max);
+  for (std::size_t i = 0; i < rows; ++i) {
+    const double e = std::exp(double(lse[i]) - top[i]);
+    const std::int32_t t = host_targets_[i];
+    const bool own = t >= vocab_begin_ && t < vocab_begin_ + vocab_;
+    sums[3 * i] = e;
+    sums[3 * i + 1] = e * (double(lse[i]) - double(h[i]));
+    sums[3 * i + 2] = own ? double(lp[i]) + double(lse[i]) : 0.0;
+  }
+  tp_.group->all_reduce(std::span<double>(sums), comm::ReduceOp::sum);
+  for (std::size_t i = 0; i < rows; ++i) {
+    const double g_lse = top[i] + std::log(sums[3 * i]);
+    lse[i] = T(g_lse);
+    h[i] = T(g_lse - sums[3 * i + 1] / sums[3 * i]);
+    lp[i] = host_targets_[i] >= 0 ? T(sums[3 * i + 2] - g_lse) : T(0);
+  }
+  if (logprob) be_->copy_to_device(logprob, lp.data(), rows * sizeof(T));
+  if (entropy) be_->copy_to_device(entropy, h.data(), rows * sizeof(T));
+  if (for_backward) {
+    be_->copy_to_device(lse_.data(), lse.data(), rows * sizeof(T));
+    be_->copy_to_device(entropy_.data(), h.data(), rows * sizeof(T));
+  }
+}
+
+template <typename T>
 void ChunkedLmHead<T>::forward(const T* hidden, std::int64_t rows, backend::Weights weight, const std::int32_t* targets,
                                T* logprob, T* entropy) {
   backend::Ops<T>& ops = be_->ops<T>();
@@ -24,6 +90,12 @@ void ChunkedLmHead<T>::forward(const T* hidden, std::int64_t rows, backend::Weig
     const std::int64_t n = std::min(chunk_, rows - r0);
     ops.gemm(false, true, n, vocab_, hidden_, T(1), hidden + r0 * hidden_, hidden_, weight, hidden_, T(0),
              logits_.data(), vocab_);
+    if (tp_.size > 1) {
+      vocab_parallel_targets(targets ? targets + r0 : nullptr, n, false);
+      ops.softmax_stats(logits_.data(), n, vocab_, targets_.data(), lse_.data(), logprob_.data(), entropy_.data());
+      vocab_parallel_stats(n, logprob ? logprob + r0 : nullptr, entropy ? entropy + r0 : nullptr, false);
+      continue;
+    }
     ops.softmax_stats(logits_.data(), n, vocab_, targets ? targets + r0 : nullptr, lse_.data(),
                       logprob ? logprob + r0 : nullptr, entropy ? entropy + r0 : nullptr);
   }
@@ -38,6 +110,25 @@ void ChunkedLmHead<T>::backward(const T* hidden, std::int64_t rows, backend::Wei
     const T* h = hidden + r0 * hidden_;
     const std::int32_t* t = targets ? targets + r0 : nullptr;
     ops.gemm(false, true, n, vocab_, hidden_, T(1), h, hidden_, weight, hidden_, T(0), logits_.data(), vocab_);
+    if (tp_.size > 1) {
+      vocab_parallel_targets(t, n, true);
+      ops.softmax_stats(logits_.data(), n, vocab_, targets_.data(), lse_.data(), logprob_.data(), entropy_.data());
+      vocab_parallel_stats(n, nullptr, nullptr, true);
+      ops.softmax_stats_backward(logits_.data(), n, vocab_, targets_.data(), lse_.data(), entropy_.data(),
+                                 d_logprob ? d_logprob + r0 : nullptr, d_entropy ? d_entropy + r0 : nullptr);
+      for (std::int64_t i = 0; d_logprob && i < n; ++i) {
+        const std::int32_t g = host_targets_[std::size_t(i)];
+        if (g >= 0 && !(g >= vocab_begin_ && g < vocab_begin_ + vocab_))
+          ops.axpy(1, T(-1), d_logprob + r0 + i, logits_.data() + i * vocab_);
+      }
+      // d_hidden is the sum of every rank's d_logits · W slice.
+      ops.gemm(false, false, n, hidden_, vocab_, T(1), logits_.data(), vocab_, weight, hidden_, T(0),
+               d_hidden_.data(), hidden_);
+      model::tp_all_reduce(*be_, tp_, d_hidden_.data(), n * hidden_);
+      ops.axpy(n * hidden_, T(1), d_hidden_.data(), d_hidden + r0 * hidden_);
+      ops.gemm(true, false, vocab_, hidden_, n, T(1), logits_.data(), vocab_, h, hidden_, T(1), d_weight, hidden_);
+      continue;
+    }
     ops.softmax_stats(logits_.data(), n, vocab_, t, lse_.data(), nullptr, entropy_.data());
     ops.softmax_stats_backward(logits_.data(), n, vocab_, t, lse_.data(), entropy_.data(),
                                d_logprob ? d_logprob + r0 : nullptr, d_entropy ? d_entropy + r0 : nullptr);

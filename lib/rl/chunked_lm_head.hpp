@@ -2,6 +2,12 @@
 // over chunks of rows: logits exist for `chunk_rows` tokens at a time, never for the whole
 // batch (the "chunked loss calculation" of the systems-for-LLM-RL notes). The backward
 // recomputes each chunk's logits instead of keeping them.
+//
+// Vocabulary-parallel (a model under tensor parallelism, made with the model's
+// constructor): each tp rank holds the rows [vocab_begin, vocab_end) of W and computes
+// only its columns of the logits; per row, the maximum of the ranks' log-sum-exps and
+// then the sums of exp, exp·logit and the target's logit are all-reduced (a few scalars
+// per row), so the logits are never gathered. The backward all-reduces d_hidden.
 #pragma once
 
 #include "backend/backend.hpp"
@@ -17,7 +23,11 @@ class ChunkedLmHead {
  public:
   ChunkedLmHead(backend::Backend& be, std::int64_t vocab, std::int64_t hidden,
                 std::int64_t chunk_rows = 128);
+  // The head of the model's last stage: its vocabulary slice and tp group under tensor
+  // parallelism, the whole vocabulary otherwise.
+  ChunkedLmHead(const model::BasicModel<T>& m, std::int64_t chunk_rows = 128);
 
+  // targets, logprob, entropy and the gradients are device memory of the backend.
   // For each row i of hidden [rows × D] and W [vocab × D] (stored as weight.type): logprob[i] = log softmax(h_i Wᵀ)[t_i]
   // with t_i = targets[i] (0 where t_i < 0: no target), entropy[i] of that softmax.
   // logprob or entropy may be null.
@@ -31,10 +41,21 @@ class ChunkedLmHead {
   std::int64_t chunk_rows() const { return chunk_; }
 
  private:
+  // Vocabulary-parallel: this rank's targets for rows [r0, r0 + n) into targets_ (the slice's
+  // index, or -1; for the backward, 0 where another rank holds the target), and the
+  // global statistics from the ranks' local ones (softmax_stats over the slice: lse_,
+  // logprob_, entropy_), written to logprob/entropy (either may be null) and, with
+  // for_backward, into lse_ and entropy_.
+  void vocab_parallel_targets(const std::int32_t* targets, std::int64_t n, bool for_backward);
+  void vocab_parallel_stats(std::int64_t n, T* logprob, T* entropy, bool for_backward);
+
   backend::Backend* be_;
-  std::int64_t vocab_, hidden_, chunk_;
-  backend::Buffer<T> logits_, lse_, logprob_, entropy_;
+  std::int64_t vocab_, hidden_, chunk_;   // vocab_: this rank's rows of W
+  model::TensorParallel tp_;
+  std::int64_t vocab_begin_ = 0;
+  backend::Buffer<T> logits_, lse_, logprob_, entropy_, d_hidden_;
   backend::Buffer<std::int32_t> targets_;
+  std::vector<std::int32_t> host_targets_;   // the global targets of the chunk (-1: none)
 };
 
 // Next-token targets of a packed batch: row r predicts tokens[r + 1] within its

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   braid::driver::add_init_command(app, verbs);
   braid::driver::add_import_command(app, verbs);
   braid::driver::add_export_command(app, verbs);
+  braid::driver::add_reshard_command(app, verbs);
   braid::driver::add_run_command(app, verbs);
   braid::driver::add_makefile_command(app, verbs);
 

@@ -40,6 +40,8 @@ void add_info_command(CLI::App& app, Verbs& verbs);
 void add_init_command(CLI::App& app, Verbs& verbs);
 void add_import_command(CLI::App& app, Verbs& verbs);
 void add_export_command(CLI::App& app, Verbs& verbs);
+// A checkpoint at another tensor-parallel degree: cmd_reshard.cpp.
+void add_reshard_command(CLI::App& app, Verbs& verbs);
 // The RL loop: cmd_run.cpp (braid run), cmd_makefile.cpp (braid makefile).
 void add_run_command(CLI::App& app, Verbs& verbs);
 void add_makefile_command(CLI::App& app, Verbs& verbs);
