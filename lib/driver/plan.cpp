@@ -229,4 +229,32 @@ Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& op
   return step;
 }
 
+bool evaluates(const RunSpec& spec, int iteration) {
+  if (!spec.eval) return false;
+  return iteration == 0 || iteration % spec.eval->every == 0 || iteration == spec.iterations;
+}
+
+Step eval_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i) {
+  const EvalSpec& ev = *spec.eval;
+  const fs::path out = layout.eval_file(i);
+  Step step{.name = fmt::format("iteration {} eval", i), .pipeline = {}, .inputs = {ev.prompts}, .outputs = {out},
+            .stale = {out}};
+  add_inputs(step, model_files(spec, layout, "actor", i));
+  Argv argv = {opt.tools.braid, "eval", actor_after(spec, layout, i).string(), "--prompts", ev.prompts.string()};
+  if (!ev.rule.empty()) {
+    argv.insert(argv.end(), {"--reward-rule", ev.rule});
+  } else {
+    argv.insert(argv.end(), {"--reward-cmd", ev.command, "--reward-cmd-dir", ev.command_dir.string()});
+    if (ev.command_timeout) argv.insert(argv.end(), {"--reward-cmd-timeout", fmt::format("{}", *ev.command_timeout)});
+  }
+  argv.insert(argv.end(), {"--samples", std::to_string(ev.samples), "--temperature", fmt::format("{}", ev.temperature),
+                           "--seed", iteration_seed(spec, i), "--tokenizer", spec.tokenizer});
+  if (ev.max_new_tokens > 0) argv.insert(argv.end(), {"--max-new-tokens", std::to_string(ev.max_new_tokens)});
+  if (!ev.by.empty()) argv.insert(argv.end(), {"--by", ev.by});
+  argv.insert(argv.end(), {"-o", out.string()});
+  append_common(argv, spec, opt);
+  step.pipeline.push_back(Command{.stage = "eval", .argv = std::move(argv)});
+  return step;
+}
+
 }  // namespace braid::driver

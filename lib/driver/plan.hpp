@@ -68,6 +68,12 @@ std::vector<Step> init_steps(const RunSpec& spec, const Layout& layout, const Pl
 Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int iteration);
 Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int iteration);
 
+// Whether the run evaluates the actor of `iteration` (0: the start): with an "eval"
+// section, at 0, every `every` iterations and at the last.
+bool evaluates(const RunSpec& spec, int iteration);
+// `braid eval` of the actor after `iteration` into OUT/iter-i/eval.json (only where evaluates()).
+Step eval_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int iteration);
+
 // The checkpoints an iteration's training writes (the step's outputs).
 std::vector<std::filesystem::path> trained_checkpoints(const RunSpec& spec, const Layout& layout, int iteration);
 

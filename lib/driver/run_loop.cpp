@@ -16,6 +16,7 @@
 #include "core/files.hpp"
 #include "core/log.hpp"
 #include "driver/metrics.hpp"
+#include "driver/report.hpp"
 #include "driver/shell.hpp"
 #include "driver/verify.hpp"
 
@@ -88,6 +89,7 @@ std::vector<std::string> expand_shards(const Command& c) {
 // OUT/metrics.jsonl: every iteration's metrics.json so far, one line each.
 void write_metrics_file(const Layout& layout, int iterations) {
   std::string text;
+  if (auto start = start_metrics(layout)) text += start->dump() + "\n";
   std::error_code ec;
   for (int i = 1; i <= iterations; ++i) {
     const fs::path p = layout.iteration_metrics(i);
@@ -241,9 +243,17 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
   std::vector<Step> first = init_steps(spec, layout, opt);
   first.push_back(rollout_step(spec, layout, opt, 1));
   first.push_back(train_step(spec, layout, opt, 1));
+  if (evaluates(spec, 0)) first.push_back(eval_step(spec, layout, opt, 0));
   check_programs(first);
   for (const auto& step : init_steps(spec, layout, opt)) {
     if (step_due(step) || checkpoints_damaged(step)) execute_step(step);
+  }
+  if (evaluates(spec, 0)) {
+    const Step ev = eval_step(spec, layout, opt, 0);
+    if (step_due(ev)) {
+      log::info("evaluating the start actor");
+      execute_step(ev);
+    }
   }
   for (int i = 1; i <= spec.iterations; ++i) {
     const Step rollout = rollout_step(spec, layout, opt, i);
@@ -257,10 +267,16 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
       execute_step(train);
       ++result.iterations_run;
     }
-    // metrics.json follows the checkpoints: recomputed whenever they are newer.
+    std::vector<fs::path> measured = train.outputs;
+    if (evaluates(spec, i)) {
+      const Step ev = eval_step(spec, layout, opt, i);
+      if (step_due(ev)) execute_step(ev);
+      measured.insert(measured.end(), ev.outputs.begin(), ev.outputs.end());
+    }
+    // metrics.json follows the checkpoints and the evaluation: recomputed whenever they are newer.
     const fs::path metrics = layout.iteration_metrics(i);
     const auto written = newest(metrics);
-    const auto trained = newest_input(Step{.name = "", .pipeline = {}, .inputs = train.outputs, .outputs = {},
+    const auto trained = newest_input(Step{.name = "", .pipeline = {}, .inputs = measured, .outputs = {},
                                            .stale = {}});
     if (!written || (trained && *written < *trained)) {
       const ordered_json m = iteration_metrics(layout, i);
@@ -268,6 +284,7 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
       log::info("{}", summary_line(m));
     }
     write_metrics_file(layout, spec.iterations);
+    write_report(spec, layout, i);
   }
   result.actor = actor_after(spec, layout, spec.iterations);
   if (spec.uses_critic()) result.critic = critic_after(spec, layout, spec.iterations);
@@ -276,15 +293,17 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
 
 std::vector<std::string> dry_run(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
   std::vector<Step> steps = init_steps(spec, layout, opt);
+  if (evaluates(spec, 0)) steps.push_back(eval_step(spec, layout, opt, 0));
   for (int i = 1; i <= spec.iterations; ++i) {
     steps.push_back(rollout_step(spec, layout, opt, i));
     steps.push_back(train_step(spec, layout, opt, i));
+    if (evaluates(spec, i)) steps.push_back(eval_step(spec, layout, opt, i));
   }
   std::vector<std::string> lines;
   bool rewritten = false;  // an earlier step would run: everything after reads its new outputs
   for (const auto& step : steps) {
     // The start models are made independently of each other; the iterations form a chain.
-    const bool chained = step.name.rfind("init ", 0) != 0;
+    const bool chained = step.name.rfind("init ", 0) != 0 && step.name != "iteration 0 eval";
     if ((chained && rewritten) || step_due(step)) {
       lines.push_back(pipeline_line(step));
       rewritten = true;

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   braid::driver::add_export_command(app, verbs);
   braid::driver::add_run_command(app, verbs);
   braid::driver::add_makefile_command(app, verbs);
+  braid::driver::add_eval_command(app, verbs);
+  braid::driver::add_synth_command(app, verbs);
 
   return braid::cli::run(app, argc, argv, [&] { return verbs.run(); });
 }
