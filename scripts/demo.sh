@@ -91,6 +91,6 @@ braid-schedgen --verify "$out/schedule.json"
 braid inspect "$out/schedule.json"
 
 step "10. every file checked"
-files=("$out"/tiny-profile.json "$out"/h100-profile.json "$out"/plan.json "$out"/schedule.json "$out"/sft/actor.h5 "$out"/rm/reward.h5 "$last"/*.h5 "$last"/scored/*.h5 "$last"/samples/*.h5)
+files=("$out"/tiny-profile.json "$out"/h100-profile.json "$out"/plan.json "$out"/schedule.json "$out"/ppo.json "$out"/sft/eval.json "$out"/rm/eval.json "$out"/ppo/report.json "$out"/sft/actor.h5 "$out"/rm/reward.h5 "$last"/*.h5 "$last"/scored/*.h5 "$last"/samples/*.h5)
 braid check -v "${files[@]}"
 echo "all ${#files[@]} files are complete braid files; outputs in $out/"

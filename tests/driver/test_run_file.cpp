@@ -273,3 +273,34 @@ BOOST_AUTO_TEST_CASE(schedule_gives_the_rank_count) {
   BOOST_TEST(spec.actor_stages == 4);
   BOOST_TEST(spec.critic_stages == 2);
 }
+
+// The "eval" section: its defaults (the run's own rule, generate's max_new_tokens), and
+// every bad field named.
+BOOST_AUTO_TEST_CASE(the_eval_section) {
+  std::string text = test::kGoodPpoRun;
+  const auto at = text.rfind('}');
+  std::string good = text.substr(0, at) + R"(, "eval": {"prompts": "prompts.jsonl", "every": 3, "samples": 2}})";
+  const fs::path run = test::run_folder("eval_good", good);
+  const RunSpec spec = load_run_file(run);
+  BOOST_REQUIRE(spec.eval.has_value());
+  BOOST_TEST(spec.eval->prompts == (run.parent_path() / "prompts.jsonl").lexically_normal());
+  BOOST_TEST(spec.eval->every == 3);
+  BOOST_TEST(spec.eval->samples == 2);
+  BOOST_TEST(spec.eval->temperature == 0.0);
+  BOOST_TEST(spec.eval->rule == "digits");          // the run's reward
+  BOOST_TEST(spec.eval->max_new_tokens == 16);      // generate.max_new_tokens
+  BOOST_TEST(!load_run_file(test::run_folder("eval_none", test::kGoodPpoRun)).eval.has_value());
+
+  std::string bad = text.substr(0, at) +
+                    R"(, "eval": {"prompts": "nosuch.jsonl", "every": 0, "rule": "math", "command": "x", "sample": 2}})";
+  const auto problems = problems_of(test::run_folder("eval_bad", bad));
+  BOOST_TEST(problem_at(problems, "eval.prompts").find("no file") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "eval.every").find(">= 1") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "eval.sample").find("samples") != std::string::npos);  // did you mean
+  BOOST_TEST(problem_at(problems, "eval").find("not both") != std::string::npos);
+
+  // math over held-out prompts without an answer.
+  std::string math = text.substr(0, at) + R"(, "eval": {"prompts": "prompts.jsonl", "rule": "math"}})";
+  const auto math_problems = problems_of(test::run_folder("eval_math", math));
+  BOOST_TEST(problem_at(math_problems, "eval.prompts").find("answer") != std::string::npos);
+}
