@@ -262,6 +262,13 @@ double svg_width(const std::string& svg) {
   return std::atof(svg.c_str() + at + 7);
 }
 
+// A rerun of a finished run touches no file: the report is rewritten only when it differs.
+void write_if_changed(const fs::path& path, const std::string& text) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec) && fs::file_size(path, ec) == text.size() && read_text_file(path.string()) == text) return;
+  write_text_file(path.string(), text);
+}
+
 void check_seconds(Checker& c, const json& obj, const std::string& where, bool need_total) {
   if (!obj.is_object()) {
     c.fail(where, "expected an object of seconds");
@@ -453,8 +460,8 @@ void write_report(const RunSpec& spec, const Layout& layout, int last) {
       log::warn("the report draws no schedule: {}", why);
     }
   }
-  write_text_file(layout.report_json().string(), report.dump(2) + "\n");
-  write_text_file(layout.report_svg().string(), report_svg(report, schedule));
+  write_if_changed(layout.report_json(), report.dump(2) + "\n");
+  write_if_changed(layout.report_svg(), report_svg(report, schedule));
 }
 
 }  // namespace braid::driver

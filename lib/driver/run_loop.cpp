@@ -282,10 +282,12 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
       const ordered_json m = iteration_metrics(layout, i);
       write_text_file(metrics.string(), m.dump() + "\n");
       log::info("{}", summary_line(m));
+      write_metrics_file(layout, spec.iterations);
+      write_report(spec, layout, i);  // the report so far, after every iteration done now
     }
-    write_metrics_file(layout, spec.iterations);
-    write_report(spec, layout, i);
   }
+  write_metrics_file(layout, spec.iterations);
+  write_report(spec, layout, spec.iterations);  // rewritten only when it differs: a finished run's stays
   result.actor = actor_after(spec, layout, spec.iterations);
   if (spec.uses_critic()) result.critic = critic_after(spec, layout, spec.iterations);
   return result;
