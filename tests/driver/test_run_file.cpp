@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "driver/plan.hpp"
 #include "driver/run_file.hpp"
 #include "tests/driver/run_files.hpp"
 
@@ -303,4 +304,17 @@ BOOST_AUTO_TEST_CASE(the_eval_section) {
   std::string math = text.substr(0, at) + R"(, "eval": {"prompts": "prompts.jsonl", "rule": "math"}})";
   const auto math_problems = problems_of(test::run_folder("eval_math", math));
   BOOST_TEST(problem_at(math_problems, "eval.prompts").find("answer") != std::string::npos);
+}
+
+// Which iterations a run evaluates: the start, every `every`, and the last.
+BOOST_AUTO_TEST_CASE(evaluated_iterations) {
+  RunSpec spec;
+  spec.iterations = 7;
+  BOOST_TEST(!evaluates(spec, 0));  // no eval section
+  spec.eval = EvalSpec{.prompts = "p.jsonl", .every = 3};
+  std::vector<int> at;
+  for (int i = 0; i <= 7; ++i) {
+    if (evaluates(spec, i)) at.push_back(i);
+  }
+  BOOST_TEST(at == std::vector<int>({0, 3, 6, 7}), boost::test_tools::per_element());
 }
