@@ -53,14 +53,8 @@ std::string esc(const std::string& s) {
 
 std::string num(double v) { return fmt::format("{:.2f}", v); }
 
-// A tick label: few digits, no trailing zeros noise.
-std::string tick(double v) {
-  if (v == 0) return "0";
-  const double a = std::abs(v);
-  if (a >= 100) return fmt::format("{:.0f}", v);
-  if (a >= 1) return fmt::format("{:.2g}", v).size() <= 4 ? fmt::format("{:.3g}", v) : fmt::format("{:.1f}", v);
-  return fmt::format("{:.3g}", v);
-}
+// A tick label: three significant digits at most.
+std::string tick(double v) { return std::abs(v) >= 1000 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v); }
 
 struct Panel {
   double x, y, w, h;
@@ -170,7 +164,7 @@ void stage_chart(std::string& s, const Panel& p, const ordered_json& rows, int x
   }
   const Range y{0, top > 0 ? top * 1.05 : 1};
   s += "<g id=\"chart-seconds\">\n";
-  frame(s, p, "seconds per iteration, by stage", y, x0, x1);
+  frame(s, p, "seconds by stage", y, x0, x1);
   const int span = std::max(1, x1 - x0);
   const double bar = std::max(2.0, p.plot_w() / (span + 1) * 0.6);
   for (const auto& r : rows) {
@@ -190,12 +184,12 @@ void stage_chart(std::string& s, const Panel& p, const ordered_json& rows, int x
     }
   }
   // Legend.
-  double lx = p.x + p.w - 4 * 70;
+  double lx = p.x + p.w - 4 * 64;
   for (std::size_t k = 0; k < std::size(kReportStages); ++k) {
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\" "
                      "font-size=\"10\">{}</text>\n",
                      num(lx), num(p.y + 8), kStageColours[k], num(lx + 13), num(p.y + 17), kReportStages[k]);
-    lx += 70;
+    lx += 64;
   }
   s += "</g>\n";
 }
