@@ -17,7 +17,7 @@ braid synth -o "$out/task" --task add --min-digits 1 --max-digits 4 --tail 1.5 \
 cp examples/tiny/config.json "$out/config.json"
 braid init --config "$out/config.json" --seed 1 -o "$out/sft/actor0.h5" > /dev/null
 braid-train sft "$out/task/sft.jsonl" --actor "$out/sft/actor0.h5" --actor-out "$out/sft/actor.h5" \
-  --lr 3e-3 --mini-batch 64 --epochs 1 --seed 1 > /dev/null
+  --lr 3e-3 --mini-batch 64 --epochs 2 --seed 1 > /dev/null
 cp "$here/run.json" "$out/run.json"
 braid run "$out/run.json" -o "$out/grpo"
 # The start and the end, greedy, beside the run's sampled figures.
