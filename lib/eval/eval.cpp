@@ -1,5 +1,6 @@
 #include "eval/eval.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
