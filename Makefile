@@ -28,7 +28,11 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
 	@if [ "$(FUZZ_SECONDS)" != 0 ]; then FUZZ_JOBS=$(JOBS) scripts/fuzz.sh $(FUZZ_SECONDS); fi
 
-demo: build
+# The default experiment needs only these tools (not the tests, benchmarks or fuzzers).
+DEMO_TARGETS = braid braid-generate braid-score braid-train braid-profile braid-meshplan braid-schedgen
+
+demo: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target $(DEMO_TARGETS)
 	@BRAID_BIN=$(BUILD)/bin scripts/demo.sh
 
 # Address + undefined-behaviour sanitizer build and tests, in build-sanitize/.

@@ -3,16 +3,25 @@
 # Outputs go to ${DEMO_OUT:-out/demo}; the tools are taken from ${BRAID_BIN:-build/bin}.
 #
 #   1. the build: what braid was built with, and the devices it sees
-#   2. PPO from random weights (examples/ppo-tiny): `braid run` drives braid-generate piped
-#      into braid-score, then braid-train, iteration after iteration; the reward (the
-#      fraction of response characters that are digits) rises
-#   3. what the run wrote: a scored sample shard and the last actor checkpoint
-#   4. the tiny model's layer costs measured on this machine (braid-profile measure)
-#   5. the RLHFuse paper's LLaMA-65B actor / 33B critic on 32x8 H100, planned from an
+#   2. the task: `braid synth` writes a synthetic verifiable task (sort a string of
+#      digits; the number of digits drawn from a Pareto tail, so a few responses are
+#      much longer than most), with answers, SFT examples, preference pairs and held-out
+#      prompts and pairs
+#   3. the SFT warm start of the tiny byte-level model (braid-train sft), and its
+#      held-out accuracy (braid eval)
+#   4. a reward model trained on the task's preference pairs (braid-train rm), and its
+#      accuracy on held-out pairs (braid eval --pairs)
+#   5. PPO from the warm start (examples/demo/ppo.json): `braid run` drives braid-generate
+#      piped into braid-score (the math verifier against each prompt's answer), then
+#      braid-train, and braid eval on the held-out prompts every 2 iterations; the
+#      held-out accuracy rises; OUT/ppo/report.svg draws every figure
+#   6. what the run wrote: a scored sample shard and the last actor checkpoint
+#   7. the tiny model's layer costs measured on this machine (braid-profile measure)
+#   8. the RLHFuse paper's LLaMA-65B actor / 33B critic on 32x8 H100, planned from an
 #      analytic H100 profile (braid-profile analytic, braid-meshplan)
-#   6. the fused actor+critic pipeline schedule of that plan's training stage, found by
+#   9. the fused actor+critic pipeline schedule of that plan's training stage, found by
 #      simulated annealing and verified by a dry run of its instruction streams
-#   7. every file written, checked
+#  10. every file written, checked
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(cd "${BRAID_BIN:-build/bin}" && pwd)
@@ -25,37 +34,63 @@ step() { printf '\n== %s\n' "$*"; }
 step "1. the build"
 braid info
 
-step "2. PPO on a tiny Llama from random weights (examples/ppo-tiny/run.json)"
-braid run examples/ppo-tiny/run.json -o "$out/ppo"
+step "2. the task: sort digit strings, lengths from a Pareto tail (braid synth)"
+braid synth -o "$out/task" --task sort --min-digits 2 --max-digits 16 --tail 1.5 \
+  --prompts 256 --sft 2048 --pairs 2048 --heldout 128 --seed 1
+head -n 3 "$out/task/prompts.jsonl"
+
+step "3. SFT warm start of the tiny byte-level model (32 steps), its held-out accuracy"
+cp examples/tiny/config.json "$out/config.json"
+mkdir -p "$out/sft" "$out/rm"
+braid init --config "$out/config.json" --seed 1 -o "$out/sft/actor0.h5" > /dev/null
+braid-train sft "$out/task/sft.jsonl" --actor "$out/sft/actor0.h5" --actor-out "$out/sft/actor.h5" \
+  --lr 3e-3 --mini-batch 64 --epochs 1 --seed 1 > /dev/null
+braid eval "$out/sft/actor.h5" --prompts "$out/task/heldout.jsonl" --reward-rule math --max-new-tokens 20 \
+  -o "$out/sft/eval.json"
+
+step "4. a reward model on the task's preference pairs, its held-out pair accuracy"
+braid init --config "$out/config.json" --seed 3 --value-head --no-lm-head -o "$out/rm/reward0.h5" > /dev/null
+braid-train rm "$out/task/pairs.jsonl" --reward "$out/rm/reward0.h5" --reward-out "$out/rm/reward.h5" \
+  --lr 3e-3 --mini-batch 64 --epochs 4 --seed 1 > /dev/null
+braid eval "$out/rm/reward.h5" --pairs "$out/task/heldout-pairs.jsonl" -o "$out/rm/eval.json"
+
+step "5. PPO from the warm start, the math verifier as reward (examples/demo/ppo.json)"
+cp examples/demo/ppo.json "$out/ppo.json"
+braid run "$out/ppo.json" -o "$out/ppo"
 /usr/bin/env python3 - "$out/ppo/metrics.jsonl" <<'PY' || true
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("iteration  mean reward")
+print("iteration  mean reward      KL  held-out pass@1  pass@4")
 for r in rows:
-    print(f"{r.get('iteration', '?'):>9}  {r.get('mean_reward', float('nan')):.3f}")
+    e = r.get("eval", {})
+    acc = f"{e['accuracy']:15.3f}  {e.get('pass@4', float('nan')):6.3f}" if e else f"{'':15}  {'':6}"
+    rew = f"{r['mean_reward']:11.3f}" if "mean_reward" in r else f"{'(start)':>11}"
+    kl = f"{r['kl']:7.3f}" if "kl" in r else f"{'':7}"
+    print(f"{r['iteration']:>9}  {rew}  {kl}  {acc}")
 PY
+echo "the report: $out/ppo/report.svg and $out/ppo/report.json"
 
-step "3. what the run wrote: a scored sample shard and the last actor"
+step "6. what the run wrote: a scored sample shard and the last actor"
 last=$(ls -d "$out"/ppo/iter-* | tail -n 1)
 braid inspect "$(ls "$last"/scored/*.h5 | head -n 1)" | head -n 16
 braid inspect "$last/actor.h5" | head -n 6
 
-step "4. the tiny model's layer costs measured on this machine"
+step "7. the tiny model's layer costs measured on this machine"
 braid-profile measure --model examples/tiny/config.json --quick --repeats 3 -o "$out/tiny-profile.json"
 braid inspect "$out/tiny-profile.json" | head -n 12
 
-step "5. RLHFuse's 65B actor / 33B critic on 32x8 H100: profile and plan"
+step "8. RLHFuse's 65B actor / 33B critic on 32x8 H100: profile and plan"
 braid-profile analytic --hardware h100 --experiment examples/plan/rlhfuse-65b-33b-len1024.json \
   -o "$out/h100-profile.json"
 braid-meshplan examples/plan/rlhfuse-65b-33b-len1024.json examples/plan/cluster-32x8-h100.json \
   --profile "$out/h100-profile.json" --time-limit 15 -o "$out/plan.json"
 
-step "6. the fused actor+critic training schedule of that plan"
+step "9. the fused actor+critic training schedule of that plan"
 braid-schedgen "$out/plan.json" --time-limit 10 -o "$out/schedule.json" --svg "$out/schedule.svg"
 braid-schedgen --verify "$out/schedule.json"
 braid inspect "$out/schedule.json"
 
-step "7. every file checked"
-files=("$out"/*.json "$last"/*.h5 "$last"/scored/*.h5 "$last"/samples/*.h5)
+step "10. every file checked"
+files=("$out"/tiny-profile.json "$out"/h100-profile.json "$out"/plan.json "$out"/schedule.json "$out"/ppo.json "$out"/sft/eval.json "$out"/rm/eval.json "$out"/ppo/report.json "$out"/sft/actor.h5 "$out"/rm/reward.h5 "$last"/*.h5 "$last"/scored/*.h5 "$last"/samples/*.h5)
 braid check -v "${files[@]}"
 echo "all ${#files[@]} files are complete braid files; outputs in $out/"

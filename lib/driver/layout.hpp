@@ -6,7 +6,10 @@
 //   OUT/iter-0001/{generate,score,train}.stats.json
 //   OUT/iter-0001/actor.h5 critic.h5    (+ .optim.h5) the checkpoints iteration 2 starts from
 //   OUT/iter-0001/deferred.h5          with overcommit: the samples the next iteration resumes
+//   OUT/iter-0001/eval.json             braid eval of its actor on the held-out prompts (run file's "eval")
 //   OUT/iter-0001/metrics.json          the iteration's summary; OUT/metrics.jsonl gathers them
+//   OUT/iter-0001/ablation.json         stage times with each fusion on and off (when measured)
+//   OUT/report.json, OUT/report.svg     every iteration so far, as numbers and as a picture
 #pragma once
 
 #include <filesystem>
@@ -33,6 +36,10 @@ class Layout {
   std::filesystem::path deferred_file(int iteration) const { return iteration_dir(iteration) / "deferred.h5"; }
   std::filesystem::path iteration_metrics(int iteration) const { return iteration_dir(iteration) / "metrics.json"; }
   std::filesystem::path metrics_file() const { return out_ / "metrics.jsonl"; }
+  std::filesystem::path eval_file(int iteration) const { return iteration_dir(iteration) / "eval.json"; }
+  std::filesystem::path ablation_file(int iteration) const { return iteration_dir(iteration) / "ablation.json"; }
+  std::filesystem::path report_json() const { return out_ / "report.json"; }
+  std::filesystem::path report_svg() const { return out_ / "report.svg"; }
 
  private:
   std::filesystem::path out_;

@@ -133,13 +133,22 @@ std::string makefile_text(const RunSpec& spec, const Layout& layout, const Makef
   const fs::path metrics = layout.metrics_file();
   text += fmt::format("\n.PHONY: all\nall: {}\n\n", target(metrics, spec));
 
+  std::vector<fs::path> gathered = last;
   for (const auto& step : init_steps(spec, layout, plan)) text += rule(step, spec, opt.tools);
+  if (evaluates(spec, 0)) {
+    text += rule(eval_step(spec, layout, plan, 0), spec, opt.tools);
+    gathered.push_back(layout.eval_file(0));
+  }
   for (int i = 1; i <= spec.iterations; ++i) {
     text += rule(rollout_step(spec, layout, plan, i), spec, opt.tools);
     text += rule(train_step(spec, layout, plan, i), spec, opt.tools);
+    if (evaluates(spec, i)) {
+      text += rule(eval_step(spec, layout, plan, i), spec, opt.tools);
+      gathered.push_back(layout.eval_file(i));
+    }
   }
-  // braid run on a finished run only gathers the iterations' metrics.
-  text += fmt::format("# metrics of every iteration\n{}: {}\n", target(metrics, spec), targets(last, spec));
+  // braid run on a finished run only gathers the iterations' metrics (and writes the report).
+  text += fmt::format("# metrics of every iteration\n{}: {}\n", target(metrics, spec), targets(gathered, spec));
   text += fmt::format("\t$(BRAID) run {} -o {} --iterations {}\n", recipe_word(spec.file.string()),
                       recipe_word(layout.out().string()), spec.iterations);
   return text;

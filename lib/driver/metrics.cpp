@@ -58,7 +58,41 @@ std::optional<double> score_kl_coef(const std::string& config) {
   return it->get<double>();
 }
 
+// braid eval's figures of the iteration's eval.json (its numbers but the timing), or null.
+std::optional<json> eval_figures(const Layout& layout, int iteration) {
+  std::error_code ec;
+  if (!fs::is_regular_file(layout.eval_file(iteration), ec)) return std::nullopt;
+  return load_json_file(layout.eval_file(iteration).string());
+}
+
+ordered_json eval_summary(const json& ev) {
+  ordered_json e = ordered_json::object();
+  for (const auto& [k, v] : ev.items()) {
+    if (k == "accuracy" || k.starts_with("pass@") || k == "mean_reward" || k == "mean_response_length" ||
+        k == "prompts" || k == "samples_per_prompt" || k == "greedy") {
+      e[k] = v;
+    }
+  }
+  return e;
+}
+
+void add_eval_seconds(ordered_json& seconds, const json& ev) {
+  if (ev.contains("seconds") && ev["seconds"].is_number()) seconds["eval"] = ev["seconds"];
+}
+
 }  // namespace
+
+std::optional<ordered_json> start_metrics(const Layout& layout) {
+  const auto ev = eval_figures(layout, 0);
+  if (!ev) return std::nullopt;
+  ordered_json m;
+  m["iteration"] = 0;
+  ordered_json seconds = ordered_json::object();
+  add_eval_seconds(seconds, *ev);
+  m["seconds"] = seconds;
+  m["eval"] = eval_summary(*ev);
+  return m;
+}
 
 ordered_json iteration_metrics(const Layout& layout, int iteration, std::optional<double> wall_seconds) {
   std::int64_t sequences = 0, response_tokens = 0, kl_tokens = 0;
@@ -98,6 +132,8 @@ ordered_json iteration_metrics(const Layout& layout, int iteration, std::optiona
     if (std::string_view(stage) == "generate") generate_stats = stats;
   }
   if (wall_seconds) seconds["iteration"] = *wall_seconds;
+  const auto ev = eval_figures(layout, iteration);
+  if (ev) add_eval_seconds(seconds, *ev);
   m["seconds"] = seconds;
   m["train"] = train_figures(train_stats);
   if (generate_stats.contains("overcommit") && generate_stats["overcommit"].is_object()) {
@@ -106,6 +142,7 @@ ordered_json iteration_metrics(const Layout& layout, int iteration, std::optiona
   if (train_stats.contains("staleness") && train_stats["staleness"].is_object()) {
     m["staleness"] = ordered_json::parse(train_stats["staleness"].dump());
   }
+  if (ev) m["eval"] = eval_summary(*ev);
   return m;
 }
 
@@ -127,6 +164,9 @@ std::string summary_line(const ordered_json& m) {
   }
   if (m.contains("staleness") && m["staleness"].value("max", 0) > 0) {
     line += fmt::format("  staleness <= {}", m["staleness"].value("max", 0));
+  }
+  if (m.contains("eval") && m["eval"].contains("accuracy")) {
+    line += fmt::format("  held-out accuracy {:.4f}", m["eval"]["accuracy"].get<double>());
   }
   if (m.contains("seconds")) {
     line += "  |";

@@ -281,12 +281,41 @@ Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& op
   return step;
 }
 
+bool evaluates(const RunSpec& spec, int iteration) {
+  if (!spec.eval) return false;
+  return iteration == 0 || iteration % spec.eval->every == 0 || iteration == spec.iterations;
+}
+
+Step eval_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i) {
+  const EvalSpec& ev = *spec.eval;
+  const fs::path out = layout.eval_file(i);
+  Step step{.name = fmt::format("iteration {} eval", i), .pipeline = {}, .inputs = {ev.prompts}, .outputs = {out},
+            .stale = {out}};
+  add_inputs(step, model_files(spec, layout, "actor", i));
+  Argv argv = {opt.tools.braid, "eval", actor_after(spec, layout, i).string(), "--prompts", ev.prompts.string()};
+  if (!ev.rule.empty()) {
+    argv.insert(argv.end(), {"--reward-rule", ev.rule});
+  } else {
+    argv.insert(argv.end(), {"--reward-cmd", ev.command, "--reward-cmd-dir", ev.command_dir.string()});
+    if (ev.command_timeout) argv.insert(argv.end(), {"--reward-cmd-timeout", fmt::format("{}", *ev.command_timeout)});
+  }
+  argv.insert(argv.end(), {"--samples", std::to_string(ev.samples), "--temperature", fmt::format("{}", ev.temperature),
+                           "--seed", iteration_seed(spec, i), "--tokenizer", spec.tokenizer});
+  if (ev.max_new_tokens > 0) argv.insert(argv.end(), {"--max-new-tokens", std::to_string(ev.max_new_tokens)});
+  if (!ev.by.empty()) argv.insert(argv.end(), {"--by", ev.by});
+  argv.insert(argv.end(), {"-o", out.string()});
+  append_common(argv, spec, opt);
+  step.pipeline.push_back(Command{.stage = "eval", .argv = std::move(argv)});
+  return step;
+}
+
 std::vector<std::vector<Step>> step_groups(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
   std::vector<std::vector<Step>> groups;
   if (!spec.async) {
     for (int i = 1; i <= spec.iterations; ++i) {
       groups.push_back({rollout_step(spec, layout, opt, i)});
       groups.push_back({train_step(spec, layout, opt, i)});
+      if (evaluates(spec, i)) groups.push_back({eval_step(spec, layout, opt, i)});
     }
     return groups;
   }
@@ -295,6 +324,7 @@ std::vector<std::vector<Step>> step_groups(const RunSpec& spec, const Layout& la
     std::vector<Step> g{train_step(spec, layout, opt, i)};
     if (i < spec.iterations) g.push_back(rollout_step(spec, layout, opt, i + 1));
     groups.push_back(std::move(g));
+    if (evaluates(spec, i)) groups.push_back({eval_step(spec, layout, opt, i)});
   }
   return groups;
 }

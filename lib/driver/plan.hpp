@@ -77,8 +77,14 @@ Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& op
 
 // The steps in the order `braid run` runs them, the steps of a group at once: sync,
 // {rollout i}, {train i} for each i; async, {rollout 1}, {train 1, rollout 2}, ...,
-// {train n}.
+// {train n}; an evaluation (evaluates()) is a group of its own after its training.
 std::vector<std::vector<Step>> step_groups(const RunSpec& spec, const Layout& layout, const PlanOptions& opt);
+
+// Whether the run evaluates the actor of `iteration` (0: the start): with an "eval"
+// section, at 0, every `every` iterations and at the last.
+bool evaluates(const RunSpec& spec, int iteration);
+// `braid eval` of the actor after `iteration` into OUT/iter-i/eval.json (only where evaluates()).
+Step eval_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int iteration);
 
 // The checkpoints an iteration's training writes (the step's outputs).
 std::vector<std::filesystem::path> trained_checkpoints(const RunSpec& spec, const Layout& layout, int iteration);

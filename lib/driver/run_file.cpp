@@ -445,6 +445,64 @@ void read_mpirun(Checker& c, const json& mpi, const fs::path& dir, RunSpec& spec
   }
 }
 
+// The "eval" section: the prompts to evaluate on and how; the reward that decides right
+// from wrong is the section's rule or command, else the run's own when it is one.
+void read_eval(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec) {
+  const json& e = c.object(doc, "", "eval");
+  if (!e.is_object()) return;
+  c.no_unknown_keys(e, "eval", {"prompts", "every", "samples", "temperature", "max_new_tokens", "rule", "command",
+                                "timeout", "by"});
+  EvalSpec ev;
+  if (auto p = c.string(e, "eval", "prompts")) {
+    ev.prompts = resolve(dir, *p);
+    if (!fs::is_regular_file(ev.prompts)) c.fail("eval.prompts", "no file " + ev.prompts.string());
+  }
+  ev.every = static_cast<int>(c.integer(e, "eval", "every", {.min = 1, .max = 9999}, 1).value_or(1));
+  ev.samples = static_cast<int>(c.integer(e, "eval", "samples", {.min = 1, .max = 4096}, 1).value_or(1));
+  ev.temperature = c.number(e, "eval", "temperature", {.min = 0, .max = 100}, 0).value_or(0);
+  ev.max_new_tokens = c.integer(e, "eval", "max_new_tokens", {.min = 1, .max = kMaxLength}, 0).value_or(0);
+  if (e.contains("by")) ev.by = c.string(e, "eval", "by").value_or("");
+  if (e.contains("rule") && e.contains("command")) c.fail("eval", "give one of \"rule\" and \"command\", not both");
+  if (e.contains("timeout") && !e.contains("command")) c.fail("eval.timeout", "only with \"command\"");
+  if (e.contains("rule")) {
+    if (auto rule = c.string(e, "eval", "rule")) {
+      ev.rule = *rule;
+      if (auto problem = rule_problem(*rule)) c.fail("eval.rule", *problem);
+    }
+  } else if (e.contains("command")) {
+    if (auto command = c.string(e, "eval", "command")) {
+      ev.command = *command;
+      ev.command_dir = dir;
+      if (command->find_first_not_of(" \t") == std::string::npos) c.fail("eval.command", "is empty: give the scorer's command line");
+    }
+    if (e.contains("timeout")) ev.command_timeout = c.number(e, "eval", "timeout", {.min = 0, .max = 86400, .exclusive_min = true});
+  } else if (spec.reward.kind == ModelSource::Kind::rule) {
+    ev.rule = spec.reward.rule;
+  } else if (spec.reward.kind == ModelSource::Kind::command) {
+    ev.command = spec.reward.command;
+    ev.command_dir = spec.reward.command_dir;
+    ev.command_timeout = spec.reward.command_timeout;
+  } else if (spec.reward.kind != ModelSource::Kind::absent) {
+    c.fail("eval.rule", "missing: models.reward is a model, so name the rule (e.g. \"math\") or command that decides "
+                        "whether a held-out answer is right");
+  }
+  if (ev.max_new_tokens == 0) {
+    for (const auto& [flag, value] : spec.generate) {
+      if (flag == "--max-new-tokens") ev.max_new_tokens = std::stoll(value);
+    }
+  }
+  if (ev.rule == "math" && !ev.prompts.empty() && fs::is_regular_file(ev.prompts)) {
+    try {
+      const auto problems = score::math_prompt_problems(read_text_file(ev.prompts.string()), ev.prompts.string());
+      constexpr std::size_t kListed = 10;
+      for (std::size_t i = 0; i < std::min(problems.size(), kListed); ++i) c.fail("eval.prompts", problems[i] + " (eval.rule is math)");
+    } catch (const std::exception& ex) {
+      c.fail("eval.prompts", ex.what());
+    }
+  }
+  spec.eval = ev;
+}
+
 }  // namespace
 
 RunSpec load_run_file(const fs::path& path) {
@@ -454,7 +512,7 @@ RunSpec load_run_file(const fs::path& path) {
   if (!doc.is_object()) c.check();
   c.no_unknown_keys(doc, "", {"format", "version", "comment", "algorithm", "models", "prompts", "tokenizer",
                               "iterations", "seed", "threads", "device", "dtype", "async", "generate", "score", "train",
-                              "mpirun", "plan"});
+                              "mpirun", "plan", "eval"});
   RunSpec spec;
   spec.file = path;
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
@@ -536,6 +594,7 @@ RunSpec load_run_file(const fs::path& path) {
     }
   }
   check_prompts_for_reward(c, spec);
+  if (doc.contains("eval")) read_eval(c, doc, dir, spec);
   if (train.contains("ranks")) {
     if (!train.contains("schedule")) c.fail("train.ranks", "only with a schedule (the fused pipeline under mpirun)");
     spec.ranks = static_cast<int>(c.integer(train, "train", "ranks", {.min = 1, .max = 65536}).value_or(1));

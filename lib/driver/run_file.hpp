@@ -39,6 +39,22 @@ struct ModelSource {
 // Only what the run file names is passed on; everything else keeps the tool's default.
 using ToolFlags = std::vector<std::pair<std::string, std::string>>;
 
+// Held-out evaluation during the run (the run file's "eval"; docs/formats-run.md):
+// `braid eval` of the actor on a prompt file after iteration 0 (the start), every
+// `every` iterations and after the last, each into OUT/iter-i/eval.json.
+struct EvalSpec {
+  std::filesystem::path prompts;
+  int every = 1;
+  int samples = 1;
+  double temperature = 0;            // 0: greedy
+  std::int64_t max_new_tokens = 0;   // 0: the generate section's, else braid eval's default
+  std::string rule;                  // the reward that decides right or wrong: a rule ...
+  std::string command;               // ... or a scorer command (run in the run file's folder)
+  std::filesystem::path command_dir;
+  std::optional<double> command_timeout;
+  std::string by;                    // a prompt field to break the figures down by
+};
+
 struct RunSpec {
   std::filesystem::path file;       // the run file itself
   std::string algorithm = "ppo";    // "ppo" or "grpo"
@@ -80,6 +96,7 @@ struct RunSpec {
   // One-step asynchronous mode ("async": true): iteration i+1 generates with the actor of
   // iteration i-1 while iteration i trains.
   bool async = false;
+  std::optional<EvalSpec> eval;
 
   bool uses_critic() const { return algorithm == "ppo"; }
 };

@@ -18,6 +18,7 @@
 #include "core/files.hpp"
 #include "core/log.hpp"
 #include "driver/metrics.hpp"
+#include "driver/report.hpp"
 #include "driver/shell.hpp"
 #include "driver/verify.hpp"
 
@@ -90,6 +91,7 @@ std::vector<std::string> expand_shards(const Command& c) {
 // OUT/metrics.jsonl: every iteration's metrics.json so far, one line each.
 void write_metrics_file(const Layout& layout, int iterations) {
   std::string text;
+  if (auto start = start_metrics(layout)) text += start->dump() + "\n";
   std::error_code ec;
   for (int i = 1; i <= iterations; ++i) {
     const fs::path p = layout.iteration_metrics(i);
@@ -256,12 +258,20 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
   std::vector<Step> first = init_steps(spec, layout, opt);
   first.push_back(rollout_step(spec, layout, opt, 1));
   first.push_back(train_step(spec, layout, opt, 1));
+  if (evaluates(spec, 0)) first.push_back(eval_step(spec, layout, opt, 0));
   check_programs(first);
   for (const auto& step : init_steps(spec, layout, opt)) {
     if (step_due(step) || checkpoints_damaged(step)) execute_step(step);
   }
   // rolled_out[i]: iteration i's rollout ran now, so its training must too.
   std::vector<bool> rolled_out(static_cast<std::size_t>(spec.iterations) + 2, false);
+  if (evaluates(spec, 0)) {
+    const Step ev = eval_step(spec, layout, opt, 0);
+    if (step_due(ev)) {
+      log::info("evaluating the start actor");
+      execute_step(ev);
+    }
+  }
   for (int i = 1; i <= spec.iterations; ++i) {
     const Step rollout = rollout_step(spec, layout, opt, i);
     const Step train = train_step(spec, layout, opt, i);
@@ -293,10 +303,16 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
       execute_steps(group);
       if (group.front().name == train.name) ++result.iterations_run;
     }
-    // metrics.json follows the checkpoints: recomputed whenever they are newer.
+    std::vector<fs::path> measured = train.outputs;
+    if (evaluates(spec, i)) {
+      const Step ev = eval_step(spec, layout, opt, i);
+      if (step_due(ev)) execute_step(ev);
+      measured.insert(measured.end(), ev.outputs.begin(), ev.outputs.end());
+    }
+    // metrics.json follows the checkpoints and the evaluation: recomputed whenever they are newer.
     const fs::path metrics = layout.iteration_metrics(i);
     const auto written = newest(metrics);
-    const auto trained = newest_input(Step{.name = "", .pipeline = {}, .inputs = train.outputs, .outputs = {},
+    const auto trained = newest_input(Step{.name = "", .pipeline = {}, .inputs = measured, .outputs = {},
                                            .stale = {}});
     if (!written || (trained && *written < *trained)) {
       const ordered_json m = iteration_metrics(
@@ -304,9 +320,12 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
                          : std::nullopt);
       write_text_file(metrics.string(), m.dump() + "\n");
       log::info("{}", summary_line(m));
+      write_metrics_file(layout, spec.iterations);
+      write_report(spec, layout, i);  // the report so far, after every iteration done now
     }
-    write_metrics_file(layout, spec.iterations);
   }
+  write_metrics_file(layout, spec.iterations);
+  write_report(spec, layout, spec.iterations);  // rewritten only when it differs: a finished run's stays
   result.actor = actor_after(spec, layout, spec.iterations);
   if (spec.uses_critic()) result.critic = critic_after(spec, layout, spec.iterations);
   return result;
@@ -321,6 +340,11 @@ std::vector<std::string> dry_run(const RunSpec& spec, const Layout& layout, cons
       lines.push_back(pipeline_line(step));
       rewritten = true;
     }
+  }
+  // The start actor's evaluation reads the start models only.
+  if (evaluates(spec, 0)) {
+    const Step ev = eval_step(spec, layout, opt, 0);
+    if (rewritten || step_due(ev)) lines.push_back(pipeline_line(ev));
   }
   // Steps that run at once are one shell line: each but the last in the background, then `wait`.
   for (const auto& group : step_groups(spec, layout, opt)) {

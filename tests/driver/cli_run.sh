@@ -150,6 +150,10 @@ JSON
     done
   done
   [ "$(wc -l < fused/metrics.jsonl)" = 2 ] || fail "the fused run logged $(wc -l < fused/metrics.jsonl) iterations"
+  # The report draws the schedule's timeline (braid-schedgen's drawing) and names the schedule.
+  grep -q 'id="schedule"' fused/report.svg || fail "the fused run's report.svg has no schedule"
+  grep -q '"schedule": {' fused/report.json || fail "the fused run's report.json names no schedule"
+  ! grep -q 'id="schedule"' out/report.svg || fail "a run without a schedule drew one"
   "$B" run fused.json -o fused > /dev/null 2> fusedlog2 || fail "the fused rerun failed"
   grep -q "already complete" fusedlog2 || { cat fusedlog2 >&2; fail "the fused rerun redid work"; }
 fi

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "driver/plan.hpp"
 #include "driver/run_file.hpp"
 #include "tests/driver/run_files.hpp"
 
@@ -395,4 +396,48 @@ BOOST_AUTO_TEST_CASE(overcommit_and_async_keys) {
   problems = problems_of(run_with("bad", R"("async": "yes",)", R"(, "overcommit": -1)"));
   BOOST_TEST(problem_at(problems, "async").find("expected true or false") != std::string::npos);
   BOOST_TEST(!problem_at(problems, "generate.overcommit").empty());
+}
+
+// The "eval" section: its defaults (the run's own rule, generate's max_new_tokens), and
+// every bad field named.
+BOOST_AUTO_TEST_CASE(the_eval_section) {
+  std::string text = test::kGoodPpoRun;
+  const auto at = text.rfind('}');
+  std::string good = text.substr(0, at) + R"(, "eval": {"prompts": "prompts.jsonl", "every": 3, "samples": 2}})";
+  const fs::path run = test::run_folder("eval_good", good);
+  const RunSpec spec = load_run_file(run);
+  BOOST_REQUIRE(spec.eval.has_value());
+  BOOST_TEST(spec.eval->prompts == (run.parent_path() / "prompts.jsonl").lexically_normal());
+  BOOST_TEST(spec.eval->every == 3);
+  BOOST_TEST(spec.eval->samples == 2);
+  BOOST_TEST(spec.eval->temperature == 0.0);
+  BOOST_TEST(spec.eval->rule == "digits");          // the run's reward
+  BOOST_TEST(spec.eval->max_new_tokens == 16);      // generate.max_new_tokens
+  BOOST_TEST(!load_run_file(test::run_folder("eval_none", test::kGoodPpoRun)).eval.has_value());
+
+  std::string bad = text.substr(0, at) +
+                    R"(, "eval": {"prompts": "nosuch.jsonl", "every": 0, "rule": "math", "command": "x", "sample": 2}})";
+  const auto problems = problems_of(test::run_folder("eval_bad", bad));
+  BOOST_TEST(problem_at(problems, "eval.prompts").find("no file") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "eval.every").find(">= 1") != std::string::npos);
+  BOOST_TEST(problem_at(problems, "eval.sample").find("samples") != std::string::npos);  // did you mean
+  BOOST_TEST(problem_at(problems, "eval").find("not both") != std::string::npos);
+
+  // math over held-out prompts without an answer.
+  std::string math = text.substr(0, at) + R"(, "eval": {"prompts": "prompts.jsonl", "rule": "math"}})";
+  const auto math_problems = problems_of(test::run_folder("eval_math", math));
+  BOOST_TEST(problem_at(math_problems, "eval.prompts").find("answer") != std::string::npos);
+}
+
+// Which iterations a run evaluates: the start, every `every`, and the last.
+BOOST_AUTO_TEST_CASE(evaluated_iterations) {
+  RunSpec spec;
+  spec.iterations = 7;
+  BOOST_TEST(!evaluates(spec, 0));  // no eval section
+  spec.eval = EvalSpec{.prompts = "p.jsonl", .every = 3};
+  std::vector<int> at;
+  for (int i = 0; i <= 7; ++i) {
+    if (evaluates(spec, i)) at.push_back(i);
+  }
+  BOOST_TEST(at == std::vector<int>({0, 3, 6, 7}), boost::test_tools::per_element());
 }
