@@ -1,5 +1,7 @@
 #include "core/files.hpp"
 
+#include <system_error>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -204,6 +206,17 @@ void write_text_file(const std::string& path, std::string_view text) {
   AtomicFile out(path);
   write_all(out, text);
   out.commit();
+}
+
+void write_stdout_line(const std::string& text, const char* what) {
+  const std::string line = text + "\n";
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(STDOUT_FILENO, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::system_error(errno, std::generic_category(), std::string("writing ") + what + " to standard output");
+    done += static_cast<std::size_t>(n);
+  }
 }
 
 }  // namespace braid

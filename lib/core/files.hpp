@@ -14,6 +14,11 @@ inline bool is_std_stream(std::string_view path) { return path == "-"; }
 // The whole content of a file ("-": stdin). Throws InputError naming the file.
 std::string read_text_file(const std::string& path);
 
+// `text` and a newline on standard output in one write() where the pipe allows (a
+// line of one process never interleaves mid-line with another writer's, up to PIPE_BUF),
+// retried on EINTR; std::system_error naming `what` when the write fails.
+void write_stdout_line(const std::string& text, const char* what);
+
 // Writes text to path atomically ("-": stdout, written directly).
 void write_text_file(const std::string& path, std::string_view text);
 

@@ -31,16 +31,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-void print_line(const std::string& text) {
-  const std::string line = text + "\n";
-  std::size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(STDOUT_FILENO, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::system_error(errno, std::generic_category(), "writing a shard path to standard output");
-    done += static_cast<std::size_t>(n);
-  }
-}
+void print_line(const std::string& text) { write_stdout_line(text, "a shard path"); }
 
 // A finished sample and the policy step of each of its response tokens.
 struct Finished {
@@ -172,39 +163,14 @@ class OvercommitRun {
 
  private:
   void validate() const {
-    if (o_.actor.empty()) throw UsageError("--actor CKPT is required");
-    if (o_.prompts.empty()) throw UsageError("--prompts FILE is required");
-    if (o_.out_dir.empty()) throw UsageError("-o DIR is required");
+    validate_stage_options(o_);
     if (o_.deferred_out.empty()) throw UsageError("--overcommit needs --deferred-out FILE (what is not in the batch goes there)");
     if (ranks_.size() > 1) throw UsageError("--overcommit runs in one process (not under mpirun) for now");
     if (!o_.migrate_threshold.empty()) throw UsageError("--overcommit and --migrate-threshold do not go together yet");
-    if (o_.samples_per_prompt < 1) throw UsageError("--samples-per-prompt must be at least 1");
-    if (o_.max_new_tokens < 1) throw UsageError("--max-new-tokens must be at least 1");
-    if (o_.max_batch < 1) throw UsageError("--max-batch must be at least 1");
-    if (o_.shard_size < 1) throw UsageError("--shard-size must be at least 1");
-    if (o_.limit < 0) throw UsageError("--limit must be >= 0 (0: all prompts)");
-    if (o_.prefix.empty() || o_.prefix.find('/') != std::string::npos) {
-      throw UsageError(fmt::format("--prefix must be a plain file name prefix, got '{}'", o_.prefix));
-    }
-    if (o_.stats == "-") throw UsageError("--stats -: stdout carries the shard paths; give the stats a file");
-    gen::validate(o_.sampling);
   }
 
   std::string config_text() const {
-    ordered_json c;
-    c["stage"] = "generate";
-    c["samples_per_prompt"] = o_.samples_per_prompt;
-    c["shard_size"] = o_.shard_size;
-    c["tokenizer"] = o_.tokenizer;
-    c["max_new_tokens"] = o_.max_new_tokens;
-    c["temperature"] = o_.sampling.temperature;
-    c["top_p"] = o_.sampling.top_p;
-    c["top_k"] = o_.sampling.top_k;
-    c["seed"] = o_.sampling.seed;
-    c["stop_tokens"] = stop_;
-    c["actor"] = o_.actor;
-    c["prompts"] = o_.prompts;
-    c["prompt_count"] = batch_groups_;
+    ordered_json c = stage_config(o_, batch_groups_, stop_);
     c["overcommit"] = o_.overcommit;
     c["resume_deferred"] = o_.resume_deferred;
     return c.dump();

@@ -38,55 +38,16 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 // One write() per line: lines of different ranks (or of a pipe's other writers)
 // never interleave mid-line.
-void print_line(const std::string& text) {
-  const std::string line = text + "\n";
-  std::size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(STDOUT_FILENO, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::system_error(errno, std::generic_category(), "writing a shard path to standard output");
-    done += static_cast<std::size_t>(n);
-  }
-}
+void print_line(const std::string& text) { write_stdout_line(text, "a shard path"); }
 
 void validate(const StageOptions& o, const RankGroup& ranks) {
-  if (o.actor.empty()) throw UsageError("--actor CKPT is required");
-  if (o.prompts.empty()) throw UsageError("--prompts FILE is required");
-  if (o.out_dir.empty()) throw UsageError("-o DIR is required");
-  if (o.samples_per_prompt < 1) throw UsageError("--samples-per-prompt must be at least 1");
-  if (o.max_new_tokens < 1) throw UsageError("--max-new-tokens must be at least 1");
-  if (o.max_batch < 1) throw UsageError("--max-batch must be at least 1");
-  if (o.shard_size < 1) throw UsageError("--shard-size must be at least 1");
-  if (o.limit < 0) throw UsageError("--limit must be >= 0 (0: all prompts)");
-  if (o.prefix.empty() || o.prefix.find('/') != std::string::npos) {
-    throw UsageError(fmt::format("--prefix must be a plain file name prefix, got '{}'", o.prefix));
-  }
-  if (o.stats == "-") throw UsageError("--stats -: stdout carries the shard paths; give the stats a file");
+  validate_stage_options(o);
   if (o.migrate_to < 1) throw UsageError("--migrate-to must be at least 1");
   parse_migrate_threshold(o.migrate_threshold, 1);  // its syntax, before the model loads
   if (!o.migrate_threshold.empty() && ranks.size() > 1 && o.migrate_to >= ranks.size()) {
     throw UsageError(fmt::format("--migrate-to {} leaves no rank to free among {}: give fewer receivers",
                                  o.migrate_to, ranks.size()));
   }
-  validate(o.sampling);
-}
-
-std::string stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop) {
-  ordered_json c;
-  c["stage"] = "generate";
-  c["samples_per_prompt"] = o.samples_per_prompt;
-  c["shard_size"] = o.shard_size;
-  c["tokenizer"] = o.tokenizer;
-  c["max_new_tokens"] = o.max_new_tokens;
-  c["temperature"] = o.sampling.temperature;
-  c["top_p"] = o.sampling.top_p;
-  c["top_k"] = o.sampling.top_k;
-  c["seed"] = o.sampling.seed;
-  c["stop_tokens"] = stop;
-  c["actor"] = o.actor;
-  c["prompts"] = o.prompts;
-  c["prompt_count"] = prompts;
-  return c.dump();
 }
 
 // Everything one rank does, in the order it happens.
@@ -130,7 +91,7 @@ class StageRun {
                       .shard_size = o_.shard_size,
                       .dir = o_.out_dir,
                       .prefix = o_.prefix};
-    const std::string config = stage_config(o_, plan_.prompts, stop);
+    const std::string config = stage_config(o_, plan_.prompts, stop).dump();
     std::error_code ec;
     std::filesystem::create_directories(o_.out_dir, ec);
     if (ec) throw InputError(o_.out_dir, "", "cannot create the output folder: " + ec.message());
@@ -405,6 +366,40 @@ class StageRun {
 };
 
 }  // namespace
+
+void validate_stage_options(const StageOptions& o) {
+  if (o.actor.empty()) throw UsageError("--actor CKPT is required");
+  if (o.prompts.empty()) throw UsageError("--prompts FILE is required");
+  if (o.out_dir.empty()) throw UsageError("-o DIR is required");
+  if (o.samples_per_prompt < 1) throw UsageError("--samples-per-prompt must be at least 1");
+  if (o.max_new_tokens < 1) throw UsageError("--max-new-tokens must be at least 1");
+  if (o.max_batch < 1) throw UsageError("--max-batch must be at least 1");
+  if (o.shard_size < 1) throw UsageError("--shard-size must be at least 1");
+  if (o.limit < 0) throw UsageError("--limit must be >= 0 (0: all prompts)");
+  if (o.prefix.empty() || o.prefix.find('/') != std::string::npos) {
+    throw UsageError(fmt::format("--prefix must be a plain file name prefix, got '{}'", o.prefix));
+  }
+  if (o.stats == "-") throw UsageError("--stats -: stdout carries the shard paths; give the stats a file");
+  validate(o.sampling);
+}
+
+ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop) {
+  ordered_json c;
+  c["stage"] = "generate";
+  c["samples_per_prompt"] = o.samples_per_prompt;
+  c["shard_size"] = o.shard_size;
+  c["tokenizer"] = o.tokenizer;
+  c["max_new_tokens"] = o.max_new_tokens;
+  c["temperature"] = o.sampling.temperature;
+  c["top_p"] = o.sampling.top_p;
+  c["top_k"] = o.sampling.top_k;
+  c["seed"] = o.sampling.seed;
+  c["stop_tokens"] = stop;
+  c["actor"] = o.actor;
+  c["prompts"] = o.prompts;
+  c["prompt_count"] = prompts;
+  return c;
+}
 
 int run_generate_stage(const StageOptions& opt, const RankGroup& ranks, const StageHooks& hooks) {
   if (opt.overcommit >= 0) return run_overcommit_stage(opt, ranks);

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace braid::gen {
 
@@ -59,6 +60,12 @@ struct StageHooks {
   // kept as this rank's "fusion" entry in the stats.
   std::function<ordered_json(double generate_seconds)> after_generation;
 };
+
+// The checks every way of generating shares (what is required, the ranges, the
+// sampling settings); UsageError naming the option.
+void validate_stage_options(const StageOptions& o);
+// meta.config of the shards: the stage's settings (JSON), which a rerun compares.
+ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop);
 
 // Returns the exit code (0). Errors are exceptions (InputError for bad input).
 int run_generate_stage(const StageOptions& opt, const RankGroup& ranks, const StageHooks& hooks = {});

@@ -147,16 +147,7 @@ ordered_json ScoreSession::stats(double wall_seconds) const {
   return stage_stats(*p_->scorer, p_->stream->totals(), wall_seconds);
 }
 
-void print_path_line(const std::string& path) {
-  const std::string line = path + "\n";
-  std::size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(STDOUT_FILENO, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::system_error(errno, std::generic_category(), "writing a scored shard's path to standard output");
-    done += static_cast<std::size_t>(n);
-  }
-}
+void print_path_line(const std::string& path) { write_stdout_line(path, "a scored shard's path"); }
 
 int run_command(const CommandOptions& o, comm::Communicator* world) {
   const auto t0 = std::chrono::steady_clock::now();
