@@ -102,7 +102,8 @@ ordered_json evaluate_policy(const PolicyEvalOptions& o) {
   const auto lines = gen::read_prompts(o.prompts, {.tokenizer = tokenizer.get(),
                                                    .vocab_size = cfg.vocab_size,
                                                    .max_tokens = cfg.max_position_embeddings,
-                                                   .limit = o.limit});
+                                                   .limit = o.limit,
+                                                   .chat_template_from = o.model.tokenizer});
   if (lines.empty()) throw InputError(o.prompts, "", "holds no prompts");
 
   std::vector<gen::Prompt> prompts;

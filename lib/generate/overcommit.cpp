@@ -59,7 +59,8 @@ class OvercommitRun {
     lines_ = read_prompts(o_.prompts, {.tokenizer = tokenizer.get(),
                                        .vocab_size = cfg.vocab_size,
                                        .max_tokens = cfg.max_position_embeddings,
-                                       .limit = o_.limit});
+                                       .limit = o_.limit,
+                                       .chat_template_from = o_.tokenizer});
     batch_groups_ = static_cast<std::int64_t>(lines_.size());
     config_ = config_text();
 
