@@ -35,6 +35,15 @@ assert p == want, p
 assert s["first_samples"][0]["extra"] == {"answer": 1}, s["first_samples"][0]
 PY
 
+# braid eval and an overcommitted generation read chat prompts the same way.
+printf '%s\n' '{"messages": [{"role": "user", "content": "hello"}], "answer": 3}' > "$S/eval.jsonl"
+"$BRAID_BIN/braid" -q eval "$S/actor.h5" --prompts "$S/eval.jsonl" --tokenizer "$T" --reward-rule math \
+  --max-new-tokens 4 --threads 1 -o "$S/eval.json" || fail "braid eval refused a chat prompt"
+python3 -c "import json; e = json.load(open('$S/eval.json')); assert e['prompts'] == 1 and 0 <= e['accuracy'] <= 1, e" \
+  || fail "braid eval's figures"
+"$G" -q --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" --tokenizer "$T" -o "$S/oc" --max-new-tokens 4 \
+  --threads 1 --overcommit 0 --deferred-out "$S/oc/deferred.h5" > /dev/null || fail "overcommit refused chat prompts"
+
 # A conversation the template refuses, and a message without content: exit 2, each named.
 cat > "$S/bad.jsonl" <<'JSONL'
 {"messages": [{"role": "user", "content": "hi"}]}
