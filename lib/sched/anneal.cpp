@@ -349,13 +349,16 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   const auto slots = static_cast<std::uint64_t>(p.per_device - 1);
   const std::uint64_t hopeless = std::max<std::uint64_t>(1'000'000, 20 * slots * static_cast<std::uint64_t>(p.devices));
   std::uint64_t refused_in_a_row = 0, done_at_best = 0;
-  // With no cap but the clock, a pass whose best has not moved for 20M neighbours and
-  // for as long again as it took to find it is over: small problems end in seconds.
-  const bool capped = iterations != std::numeric_limits<std::uint64_t>::max();
+  // A pass whose best has not moved for 20M neighbours and for as long again as it took
+  // to find it is over (stats->mem_stalled): small problems end in seconds, and the
+  // caller may spend what is left on another pass.
   while (done < iterations && refused_in_a_row < hopeless && !(best_peak <= target || same_time(best_peak, target))) {
     if (++proposals % kCheckEvery == 0) {
       if (time_limit > 0 && seconds_since(began) >= time_limit) break;
-      if (!capped && done - done_at_best > std::max<std::uint64_t>(20'000'000, done_at_best)) break;
+      if (done - done_at_best > std::max<std::uint64_t>(20'000'000, done_at_best)) {
+        if (stats != nullptr) stats->mem_stalled = true;
+        break;
+      }
       cool();
     }
     const int d = static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices)));

@@ -81,6 +81,7 @@ struct AnnealStats {
   std::uint64_t adopted = 0;        // best schedules taken from peers
   std::uint64_t mem_iterations = 0;
   double mem_seconds = 0;
+  bool mem_stalled = false;         // the memory pass ended because its best stopped moving
 };
 
 struct AnnealResult {

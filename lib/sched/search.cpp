@@ -110,19 +110,44 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
   std::stable_sort(chosen.begin(), chosen.end(), [&](int a, int b) {
     return searches[static_cast<std::size_t>(a)]->best.peak_memory < searches[static_cast<std::size_t>(b)]->best.peak_memory;
   });
-  const int k = chosen[static_cast<std::size_t>(rank) % chosen.size()];
-  const SearchResult& s = *searches[static_cast<std::size_t>(k)];
-  const Order& start = same_time(s.own_makespan, s.best.makespan) ? s.own_best : s.best.order;
+  auto start_of = [&](int k) -> const Order& {
+    const SearchResult& s = *searches[static_cast<std::size_t>(k)];
+    return same_time(s.own_makespan, s.best.makespan) ? s.own_best : s.best.order;
+  };
   MemoryPhaseResult out;
   const auto began = std::chrono::steady_clock::now();
-  AnnealStats st;
-  out.order = lower_memory(p, start, memory_pass_iterations(opt, seconds), seconds, opt.mem_target, opt.seed,
-                           static_cast<std::uint64_t>(rank) + 0x5eed, &st, opt.mem_t0_factor);
-  out.iterations = st.mem_iterations;
-  const Timing t = evaluate(p, out.order);
+  auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(); };
+  // A pass that stalls (its best stopped moving) leaves budget: the next pass starts
+  // from the next candidate (round robin, from the rank's own) on another random stream,
+  // with what is left, and the best of the passes is kept (on small problems the first
+  // pass's basin is often not the lowest one; on large ones the first pass uses the
+  // whole budget).
+  const std::uint64_t budget = memory_pass_iterations(opt, seconds);
+  Timing t;
+  int mine_candidate = chosen.front();
+  for (std::uint64_t round = 0;; ++round) {
+    const std::uint64_t left = budget == std::numeric_limits<std::uint64_t>::max() ? budget : budget - out.iterations;
+    const double time_left = seconds > 0 ? seconds - elapsed_s() : 0.0;
+    AnnealStats st;
+    const int k = chosen[(static_cast<std::size_t>(rank) + round) % chosen.size()];
+    Order order = lower_memory(p, start_of(k), left, time_left, opt.mem_target, opt.seed,
+                               static_cast<std::uint64_t>(rank) + 0x5eed + 0x100000 * round, &st, opt.mem_t0_factor);
+    out.iterations += st.mem_iterations;
+    const Timing now = evaluate(p, order);
+    const bool better = round == 0 || (same_time(now.makespan, t.makespan)
+                                           ? now.peak_memory < t.peak_memory && !same_time(now.peak_memory, t.peak_memory)
+                                           : now.makespan < t.makespan);
+    if (better) {
+      out.order = std::move(order);
+      t = now;
+      mine_candidate = k;
+    }
+    const bool budget_left = seconds > 0 ? seconds - elapsed_s() > 0.05 * seconds
+                                         : budget - out.iterations > std::max<std::uint64_t>(budget / 20, 1'000'000);
+    if (!st.mem_stalled || !budget_left || same_time(t.peak_memory, opt.mem_target) || t.peak_memory < opt.mem_target) break;
+  }
   const double mine_peak = t.peak_memory;
-  const int mine_candidate = k;
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  const double elapsed = elapsed_s();
 
   // Every rank learns every rank's (makespan, peak, candidate, seconds) and picks the
   // same winner: the pass may also have shortened a schedule (it accepts any makespan
