@@ -12,6 +12,11 @@
 # ${OUT:-table3-bench}/. ONLY=int or ONLY=real runs one encoding; PICK=regex
 # runs the settings whose name matches.
 #
+# ITERATIONS=N (and MEM_ITERATIONS=M) replace the time limit by budgets of
+# neighbours (latency search per rank / memory pass): the result is then a function
+# of the spec, the seed and the rank count, whatever else the machine runs; the
+# "cpu s" column (user time of the process) says what the budget cost.
+#
 # Anchors. int: the paper's code's own runs (FlexFusion results/trace_exp*.txt,
 # 768 cores; the memory after its memory optimizer where the repository has
 # one); real: the paper's Table 3 (makespan: reached its bound or not; memory
@@ -46,8 +51,14 @@ settings=(33B_13B_pp8_4_gbs8 33B_13B_pp8_4_gbs16 33B_13B_pp8_4_gbs32 33B_13B_pp8
           65B_33B_pp16_16_gbs16 65B_33B_pp16_16_gbs32 65B_33B_pp16_16_gbs64)
 
 echo "# $(date -u +%FT%TZ) limit ${limit}s ranks $ranks seeds $seeds load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "| enc | setting | seed | makespan / bound | paper | peak mem | paper mem | s to bound | iterations | start | wall s |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+budget=(--time-limit "$limit")
+if [[ -n "${ITERATIONS:-}" ]]; then
+  budget=(--iterations "$ITERATIONS")
+  [[ -n "${MEM_ITERATIONS:-}" ]] && budget+=(--mem-iterations "$MEM_ITERATIONS")
+  echo "# budgets: --iterations $ITERATIONS --mem-iterations ${MEM_ITERATIONS:-default}"
+fi
+echo "| enc | setting | seed | makespan / bound | paper | peak mem | paper mem | s to bound | iterations | start | wall s | cpu s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for enc in real int; do
   [[ -n "${ONLY:-}" && "$ONLY" != "$enc" ]] && continue
   prefix=table3; [[ $enc == int ]] && prefix=table3int
@@ -56,9 +67,10 @@ for enc in real int; do
     for seed in $seeds; do
       name="${prefix}_$s"
       t0=$(date +%s.%N)
-      "${launch[@]}" "$gen" "$root/examples/schedgen/$name.json" -o "$out/$name.s$seed.json" \
-        --time-limit "$limit" --seed "$seed" -q
+      /usr/bin/time -f %U -o "$out/$name.s$seed.cpu" "${launch[@]}" "$gen" "$root/examples/schedgen/$name.json" \
+        -o "$out/$name.s$seed.json" "${budget[@]}" --seed "$seed" -q
       t1=$(date +%s.%N)
+      cpu=$(cat "$out/$name.s$seed.cpu")
       wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
       if [[ $enc == int ]]; then
         paper="${int_mk[$s]} ($(awk -v m="${int_mk[$s]}" -v b="$(jq .lower_bound "$out/$name.s$seed.json")" 'BEGIN { printf "%+.2f%%", (m / b - 1) * 100 }'))"
@@ -70,12 +82,12 @@ for enc in real int; do
         mem=$(jq -r '(.memory_over_serial_1f1b * 100 | round / 100 | tostring) + "x"' "$out/$name.s$seed.json")
       fi
       jq -r --arg enc "$enc" --arg s "$s" --arg seed "$seed" --arg paper "$paper" --arg pmem "$pmem" \
-            --arg mem "$mem" --arg wall "$wall" '
+            --arg mem "$mem" --arg wall "$wall" --arg cpu "$cpu" '
         "| \($enc) | \($s) | \($seed) | \(.makespan * 1000 | round / 1000) / \(.lower_bound * 1000 | round / 1000)" +
         (if .lower_bound_reached then " (bound)" else " (+\((.makespan / .lower_bound - 1) * 10000 | round / 100)%)" end) +
         " | \($paper) | \($mem) | \($pmem) | " +
         (if .search.seconds_to_bound != null then (.search.seconds_to_bound * 100 | round / 100 | tostring) else "-" end) +
-        " | \(.search.iterations_to_bound // .search.iterations) | \(.search.start_used) | \($wall) |"' "$out/$name.s$seed.json"
+        " | \(.search.iterations_to_bound // .search.iterations) | \(.search.start_used) | \($wall) | \($cpu) |"' "$out/$name.s$seed.json"
     done
   done
 done

@@ -42,7 +42,9 @@ class PeakTracker {
     }
     return m;
   }
-  void apply(std::size_t d, double old_level, double new_level) {
+  // Device d's level changes old → new. `at` >= 0: that change has not reached the
+  // timeline yet (position `at` of the device), so a rescan reads new_level there.
+  void apply(std::size_t d, double old_level, double new_level, int at = -1) {
     saved_d_ = d;
     saved_peak_ = peak_[d];
     saved_count_ = count_[d];
@@ -53,7 +55,7 @@ class PeakTracker {
     } else if (new_level == peak_[d]) {
       ++count_[d];
     }
-    if (count_[d] == 0) rescan(d);
+    if (count_[d] == 0) rescan(d, at, new_level);
   }
   void revert() {
     peak_[saved_d_] = saved_peak_;
@@ -61,11 +63,11 @@ class PeakTracker {
   }
 
  private:
-  void rescan(std::size_t d) {
+  void rescan(std::size_t d, int at = -1, double level_at = 0) {
     double pk = 0;
     int count = 0;
     for (int i = 0; i < per_device_; ++i) {
-      const double v = tl_.device_level(static_cast<int>(d), i);
+      const double v = i == at ? level_at : tl_.device_level(static_cast<int>(d), i);
       if (v > pk) {
         pk = v;
         count = 1;
@@ -281,12 +283,27 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   }
 
   const double mem_limit = opt.mem_time_limit > 0 ? opt.mem_time_limit : opt.time_limit / 2;
-  out.order = lower_memory(p, best_order, opt.mem_iterations, mem_limit, opt.mem_target, opt.seed,
+  if (!opt.memory_pass) {
+    out.order = std::move(best_order);
+    const Timing t = evaluate(p, out.order);
+    out.makespan = t.makespan;
+    out.peak_memory = t.peak_memory;
+    return out;
+  }
+  out.order = lower_memory(p, best_order, memory_pass_iterations(opt, mem_limit), mem_limit, opt.mem_target, opt.seed,
                            opt.stream + 0x5eed, &st, opt.mem_t0_factor);
   const Timing t = evaluate(p, out.order);
   out.makespan = t.makespan;
   out.peak_memory = t.peak_memory;
   return out;
+}
+
+std::uint64_t memory_pass_iterations(const AnnealOptions& opt, double time_limit) {
+  if (opt.mem_iterations > 0) return opt.mem_iterations;
+  // Without a clock, a fixed budget keeps the result a function of the inputs; with
+  // one, the pass uses all its time: on Table 3's 16/16 settings the peak keeps
+  // falling well past 20M neighbours (docs/schedgen.md).
+  return time_limit > 0 ? std::numeric_limits<std::uint64_t>::max() : 20'000'000;
 }
 
 Order lower_memory(const Problem& p, const Order& start, std::uint64_t iterations, double time_limit,
@@ -331,43 +348,61 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   };
   const auto slots = static_cast<std::uint64_t>(p.per_device - 1);
   const std::uint64_t hopeless = std::max<std::uint64_t>(1'000'000, 20 * slots * static_cast<std::uint64_t>(p.devices));
-  std::uint64_t refused_in_a_row = 0;
+  std::uint64_t refused_in_a_row = 0, done_at_best = 0;
+  // A pass whose best has not moved for 20M neighbours and for as long again as it took
+  // to find it is over (stats->mem_stalled): small problems end in seconds, and the
+  // caller may spend what is left on another pass.
   while (done < iterations && refused_in_a_row < hopeless && !(best_peak <= target || same_time(best_peak, target))) {
     if (++proposals % kCheckEvery == 0) {
       if (time_limit > 0 && seconds_since(began) >= time_limit) break;
+      if (done - done_at_best > std::max<std::uint64_t>(20'000'000, done_at_best)) {
+        if (stats != nullptr) stats->mem_stalled = true;
+        break;
+      }
       cool();
     }
     const int d = static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices)));
     const int i = static_cast<int>(rng.below(slots));
-    const SwapResult r = tl.swap(d, i, limit);
-    if (r == SwapResult::invalid) {
-      ++refused_in_a_row;
-      continue;
-    }
-    refused_in_a_row = 0;
-    ++done;
-    if (r != SwapResult::done) continue;
+    // The energy first: a swap changes one level of one device, known before the
+    // swap is timed, so a move the Metropolis test refuses costs O(1) and only the
+    // moves it would keep pay for the retiming (which may still refuse them).
     const auto du = static_cast<std::size_t>(d);
-    const double old_level = tl.swapped_level_before(), new_level = tl.swapped_level_after();
+    const std::int32_t b = tl.order()[du * static_cast<std::size_t>(p.per_device) + static_cast<std::size_t>(i) + 1];
+    const double old_level = tl.device_level(d, i);
+    const double new_level = (i > 0 ? tl.device_level(d, i - 1) : 0.0) + p.mem_delta[static_cast<std::size_t>(b)];
     const double saved_peak = peaks.peak(du), saved_excess = excess[du];
-    peaks.apply(du, old_level, new_level);
+    peaks.apply(du, old_level, new_level, i);
     excess[du] += std::max(0.0, new_level - target) - std::max(0.0, old_level - target);
     sum_peak += peaks.peak(du) - saved_peak;
     sum_excess += excess[du] - saved_excess;
     const double e = energy();
-    if (e <= current || rng.uniform() < std::exp((current - e) / temperature)) {
-      current = e;
-      if (e < best) {
-        best = e;
-        best_order = tl.order();
-        best_peak = peaks.max_peak();
-      }
-    } else {
+    auto revert = [&] {
       sum_peak += saved_peak - peaks.peak(du);
       peaks.revert();
       sum_excess += saved_excess - excess[du];
       excess[du] = saved_excess;
-      tl.undo();
+    };
+    ++done;
+    if (!(e <= current || rng.uniform() < std::exp((current - e) / temperature))) {
+      revert();
+      continue;
+    }
+    const SwapResult r = tl.swap(d, i, limit);
+    if (r != SwapResult::done) {
+      revert();
+      if (r == SwapResult::invalid) {
+        --done;
+        ++refused_in_a_row;
+      }
+      continue;
+    }
+    refused_in_a_row = 0;
+    current = e;
+    if (e < best) {
+      best = e;
+      best_order = tl.order();
+      best_peak = peaks.max_peak();
+      done_at_best = done;
     }
   }
   if (stats != nullptr) {

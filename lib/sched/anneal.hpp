@@ -44,8 +44,11 @@ struct AnnealOptions {
   double alpha = 0.999995;         // geometric cooling per iteration
   double epsilon = 0;              // reheat (new round) below this; <= 0: t0 * 1e-4
   double mem_weight = 0;           // latency energy = makespan + mem_weight x (mean subtask / mean act_mem) x peak
-  std::uint64_t mem_iterations = 20'000'000;  // memory pass neighbours (its cooling spans them or its time)
+  // Memory pass neighbours (its cooling spans them or its time). 0: 20M without a time
+  // limit; with one, no cap (the pass runs for its time, mem_time_limit).
+  std::uint64_t mem_iterations = 0;
   double mem_time_limit = 0;       // seconds; 0 = half of time_limit
+  bool memory_pass = true;         // anneal(): false returns the latency search's best as it is
   double mem_t0_factor = 0.5;      // the memory pass's initial temperature, in mean act_mem
   double mem_target = 0;           // the memory pass stops once the peak is this low (serial 1F1B's)
   TieBreak tie_break = TieBreak::critical;
@@ -78,6 +81,7 @@ struct AnnealStats {
   std::uint64_t adopted = 0;        // best schedules taken from peers
   std::uint64_t mem_iterations = 0;
   double mem_seconds = 0;
+  bool mem_stalled = false;         // the memory pass ended because its best stopped moving
 };
 
 struct AnnealResult {
@@ -95,6 +99,9 @@ using AnnealReport = std::function<void(std::uint64_t, double, double)>;
 // the memory pass. Deterministic for given options when no time limit binds.
 AnnealResult anneal(const Problem& p, const Order& start, double bound, const AnnealOptions& opt,
                     const AnnealReport& report = {});
+
+// The neighbours a memory pass of `opt` may take: mem_iterations, or its default.
+std::uint64_t memory_pass_iterations(const AnnealOptions& opt, double time_limit);
 
 // The memory pass alone: from `start`, lower the peak activation memory while
 // the makespan stays at most that of `start`; stops at `target` peak.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <string>
 
 #include "core/error.hpp"
@@ -83,46 +84,68 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
                                     best, lb.value));
   };
   opt.anneal.mem_target = serial.peak_memory;
+  // The latency searches first (no memory pass in them), then one memory phase over
+  // their results at the best makespan: the memory pass gets the time the latency
+  // searches leave of the whole budget (time limit + memory time, 1.5 x the limit by
+  // default), on every rank, and the lowest peak of all wins (docs/schedgen.md).
+  const auto began = std::chrono::steady_clock::now();
+  const double mem_extra = opt.anneal.mem_time_limit > 0 ? opt.anneal.mem_time_limit : opt.anneal.time_limit / 2;
+  const double budget = opt.anneal.time_limit > 0 ? opt.anneal.time_limit + mem_extra : 0.0;
+  AnnealOptions latency = opt.anneal;
+  latency.memory_pass = false;
   const bool from_greedy = opt.start != "1f1b" && greedy_ok;
   if (opt.start == "1f1b") start = one_f_one_b(p);
-  SearchResult found = parallel_search(world, p, start, lb.value, opt.anneal, report);
-  std::string start_used = from_greedy ? "greedy" : "1f1b";
+  SearchResult found = parallel_search(world, p, start, lb.value, latency, report);
+  std::vector<SearchResult> searches;
+  std::vector<std::string> starts;
   // The first search stops at the bound: its time and iterations are the time to it.
   const double seconds_to_bound = found.any_reached_bound ? found.seconds : -1;
   const std::uint64_t iterations_to_bound = found.total_iterations;
+  std::uint64_t total_iterations = found.total_iterations;
+  double latency_seconds = found.seconds;
+  searches.push_back(std::move(found));
+  starts.emplace_back(from_greedy ? "greedy" : "1f1b");
   // "both": once the search from greedy fusion is at the bound, the budget left goes
   // to a search from 1F1B, which tends to reach the bound holding fewer activations;
-  // the lower peak at the bound wins (docs/schedgen.md, Table 3).
-  if (opt.start == "both" && from_greedy && found.any_reached_bound) {
-    AnnealOptions second = opt.anneal;
+  // both schedules go to the memory phase (docs/schedgen.md, Table 3).
+  if (opt.start == "both" && from_greedy && searches.front().any_reached_bound) {
+    AnnealOptions second = latency;
     bool run_second = true;
     if (second.time_limit > 0) {
-      const double left = second.time_limit - found.seconds;
-      second.mem_time_limit = second.mem_time_limit > 0 ? second.mem_time_limit : second.time_limit / 2;
+      const double left = second.time_limit - latency_seconds;
       second.time_limit = left;
       run_second = left > 0.05 * opt.anneal.time_limit;
     }
+    if (second.iterations > 0) {  // per rank, like the time
+      const std::uint64_t used = iterations_to_bound / static_cast<std::uint64_t>(world.size());
+      second.iterations = second.iterations > used ? second.iterations - used : 0;
+      run_second = run_second && second.iterations > opt.anneal.iterations / 20;
+    }
     if (run_second) {
-      SearchResult other = parallel_search(world, p, one_f_one_b(p), lb.value, second, report);
-      const bool better = other.any_reached_bound && same_time(other.best.makespan, found.best.makespan) &&
-                          other.best.peak_memory < found.best.peak_memory &&
-                          !same_time(other.best.peak_memory, found.best.peak_memory);
-      other.total_iterations += found.total_iterations;
-      other.seconds += found.seconds;
-      found.total_iterations = other.total_iterations;
-      found.seconds = other.seconds;
-      if (better) {
-        found = std::move(other);
-        start_used = "1f1b";
-      }
+      searches.push_back(parallel_search(world, p, one_f_one_b(p), lb.value, second, report));
+      starts.emplace_back("1f1b");
+      total_iterations += searches.back().total_iterations;
+      latency_seconds += searches.back().seconds;
     }
   }
+  std::vector<const SearchResult*> candidates;
+  for (const SearchResult& s : searches) candidates.push_back(&s);
+  double mem_seconds = 0;
+  if (budget > 0) {
+    mem_seconds = std::max(budget - std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(),
+                           0.05 * mem_extra);
+  }
+  progress.set_status("memory pass");
+  const MemoryPhaseResult memory = parallel_lower_memory(world, p, candidates, opt.anneal, mem_seconds);
+  const SearchResult& won = searches[static_cast<std::size_t>(memory.candidate)];
+  const std::string start_used = starts[static_cast<std::size_t>(memory.candidate)];
   progress.finish();
   if (rank != 0) return 0;
 
-  const Timing timing = evaluate(p, found.best.order);
+  const Order& best_order = memory.order;
+  const Timing timing = evaluate(p, best_order);
   if (!timing.valid) throw std::runtime_error("the search returned an invalid schedule: " + timing.problem);
-  const Lowered lowered = lower(p, found.best.order, timing);
+  const Lowered lowered = lower(p, best_order, timing);
   const DryRun run = dry_run(p, lowered);
   if (!run.ok || !same_time(run.makespan, timing.makespan)) {
     log::error("dry run: {}", run.ok ? fmt::format("runs in {:.6g}, predicted {:.6g}", run.makespan, timing.makespan) : run.problem);
@@ -137,23 +160,26 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
   summary.serial_peak = serial.peak_memory;
   summary.greedy_makespan = greedy_timing.makespan;
   summary.greedy_peak = greedy_timing.peak_memory;
-  summary.search = {{"ranks", found.ranks},
-                    {"winner_rank", found.winner},
-                    {"ranks_at_bound", found.ranks_at_bound},
-                    {"ranks_stopped_by_peer", found.ranks_stopped},
-                    {"schedules_adopted", found.adopted},
+  summary.search = {{"ranks", won.ranks},
+                    {"winner_rank", memory.winner},
+                    {"ranks_at_bound", won.ranks_at_bound},
+                    {"ranks_stopped_by_peer", won.ranks_stopped},
+                    {"schedules_adopted", won.adopted},
                     {"tie_break", tie_break_name(opt.anneal.tie_break)},
                     {"restart_from_best", opt.anneal.restart_from_best},
                     {"share_best", opt.anneal.share_best},
                     {"sync_every", opt.anneal.sync_every},
-                    {"seconds_to_best", found.best.stats.seconds_to_best},
-                    {"rounds", found.best.stats.rounds},
-                    {"plateau_moves", found.best.stats.plateau},
-                    {"tie_refused", found.best.stats.tie_refused},
-                    {"mem_iterations", found.best.stats.mem_iterations},
-                    {"mem_seconds", found.best.stats.mem_seconds},
-                    {"iterations", found.total_iterations},
-                    {"seconds", found.seconds},
+                    {"seconds_to_best", won.best.stats.seconds_to_best},
+                    {"rounds", won.best.stats.rounds},
+                    {"plateau_moves", won.best.stats.plateau},
+                    {"tie_refused", won.best.stats.tie_refused},
+                    {"latency_makespan", won.best.makespan},
+                    {"latency_peak_memory", won.best.peak_memory},
+                    {"mem_candidates", searches.size()},
+                    {"mem_iterations", memory.iterations},
+                    {"mem_seconds", memory.seconds},
+                    {"iterations", total_iterations},
+                    {"seconds", latency_seconds},
                     {"seed", opt.anneal.seed},
                     {"start", opt.start},
                     {"start_used", start_used},
@@ -168,15 +194,15 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
                     {"epsilon", opt.anneal.epsilon},
                     {"mem_weight", opt.anneal.mem_weight},
                     {"dry_run_makespan", run.makespan}};
-  write_text_file(opt.output, schedule_to_json(p, found.best.order, timing, lowered, summary).dump(1) + "\n");
-  if (!opt.svg.empty()) write_text_file(opt.svg, schedule_svg(p, found.best.order, timing, serial.peak_memory));
+  write_text_file(opt.output, schedule_to_json(p, best_order, timing, lowered, summary).dump(1) + "\n");
+  if (!opt.svg.empty()) write_text_file(opt.svg, schedule_svg(p, best_order, timing, serial.peak_memory));
 
   log::info("makespan {:.6g} ({}; bound {:.6g}), {:.3f}x serial 1F1B, {:.3f}x greedy; peak memory {:.6g} = {:.2f}x "
             "serial 1F1B; {} iterations on {} rank(s) in {:.1f} s",
             timing.makespan, same_time(timing.makespan, lb.value) ? "lower bound reached" : "above the lower bound",
             lb.value, serial.makespan / timing.makespan, greedy_timing.makespan / timing.makespan, timing.peak_memory,
-            serial.peak_memory > 0 ? timing.peak_memory / serial.peak_memory : 0.0, found.total_iterations,
-            found.ranks, found.seconds);
+            serial.peak_memory > 0 ? timing.peak_memory / serial.peak_memory : 0.0, total_iterations,
+            won.ranks, latency_seconds + memory.seconds);
   return 0;
 }
 

@@ -1,6 +1,8 @@
 #include "sched/search.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
 #include <vector>
 
 namespace braid::sched {
@@ -83,10 +85,92 @@ SearchResult parallel_search(comm::Communicator& world, const Problem& p, const 
   out.any_reached_bound = counts[1] > 0;
 
   out.winner = winner;
+  out.own_best = mine.order;
+  out.own_makespan = mine.makespan;
   out.best = std::move(mine);
   world.broadcast(std::span<std::int32_t>(out.best.order), winner);
   out.best.makespan = all[3 * static_cast<std::size_t>(winner)];
   out.best.peak_memory = all[3 * static_cast<std::size_t>(winner) + 1];
+  return out;
+}
+
+MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem& p,
+                                        const std::vector<const SearchResult*>& searches, const AnnealOptions& opt,
+                                        double seconds) {
+  const int rank = world.rank(), size = world.size();
+  double fastest = std::numeric_limits<double>::infinity();
+  for (const SearchResult* s : searches) fastest = std::min(fastest, s->best.makespan);
+  std::vector<int> chosen;
+  for (int k = 0; k < static_cast<int>(searches.size()); ++k) {
+    if (same_time(searches[static_cast<std::size_t>(k)]->best.makespan, fastest)) chosen.push_back(k);
+  }
+  // Splitting one rank's pass between candidates halves each one's descent, which
+  // costs more than the choice gains (docs/schedgen.md): the candidate that holds the
+  // fewest activations already goes first, and rank r lowers the r-th (round robin).
+  std::stable_sort(chosen.begin(), chosen.end(), [&](int a, int b) {
+    return searches[static_cast<std::size_t>(a)]->best.peak_memory < searches[static_cast<std::size_t>(b)]->best.peak_memory;
+  });
+  auto start_of = [&](int k) -> const Order& {
+    const SearchResult& s = *searches[static_cast<std::size_t>(k)];
+    return same_time(s.own_makespan, s.best.makespan) ? s.own_best : s.best.order;
+  };
+  MemoryPhaseResult out;
+  const auto began = std::chrono::steady_clock::now();
+  auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(); };
+  // A pass that stalls (its best stopped moving) leaves budget: the next pass starts
+  // from the next candidate (round robin, from the rank's own) on another random stream,
+  // with what is left, and the best of the passes is kept (on small problems the first
+  // pass's basin is often not the lowest one; on large ones the first pass uses the
+  // whole budget).
+  const std::uint64_t budget = memory_pass_iterations(opt, seconds);
+  Timing t;
+  int mine_candidate = chosen.front();
+  for (std::uint64_t round = 0;; ++round) {
+    const std::uint64_t left = budget == std::numeric_limits<std::uint64_t>::max() ? budget : budget - out.iterations;
+    const double time_left = seconds > 0 ? seconds - elapsed_s() : 0.0;
+    AnnealStats st;
+    const int k = chosen[(static_cast<std::size_t>(rank) + round) % chosen.size()];
+    Order order = lower_memory(p, start_of(k), left, time_left, opt.mem_target, opt.seed,
+                               static_cast<std::uint64_t>(rank) + 0x5eed + 0x100000 * round, &st, opt.mem_t0_factor);
+    out.iterations += st.mem_iterations;
+    const Timing now = evaluate(p, order);
+    const bool better = round == 0 || (same_time(now.makespan, t.makespan)
+                                           ? now.peak_memory < t.peak_memory && !same_time(now.peak_memory, t.peak_memory)
+                                           : now.makespan < t.makespan);
+    if (better) {
+      out.order = std::move(order);
+      t = now;
+      mine_candidate = k;
+    }
+    const bool budget_left = seconds > 0 ? seconds - elapsed_s() > 0.05 * seconds
+                                         : budget - out.iterations > std::max<std::uint64_t>(budget / 20, 1'000'000);
+    if (!st.mem_stalled || !budget_left || same_time(t.peak_memory, opt.mem_target) || t.peak_memory < opt.mem_target) break;
+  }
+  const double mine_peak = t.peak_memory;
+  const double elapsed = elapsed_s();
+
+  // Every rank learns every rank's (makespan, peak, candidate, seconds) and picks the
+  // same winner: the pass may also have shortened a schedule (it accepts any makespan
+  // up to its start's), so the makespan still comes first.
+  const double key[4] = {t.makespan, mine_peak, static_cast<double>(mine_candidate), elapsed};
+  const std::vector<double> all = world.all_gather(std::span<const double>(key));
+  auto at = [&](int r, int i) { return all[4 * static_cast<std::size_t>(r) + static_cast<std::size_t>(i)]; };
+  int winner = 0;
+  for (int r = 1; r < size; ++r) {
+    const bool better = same_time(at(r, 0), at(winner, 0)) ? at(r, 1) < at(winner, 1) && !same_time(at(r, 1), at(winner, 1))
+                                                           : at(r, 0) < at(winner, 0);
+    if (better) winner = r;
+  }
+  for (int r = 0; r < size; ++r) out.seconds = std::max(out.seconds, at(r, 3));
+  std::int64_t its = static_cast<std::int64_t>(out.iterations);
+  world.all_reduce_sum(std::span<std::int64_t>(&its, 1));
+  out.iterations = static_cast<std::uint64_t>(its);
+  out.winner = winner;
+  out.candidate = static_cast<int>(at(winner, 2));
+  out.makespan = at(winner, 0);
+  out.peak_memory = at(winner, 1);
+  out.order.resize(searches.front()->best.order.size());
+  world.broadcast(std::span<std::int32_t>(out.order), winner);
   return out;
 }
 

@@ -20,10 +20,33 @@ struct SearchResult {
   int ranks_at_bound = 0;       // ranks whose own search reached the bound
   int ranks_stopped = 0;        // ranks that stopped because another reached it first
   std::uint64_t adopted = 0;    // schedules ranks took from a better peer (over all ranks)
+  Order own_best;               // this rank's own best schedule, and its makespan
+  double own_makespan = 0;
 };
 
 // Collective over world. opt.stream is replaced by the rank. report is called on rank 0 only.
 SearchResult parallel_search(comm::Communicator& world, const Problem& p, const Order& start, double bound,
                              AnnealOptions opt, const AnnealReport& report = {});
+
+// The memory pass on every rank, after the latency searches (opt.memory_pass off in
+// them): its candidates are the given searches' results at the lowest makespan among
+// them, ordered by their peak memory; rank r lowers the (r mod n)-th, starting from its
+// own schedule where that is as fast as the winner's and from the winner's otherwise,
+// so the ranks lower different schedules. The pass runs for `seconds` (0: for
+// memory_pass_iterations(opt, 0) neighbours, and the result is a function of the
+// inputs, the seed and the rank count). The shortest result, then the lowest peak
+// (ties: the lower rank), ends up on every rank. Collective over world.
+struct MemoryPhaseResult {
+  Order order;
+  double makespan = 0;
+  double peak_memory = 0;
+  std::uint64_t iterations = 0;  // over all ranks and candidates
+  double seconds = 0;            // the slowest rank's
+  int winner = 0;                // the rank it came from
+  int candidate = 0;             // the index (into `searches`) of the search it came from
+};
+MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem& p,
+                                        const std::vector<const SearchResult*>& searches, const AnnealOptions& opt,
+                                        double seconds);
 
 }  // namespace braid::sched

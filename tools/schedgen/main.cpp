@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
                  "Neighbours per rank (0: no cap); alone (no --time-limit) the result depends on spec, seed and rank "
                  "count only")
       ->capture_default_str();
-  app.add_option("--time-limit", opt.anneal.time_limit, "Seconds of latency search per rank (0: none); the memory pass gets up to half as much again")
+  app.add_option("--time-limit", opt.anneal.time_limit, "Seconds of latency search per rank (0: none); the memory pass then runs until 1.5x this from the start")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--t0", opt.anneal.t0, "Initial temperature (0: a tenth of the mean subtask duration)")->capture_default_str();
@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--mem-iterations", opt.anneal.mem_iterations,
-                 "Neighbours of the memory pass (it also stops at half the time limit, or at serial 1F1B's peak)")
+                 "Neighbours of the memory pass (0: until the time is up, or 20M without a time limit; it also stops "
+                 "at serial 1F1B's peak)")
       ->capture_default_str();
   return braid::cli::run(app, argc, argv, [&] {
     if (world->rank() != 0 && braid::log::level() > braid::log::Level::warn) braid::log::set_level(braid::log::Level::warn);
