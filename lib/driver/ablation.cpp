@@ -76,6 +76,10 @@ RunSpec serial_spec(const RunSpec& spec) {
   s.migrate_to.reset();
   s.schedule.reset();
   s.ranks = 1;
+  // The re-run's training writes whole checkpoints; it reads the iteration before's stage
+  // files by their stem, as every tool does.
+  s.actor_stages = 1;
+  s.critic_stages = 1;
   return s;
 }
 
@@ -156,6 +160,10 @@ ordered_json ablation_document(const RunSpec& spec, const Layout& layout, int i)
                            {"serial_rerun", scratch.iteration_dir(i).lexically_relative(layout.out()).string()},
                            {"serial_train", spec.schedule ? "re-run without the schedule"
                                                           : "the iteration's own (training is unfused in both)"}};
+  if (spec.fuse && spec.schedule) {
+    settings["one_fusion_off"] = "the variants with one fusion put together from the measured stages (rollout and "
+                                 "training run one after the other)";
+  }
   ordered_json doc = {{"format", kAblationFormat}, {"version", kReportVersion}, {"iteration", i}, {"settings", settings}};
   if (spec.ablation && spec.ablation->plan) {
     const Prediction p = read_prediction(*spec.ablation->plan);
@@ -164,7 +172,31 @@ ordered_json ablation_document(const RunSpec& spec, const Layout& layout, int i)
     doc["prediction"] = {{"tool", "braid-meshplan"}, {"plan", spec.ablation->plan->string()},
                          {"fused_s", p.fused}, {"serial_s", p.serial}};
   }
-  doc["variants"] = ordered_json::array({fused, serial});
+  ordered_json variants = ordered_json::array({fused});
+  if (spec.fuse && spec.schedule) {
+    // One fusion off at a time: the stages run one after the other, so each such variant is
+    // the measured stages put together (the rollout of one, the training of the other).
+    auto mixed = [&](const char* name, const char* fusion, bool fused_rollout) {
+      ordered_json m = ordered_json::object();
+      double rollout = 0;
+      if (fused_rollout) {
+        m["generate"] = fg;
+        rollout = fg;
+      } else {
+        m["generate"] = sg;
+        m["score"] = ss;
+        rollout = sg + ss;
+      }
+      const double train = fused_rollout ? st : ft;
+      m["train"] = train;
+      m["total"] = rollout + train;
+      return ordered_json{{"name", name}, {"fusions", {fusion}}, {"measured", m}};
+    };
+    variants.push_back(mixed("inter-stage only", "inter_stage", true));
+    variants.push_back(mixed("intra-stage only", "intra_stage", false));
+  }
+  variants.push_back(serial);
+  doc["variants"] = variants;
   return doc;
 }
 
@@ -180,11 +212,12 @@ void run_ablation(const RunSpec& spec, const Layout& layout, const PlanOptions& 
   const ordered_json doc = ablation_document(spec, layout, i);
   write_text_file(layout.ablation_file(i).string(), doc.dump(2) + "\n");
   const auto& v = doc["variants"];
+  const auto& last = v.back();
   log::info("iteration {} ablation: fused {:.2f} s, serial {:.2f} s (measured){}", i,
-            v[0]["measured"]["total"].get<double>(), v[1]["measured"]["total"].get<double>(),
+            v[0]["measured"]["total"].get<double>(), last["measured"]["total"].get<double>(),
             v[0].contains("predicted") ? fmt::format("; predicted fused {:.2f} s, serial {:.2f} s",
                                                      v[0]["predicted"]["total"].get<double>(),
-                                                     v[1]["predicted"]["total"].get<double>())
+                                                     last["predicted"]["total"].get<double>())
                                        : std::string());
 }
 

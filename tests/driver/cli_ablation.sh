@@ -6,7 +6,9 @@
 # and serial variants and the plan's predicted totals; the serial re-run's scored shards
 # hold the same tokens as the fused ones (values to rounding); the iteration's own files
 # are not touched by it; a rerun keeps a complete ablation.json, and measures a damaged one
-# again; bad "ablation" sections exit 2 naming the field.
+# again; with train.schedule too, the serial re-run trains without it and the variants with
+# one fusion off are given; bad "ablation" sections exit 2 naming the field, and braid
+# makefile refuses a run file with one.
 set -euo pipefail
 S="${BRAID_SCRATCH:?}"
 B="${BRAID_BIN:?}"
@@ -98,6 +100,44 @@ import json; a = json.load(open('out/iter-0002/ablation.json')); assert len(a['v
 "$B/braid" run run.json -o out --dry-run > dry2.txt
 [[ ! -s dry2.txt ]] || fail "--dry-run of a finished run with its ablations shows work: $(cat dry2.txt)"
 
+# Both fusions: the fused training pipeline (train.schedule) as well. The serial re-run then
+# trains too, without the schedule (whole checkpoints, in the scratch folder, from the
+# iteration before's stage files), and the variants with one fusion off are given.
+cat > spec.json <<'JSON'
+{"format": "braid.schedspec", "version": 1, "devices": 2,
+ "models": [
+   {"name": "actor", "stages": 2, "micro_batches": 4, "fwd": [1.0, 1.2], "bwd": [2.0, 2.4], "act_mem": 1},
+   {"name": "critic", "stages": 2, "micro_batches": 4, "fwd": [0.8, 1.0], "bwd": [1.6, 2.0], "act_mem": 1}]}
+JSON
+"$B/braid-schedgen" spec.json -o schedule.json --iterations 20000 --time-limit 0 --mem-iterations 2000 -q
+run_file '{"iterations": [2]}' | sed 's/"train": {/"train": {"schedule": "schedule.json", /' > both.json
+"$B/braid" run both.json -o both > both.out 2> both.err || { cat both.err; fail "the run with both fusions failed"; }
+[[ ! -e both/iter-0001/ablation.json && -f both/iter-0002/ablation.json ]] || fail "ablation.iterations [2] not followed"
+[[ -f both/iter-0002/ablation/iter-0002/actor.h5 && -f both/iter-0002/ablation/iter-0002/critic.h5 ]] \
+  || fail "the serial re-run wrote no whole checkpoints"
+for m in actor critic; do
+  for s in 0 1; do [[ -f both/iter-0002/$m.stage$s-of-2.h5 ]] || fail "the iteration's own $m stage $s is gone"; done
+done
+[[ ! -e both/iter-0002/actor.h5 ]] || fail "the serial re-run wrote into the iteration's folder"
+/usr/bin/python3 "$BRAID_SOURCE/tests/fuse/compare_scored.py" both/iter-0002/scored both/iter-0002/ablation/iter-0002/scored \
+  --atol 1e-4 --rtol 1e-4 || fail "both fusions: the serial re-run's scored shards differ"
+/usr/bin/python3 - <<'PY' || fail "ablation.json with both fusions"
+import json
+a = json.load(open("both/iter-0002/ablation.json"))
+v = {x["name"]: x for x in a["variants"]}
+assert list(v) == ["fused", "inter-stage only", "intra-stage only", "serial"], list(v)
+assert v["fused"]["fusions"] == ["inter_stage", "intra_stage"], v["fused"]
+t_fused = json.load(open("both/iter-0002/train.stats.json"))["wall_seconds"]
+t_serial = json.load(open("both/iter-0002/ablation/iter-0002/train.stats.json"))["wall_seconds"]
+assert v["fused"]["measured"]["train"] == t_fused and v["serial"]["measured"]["train"] == t_serial, v
+assert v["inter-stage only"]["measured"]["train"] == t_serial and v["intra-stage only"]["measured"]["train"] == t_fused, v
+assert v["inter-stage only"]["measured"]["generate"] == v["fused"]["measured"]["generate"], v
+assert v["intra-stage only"]["measured"]["score"] == v["serial"]["measured"]["score"], v
+for x in v.values():
+    m = x["measured"]
+    assert abs(m["total"] - sum(m[k] for k in ("generate", "score", "train") if k in m)) < 1e-9, x
+PY
+
 # Bad sections: exit 2 naming the field.
 run_file '{}' > bad1.json
 expect_bad bad1 "bad1.json" "ablation" "every" -- "$B/braid" run bad1.json -o bad --dry-run
@@ -105,4 +145,8 @@ run_file '{"iterations": [3]}' > bad2.json
 expect_bad bad2 "bad2.json" "ablation.iterations[0]" -- "$B/braid" run bad2.json -o bad --dry-run
 run_file '{"every": 1, "plan": "nowhere.json"}' > bad3.json
 expect_bad bad3 "bad3.json" "ablation.plan" -- "$B/braid" run bad3.json -o bad --dry-run
+run_file '{"every": 1}' | sed 's/"iterations": 2,/"iterations": 2, "async": true,/' > bad4.json
+expect_bad bad4 "bad4.json" "ablation" "async" -- "$B/braid" run bad4.json -o bad --dry-run
+# braid makefile refuses it: make -j would run the re-run's timed stages beside other work.
+expect_bad makefile "run.json" "ablation" "braid run" -- "$B/braid" makefile run.json -d out -o ablation.mk
 echo "cli_ablation: ok"
