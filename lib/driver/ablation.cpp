@@ -47,8 +47,9 @@ Prediction read_prediction(const fs::path& plan) {
   return out;
 }
 
-// The stage files a model's checkpoint of iteration j has, linked into the scratch folder:
-// OUT/iter-i/ablation/iter-j -> ../../iter-j, so the re-run reads the run's own inputs.
+// The iterations the re-run reads (the start, the one its rollout's policy comes from, the
+// one before), linked into the scratch folder: OUT/iter-i/ablation/iter-j -> ../../iter-j,
+// so the re-run reads the run's own inputs and writes only its own iter-i.
 void link_inputs(const Layout& layout, const Layout& scratch, int i, const RunSpec& spec) {
   fs::create_directories(scratch.out());
   for (int j : {0, rollout_policy(spec, i), i - 1}) {
