@@ -91,7 +91,7 @@ assert rep["format"] == "braid.report" and [r["iteration"] for r in rep["iterati
 for r, m in zip(rep["iterations"], rows):
     assert r["heldout_accuracy"] == m["eval"]["accuracy"], (r, m)
 assert rep["iterations"][2]["mean_reward"] == rows[2]["mean_reward"]
-assert set(rep["iterations"][1]["seconds"]) == {"generate", "score", "train", "eval"}, rep["iterations"][1]
+assert set(rep["iterations"][1]["seconds"]) == {"generate", "score", "train", "eval", "iteration"}, rep["iterations"][1]
 svg = ET.parse("out/report.svg").getroot()
 ns = "{http://www.w3.org/2000/svg}"
 series = {p.get("data-series") for p in svg.iter(ns + "path") if p.get("class") == "series"}
