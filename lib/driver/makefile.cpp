@@ -111,6 +111,11 @@ std::string makefile_text(const RunSpec& spec, const Layout& layout, const Makef
                      "a Makefile holds every command beforehand, and the adaptive KL coefficient of each iteration "
                      "comes from the previous one's measured KL: run it with braid run");
   }
+  if (spec.ablation) {
+    throw InputError(spec.file.string(), "ablation",
+                     "the ablation times each stage of a re-run one after the other, which make -j would run beside "
+                     "other work: run it with braid run (or leave the section out of the Makefile's run file)");
+  }
   const PlanOptions plan{.tools = opt.tools, .verbosity = {}};
   std::string text;
   text += fmt::format("# {}\n", opt.command_line);

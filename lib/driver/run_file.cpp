@@ -503,6 +503,36 @@ void read_eval(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec) 
   spec.eval = ev;
 }
 
+// The "ablation" section: which iterations run again with the fusions off (every N, and/or
+// a list), and the braid-meshplan plan whose predictions go beside the measurement.
+void read_ablation_spec(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec) {
+  const json& a = c.object(doc, "", "ablation");
+  if (!a.is_object()) return;
+  c.no_unknown_keys(a, "ablation", {"every", "iterations", "plan"});
+  AblationSpec ab;
+  if (a.contains("every")) ab.every = static_cast<int>(c.integer(a, "ablation", "every", {.min = 1, .max = 9999}).value_or(0));
+  if (a.contains("iterations")) {
+    for (const auto& [field, item] : c.array_items(a, "ablation", "iterations")) {
+      if (!item->is_number_integer() || item->get<long long>() < 1 || item->get<long long>() > spec.iterations) {
+        c.fail(field, fmt::format("expected an iteration of the run, 1 to {}", spec.iterations));
+        continue;
+      }
+      ab.iterations.push_back(item->get<int>());
+    }
+  }
+  if (!a.contains("every") && !a.contains("iterations")) {
+    c.fail("ablation", "give \"every\" (N: every N-th iteration) or \"iterations\" (a list), or leave the section out");
+  }
+  if (a.contains("plan")) {
+    if (auto p = c.string(a, "ablation", "plan")) {
+      ab.plan = resolve(dir, *p);
+      if (!fs::is_regular_file(*ab.plan)) c.fail("ablation.plan", "no file " + ab.plan->string());
+    }
+  }
+  if (spec.async) c.fail("ablation", "not with \"async\": an asynchronous iteration has no serial twin to time");
+  spec.ablation = ab;
+}
+
 }  // namespace
 
 RunSpec load_run_file(const fs::path& path) {
@@ -512,7 +542,7 @@ RunSpec load_run_file(const fs::path& path) {
   if (!doc.is_object()) c.check();
   c.no_unknown_keys(doc, "", {"format", "version", "comment", "algorithm", "models", "prompts", "tokenizer",
                               "iterations", "seed", "threads", "device", "dtype", "async", "generate", "score", "train",
-                              "mpirun", "plan", "eval"});
+                              "mpirun", "plan", "eval", "ablation"});
   RunSpec spec;
   spec.file = path;
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
@@ -595,6 +625,7 @@ RunSpec load_run_file(const fs::path& path) {
   }
   check_prompts_for_reward(c, spec);
   if (doc.contains("eval")) read_eval(c, doc, dir, spec);
+  if (doc.contains("ablation")) read_ablation_spec(c, doc, dir, spec);
   if (train.contains("ranks")) {
     if (!train.contains("schedule")) c.fail("train.ranks", "only with a schedule (the fused pipeline under mpirun)");
     spec.ranks = static_cast<int>(c.integer(train, "train", "ranks", {.min = 1, .max = 65536}).value_or(1));

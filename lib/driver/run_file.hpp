@@ -55,6 +55,15 @@ struct EvalSpec {
   std::string by;                    // a prompt field to break the figures down by
 };
 
+// The ablation in one run (the run file's "ablation"; driver/ablation.hpp): the iterations
+// run again with the fusions off, every `every` iterations and/or those listed, and the
+// braid-meshplan plan whose predicted fused and serial totals go beside the measurement.
+struct AblationSpec {
+  int every = 0;                     // 0: only `iterations`
+  std::vector<int> iterations;
+  std::optional<std::filesystem::path> plan;
+};
+
 struct RunSpec {
   std::filesystem::path file;       // the run file itself
   std::string algorithm = "ppo";    // "ppo" or "grpo"
@@ -97,6 +106,7 @@ struct RunSpec {
   // iteration i-1 while iteration i trains.
   bool async = false;
   std::optional<EvalSpec> eval;
+  std::optional<AblationSpec> ablation;   // absent: off
 
   bool uses_critic() const { return algorithm == "ppo"; }
 };

@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
+#include "driver/ablation.hpp"
 #include "driver/metrics.hpp"
 #include "driver/report.hpp"
 #include "driver/shell.hpp"
@@ -323,6 +324,13 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
       write_metrics_file(layout, spec.iterations);
       write_report(spec, layout, i);  // the report so far, after every iteration done now
     }
+    // The ablation: the iteration again from the same inputs with the fusions off, in a
+    // scratch folder; a complete ablation.json is kept.
+    if (ablates(spec, i) && !ablation_complete(layout, i)) {
+      log::info("iteration {} of {}: the ablation (the iteration again with the fusions off)", i, spec.iterations);
+      run_ablation(spec, layout, opt, i);
+      write_report(spec, layout, i);
+    }
   }
   write_metrics_file(layout, spec.iterations);
   write_report(spec, layout, spec.iterations);  // rewritten only when it differs: a finished run's stays
@@ -347,18 +355,36 @@ std::vector<std::string> dry_run(const RunSpec& spec, const Layout& layout, cons
     if (rewritten || step_due(ev)) lines.push_back(pipeline_line(ev));
   }
   // Steps that run at once are one shell line: each but the last in the background, then `wait`.
+  int trained = 0;  // the iterations whose training the groups so far hold
   for (const auto& group : step_groups(spec, layout, opt)) {
     std::vector<std::string> parts;
+    bool trains = false;
     for (const auto& step : group) {
+      if (step.name == train_step(spec, layout, opt, trained + 1).name) trains = true;
       if (rewritten || step_due(step)) parts.push_back(pipeline_line(step));
     }
-    if (parts.empty()) continue;
+    if (trains) ++trained;
+    // The ablation after an iteration's training (and its evaluation, a group of its own).
+    auto ablation_lines = [&](int i) {
+      if (!ablates(spec, i) || (!rewritten && ablation_complete(layout, i))) return;
+      lines.push_back(fmt::format("# iteration {}: the ablation, again with the fusions off in {}, then {}", i,
+                                  ablation_layout(layout, i).iteration_dir(i).string(),
+                                  layout.ablation_file(i).string()));
+      for (const auto& step : ablation_steps(spec, layout, opt, i)) lines.push_back(pipeline_line(step));
+    };
+    const bool evaluated = group.size() == 1 && group.front().name == fmt::format("iteration {} eval", trained);
+    const bool iteration_done = (trains && !evaluates(spec, trained)) || evaluated;
+    if (parts.empty()) {
+      if (iteration_done) ablation_lines(trained);
+      continue;
+    }
     rewritten = true;
     if (parts.size() == 1) {
       lines.push_back(parts.front());
     } else {
       lines.push_back(fmt::format("{} & {}; wait", fmt::join(parts.begin(), parts.end() - 1, " & "), parts.back()));
     }
+    if (iteration_done) ablation_lines(trained);
   }
   return lines;
 }
