@@ -172,14 +172,13 @@ model::ModelConfig config_of(const io::WeightShardSet& shards) {
 namespace braid::checkpoint {
 namespace {
 
-// Tensor-parallel files beside spec: <stem>.tp<r>-of-<N><ext> (each possibly split into
-// stages), every rank's; empty when there are none.
-std::vector<std::filesystem::path> tp_files(const std::filesystem::path& spec) {
+// The files beside spec named <stem><infix>MID<ext>: their MIDs (any order).
+std::vector<std::string> names_beside(const std::filesystem::path& spec, const std::string& infix) {
   namespace fs = std::filesystem;
   const fs::path dir = spec.has_parent_path() ? spec.parent_path() : fs::path(".");
-  const std::string prefix = spec.stem().string() + ".tp";
+  const std::string prefix = spec.stem().string() + infix;
   const std::string ext = spec.extension().string();
-  std::vector<int> degrees;
+  std::vector<std::string> mids;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
@@ -187,8 +186,18 @@ std::vector<std::filesystem::path> tp_files(const std::filesystem::path& spec) {
         name.compare(name.size() - ext.size(), ext.size(), ext) != 0) {
       continue;
     }
+    mids.push_back(name.substr(prefix.size(), name.size() - prefix.size() - ext.size()));
+  }
+  return mids;
+}
+
+// Tensor-parallel files beside spec: <stem>.tp<r>-of-<N><ext> (each possibly split into
+// stages), every rank's; empty when there are none.
+std::vector<std::filesystem::path> tp_files(const std::filesystem::path& spec) {
+  namespace fs = std::filesystem;
+  std::vector<int> degrees;
+  for (const std::string& mid : names_beside(spec, ".tp")) {  // "1-of-2[.stage0-of-3]"
     int rank = 0, size = 0, used = 0;
-    const std::string mid = name.substr(prefix.size(), name.size() - prefix.size() - ext.size());  // "1-of-2[.stage0-of-3]"
     if (std::sscanf(mid.c_str(), "%d-of-%d%n", &rank, &size, &used) == 2 && size > 1 && rank >= 0 && rank < size &&
         (mid[std::size_t(used)] == '\0' || mid.compare(std::size_t(used), 6, ".stage") == 0) &&
         std::find(degrees.begin(), degrees.end(), size) == degrees.end()) {
@@ -219,18 +228,10 @@ std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path&
   namespace fs = std::filesystem;
   if (fs::is_regular_file(spec)) return {spec};
   // Stage files: <stem>.stage<i>-of-<S><ext> beside spec.
-  const fs::path dir = spec.has_parent_path() ? spec.parent_path() : fs::path(".");
   const std::string prefix = spec.stem().string() + ".stage";
   const std::string ext = spec.extension().string();
   std::vector<int> splits;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.size() <= prefix.size() + ext.size() || name.rfind(prefix, 0) != 0 ||
-        name.compare(name.size() - ext.size(), ext.size(), ext) != 0) {
-      continue;
-    }
-    const std::string mid = name.substr(prefix.size(), name.size() - prefix.size() - ext.size());  // "2-of-4"
+  for (const std::string& mid : names_beside(spec, ".stage")) {  // "2-of-4"
     int stage = 0, stages = 0;
     char tail = 0;
     if (std::sscanf(mid.c_str(), "%d-of-%d%c", &stage, &stages, &tail) == 2 && stages > 1 && stage >= 0 &&
