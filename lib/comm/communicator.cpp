@@ -1,9 +1,11 @@
 #include "comm/communicator.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace braid::comm {
 
@@ -38,6 +40,13 @@ bool Request::test() {
 
 void wait_all(std::span<Request> requests) {
   for (Request& r : requests) r.wait();
+}
+
+void wait_asleep(Request& r) {
+  for (int spin = 0; spin < 64; ++spin) {
+    if (r.test()) return;
+  }
+  while (!r.test()) std::this_thread::sleep_for(std::chrono::microseconds(500));
 }
 
 void Communicator::broadcast(std::string& text, int root) {

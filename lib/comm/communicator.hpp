@@ -75,6 +75,11 @@ class Request {
 };
 
 void wait_all(std::span<Request> requests);
+// Waits for r asleep (after a short spin, polling every 0.5 ms) and without the
+// BRAID_COMM_TIMEOUT deadline of wait(): for a rank that is done and waits on peers
+// still working for as long as they need (a migration sender, a scorer whose ranks
+// still generate), so that it leaves its core to them.
+void wait_asleep(Request& r);
 
 // Element types a reduction understands, and the reductions.
 enum class DataType { f32, f64, i64 };

@@ -41,13 +41,6 @@ constexpr int kTagToBoard = 31;
 constexpr int kTagFromBoard = 32;
 constexpr int kBoardRank = 0;
 
-void wait_asleep(comm::Request& r) {
-  for (int spin = 0; spin < 64; ++spin) {
-    if (r.test()) return;
-  }
-  while (!r.test()) std::this_thread::sleep_for(std::chrono::microseconds(500));
-}
-
 // One rank's side of the fused rollout: its scorer, its part of the messages, and (on
 // rank 0) the board.
 class FusedScoring {
@@ -184,7 +177,7 @@ class FusedScoring {
       send({kAsk, 0});
       comm::Request reply = world_->irecv(std::span<std::int64_t>(m), kBoardRank, kTagFromBoard);
       for (;;) {
-        wait_asleep(reply);
+        comm::wait_asleep(reply);
         drop_sent();
         if (m[0] != kGive) break;
         const std::int64_t shard = m[1];
@@ -194,7 +187,7 @@ class FusedScoring {
       }
       send({kBye, 0});
     }
-    for (auto& out : outbox_) wait_asleep(out.request);
+    for (auto& out : outbox_) comm::wait_asleep(out.request);
     outbox_.clear();
     session_.finish();
     const auto end = Clock::now();

@@ -81,22 +81,12 @@ RankGroup::~RankGroup() = default;
 
 namespace {
 
-// MPI's blocking calls spin until the peer takes the message, and a rank that is done
-// (its stats sent to a rank still generating) would burn its core for the rest of the
-// run: wait asleep instead, at a granularity no step of this stage notices.
-void wait_asleep(comm::Request& r) {
-  for (int spin = 0; spin < 64; ++spin) {
-    if (r.test()) return;
-  }
-  while (!r.test()) std::this_thread::sleep_for(std::chrono::microseconds(500));
-}
-
 constexpr int kTagGather = 4;
 
 }  // namespace
 
-// Point to point rather than an all-gather collective, for the same reason: a rank that reaches
-// the exchange first sleeps and leaves its core to the peers it waits for. Rounds pair
+// Point to point rather than an all-gather collective (whose wait spins): a rank that reaches
+// the exchange first sleeps (comm::wait_asleep) and leaves its core to the peers it waits for. Rounds pair
 // up because messages between two ranks with one tag keep their order.
 std::vector<std::int64_t> RankGroup::allgather(std::int64_t value) const {
   std::vector<std::int64_t> all(static_cast<std::size_t>(size_), value);
@@ -107,7 +97,7 @@ std::vector<std::int64_t> RankGroup::allgather(std::int64_t value) const {
     pending.push_back(world_->isend(std::span<const std::int64_t>(&value, 1), r, kTagGather));
     pending.push_back(world_->irecv(std::span<std::int64_t>(&all[static_cast<std::size_t>(r)], 1), r, kTagGather));
   }
-  for (auto& p : pending) wait_asleep(p);
+  for (auto& p : pending) comm::wait_asleep(p);
   return all;
 }
 
@@ -117,8 +107,8 @@ void RankGroup::send(int to, int tag, const std::string& bytes) const {
   const std::int64_t n = static_cast<std::int64_t>(bytes.size());
   comm::Request size = world_->isend(std::span<const std::int64_t>(&n, 1), to, tag);
   comm::Request data = world_->isend(std::span<const char>(bytes.data(), bytes.size()), to, tag);
-  wait_asleep(size);
-  wait_asleep(data);
+  comm::wait_asleep(size);
+  comm::wait_asleep(data);
 }
 
 std::string RankGroup::recv(int from, int tag) const {
@@ -144,7 +134,7 @@ void RankGroup::finish(int last) const {
     return;
   }
   comm::Request done = world_->irecv(std::span<std::int64_t>(&token, 1), last, kTagDone);
-  wait_asleep(done);
+  comm::wait_asleep(done);
 }
 
 double parse_migrate_threshold(const std::string& text, std::int64_t samples) {

@@ -20,13 +20,6 @@ constexpr int kTagStatsLength = 21;
 constexpr int kTagStats = 22;
 constexpr int kTagRelease = 23;
 
-void wait_asleep(comm::Request& r) {
-  for (int spin = 0; spin < 64; ++spin) {
-    if (r.test()) return;
-  }
-  while (!r.test()) std::this_thread::sleep_for(std::chrono::microseconds(500));
-}
-
 // Union-find over inputs joined by a shared group.
 std::size_t root_of(std::vector<std::size_t>& parent, std::size_t i) {
   while (parent[i] != i) i = parent[i] = parent[parent[i]];
@@ -116,8 +109,8 @@ std::vector<std::string> gather_on_root(comm::Communicator& world, const std::st
     const std::int64_t n = static_cast<std::int64_t>(mine.size());
     comm::Request size = world.isend(std::span<const std::int64_t>(&n, 1), root, kTagStatsLength);
     comm::Request data = world.isend(std::span<const char>(mine.data(), mine.size()), root, kTagStats);
-    wait_asleep(size);
-    wait_asleep(data);
+    comm::wait_asleep(size);
+    comm::wait_asleep(data);
     return {};
   }
   std::vector<std::string> all(static_cast<std::size_t>(world.size()));
@@ -128,11 +121,11 @@ std::vector<std::string> gather_on_root(comm::Communicator& world, const std::st
     }
     std::int64_t n = 0;
     comm::Request size = world.irecv(std::span<std::int64_t>(&n, 1), r, kTagStatsLength);
-    wait_asleep(size);
+    comm::wait_asleep(size);
     std::string& text = all[static_cast<std::size_t>(r)];
     text.assign(static_cast<std::size_t>(n), '\0');
     comm::Request data = world.irecv(std::span<char>(text.data(), text.size()), r, kTagStats);
-    wait_asleep(data);
+    comm::wait_asleep(data);
   }
   return all;
 }
@@ -146,7 +139,7 @@ void release_from_root(comm::Communicator& world, int root) {
     return;
   }
   comm::Request done = world.irecv(std::span<std::int64_t>(&token, 1), root, kTagRelease);
-  wait_asleep(done);
+  comm::wait_asleep(done);
 }
 
 }  // namespace braid::score
