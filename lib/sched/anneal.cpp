@@ -205,9 +205,8 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     double makespan_threshold = threshold;
     double old_level = 0, new_level = 0;
     if (mu > 0) {
-      const std::int32_t b = tl->order()[static_cast<std::size_t>(d * p.per_device + i + 1)];
       old_level = tl->device_level(d, i);
-      new_level = (i > 0 ? tl->device_level(d, i - 1) : 0.0) + p.mem_delta[static_cast<std::size_t>(b)];
+      new_level = tl->level_if_swapped(d, i);
       makespan_threshold -= mu * peaks->max_after(static_cast<std::size_t>(d), old_level, new_level);
     }
     const SwapResult r = tl->swap(d, i, makespan_threshold);
@@ -367,9 +366,8 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
     // swap is timed, so a move the Metropolis test refuses costs O(1) and only the
     // moves it would keep pay for the retiming (which may still refuse them).
     const auto du = static_cast<std::size_t>(d);
-    const std::int32_t b = tl.order()[du * static_cast<std::size_t>(p.per_device) + static_cast<std::size_t>(i) + 1];
     const double old_level = tl.device_level(d, i);
-    const double new_level = (i > 0 ? tl.device_level(d, i - 1) : 0.0) + p.mem_delta[static_cast<std::size_t>(b)];
+    const double new_level = tl.level_if_swapped(d, i);
     const double saved_peak = peaks.peak(du), saved_excess = excess[du];
     peaks.apply(du, old_level, new_level, i);
     excess[du] += std::max(0.0, new_level - target) - std::max(0.0, old_level - target);

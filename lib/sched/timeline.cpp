@@ -95,10 +95,6 @@ double Timeline::device_peak(int d) const {
   return std::max(0.0, *std::max_element(first, first + per_device_));
 }
 
-double Timeline::swapped_level_after() const {
-  return level_[static_cast<std::size_t>(last_d_) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(last_i_)];
-}
-
 double Timeline::device_excess(int d, double level) const {
   double sum = 0;
   const std::size_t first = static_cast<std::size_t>(d) * static_cast<std::size_t>(per_device_);

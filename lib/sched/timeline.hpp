@@ -66,12 +66,14 @@ class Timeline {
   double device_peak(int d) const;
   // Device d's memory after the subtask at position i.
   double device_level(int d, int i) const { return level_[static_cast<std::size_t>(d * per_device_ + i)]; }
+  // Device d's memory after position i were positions i and i+1 swapped: the one
+  // level a swap changes, known before the swap is timed.
+  double level_if_swapped(int d, int i) const {
+    const std::int32_t b = order_[static_cast<std::size_t>(d * per_device_ + i + 1)];
+    return (i > 0 ? device_level(d, i - 1) : 0.0) + p_.mem_delta[static_cast<std::size_t>(b)];
+  }
   // How far device d's memory stands above `level`, summed over its subtasks.
   double device_excess(int d, double level) const;
-  // The memory level the last kept swap changed (device's level after the
-  // subtask now at position i): before and after. No other level changes.
-  double swapped_level_before() const { return last_level_; }
-  double swapped_level_after() const;
   // Subtasks recomputed by the last swap (for the benchmark's figures).
   std::size_t last_touched() const { return log_.size(); }
 
