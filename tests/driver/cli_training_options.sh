@@ -12,8 +12,7 @@ S="$BRAID_SCRATCH"
 rm -rf "${S:?}"/*
 fail() { echo "FAIL: $*" >&2; exit 1; }
 cd "$S"
-cp "$BRAID_SOURCE/examples/tiny/config.json" config.json
-printf '%s\n' '{"text": "Call 555"}' '{"text": "Year"}' '{"text": "Pi is"}' '{"text": "Total:"}' > prompts.jsonl
+. "$BRAID_SOURCE/tests/driver/tiny_run.sh"  # the tiny model's config and prompts; this test's own run.json below
 cat > run.json <<'JSON'
 {"format": "braid.run", "version": 1, "algorithm": "ppo",
  "models": {"actor": {"init": {"config": "config.json", "seed": 1}},
