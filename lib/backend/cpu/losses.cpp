@@ -1,19 +1,12 @@
 // The RL losses on the CPU (backend/losses.hpp), one pass over the rows each (DPO: two).
 #include "backend/cpu/kernels.hpp"
+#include "backend/loss_rows.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 namespace braid::backend::cpu {
-
-namespace {
-
-// log(1 + e^x) without overflow for large x.
-double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
-double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
-
-}  // namespace
 
 template <typename T>
 PolicyLossSums policy_loss(std::int64_t n, const PolicyLossRows<T>& in, const PolicyLossOptions& opt, double scale,
@@ -31,37 +24,21 @@ PolicyLossSums policy_loss(std::int64_t n, const PolicyLossRows<T>& in, const Po
     d_logprob[i] = 0;
     if (entropy_grad) d_entropy[i] = 0;
     if (w == 0) continue;
-    const double logp = in.logprob[i];
-    const double log_ratio = logp - double(in.old_logprob[i]);
-    const double ratio = std::exp(log_ratio);
-    const double a = in.advantages[i];
-    const double unclipped = -a * ratio;
-    const double clipped_term = -a * std::clamp(ratio, 1.0 - opt.clip_low, 1.0 + opt.clip_high);
-    // Only the strictly larger clipped branch has ρ outside the range, where its gradient is 0.
-    const bool is_clipped = clipped_term > unclipped;
-    const double pg = is_clipped ? clipped_term : unclipped;
-    double grad = is_clipped ? 0.0 : -a * ratio;
-    double loss = pg;
+    const rows::PolicyRow row = rows::policy_row(in.logprob[i], in.old_logprob[i], in.advantages[i],
+                                                 with_entropy ? double(in.entropy[i]) : 0.0,
+                                                 with_ref ? double(in.ref_logprob[i]) : 0.0, opt);
     if (with_entropy) {
-      loss -= opt.entropy_coef * in.entropy[i];
       r.entropy += w * in.entropy[i];
       if (entropy_grad) d_entropy[i] = static_cast<T>(-scale * w * opt.entropy_coef);
     }
-    if (with_ref) {
-      const double diff = double(in.ref_logprob[i]) - logp;
-      const double e = std::exp(diff);
-      const double k3 = e - diff - 1.0;
-      loss += opt.kl_coef * k3;
-      grad += opt.kl_coef * (1.0 - e);
-      r.kl_ref += w * k3;
-    }
-    d_logprob[i] = static_cast<T>(scale * w * grad);
-    r.loss += w * loss;
-    r.policy_loss += w * pg;
+    if (with_ref) r.kl_ref += w * row.kl_ref;
+    d_logprob[i] = static_cast<T>(scale * w * row.grad);
+    r.loss += w * row.loss;
+    r.policy_loss += w * row.pg;
     r.weight += w;
-    r.clipped += w * (is_clipped ? 1.0 : 0.0);
-    r.approx_kl += w * ((ratio - 1.0) - log_ratio);
-    r.ratio_max = std::max(r.ratio_max, ratio);
+    r.clipped += w * (row.clipped ? 1.0 : 0.0);
+    r.approx_kl += w * ((row.ratio - 1.0) - row.log_ratio);
+    r.ratio_max = std::max(r.ratio_max, row.ratio);
   }
   return r;
 }
@@ -73,28 +50,12 @@ ValueLossSums value_loss(std::int64_t n, const ValueLossRows<T>& in, double clip
     const double w = in.weight[i];
     d_values[i] = 0;
     if (w == 0) continue;
-    const double v = in.values[i];
-    const double ret = in.returns[i];
-    const double err = v - ret;
-    double term = err * err;
-    double grad = err;
-    bool is_clipped = false;
-    if (clip > 0) {
-      const double v_old = in.old_values[i];
-      const double vc = v_old + std::clamp(v - v_old, -clip, clip);
-      const double cerr = vc - ret;
-      // Strictly larger only when V lies outside V_old ± clip, where vc does not move with V.
-      if (cerr * cerr > term) {
-        term = cerr * cerr;
-        grad = 0;
-        is_clipped = true;
-      }
-    }
-    r.loss += w * 0.5 * term;
+    const rows::ValueRow row = rows::value_row(in.values[i], in.returns[i], clip > 0 ? double(in.old_values[i]) : 0.0, clip);
+    r.loss += w * 0.5 * row.term;
     r.weight += w;
-    r.clipped += w * (is_clipped ? 1.0 : 0.0);
-    r.error += w * err;
-    d_values[i] = static_cast<T>(scale * w * grad);
+    r.clipped += w * (row.clipped ? 1.0 : 0.0);
+    r.error += w * row.error;
+    d_values[i] = static_cast<T>(scale * w * row.grad);
   }
   return r;
 }
@@ -105,11 +66,11 @@ PairwiseLossSums pairwise_loss(std::int64_t pairs, const T* values, const std::i
   PairwiseLossSums r;
   for (std::int64_t i = 0; i < pairs; ++i) {
     const double margin = double(values[chosen_rows[i]]) - double(values[rejected_rows[i]]);
-    r.loss += softplus(-margin);
+    const rows::PairRow row = rows::pair_row(margin);
+    r.loss += row.loss;
     r.correct += margin > 0 ? 1.0 : 0.0;
     r.margin += margin;
-    // d softplus(−m)/dm = −σ(−m)
-    const double g = -sigmoid(-margin) * scale;
+    const double g = row.d_margin * scale;
     d_values[chosen_rows[i]] = static_cast<T>(g);
     d_values[rejected_rows[i]] = static_cast<T>(-g);
   }
@@ -133,26 +94,12 @@ DpoLossSums dpo_loss(std::int64_t pairs, const DpoLossRows<T>& in, const DpoLoss
   const double beta = opt.beta;
   DpoLossSums r;
   for (std::int64_t p = 0; p < pairs; ++p) {
-    double logp[2] = {0, 0}, ref[2] = {0, 0};
-    for (int side = 0; side < 2; ++side) {
-      const std::int64_t s = 2 * p + side;
-      for (std::int64_t row = in.sequence_rows[s]; row < in.sequence_rows[s + 1]; ++row) {
-        const double w = in.weight[row];
-        logp[side] += w * double(in.logprob[row]);
-        ref[side] += w * double(in.ref_logprob[row]);
-      }
-    }
+    double logp[2], ref[2];
+    rows::dpo_sequence_sums(in, p, logp, ref);
     const double z = (logp[0] - ref[0]) - (logp[1] - ref[1]);
-    double loss = 0, d_z = 0;
-    if (opt.loss == DpoLoss::sigmoid) {
-      loss = softplus(-beta * z);        // −log σ(βz)
-      d_z = -beta * sigmoid(-beta * z);
-    } else {
-      const double e = z - 1.0 / (2.0 * beta);
-      loss = e * e;
-      d_z = 2.0 * e;
-    }
-    r.loss += loss;
+    const rows::DpoRow term = rows::dpo_row(z, opt);
+    const double d_z = term.d_z;
+    r.loss += term.loss;
     r.correct += beta * z > 0 ? 1.0 : 0.0;
     r.margin += beta * z;
     r.reward_chosen += beta * (logp[0] - ref[0]);

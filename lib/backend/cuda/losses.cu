@@ -3,6 +3,7 @@
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/reduce.cuh"
+#include "backend/loss_rows.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -21,9 +22,6 @@ constexpr int kDpoSums = 8;
 #define BRAID_ROWS(i, n) \
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (n); i += std::int64_t(gridDim.x) * blockDim.x)
 
-__device__ double softplus(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
-__device__ double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
-
 __global__ void policy_kernel(std::int64_t n, PolicyLossRows<float> in, PolicyLossOptions opt, double scale,
                               float* d_logprob, float* d_entropy, double* partial) {
   const bool with_entropy = in.entropy != nullptr, entropy_grad = opt.entropy_coef != 0, with_ref = opt.kl_coef != 0;
@@ -34,35 +32,21 @@ __global__ void policy_kernel(std::int64_t n, PolicyLossRows<float> in, PolicyLo
     d_logprob[i] = 0;
     if (entropy_grad) d_entropy[i] = 0;
     if (w == 0) continue;
-    const double logp = in.logprob[i];
-    const double log_ratio = logp - double(in.old_logprob[i]);
-    const double ratio = exp(log_ratio);
-    const double a = in.advantages[i];
-    const double unclipped = -a * ratio;
-    const double clipped_term = -a * fmin(fmax(ratio, 1.0 - opt.clip_low), 1.0 + opt.clip_high);
-    const bool is_clipped = clipped_term > unclipped;
-    const double pg = is_clipped ? clipped_term : unclipped;
-    double grad = is_clipped ? 0.0 : -a * ratio;
-    double loss = pg;
+    const rows::PolicyRow row = rows::policy_row(in.logprob[i], in.old_logprob[i], in.advantages[i],
+                                                 with_entropy ? double(in.entropy[i]) : 0.0,
+                                                 with_ref ? double(in.ref_logprob[i]) : 0.0, opt);
     if (with_entropy) {
-      loss -= opt.entropy_coef * in.entropy[i];
       sum[5] += w * in.entropy[i];
       if (entropy_grad) d_entropy[i] = float(-scale * w * opt.entropy_coef);
     }
-    if (with_ref) {
-      const double diff = double(in.ref_logprob[i]) - logp;
-      const double e = exp(diff);
-      loss += opt.kl_coef * (e - diff - 1.0);
-      grad += opt.kl_coef * (1.0 - e);
-      sum[6] += w * (e - diff - 1.0);
-    }
-    d_logprob[i] = float(scale * w * grad);
-    sum[0] += w * loss;
-    sum[1] += w * pg;
+    if (with_ref) sum[6] += w * row.kl_ref;
+    d_logprob[i] = float(scale * w * row.grad);
+    sum[0] += w * row.loss;
+    sum[1] += w * row.pg;
     sum[2] += w;
-    sum[3] += w * (is_clipped ? 1.0 : 0.0);
-    sum[4] += w * ((ratio - 1.0) - log_ratio);
-    ratio_max = fmax(ratio_max, ratio);
+    sum[3] += w * (row.clipped ? 1.0 : 0.0);
+    sum[4] += w * ((row.ratio - 1.0) - row.log_ratio);
+    ratio_max = fmax(ratio_max, row.ratio);
   }
   for (int k = 0; k < kPolicySums - 1; ++k) {
     const double t = block_sum(sum[k]);
@@ -79,23 +63,12 @@ __global__ void value_kernel(std::int64_t n, ValueLossRows<float> in, double cli
     const double w = in.weight[i];
     d_values[i] = 0;
     if (w == 0) continue;
-    const double v = in.values[i], ret = in.returns[i], err = v - ret;
-    double term = err * err, grad = err;
-    bool is_clipped = false;
-    if (clip > 0) {
-      const double v_old = in.old_values[i];
-      const double cerr = v_old + fmin(fmax(v - v_old, -clip), clip) - ret;
-      if (cerr * cerr > term) {
-        term = cerr * cerr;
-        grad = 0;
-        is_clipped = true;
-      }
-    }
-    sum[0] += w * 0.5 * term;
+    const rows::ValueRow row = rows::value_row(in.values[i], in.returns[i], clip > 0 ? double(in.old_values[i]) : 0.0, clip);
+    sum[0] += w * 0.5 * row.term;
     sum[1] += w;
-    sum[2] += w * (is_clipped ? 1.0 : 0.0);
-    sum[3] += w * err;
-    d_values[i] = float(scale * w * grad);
+    sum[2] += w * (row.clipped ? 1.0 : 0.0);
+    sum[3] += w * row.error;
+    d_values[i] = float(scale * w * row.grad);
   }
   for (int k = 0; k < kValueSums; ++k) {
     const double t = block_sum(sum[k]);
@@ -118,10 +91,11 @@ __global__ void pairwise_kernel(std::int64_t pairs, const float* values, const s
                                 const std::int64_t* rejected, double scale, float* d_values, double* per_pair) {
   BRAID_ROWS(i, pairs) {
     const double margin = double(values[chosen[i]]) - double(values[rejected[i]]);
-    per_pair[i * kPairSums + 0] = softplus(-margin);
+    const rows::PairRow row = rows::pair_row(margin);
+    per_pair[i * kPairSums + 0] = row.loss;
     per_pair[i * kPairSums + 1] = margin > 0 ? 1.0 : 0.0;
     per_pair[i * kPairSums + 2] = margin;
-    const double g = -sigmoid(-margin) * scale;
+    const double g = row.d_margin * scale;
     d_values[chosen[i]] = float(g);
     d_values[rejected[i]] = float(-g);
   }
@@ -131,25 +105,11 @@ __global__ void dpo_kernel(std::int64_t pairs, DpoLossRows<float> in, DpoLossOpt
                            float* d_logprob, double* per_pair) {
   BRAID_ROWS(p, pairs) {
     const double beta = opt.beta;
-    double logp[2] = {0, 0}, ref[2] = {0, 0};
-    for (int side = 0; side < 2; ++side) {
-      const std::int64_t s = 2 * p + side;
-      for (std::int64_t row = in.sequence_rows[s]; row < in.sequence_rows[s + 1]; ++row) {
-        const double w = in.weight[row];
-        logp[side] += w * double(in.logprob[row]);
-        ref[side] += w * double(in.ref_logprob[row]);
-      }
-    }
+    double logp[2], ref[2];
+    rows::dpo_sequence_sums(in, p, logp, ref);
     const double z = (logp[0] - ref[0]) - (logp[1] - ref[1]);
-    double loss, d_z;
-    if (opt.loss == DpoLoss::sigmoid) {
-      loss = softplus(-beta * z);
-      d_z = -beta * sigmoid(-beta * z);
-    } else {
-      const double e = z - 1.0 / (2.0 * beta);
-      loss = e * e;
-      d_z = 2.0 * e;
-    }
+    const rows::DpoRow term = rows::dpo_row(z, opt);
+    const double loss = term.loss, d_z = term.d_z;
     double* out = per_pair + p * kDpoSums;
     out[0] = loss;
     out[1] = beta * z > 0 ? 1.0 : 0.0;
