@@ -24,6 +24,8 @@
 // A buffer handed to isend/irecv must stay alive and untouched until its Request is
 // waited on (or completes a test()).
 //
+//   mesh.hpp          ranks = devices x tp: the tensor-parallel group and the cross group
+//                     (one rank per device) a tool makes once per run
 //   nccl.hpp          the NCCL implementation (built where CUDA and NCCL are found:
 //                     CMake's BRAID_NCCL_ENABLED): device buffers, calls enqueued on a CUDA stream,
 //                     Requests that wait on CUDA events, made from an MPI communicator

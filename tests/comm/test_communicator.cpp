@@ -1,7 +1,9 @@
 #define BOOST_TEST_MODULE comm
 #include <boost/test/unit_test.hpp>
 
+#include "comm/mesh.hpp"
 #include "comm/mpi.hpp"
+#include "core/error.hpp"
 
 #include <numeric>
 #include <string>
@@ -239,4 +241,38 @@ BOOST_AUTO_TEST_CASE(bucketed_all_reduce_sums_every_bucket) {
   ra.wait();
   BOOST_TEST(a[0] == double(n * (n - 1) / 2));
   BOOST_TEST(b[0] == 2.0 * (n - 1));
+}
+
+// The mesh's groups: tp ranks adjacent, the cross group one rank per device.
+BOOST_AUTO_TEST_CASE(mesh_groups_have_the_documented_layout) {
+  auto world = comm::mpi_world();
+  const int r = world->rank(), n = world->size();
+  for (int tp = 1; tp <= n; ++tp) {
+    if (n % tp != 0) {
+      BOOST_CHECK_THROW(comm::Mesh(*world, tp), braid::UsageError);
+      continue;
+    }
+    comm::Mesh mesh(*world, tp);
+    BOOST_TEST(mesh.ranks() == n);
+    BOOST_TEST(mesh.devices() == n / tp);
+    BOOST_TEST(mesh.rank_of(mesh.device(), mesh.tp_rank()) == r);
+    const std::int64_t me = r;
+    if (tp == 1) {
+      BOOST_TEST(mesh.tp_group() == nullptr);
+    } else {
+      BOOST_REQUIRE(mesh.tp_group() != nullptr);
+      BOOST_TEST(mesh.tp_group()->rank() == mesh.tp_rank());
+      const auto members = mesh.tp_group()->all_gather(std::span<const std::int64_t>(&me, 1));
+      for (int t = 0; t < tp; ++t) BOOST_TEST(members[static_cast<std::size_t>(t)] == mesh.rank_of(mesh.device(), t));
+    }
+    if (n / tp == 1) {
+      BOOST_TEST(mesh.cross_group() == nullptr);
+    } else {
+      BOOST_REQUIRE(mesh.cross_group() != nullptr);
+      BOOST_TEST(mesh.cross_group()->rank() == mesh.device());
+      const auto members = mesh.cross_group()->all_gather(std::span<const std::int64_t>(&me, 1));
+      for (int d = 0; d < n / tp; ++d) BOOST_TEST(members[static_cast<std::size_t>(d)] == mesh.rank_of(d, mesh.tp_rank()));
+    }
+  }
+  BOOST_CHECK_THROW(comm::Mesh(*world, 0), braid::UsageError);
 }
