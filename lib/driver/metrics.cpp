@@ -94,6 +94,15 @@ std::optional<ordered_json> start_metrics(const Layout& layout) {
   return m;
 }
 
+// Whether braid-generate's stats say the rollout was fused (a rank's `fusion` figures).
+static bool fused_rollout(const json& generate_stats) {
+  if (!generate_stats.contains("ranks") || !generate_stats["ranks"].is_array()) return false;
+  for (const auto& r : generate_stats["ranks"]) {
+    if (r.is_object() && r.contains("fusion") && r["fusion"].is_object()) return true;
+  }
+  return false;
+}
+
 ordered_json iteration_metrics(const Layout& layout, int iteration, std::optional<double> wall_seconds) {
   std::int64_t sequences = 0, response_tokens = 0, kl_tokens = 0;
   double reward_sum = 0, kl_sum = 0;
@@ -136,6 +145,9 @@ ordered_json iteration_metrics(const Layout& layout, int iteration, std::optiona
   if (ev) add_eval_seconds(seconds, *ev);
   m["seconds"] = seconds;
   m["train"] = train_figures(train_stats);
+  // A fused rollout scores inside braid-generate's processes: generate's wall time already
+  // holds the scoring, so the two are not to be added (the report draws score inside generate).
+  if (fused_rollout(generate_stats)) m["rollout"] = "fused";
   if (generate_stats.contains("overcommit") && generate_stats["overcommit"].is_object()) {
     m["overcommit"] = ordered_json::parse(generate_stats["overcommit"].dump());
   }

@@ -154,12 +154,20 @@ void line_chart(std::string& s, const Panel& p, const std::string& title, const 
   s += "</g>\n";
 }
 
-// Each iteration's stage seconds as a stacked bar (generate, score, train, eval).
+// Whether a stage of this row is drawn inside the one before it instead of on top: the
+// scoring of a fused rollout ran inside the generation's wall time.
+bool nested_stage(const ordered_json& row, std::string_view stage) {
+  return stage == "score" && row.value("rollout", "") == "fused";
+}
+
+// Each iteration's stage seconds as a stacked bar (generate, score, train, eval); a fused
+// rollout's score is drawn hatched inside its generate bar, not added to it.
 void stage_chart(std::string& s, const Panel& p, const ordered_json& rows, int x0, int x1) {
   double top = 0;
   for (const auto& r : rows) {
     double sum = 0;
     for (const char* st : kReportStages) {
+      if (nested_stage(r, st)) continue;
       if (r["seconds"].contains(st) && r["seconds"][st].is_number()) sum += r["seconds"][st].get<double>();
     }
     top = std::max(top, sum);
@@ -176,13 +184,18 @@ void stage_chart(std::string& s, const Panel& p, const ordered_json& rows, int x
     for (std::size_t k = 0; k < std::size(kReportStages); ++k) {
       const char* st = kReportStages[k];
       if (!r["seconds"].contains(st) || !r["seconds"][st].is_number()) continue;
-      const double v = r["seconds"][st].get<double>();
-      const double y1 = p.plot_y() + p.plot_h() * (1 - (base + v) / y.hi);
+      const bool nested = nested_stage(r, st);
+      // Nested: the top v seconds of the bar so far (the scoring ends the fused rollout).
+      const double v = nested ? std::min(r["seconds"][st].get<double>(), base) : r["seconds"][st].get<double>();
+      const double bottom = nested ? base - v : base;
+      const double y1 = p.plot_y() + p.plot_h() * (1 - (bottom + v) / y.hi);
       const double hgt = p.plot_h() * v / y.hi;
-      s += fmt::format("<rect class=\"stage-{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>iteration {} "
-                       "{}: {:.2f} s</title></rect>\n",
-                       st, num(cx - bar / 2), num(y1), num(bar), num(hgt), kStageColours[k], i, st, v);
-      base += v;
+      s += fmt::format("<rect class=\"stage-{}{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"{}><title>iteration {} "
+                       "{}: {:.2f} s{}</title></rect>\n",
+                       st, nested ? " nested" : "", num(cx - bar / 2), num(y1), num(nested ? bar / 2 : bar), num(hgt),
+                       kStageColours[k], nested ? " fill-opacity=\"0.7\" stroke=\"#fff\"" : "", i, st,
+                       r["seconds"][st].get<double>(), nested ? " (inside the fused rollout's generate time)" : "");
+      if (!nested) base += v;
     }
   }
   // Legend.
@@ -368,6 +381,7 @@ ordered_json build_report(const RunSpec& spec, const Layout& layout, int last) {
     }
     if (ev && ev->contains("seconds") && (*ev)["seconds"].is_number()) seconds["eval"] = (*ev)["seconds"];
     row["seconds"] = seconds;
+    if (m.contains("rollout") && m["rollout"].is_string()) row["rollout"] = m["rollout"];
     rows.push_back(row);
   }
   report["iterations"] = rows;

@@ -83,5 +83,9 @@ assert len(g["ranks"]) == 2 and all("fusion" in r for r in g["ranks"]), g["ranks
 assert sum(r["fusion"]["shards_scored"] for r in g["ranks"]) == 6, g["ranks"]
 m = [json.loads(l) for l in open("out/metrics.jsonl")]
 assert [x["iteration"] for x in m] == [1, 2] and all(x["sequences"] == 24 for x in m), m
+# generate's seconds hold the scoring: the report must not add the two
+assert all(x.get("rollout") == "fused" for x in m), m
+r = json.load(open("out/report.json"))
+assert all(row.get("rollout") == "fused" for row in r["iterations"] if row["iteration"] > 0), r["iterations"]
 PY
 echo "cli_run_fused: ok"

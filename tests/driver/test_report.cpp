@@ -4,6 +4,10 @@
 #define BOOST_TEST_MODULE driver_report
 #include <boost/test/unit_test.hpp>
 
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
 #include <string>
 #include <vector>
 
@@ -61,6 +65,19 @@ std::string xml_problem(const std::string& s) {
   return open.empty() ? "" : "<" + open.back() + "> is never closed";
 }
 
+// The y and height attributes of the <rect> whose <title> starts with `title`.
+std::pair<double, double> rect_of(const std::string& svg, const std::string& title) {
+  const auto t = svg.find("<title>" + title);
+  BOOST_REQUIRE(t != std::string::npos);
+  const auto open = svg.rfind("<rect", t);
+  auto attr = [&](const char* name) {
+    const auto at = svg.find(std::string(" ") + name + "=\"", open);
+    BOOST_REQUIRE(at != std::string::npos && at < t);
+    return std::atof(svg.c_str() + at + std::strlen(name) + 3);
+  };
+  return {attr("y"), attr("height")};
+}
+
 int count_of(const std::string& s, const std::string& what) {
   int n = 0;
   for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
@@ -76,8 +93,9 @@ fs::path fake_run() {
     test::write_file(layout.iteration_metrics(i),
                      fmt::format(R"({{"iteration": {0}, "mean_reward": {1}, "mean_response_length": {2}, "kl": {3},
                                   "seconds": {{"generate": 1.5, "score": 0.5, "train": {4}}},
-                                  "train": {{"actor_train.entropy": {5}}}}})",
-                                 i, 0.1 * i, 10 - i, 0.01 * i, 2.0 + i, 1.0 / i));
+                                  "train": {{"actor_train.entropy": {5}}}{6}}})",
+                                 i, 0.1 * i, 10 - i, 0.01 * i, 2.0 + i, 1.0 / i,
+                                 i == 3 ? R"(, "rollout": "fused")" : ""));
   }
   for (int i : {0, 2, 3}) {
     test::write_file(layout.eval_file(i), fmt::format(R"({{"format": "braid.eval", "accuracy": {}, "pass@4": {}, "seconds": 0.25}})",
@@ -141,6 +159,19 @@ BOOST_AUTO_TEST_CASE(the_picture_is_well_formed_deterministic_and_holds_every_se
   // Stage bars: generate, score and train of 3 iterations, eval of 3.
   BOOST_TEST(count_of(svg, "class=\"stage-train\"") == 3);
   BOOST_TEST(count_of(svg, "class=\"stage-eval\"") == 3);
+  // Iteration 3's rollout was fused: its score is drawn inside generate (nested), and
+  // train sits directly on generate; iteration 2's train sits on its score.
+  BOOST_TEST(count_of(svg, "class=\"stage-score\"") == 2);
+  BOOST_TEST(count_of(svg, "class=\"stage-score nested\"") == 1);
+  const auto [g3y, g3h] = rect_of(svg, "iteration 3 generate");
+  const auto [t3y, t3h] = rect_of(svg, "iteration 3 train");
+  const auto [s3y, s3h] = rect_of(svg, "iteration 3 score");
+  BOOST_TEST(t3y + t3h == g3y, boost::test_tools::tolerance(0.01));
+  BOOST_TEST(s3y == g3y, boost::test_tools::tolerance(0.01));        // the top of generate
+  BOOST_TEST(s3h == g3h / 3, boost::test_tools::tolerance(0.01));    // 0.5 s of 1.5 s
+  const auto [s2y, s2h] = rect_of(svg, "iteration 2 score");
+  const auto [t2y, t2h] = rect_of(svg, "iteration 2 train");
+  BOOST_TEST(t2y + t2h == s2y, boost::test_tools::tolerance(0.01));
   BOOST_TEST(count_of(svg, "id=\"ablation-2\"") == 1);
   BOOST_TEST(count_of(svg, "class=\"predicted\"") == 2);
   BOOST_TEST(count_of(svg, "class=\"measured stage-score\"") == 2);
