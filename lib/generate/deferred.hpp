@@ -12,6 +12,7 @@
 #pragma once
 
 #include "generate/generate.hpp"
+#include "io/deferred_file.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -19,9 +20,6 @@
 #include <vector>
 
 namespace braid::gen {
-
-inline constexpr const char* kDeferredFormat = "braid.deferred";
-inline constexpr int kDeferredVersion = 1;
 
 struct DeferredSample {
   Prompt prompt;                         // sample id, prompt tokens, response so far and its logprobs
@@ -39,7 +37,7 @@ struct Deferred {
 
 void write_deferred(const std::filesystem::path& path, const Deferred& d);
 // InputError naming the file and field for a missing, unfinished, damaged or
-// inconsistent file.
+// inconsistent file (io::read_deferred_file's checks).
 Deferred read_deferred(const std::filesystem::path& path);
 
 }  // namespace braid::gen

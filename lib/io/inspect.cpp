@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "io/deferred_file.hpp"
 #include "io/h5.hpp"
 #include "io/inspect_kinds.hpp"
 #include "io/sample_shard.hpp"
@@ -76,8 +77,8 @@ std::string hdf5_format(const std::string& path) {
 
 [[noreturn]] void unknown_format(const std::string& path, const std::string& format) {
   throw InputError(path, "attribute format",
-                   fmt::format("\"{}\" is not a format this braid reads ({}, {})", format, kSamplesFormat,
-                               kWeightsFormat));
+                   fmt::format("\"{}\" is not a format this braid reads ({}, {}, {})", format, kSamplesFormat,
+                               kWeightsFormat, kDeferredFormat));
 }
 
 }  // namespace
@@ -87,6 +88,7 @@ ordered_json inspect_file(const std::string& path, const InspectOptions& options
   const std::string format = hdf5_format(path);
   if (format == kSamplesFormat) return detail::summarize_samples(path, options);
   if (format == kWeightsFormat) return detail::summarize_weights(path);
+  if (format == kDeferredFormat) return detail::summarize_deferred(path);
   unknown_format(path, format);
 }
 
@@ -112,15 +114,19 @@ std::optional<std::string> check_file(const std::string& path, std::vector<std::
       return std::nullopt;
     }
     const std::string format = hdf5_format(path);
-    if (format != kSamplesFormat && format != kWeightsFormat) unknown_format(path, format);
+    if (format != kSamplesFormat && format != kWeightsFormat && format != kDeferredFormat) unknown_format(path, format);
     const bool samples = format == kSamplesFormat;
+    const bool deferred = format == kDeferredFormat;
     // The header, then every checksum (so that all damaged datasets are listed), then every
     // value: a NaN or Inf is a problem too (io/finite.hpp).
-    check_header(h5::File::open_read(path), format, samples ? kSamplesVersion : kWeightsVersion);
+    check_header(h5::File::open_read(path), format,
+                 samples ? kSamplesVersion : deferred ? kDeferredVersion : kWeightsVersion);
     std::vector<std::string> found;
     check_checksums(path, &found);
     if (samples) {
       read_sample_shard(path);
+    } else if (deferred) {
+      read_deferred_file(path);
     } else {
       WeightShardReader r(path);
       std::vector<float> values;

@@ -1,7 +1,7 @@
 // What is in a braid file, for people and for scripts: `braid inspect` prints
 // the JSON summary made here (--json) or its text rendering; `braid check`
 // uses check_file. The kind of file is found from its content: an HDF5 file's
-// "format" attribute (braid.samples, braid.weights) or a JSON file's "format"
+// "format" attribute (braid.samples, braid.weights, braid.deferred) or a JSON file's "format"
 // key (braid.schedule, braid.plan, ...).
 #pragma once
 

@@ -11,6 +11,7 @@ namespace braid::io::detail {
 
 ordered_json summarize_samples(const std::string& path, const InspectOptions& options);
 ordered_json summarize_weights(const std::string& path);
+ordered_json summarize_deferred(const std::string& path);
 ordered_json summarize_json(const std::string& path, const json& doc);
 
 // count, mean, std, min, p50, p90, max of the values (count only when empty).

@@ -35,6 +35,23 @@ std::string dist_line(const std::string& label, const ordered_json& d) {
                      number(d["p50"]), number(d["p90"]), number(d["max"]), number(d["mean"]), number(d["std"]));
 }
 
+std::string render_deferred(const ordered_json& s) {
+  std::string out = fmt::format("{}: {} v{}, policy step {}, next prompt {}\n", s["file"].get<std::string>(),
+                                s["format"].get<std::string>(), number(s["version"]), number(s["policy_step"]),
+                                number(s["next_prompt"]));
+  if (!s["config"].is_null()) out += "  config: " + one_line(s["config"], kConfigChars) + "\n";
+  const auto& waiting = s["finished_waiting_for_group"];
+  out += fmt::format("  {} samples carried: {} unfinished, {} finished waiting for their group ({} by a stop token, {} "
+                     "by length); {} response tokens\n",
+                     number(s["samples"]), number(s["unfinished"]), waiting["stop"].get<std::int64_t>() +
+                     waiting["length"].get<std::int64_t>(), number(waiting["stop"]), number(waiting["length"]),
+                     number(s["response_tokens"]));
+  out += dist_line("prompt length", s["prompt_length"]);
+  out += dist_line("response so far", s["response_length"]);
+  out += dist_line("steps behind", s["steps_behind"]);
+  return out;
+}
+
 std::string render_samples(const ordered_json& s) {
   std::string out = fmt::format("{}: {} v{}, policy step {}\n", s["file"].get<std::string>(),
                                 s["format"].get<std::string>(), number(s["version"]), number(s["policy_step"]));
@@ -132,6 +149,7 @@ std::string render_json(const ordered_json& s) {
 std::string render_inspect_text(const ordered_json& summary) {
   const std::string kind = summary.value("kind", "");
   if (kind == "samples") return render_samples(summary);
+  if (kind == "deferred") return render_deferred(summary);
   if (kind == "weights" || kind == "optimizer") return render_weights(summary);
   return render_json(summary);
 }

@@ -4,10 +4,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <fstream>
+#include <limits>
+#include <tuple>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "io/deferred_file.hpp"
 #include "io/inspect.hpp"
 #include "io/sample_shard.hpp"
 #include "io/token_display.hpp"
@@ -139,4 +142,53 @@ BOOST_AUTO_TEST_CASE(sample_shards_decode_with_their_tokenizer) {
   s = inspect_file(gone.string());
   BOOST_TEST(s["decoded_with"].get<std::string>().find("no/such/tokenizer.json is not there") != std::string::npos);
   BOOST_CHECK_THROW(inspect_file(bare.string(), {.tokenizer = fixture("io/schedule.json").string()}), InputError);
+}
+
+// An overcommitted generation's deferred file: inspect summarises it, check reads and
+// verifies it, and a damaged one is explained naming the dataset.
+BOOST_AUTO_TEST_CASE(deferred_files_are_inspected_and_checked) {
+  DeferredArrays d;
+  d.policy_step = 4;
+  d.next_prompt = 17;
+  d.config = R"({"samples_per_prompt": 2})";
+  // Three samples: unfinished (2 response tokens), finished by a stop token (1), unfinished (0).
+  for (const auto& [prompt, response, fin] : {std::tuple{3, 2, kDeferredRunning}, {2, 1, kDeferredStop}, {4, 0, kDeferredRunning}}) {
+    for (int t = 0; t < prompt + response; ++t) d.tokens.push_back(5 + t);
+    d.offsets.push_back(static_cast<std::int64_t>(d.tokens.size()));
+    d.prompt_len.push_back(prompt);
+    d.sample_id.push_back(static_cast<std::int64_t>(d.sample_id.size()) * 3 + 1);
+    d.finished.push_back(fin);
+    for (int t = 0; t < response; ++t) {
+      d.logprobs.push_back(-0.5f);
+      d.raw_logprobs.push_back(-0.7f);
+      d.token_policy_step.push_back(3 + (t % 2));
+    }
+  }
+  const std::string good = braid::test::scratch("good.deferred.h5").string();
+  write_deferred_file(good, d);
+  BOOST_TEST(!check_file(good).has_value());
+  const auto s = inspect_file(good);
+  BOOST_TEST(s["kind"] == "deferred");
+  BOOST_TEST(s["samples"] == 3);
+  BOOST_TEST(s["unfinished"] == 2);
+  BOOST_TEST(s["finished_waiting_for_group"]["stop"] == 1);
+  BOOST_TEST(s["response_tokens"] == 3);
+  BOOST_TEST(s["next_prompt"] == 17);
+  BOOST_TEST(s["steps_behind"]["max"] == 1.0);
+  BOOST_TEST(s["config"]["samples_per_prompt"] == 2);
+  BOOST_TEST(render_inspect_text(s).find("3 samples carried: 2 unfinished, 1 finished") != std::string::npos);
+
+  DeferredArrays bad = d;
+  bad.logprobs[1] = std::numeric_limits<float>::quiet_NaN();
+  const std::string nan = braid::test::scratch("nan.deferred.h5").string();
+  write_deferred_file(nan, bad);
+  const auto why = check_file(nan);
+  BOOST_REQUIRE(why.has_value());
+  BOOST_TEST(why->find("/response/logprobs") != std::string::npos);
+  bad = d;
+  bad.token_policy_step[0] = 9;   // after the writer's own step
+  const std::string future = braid::test::scratch("future.deferred.h5").string();
+  write_deferred_file(future, bad);
+  BOOST_REQUIRE(check_file(future).has_value());
+  BOOST_TEST(check_file(future)->find("/response/policy_step") != std::string::npos);
 }
