@@ -112,7 +112,8 @@ class StageRun {
                                                          : std::vector<std::int64_t>{std::int64_t(mine.size())});
     threshold_ = parse_migrate_threshold(o_.migrate_threshold, pending);
     if (threshold_ > 0 && ranks_.size() == 1) {
-      log::info("--migrate-threshold has no effect in a single process (run under mpirun with several ranks)");
+      if (lead()) log::info("--migrate-threshold has no effect with one {} (run under mpirun with several)",
+                ranks_.tp_size() > 1 ? "device" : "process");
       threshold_ = 0;
     }
     if (lead()) {
