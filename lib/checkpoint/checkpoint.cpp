@@ -277,6 +277,12 @@ OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, 
   const io::WeightShardSet shards(out.files);
   const model::ModelConfig cfg = config_of(shards);
   const auto& first = shards.shards().front();
+  try {
+    model::check_tensor_parallel(cfg, tp.size);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(first.path().string(), "model_config",
+                     fmt::format("does not split into {} tensor-parallel slices: {}", tp.size, e.what()));
+  }
   out.step = first.meta().step;
   out.config_json = first.meta().model_config;
   const bool lm = shards.contains("lm_head.weight") || cfg.tie_word_embeddings;

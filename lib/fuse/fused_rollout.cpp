@@ -296,6 +296,13 @@ score::CommandOptions parse_score_options(const std::vector<std::string>& words,
 }
 
 void validate(const gen::StageOptions& g, const score::CommandOptions& s) {
+  if (g.tp > 1 || s.tp > 1) {
+    throw UsageError(fmt::format(
+        "the fused rollout (braid-generate ... -- SCORE-OPTIONS) runs at --tp 1 only for now (got --tp {}): its "
+        "board deals shards to single ranks, not to tensor-parallel groups; pipe the shards instead "
+        "(mpirun ... braid-generate --tp N ... | braid-score - ...), or score them with mpirun ... braid-score --tp N",
+        std::max(g.tp, s.tp)));
+  }
   if (s.algorithm == "grpo" && g.shard_size % g.samples_per_prompt != 0) {
     throw UsageError(fmt::format(
         "fused scoring under --algorithm grpo needs whole groups in every shard (each shard's scorer computes its "

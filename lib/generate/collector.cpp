@@ -58,6 +58,10 @@ void ShardCollector::add(Sample&& s) {
   if (it == open_.end()) throw std::logic_error(fmt::format("sample {} belongs to shard {}, not written here", s.sample_id, shard));
   it->second.push_back(std::move(s));
   if (static_cast<std::int64_t>(it->second.size()) < plan_.size_of(shard)) return;
+  if (drop_) {
+    open_.erase(it);
+    return;
+  }
   Job job{plan_.path(shard), shard_batch(it->second, origins_)};
   open_.erase(it);
   {

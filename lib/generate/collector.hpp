@@ -32,6 +32,11 @@ class ShardCollector {
   ShardCollector(const ShardCollector&) = delete;
   ShardCollector& operator=(const ShardCollector&) = delete;
 
+  // A tensor-parallel rank other than its group's first holds the same samples as the
+  // first, which alone writes: from now on a complete shard is dropped, not written
+  // (nor reported, nor counted).
+  void drop_complete_shards() { drop_ = true; }
+
   // This process writes `shard`: its samples will come through add().
   void expect(std::int64_t shard);
   // A finished sample of an expected shard; queues the shard when it is the last one.
@@ -59,6 +64,7 @@ class ShardCollector {
   Written on_written_;
   std::vector<io::PromptOrigin> origins_;
   std::map<std::int64_t, std::vector<Sample>> open_;
+  bool drop_ = false;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 
+#include "comm/mesh.hpp"
 #include "comm/mpi.hpp"
 
 #include <fmt/format.h>
@@ -73,11 +74,39 @@ RankGroup::RankGroup(int* argc, char*** argv) {
   if (!comm::launched_by_mpi()) return;
   runtime_ = std::make_unique<comm::MpiRuntime>(argc, argv);
   world_ = comm::mpi_world();
-  rank_ = world_->rank();
+  rank_ = world_rank_ = world_->rank();
   size_ = world_->size();
 }
 
 RankGroup::~RankGroup() = default;
+
+void RankGroup::split_tp(int tp) {
+  if (!world_) {
+    if (tp != 1) {
+      throw UsageError(fmt::format("--tp {} splits the model over {} ranks: start them with mpirun -np {} (or a "
+                                   "multiple of {})", tp, tp, tp, tp));
+    }
+    return;
+  }
+  mesh_ = std::make_unique<comm::Mesh>(*world_, tp);
+  rank_ = mesh_->device();
+  size_ = mesh_->devices();
+  tp_rank_ = mesh_->tp_rank();
+  tp_size_ = mesh_->tp_size();
+}
+
+comm::Communicator* RankGroup::tp_group() const { return mesh_ ? mesh_->tp_group() : nullptr; }
+
+comm::Communicator* RankGroup::devices() const {
+  if (size_ == 1) return nullptr;
+  return mesh_ ? mesh_->cross_group() : world_.get();
+}
+
+std::string RankGroup::who() const {
+  if (world_size() == 1) return "";
+  if (tp_size_ == 1) return fmt::format("rank {}: ", rank_);
+  return fmt::format("device {} tp {}: ", rank_, tp_rank_);
+}
 
 namespace {
 
@@ -90,12 +119,13 @@ constexpr int kTagGather = 4;
 // up because messages between two ranks with one tag keep their order.
 std::vector<std::int64_t> RankGroup::allgather(std::int64_t value) const {
   std::vector<std::int64_t> all(static_cast<std::size_t>(size_), value);
-  if (!world_ || size_ == 1) return all;
+  comm::Communicator* group = devices();
+  if (!group) return all;
   std::vector<comm::Request> pending;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    pending.push_back(world_->isend(std::span<const std::int64_t>(&value, 1), r, kTagGather));
-    pending.push_back(world_->irecv(std::span<std::int64_t>(&all[static_cast<std::size_t>(r)], 1), r, kTagGather));
+    pending.push_back(group->isend(std::span<const std::int64_t>(&value, 1), r, kTagGather));
+    pending.push_back(group->irecv(std::span<std::int64_t>(&all[static_cast<std::size_t>(r)], 1), r, kTagGather));
   }
   for (auto& p : pending) comm::wait_asleep(p);
   return all;
@@ -103,20 +133,22 @@ std::vector<std::int64_t> RankGroup::allgather(std::int64_t value) const {
 
 // A length, then the bytes: the receiver learns the size before it takes them.
 void RankGroup::send(int to, int tag, const std::string& bytes) const {
-  if (!world_) throw std::logic_error("RankGroup::send without MPI");
+  comm::Communicator* group = devices();
+  if (!group) throw std::logic_error("RankGroup::send with one device");
   const std::int64_t n = static_cast<std::int64_t>(bytes.size());
-  comm::Request size = world_->isend(std::span<const std::int64_t>(&n, 1), to, tag);
-  comm::Request data = world_->isend(std::span<const char>(bytes.data(), bytes.size()), to, tag);
+  comm::Request size = group->isend(std::span<const std::int64_t>(&n, 1), to, tag);
+  comm::Request data = group->isend(std::span<const char>(bytes.data(), bytes.size()), to, tag);
   comm::wait_asleep(size);
   comm::wait_asleep(data);
 }
 
 std::string RankGroup::recv(int from, int tag) const {
-  if (!world_) throw std::logic_error("RankGroup::recv without MPI");
+  comm::Communicator* group = devices();
+  if (!group) throw std::logic_error("RankGroup::recv with one device");
   std::int64_t n = 0;
-  world_->recv(std::span<std::int64_t>(&n, 1), from, tag);
+  group->recv(std::span<std::int64_t>(&n, 1), from, tag);
   std::string bytes(static_cast<std::size_t>(n), '\0');
-  world_->recv(std::span<char>(bytes.data(), bytes.size()), from, tag);
+  group->recv(std::span<char>(bytes.data(), bytes.size()), from, tag);
   return bytes;
 }
 
@@ -125,15 +157,16 @@ void RankGroup::broadcast(std::string& text) const {
 }
 
 void RankGroup::finish(int last) const {
-  if (!world_ || size_ == 1) return;
+  comm::Communicator* group = devices();
+  if (!group) return;
   std::int64_t token = 0;
   if (rank_ == last) {
     for (int r = 0; r < size_; ++r) {
-      if (r != last) world_->send(std::span<const std::int64_t>(&token, 1), r, kTagDone);
+      if (r != last) group->send(std::span<const std::int64_t>(&token, 1), r, kTagDone);
     }
     return;
   }
-  comm::Request done = world_->irecv(std::span<std::int64_t>(&token, 1), last, kTagDone);
+  comm::Request done = group->irecv(std::span<std::int64_t>(&token, 1), last, kTagDone);
   comm::wait_asleep(done);
 }
 

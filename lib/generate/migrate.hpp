@@ -22,6 +22,7 @@
 
 namespace braid::comm {
 class Communicator;
+class Mesh;
 class MpiRuntime;
 }  // namespace braid::comm
 
@@ -29,6 +30,13 @@ namespace braid::gen {
 
 // Every rank of the job when the process was started by an MPI launcher, else one rank
 // and no MPI at all (so a plain run never pays for MPI start-up).
+//
+// With tensor parallelism (split_tp) the unit of work is a device, a tp group of ranks
+// that generate the same samples with the model split across them (comm/mesh.hpp):
+// rank() and size() then count devices, and allgather, send, recv and finish run over
+// the cross group (the ranks of this tp_rank, one per device), so each tp rank talks
+// to the same tp rank of another device and the shard deal and the migration are
+// those of `size()` devices. broadcast stays over every rank.
 class RankGroup {
  public:
   RankGroup(int* argc, char*** argv);
@@ -36,8 +44,19 @@ class RankGroup {
   RankGroup(const RankGroup&) = delete;
   RankGroup& operator=(const RankGroup&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  // Collective over every rank: lays them out as devices x tp (comm::Mesh). UsageError
+  // when tp does not divide the ranks. Call once, before any other exchange.
+  void split_tp(int tp);
+
+  int rank() const { return rank_; }    // this device
+  int size() const { return size_; }    // devices
+  int tp_rank() const { return tp_rank_; }
+  int tp_size() const { return tp_size_; }
+  comm::Communicator* tp_group() const;  // nullptr at tp 1
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return size_ * tp_size_; }
+  // "rank 3: " (device 1, tp rank 1 at tp 2: "device 1 tp 1: "), "" for one process.
+  std::string who() const;
 
   // Every rank's value, by rank (collective; waits asleep, not spinning).
   std::vector<std::int64_t> allgather(std::int64_t value) const;
@@ -52,10 +71,16 @@ class RankGroup {
   void finish(int last) const;
 
  private:
+  comm::Communicator* devices() const;   // the cross group (the world at tp 1); nullptr for one device
+
   std::unique_ptr<comm::MpiRuntime> runtime_;
   std::unique_ptr<comm::Communicator> world_;
+  std::unique_ptr<comm::Mesh> mesh_;
   int rank_ = 0;
   int size_ = 1;
+  int tp_rank_ = 0;
+  int tp_size_ = 1;
+  int world_rank_ = 0;
 };
 
 // --migrate-threshold: a count ("12") or a fraction of the run's samples ("0.2").

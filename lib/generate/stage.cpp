@@ -62,7 +62,8 @@ class StageRun {
     stats_.rank = ranks_.rank();
     auto be = backend::make_backend(o_.device, o_.threads);
     auto tokenizer = tok::load_tokenizer(o_.tokenizer);
-    auto actor = checkpoint::open_model(o_.actor, *be, {}, /*need_lm_head=*/true, /*need_value_head=*/false, o_.dtype);
+    auto actor = checkpoint::open_model(o_.actor, *be, {}, /*need_lm_head=*/true, /*need_value_head=*/false, o_.dtype,
+                                        {.size = ranks_.tp_size(), .rank = ranks_.tp_rank(), .group = ranks_.tp_group()});
     const auto& cfg = actor.model->config();
     require(tokenizer->vocab_size() <= cfg.vocab_size, o_.tokenizer, "",
             fmt::format("has {} tokens, more than the actor's vocab_size {} ({})", tokenizer->vocab_size(),
@@ -102,19 +103,27 @@ class StageRun {
                          log::debug("{}wrote {} ({} samples)", who(), path.string(), b.size());
                        },
                        origins_);
+    // The other tp ranks of a device generate the same samples (the sampler reads the
+    // gathered logits, model/tensor_parallel.hpp) and keep them for a migration; the
+    // device's tp rank 0 alone writes and reports.
+    if (!writer()) collector_->drop_complete_shards();
     std::vector<Prompt> mine = my_pending_prompts(config, actor.step);
     const std::int64_t pending = total(ranks_.size() > 1 ? ranks_.allgather(static_cast<std::int64_t>(mine.size()))
                                                          : std::vector<std::int64_t>{std::int64_t(mine.size())});
     threshold_ = parse_migrate_threshold(o_.migrate_threshold, pending);
     if (threshold_ > 0 && ranks_.size() == 1) {
-      log::info("--migrate-threshold has no effect in a single process (run under mpirun with several ranks)");
+      if (lead()) log::info("--migrate-threshold has no effect with one {} (run under mpirun with several)",
+                ranks_.tp_size() > 1 ? "device" : "process");
       threshold_ = 0;
     }
-    if (ranks_.rank() == 0) {
+    if (lead()) {
       log::info("{} prompts x {} samples = {} samples in {} shards of {}; {} to generate{}{}", plan_.prompts,
                 o_.samples_per_prompt, plan_.samples(), plan_.shards(), o_.shard_size, pending,
-                ranks_.size() > 1 ? fmt::format(" on {} ranks", ranks_.size()) : "",
-                threshold_ > 0 ? fmt::format("; migration to {} rank(s) below {:g} unfinished", o_.migrate_to, threshold_)
+                ranks_.tp_size() > 1 ? fmt::format(" on {} device(s) of tp {}", ranks_.size(), ranks_.tp_size())
+                : ranks_.size() > 1  ? fmt::format(" on {} ranks", ranks_.size())
+                                     : "",
+                threshold_ > 0 ? fmt::format("; migration to {} {} below {:g} unfinished", o_.migrate_to,
+                                             ranks_.tp_size() > 1 ? "device(s)" : "rank(s)", threshold_)
                                : "");
     }
 
@@ -123,7 +132,7 @@ class StageRun {
                          .max_new_tokens = o_.max_new_tokens,
                          .stop_tokens = stop};
     progress_total_ = mine.size();
-    if (ranks_.rank() == 0 && pending > 0) {
+    if (lead() && pending > 0) {
       progress_.emplace(ranks_.size() > 1 ? "generating (rank 0)" : "generating", progress_total_, "samples");
     }
     gen_start_ = Clock::now();
@@ -140,6 +149,7 @@ class StageRun {
  private:
   // A complete shard: its path on stdout, or to the hook.
   void ready(std::int64_t shard, const std::filesystem::path& path) const {
+    if (!writer()) return;
     if (hooks_.shard_ready) {
       hooks_.shard_ready(shard, path);
     } else {
@@ -147,7 +157,10 @@ class StageRun {
     }
   }
 
-  std::string who() const { return ranks_.size() > 1 ? fmt::format("rank {}: ", ranks_.rank()) : ""; }
+  std::string who() const { return ranks_.who(); }
+  // This device's tp rank 0: it writes the shards and the stats, and logs.
+  bool writer() const { return ranks_.tp_rank() == 0; }
+  bool lead() const { return writer() && ranks_.rank() == 0; }
   static std::int64_t total(const std::vector<std::int64_t>& v) {
     std::int64_t s = 0;
     for (auto x : v) s += x;
@@ -162,13 +175,13 @@ class StageRun {
       const ShardState state = check_existing_shard(plan_, k, prompts_, config, step, &why, origins_);
       if (state == ShardState::complete) {
         ++stats_.shards_skipped;
-        log::info("{}{} is complete: skipped", who(), plan_.path(k).string());
+        if (writer()) log::info("{}{} is complete: skipped", who(), plan_.path(k).string());
         // Still printed: a consumer in the pipe (braid-score -) that was interrupted
         // before it scored this shard must get it again, or a finished shard is lost.
         ready(k, plan_.path(k));
         continue;
       }
-      if (!why.empty()) log::warn("{}{} is regenerated: {}", who(), plan_.path(k).string(), why);
+      if (!why.empty() && writer()) log::warn("{}{} is regenerated: {}", who(), plan_.path(k).string(), why);
       collector_->expect(k);
       for (auto id = plan_.first_sample(k); id < plan_.end_sample(k); ++id) {
         mine.push_back(prompts_[static_cast<std::size_t>(id)]);
@@ -258,10 +271,11 @@ class StageRun {
 
   void announce_migration() {
     migration_at_ = since(gen_start_);
-    if (ranks_.rank() == 0) {
-      log::info("migration: {} samples left over all ranks (threshold {:g}): rank(s) {} take them over, the other {} "
+    if (lead()) {
+      log::info("migration: {} samples left over all {} (threshold {:g}): {} {} take them over, the other {} "
                 "finish",
-                decision_.remaining, threshold_, fmt::join(decision_.receivers, ","),
+                decision_.remaining, ranks_.tp_size() > 1 ? "devices" : "ranks", threshold_,
+                ranks_.tp_size() > 1 ? "device(s)" : "rank(s)", fmt::join(decision_.receivers, ","),
                 ranks_.size() - static_cast<int>(decision_.receivers.size()));
     }
   }
@@ -286,7 +300,7 @@ class StageRun {
       stats_.shards_handed_over += static_cast<std::int64_t>(h.shards.size());
       ranks_.send(r, kTagHandover, pack(h));
     }
-    log::info("{}handed {} unfinished samples of {} shards over; done generating", who(), stats_.handed_over,
+    if (writer()) log::info("{}handed {} unfinished samples of {} shards over; done generating", who(), stats_.handed_over,
               stats_.shards_handed_over);
   }
 
@@ -309,12 +323,16 @@ class StageRun {
     std::sort(rest.begin(), rest.end(), [](const Prompt& a, const Prompt& b) { return a.sample_id < b.sample_id; });
     progress_total_ += rest.size();
     if (progress_) progress_->set_total(progress_total_);
-    log::info("{}took over {} unfinished samples ({} finished ones came with their shards)", who(), rest.size(), finished);
+    if (writer()) log::info("{}took over {} unfinished samples ({} finished ones came with their shards)", who(), rest.size(), finished);
     return rest;
   }
 
   void finish_stats(double wall) {
     const int writer = decision_.now ? decision_.receivers.front() : 0;
+    if (!this->writer()) {  // the tp rank 0s gather and write the figures
+      ranks_.finish(writer);
+      return;
+    }
     std::vector<RankStats> all{stats_};
     if (ranks_.size() > 1) {
       if (ranks_.rank() != writer) {
@@ -337,7 +355,8 @@ class StageRun {
         mig->moved_shards += r.shards_handed_over;
       }
     }
-    const auto doc = stage_stats(all, mig, wall);
+    auto doc = stage_stats(all, mig, wall);
+    doc["tp"] = ranks_.tp_size();
     const auto& call = doc["calls"]["actor_gen"];
     log::info("{} samples, {} response tokens in {:.1f} s ({}); {} shards written, {} skipped as complete",
               doc["sequences"].get<std::int64_t>(), call["response_tokens"].get<std::int64_t>(),
@@ -380,6 +399,15 @@ void validate_stage_options(const StageOptions& o) {
     throw UsageError(fmt::format("--prefix must be a plain file name prefix, got '{}'", o.prefix));
   }
   if (o.stats == "-") throw UsageError("--stats -: stdout carries the shard paths; give the stats a file");
+  if (o.tp < 1) throw UsageError(fmt::format("--tp must be at least 1, got {}", o.tp));
+  if (o.tp > 1 && o.device != "cpu") {
+    throw UsageError(fmt::format("--tp {} runs on --device cpu only for now: the tensor-parallel all-reduces go "
+                                 "through MPI, which moves host memory, and NCCL is not wired into the model yet "
+                                 "(got --device {})", o.tp, o.device));
+  }
+  if (o.tp > 1 && o.overcommit >= 0) {
+    throw UsageError(fmt::format("--overcommit runs in one process, without --tp (got --tp {})", o.tp));
+  }
   validate(o.sampling);
 }
 

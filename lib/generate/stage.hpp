@@ -1,8 +1,10 @@
 // braid-generate's work: actor rollouts for every prompt x samples_per_prompt,
 // written as sample shards (shard_plan.hpp) that stream out as they complete, each
 // path printed on stdout the moment its file is committed. Resumable: a rerun skips
-// complete shards. Under mpirun the shards are dealt round-robin to the ranks, and
-// --migrate-threshold moves the long tail to a few ranks (migrate.hpp).
+// complete shards. Under mpirun the shards are dealt round-robin to the devices (a
+// device: one rank, or with --tp N a group of N ranks generating the same samples with
+// the model split across them, whose tp rank 0 alone writes), and --migrate-threshold
+// moves the long tail to a few devices (migrate.hpp).
 #pragma once
 
 #include "backend/dtype.hpp"
@@ -35,6 +37,7 @@ struct StageOptions {
   int threads = 0;                   // CPU backend threads (0: all cores)
   std::string device = "cpu";        // backend/registry.hpp
   backend::DType dtype = backend::DType::f32;   // storage of the actor's weights (--dtype)
+  int tp = 1;                        // tensor-parallel ranks per device (RankGroup::split_tp)
   std::string migrate_threshold;     // "" = off; a count or a fraction (migrate.hpp)
   int migrate_to = 1;
   // Overcommit and defer (overcommit.hpp): extra groups started beyond the batch; -1: off

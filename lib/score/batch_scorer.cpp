@@ -1,5 +1,6 @@
 #include "score/batch_scorer.hpp"
 
+#include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "score/advantages.hpp"
 
@@ -128,8 +129,11 @@ rl::PpoAdvantageSummary BatchScorer::score(io::SampleBatch& b, const std::string
     b.reward = reward_->rewards(b);
   } else {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<double> scores = text_->score(samples);
+    std::vector<double> scores(b.size());
+    comm::Communicator* tp = models_.tp_group;
+    if (!tp || tp->rank() == 0) scores = text_->score(samples);
     if (scores.size() != b.size()) throw std::logic_error("BatchScorer: a text reward gave the wrong number of rewards");
+    if (tp) tp->broadcast(std::span<double>(scores), 0);
     std::vector<float> r(b.size());
     for (std::size_t i = 0; i < b.size(); ++i) {
       r[i] = static_cast<float>(scores[i]);

@@ -15,6 +15,10 @@
 #include <optional>
 #include <string>
 
+namespace braid::comm {
+class Communicator;
+}
+
 namespace braid::score {
 
 enum class Algorithm { ppo, grpo };
@@ -39,6 +43,10 @@ struct ScoreModels {
   const RuleReward* rule = nullptr;
   TextReward* text = nullptr;
   const tok::Tokenizer* tokenizer = nullptr;
+  // The tensor-parallel group the models are split over (nullptr at tp 1): its ranks
+  // score the same batches together; a text reward runs on its rank 0 alone (one
+  // external scorer per device, not per rank) and is broadcast to the others.
+  comm::Communicator* tp_group = nullptr;
 };
 
 class BatchScorer {

@@ -3,6 +3,7 @@
 #include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "comm/communicator.hpp"
+#include "comm/mesh.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
@@ -98,7 +99,7 @@ struct ScoreSession::Parts {
 };
 
 ScoreSession::ScoreSession(const CommandOptions& o, std::function<void(const std::filesystem::path&)> on_output,
-                           std::optional<std::uint64_t> progress_total)
+                           std::optional<std::uint64_t> progress_total, model::TensorParallel tp)
     : p_(std::make_unique<Parts>()) {
   Parts& p = *p_;
   p.settings = settings_from(o);
@@ -110,24 +111,30 @@ ScoreSession::ScoreSession(const CommandOptions& o, std::function<void(const std
   if (p.text_reward) p.tokenizer = tok::load_tokenizer(o.tokenizer);
 
   p.be = backend::make_backend(o.device, o.threads);
-  if (!o.ref.empty()) p.ref = checkpoint::open_model(o.ref, *p.be, {}, /*need_lm_head=*/true, false, o.dtype);
+  if (!o.ref.empty()) p.ref = checkpoint::open_model(o.ref, *p.be, {}, /*need_lm_head=*/true, false, o.dtype, tp);
   const bool use_critic = p.settings.algorithm == Algorithm::ppo;
-  if (use_critic) p.critic = checkpoint::open_model(o.critic, *p.be, {}, false, /*need_value_head=*/true, o.dtype);
-  if (!o.reward.empty()) p.reward = checkpoint::open_model(o.reward, *p.be, {}, false, /*need_value_head=*/true, o.dtype);
-  log::info("scoring with {} ({} threads): ref {}, critic {}, reward {}", to_string(p.settings.algorithm),
-            p.be->threads(), o.ref.empty() ? "none" : o.ref, use_critic ? o.critic : "none",
-            !o.reward.empty() ? o.reward : !o.reward_rule.empty() ? "rule " + o.reward_rule : "command '" + o.reward_cmd + "'");
+  if (use_critic) p.critic = checkpoint::open_model(o.critic, *p.be, {}, false, /*need_value_head=*/true, o.dtype, tp);
+  if (!o.reward.empty()) {
+    p.reward = checkpoint::open_model(o.reward, *p.be, {}, false, /*need_value_head=*/true, o.dtype, tp);
+  }
+  if (tp.rank == 0) {
+    log::info("scoring with {} ({} threads{}): ref {}, critic {}, reward {}", to_string(p.settings.algorithm),
+              p.be->threads(), tp.size > 1 ? fmt::format(", models split over tp {}", tp.size) : "", o.ref.empty() ? "none" : o.ref, use_critic ? o.critic : "none",
+              !o.reward.empty() ? o.reward
+              : !o.reward_rule.empty() ? "rule " + o.reward_rule
+                                       : "command '" + o.reward_cmd + "'");
+  }
 
   p.scorer = std::make_unique<BatchScorer>(
       ScoreModels{.ref = p.ref.model.get(), .critic = p.critic.model.get(), .reward = p.reward.model.get(),
-                  .text = p.text_reward.get(), .tokenizer = p.tokenizer.get()},
+                  .text = p.text_reward.get(), .tokenizer = p.tokenizer.get(), .tp_group = tp.group},
       p.settings);
   if (progress_total) p.progress.emplace("scoring", *progress_total, "seq");
   p.stream = std::make_unique<ShardStream>(
       *p.scorer,
       StreamOptions{.out_dir = o.out_dir, .prefix = o.prefix, .created_by = o.command_line,
                     .score_config = score_config(o, p.settings, {&p.ref, use_critic ? &p.critic : nullptr, &p.reward}),
-                    .samples_per_prompt = o.samples_per_prompt},
+                    .samples_per_prompt = o.samples_per_prompt, .tp_group = tp.group},
       std::move(on_output), p.progress ? &*p.progress : nullptr);
 }
 
@@ -158,11 +165,25 @@ int run_command(const CommandOptions& o, comm::Communicator* world) {
     throw UsageError("'-' (shard paths on stdin) does not work under mpirun: only rank 0 has stdin; "
                      "give the shard files");
   }
+  if (o.tp < 1) throw UsageError(fmt::format("--tp must be at least 1, got {}", o.tp));
+  if (o.tp > 1 && !world) {
+    throw UsageError(fmt::format("--tp {} splits the models over {} ranks: start them with mpirun -np {} (or a "
+                                 "multiple of {})", o.tp, o.tp, o.tp, o.tp));
+  }
+  if (o.tp > 1 && o.device != "cpu") {
+    throw UsageError(fmt::format("--tp {} runs on --device cpu only for now: the tensor-parallel all-reduces go "
+                                 "through MPI, which moves host memory, and NCCL is not wired into the model yet "
+                                 "(got --device {})", o.tp, o.device));
+  }
+  // Ranks = devices x tp (tp fastest): a device's ranks score its shards together.
+  comm::Mesh mesh = world ? comm::Mesh(*world, o.tp) : comm::Mesh();
+  const bool devices = mesh.devices() > 1;
+  const bool writer = mesh.tp_rank() == 0;
 
   // Shards named on the command line are checked before any model is loaded; under
-  // mpirun each rank takes its part (whole GRPO groups).
+  // mpirun each device takes its part (whole GRPO groups).
   std::vector<std::string> mine = o.inputs;
-  if (ranks) mine = inputs_of_rank(o, settings, world->rank(), world->size());
+  if (devices) mine = inputs_of_rank(o, settings, mesh.device(), mesh.devices());
   std::uint64_t total_sequences = 0;
   if (!from_stdin) {
     for (const auto& in : mine) total_sequences += std::uint64_t(io::probe_sample_shard(in).sequences);
@@ -170,7 +191,8 @@ int run_command(const CommandOptions& o, comm::Communicator* world) {
 
   ScoreSession session(
       o, [](const std::filesystem::path& out) { print_path_line(out.string()); },
-      ranks && world->rank() != 0 ? std::nullopt : std::optional<std::uint64_t>(total_sequences));
+      ranks && world->rank() != 0 ? std::nullopt : std::optional<std::uint64_t>(total_sequences),
+      {.size = mesh.tp_size(), .rank = mesh.tp_rank(), .group = mesh.tp_group()});
 
   if (from_stdin) {
     // One path a line, each scored the moment its line arrives (generation may still be running).
@@ -187,17 +209,26 @@ int run_command(const CommandOptions& o, comm::Communicator* world) {
 
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto& t = session.totals();
-  log::info("{}scored {} sequences ({} tokens) in {} shards, skipped {} already scored; mean reward {:.4f}",
-            ranks ? fmt::format("rank {}: ", world->rank()) : "", t.sequences, t.tokens, t.shards_scored,
-            t.shards_skipped, t.sequences > 0 ? t.reward_sum / double(t.sequences) : 0.0);
+  if (writer) {
+    log::info("{}scored {} sequences ({} tokens) in {} shards, skipped {} already scored; mean reward {:.4f}",
+              devices ? fmt::format("{} {}: ", mesh.tp_size() > 1 ? "device" : "rank", mesh.device()) : "",
+              t.sequences, t.tokens, t.shards_scored, t.shards_skipped,
+              t.sequences > 0 ? t.reward_sum / double(t.sequences) : 0.0);
+  }
   ordered_json stats = session.stats(wall);
   if (ranks) {
-    // Every rank's figures to rank 0, which writes them; the others wait (asleep) for it to finish.
-    const auto all = gather_on_root(*world, stats.dump(), 0);
+    // Every device's figures (its tp rank 0's, over the cross group) to rank 0, which
+    // writes them; the others wait (asleep) for it to finish.
+    if (writer && devices) {
+      const auto all = gather_on_root(*mesh.cross_group(), stats.dump(), 0);
+      if (world->rank() == 0) {
+        std::vector<ordered_json> docs;
+        for (const auto& text : all) docs.push_back(ordered_json::parse(text));
+        stats = merge_stage_stats(docs);
+      }
+    }
     if (world->rank() == 0) {
-      std::vector<ordered_json> docs;
-      for (const auto& text : all) docs.push_back(ordered_json::parse(text));
-      stats = merge_stage_stats(docs);
+      if (mesh.tp_size() > 1) stats["tp"] = mesh.tp_size();
       if (!o.stats.empty()) write_text_file(o.stats, stats.dump(2) + "\n");
     }
     release_from_root(*world, 0);

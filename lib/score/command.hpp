@@ -5,6 +5,7 @@
 
 #include "backend/dtype.hpp"
 #include "core/json.hpp"
+#include "model/tensor_parallel.hpp"
 #include "score/batch_scorer.hpp"
 #include "score/shard_stream.hpp"
 
@@ -43,6 +44,7 @@ struct CommandOptions {
   int threads = 0;
   std::string device = "cpu";        // backend/registry.hpp
   backend::DType dtype = backend::DType::f32;   // storage of the models' weights (--dtype)
+  int tp = 1;                        // tensor-parallel ranks per device (under mpirun)
   std::string stats;
   std::string command_line;          // stored as meta.created_by
 };
@@ -58,8 +60,10 @@ class ScoreSession {
  public:
   // on_output: each scored shard's path, the moment it is written. progress_total:
   // a progress line of that many sequences on stderr (0: a count without a bar); none without.
+  // tp: the tensor-parallel rank and group the models are split over (their tp rank 0
+  // alone writes; every rank of the group must be given the same shards in the same order).
   ScoreSession(const CommandOptions& o, std::function<void(const std::filesystem::path&)> on_output,
-               std::optional<std::uint64_t> progress_total = std::nullopt);
+               std::optional<std::uint64_t> progress_total = std::nullopt, model::TensorParallel tp = {});
   ~ScoreSession();
   ScoreSession(const ScoreSession&) = delete;
   ScoreSession& operator=(const ScoreSession&) = delete;
@@ -81,9 +85,12 @@ class ScoreSession {
 void print_path_line(const std::string& path);
 
 // Scores every input; returns the exit code. With `world` (mpirun, more than one rank)
-// each rank scores a disjoint part of the inputs (score/ranks.hpp: whole GRPO groups
-// to one rank), writes its outputs itself and prints their paths; rank 0 writes --stats
-// for all. '-' (stdin) is refused there: only rank 0 has stdin.
+// the ranks form devices of o.tp ranks each (comm::Mesh); each device scores a
+// disjoint part of the inputs (score/ranks.hpp: whole GRPO groups to one device) with
+// its models split o.tp ways; the device's tp rank 0 writes its outputs and prints
+// their paths; rank 0 writes --stats for all. '-' (stdin) is refused there: only rank
+// 0 has stdin. UsageError when o.tp does not divide the ranks, or is not 1 without
+// mpirun or on a device other than the CPU.
 int run_command(const CommandOptions& o, comm::Communicator* world = nullptr);
 
 }  // namespace braid::score

@@ -73,7 +73,7 @@ void SequenceRunner::run(const io::SampleBatch& b, const Head& head) {
 }
 
 ReferencePass::ReferencePass(const model::Model& m, std::int64_t micro_tokens)
-    : runner_(m, micro_tokens), head_(m.backend(), m.config().vocab_size, m.config().hidden_size) {
+    : runner_(m, micro_tokens), head_(m) {  // the model's vocabulary slice and tp group under tp
   if (!m.lm_head_weight()) throw std::invalid_argument("the reference pass needs a model with an LM head");
 }
 

@@ -56,6 +56,10 @@ void add_score_options(CLI::App& app, CommandOptions& o) {
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--prefix", o.prefix, "Output names: PREFIX-<index of the input>.h5")->capture_default_str();
   app.add_option("--threads", o.threads, "CPU backend threads (0: all cores of this process)")->capture_default_str();
+  app.add_option("--tp", o.tp,
+                 "Under mpirun: tensor-parallel ranks per device (the models split N ways); the ranks form -np / N "
+                 "devices, which take the shards as ranks do at --tp 1")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   backend::add_device_option(app, o.device);
   backend::add_dtype_option(app, o.dtype);
   app.add_option("--stats", o.stats, "Write timings (braid.stagestats JSON: ref_inf, critic_inf, reward_inf) here");

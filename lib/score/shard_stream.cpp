@@ -1,5 +1,6 @@
 #include "score/shard_stream.hpp"
 
+#include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "score/advantages.hpp"
@@ -87,6 +88,8 @@ bool ShardStream::already_done(const std::string& input, const std::filesystem::
   return false;
 }
 
+bool ShardStream::writes() const { return !opt_.tp_group || opt_.tp_group->rank() == 0; }
+
 std::int64_t ShardStream::samples_per_prompt_of(const io::SampleShardMeta& meta, const std::string& input) {
   const std::int64_t found = samples_per_prompt_in_config(meta.config);
   if (opt_.samples_per_prompt > 0) {
@@ -115,6 +118,7 @@ void ShardStream::record_rewards(const io::SampleBatch& b, const std::string& in
 }
 
 void ShardStream::write(const std::filesystem::path& out, io::SampleShard& shard, const std::string& input) {
+  if (!writes()) return;
   io::write_sample_shard(out, shard.batch, shard.meta);
   ++totals_.shards_scored;
   log::info("wrote {} ({} sequences of {})", out.string(), shard.batch.size(), input);
@@ -143,16 +147,23 @@ void ShardStream::add(const std::string& input) {
   outputs_[out] = input;
   const bool grpo = scorer_->settings().algorithm == Algorithm::grpo;
 
-  if (already_done(input, out)) {
-    log::info("{} is already scored in {}: skipped", input, out.string());
+  // One decision per tp group, its rank 0's: a rank that looked after rank 0 had
+  // written the output would skip passes the others run.
+  std::int64_t done = writes() && already_done(input, out) ? 1 : 0;
+  if (opt_.tp_group) {
+    opt_.tp_group->broadcast(std::span<std::int64_t>(&done, 1), 0);
+    if (done && !writes()) skipped_sequences_ = io::probe_sample_shard(input).sequences;
+  }
+  if (done) {
+    if (writes()) log::info("{} is already scored in {}: skipped", input, out.string());
     ++totals_.shards_skipped;
     if (progress_) progress_->advance(static_cast<std::uint64_t>(skipped_sequences_));
     if (grpo) {
-      const io::SampleShard done = io::read_sample_shard(out);
-      if (!groups_) groups_.emplace(samples_per_prompt_of(done.meta, out.string()));
-      record_rewards(done.batch, out.string());
+      const io::SampleShard scored = io::read_sample_shard(out);
+      if (!groups_) groups_.emplace(samples_per_prompt_of(scored.meta, out.string()));
+      record_rewards(scored.batch, out.string());
     }
-    on_output_(out);
+    if (writes()) on_output_(out);
     if (grpo) write_ready_groups();
     return;
   }

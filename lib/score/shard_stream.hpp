@@ -34,6 +34,10 @@
 #include <string>
 #include <vector>
 
+namespace braid::comm {
+class Communicator;
+}
+
 namespace braid::score {
 
 struct StreamOptions {
@@ -42,6 +46,10 @@ struct StreamOptions {
   std::string created_by;            // this command line, stored as meta.created_by
   json score_config = json::object();  // this stage's settings, stored under "score" in meta.config
   std::int64_t samples_per_prompt = 0;  // GRPO; 0: read from the inputs' config
+  // The tensor-parallel group scoring these shards together (nullptr at tp 1): its rank
+  // 0 decides whether an input is already scored (the others follow, so they all run
+  // the same passes) and alone writes and reports the outputs.
+  comm::Communicator* tp_group = nullptr;
 };
 
 struct StreamTotals {
@@ -92,6 +100,7 @@ class ShardStream {
   };
 
   bool already_done(const std::string& input, const std::filesystem::path& out);
+  bool writes() const;  // not a tp rank other than its group's first
   std::int64_t samples_per_prompt_of(const io::SampleShardMeta& meta, const std::string& input);
   void record_rewards(const io::SampleBatch& b, const std::string& input);
   void write(const std::filesystem::path& out, io::SampleShard& shard, const std::string& input);

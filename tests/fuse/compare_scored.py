@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """Compares two folders of scored shards (braid-score's outputs) shard by shard.
 
-Usage: compare_scored.py A B [--atol X] [--rtol Y]
+Usage: compare_scored.py A B [--atol X] [--rtol Y] [--pattern GLOB]
 
 Both folders must hold the same scored-*.h5 names; in each pair every integer
 dataset (tokens, offsets, prompt_len, sample_id, prompt lines) must be equal, and
 every float dataset (logprobs, values, reward, advantages, returns) equal within
 atol + rtol * |b|. Prints the largest difference seen; exit 1 on any mismatch.
+--pattern (default scored-*.h5) compares other shards, e.g. braid-generate's gen-*.h5.
 """
 import glob
 import os
@@ -30,9 +31,12 @@ def main():
         i = args.index("--atol"); atol = float(args[i + 1]); del args[i:i + 2]
     if "--rtol" in args:
         i = args.index("--rtol"); rtol = float(args[i + 1]); del args[i:i + 2]
+    pattern = "scored-*.h5"
+    if "--pattern" in args:
+        i = args.index("--pattern"); pattern = args[i + 1]; del args[i:i + 2]
     a_dir, b_dir = args
-    names_a = sorted(os.path.basename(p) for p in glob.glob(os.path.join(a_dir, "scored-*.h5")))
-    names_b = sorted(os.path.basename(p) for p in glob.glob(os.path.join(b_dir, "scored-*.h5")))
+    names_a = sorted(os.path.basename(p) for p in glob.glob(os.path.join(a_dir, pattern)))
+    names_b = sorted(os.path.basename(p) for p in glob.glob(os.path.join(b_dir, pattern)))
     if not names_a or names_a != names_b:
         print(f"different shards: {names_a} / {names_b}")
         return 1

@@ -59,6 +59,10 @@ int main(int argc, char** argv) {
   braid::backend::add_device_option(app, o.device);
   braid::backend::add_dtype_option(app, o.dtype);
   app.add_option("--stats", o.stats, "Write braid.stagestats JSON here (call actor_gen: times, tokens, steps)");
+  app.add_option("--tp", o.tp,
+                 "Under mpirun: tensor-parallel ranks per device (the model split N ways); the ranks form -np / N "
+                 "devices, which take the shards as ranks do at --tp 1")
+      ->capture_default_str();
   app.add_option("--migrate-threshold", o.migrate_threshold,
                  "Under mpirun: when fewer than this many samples are unfinished over all ranks (a count, or a "
                  "fraction of the run's samples like 0.2), move them to --migrate-to ranks and free the others "
@@ -75,10 +79,11 @@ int main(int argc, char** argv) {
                  "With --overcommit: the previous iteration's deferred file; its samples are resumed first");
   app.add_option("--deferred-out", o.deferred_out, "With --overcommit: where the samples left out of the batch go");
   const int rc = braid::cli::run(app, static_cast<int>(split.before.size()), split.before.data(), [&] {
+    ranks.split_tp(o.tp);
     if (!split.fused) return braid::gen::run_generate_stage(o, ranks);
     return braid::fuse::run_fused_rollout(o, braid::fuse::parse_score_options(split.after, cmdline), ranks);
   });
-  if (rc != 0 && ranks.size() > 1) {
+  if (rc != 0 && ranks.world_size() > 1) {
     // Leave without finalising MPI: the other ranks may be waiting in a collective for
     // this one, and mpirun ends the whole job when a rank exits without finalizing.
     std::fflush(nullptr);
