@@ -76,7 +76,11 @@ RunSpec serial_spec(const RunSpec& spec) {
   s.migrate_threshold.reset();
   s.migrate_to.reset();
   s.schedule.reset();
-  s.ranks = 1;
+  s.plan_schedule = false;
+  if (spec.schedule) {
+    s.ranks = 1;  // the fused pipeline's ranks; unfused training keeps its data-parallel ranks
+    s.train_tp = 1;
+  }
   // The re-run's training writes whole checkpoints; it reads the iteration before's stage
   // files by their stem, as every tool does.
   s.actor_stages = 1;
@@ -95,11 +99,16 @@ std::vector<Step> ablation_steps(const RunSpec& spec, const Layout& layout, cons
   Step gen{.name = fmt::format("iteration {} ablation: serial generate", i), .pipeline = {rollout.pipeline.at(0)},
            .inputs = rollout.inputs, .outputs = {scratch.stats_file(i, "generate")},
            .stale = {scratch.samples_dir(i), scratch.stats_file(i, "generate")}, .restart = true};
-  Command score = rollout.pipeline.at(1);
-  score.argv.erase(score.argv.begin() + 1);  // "-": the shards are listed instead
-  score.shards_from = scratch.samples_dir(i);
-  score.shards_pattern = "gen-*.h5";
-  score.shards_at = 1;
+  Command score;
+  if (!rollout.then.empty()) {
+    score = rollout.then.front();  // braid-score under mpirun: it lists the shards already
+  } else {
+    score = rollout.pipeline.at(1);
+    score.argv.erase(score.argv.begin() + 1);  // "-": the shards are listed instead
+    score.shards_from = scratch.samples_dir(i);
+    score.shards_pattern = "gen-*.h5";
+    score.shards_at = 1;
+  }
   Step sc{.name = fmt::format("iteration {} ablation: serial score", i), .pipeline = {score},
           .inputs = {scratch.stats_file(i, "generate")}, .outputs = {scratch.stats_file(i, "score")},
           .stale = {scratch.scored_dir(i), scratch.stats_file(i, "score")}, .restart = true};

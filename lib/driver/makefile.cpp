@@ -71,6 +71,7 @@ std::string recipe_command(const Command& c, const Tools& tools) {
 
 std::string rule(const Step& step, const RunSpec& spec, const Tools& tools) {
   std::string text = fmt::format("# {}\n", step.name);
+  for (const auto& note : step.notes) text += note + "\n";
   const std::string outs = targets(step.outputs, spec);
   text += fmt::format("{}{} {}\n", outs, step.outputs.size() > 1 ? " &:" : ":", targets(step.inputs, spec));
   std::vector<std::string> dirs;
@@ -99,7 +100,13 @@ std::string rule(const Step& step, const RunSpec& spec, const Tools& tools) {
   }
   std::vector<std::string> commands;
   for (const auto& c : step.pipeline) commands.push_back(recipe_command(c, tools));
-  text += fmt::format("\t$(BRAID_LOCK) {} >/dev/null\n\n", fmt::join(commands, " | "));
+  text += fmt::format("\t$(BRAID_LOCK) {} >/dev/null\n", fmt::join(commands, " | "));
+  if (!step.then.empty()) {
+    std::vector<std::string> then;
+    for (const auto& c : step.then) then.push_back(recipe_command(c, tools));
+    text += fmt::format("\t$(BRAID_LOCK) {} >/dev/null\n", fmt::join(then, " | "));
+  }
+  text += "\n";
   return text;
 }
 
@@ -123,6 +130,10 @@ std::string makefile_text(const RunSpec& spec, const Layout& layout, const Makef
           "# With \"async\": true in the run file, `make -j2` runs an iteration's training beside the next\n"
           "# iteration's generate | score, as braid run does (that rollout reads the actor one step older).\n"
           "# Paths are relative to the folder this was written from: run make there.\n\n";
+  if (spec.run_plan && spec.run_plan->applied) {
+    for (const auto& line : spec.run_plan->summary()) text += line + "\n";
+    text += "\n";
+  }
   text += "SHELL := /bin/bash\n.SHELLFLAGS := -o pipefail -ec\n\n";
   for (const auto& tv : tool_vars(opt.tools)) text += fmt::format("{} ?= {}\n", tv.var, recipe_word(tv.path));
   // The folder lock braid run holds (exclusive), taken shared by each recipe's shell for as

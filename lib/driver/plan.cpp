@@ -47,6 +47,26 @@ Argv mpirun_prefix(const RunSpec& spec, const PlanOptions& opt, int ranks) {
   return argv;
 }
 
+// "--tp N" for a stage tool whose ranks split each model over a tensor-parallel group.
+void append_tp(Argv& argv, int tp) {
+  if (tp > 1) argv.insert(argv.end(), {"--tp", std::to_string(tp)});
+}
+
+// The plan's layout of a stage, as comments: each call it runs, and how it differs.
+void add_notes(Step& step, const RunSpec& spec, const StageLayout RunPlan::*stage, std::string_view tool, int ranks,
+               int tp) {
+  if (!spec.run_plan || !spec.run_plan->applied) return;
+  const RunPlan& plan = *spec.run_plan;
+  const StageLayout& s = plan.*stage;
+  for (const auto& name : s.calls) {
+    if (const PlannedCall* pc = plan.call(name)) {
+      step.notes.push_back(fmt::format("# {}: planned {} ({:.3f} s predicted) -> {} on {} rank(s){}", name, pc->layout(),
+                                       pc->time_s, tool, ranks, tp > 1 ? fmt::format(", --tp {}", tp) : ""));
+    }
+  }
+  for (const auto& n : s.notes) step.notes.push_back("#   " + n);
+}
+
 // Each iteration samples and shuffles with its own seed, derived from the run's.
 std::string iteration_seed(const RunSpec& spec, int iteration) {
   return std::to_string(spec.seed * 10000 + static_cast<std::uint64_t>(iteration));
@@ -109,6 +129,8 @@ Tools find_tools() {
   beside(tools.generate);
   beside(tools.score);
   beside(tools.train);
+  beside(tools.meshplan);
+  beside(tools.schedgen);
   return tools;
 }
 
@@ -166,12 +188,14 @@ Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& 
   // own stream and a deferred sample continues its own (docs/overlap.md).
   Argv gen;
   if (spec.rollout_ranks > 1) gen = mpirun_prefix(spec, opt, spec.rollout_ranks);
+  add_notes(step, spec, &RunPlan::generate, "braid-generate", spec.rollout_ranks, spec.rollout_tp);
   gen.insert(gen.end(), {opt.tools.generate, "--actor", actor.string(), "--prompts", spec.prompts.string(),
                          "-o", layout.samples_dir(i).string(), "--tokenizer", spec.tokenizer,
                          "--seed", iteration_seed(spec, spec.overcommit ? 0 : i), "--stats", gen_stats.string()});
   append(gen, spec.generate);
   if (spec.migrate_threshold) gen.insert(gen.end(), {"--migrate-threshold", *spec.migrate_threshold});
   if (spec.migrate_to) gen.insert(gen.end(), {"--migrate-to", std::to_string(*spec.migrate_to)});
+  append_tp(gen, spec.rollout_tp);
   if (spec.overcommit) {
     gen.insert(gen.end(), {"--overcommit", std::to_string(*spec.overcommit), "--deferred-out",
                            layout.deferred_file(i).string()});
@@ -220,12 +244,27 @@ Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& 
   if (spec.tokenizer != "byte") add_inputs(step, {spec.tokenizer});
   if (spec.fuse) {
     step.name = fmt::format("iteration {} generate + score (fused)", i);
+    add_notes(step, spec, &RunPlan::score, "the fused rollout", spec.rollout_ranks, spec.rollout_tp);
     gen.emplace_back("--");
     gen.insert(gen.end(), score.begin() + 2, score.end());  // without braid-score and its "-"
     step.pipeline.push_back(Command{.stage = "generate+score", .argv = std::move(gen)});
     return step;
   }
+  add_notes(step, spec, &RunPlan::score, "braid-score", spec.score_ranks, spec.score_tp);
   step.pipeline.push_back(Command{.stage = "generate", .argv = std::move(gen)});
+  if (spec.score_ranks > 1) {
+    // Under mpirun only rank 0 has stdin: braid-score scores the generated shards once
+    // generation has written them all, named as arguments.
+    step.name = fmt::format("iteration {} generate, then score", i);
+    Argv mpi_score = mpirun_prefix(spec, opt, spec.score_ranks);
+    mpi_score.push_back(score.front());
+    const std::size_t shards_at = mpi_score.size();
+    mpi_score.insert(mpi_score.end(), score.begin() + 2, score.end());  // without "-"
+    append_tp(mpi_score, spec.score_tp);
+    step.then.push_back(Command{.stage = "score", .argv = std::move(mpi_score), .shards_from = layout.samples_dir(i),
+                                .shards_pattern = "gen-*.h5", .shards_at = shards_at});
+    return step;
+  }
   step.pipeline.push_back(Command{.stage = "score", .argv = std::move(score)});
   return step;
 }
@@ -252,7 +291,8 @@ Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& op
   step.stale.push_back(layout.stats_file(i, "train"));
 
   Argv argv;
-  if (spec.schedule) argv = mpirun_prefix(spec, opt, spec.ranks);
+  if (spec.schedule || spec.ranks > 1) argv = mpirun_prefix(spec, opt, spec.ranks);
+  add_notes(step, spec, &RunPlan::train, "braid-train", spec.ranks, spec.train_tp);
   argv.insert(argv.end(), {opt.tools.train, spec.algorithm});
   const std::size_t shards_at = argv.size();
   argv.insert(argv.end(), {"--actor", actor_after(spec, layout, i - 1).string(), "--actor-out",
@@ -275,6 +315,7 @@ Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& op
     return f.first == "--lr-schedule" && f.second != "constant";
   });
   if (decays) argv.insert(argv.end(), {"--lr-calls", std::to_string(spec.iterations - i + 1)});
+  append_tp(argv, spec.train_tp);
   append_common(argv, spec, opt);
   step.pipeline.push_back(Command{.stage = "train", .argv = std::move(argv), .shards_from = layout.scored_dir(i),
                                   .shards_pattern = "scored-*.h5", .shards_at = shards_at});

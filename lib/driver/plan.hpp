@@ -20,6 +20,8 @@ struct Tools {
   std::string score = "braid-score";
   std::string train = "braid-train";
   std::string mpirun = "mpirun";
+  std::string meshplan = "braid-meshplan";   // makes the plan a run file asks for
+  std::string schedgen = "braid-schedgen";   // the fused training schedule of a plan
 };
 
 // The stage tools beside the running braid executable when they are there, else their names (PATH).
@@ -44,12 +46,18 @@ struct Command {
 struct Step {
   std::string name;                // "iteration 2 rollout", for messages
   std::vector<Command> pipeline;
+  // A second pipeline, started when the first has ended (braid-score under mpirun over the
+  // shards a planned generation wrote: under mpirun it cannot read them from a pipe).
+  std::vector<Command> then;
   std::vector<std::filesystem::path> inputs;
   std::vector<std::filesystem::path> outputs;
   std::vector<std::filesystem::path> stale;
   // Partial outputs of an interrupted run are not reused: `stale` is removed before every
   // run (generate --overcommit makes its batch again whole from the same deferred file).
   bool restart = false;
+  // What a plan laid out for the step's processes (each planned call's layout, and where the
+  // step differs from it), shown as comments by --dry-run and in a Makefile.
+  std::vector<std::string> notes = {};
 };
 
 // Extra arguments every stage tool gets (-q, -v) when braid run passes its own on.

@@ -350,10 +350,78 @@ void read_rollout(Checker& c, const json& gen, RunSpec& spec) {
       if (*f && !several) c.fail("generate.fuse", "only with generate.ranks > 1 (the ranks freed by generation score)");
     }
   }
-  // A fused GRPO rollout scores each shard on one rank alone: its groups must be whole
-  // (braid-generate refuses it too, but only once the run has started).
+}
+
+// The run file's "plan": a braid.plan file ("plan.json", or {"file", "experiment"} when
+// the plan's inputs.experiment is not to be found), or what braid run makes one from with
+// braid-meshplan ({"experiment", "cluster", "profile" | "hardware", "options"}); either may
+// give braid-schedgen's options for the fused training ("schedgen_options").
+void read_plan(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec) {
+  RunPlan plan;
+  const json& v = doc["plan"];
+  auto words = [&](const json& obj, const char* key, std::vector<std::string>& out) {
+    for (const auto& [field, item] : c.array_items(obj, "plan", key)) {
+      if (!item->is_string() || item->get<std::string>().empty()) {
+        c.fail(field, "expected a non-empty string (one word of the command line)");
+        continue;
+      }
+      out.push_back(item->get<std::string>());
+    }
+  };
+  auto file_of = [&](const json& obj, const char* key) -> std::optional<fs::path> {
+    auto s = c.string(obj, "plan", key);
+    if (!s) return std::nullopt;
+    fs::path p = resolve(dir, *s);
+    if (!fs::is_regular_file(p)) c.fail(Checker::path("plan", key), "no file " + p.string());
+    return p;
+  };
+  if (v.is_string()) {
+    plan.file = resolve(dir, v.get<std::string>());
+    if (!fs::is_regular_file(plan.file)) {
+      c.fail("plan", "no file " + plan.file.string());
+      return;
+    }
+  } else if (v.is_object()) {
+    c.no_unknown_keys(v, "plan", {"file", "experiment", "cluster", "profile", "hardware", "options", "schedgen_options"});
+    if (v.contains("schedgen_options")) words(v, "schedgen_options", plan.schedgen_options);
+    if (v.contains("experiment")) plan.experiment = file_of(v, "experiment");
+    if (v.contains("file")) {
+      for (const char* k : {"cluster", "profile", "hardware", "options"}) {
+        if (v.contains(k)) c.fail(Checker::path("plan", k), "only without \"file\" (what braid run makes a plan from)");
+      }
+      auto f = file_of(v, "file");
+      if (!f) return;
+      plan.file = *f;
+    } else {
+      PlanRequest req;
+      if (!v.contains("experiment")) c.fail("plan.experiment", "missing: give \"file\" (a plan) or \"experiment\", "
+                                                                "\"cluster\" and \"profile\" (braid run makes the plan)");
+      if (plan.experiment) req.experiment = *plan.experiment;
+      if (auto cl = file_of(v, "cluster")) req.cluster = *cl;
+      if (v.contains("profile") == v.contains("hardware")) {
+        c.fail("plan", "give one of \"profile\" (a braid.profile) and \"hardware\" (h100, h200 or a hardware file)");
+      }
+      if (v.contains("profile")) req.profile = file_of(v, "profile");
+      if (v.contains("hardware")) {
+        if (auto h = c.string(v, "plan", "hardware")) {
+          req.hardware = (*h == "h100" || *h == "h200") ? *h : resolve(dir, *h).string();
+        }
+      }
+      if (v.contains("options")) words(v, "options", req.options);
+      plan.request = req;
+    }
+  } else {
+    c.fail("plan", "expected a braid.plan file, or an object (\"file\", or \"experiment\", \"cluster\", \"profile\")");
+    return;
+  }
+  spec.run_plan = std::move(plan);
+}
+
+// A fused GRPO rollout scores each shard on one rank alone: its groups must be whole
+// (braid-generate refuses it too, but only once the run has started).
+void check_fused_grpo(Checker& c, const json& gen, const RunSpec& spec) {
   const auto int_of = [&](const char* key) -> std::int64_t {
-    return gen.contains(key) && gen[key].is_number_integer() ? gen[key].get<std::int64_t>() : 0;
+    return gen.is_object() && gen.contains(key) && gen[key].is_number_integer() ? gen[key].get<std::int64_t>() : 0;
   };
   const std::int64_t group = int_of("samples_per_prompt"), shard = int_of("shard_size");
   if (spec.fuse && spec.algorithm == "grpo" && group > 1 && (shard <= 0 || shard % group != 0)) {
@@ -361,67 +429,6 @@ void read_rollout(Checker& c, const json& gen, RunSpec& spec) {
            fmt::format("{}: a fused GRPO rollout scores each shard on one rank, so a shard must hold whole groups: "
                        "give a multiple of samples_per_prompt ({}), or \"fuse\": false",
                        shard > 0 ? fmt::format("is {}", shard) : std::string("missing"), group));
-  }
-}
-
-// A braid-meshplan plan (docs/formats-plan.md) gives the rollout what the run file
-// leaves out: its ranks (actor_gen's data-parallel replicas: braid-generate runs whole
-// models, so the plan must give actor_gen tp = pp = 1), and, when the plan uses
-// inter-stage fusion, the migration point R_t (as r_t_fraction, a fraction of the
-// iteration's samples, since the run's batch need not be the plan's) and m.
-void read_plan(Checker& c, const fs::path& file, const json& gen, RunSpec& spec) {
-  if (!fs::is_regular_file(file)) {
-    c.fail("plan", "no file " + file.string());
-    return;
-  }
-  json plan;
-  try {
-    plan = load_json_file(file.string());
-  } catch (const InputError& e) {
-    c.fail("plan", e.what());
-    return;
-  }
-  if (!plan.is_object() || plan.value("format", "") != "braid.plan") {
-    c.fail("plan", file.string() + " is not a braid.plan (braid-meshplan's output)");
-    return;
-  }
-  const json* call = nullptr;
-  if (plan.contains("calls") && plan["calls"].is_array()) {
-    for (const auto& item : plan["calls"]) {
-      if (item.is_object() && item.value("name", "") == "actor_gen") call = &item;
-    }
-  }
-  if (call == nullptr || !call->contains("strategy") || !(*call)["strategy"].is_object()) {
-    c.fail("plan", file.string() + ": calls: no actor_gen call with a strategy");
-    return;
-  }
-  const json& st = (*call)["strategy"];
-  const int dp = st.value("dp", 1), tp = st.value("tp", 1), pp = st.value("pp", 1);
-  if (tp != 1 || pp != 1) {
-    c.fail("plan", fmt::format("{}: actor_gen runs with tp {} and pp {}; braid-generate's ranks hold whole models "
-                               "(plan with tp = pp = 1 for generation)", file.string(), tp, pp));
-    return;
-  }
-  int ranks = std::max(1, dp);
-  if (gen.is_object() && gen.contains("ranks") && gen["ranks"].is_number_integer()) {
-    ranks = gen["ranks"].get<int>();  // the run file's own (checked by read_rollout)
-  } else {
-    spec.rollout_ranks = ranks;
-  }
-  const json* inter = nullptr;
-  if (plan.contains("fusion") && plan["fusion"].is_object() && plan["fusion"].contains("inter_stage")) {
-    inter = &plan["fusion"]["inter_stage"];
-  }
-  const bool used = inter != nullptr && inter->is_object() && inter->value("used", false);
-  if (used && ranks > 1 && (!gen.is_object() || !gen.contains("migrate_threshold"))) {
-    const double fraction = inter->value("r_t_fraction", 0.0);
-    const int m = inter->value("m", 1);
-    if (fraction > 0 && fraction <= 1 && m >= 1 && m < ranks) {
-      std::string text = fmt::format("{}", fraction);
-      if (text.find_first_of(".eE") == std::string::npos) text += ".0";
-      spec.migrate_threshold = text;
-      if (!gen.is_object() || !gen.contains("migrate_to")) spec.migrate_to = m;
-    }
   }
 }
 
@@ -583,12 +590,6 @@ RunSpec load_run_file(const fs::path& path) {
   const json& gen = section("generate");
   c.no_unknown_keys(gen, "generate", keys_of(generate_settings(), {"ranks", "migrate_threshold", "migrate_to", "fuse", "overcommit"}));
   spec.generate = read_settings(c, gen, "generate", generate_settings());
-  if (doc.contains("plan")) {
-    if (auto p = c.string(doc, "", "plan")) {
-      spec.plan = resolve(dir, *p);
-      read_plan(c, *spec.plan, gen, spec);
-    }
-  }
   read_rollout(c, gen, spec);
   if (doc.contains("mpirun")) read_mpirun(c, c.object(doc, "", "mpirun"), dir, spec);
   if (gen.contains("overcommit")) {
@@ -630,8 +631,34 @@ RunSpec load_run_file(const fs::path& path) {
     if (!train.contains("schedule")) c.fail("train.ranks", "only with a schedule (the fused pipeline under mpirun)");
     spec.ranks = static_cast<int>(c.integer(train, "train", "ranks", {.min = 1, .max = 65536}).value_or(1));
   }
+  // What the run file sets wins over a plan.
+  for (const auto& [name, part] : {std::pair{"generate", &gen}, std::pair{"score", &score}, std::pair{"train", &train}}) {
+    if (!part->is_object()) continue;
+    for (const auto& item : part->items()) spec.set_keys.push_back(Checker::path(name, item.key()));
+  }
+  if (doc.contains("plan")) read_plan(c, doc, dir, spec);
+  // A plan file is applied now; one braid run makes is applied once made (prepare_plan).
+  if (spec.run_plan && !spec.run_plan->request && c.ok()) {
+    apply_plan(c, spec);
+    if (spec.overcommit && spec.rollout_ranks > 1) {
+      c.fail("generate.overcommit", fmt::format("runs in one process: not with the plan's {} generation ranks",
+                                                spec.rollout_ranks));
+    }
+  }
+  check_fused_grpo(c, gen, spec);
   c.check();
   return spec;
+}
+
+bool RunSpec::sets(std::string_view key) const {
+  return std::find(set_keys.begin(), set_keys.end(), key) != set_keys.end();
+}
+
+void use_plan_schedule(RunSpec& spec, const fs::path& schedule) {
+  Checker c(spec.file.string());
+  read_schedule(c, schedule, spec, /*ranks_given=*/true);  // the ranks are the plan's (devices x tp)
+  spec.schedule = schedule;
+  c.check();
 }
 
 }  // namespace braid::driver

@@ -8,8 +8,11 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "driver/run_plan.hpp"
 
 namespace braid::driver {
 
@@ -93,9 +96,16 @@ struct RunSpec {
   // Words given to every mpirun the run starts, before -np (mpirun.options, then
   // --hostfile FILE for mpirun.hostfile).
   std::vector<std::string> mpirun_options;
-  std::optional<std::filesystem::path> plan;      // a braid-meshplan plan that gave the rollout's values
+  // A braid-meshplan plan (the run file's "plan"; driver/run_plan.hpp): every call's ranks,
+  // tp and micro-batches, where the run file leaves them out.
+  std::optional<RunPlan> run_plan;
+  int rollout_tp = 1;                             // braid-generate's --tp
+  int score_ranks = 1;                            // braid-score under mpirun -np when > 1 (not fused)
+  int score_tp = 1;
   std::optional<std::filesystem::path> schedule;  // braid-train's fused pipeline under mpirun
-  int ranks = 1;                                  // MPI ranks for the fused pipeline
+  int ranks = 1;                                  // MPI ranks of training (the fused pipeline, or data parallel)
+  int train_tp = 1;                               // braid-train's --tp
+  bool plan_schedule = false;                     // the fused schedule is made from the plan (braid run)
   // Pipeline stages the fused pipeline trains (and writes as stage files) each model in.
   int actor_stages = 1;
   int critic_stages = 1;
@@ -108,11 +118,19 @@ struct RunSpec {
   std::optional<EvalSpec> eval;
   std::optional<AblationSpec> ablation;   // absent: off
 
+  // The keys the run file sets ("generate.ranks", "train.micro_tokens", ...): they win over a plan.
+  std::vector<std::string> set_keys;
+
   bool uses_critic() const { return algorithm == "ppo"; }
+  bool sets(std::string_view key) const;
 };
 
 // Reads and checks a run file; InputError listing every problem (each with its field,
 // unknown keys with a did-you-mean) when it is not right.
 RunSpec load_run_file(const std::filesystem::path& path);
+
+// Trains with the fused schedule braid run made from the plan (braid-schedgen): --schedule
+// FILE, and each model's stage count from it; InputError naming the run file when it is not right.
+void use_plan_schedule(RunSpec& spec, const std::filesystem::path& schedule);
 
 }  // namespace braid::driver

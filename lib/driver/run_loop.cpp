@@ -143,7 +143,9 @@ bool can_start(const std::string& program) {
 void check_programs(const std::vector<Step>& steps) {
   std::vector<std::string> missing;
   for (const auto& step : steps) {
-    for (const auto& c : step.pipeline) {
+    std::vector<Command> commands = step.pipeline;
+    commands.insert(commands.end(), step.then.begin(), step.then.end());
+    for (const auto& c : commands) {
       const std::string& program = c.argv.front();
       if (!can_start(program) && std::find(missing.begin(), missing.end(), program) == missing.end()) {
         missing.push_back(program);
@@ -156,9 +158,9 @@ void check_programs(const std::vector<Step>& steps) {
   }
 }
 
-std::string pipeline_line(const Step& step) {
+std::string commands_line(const std::vector<Command>& pipeline) {
   std::string line;
-  for (const auto& c : step.pipeline) {
+  for (const auto& c : pipeline) {
     std::vector<std::string> words;
     for (std::size_t i = 0; i <= c.argv.size(); ++i) {
       if (c.shards_from && i == c.shards_at) words.push_back(shell_quote(c.shards_from->string()) + "/" + c.shards_pattern);
@@ -167,6 +169,13 @@ std::string pipeline_line(const Step& step) {
     if (!line.empty()) line += " | ";
     for (std::size_t i = 0; i < words.size(); ++i) line += (i > 0 ? " " : "") + words[i];
   }
+  return line;
+}
+
+// A step as one shell line: its pipeline, then (&&) its second one.
+std::string pipeline_line(const Step& step) {
+  std::string line = commands_line(step.pipeline);
+  if (!step.then.empty()) line += " && " + commands_line(step.then);
   return line;
 }
 
@@ -223,7 +232,7 @@ bool step_due(const Step& step) {
 void execute_step(const Step& step) { execute_steps({step}); }
 
 void execute_steps(const std::vector<Step>& steps) {
-  std::vector<std::vector<Process>> pipelines;
+  std::vector<std::vector<Process>> pipelines, then;
   for (const Step& step : steps) {
     if (step.restart || has_stale_output(step)) {
       if (!step.restart) log::info("{}: outputs are older than their inputs; starting it afresh", step.name);
@@ -237,19 +246,32 @@ void execute_steps(const std::vector<Step>& steps) {
       if (c.shards_from) fs::create_directories(*c.shards_from);
       processes.push_back(Process{.stage = c.stage, .argv = expand_shards(c)});
     }
+    if (!step.then.empty()) then.emplace_back();
     for (const auto& out : step.outputs) {
       if (out.has_parent_path()) fs::create_directories(out.parent_path());
     }
   }
-  if (auto failure = run_pipelines(pipelines)) {
+  auto fail = [&](const ProcessFailure& failure) {
     std::string names;
     for (const Step& step : steps) {
-      for (const auto& c : step.pipeline) {
-        if (c.stage == failure->stage) names = step.name;
+      for (const auto* commands : {&step.pipeline, &step.then}) {
+        for (const auto& c : *commands) {
+          if (c.stage == failure.stage) names = step.name;
+        }
       }
     }
-    throw StageFailed(names.empty() ? steps.front().name : names, *failure);
+    throw StageFailed(names.empty() ? steps.front().name : names, failure);
+  };
+  if (auto failure = run_pipelines(pipelines)) fail(*failure);
+  if (then.empty()) return;
+  // The second pipelines read what the first ones wrote (the shards are listed now).
+  std::size_t k = 0;
+  for (const Step& step : steps) {
+    if (step.then.empty()) continue;
+    for (const auto& c : step.then) then[k].push_back(Process{.stage = c.stage, .argv = expand_shards(c)});
+    ++k;
   }
+  if (auto failure = run_pipelines(then)) fail(*failure);
 }
 
 RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
@@ -339,8 +361,76 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
   return result;
 }
 
+std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
+  std::vector<std::string> lines;
+  if (!spec.run_plan) return lines;
+  RunPlan& plan = *spec.run_plan;
+  // A file is made again when it is missing or older than one of its inputs.
+  auto due = [](const fs::path& out, const std::vector<fs::path>& inputs) {
+    const auto made = newest(out);
+    if (!made) return true;
+    return std::any_of(inputs.begin(), inputs.end(), [&](const fs::path& in) {
+      const auto t = newest(in);
+      return t && *t > *made;
+    });
+  };
+  auto run = [&](const std::string& stage, const std::vector<std::string>& argv, const fs::path& out) {
+    lines.push_back("# " + shell_line(argv) + "   (run now: every command below depends on it)");
+    log::info("{}: {}", stage, shell_line(argv));
+    fs::create_directories(out.parent_path());
+    if (auto failure = run_pipeline({Process{.stage = stage, .argv = argv}})) throw StageFailed("the plan", *failure);
+  };
+  if (plan.request && !plan.applied) {
+    const PlanRequest& req = *plan.request;
+    const fs::path out = made_plan_file(layout.out());
+    std::vector<fs::path> inputs = {req.experiment, req.cluster, spec.file};
+    if (req.profile) inputs.push_back(*req.profile);
+    if (due(out, inputs)) {
+      std::vector<std::string> argv = {opt.tools.meshplan, req.experiment.string(), req.cluster.string()};
+      if (req.profile) {
+        argv.insert(argv.end(), {"--profile", req.profile->string()});
+      } else {
+        argv.insert(argv.end(), {"--hardware", req.hardware});
+      }
+      argv.insert(argv.end(), req.options.begin(), req.options.end());
+      argv.insert(argv.end(), {"-q", "-o", out.string()});
+      run("braid-meshplan", argv, out);
+    } else {
+      lines.push_back(fmt::format("# {}: kept (newer than its experiment, cluster, profile and the run file)", out.string()));
+    }
+    plan.file = out;
+    Checker c(spec.file.string());
+    apply_plan(c, spec);
+    c.check();
+  }
+  if (plan.applied && spec.plan_schedule && !spec.schedule) {
+    const fs::path spec_file = plan_schedspec_file(layout.out());
+    const fs::path schedule = plan_schedule_file(layout.out());
+    const std::string text = widened_schedspec(plan).dump(1) + "\n";
+    std::error_code ec;
+    if (!fs::is_regular_file(spec_file, ec) || read_text_file(spec_file.string()) != text) {
+      fs::create_directories(layout.out());
+      write_text_file(spec_file.string(), text);
+    }
+    if (due(schedule, {spec_file})) {
+      std::vector<std::string> argv = {opt.tools.schedgen, spec_file.string(), "-o", schedule.string()};
+      if (plan.schedgen_options.empty()) {
+        argv.insert(argv.end(), {"--time-limit", "2"});
+      } else {
+        argv.insert(argv.end(), plan.schedgen_options.begin(), plan.schedgen_options.end());
+      }
+      run("braid-schedgen", argv, schedule);
+    } else {
+      lines.push_back(fmt::format("# {}: kept (newer than {})", schedule.string(), spec_file.string()));
+    }
+    use_plan_schedule(spec, schedule);
+  }
+  return lines;
+}
+
 std::vector<std::string> dry_run(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
   std::vector<std::string> lines;
+  if (spec.run_plan && spec.run_plan->applied) lines = spec.run_plan->summary();
   bool rewritten = false;  // an earlier step would run: everything after reads its new outputs
   for (const auto& step : init_steps(spec, layout, opt)) {
     // The start models are made independently of each other; the iterations form a chain.
@@ -357,11 +447,14 @@ std::vector<std::string> dry_run(const RunSpec& spec, const Layout& layout, cons
   // Steps that run at once are one shell line: each but the last in the background, then `wait`.
   int trained = 0;  // the iterations whose training the groups so far hold
   for (const auto& group : step_groups(spec, layout, opt)) {
-    std::vector<std::string> parts;
+    std::vector<std::string> parts, notes;
     bool trains = false;
     for (const auto& step : group) {
       if (step.name == train_step(spec, layout, opt, trained + 1).name) trains = true;
-      if (rewritten || step_due(step)) parts.push_back(pipeline_line(step));
+      if (rewritten || step_due(step)) {
+        parts.push_back(pipeline_line(step));
+        notes.insert(notes.end(), step.notes.begin(), step.notes.end());
+      }
     }
     if (trains) ++trained;
     // The ablation after an iteration's training (and its evaluation, a group of its own).
@@ -379,6 +472,7 @@ std::vector<std::string> dry_run(const RunSpec& spec, const Layout& layout, cons
       continue;
     }
     rewritten = true;
+    lines.insert(lines.end(), notes.begin(), notes.end());
     if (parts.size() == 1) {
       lines.push_back(parts.front());
     } else {

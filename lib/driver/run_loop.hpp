@@ -39,6 +39,15 @@ struct RunResult {
   std::filesystem::path actor, critic;     // the final checkpoints (critic empty under GRPO)
 };
 
+// A run file's plan, before any step (driver/run_plan.hpp): braid-meshplan makes it into
+// OUT/plan.json when the run file asks for one (when missing or older than its inputs or
+// the run file), it is checked against the run and applied (InputError under "plan"), and
+// where it fuses the training, braid-schedgen makes the fused schedule of its schedspec
+// into OUT/plan.schedule.json (when missing or older than the schedspec). Returns what it
+// ran or kept, as comment lines for --dry-run, which runs them too: every later command
+// line depends on the plan. Throws StageFailed when a tool fails.
+std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const PlanOptions& opt);
+
 // Runs every due step of every iteration, writes each iteration's metrics.json
 // and OUT/metrics.jsonl, and logs one summary line per iteration trained now.
 RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions& opt);

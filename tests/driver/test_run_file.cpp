@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "driver/plan.hpp"
 #include "driver/run_file.hpp"
@@ -322,40 +323,226 @@ BOOST_AUTO_TEST_CASE(rollout_ranks_migration_fusion_and_mpirun_options) {
   BOOST_TEST(problem_at(single, "generate.fuse").find("only with generate.ranks > 1") != std::string::npos);
 }
 
-// A braid-meshplan plan gives the rollout's ranks (actor_gen's dp), R_t (as a fraction)
-// and m; what the run file's generate section says wins.
-BOOST_AUTO_TEST_CASE(a_plan_gives_the_rollouts_ranks_and_migration) {
-  const std::string head = R"({"format": "braid.run", "version": 1,
+namespace {
+
+// A run of 4 prompts x 4 samples on the tiny model's shape, a plan file and the
+// experiment it was made for (16 samples, one mini-batch, prompts and responses of 8 tokens).
+constexpr const char* kTinyConfig = R"({"hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+  "num_key_value_heads": 2, "intermediate_size": 344, "vocab_size": 259})";
+
+std::string experiment_json(int global, int mini, const std::string& algorithm = "ppo", int layers = 4) {
+  const std::string cfg = R"({"hidden_size": 128, "num_hidden_layers": )" + std::to_string(layers) +
+                          R"(, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 344, "vocab_size": 259})";
+  return R"({"format": "braid.experiment", "version": 1, "algorithm": ")" + algorithm + R"(",
+    "models": {"actor": {"config": )" + cfg + R"(}, "ref": {"config": )" + cfg + R"(},
+               )" + (algorithm == "ppo" ? R"("critic": {"config": )" + cfg + "}, " : "") + R"("reward": {"config": )" + cfg + R"(}},
+    "batch": {"global": )" + std::to_string(global) + R"(, "mini": )" + std::to_string(mini) + R"(},
+    "prompt_len": {"dist": "fixed", "value": 8}, "response_len": {"dist": "fixed", "value": 8}})";
+}
+
+std::string call_json(const std::string& name, int first, int dp, int tp, int pp, int micro, double t) {
+  return "{\"name\": \"" + name + "\", \"mesh\": {\"first_device\": " + std::to_string(first) +
+         ", \"devices\": " + std::to_string(dp * tp * pp) + ", \"where\": \"node0\"}, \"strategy\": {\"dp\": " +
+         std::to_string(dp) + ", \"tp\": " + std::to_string(tp) + ", \"pp\": " + std::to_string(pp) +
+         ", \"micro_batches\": " + std::to_string(micro) + "}, \"time_s\": " + std::to_string(t) + "}";
+}
+
+// Calls: generation on 4 devices (2 micro-batches); the reference on devices 0-1 and the
+// critic's inference on 2-3 with tp 2; the actor's training d4 (2 micro-batches), the
+// critic's d2t2. No fusion unless `fusion` says.
+std::string plan_json(const std::string& gen = call_json("actor_gen", 0, 4, 1, 1, 2, 1.5),
+                      const std::string& fusion = R"({"inter_stage": {"used": false}, "intra_stage": {"used": false}})") {
+  return R"({"format": "braid.plan", "version": 1, "inputs": {"experiment": "experiment.json"},
+    "calls": [)" + gen + ", " + call_json("ref_inf", 0, 2, 1, 1, 1, 0.5) + ", " +
+         call_json("reward_inf", 2, 2, 1, 1, 1, 0.5) + ", " + call_json("critic_inf", 2, 1, 2, 1, 2, 0.6) + ", " +
+         call_json("actor_train", 0, 4, 1, 1, 2, 2.0) + ", " + call_json("critic_train", 0, 2, 2, 1, 1, 2.5) + R"(],
+    "memory": {"oom": false}, "predicted": {"iteration_s": 6.5, "serial_s": 7.0},
+    "fusion": )" + fusion + "}";
+}
+
+fs::path plan_run(const std::string& name, const std::string& generate, const std::string& train = "{}",
+                  const std::string& plan = plan_json(), const std::string& experiment = experiment_json(16, 16)) {
+  const fs::path run = test::run_folder(name, R"({"format": "braid.run", "version": 1,
     "models": {"actor": {"init": {"config": "models/config.json"}}, "critic": {"init": {"config": "models/config.json"}},
                "reward": {"rule": "digits"}},
-    "prompts": "prompts.jsonl", "iterations": 1, "plan": "plan.json", )";
-  const std::string plan = R"({"format": "braid.plan", "version": 1,
-    "calls": [{"name": "actor_gen", "model": "actor", "kind": "generate", "strategy": {"dp": 4, "tp": 1, "pp": 1}}],
-    "fusion": {"inter_stage": {"enabled": true, "used": true, "replicas": 4, "r_t": 12, "r_t_fraction": 0.375, "m": 2}}})";
-  {
-    const fs::path run = test::run_folder("plan", head + R"("generate": {"max_new_tokens": 8}})");
-    test::write_file(run.parent_path() / "plan.json", plan);
-    const RunSpec spec = load_run_file(run);
-    BOOST_TEST(spec.plan.value_or("") == (run.parent_path() / "plan.json").lexically_normal());
-    BOOST_TEST(spec.rollout_ranks == 4);
-    BOOST_TEST(spec.migrate_threshold.value_or("") == "0.375");
-    BOOST_TEST(spec.migrate_to.value_or(0) == 2);
-    BOOST_TEST(spec.fuse);
-  }
-  {
-    const fs::path run = test::run_folder("plan_override", head + R"("generate": {"ranks": 2, "migrate_threshold": 5}})");
-    test::write_file(run.parent_path() / "plan.json", plan);
-    const RunSpec spec = load_run_file(run);
-    BOOST_TEST(spec.rollout_ranks == 2);
-    BOOST_TEST(spec.migrate_threshold.value_or("") == "5");
-    BOOST_TEST(!spec.migrate_to.has_value());  // the plan's m = 2 would leave no rank free
-  }
-  const fs::path tp = test::run_folder("plan_tp", head + R"("generate": {}})");
-  test::write_file(tp.parent_path() / "plan.json", R"({"format": "braid.plan", "version": 1,
-    "calls": [{"name": "actor_gen", "strategy": {"dp": 2, "tp": 2, "pp": 1}}]})");
-  BOOST_TEST(problem_at(problems_of(tp), "plan").find("actor_gen runs with tp 2 and pp 1") != std::string::npos);
-  const fs::path missing = test::run_folder("plan_missing", head + R"("generate": {}})");
+    "prompts": "prompts.jsonl", "iterations": 1, "plan": "plan.json", "generate": )" + generate +
+                                               R"(, "train": )" + train + "}");
+  test::write_file(run.parent_path() / "models" / "config.json", kTinyConfig);
+  test::write_file(run.parent_path() / "prompts.jsonl", "{\"text\": \"a\"}\n{\"text\": \"b\"}\n{\"text\": \"c\"}\n{\"text\": \"d\"}\n");
+  test::write_file(run.parent_path() / "plan.json", plan);
+  test::write_file(run.parent_path() / "experiment.json", experiment);
+  return run;
+}
+
+std::string joined(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+bool has_note(const std::vector<std::string>& notes, const std::string& text) {
+  return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+}
+
+}  // namespace
+
+// A plan lays out every call: generation's ranks and --max-batch, one braid-score on the
+// union of the inference calls' devices with their largest tp, one data-parallel braid-train
+// likewise, each with --micro-tokens from its planned micro-batches.
+BOOST_AUTO_TEST_CASE(a_plan_lays_out_every_call) {
+  const fs::path run = plan_run("plan_layout", R"({"samples_per_prompt": 4, "max_new_tokens": 8})");
+  const RunSpec spec = load_run_file(run);
+  BOOST_REQUIRE(spec.run_plan.has_value());
+  const RunPlan& plan = *spec.run_plan;
+  BOOST_TEST(plan.applied);
+  BOOST_TEST(plan.file == (run.parent_path() / "plan.json").lexically_normal());
+  // Generation: 4 replicas, 16 samples in 2 micro-batches each -> 2 sequences decoding at once.
+  BOOST_TEST(spec.rollout_ranks == 4);
+  BOOST_TEST(spec.rollout_tp == 1);
+  BOOST_TEST(flag(spec.generate, "--max-batch") == "2");
+  BOOST_TEST(!spec.fuse);  // the plan does not fuse generation and inference
+  BOOST_TEST(!spec.migrate_threshold.has_value());
+  // Inference: ref on devices 0-1, critic on 2-3 with tp 2 (reward is a rule): 4 ranks, tp 2;
+  // micro-batches of 8 sequences (ref: 16/2 in 1; critic: 16/1 in 2) of 16 tokens.
+  BOOST_TEST(spec.score_ranks == 4);
+  BOOST_TEST(spec.score_tp == 2);
+  BOOST_TEST(flag(spec.score, "--micro-tokens") == "128");
+  BOOST_TEST(has_note(plan.score.notes, "union of their devices"));
+  BOOST_TEST(has_note(plan.score.notes, "reward_inf"));  // not run: the reward is a rule
+  // Training: actor d4 x2 (2 sequences a micro-batch), critic d2t2 x1 (8): 4 ranks, tp 2, 32 tokens.
+  BOOST_TEST(spec.ranks == 4);
+  BOOST_TEST(spec.train_tp == 2);
+  BOOST_TEST(flag(spec.train, "--micro-tokens") == "32");
+  BOOST_TEST(!spec.schedule.has_value());
+  BOOST_TEST(plan.conflicts.empty());
+
+  // The commands: mpirun -np and --tp as planned; braid-score under mpirun after generation.
+  const Layout layout(run.parent_path() / "out");
+  const PlanOptions opt;
+  const Step rollout = rollout_step(spec, layout, opt, 1);
+  BOOST_REQUIRE(rollout.pipeline.size() == 1u);
+  const std::string gen = joined(rollout.pipeline[0].argv);
+  BOOST_TEST(gen.rfind("mpirun -np 4 braid-generate ", 0) == 0);
+  BOOST_TEST(gen.find("--max-batch 2") != std::string::npos);
+  BOOST_TEST(gen.find("--tp") == std::string::npos);
+  BOOST_REQUIRE(rollout.then.size() == 1u);
+  const std::string score = joined(rollout.then[0].argv);
+  BOOST_TEST(score.rfind("mpirun -np 4 braid-score ", 0) == 0);
+  BOOST_TEST(score.find(" - ") == std::string::npos);  // the shards are listed, not piped
+  BOOST_TEST(score.find("--micro-tokens 128") != std::string::npos);
+  BOOST_TEST(score.find("--tp 2") != std::string::npos);
+  BOOST_TEST(rollout.then[0].shards_pattern == "gen-*.h5");
+  BOOST_TEST(has_note(rollout.notes, "# actor_gen: planned d4t1p1 x2"));
+  const Step train = train_step(spec, layout, opt, 1);
+  const std::string tr = joined(train.pipeline[0].argv);
+  BOOST_TEST(tr.rfind("mpirun -np 4 braid-train ppo ", 0) == 0);
+  BOOST_TEST(tr.find("--micro-tokens 32") != std::string::npos);
+  BOOST_TEST(tr.find("--tp 2") != std::string::npos);
+  BOOST_TEST(has_note(train.notes, "# critic_train: planned d2t2p1 x1"));
+}
+
+// What the run file sets wins over the plan, and each such conflict is recorded.
+BOOST_AUTO_TEST_CASE(run_file_keys_win_over_the_plan) {
+  const fs::path run = plan_run("plan_override", R"({"samples_per_prompt": 4, "ranks": 2, "max_batch": 5})",
+                                R"({"micro_tokens": 64})");
+  const RunSpec spec = load_run_file(run);
+  BOOST_TEST(spec.rollout_ranks == 2);
+  BOOST_TEST(flag(spec.generate, "--max-batch") == "5");
+  BOOST_TEST(flag(spec.train, "--micro-tokens") == "64");
+  const auto& conflicts = spec.run_plan->conflicts;
+  BOOST_TEST(conflicts.size() == 3u);
+  BOOST_TEST(has_note(conflicts, "generate.ranks 2 (the run file's) wins over the plan's 4 ranks"));
+  BOOST_TEST(has_note(conflicts, "generate.max_batch 5"));
+  BOOST_TEST(has_note(conflicts, "train.micro_tokens 64"));
+  BOOST_TEST(has_note(spec.run_plan->summary(), "run file wins: generate.ranks 2"));
+}
+
+// Inter-stage fusion in the plan: migration at its R_t to m replicas, inference inside the
+// fused rollout; tp in generation passes as --tp, ranks = replicas x tp.
+BOOST_AUTO_TEST_CASE(a_plan_fuses_generation_and_inference) {
+  const std::string fusion = R"({"inter_stage": {"used": true, "replicas": 2, "r_t": 6, "r_t_fraction": 0.375, "m": 1},
+                                 "intra_stage": {"used": false}})";
+  const fs::path run = plan_run("plan_inter", R"({"samples_per_prompt": 4})", "{}",
+                                plan_json(call_json("actor_gen", 0, 2, 2, 1, 1, 1.5), fusion));
+  const RunSpec spec = load_run_file(run);
+  BOOST_TEST(spec.rollout_ranks == 4);
+  BOOST_TEST(spec.rollout_tp == 2);
+  BOOST_TEST(spec.migrate_threshold.value_or("") == "0.375");
+  BOOST_TEST(spec.migrate_to.value_or(0) == 1);
+  BOOST_TEST(spec.fuse);
+  BOOST_TEST(flag(spec.generate, "--max-batch") == "8");
+  BOOST_TEST(has_note(spec.run_plan->score.notes, "inside the fused rollout"));
+  const Step rollout = rollout_step(spec, Layout(run.parent_path() / "out"), PlanOptions{}, 1);
+  const std::string gen = joined(rollout.pipeline.at(0).argv);
+  BOOST_TEST(gen.rfind("mpirun -np 4 braid-generate ", 0) == 0);
+  BOOST_TEST(gen.find("--migrate-threshold 0.375 --migrate-to 1 --tp 2") != std::string::npos);
+  BOOST_TEST(gen.find(" -- ") != std::string::npos);  // braid-score's options after "--"
+  BOOST_TEST(gen.find("--micro-tokens") != std::string::npos);
+}
+
+// Intra-stage fusion: the fused schedule made from the plan's schedspec, its groups as one.
+BOOST_AUTO_TEST_CASE(a_plan_fuses_the_training) {
+  const std::string fusion = R"({"inter_stage": {"used": false}, "intra_stage": {"used": true, "groups": 2,
+    "schedspec": {"format": "braid.schedspec", "version": 1, "devices": 2, "models": [
+      {"name": "actor", "stages": 2, "replicas": 1, "micro_batches": 4, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]},
+      {"name": "critic", "stages": 2, "replicas": 1, "micro_batches": 4, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]}]}}})";
+  const fs::path run = plan_run("plan_intra", R"({"samples_per_prompt": 4})", "{}", plan_json(call_json("actor_gen", 0, 4, 1, 1, 2, 1.5), fusion));
+  const RunSpec spec = load_run_file(run);
+  BOOST_TEST(spec.plan_schedule);
+  BOOST_TEST(spec.ranks == 4);  // 2 devices x 2 groups
+  BOOST_TEST(flag(spec.train, "--micro-tokens") == "<absent>");  // the schedule's micro-batches
+  const json wide = widened_schedspec(*spec.run_plan);
+  BOOST_TEST(wide["devices"].get<int>() == 4);
+  BOOST_TEST(wide["models"][0]["replicas"].get<int>() == 2);
+  BOOST_TEST(wide["models"][1]["replicas"].get<int>() == 2);
+  BOOST_TEST(has_note(spec.run_plan->train.notes, "2 identical fused groups run as one schedule"));
+}
+
+// A plan made for another run is refused, naming the experiment's field.
+BOOST_AUTO_TEST_CASE(a_plan_for_another_run_is_refused) {
+  const std::string gen = R"({"samples_per_prompt": 4})";
+  const auto batch = problems_of(plan_run("plan_batch", gen, "{}", plan_json(), experiment_json(32, 32)));
+  BOOST_TEST(problem_at(batch, "plan").find("batch.global: is 32, but the run generates 16 samples") != std::string::npos);
+  const auto mini = problems_of(plan_run("plan_mini", gen, R"({"mini_batch": 8})"));
+  BOOST_TEST(problem_at(mini, "plan").find("batch.mini: is 16, but the run's mini-batch is 8") != std::string::npos);
+  const auto model = problems_of(plan_run("plan_model", gen, "{}", plan_json(), experiment_json(16, 16, "ppo", 8)));
+  BOOST_TEST(problem_at(model, "plan").find("models.actor.config: the plan is for a model of 8 layers") != std::string::npos);
+  const auto algorithm = problems_of(plan_run("plan_algorithm", gen, "{}", plan_json(), experiment_json(16, 16, "grpo")));
+  BOOST_TEST(problem_at(algorithm, "plan").find("algorithm: is grpo") != std::string::npos);
+  // Its experiment must be found (or named), and the plan must be one.
+  const fs::path lost = plan_run("plan_lost", gen);
+  fs::remove(lost.parent_path() / "experiment.json");
+  BOOST_TEST(problem_at(problems_of(lost), "plan").find("inputs.experiment: not found") != std::string::npos);
+  const fs::path bad = plan_run("plan_bad", gen, "{}", R"({"format": "braid.plan", "version": 1, "calls": [{"name": "actor_gen"}]})");
+  BOOST_TEST(problem_at(problems_of(bad), "plan").find("calls[0].strategy.dp: missing") != std::string::npos);
+  const fs::path missing = plan_run("plan_missing", gen);
+  fs::remove(missing.parent_path() / "plan.json");
   BOOST_TEST(problem_at(problems_of(missing), "plan").find("no file") != std::string::npos);
+}
+
+// "plan" as an object: a plan with its experiment named, or what braid run makes one from.
+BOOST_AUTO_TEST_CASE(a_plan_object) {
+  const fs::path run = plan_run("plan_object", R"({"samples_per_prompt": 4})");
+  const fs::path dir = run.parent_path();
+  fs::rename(dir / "experiment.json", dir / "exp2.json");
+  std::string text = read_text_file(run.string());
+  const auto at = text.find("\"plan\": \"plan.json\"");
+  text.replace(at, std::string("\"plan\": \"plan.json\"").size(), R"("plan": {"file": "plan.json", "experiment": "exp2.json"})");
+  test::write_file(run, text);
+  BOOST_TEST(load_run_file(run).run_plan->applied);
+  test::write_file(dir / "cluster.json", "{}");
+  text.replace(text.find(R"({"file": "plan.json", "experiment": "exp2.json"})"),
+               std::string(R"({"file": "plan.json", "experiment": "exp2.json"})").size(),
+               R"({"experiment": "exp2.json", "cluster": "cluster.json", "hardware": "h100", "options": ["--time-limit", "1"]})");
+  test::write_file(run, text);
+  const RunSpec spec = load_run_file(run);
+  BOOST_REQUIRE(spec.run_plan->request.has_value());
+  BOOST_TEST(!spec.run_plan->applied);  // made by braid run (prepare_plan), then applied
+  BOOST_TEST(spec.run_plan->request->hardware == "h100");
+  BOOST_TEST(spec.run_plan->request->options.size() == 2u);
+  text.replace(text.find(R"("hardware": "h100", )"), std::string(R"("hardware": "h100", )").size(), "");
+  test::write_file(run, text);
+  BOOST_TEST(problem_at(problems_of(run), "plan").find("give one of \"profile\"") != std::string::npos);
 }
 
 // A fused GRPO rollout needs whole groups in every shard: refused when the file is read.

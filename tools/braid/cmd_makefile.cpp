@@ -3,7 +3,9 @@
 #include <memory>
 
 #include "core/files.hpp"
+#include "core/log.hpp"
 #include "driver/makefile.hpp"
+#include "driver/run_loop.hpp"
 #include "driver/shell.hpp"
 #include "verbs.hpp"
 
@@ -23,6 +25,13 @@ int run_makefile(const MakefileCmdOptions& o) {
   std::vector<std::string> cmd = {"braid", "makefile", o.run_file, "--dir", o.dir, "-o", o.out};
   if (o.iterations > 0) cmd.insert(cmd.end(), {"--iterations", std::to_string(o.iterations)});
   const MakefileOptions opt{.tools = find_tools(), .command_line = shell_line(cmd)};
+  try {
+    // The rules' command lines depend on the plan: it (and its fused schedule) is made now.
+    prepare_plan(spec, Layout(o.dir), PlanOptions{.tools = opt.tools, .verbosity = {"-q"}});
+  } catch (const StageFailed& e) {
+    log::error("{}", e.what());
+    return e.exit_code();
+  }
   write_text_file(o.out, makefile_text(spec, Layout(o.dir), opt));
   return 0;
 }

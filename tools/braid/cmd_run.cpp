@@ -24,11 +24,18 @@ int run_run(const RunOptions& o) {
   // The stage tools talk as much as braid itself was asked to.
   if (log::level() == log::Level::quiet) plan.verbosity.emplace_back("-q");
   if (log::level() == log::Level::debug) plan.verbosity.emplace_back("-v");
-  if (o.dry_run) {
-    for (const auto& line : dry_run(spec, Layout(o.out), plan)) std::cout << line << '\n';
-    return 0;
-  }
   try {
+    // A plan (made now when the run file asks for one) lays out every command below.
+    const auto made = prepare_plan(spec, Layout(o.out), plan);
+    if (o.dry_run) {
+      for (const auto& line : made) std::cout << line << '\n';
+      for (const auto& line : dry_run(spec, Layout(o.out), plan)) std::cout << line << '\n';
+      return 0;
+    }
+    if (spec.run_plan) {
+      for (const auto& line : spec.run_plan->summary()) log::info("{}", line.substr(2));
+      for (const auto& c : spec.run_plan->conflicts) log::warn("the run file wins over the plan: {}", c);
+    }
     const RunResult r = run_loop(spec, Layout(o.out), plan);
     if (r.iterations_run == 0) log::info("all {} iterations were already complete in {}", spec.iterations, o.out);
     std::cout << r.actor.string() << '\n';

@@ -1,0 +1,103 @@
+// The run file's "plan" (docs/formats-run.md, "Running a plan"): a braid-meshplan plan
+// that lays out every call of an iteration, read, checked against the run (the same
+// algorithm, models and batch), and turned into how each stage tool runs: its MPI ranks,
+// --tp, and the flags that give its micro-batches; where a stage tool cannot run the
+// planned layout as it is, the layout it runs instead and why (StageLayout::notes).
+//
+//   actor_gen                         braid-generate: ranks = (dp·pp) × tp, --tp, --max-batch,
+//                                     R_t and m of the plan's inter-stage fusion
+//   ref_inf, critic_inf, reward_inf   one braid-score (every rank holds all its models): the
+//                                     union of their devices, the largest tp, --micro-tokens;
+//                                     inside the fused rollout when the plan fuses generation
+//                                     and inference
+//   actor_train, critic_train         fused by the plan: braid-train --schedule (braid-schedgen
+//                                     of the plan's schedspec); else one braid-train, data
+//                                     parallel over the union of their devices, --micro-tokens
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/json.hpp"
+
+namespace braid::driver {
+
+struct RunSpec;
+
+// One call of the plan (its "calls" entry).
+struct PlannedCall {
+  std::string name;                // actor_gen, ref_inf, reward_inf, critic_inf, actor_train, critic_train
+  int first_device = 0, devices = 1;
+  std::string where;               // "node0[0-1]"
+  int dp = 1, tp = 1, pp = 1, micro_batches = 1;
+  double time_s = 0;               // predicted, the call alone
+
+  // "d2t1p1 x4 on node0[0-1]"
+  std::string layout() const;
+};
+
+// How one stage tool runs some of the plan's calls.
+struct StageLayout {
+  std::vector<std::string> calls;  // the plan's calls it runs
+  int ranks = 1;                   // MPI ranks (mpirun -np when > 1)
+  int tp = 1;                      // --tp when > 1
+  std::int64_t micro_tokens = 0;   // --micro-tokens (score, train; 0: the tool's default)
+  std::int64_t max_batch = 0;      // --max-batch (generate; 0: the tool's default)
+  std::vector<std::string> notes;  // where it differs from the plan, and why
+};
+
+// "plan": {"experiment", "cluster", "profile" | "hardware", "options"}: braid run makes the
+// plan itself with braid-meshplan into OUT/plan.json.
+struct PlanRequest {
+  std::filesystem::path experiment, cluster;
+  std::optional<std::filesystem::path> profile;
+  std::string hardware;                      // h100, h200 or a hardware file, without a profile
+  std::vector<std::string> options;          // more braid-meshplan flags
+};
+
+struct RunPlan {
+  std::filesystem::path file;                       // the braid.plan (for a request: OUT/plan.json once made)
+  std::optional<std::filesystem::path> experiment;  // the braid.experiment it was made for
+  std::optional<PlanRequest> request;               // braid run makes it
+  std::vector<std::string> schedgen_options;        // for the fused training schedule
+  bool applied = false;                             // read, checked and applied to the run
+
+  std::vector<PlannedCall> calls;
+  double iteration_s = 0, serial_s = 0;
+  bool inter_used = false;
+  double r_t_fraction = 0;
+  int m = 0;
+  bool intra_used = false;
+  int groups = 1;
+  json schedspec;                                   // fusion.intra_stage.schedspec
+  StageLayout generate, score, train;
+  std::vector<std::string> conflicts;               // run-file keys that won over the plan
+
+  const PlannedCall* call(std::string_view name) const;
+  // The summary shown by --dry-run, braid makefile and the log: the plan, each call's
+  // layout beside what runs it, conflicts.
+  std::vector<std::string> summary() const;
+};
+
+// The files braid run keeps for a plan under OUT: the plan it made, the schedspec of the
+// fused training (widened to the plan's groups) and braid-schedgen's schedule of it.
+std::filesystem::path made_plan_file(const std::filesystem::path& out);
+std::filesystem::path plan_schedspec_file(const std::filesystem::path& out);
+std::filesystem::path plan_schedule_file(const std::filesystem::path& out);
+
+// Reads the plan file, checks it against the run (its experiment's algorithm, batch,
+// epochs and model shapes; every mismatch named by the experiment's field), and sets the
+// run's ranks, tp, micro-batch flags and fusions from it where the run file leaves them
+// out (a key the run file sets wins, recorded in conflicts). Problems go to `c` under "plan".
+void apply_plan(Checker& c, RunSpec& spec);
+
+// The fused training schedule's spec for braid-schedgen: the plan's schedspec with its
+// `groups` identical groups as one (devices and replicas times groups), since braid-train
+// runs one schedule.
+json widened_schedspec(const RunPlan& plan);
+
+}  // namespace braid::driver
