@@ -2,29 +2,48 @@
 # One command for a GPU machine that has CUDA, CMake, a C++ compiler and Python but not
 # braid's Debian libraries: unpacks the .deb files prepared by scripts/gpu-debs.sh into a
 # private prefix (no install, nothing outside it touched), configures braid against that
-# prefix alone (CUDA on, sm_90 SASS + PTX), builds what the GPU tests need, runs them, and
-# writes every log to OUTDIR (docs/gpu.md says what each one measures): run.log (this
-# script's own output: the machine, the libraries CMake found, a summary), configure.log,
-# build.log, ctest.log, one log per GPU test at message level and bench_gpu.log (braid's
-# timings, then PyTorch's on the same shapes: bench/gpu/torch_gpu.py), eight files in all
-# (the most the device tool brings back).
+# prefix alone (CUDA on, sm_90 SASS + PTX), builds what the chosen parts need, runs them and
+# writes every log to OUTDIR (docs/gpu.md says what each one measures).
 #
-#   bench/gpu/run.sh OUTDIR
+#   bench/gpu/run.sh OUTDIR [PART...]        PART: tests, ops, train (default: all three)
+#
+#   tests  the GPU tests (backend ops f32 and bf16, registry, model parity f32 and bf16):
+#          tests.log (ctest's summary, then each test's figures at message level)
+#   ops    bench_gpu's products and attention, then PyTorch's on the same shapes: ops.log
+#   train  the 1B model (bench_config "1b") at 4 x 2048 tokens in bf16: braid's training step
+#          and scoring passes beside PyTorch's (bf16 autocast, fused AdamW, SDPA) and the GPU's
+#          measured bf16 matmul rate: train.log, and summary.md (tokens/s, MFU, peak memory)
+#
+# Always: run.log (this script's output: the machine, the libraries CMake found, each part's
+# exit) and build.log (configure and build). A part that fails is reported and the next one
+# runs. At most 8 files come back from the device tool: this script writes at most 6.
 #
 # Environment (defaults in brackets): BRAID_GPU_DEBS [.gpu-debs], BRAID_GPU_PREFIX
 # [/tmp/braid-gpu-deps], BRAID_GPU_BUILD [/tmp/braid-gpu-build], JOBS [16],
-# BRAID_GPU_TARGETS [the GPU test executables; "all" builds everything that links].
-# Exit status: 0 when every test passed or was skipped, 1 otherwise, 2 on bad usage.
+# BRAID_GPU_TARGETS [what the parts need; "all" builds everything that links],
+# BRAID_CUDA_GEMM / BRAID_CUDA_ATTENTION (passed on: docs/gpu.md).
+# Exit status: 0 when every chosen part passed, 1 otherwise, 2 on bad usage.
 set -uo pipefail
-[[ $# -eq 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR" >&2; exit 2; }
+[[ $# -ge 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR [tests] [ops] [train]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$1" || exit 2
 out=$(cd "$1" && pwd)
+shift
+parts=("$@")
+[[ ${#parts[@]} -gt 0 ]] || parts=(tests ops train)
+want_targets=()
+for p in "${parts[@]}"; do
+  case $p in
+    tests) want_targets+=(test_backend_ops test_backend_registry test_model_parity) ;;
+    ops | train) want_targets+=(bench_gpu) ;;
+    *) echo "run.sh: unknown part '$p' (tests, ops, train)" >&2; exit 2 ;;
+  esac
+done
 debs=${BRAID_GPU_DEBS:-$root/.gpu-debs}
 prefix=${BRAID_GPU_PREFIX:-/tmp/braid-gpu-deps}
 build=${BRAID_GPU_BUILD:-/tmp/braid-gpu-build}
 jobs=${JOBS:-16}
-targets=${BRAID_GPU_TARGETS:-test_backend_ops test_backend_registry test_model_parity bench_gpu}
+targets=${BRAID_GPU_TARGETS:-$(printf '%s\n' "${want_targets[@]}" | sort -u | tr '\n' ' ')}
 exec > >(tee "$out/run.log") 2>&1
 step() { echo; echo "== $(date -u +%H:%M:%S) $*"; }
 
@@ -73,49 +92,81 @@ cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBRAID_CUDA
   -DMPI_C_LIB_NAMES=mpi -DMPI_CXX_LIB_NAMES=mpi -DMPI_mpi_LIBRARY="$L/openmpi/lib/libmpi.so" \
   -DMPI_C_ADDITIONAL_INCLUDE_DIRS="$L/openmpi/include" -DMPI_CXX_ADDITIONAL_INCLUDE_DIRS="$L/openmpi/include" \
   -DMPI_SKIP_COMPILER_WRAPPER=ON -DMPI_CXX_SKIP_MPICXX=ON \
-  -DICU_ROOT="$P" -DBoost_NO_SYSTEM_PATHS=ON > "$out/configure.log" 2>&1
+  -DICU_ROOT="$P" -DBoost_NO_SYSTEM_PATHS=ON > "$out/build.log" 2>&1
 rc=$?
-tail -5 "$out/configure.log"
-[[ $rc -eq 0 ]] || { echo "configure failed (exit $rc): $out/configure.log"; exit 1; }
+tail -5 "$out/build.log"
+[[ $rc -eq 0 ]] || { echo "configure failed (exit $rc): $out/build.log"; exit 1; }
 grep -E '^(BLAS_openblas_LIBRARY|HDF5_hdf5_LIBRARY_RELEASE|MPI_mpi_LIBRARY|Boost_DIR|fmt_DIR|CLI11_DIR|ICU_UC_LIBRARY_RELEASE|CMAKE_CUDA_COMPILER):' \
   "$build/CMakeCache.txt"
 
 step "build ($targets, -j$jobs)"
+echo "== build" >> "$out/build.log"
 if [[ $targets == all ]]; then
-  cmake --build "$build" -j "$jobs" > "$out/build.log" 2>&1
+  cmake --build "$build" -j "$jobs" >> "$out/build.log" 2>&1
 else
   # shellcheck disable=SC2086
-  cmake --build "$build" -j "$jobs" --target $targets > "$out/build.log" 2>&1
+  cmake --build "$build" -j "$jobs" --target $targets >> "$out/build.log" 2>&1
 fi
 rc=$?
 grep -E "error|warning:" "$out/build.log" | head -40
 [[ $rc -eq 0 ]] || { echo "build failed (exit $rc): $out/build.log"; tail -30 "$out/build.log"; exit 1; }
 
-step "tests"
-# The per-op and per-tensor figures (NMSE, relative errors) at message level, one log each.
-"$build/tests/test_backend_ops" --log_level=message -- --backend=cuda-f32 > "$out/backend_ops_cuda_f32.log" 2>&1
-echo "test_backend_ops cuda-f32: exit $?"
-for t in cuda-f32 cuda-bf16; do
-  "$build/tests/test_model_parity" --log_level=message -- --backend=$t > "$out/model_parity_${t//-/_}.log" 2>&1
-  echo "test_model_parity $t: exit $?"
-done
-ctest --test-dir "$build" -R '^(backend_ops_|backend_registry|model_parity_)' --output-on-failure \
-  > "$out/ctest.log" 2>&1
-rc=$?
-tail -15 "$out/ctest.log"
-# The tests skip (exit 77) whenever make_backend throws: on a GPU machine a skip is a failure.
-if nvidia-smi -L > /dev/null 2>&1 && grep -qE '(backend_ops_cuda|model_parity_cuda).*Skipped' "$out/ctest.log"; then
-  echo "FAIL: a GPU is present but CUDA tests were skipped (see the 'skipped:' reason in the test logs)"
-  grep -h '^skipped:' "$out"/*_cuda_*.log
-  rc=1
-fi
+part_tests() {
+  local log=$out/tests.log rc
+  ctest --test-dir "$build" -R '^(backend_ops_|backend_registry|model_parity_)' --output-on-failure > "$log" 2>&1
+  rc=$?
+  tail -15 "$log"
+  # The tests skip (exit 77) whenever make_backend throws: on a GPU machine a skip is a failure.
+  if nvidia-smi -L > /dev/null 2>&1 && grep -qE '(backend_ops_cuda|model_parity_cuda).*Skipped' "$log"; then
+    echo "FAIL: a GPU is present but CUDA tests were skipped (see the 'skipped:' reason below)"
+    rc=1
+  fi
+  # Each op's and tensor's figures (NMSE, relative errors), at message level.
+  for t in cuda-f32 cuda-bf16; do
+    echo "== test_backend_ops $t" >> "$log"
+    "$build/tests/test_backend_ops" --log_level=message -- --backend=$t >> "$log" 2>&1
+    echo "test_backend_ops $t: exit $?"
+    echo "== test_model_parity $t" >> "$log"
+    "$build/tests/test_model_parity" --log_level=message -- --backend=$t >> "$log" 2>&1
+    echo "test_model_parity $t: exit $?"
+  done
+  grep -h '^skipped:' "$log" | head -3
+  return $rc
+}
 
-step "bench_gpu (timings; docs/gpu.md)"
-"$build/bench/bench_gpu" --device cuda > "$out/bench_gpu.log" 2>&1
-echo "bench_gpu: exit $?"
-# The same shapes in plain PyTorch on the same GPU, appended to the same log.
-python3 "$root/bench/gpu/torch_gpu.py" >> "$out/bench_gpu.log" 2>&1
-echo "torch_gpu.py: exit $?"
-cat "$out/bench_gpu.log"
-step "done: logs in $out"
-exit $(( rc == 0 ? 0 : 1 ))
+part_ops() {
+  local log=$out/ops.log rc
+  "$build/bench/bench_gpu" --device cuda --part ops > "$log" 2>&1
+  rc=$?
+  echo "bench_gpu --part ops: exit $rc"
+  python3 "$root/bench/gpu/torch_gpu.py" --part ops >> "$log" 2>&1
+  echo "torch_gpu.py --part ops: exit $?"
+  cat "$log"
+  return $rc
+}
+
+# The MFU denominator (the GPU's measured bf16 matmul rate) and PyTorch first, then braid:
+# a failing braid still leaves the anchor in the log, and each side has the GPU to itself.
+part_train() {
+  local log=$out/train.log rc=0 r
+  python3 "$root/bench/gpu/torch_gpu.py" --part peak,train,score --config 1b --batch 4 --seq 2048 --json > "$log" 2>&1
+  r=$?
+  echo "torch_gpu.py --part peak,train,score: exit $r"
+  "$build/bench/bench_gpu" --device cuda --part train,score --config 1b --dtype bf16 --batch 4 --seq 2048 --json >> "$log" 2>&1
+  r=$?
+  echo "bench_gpu --part train,score: exit $r"
+  (( r == 0 )) || rc=1
+  python3 "$root/bench/gpu/summary.py" "$log" > "$out/summary.md"
+  r=$?
+  cat "$out/summary.md"
+  (( r == 0 )) || rc=1
+  return $rc
+}
+
+failed=()
+for p in "${parts[@]}"; do
+  step "part $p"
+  "part_$p" || failed+=("$p")
+done
+step "done: logs in $out; failed parts: ${failed[*]:-none}"
+(( ${#failed[@]} == 0 ))

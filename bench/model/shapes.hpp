@@ -1,4 +1,4 @@
-// The two model shapes the engine benchmark measures; torch_bench.py uses the same numbers.
+// The model shapes the engine benchmarks measure; torch_bench.py uses the same numbers.
 #pragma once
 
 #include "model/config.hpp"
@@ -19,8 +19,11 @@ inline model::ModelConfig bench_config(const std::string& name) {
   } else if (name == "100m") {  // ~125M parameters (GPT-2-small-like widths, Llama blocks, GQA 12/4)
     c.hidden_size = 768; c.num_hidden_layers = 12; c.num_attention_heads = 12; c.num_key_value_heads = 4;
     c.intermediate_size = 2048; c.vocab_size = 32000;
+  } else if (name == "1b") {  // ~1.10B parameters: TinyLlama-1.1B's shape (GQA 32/4, head_dim 64), length 2048
+    c.hidden_size = 2048; c.num_hidden_layers = 22; c.num_attention_heads = 32; c.num_key_value_heads = 4;
+    c.intermediate_size = 5632; c.vocab_size = 32000; c.max_position_embeddings = 2048;
   } else {
-    throw std::invalid_argument("unknown bench config " + name + " (tiny, 100m)");
+    throw std::invalid_argument("unknown bench config " + name + " (tiny, 100m, 1b)");
   }
   return c;
 }

@@ -260,9 +260,22 @@ class Backend {
   // The ops for scalar type T; throws std::logic_error when T is not supported.
   template <typename T> Ops<T>& ops();
 
+  // ---- precision of products ---------------------------------------------------------
+  // What gemm and attention of f32 operands may round those operands to: bf16 lets a
+  // backend round them to bf16 and multiply on tensor cores, summing in f32 (PyTorch's
+  // autocast, or its set_float32_matmul_precision("medium")); any other type asks for the
+  // products as the operands are (the default). Set by whoever knows the tensors' types: a
+  // model whose weights are bf16 runs its passes under PrecisionScope(be, bf16). A backend
+  // without a faster path ignores it (the CPU computes exactly either way).
+  void set_product_precision(DType d) { product_precision_ = d; }
+  DType product_precision() const { return product_precision_; }
+
  protected:
   virtual Ops<float>* f32_ops() = 0;   // nullptr when unsupported
   virtual Ops<double>* f64_ops() = 0;
+
+ private:
+  DType product_precision_ = DType::f32;
 };
 
 template <> Ops<float>& Backend::ops<float>();
@@ -308,6 +321,19 @@ class StreamScope {
  private:
   Backend& be_;
   Stream prev_;
+};
+
+// Sets the backend's product precision for a scope, then restores the previous one.
+class PrecisionScope {
+ public:
+  PrecisionScope(Backend& be, DType d) : be_(be), prev_(be.product_precision()) { be.set_product_precision(d); }
+  ~PrecisionScope() { be_.set_product_precision(prev_); }
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  Backend& be_;
+  DType prev_;
 };
 
 // The CPU backend. threads <= 0: the cores available to this process. Sets OpenBLAS's

@@ -15,6 +15,7 @@ void BasicModel<T>::backward(BasicActivations<T>& acts) {
   if (!a.training) throw std::logic_error("backward: activations were made for inference");
   if (!a.last_was_training_forward) throw std::logic_error("backward: no forward() on these activations to go back through");
   backend::Ops<T>& ops = *m.ops;
+  backend::PrecisionScope precision(*m.be, m.opt.dtype);   // as the forward
   const ModelConfig& c = m.cfg;
   const std::int64_t N = a.n, D = a.D, QKV = a.QKV, HD = a.HD, I = a.I, M = a.max_tokens;
   const int hd = c.head_dim();

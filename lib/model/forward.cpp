@@ -123,6 +123,8 @@ void BasicModel<T>::forward(const Batch& batch, BasicActivations<T>& acts) const
   a.n = N;
   a.n_out = N;
   a.segs.clear();
+  // bf16 weights: the products and attention may round their f32 operands to bf16 too.
+  backend::PrecisionScope precision(*m.be, m.opt.dtype);
   std::vector<std::int32_t> pos(static_cast<std::size_t>(N));
   for (std::int64_t s = 0; s < n_seq; ++s) {
     const std::int64_t len = off[std::size_t(s + 1)] - off[std::size_t(s)];

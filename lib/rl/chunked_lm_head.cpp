@@ -86,6 +86,7 @@ template <typename T>
 void ChunkedLmHead<T>::forward(const T* hidden, std::int64_t rows, backend::Weights weight, const std::int32_t* targets,
                                T* logprob, T* entropy) {
   backend::Ops<T>& ops = be_->ops<T>();
+  backend::PrecisionScope precision(*be_, weight.type);   // bf16 weights: bf16 products
   for (std::int64_t r0 = 0; r0 < rows; r0 += chunk_) {
     const std::int64_t n = std::min(chunk_, rows - r0);
     ops.gemm(false, true, n, vocab_, hidden_, T(1), hidden + r0 * hidden_, hidden_, weight, hidden_, T(0),
@@ -105,6 +106,7 @@ template <typename T>
 void ChunkedLmHead<T>::backward(const T* hidden, std::int64_t rows, backend::Weights weight, const std::int32_t* targets,
                                 const T* d_logprob, const T* d_entropy, T* d_hidden, T* d_weight) {
   backend::Ops<T>& ops = be_->ops<T>();
+  backend::PrecisionScope precision(*be_, weight.type);
   for (std::int64_t r0 = 0; r0 < rows; r0 += chunk_) {
     const std::int64_t n = std::min(chunk_, rows - r0);
     const T* h = hidden + r0 * hidden_;

@@ -4,10 +4,15 @@
 // test-backend-ops): NMSE = Σ(a − b)² / Σb², with a tolerance per dtype (kMaxNmse).
 // A backend absent from this build or machine exits 77, which ctest reports as skipped.
 //
-//   test_backend_ops [boost.test args] -- --backend=cpu-f32|cuda-f32
+//   test_backend_ops [boost.test args] -- --backend=cpu-f32|cuda-f32|cpu-bf16|cuda-bf16
 //
 // Inputs are drawn in f64, rounded to the tested dtype, and given to both backends as
 // those rounded values, so that only the op's own rounding is measured.
+//
+// A bf16 target runs the products (gemm, attention) in f32 ops under bf16 product
+// precision (Backend::set_product_precision): the CUDA backend's tensor-core paths (cuBLASLt,
+// flash attention), with inputs that bf16 holds exactly. On the CPU, which computes exactly
+// either way, the same cases check the harness and the cases themselves.
 #define BOOST_TEST_MODULE backend_ops
 #define BOOST_TEST_NO_MAIN
 #include <boost/test/unit_test.hpp>
@@ -20,7 +25,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -34,7 +41,10 @@ namespace {
 
 // The largest NMSE against the f64 reference a dtype may show. f32 keeps ~7 digits
 // (ε ≈ 6e-8, so ε² ≈ 4e-15 per element); sums over a few hundred terms and the
-// recomputed softmax of attention's backward stay below 1e-10.
+// recomputed softmax of attention's backward stay below 1e-10. bf16 (ε = 2⁻⁸): the
+// probabilities and dS that attention rounds to bf16 on the way to its second product
+// leave a relative error of ~2⁻⁹ per term, an NMSE of ~1e-6 to 1e-5; 1e-4 leaves a margin
+// and still fails a wrong mask or fragment (NMSE ~1).
 double max_nmse(be::DType t) {
   switch (t) {
     case be::DType::f32: return 1e-10;
@@ -90,11 +100,15 @@ std::vector<double> download(be::Backend& b, const be::Buffer<T>& buf) {
   return {typed.begin(), typed.end()};
 }
 
-// Values uniform in [lo, hi), rounded to float (what every tested dtype can hold).
+// Values uniform in [lo, hi), rounded to float, or to bf16 for a bf16 target (what the
+// tested dtype holds exactly).
 std::vector<double> random_values(std::size_t n, std::uint64_t seed, double lo = -1, double hi = 1) {
   braid::Rng rng(seed, 17);
   std::vector<double> v(n);
-  for (double& x : v) x = static_cast<float>(lo + (hi - lo) * rng.uniform());
+  for (double& x : v) {
+    const auto f = static_cast<float>(lo + (hi - lo) * rng.uniform());
+    x = g_target.dtype == be::DType::bf16 ? be::bf16_to_float(be::float_to_bf16(f)) : f;
+  }
   return v;
 }
 
@@ -109,28 +123,38 @@ double nmse(const std::vector<double>& a, const std::vector<double>& ref) {
 
 // One op case: the same body run with T = the tested dtype on the backend under test
 // and with T = double on the reference.
+// tolerance: the case's own NMSE bound (0: the dtype's, max_nmse).
 struct OpCase {
   std::string name;
   be::Op op;
   std::function<Outputs(be::Backend&)> run_f32, run_f64;
+  double tolerance = 0;
 };
 
 template <typename F>
-OpCase op_case(std::string name, be::Op op, F body) {
+OpCase op_case(std::string name, be::Op op, F body, double tolerance = 0) {
   return {std::move(name), op, [body](be::Backend& b) { return body.template operator()<float>(b); },
-          [body](be::Backend& b) { return body.template operator()<double>(b); }};
+          [body](be::Backend& b) { return body.template operator()<double>(b); }, tolerance};
 }
 
-void check_case(const OpCase& c) {
+// Runs the case on `backend` (g_backend unless given) and compares with the reference.
+void check_case(const OpCase& c, be::Backend* backend = nullptr) {
+  be::Backend& b = backend ? *backend : *g_backend;
   BOOST_TEST_CONTEXT("op " << c.name << " on " << g_target.name) {
-    if (!g_backend->supports(c.op, g_target.dtype)) {
+    // bf16 targets run f32 ops under bf16 product precision.
+    const be::DType ops_type = g_target.dtype == be::DType::bf16 ? be::DType::f32 : g_target.dtype;
+    if (!b.supports(c.op, ops_type)) {
       BOOST_TEST_MESSAGE(c.name << ": not supported by " << g_target.name << ", skipped");
       return;
     }
     const Outputs ref = c.run_f64(*g_reference);
-    const Outputs got = c.run_f32(*g_backend);
+    Outputs got;
+    {
+      be::PrecisionScope precision(b, g_target.dtype);
+      got = c.run_f32(b);
+    }
     BOOST_REQUIRE_EQUAL(ref.size(), got.size());
-    const double tol = max_nmse(g_target.dtype);
+    const double tol = c.tolerance > 0 ? c.tolerance : max_nmse(g_target.dtype);
     for (const auto& [what, want] : ref) {
       const std::vector<double>& have = got.at(what);
       BOOST_REQUIRE_EQUAL(have.size(), want.size());
@@ -169,6 +193,37 @@ std::vector<OpCase> gemm_cases() {
     }
   }
   return cases;
+}
+
+// A product of the shapes the tensor cores tile (and a ragged edge), with bf16 weights or f32
+// ones: under bf16 precision both take the tensor cores. Inputs bf16 holds exactly, so the
+// products are exact in f32 and only the f32 sums round: an f32 tolerance.
+OpCase large_gemm_case(bool bf16_weights, bool ta, bool tb) {
+  const std::string name = fmt::format("gemm {}{} 200x136x264{}", ta ? 'T' : 'N', tb ? 'T' : 'N',
+                                       bf16_weights ? " (bf16 weights)" : "");
+  return op_case(
+      name, be::Op::gemm,
+      [bf16_weights, ta, tb]<typename T>(be::Backend& b) {
+        const std::int64_t m = 200, n = 136, k = 264, lda = ta ? m : k, ldb = tb ? k : n, ldc = n + 4;
+        const auto a = upload<T>(b, random_values(std::size_t((ta ? k : m) * lda), 101));
+        const std::vector<double> wv = random_values(std::size_t((tb ? n : k) * ldb), 102);
+        auto c = upload<T>(b, random_values(std::size_t(m * ldc), 103));
+        if constexpr (std::is_same_v<T, float>) {
+          if (bf16_weights && b.supports(be::Op::gemm, be::DType::bf16)) {
+            std::vector<std::uint16_t> w16(wv.size());
+            for (std::size_t i = 0; i < wv.size(); ++i) w16[i] = be::float_to_bf16(float(wv[i]));
+            be::Buffer<std::uint16_t> w(b, w16.size());
+            b.copy_to_device(w.data(), w16.data(), w16.size() * 2);
+            b.ops<T>().gemm(ta, tb, m, n, k, T(1), a.data(), lda, be::Weights(w.data(), be::DType::bf16), ldb, T(1),
+                            c.data(), ldc);
+            return Outputs{{"c", download(b, c)}};
+          }
+        }
+        const auto w = upload<T>(b, wv);
+        b.ops<T>().gemm(ta, tb, m, n, k, T(1), a.data(), lda, w.data(), ldb, T(1), c.data(), ldc);
+        return Outputs{{"c", download(b, c)}};
+      },
+      1e-10);
 }
 
 OpCase embedding_case() {
@@ -259,6 +314,44 @@ OpCase attention_case(int n_heads, int n_kv_heads) {
     }
     return Outputs{{"out", download(b, out)}, {"lse", download(b, lse)}, {"d_q", dq_heads},
                    {"d_k", download(b, d_k)},  {"d_v", download(b, d_v)}};
+  });
+}
+
+// Attention of the shapes the tensor-core kernels take (head_dim 64 or 128): packed segments
+// whose lengths are not multiples of the 64-row tiles (1, 63, 65, 130), one with keys before
+// it in a slot elsewhere in k and v (past 37), grouped-query heads, strides wider than the
+// heads (q, k, v inside one fused row, as the model has them).
+OpCase flash_attention_case(int n_heads, int n_kv_heads, int hd) {
+  const std::string name = fmt::format("attention {} heads / {} kv heads of {}, packed", n_heads, n_kv_heads, hd);
+  return op_case(name, be::Op::attention, [n_heads, n_kv_heads, hd]<typename T>(be::Backend& b) {
+    const std::int64_t qkv = std::int64_t(n_heads + 2 * n_kv_heads) * hd;  // one fused row: q | k | v
+    be::AttentionDims dims{.n_heads = n_heads, .n_kv_heads = n_kv_heads, .head_dim = hd, .q_stride = qkv,
+                           .kv_stride = qkv};
+    const std::vector<std::int64_t> lens{65, 1, 130, 63};
+    std::vector<be::AttentionSegment> segs;
+    std::int64_t rows = 0;
+    for (std::int64_t len : lens) {
+      segs.push_back({.q_begin = rows, .q_len = len, .kv_begin = rows, .past = 0});
+      rows += len;
+    }
+    // A continuation: 20 queries after 37 keys, its keys in rows [rows + 20, rows + 77).
+    segs.push_back({.q_begin = rows, .q_len = 20, .kv_begin = rows + 20, .past = 37});
+    const std::int64_t total = rows + 20 + 57;
+    const auto x = upload<T>(b, random_values(std::size_t(total * qkv), 110, -2, 2));
+    const T* q = x.data();
+    const T* k = q + std::int64_t(n_heads) * hd;
+    const T* v = k + std::int64_t(n_kv_heads) * hd;
+    const std::int64_t q_rows = rows + 20, width = std::int64_t(n_heads) * hd;
+    be::Buffer<T> out(b, std::size_t(q_rows * width)), lse(b, std::size_t(q_rows * n_heads));
+    b.ops<T>().attention_forward(dims, segs, q, k, v, out.data(), lse.data());
+    const auto d_out = upload<T>(b, random_values(std::size_t(q_rows * width), 111));
+    auto d_x = upload<T>(b, random_values(std::size_t(total * qkv), 112));  // d_k, d_v accumulate into it
+    b.ops<T>().attention_backward(dims, segs, q, k, v, out.data(), lse.data(), d_out.data(), d_x.data(),
+                                  d_x.data() + std::int64_t(n_heads) * hd,
+                                  d_x.data() + std::int64_t(n_heads + n_kv_heads) * hd);
+    // d_q is written on the query rows' q columns; every other column keeps its start value
+    // plus what d_k, d_v added: all of d_x is compared.
+    return Outputs{{"out", download(b, out)}, {"lse", download(b, lse)}, {"d_qkv", download(b, d_x)}};
   });
 }
 
@@ -463,6 +556,21 @@ OpCase whiten_case() {
   });
 }
 
+// What a bf16 target checks: the products, which bf16 precision changes.
+std::vector<OpCase> bf16_cases() {
+  std::vector<OpCase> cases = gemm_cases();
+  for (bool w16 : {false, true}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) cases.push_back(large_gemm_case(w16, ta, tb));
+    }
+  }
+  cases.push_back(attention_case(4, 2));  // head_dim 8: the exact kernels under bf16 precision
+  cases.push_back(flash_attention_case(8, 2, 64));
+  cases.push_back(flash_attention_case(4, 4, 128));
+  cases.push_back(flash_attention_case(6, 1, 64));
+  return cases;
+}
+
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases = gemm_cases();
   cases.push_back(embedding_case());
@@ -498,9 +606,57 @@ std::vector<OpCase> all_cases() {
 BOOST_AUTO_TEST_SUITE(ops_against_reference)
 
 BOOST_AUTO_TEST_CASE(every_op) {
+  if (g_target.dtype == be::DType::bf16) {
+    const auto cases = bf16_cases();
+    for (const OpCase& c : cases) check_case(c);
+    return;
+  }
   const auto cases = all_cases();
   BOOST_TEST(cases.size() >= 20u);
   for (const OpCase& c : cases) check_case(c);
+}
+
+// The fallbacks a GPU session can choose by environment (docs/gpu.md), each on a backend of
+// its own made after setting the variable: BRAID_CUDA_ATTENTION=exact gives the exact kernels
+// under bf16 precision (f32 tolerance), and every BRAID_CUDA_GEMM path gives the products.
+BOOST_AUTO_TEST_CASE(environment_fallbacks) {
+  if (g_target.dtype != be::DType::bf16) return;
+  struct Setting {
+    const char* variable;
+    const char* value;
+    std::vector<OpCase> cases;
+  };
+  std::vector<Setting> settings;
+  {
+    OpCase exact = flash_attention_case(8, 2, 64);
+    exact.tolerance = max_nmse(be::DType::f32);
+    settings.push_back({"BRAID_CUDA_ATTENTION", "exact", {exact}});
+  }
+  for (const char* path : {"gemmex", "fast16bf", "lt"}) {
+    std::vector<OpCase> products;
+    for (bool w16 : {false, true}) products.push_back(large_gemm_case(w16, false, true));
+    products.push_back(large_gemm_case(false, true, false));  // a weight gradient's shape
+    settings.push_back({"BRAID_CUDA_GEMM", path, products});
+  }
+  for (const Setting& s : settings) {
+    BOOST_TEST_CONTEXT(s.variable << "=" << s.value) {
+      ::setenv(s.variable, s.value, 1);
+      auto backend = be::make_backend(be::BackendSpec{g_target.spec.kind, g_target.spec.device, 2});
+      ::unsetenv(s.variable);
+      for (const OpCase& c : s.cases) check_case(c, backend.get());
+    }
+  }
+  // A value no path has is refused, naming the variable.
+  ::setenv("BRAID_CUDA_GEMM", "fastest", 1);
+  bool named = true;
+  try {
+    auto backend = be::make_backend(be::BackendSpec{g_target.spec.kind, g_target.spec.device, 2});
+    named = backend->name().rfind("cuda", 0) != 0;  // only CUDA reads it
+  } catch (const std::exception& e) {
+    named = std::string(e.what()).find("BRAID_CUDA_GEMM") != std::string::npos;
+  }
+  ::unsetenv("BRAID_CUDA_GEMM");
+  BOOST_TEST(named);
 }
 
 // The harness itself: a wrong result must show up as a large NMSE.
@@ -559,11 +715,12 @@ BOOST_AUTO_TEST_CASE(streams_are_distinct_and_checked) {
 BOOST_AUTO_TEST_SUITE_END()
 
 int main(int argc, char** argv) {
-  const auto target = braid::test::parse_backend_target(argc, argv, "cpu-f32", "test_backend_ops", "cpu-f32, cuda-f32");
+  const auto target = braid::test::parse_backend_target(argc, argv, "cpu-f32", "test_backend_ops",
+                                                        "cpu-f32, cuda-f32, cpu-bf16, cuda-bf16");
   if (!target) return 2;
   g_target = {target->name, target->spec, target->dtype};
-  if (target->dtype != be::DType::f32) {
-    std::cerr << "test_backend_ops: only f32 ops have cases yet, not " << target->name << "\n";
+  if (target->dtype != be::DType::f32 && target->dtype != be::DType::bf16) {
+    std::cerr << "test_backend_ops: f32 and bf16 targets have cases, not " << target->name << "\n";
     return 2;
   }
   auto backend = braid::test::make_or_skip(*target);

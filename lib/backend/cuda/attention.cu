@@ -5,6 +5,8 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -204,6 +206,13 @@ int per_lane(int hd) { return hd <= 32 ? 1 : hd <= 64 ? 2 : hd <= 128 ? 4 : 8; }
   }
 
 }  // namespace
+
+AttentionPath attention_path_from_env() {
+  const char* v = std::getenv("BRAID_CUDA_ATTENTION");
+  if (!v || !*v || std::strcmp(v, "flash") == 0) return AttentionPath::flash;
+  if (std::strcmp(v, "exact") == 0) return AttentionPath::exact;
+  throw std::invalid_argument(std::string("BRAID_CUDA_ATTENTION=") + v + ": expected flash or exact");
+}
 
 void attention_forward(cudaStream_t s, const AttentionShape& d, const DeviceSegment* segs, int n_segs,
                        std::int64_t total_q, const float* q, const float* k, const float* v, float* out, float* lse) {

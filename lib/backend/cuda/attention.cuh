@@ -17,10 +17,21 @@
 namespace braid::backend::cuda {
 
 // A segment as the kernels read it: AttentionSegment (backend.hpp) plus where its queries
-// and keys start in the enumeration of all queries (q_first) and all keys (k_first) of the batch.
+// and keys start in the enumeration of all queries (q_first) and all keys (k_first) of the
+// batch, and in the same enumerations with each segment's run padded to a multiple of
+// kSegmentPad (q_pad_first, k_pad_first): the tiled kernels give every tile of kSegmentPad or
+// a divisor of it rows one block, found from its padded position.
 struct DeviceSegment {
-  std::int64_t q_begin, q_len, kv_begin, past, q_first, k_first;
+  std::int64_t q_begin, q_len, kv_begin, past, q_first, k_first, q_pad_first, k_pad_first;
 };
+constexpr std::int64_t kSegmentPad = 128;
+
+// Which kernels attention under bf16 product precision runs (BRAID_CUDA_ATTENTION, read when
+// called): "flash" (unset: the tensor-core kernels of flash_attention.cuh where they take the
+// shape) or "exact" (the kernels below, as for f32). std::invalid_argument naming the
+// variable for any other value.
+enum class AttentionPath { flash, exact };
+AttentionPath attention_path_from_env();
 
 // AttentionDims (backend.hpp), which the kernels' C++17 cannot include.
 struct AttentionShape {

@@ -19,6 +19,7 @@
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/embedding.cuh"
+#include "backend/cuda/flash_attention.cuh"
 #include "backend/cuda/gemm.cuh"
 #include "backend/cuda/losses.cuh"
 #include "backend/cuda/rmsnorm.cuh"
@@ -34,7 +35,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -47,18 +50,23 @@ namespace {
 using cuda::check;
 
 // The device segments of a host list, with the total queries and keys.
+// (q_pad, k_pad: the same with each segment's run padded to cuda::kSegmentPad.)
 struct SegmentTable {
   std::vector<cuda::DeviceSegment> segs;
-  std::int64_t total_q = 0, total_k = 0;
+  std::int64_t total_q = 0, total_k = 0, q_pad = 0, k_pad = 0;
 };
+
+std::int64_t padded(std::int64_t n) { return (n + cuda::kSegmentPad - 1) / cuda::kSegmentPad * cuda::kSegmentPad; }
 
 SegmentTable segment_table(std::span<const AttentionSegment> segs) {
   SegmentTable t;
   t.segs.reserve(segs.size());
   for (const AttentionSegment& s : segs) {
-    t.segs.push_back({s.q_begin, s.q_len, s.kv_begin, s.past, t.total_q, t.total_k});
+    t.segs.push_back({s.q_begin, s.q_len, s.kv_begin, s.past, t.total_q, t.total_k, t.q_pad, t.k_pad});
     t.total_q += s.q_len;
     t.total_k += s.past + s.q_len;
+    t.q_pad += padded(s.q_len);
+    t.k_pad += padded(s.past + s.q_len);
   }
   return t;
 }
@@ -176,6 +184,10 @@ class CudaOps final : public Ops<float> {
  private:
   cudaStream_t stream() const;
   double* loss_scratch(std::int64_t n);
+  bool flash(const cuda::AttentionShape& shape, std::initializer_list<const void*> pointers) const;
+  void gemm_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+                 std::int64_t lda, const void* b, DType b_type, std::int64_t ldb, float beta, float* c,
+                 std::int64_t ldc);
 
   CudaBackend& be_;
 };
@@ -204,9 +216,15 @@ class CudaBackend final : public Backend {
       std::uint64_t keep = UINT64_MAX;
       check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep), "configure memory pool");
     }
-    cuda::check_cublas(cublasCreate(&cublas_), "create cuBLAS handle");
-    // Plain f32 products (no TF32): results equal the CPU's to f32 rounding.
-    cuda::check_cublas(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "configure cuBLAS");
+    gemm_ = std::make_unique<cuda::Gemm>();
+    // The environment's choices of the fast paths (docs/gpu.md), read once; a bad value
+    // is the user's, named with the variable.
+    try {
+      gemm_path_ = cuda::gemm_path_from_env();
+      attention_path_ = cuda::attention_path_from_env();
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
   }
 
   ~CudaBackend() override {
@@ -223,7 +241,7 @@ class CudaBackend final : public Backend {
     }
     for (cudaStream_t s : streams_) cudaStreamDestroy(s);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
-    cublasDestroy(cublas_);
+    gemm_.reset();
     cudaEventDestroy(order_);
     cudaStreamDestroy(default_);
     if (pool_) cudaMemPoolDestroy(pool_);
@@ -369,7 +387,9 @@ class CudaBackend final : public Backend {
 
   // For CudaOps.
   cudaStream_t stream() const { return current_; }
-  cublasHandle_t cublas() const { return cublas_; }
+  cuda::Gemm& gemm() { return *gemm_; }
+  cuda::GemmPath gemm_path() const { return gemm_path_; }
+  cuda::AttentionPath attention_path() const { return attention_path_; }
   // Scratch of at least `bytes` for work on the current stream (valid until the next call).
   void* scratch(std::size_t bytes) {
     Scratch& sc = scratch_[current_];
@@ -533,7 +553,9 @@ class CudaBackend final : public Backend {
   std::map<std::size_t, std::vector<void*>> cached_;       // free cudaMalloc blocks by size
   std::unordered_map<void*, std::size_t> raw_sizes_;      // every cudaMalloc block's size
   std::size_t cached_bytes_ = 0;
-  cublasHandle_t cublas_ = nullptr;
+  std::unique_ptr<cuda::Gemm> gemm_;
+  cuda::GemmPath gemm_path_ = cuda::GemmPath::lt;
+  cuda::AttentionPath attention_path_ = cuda::AttentionPath::flash;
   mutable std::mutex mu_;
   std::unordered_map<void*, std::size_t> sizes_;
   std::size_t live_ = 0, peak_ = 0;
@@ -548,9 +570,23 @@ double* CudaOps::loss_scratch(std::int64_t n) {
   return static_cast<double*>(be_.scratch(std::size_t(cuda::loss_scratch(n)) * sizeof(double)));
 }
 
+// Exact unless the backend's product precision is bf16 (a bf16 model's passes): then on
+// tensor cores with both operands rounded to bf16.
 void CudaOps::gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
                    std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  cuda::gemm_f32(be_.cublas(), stream(), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (be_.product_precision() == DType::bf16) {
+    return gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, DType::f32, ldb, beta, c, ldc);
+  }
+  be_.gemm().f32(stream(), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void CudaOps::gemm_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+                        std::int64_t lda, const void* b, DType b_type, std::int64_t ldb, float beta, float* c,
+                        std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  const std::size_t bytes = cuda::Gemm::bf16_scratch_bytes(ta, tb, m, n, k, b_type, be_.gemm_path());
+  be_.gemm().bf16(stream(), be_.gemm_path(), ta, tb, m, n, k, alpha, a, lda, b, b_type, ldb, beta, c, ldc,
+                  be_.scratch(bytes));
 }
 
 void CudaOps::gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
@@ -559,9 +595,7 @@ void CudaOps::gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_
   if (b.type != DType::bf16) {
     throw std::logic_error("gemm: no " + std::string(dtype_name(b.type)) + " weights in f32 ops on CUDA");
   }
-  auto* a16 = static_cast<std::uint16_t*>(be_.scratch(std::size_t(cuda::gemm_bf16_scratch(m, k)) * 2 + 2));
-  cuda::gemm_bf16_weights(be_.cublas(), stream(), ta, tb, m, n, k, alpha, a, lda,
-                          static_cast<const std::uint16_t*>(b.data), ldb, beta, c, ldc, a16);
+  gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b.data, b.type, ldb, beta, c, ldc);
 }
 
 void CudaOps::rmsnorm_backward(const float* x, Weights w, const float* rstd, const float* dy, std::int64_t n,
@@ -574,7 +608,19 @@ void CudaOps::attention_forward(const AttentionDims& dims, std::span<const Atten
                                 const float* k, const float* v, float* out, float* lse) {
   const SegmentTable t = segment_table(segs);
   if (t.total_q == 0) return;
-  cuda::attention_forward(stream(), shape_of(dims), be_.segments(t.segs), int(t.segs.size()), t.total_q, q, k, v, out, lse);
+  const cuda::AttentionShape shape = shape_of(dims);
+  if (flash(shape, {q, k, v, out})) {
+    return cuda::flash_attention_forward(stream(), shape, be_.segments(t.segs), int(t.segs.size()), t.q_pad, q, k, v,
+                                         out, lse);
+  }
+  cuda::attention_forward(stream(), shape, be_.segments(t.segs), int(t.segs.size()), t.total_q, q, k, v, out, lse);
+}
+
+// The tensor-core kernels under bf16 product precision, unless BRAID_CUDA_ATTENTION=exact
+// or the shape is not theirs (flash_attention.cuh); the exact kernels otherwise.
+bool CudaOps::flash(const cuda::AttentionShape& shape, std::initializer_list<const void*> pointers) const {
+  return be_.product_precision() == DType::bf16 && be_.attention_path() == cuda::AttentionPath::flash &&
+         cuda::flash_attention_supports(shape, pointers);
 }
 
 void CudaOps::attention_backward(const AttentionDims& dims, std::span<const AttentionSegment> segs, const float* q,
@@ -584,7 +630,12 @@ void CudaOps::attention_backward(const AttentionDims& dims, std::span<const Atte
   if (t.total_q == 0) return;
   const cuda::DeviceSegment* d_segs = be_.segments(t.segs);
   auto* dsum = static_cast<float*>(be_.scratch(std::size_t(t.total_q) * std::size_t(dims.n_heads) * sizeof(float)));
-  cuda::attention_backward(stream(), shape_of(dims), d_segs, int(t.segs.size()), t.total_q, t.total_k, q, k, v, out, lse, d_out,
+  const cuda::AttentionShape shape = shape_of(dims);
+  if (flash(shape, {q, k, v, out, d_out, d_q, d_k, d_v})) {
+    return cuda::flash_attention_backward(stream(), shape, d_segs, int(t.segs.size()), t.total_q, t.q_pad, t.k_pad, q,
+                                          k, v, out, lse, d_out, d_q, d_k, d_v, dsum);
+  }
+  cuda::attention_backward(stream(), shape, d_segs, int(t.segs.size()), t.total_q, t.total_k, q, k, v, out, lse, d_out,
                            d_q, d_k, d_v, dsum);
 }
 

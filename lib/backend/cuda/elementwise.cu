@@ -43,13 +43,6 @@ __global__ void convert_kernel(std::int64_t n, const S* src, D* dst) {
     dst[i] = from_float<D>(to_float(src[i]));
 }
 
-__global__ void pack_bf16_kernel(std::int64_t rows, std::int64_t cols, const float* src, std::int64_t ld,
-                                 __nv_bfloat16* dst) {
-  const std::int64_t n = rows * cols;
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x)
-    dst[i] = __float2bfloat16_rn(src[(i / cols) * ld + i % cols]);
-}
-
 constexpr int kThreads = 256;
 
 template <typename S, typename D>
@@ -90,14 +83,6 @@ void convert(cudaStream_t s, std::int64_t n, const void* src, DType st, void* ds
   if (st == DType::f16 && dt == DType::f32) return launch_convert<__half, float>(s, n, src, dst);
   throw std::logic_error("convert: no conversion from " + std::string(dtype_name(st)) + " to " +
                          std::string(dtype_name(dt)) + " on CUDA");
-}
-
-void pack_bf16(cudaStream_t s, std::int64_t rows, std::int64_t cols, const float* src, std::int64_t ld,
-               std::uint16_t* dst) {
-  if (rows <= 0 || cols <= 0) return;
-  pack_bf16_kernel<<<blocks_for(rows * cols, kThreads), kThreads, 0, s>>>(rows, cols, src, ld,
-                                                                        reinterpret_cast<__nv_bfloat16*>(dst));
-  check_launch("gemm (packing A as bf16)");
 }
 
 }  // namespace braid::backend::cuda

@@ -21,8 +21,5 @@ void scale(cudaStream_t s, std::int64_t n, float alpha, float* x);
 void sum_squares_partials(cudaStream_t s, std::int64_t n, const float* x, double* partial);
 // dst[i] = src[i] converted; f32, bf16 and f16 either way, or a plain copy when the types match.
 void convert(cudaStream_t s, std::int64_t n, const void* src, DType src_type, void* dst, DType dst_type);
-// A rows × cols block of f32 (row stride ld) into packed bf16 rows (row stride cols).
-void pack_bf16(cudaStream_t s, std::int64_t rows, std::int64_t cols, const float* src, std::int64_t ld,
-               std::uint16_t* dst);
 
 }  // namespace braid::backend::cuda
