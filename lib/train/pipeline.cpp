@@ -69,10 +69,13 @@ FusedPipeline::FusedPipeline(const sched::LoadedSchedule& schedule, comm::Commun
   const std::string& origin = im.opt.schedule_origin;
   if (p.devices != comm.size()) {
     throw InputError(origin, "spec.devices",
-                     fmt::format("the schedule is for {} devices but {} run it (mpirun -np {}{})", p.devices,
-                                 im.opt.tp.size > 1 ? fmt::format("{} devices of tp {}", comm.size(), im.opt.tp.size)
-                                                    : fmt::format("{} MPI ranks", comm.size()),
-                                 p.devices * im.opt.tp.size, im.opt.tp.size > 1 ? fmt::format(" with --tp {}", im.opt.tp.size) : ""));
+                     im.opt.tp.size > 1
+                         ? fmt::format("the schedule is for {} devices but the {} ranks at --tp {} make {} device{} "
+                                       "(mpirun -np {} with --tp {})",
+                                       p.devices, comm.size() * im.opt.tp.size, im.opt.tp.size, comm.size(),
+                                       comm.size() == 1 ? "" : "s", p.devices * im.opt.tp.size, im.opt.tp.size)
+                         : fmt::format("the schedule is for {} devices but {} MPI ranks run it (mpirun -np {})",
+                                       p.devices, comm.size(), p.devices));
   }
   // The streams as braid-schedgen --verify runs them, on every rank (each holds the whole
   // schedule) and before any message moves: a stream that would crash or deadlock here
