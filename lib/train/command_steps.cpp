@@ -38,7 +38,7 @@ LoopOptions loop_options(const CommonTrainOptions& c, std::size_t group) {
   return {.epochs = c.epochs, .mini_batch = c.mini_batch * group, .seed = c.seed, .group = group};
 }
 
-checkpoint::OpenedModel open_for_training(const std::string& spec, backend::Backend& be, bool need_lm_head,
+checkpoint::OpenedModel open_for_ranks(const std::string& spec, backend::Backend& be, bool need_lm_head,
                                           bool need_value_head, const CommonTrainOptions& c, const TrainingRanks& ranks) {
   ranks.require_splits(spec);
   return checkpoint::open_model(spec, be, {}, need_lm_head, need_value_head, c.dtype, ranks.tp());

@@ -27,9 +27,9 @@ TrainerOptions trainer_options(const CommonTrainOptions& c, double lr, std::size
                                comm::Communicator* dp = nullptr);
 LoopOptions loop_options(const CommonTrainOptions& c, std::size_t group);
 
-// The checkpoint a mode trains, opened at this rank's tp slice (ranks.tp()): InputError
-// first when its model does not split that many ways.
-checkpoint::OpenedModel open_for_training(const std::string& spec, backend::Backend& be, bool need_lm_head,
+// A checkpoint a mode reads (a model to train, DPO's reference), opened at this rank's
+// tp slice (ranks.tp()): InputError first when its model does not split that many ways.
+checkpoint::OpenedModel open_for_ranks(const std::string& spec, backend::Backend& be, bool need_lm_head,
                                           bool need_value_head, const CommonTrainOptions& c, const TrainingRanks& ranks);
 
 // A model opened from a checkpoint with its trainer, optimizer state loaded when present.

@@ -31,11 +31,11 @@ class ProcessSession final : public RlSession {
     ranks_.require_named_inputs(c.inputs, "shards");
     ranks_.require_host_memory(*be_);
     const bool ppo = c.algorithm == "ppo";
-    actor_ = {open_for_training(c.actor, *be_, true, false, c.common, ranks_), nullptr, nullptr, c.actor, c.actor_out,
+    actor_ = {open_for_ranks(c.actor, *be_, true, false, c.common, ranks_), nullptr, nullptr, c.actor, c.actor_out,
               "actor_train"};
     trainees_.push_back(&actor_);
     if (ppo) {
-      critic_ = {open_for_training(c.critic, *be_, false, true, c.common, ranks_), nullptr, nullptr, c.critic,
+      critic_ = {open_for_ranks(c.critic, *be_, false, true, c.common, ranks_), nullptr, nullptr, c.critic,
                  c.critic_out, "critic_train"};
       trainees_.push_back(&critic_);
     }

@@ -23,6 +23,7 @@
 #include "train/objectives.hpp"
 #include "train/optimizer_state.hpp"
 #include "train/pipeline.hpp"
+#include "train/ranks.hpp"
 #include "train/train_outputs.hpp"
 
 #include <fmt/format.h>
@@ -54,15 +55,8 @@ class FusedSession final : public RlSession {
     if (mesh_.cross_group() == nullptr) own_cross_ = world_->split(mesh_.tp_rank(), 0);
     comm::Communicator& devices = mesh_.cross_group() ? *mesh_.cross_group() : *own_cross_;
     const model::TensorParallel tp{mesh_.tp_size(), mesh_.tp_rank(), mesh_.tp_group()};
-    for (const std::string& spec : std::vector<std::string>{c.actor, c.critic}) {
-      if (spec.empty() || tp.size == 1 || (spec == c.critic && c.algorithm != "ppo")) continue;
-      const auto files = checkpoint::checkpoint_files(spec);
-      try {
-        model::check_tensor_parallel(checkpoint::config_of(io::WeightShardSet({files.front()})), tp.size);
-      } catch (const std::invalid_argument& e) {
-        throw InputError(files.front().string(), "model_config", fmt::format("{} (--tp {})", e.what(), tp.size));
-      }
-    }
+    require_tp_splits(c.actor, tp.size);
+    if (c.algorithm == "ppo") require_tp_splits(c.critic, tp.size);
     const auto schedule = sched::load_schedule(load_json_file(c.schedule), c.schedule);
     const optim::AdamWConfig adamw{.weight_decay = c.common.weight_decay, .max_grad_norm = c.common.max_grad_norm};
     std::vector<PipelineModel> models{{"actor", c.actor, &policy_, adamw, c.common.dtype}};

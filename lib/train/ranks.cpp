@@ -80,8 +80,9 @@ void TrainingRanks::require_host_memory(const backend::Backend& be) const {
                                describe(), be.name()));
 }
 
-void TrainingRanks::require_splits(const std::string& checkpoint) const {
-  const int tp = mesh_.tp_size();
+void TrainingRanks::require_splits(const std::string& checkpoint) const { require_tp_splits(checkpoint, mesh_.tp_size()); }
+
+void require_tp_splits(const std::string& checkpoint, int tp) {
   if (tp == 1) return;
   const auto files = checkpoint::checkpoint_files(checkpoint);
   const model::ModelConfig cfg = checkpoint::config_of(io::WeightShardSet({files.front()}));

@@ -64,8 +64,7 @@ class TrainingRanks {
   // address: the MPI communicator moves host memory (a device one, NCCL, is not wired
   // into training yet).
   void require_host_memory(const backend::Backend& be) const;
-  // InputError naming the checkpoint when its model cannot be split tp ways
-  // (model::check_tensor_parallel), before any model is built.
+  // require_tp_splits(checkpoint, this layout's tp).
   void require_splits(const std::string& checkpoint) const;
 
  private:
@@ -73,5 +72,9 @@ class TrainingRanks {
   std::unique_ptr<comm::Communicator> world_;
   comm::Mesh mesh_;   // after world_: goes first
 };
+
+// InputError naming the checkpoint's file when its model cannot be split tp ways
+// (model::check_tensor_parallel), before any model is built.
+void require_tp_splits(const std::string& checkpoint, int tp);
 
 }  // namespace braid::train

@@ -37,7 +37,7 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
   const bool policy = mode != TextMode::rm;
   auto be = backend::make_backend(c.common.device, c.common.threads);
   ranks.require_host_memory(*be);
-  Trainee t{open_for_training(c.model, *be, policy, !policy, c.common, ranks), nullptr, nullptr, c.model, c.model_out,
+  Trainee t{open_for_ranks(c.model, *be, policy, !policy, c.common, ranks), nullptr, nullptr, c.model, c.model_out,
             policy ? "actor_train" : "reward_train"};
   std::vector<Trainee*> trainees{&t};
   if (already_done(trainees, ranks)) return 0;
@@ -95,7 +95,7 @@ int run_dpo(const DpoCommand& c) {
     if (c.ref.empty()) {
       batch.logprobs_ref = reference_logprobs(*t.opened.model, batch, c.text.common.micro_tokens);
     } else {
-      const checkpoint::OpenedModel ref = open_for_training(c.ref, be, true, false, c.text.common, ranks);
+      const checkpoint::OpenedModel ref = open_for_ranks(c.ref, be, true, false, c.text.common, ranks);
       const std::int32_t vocab = t.opened.model->config().vocab_size;
       if (ref.model->config().vocab_size != vocab) {
         throw InputError(c.ref, "vocab_size",
