@@ -254,26 +254,27 @@ std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path&
   return files;
 }
 
+std::vector<std::filesystem::path> files_of_tp_rank(const std::vector<std::filesystem::path>& files,
+                                                    const model::TensorParallel& tp) {
+  if (files.size() <= 1) return files;
+  std::vector<int> ranks;
+  bool own_degree = false;
+  for (const auto& f : files) {
+    const io::WeightShardMeta meta = io::WeightShardReader(f).meta();
+    ranks.push_back(meta.tp_rank);
+    own_degree = own_degree || meta.tp_size == tp.size;
+  }
+  const int pick = own_degree ? tp.rank : 0;
+  std::vector<std::filesystem::path> mine;
+  for (std::size_t i = 0; i < files.size(); ++i)
+    if (ranks[i] == pick) mine.push_back(files[i]);
+  return mine;
+}
+
 OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, model::LayerRange layers,
                        bool need_lm_head, bool need_value_head, backend::DType dtype, model::TensorParallel tp) {
   OpenedModel out;
-  out.files = checkpoint_files(spec);
-  if (out.files.size() > 1) {
-    // The files of one tp rank: this model's when the checkpoint has its degree (else
-    // rank 0's, which load_weights refuses, naming the degree).
-    std::vector<std::filesystem::path> mine;
-    bool own_degree = false;
-    std::vector<int> ranks;
-    for (const auto& f : out.files) {
-      const io::WeightShardMeta meta = io::WeightShardReader(f).meta();
-      ranks.push_back(meta.tp_rank);
-      own_degree = own_degree || meta.tp_size == tp.size;
-    }
-    const int pick = own_degree ? tp.rank : 0;
-    for (std::size_t i = 0; i < out.files.size(); ++i)
-      if (ranks[i] == pick) mine.push_back(out.files[i]);
-    out.files = std::move(mine);
-  }
+  out.files = files_of_tp_rank(checkpoint_files(spec), tp);
   const io::WeightShardSet shards(out.files);
   const model::ModelConfig cfg = config_of(shards);
   const auto& first = shards.shards().front();

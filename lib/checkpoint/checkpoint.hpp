@@ -69,6 +69,13 @@ model::ModelConfig config_of(const io::WeightShardSet& shards);
 // files are missing or of two splits or degrees.
 std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path& spec);
 
+// Of a checkpoint's files (checkpoint_files' answer), those a model at tp rank tp.rank
+// of tp.size loads: all of them for a whole (tp 1) checkpoint, else those of its own
+// rank, or rank 0's when the files are of another degree (which load_weights and
+// load_optimizer_state then refuse, naming tp_size and `braid reshard`).
+std::vector<std::filesystem::path> files_of_tp_rank(const std::vector<std::filesystem::path>& files,
+                                                    const model::TensorParallel& tp);
+
 // A model (or a pipeline stage of one: layers) built from the checkpoint's config and
 // loaded from it. The heads follow the checkpoint: an LM head when it holds
 // lm_head.weight or ties its embeddings, a value head when it holds score.weight;

@@ -66,6 +66,8 @@ void save_optimizer_state(std::span<const Moment> moments, std::int64_t step, co
   meta.layer_end = m.layer_end();
   meta.has_embedding = m.is_first_stage();
   meta.has_head = m.is_last_stage();
+  meta.tp_rank = m.tensor_parallel().rank;   // the moments are of this rank's slices
+  meta.tp_size = m.tensor_parallel().size;
   meta.step = step;
   meta.created_by = info.created_by;
   io::WeightShardWriter w(path, meta);
@@ -83,24 +85,37 @@ std::optional<std::int64_t> load_optimizer_state(std::span<const Moment> moments
                                                  const std::filesystem::path& checkpoint) {
   const std::filesystem::path spec = optimizer_state_path(checkpoint);
   if (!has_stage_files(spec)) return std::nullopt;
-  const io::WeightShardSet shards(checkpoint_files(spec));
+  const model::TensorParallel& tp = m.tensor_parallel();
+  const io::WeightShardSet shards(files_of_tp_rank(checkpoint_files(spec), tp));
   for (const auto& s : shards.shards()) {
     if (s.meta().kind != "optimizer") {
       throw InputError(s.path().string(), "kind", fmt::format("is \"{}\", expected \"optimizer\"", s.meta().kind));
     }
   }
+  // The state of the model's own tp slice loads as it is; a whole (tp 1) state loads
+  // into any tp rank, each moment read as the rank's slice. Other degrees are resharded.
+  const io::WeightShardMeta& head = shards.shards().front().meta();
+  if (head.tp_size != 1 && (head.tp_size != tp.size || head.tp_rank != tp.rank)) {
+    throw InputError(shards.shards().front().path().string(), "attribute tp_size",
+                     fmt::format("optimizer state of tp slice {} of {} where the model is slice {} of {} (braid "
+                                 "reshard {} --tp {} makes the files of another tp degree)",
+                                 head.tp_rank, head.tp_size, tp.rank, tp.size, spec.string(), tp.size));
+  }
+  const bool slicing = head.tp_size == 1 && tp.size > 1;
   backend::Backend& be = m.backend();
   std::vector<float> host;
   for_each_moment(moments, m, [&](const auto& t, const std::string& name, float* moment, std::size_t n) {
     if (!shards.contains(name)) throw InputError(spec.string(), name, "optimizer state is missing this tensor");
     const auto& holder = shards.holder(name);
-    if (holder.shape(name) != t.shape) {
+    const io::Shape& want = slicing ? t.full_shape : t.shape;
+    if (holder.shape(name) != want) {
       throw InputError(holder.path().string(), name,
                        fmt::format("shape {} where the model has {}", io::shape_string(holder.shape(name)),
-                                   io::shape_string(t.shape)));
+                                   io::shape_string(want)));
     }
     host.resize(n);
-    holder.read(name, host.data());
+    if (slicing && t.slice.split()) holder.read_slice(name, t.slice.axis, t.slice.begin, t.slice.end, host.data());
+    else holder.read(name, host.data());
     be.copy_to_device(moment, host.data(), n * sizeof(float));
   });
   return shards.shards().front().meta().step;

@@ -7,6 +7,12 @@
 // backend's memory running over every tensor of the model in m.tensors() order (the
 // layout AdamW keeps its moments in). The adapter for optim::AdamW is
 // train/optimizer_state.hpp; this room knows no optimizer.
+//
+// Tensor parallelism: a tp rank's state holds the moments of its slices, with tp_rank
+// and tp_size set like its weights, at tp_path(optimizer_state_path(out), rank, size)
+// ("ckpt.optim.tp1-of-2.h5"); a whole (tp 1) state loads into any tp rank (each moment
+// read as the rank's slice), another degree is resharded first (braid reshard, as the
+// weights).
 #pragma once
 
 #include "checkpoint/checkpoint.hpp"
@@ -38,7 +44,8 @@ void save_optimizer_state(std::span<const Moment> moments, std::int64_t step, co
 // Loads optimizer_state_path(checkpoint) (a file or its stage files) into the moments
 // when it exists and returns its step count; nullopt (moments untouched) when there is
 // none. InputError naming the file and tensor for a file of another kind, a missing
-// tensor or a shape that differs from the model's.
+// tensor or a shape that differs from the model's, and naming tp_size for the state of
+// another tp degree than the model's (other than 1).
 std::optional<std::int64_t> load_optimizer_state(std::span<const Moment> moments, const model::Model& m,
                                                  const std::filesystem::path& checkpoint);
 

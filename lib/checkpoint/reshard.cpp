@@ -21,11 +21,17 @@ std::vector<std::filesystem::path> reshard(const std::vector<std::filesystem::pa
   // The input's files by tp rank, each rank's ordered by stage.
   std::map<int, std::vector<io::WeightShardReader>> by_rank;
   int in_tp = 0;
+  std::string kind;
   for (const auto& f : files) {
     io::WeightShardReader r(f);
     const io::WeightShardMeta& m = r.meta();
-    if (m.kind != "weights")
-      throw InputError(f.string(), "attribute kind", fmt::format("is \"{}\": only weights are resharded", m.kind));
+    if (m.kind != "weights" && m.kind != "optimizer")
+      throw InputError(f.string(), "attribute kind",
+                       fmt::format("is \"{}\": weights or optimizer state are resharded", m.kind));
+    if (kind.empty()) kind = m.kind;
+    if (m.kind != kind)
+      throw InputError(f.string(), "attribute kind", fmt::format("is \"{}\" where {} is \"{}\"", m.kind,
+                                                                 files.front().string(), kind));
     if (in_tp == 0) in_tp = m.tp_size;
     if (m.tp_size != in_tp)
       throw InputError(f.string(), "attribute tp_size",
@@ -76,6 +82,8 @@ std::vector<std::filesystem::path> reshard(const std::vector<std::filesystem::pa
       writers.emplace_back(stage_path(tp_path(out, q, tp_size), s, stages), meta);
     }
     for (const std::string& name : head.names()) {
+      // An optimizer state's "<parameter>.<moment>" is split as its parameter.
+      const std::string param = kind == "optimizer" ? name.substr(0, name.rfind('.')) : name;
       // The whole tensor: the input ranks' slices joined along the split axis.
       std::vector<io::Shape> shapes;
       std::vector<std::vector<float>> parts;
@@ -85,7 +93,7 @@ std::vector<std::filesystem::path> reshard(const std::vector<std::filesystem::pa
         shapes.push_back(src.shape(name));
         parts.push_back(src.read(name));
       }
-      const int axis = model::tp_slice(cfg, name, shapes[0], in_tp, 0).axis;
+      const int axis = model::tp_slice(cfg, param, shapes[0], in_tp, 0).axis;
       io::Shape full_shape = shapes[0];
       std::vector<float> full;
       if (axis < 0) {
@@ -100,7 +108,7 @@ std::vector<std::filesystem::path> reshard(const std::vector<std::filesystem::pa
         for (const auto& sh : shapes) full_shape[std::size_t(axis)] += sh[std::size_t(axis)];
         full.resize(std::size_t(io::numel(full_shape)));
         for (int r = 0; r < in_tp; ++r) {
-          const model::TpSlice sl = model::tp_slice(cfg, name, full_shape, in_tp, r);
+          const model::TpSlice sl = model::tp_slice(cfg, param, full_shape, in_tp, r);
           io::Shape want = full_shape;
           want[std::size_t(axis)] = sl.end - sl.begin;
           if (shapes[std::size_t(r)] != want)
@@ -111,7 +119,7 @@ std::vector<std::filesystem::path> reshard(const std::vector<std::filesystem::pa
         }
       }
       for (int q = 0; q < tp_size; ++q) {
-        const model::TpSlice sl = model::tp_slice(cfg, name, full_shape, tp_size, q);
+        const model::TpSlice sl = model::tp_slice(cfg, param, full_shape, tp_size, q);
         io::Shape shape = full_shape;
         if (sl.split()) shape[std::size_t(sl.axis)] = sl.end - sl.begin;
         writers[std::size_t(q)].add(name, shape, model::extract_slice(full.data(), full_shape, sl));

@@ -10,8 +10,10 @@
 
 namespace braid::optim {
 
-AdamW::AdamW(backend::Backend& be, std::span<model::Tensor<float>> tensors, const AdamWConfig& cfg, DataParallel dp)
-    : be_(&be), cfg_(cfg), dp_(dp) {
+AdamW::AdamW(backend::Backend& be, std::span<model::Tensor<float>> tensors, const AdamWConfig& cfg, DataParallel dp,
+             model::TensorParallel tp)
+    : be_(&be), cfg_(cfg), dp_(dp), tp_(tp) {
+  if (tp_.size <= 1) tp_ = {};
   if (dp_.comm != nullptr && dp_.comm->size() > 1) {
     dp_rank_ = dp_.comm->rank();
     dp_size_ = dp_.comm->size();
@@ -72,6 +74,7 @@ AdamW::AdamW(backend::Backend& be, std::span<model::Tensor<float>> tensors, cons
     const std::int64_t n = std::max<std::int64_t>(hi - lo, 0);
     // Decay the matrices; norms (1-D gains) keep their scale, as in GPT-2/Llama recipes.
     Group g{nullptr, t.grad + first, n, lo - shard_begin_, t.shape.size() >= 2};
+    g.counted = t.slice.split() || tp_.rank == 0;
     if (t.dtype != backend::DType::f32) {
       float* master = master_.data() + master_off;
       master_off += n;
@@ -98,7 +101,7 @@ AdamW::~AdamW() {
 }
 
 AdamW::AdamW(AdamW&& o) noexcept
-    : be_(o.be_), cfg_(o.cfg_), dp_(o.dp_), dp_rank_(o.dp_rank_), dp_size_(o.dp_size_), total_(o.total_),
+    : be_(o.be_), cfg_(o.cfg_), dp_(o.dp_), tp_(o.tp_), dp_rank_(o.dp_rank_), dp_size_(o.dp_size_), total_(o.total_),
       shard_begin_(o.shard_begin_), shard_end_(o.shard_end_), groups_(std::move(o.groups_)), m_(std::move(o.m_)),
       v_(std::move(o.v_)), master_(std::move(o.master_)), whole_master_(std::move(o.whole_master_)),
       mastered_(std::move(o.mastered_)), narrow_(std::move(o.narrow_)), tensor_starts_(std::move(o.tensor_starts_)), weights_base_(o.weights_base_), elem_bytes_(o.elem_bytes_),
@@ -127,7 +130,9 @@ double AdamW::grad_sq_norm(double grad_scale) const {
   // One reduction over every gradient where they live; only the sum comes back.
   std::vector<std::span<const float>> grads;
   grads.reserve(groups_.size());
-  for (const Group& g : groups_) grads.emplace_back(g.g, static_cast<std::size_t>(g.n));
+  for (const Group& g : groups_) {
+    if (g.counted) grads.emplace_back(g.g, static_cast<std::size_t>(g.n));
+  }
   return be_->ops<float>().global_sum_squares(grads) * grad_scale * grad_scale;
 }
 
@@ -163,6 +168,7 @@ double AdamW::step(double lr, double grad_scale) {
   reduce_gradients();
   double sq = grad_sq_norm(grad_scale);
   if (dp_.comm != nullptr) dp_.comm->all_reduce_sum(std::span<double>(&sq, 1));
+  if (tp_.group != nullptr) tp_.group->all_reduce_sum(std::span<double>(&sq, 1));
   const double norm = std::sqrt(sq);
   step_with_norm(lr, grad_scale, norm);
   return norm;

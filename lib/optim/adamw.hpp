@@ -21,6 +21,14 @@
 // them between the shards and whole arrays on one rank (the writer, the reader), point
 // to point, so no other rank ever holds more than its shard. Every call that talks to
 // the other ranks is collective.
+//
+// Tensor parallelism (model/tensor_parallel.hpp; the tensors are one tp rank's slices
+// and the replicated tensors): each tp rank runs its own AdamW over its own parameters
+// (data parallelism, if any, over the ranks holding the same slices: comm::Mesh's cross
+// group), so the state is per slice. Only the gradient norm crosses the tp group: the
+// sum of Σg² over the ranks counts each rank's slices and, once, the replicated tensors
+// (whose gradients are the same on every tp rank): grad_sq_norm counts them on tp rank
+// 0 only, and step() sums over the group.
 #pragma once
 
 #include "backend/backend.hpp"
@@ -53,9 +61,10 @@ struct DataParallel {
 
 class AdamW {
  public:
-  // Collective over dp.comm when it has more than one rank.
+  // Collective over dp.comm when it has more than one rank. tp: the tp group the tensors
+  // are slices of (the model's tensor_parallel()); its group is used by step() only.
   AdamW(backend::Backend& be, std::span<model::Tensor<float>> tensors, const AdamWConfig& cfg,
-        DataParallel dp = {});
+        DataParallel dp = {}, model::TensorParallel tp = {});
   ~AdamW();
   AdamW(AdamW&&) noexcept;
   AdamW& operator=(AdamW&&) = delete;
@@ -63,15 +72,17 @@ class AdamW {
   AdamW& operator=(const AdamW&) = delete;
 
   // Σ g² of the gradients scaled by grad_scale, over the elements this rank updates (its
-  // shard; every tensor without data parallelism; local to this stage on a pipeline).
+  // shard; every tensor without data parallelism; local to this stage on a pipeline),
+  // replicated tensors counted on tp rank 0 only: summed over the tp group (and the
+  // data-parallel ranks, and a pipeline's stages) it is the square of the global norm.
   double grad_sq_norm(double grad_scale = 1.0) const;
   // One update of this rank's shard with the gradients times grad_scale, clipped against
   // global_norm (the norm of the scaled gradients over every stage), then, under data
   // parallelism, the all-gather of the updated weights. Returns the clip factor.
   double step_with_norm(double lr, double grad_scale, double global_norm);
   // Under data parallelism the gradient sum over the ranks and the norm over every
-  // shard first; then as grad_sq_norm + step_with_norm. Returns the global norm before
-  // clipping.
+  // shard first (and over the tp group); then as grad_sq_norm + step_with_norm. Returns
+  // the global norm before clipping.
   double step(double lr, double grad_scale = 1.0);
   // The sum of every rank's gradients into each rank's (bucketed; nothing without data
   // parallelism). step() calls it.
@@ -113,6 +124,7 @@ class AdamW {
   // w: the f32 master; compute: the narrower copy to refresh after each step (or nullptr).
   struct Group {
     float* w; const float* g; std::int64_t n; std::int64_t offset; bool decay;
+    bool counted = true;   // in grad_sq_norm (false: a replicated tensor off tp rank 0)
     void* compute = nullptr; backend::DType compute_type = backend::DType::f32;
   };
   void gather_weights();
@@ -122,6 +134,7 @@ class AdamW {
   backend::Backend* be_;
   AdamWConfig cfg_;
   DataParallel dp_;
+  model::TensorParallel tp_;
   int dp_rank_ = 0, dp_size_ = 1;
   std::int64_t total_ = 0, shard_begin_ = 0, shard_end_ = 0;
   std::vector<Group> groups_;                     // this rank's shard of every tensor

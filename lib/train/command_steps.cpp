@@ -38,6 +38,12 @@ LoopOptions loop_options(const CommonTrainOptions& c, std::size_t group) {
   return {.epochs = c.epochs, .mini_batch = c.mini_batch * group, .seed = c.seed, .group = group};
 }
 
+checkpoint::OpenedModel open_for_ranks(const std::string& spec, backend::Backend& be, bool need_lm_head,
+                                          bool need_value_head, const CommonTrainOptions& c, const TrainingRanks& ranks) {
+  ranks.require_splits(spec);
+  return checkpoint::open_model(spec, be, {}, need_lm_head, need_value_head, c.dtype, ranks.tp());
+}
+
 void attach(Trainee& t, std::unique_ptr<Objective> obj, const TrainerOptions& opt) {
   t.objective = std::move(obj);
   t.trainer = std::make_unique<Trainer>(*t.opened.model, *t.objective, opt);
@@ -92,15 +98,21 @@ std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& e
   return records;
 }
 
-void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by, bool lead) {
+void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by, const TrainingRanks& ranks) {
   for (Trainee* t : trainees) {
     const auto files = save_checkpoint(*t->opened.model, t->trainer->optimizer(), t->out,
                                        {.step = t->opened.step + 1, .created_by = created_by,
                                         .config_json = t->opened.config_json},
-                                       lead);
-    if (!lead) continue;
-    log::info("{}: wrote {} (step {}) and {}", t->call, files[0].string(), t->opened.step + 1, files[1].string());
-    std::cout << files[0].string() << std::endl;
+                                       ranks.writes_checkpoints());
+    if (!ranks.lead()) continue;
+    log::info("{}: wrote {} (step {}) and {}{}", t->call, files[0].string(), t->opened.step + 1, files[1].string(),
+              ranks.tp().size > 1 ? fmt::format(", and the slices of the other {} tp ranks", ranks.tp().size - 1) : "");
+  }
+  // Every tp rank's files exist before the lead names them.
+  ranks.barrier();
+  if (!ranks.lead()) return;
+  for (Trainee* t : trainees) {
+    for (const auto& f : ranks.files(t->out)) std::cout << f.string() << std::endl;
   }
 }
 
@@ -114,14 +126,14 @@ void write_stats(const CommonTrainOptions& c, Clock::time_point t0, const io::Sa
   write_text_file(c.stats, doc.dump(2) + "\n");
 }
 
-bool already_done(const std::vector<Trainee*>& trainees, const DataParallelRanks& ranks) {
+bool already_done(const std::vector<Trainee*>& trainees, const TrainingRanks& ranks) {
   bool complete = true;
   for (const Trainee* t : trainees) complete = complete && checkpoint_complete(t->out, t->opened.step + 1);
   if (!ranks.all(complete)) return false;
   if (!ranks.lead()) return true;
   for (const Trainee* t : trainees) {
     log::info("{}: {} is already complete (step {}): skipped", t->call, t->out, t->opened.step + 1);
-    std::cout << t->out << std::endl;
+    for (const auto& f : ranks.files(t->out)) std::cout << f.string() << std::endl;
   }
   return true;
 }

@@ -5,7 +5,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "core/json.hpp"
 #include "train/commands.hpp"
-#include "train/data_parallel.hpp"
+#include "train/ranks.hpp"
 #include "train/objective.hpp"
 #include "train/trainer.hpp"
 
@@ -22,10 +22,15 @@ using Clock = std::chrono::steady_clock;
 // schedule of c (--lr-schedule, --warmup-steps, --min-lr scaled by peak / --lr,
 // --total-steps); run_loop sets the end from --lr-calls when --total-steps is 0.
 optim::LrSchedule lr_schedule(const CommonTrainOptions& c, double peak);
-// dp: the data-parallel ranks (nullptr: this process alone).
+// dp: the data-parallel ranks (nullptr: this process alone); the model's tp group is its own.
 TrainerOptions trainer_options(const CommonTrainOptions& c, double lr, std::size_t group,
                                comm::Communicator* dp = nullptr);
 LoopOptions loop_options(const CommonTrainOptions& c, std::size_t group);
+
+// A checkpoint a mode reads (a model to train, DPO's reference), opened at this rank's
+// tp slice (ranks.tp()): InputError first when its model does not split that many ways.
+checkpoint::OpenedModel open_for_ranks(const std::string& spec, backend::Backend& be, bool need_lm_head,
+                                          bool need_value_head, const CommonTrainOptions& c, const TrainingRanks& ranks);
 
 // A model opened from a checkpoint with its trainer, optimizer state loaded when present.
 struct Trainee {
@@ -43,14 +48,15 @@ TrainerEngine engine_of(const std::vector<Trainee*>& trainees);
 std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& engine, const LoopOptions& loop,
                                  const CommonTrainOptions& c);
 // New checkpoints (step + 1) with their optimizer state; the weight files on stdout.
-// Collective over data-parallel ranks: the lead alone writes and lists.
-void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by, bool lead = true);
+// Collective over the ranks: each tp rank of device 0 writes its slice files, the lead
+// lists every file once they all exist.
+void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by, const TrainingRanks& ranks);
 // `extra`'s keys are added to the document's top level ("staleness").
 void write_stats(const CommonTrainOptions& c, Clock::time_point t0, const io::SampleBatch& batch,
                  const std::vector<CallRecord>& records, const ordered_json& extra = ordered_json::object());
 // A rerun after an interruption: every output already there, at the step it would get
 // (logged, printed again by the lead). Collective over the ranks, which all answer alike.
-bool already_done(const std::vector<Trainee*>& trainees, const DataParallelRanks& ranks);
+bool already_done(const std::vector<Trainee*>& trainees, const TrainingRanks& ranks);
 void check_common(const CommonTrainOptions& c);
 // Before any work: the folder of every output file ("" skipped) exists and is writable,
 // so that a typo fails now (UsageError naming the path) and not after training.

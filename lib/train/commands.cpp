@@ -22,19 +22,21 @@ using namespace steps;
 
 namespace {
 
-// Actor (and critic) as Trainers in this process; under mpirun, data parallel over
-// every rank (train/data_parallel.hpp).
+// Actor (and critic) as Trainers in this process; under mpirun, devices x tp
+// (train/ranks.hpp).
 class ProcessSession final : public RlSession {
  public:
   explicit ProcessSession(const RlCommand& c)
-      : c_(c), ranks_(c.common.data_parallel), be_(backend::make_backend(c.common.device, c.common.threads)) {
+      : c_(c), ranks_(c.common.data_parallel, c.common.tp), be_(backend::make_backend(c.common.device, c.common.threads)) {
     ranks_.require_named_inputs(c.inputs, "shards");
     ranks_.require_host_memory(*be_);
     const bool ppo = c.algorithm == "ppo";
-    actor_ = {checkpoint::open_model(c.actor, *be_, {}, true, false, c.common.dtype), nullptr, nullptr, c.actor, c.actor_out, "actor_train"};
+    actor_ = {open_for_ranks(c.actor, *be_, true, false, c.common, ranks_), nullptr, nullptr, c.actor, c.actor_out,
+              "actor_train"};
     trainees_.push_back(&actor_);
     if (ppo) {
-      critic_ = {checkpoint::open_model(c.critic, *be_, {}, false, true, c.common.dtype), nullptr, nullptr, c.critic, c.critic_out, "critic_train"};
+      critic_ = {open_for_ranks(c.critic, *be_, false, true, c.common, ranks_), nullptr, nullptr, c.critic,
+                 c.critic_out, "critic_train"};
       trainees_.push_back(&critic_);
     }
   }
@@ -60,11 +62,11 @@ class ProcessSession final : public RlSession {
   std::string describe() const override { return ranks_.describe(); }
   backend::Backend& backend() override { return *be_; }
   TrainingEngine& engine() override { return *engine_; }
-  void save(const std::string& created_by) override { save_all(trainees_, created_by, lead()); }
+  void save(const std::string& created_by) override { save_all(trainees_, created_by, ranks_); }
 
  private:
   const RlCommand& c_;
-  DataParallelRanks ranks_;   // first: MPI is up before anything else and down after
+  TrainingRanks ranks_;   // first: MPI is up before anything else and down after
   std::unique_ptr<backend::Backend> be_;
   Trainee actor_, critic_;
   std::vector<Trainee*> trainees_;

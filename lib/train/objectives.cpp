@@ -83,9 +83,9 @@ void check_rows(const model::Model& m, const model::Activations& acts, const io:
 
 model::Batch batch_of(const io::SampleBatch& mb) { return {mb.tokens, mb.offsets}; }
 
+// The model's head: its vocabulary slice and tp group under tensor parallelism.
 std::unique_ptr<rl::ChunkedLmHead<float>> make_head(const model::Model& m, std::int64_t chunk_rows) {
-  return std::make_unique<rl::ChunkedLmHead<float>>(m.backend(), m.config().vocab_size, m.config().hidden_size,
-                                                    chunk_rows);
+  return std::make_unique<rl::ChunkedLmHead<float>>(m, chunk_rows);
 }
 
 }  // namespace

@@ -36,10 +36,13 @@ struct CommonTrainOptions {
   std::string device = "cpu";         // backend/registry.hpp
   backend::DType dtype = backend::DType::f32;   // storage of the weights (--dtype); masters stay f32
   std::string stats;                  // --stats file ("" = none)
-  // Under mpirun without --schedule: train data parallel over every rank of the job
-  // (train/data_parallel.hpp). false: this process alone, as when one rank of a job
+  // Under mpirun without --schedule: train over every rank of the job, data parallel over
+  // the devices (train/ranks.hpp). false: this process alone, as when one rank of a job
   // that does something else runs a mode by itself.
   bool data_parallel = true;
+  // --tp: the tensor-parallel degree under mpirun; ranks = devices x tp (train/ranks.hpp;
+  // with --schedule, the pipeline's devices x tp).
+  int tp = 1;
   std::string created_by;             // the command line
 };
 

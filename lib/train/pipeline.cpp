@@ -36,7 +36,7 @@ void open_stage(PipelineModelState& ms, const sched::Problem& p, int device, bac
   ms.stage = p.stage_on(ms.sched_index, device);
   ms.replica = p.replica_on(ms.sched_index, device);
 
-  const io::WeightShardSet shards(checkpoint::checkpoint_files(ms.spec.checkpoint));
+  const io::WeightShardSet shards(checkpoint::files_of_tp_rank(checkpoint::checkpoint_files(ms.spec.checkpoint), opt.tp));
   const model::ModelConfig cfg = checkpoint::config_of(shards);
   if (ms.stages > cfg.num_hidden_layers) {
     throw InputError(opt.schedule_origin, fmt::format("spec.models[{}].stages", ms.sched_index),
@@ -46,12 +46,13 @@ void open_stage(PipelineModelState& ms, const sched::Problem& p, int device, bac
   const auto layers = checkpoint::split_layers(cfg.num_hidden_layers, ms.stages)[static_cast<std::size_t>(ms.stage)];
   checkpoint::OpenedModel opened = checkpoint::open_model(ms.spec.checkpoint, be, layers,
                                                           ms.spec.objective->needs_lm_head(),
-                                                          ms.spec.objective->needs_value_head(), ms.spec.dtype);
+                                                          ms.spec.objective->needs_value_head(), ms.spec.dtype, opt.tp);
   ms.model = std::move(opened.model);
   ms.checkpoint_step = opened.step;
   ms.config_json = opened.config_json;
   ms.hidden = cfg.hidden_size;
-  ms.adamw = std::make_unique<optim::AdamW>(be, ms.model->tensors(), ms.spec.adamw);
+  ms.adamw = std::make_unique<optim::AdamW>(be, ms.model->tensors(), ms.spec.adamw, optim::DataParallel{},
+                                            ms.model->tensor_parallel());
 }
 
 }  // namespace
@@ -68,8 +69,13 @@ FusedPipeline::FusedPipeline(const sched::LoadedSchedule& schedule, comm::Commun
   const std::string& origin = im.opt.schedule_origin;
   if (p.devices != comm.size()) {
     throw InputError(origin, "spec.devices",
-                     fmt::format("the schedule is for {} devices but {} MPI ranks run it (mpirun -np {})", p.devices,
-                                 comm.size(), p.devices));
+                     im.opt.tp.size > 1
+                         ? fmt::format("the schedule is for {} devices but the {} ranks at --tp {} make {} device{} "
+                                       "(mpirun -np {} with --tp {})",
+                                       p.devices, comm.size() * im.opt.tp.size, im.opt.tp.size, comm.size(),
+                                       comm.size() == 1 ? "" : "s", p.devices * im.opt.tp.size, im.opt.tp.size)
+                         : fmt::format("the schedule is for {} devices but {} MPI ranks run it (mpirun -np {})",
+                                       p.devices, comm.size(), p.devices));
   }
   // The streams as braid-schedgen --verify runs them, on every rank (each holds the whole
   // schedule) and before any message moves: a stream that would crash or deadlock here
@@ -220,6 +226,14 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
     sums[3 * i + 2] = ms.times.forward_seconds + ms.times.backward_seconds;
     tokens[i] = ms.tokens;
   }
+  // Under tp each rank's Σg² holds its slices (and the replicated tensors on tp rank 0):
+  // the norm is over the whole model. Losses and tokens are the same on every tp rank.
+  if (im.opt.tp.group != nullptr) {
+    std::vector<double> sq(n_models);
+    for (std::size_t i = 0; i < n_models; ++i) sq[i] = sums[3 * i];
+    im.opt.tp.group->all_reduce_sum(std::span<double>(sq));
+    for (std::size_t i = 0; i < n_models; ++i) sums[3 * i] = sq[i];
+  }
   im.comm->all_reduce_sum(std::span<double>(sums));
   im.comm->all_reduce_sum(std::span<std::int64_t>(tokens));
 
@@ -279,12 +293,15 @@ std::vector<std::filesystem::path> FusedPipeline::save(std::span<const std::file
   std::vector<std::filesystem::path> files;
   for (std::size_t i = 0; i < outs.size(); ++i) {
     const PipelineModelState& ms = im.models[i];
+    const model::TensorParallel& tp = im.opt.tp;
     if (ms.replica == 0) {
-      checkpoint::save_weights(*ms.model, checkpoint::stage_path(outs[i], ms.stage, ms.stages),
+      checkpoint::save_weights(*ms.model, checkpoint::stage_path(checkpoint::tp_path(outs[i], tp.rank, tp.size), ms.stage, ms.stages),
                    {.step = ms.checkpoint_step + 1, .created_by = created_by,
                     .config_json = ms.config_json});
     }
-    for (const auto& f : checkpoint::stage_paths(outs[i], ms.stages)) files.push_back(f);
+    for (int r = 0; r < tp.size; ++r) {
+      for (const auto& f : checkpoint::stage_paths(checkpoint::tp_path(outs[i], r, tp.size), ms.stages)) files.push_back(f);
+    }
   }
   im.comm->barrier();
   return files;

@@ -57,6 +57,11 @@ struct PipelineModel {
 
 struct PipelineOptions {
   std::string schedule_origin = "schedule";  // how errors name the schedule (its path)
+  // Tensor parallelism inside each stage (docs/parallel.md): this rank's slice and its tp
+  // group (the tp ranks of its device). The pipeline's communicator is then the cross
+  // group of comm::Mesh (one rank per device, all of this tp rank), so each tp rank
+  // sends to the same tp rank of the next stage.
+  model::TensorParallel tp;
   std::int64_t max_tokens = 4096;            // tokens of one micro-batch (activations, messages)
   std::int64_t max_sequences = 64;           // sequences of one micro-batch
 };
@@ -109,9 +114,11 @@ class FusedPipeline {
   PipelineStepResult step(std::span<const std::vector<io::SampleBatch>> micro_batches, std::span<const double> lr);
 
   // Writes model i's stage of this rank to checkpoint::stage_path(outs[i], stage, stages) (replica 0
-  // writes, the others hold copies) with step = the input checkpoint's step + 1 (one
+  // writes, the others hold copies; under tp each tp rank its slice,
+  // stage_path(tp_path(outs[i], tp rank, tp), stage, stages)) with step = the input checkpoint's step + 1 (one
   // braid-train run, however many optimizer steps it took).
-  // Collective: returns once every file exists; returns every file of the checkpoints.
+  // Collective over the pipeline's communicator: returns once every file of this tp rank
+  // exists; returns every file of the checkpoints (every tp rank's).
   std::vector<std::filesystem::path> save(std::span<const std::filesystem::path> outs,
                                           const std::string& created_by);
 

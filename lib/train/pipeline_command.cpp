@@ -4,7 +4,10 @@
 //
 // Every rank reads the shards named on the command line (not "-": under mpirun only one
 // rank has stdin) and runs its stages; rank 0 prints the checkpoint files (the stage
-// files of each model) and writes --stats. Each mini-batch is cut into the schedule's
+// files of each model) and writes --stats. With --tp N the ranks are the schedule's
+// devices x N (comm::Mesh): the tp ranks of a device split its stages N ways, and the
+// pipeline's point to point runs in the cross group (tp rank r of one stage to tp rank r
+// of the next); each tp rank writes its slice's stage files. Each mini-batch is cut into the schedule's
 // K x M micro-batches; --micro-tokens caps their size (a larger one is a UsageError
 // naming the way out). PPO trains the schedule's "actor" and "critic", GRPO its "actor".
 #include "train/rl_session.hpp"
@@ -13,12 +16,14 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "core/log.hpp"
+#include "comm/mesh.hpp"
 #include "comm/mpi.hpp"
 #include "train/command_steps.hpp"
 #include "train/commands.hpp"
 #include "train/objectives.hpp"
 #include "train/optimizer_state.hpp"
 #include "train/pipeline.hpp"
+#include "train/ranks.hpp"
 #include "train/train_outputs.hpp"
 
 #include <fmt/format.h>
@@ -32,13 +37,26 @@ namespace {
 class FusedSession final : public RlSession {
  public:
   explicit FusedSession(const RlCommand& c)
-      : c_(c), mpi_(nullptr, nullptr), world_(comm::mpi_world()),
+      : c_(c), mpi_(nullptr, nullptr), world_(comm::mpi_world()), mesh_(*world_, c.common.tp),
         be_(backend::make_backend(c.common.device, c.common.threads)),
         policy_(c.algorithm == "ppo" ? ppo_actor_options(c.clip, c.entropy_coef) : grpo_actor_options(c.clip, c.kl_coef)),
         value_(c.value_clip) {
     // One rank tells the story; the others only warn (and stay quiet under -q). Progress
     // follows the level, so it is drawn once too.
     if (!lead()) log::set_level(std::min(log::level(), log::Level::warn));
+    if (mesh_.tp_size() > 1 && !be_->host_accessible()) {
+      throw UsageError(fmt::format("--tp {}: the {} backend's memory is not the host's, and the MPI communicator moves "
+                                   "host memory: tensor parallelism across processes runs on --device cpu (device "
+                                   "buffers need NCCL, not wired into braid-train yet)",
+                                   mesh_.tp_size(), be_->name()));
+    }
+    // The pipeline's devices: the cross group (one rank per device); with one device a
+    // group of this rank alone (split is collective: every rank takes this branch).
+    if (mesh_.cross_group() == nullptr) own_cross_ = world_->split(mesh_.tp_rank(), 0);
+    comm::Communicator& devices = mesh_.cross_group() ? *mesh_.cross_group() : *own_cross_;
+    const model::TensorParallel tp{mesh_.tp_size(), mesh_.tp_rank(), mesh_.tp_group()};
+    require_tp_splits(c.actor, tp.size);
+    if (c.algorithm == "ppo") require_tp_splits(c.critic, tp.size);
     const auto schedule = sched::load_schedule(load_json_file(c.schedule), c.schedule);
     const optim::AdamWConfig adamw{.weight_decay = c.common.weight_decay, .max_grad_norm = c.common.max_grad_norm};
     std::vector<PipelineModel> models{{"actor", c.actor, &policy_, adamw, c.common.dtype}};
@@ -53,8 +71,9 @@ class FusedSession final : public RlSession {
       calls_.push_back("critic_train");
       lr_.push_back(c.critic_lr);
     }
-    pipe_ = std::make_unique<FusedPipeline>(schedule, *world_, *be_, models,
+    pipe_ = std::make_unique<FusedPipeline>(schedule, devices, *be_, models,
                                             PipelineOptions{.schedule_origin = c.schedule,
+                                                            .tp = tp,
                                                             .max_tokens = c.common.micro_tokens,
                                                             .max_sequences = c.common.micro_tokens});
   }
@@ -68,7 +87,10 @@ class FusedSession final : public RlSession {
     if (lead()) {
       for (std::size_t i = 0; i < outs_.size(); ++i) {
         log::info("{} is already complete: skipped", outs_[i]);
-        for (const auto& f : checkpoint::stage_paths(outs_[i], pipe_->stages(int(i)))) std::cout << f.string() << std::endl;
+        for (int r = 0; r < mesh_.tp_size(); ++r) {
+          for (const auto& f : checkpoint::stage_paths(checkpoint::tp_path(outs_[i], r, mesh_.tp_size()), pipe_->stages(int(i))))
+            std::cout << f.string() << std::endl;
+        }
       }
     }
     return true;
@@ -93,6 +115,10 @@ class FusedSession final : public RlSession {
   }
   std::int64_t actor_step() const override { return pipe_->checkpoint_step(0); }
   std::string describe() const override {
+    if (mesh_.tp_size() > 1) {
+      return fmt::format("fused pipeline over {} devices x tp {} ({} ranks; {})", mesh_.devices(), mesh_.tp_size(),
+                         world_->size(), c_.schedule);
+    }
     return fmt::format("fused pipeline over {} ranks ({})", world_->size(), c_.schedule);
   }
   TrainingEngine& engine() override { return *engine_; }
@@ -105,7 +131,7 @@ class FusedSession final : public RlSession {
       const int m = static_cast<int>(i);
       if (pipe_->replica(m) != 0) continue;
       try {
-        checkpoint::require_finite_weights(pipe_->stage(m), checkpoint::stage_path(outs_[i], pipe_->stage_index(m), pipe_->stages(m)),
+        checkpoint::require_finite_weights(pipe_->stage(m), checkpoint::stage_path(own(outs_[i]), pipe_->stage_index(m), pipe_->stages(m)),
                                            pipe_->checkpoint_step(m) + 1);
       } catch (const InputError& e) {
         if (world_->size() == 1) throw;
@@ -118,21 +144,29 @@ class FusedSession final : public RlSession {
       const int m = static_cast<int>(i);
       if (pipe_->replica(m) != 0) continue;
       save_optimizer_state(pipe_->optimizer(m), pipe_->stage(m),
-                           checkpoint::stage_path(checkpoint::optimizer_state_path(outs_[i]), pipe_->stage_index(m), pipe_->stages(m)),
+                           checkpoint::stage_path(own(checkpoint::optimizer_state_path(outs_[i])), pipe_->stage_index(m), pipe_->stages(m)),
                            {.step = pipe_->optimizer(m).steps_taken(), .created_by = created_by});
     }
     world_->barrier();
     std::vector<std::filesystem::path> out_paths(outs_.begin(), outs_.end());
     const auto files = pipe_->save(out_paths, created_by);
+    world_->barrier();   // every tp rank's files exist before the lead names them
     if (lead()) {
       for (const auto& f : files) std::cout << f.string() << std::endl;
     }
   }
 
  private:
+  // This tp rank's file of a checkpoint (before its stage split).
+  std::filesystem::path own(const std::filesystem::path& out) const {
+    return checkpoint::tp_path(out, mesh_.tp_rank(), mesh_.tp_size());
+  }
+
   const RlCommand& c_;
   comm::MpiRuntime mpi_;
   std::unique_ptr<comm::Communicator> world_;
+  comm::Mesh mesh_;
+  std::unique_ptr<comm::Communicator> own_cross_;   // the devices' group when the mesh has one device
   std::unique_ptr<backend::Backend> be_;
   PolicyObjective policy_;
   ValueObjective value_;

@@ -23,7 +23,7 @@ std::vector<float> reference_logprobs(const model::Model& m, const io::SampleBat
   }
   backend::Backend& be = m.backend();
   auto acts = m.make_activations({.max_tokens = most_tokens, .max_sequences = most_sequences});
-  rl::ChunkedLmHead<float> head(be, m.config().vocab_size, m.config().hidden_size);
+  rl::ChunkedLmHead<float> head(m);   // under tp: this rank's vocabulary slice
   backend::Buffer<std::int32_t> targets_dev(be, static_cast<std::size_t>(most_tokens));
   backend::Buffer<float> logprob_dev(be, static_cast<std::size_t>(most_tokens));
   std::vector<float> rows, out(b.token_count(), 0.0f);

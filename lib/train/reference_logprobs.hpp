@@ -14,7 +14,8 @@ namespace braid::train {
 // the chunked LM head; 0 at each sequence's first token. Parallel to b.tokens, the layout
 // of a shard's /logprobs/ref. Micro-batches of whole sequences, at most max_tokens tokens
 // each (UsageError when one sequence is longer). m: a whole model with an LM head
-// (std::invalid_argument otherwise).
+// (std::invalid_argument otherwise). Under tensor parallelism (m a tp rank's slices) every
+// rank of the group calls it on the same batch and gets the whole logprobs.
 std::vector<float> reference_logprobs(const model::Model& m, const io::SampleBatch& b, std::int64_t max_tokens);
 
 }  // namespace braid::train

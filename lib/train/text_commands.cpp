@@ -25,19 +25,20 @@ enum class TextMode { sft, rm, dpo };
 
 // What a mode adds between reading its data and training: the objective, and for DPO the
 // reference logprobs laid into the batch.
-using PrepareObjective = std::function<std::unique_ptr<Objective>(Trainee& t, backend::Backend& be, io::SampleBatch& batch)>;
+using PrepareObjective = std::function<std::unique_ptr<Objective>(Trainee& t, backend::Backend& be, io::SampleBatch& batch,
+                                                                  const TrainingRanks& ranks)>;
 
 int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepare) {
   const auto t0 = Clock::now();
   check_common(c.common);
   check_output_folders({c.model_out, c.common.stats});
-  DataParallelRanks ranks(c.common.data_parallel);   // under mpirun: every rank trains its part of each mini-batch
+  TrainingRanks ranks(c.common.data_parallel, c.common.tp);   // under mpirun: devices x tp (train/ranks.hpp)
   ranks.require_named_inputs({c.data}, "data file");
   const bool policy = mode != TextMode::rm;
   auto be = backend::make_backend(c.common.device, c.common.threads);
   ranks.require_host_memory(*be);
-  Trainee t{checkpoint::open_model(c.model, *be, {}, policy, !policy, c.common.dtype), nullptr, nullptr, c.model,
-            c.model_out, policy ? "actor_train" : "reward_train"};
+  Trainee t{open_for_ranks(c.model, *be, policy, !policy, c.common, ranks), nullptr, nullptr, c.model, c.model_out,
+            policy ? "actor_train" : "reward_train"};
   std::vector<Trainee*> trainees{&t};
   if (already_done(trainees, ranks)) return 0;
   const auto tok = tok::load_tokenizer(c.tokenizer);
@@ -52,10 +53,10 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
   log::info("{} {} from {}, {} tokens; {}", pairs ? batch.size() / 2 : batch.size(), pairs ? "pairs" : "examples", c.data,
             batch.token_count(), ranks.describe());
   const std::size_t group = pairs ? 2 : 1;
-  attach(t, prepare(t, *be, batch), trainer_options(c.common, c.common.lr, group, ranks.comm()));
+  attach(t, prepare(t, *be, batch, ranks), trainer_options(c.common, c.common.lr, group, ranks.comm()));
   TrainerEngine engine = engine_of(trainees);
   const auto records = run_loop(batch, engine, loop_options(c.common, group), c.common);
-  save_all(trainees, c.common.created_by, ranks.lead());
+  save_all(trainees, c.common.created_by, ranks);
   if (ranks.lead()) write_stats(c.common, t0, batch, records);
   return 0;
 }
@@ -69,13 +70,13 @@ backend::DpoLoss dpo_loss_kind(const std::string& name) {
 }  // namespace
 
 int run_sft(const TextCommand& c) {
-  return run_text(c, TextMode::sft, [](Trainee&, backend::Backend&, io::SampleBatch&) {
+  return run_text(c, TextMode::sft, [](Trainee&, backend::Backend&, io::SampleBatch&, const TrainingRanks&) {
     return std::make_unique<SftObjective>();
   });
 }
 
 int run_rm(const TextCommand& c) {
-  return run_text(c, TextMode::rm, [](Trainee&, backend::Backend&, io::SampleBatch&) {
+  return run_text(c, TextMode::rm, [](Trainee&, backend::Backend&, io::SampleBatch&, const TrainingRanks&) {
     return std::make_unique<PairwiseRewardObjective>();
   });
 }
@@ -86,7 +87,7 @@ int run_dpo(const DpoCommand& c) {
   if (!(c.beta > 0) || !std::isfinite(c.beta)) throw UsageError(fmt::format("--beta must be > 0, not {}", c.beta));
   opt.loss.beta = c.beta;
   opt.length_normalize = c.length_normalize;
-  return run_text(c.text, TextMode::dpo, [&](Trainee& t, backend::Backend& be, io::SampleBatch& batch) {
+  return run_text(c.text, TextMode::dpo, [&](Trainee& t, backend::Backend& be, io::SampleBatch& batch, const TrainingRanks& ranks) {
     // π_ref: the --ref checkpoint, or the policy's own weights before its first update.
     const auto t_ref = Clock::now();
     std::string from = c.text.model;
@@ -94,7 +95,7 @@ int run_dpo(const DpoCommand& c) {
     if (c.ref.empty()) {
       batch.logprobs_ref = reference_logprobs(*t.opened.model, batch, c.text.common.micro_tokens);
     } else {
-      const checkpoint::OpenedModel ref = checkpoint::open_model(c.ref, be, {}, true, false, c.text.common.dtype);
+      const checkpoint::OpenedModel ref = open_for_ranks(c.ref, be, true, false, c.text.common, ranks);
       const std::int32_t vocab = t.opened.model->config().vocab_size;
       if (ref.model->config().vocab_size != vocab) {
         throw InputError(c.ref, "vocab_size",

@@ -12,14 +12,16 @@ std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim:
   // Nothing under either name when the weights diverged; the state's writer refuses
   // non-finite moments before its file exists. (Data parallel with bf16 weights, the
   // check reads the bf16 copy, which a NaN or Inf master rounds to.)
-  checkpoint::require_finite_weights(m, out, info.step);
-  const std::filesystem::path state = checkpoint::optimizer_state_path(out);
+  const model::TensorParallel& tp = m.tensor_parallel();
+  const std::filesystem::path weights = checkpoint::tp_path(out, tp.rank, tp.size);
+  const std::filesystem::path state = checkpoint::tp_path(checkpoint::optimizer_state_path(out), tp.rank, tp.size);
+  checkpoint::require_finite_weights(m, weights, info.step);
   save_optimizer_state(opt, m, state, info, write);
   // Data parallel with bf16 weights: the whole f32 master on the writer, gathered only
   // now, so that it and the whole moments are never held at once.
   opt.gather_masters(0);
-  if (write) checkpoint::save_weights(m, out, info);
-  return {out, state};
+  if (write) checkpoint::save_weights(m, weights, info);
+  return {weights, state};
 }
 
 bool checkpoint_complete(const std::filesystem::path& out, std::int64_t step) {

@@ -19,7 +19,9 @@ namespace braid::train {
 // a checkpoint whose weights exist has its state too. Returns {weights, state}. Data
 // parallel (opt over several ranks): collective, the writer is rank 0 of them (it alone
 // gathers the whole state) and writes only if it passes write = true; every rank
-// checks the weights are finite (they are the same).
+// checks the weights are finite (they are the same). Tensor parallel (m a tp rank's
+// slices): the files are this rank's, tp_path(out, rank, size) and
+// tp_path(optimizer_state_path(out), rank, size).
 std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim::AdamW& opt,
                                                    const std::filesystem::path& out, const checkpoint::SaveInfo& info,
                                                    bool write = true);

@@ -30,7 +30,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 Trainer::Trainer(model::Model& m, Objective& obj, TrainerOptions opt)
     : m_(&m), obj_(&obj), opt_(opt),
       dp_(opt.data_parallel.comm != nullptr && opt.data_parallel.comm->size() > 1 ? opt.data_parallel.comm : nullptr),
-      adamw_(m.backend(), m.tensors(), opt.adamw, opt.data_parallel),
+      adamw_(m.backend(), m.tensors(), opt.adamw, opt.data_parallel, m.tensor_parallel()),
       acts_(m.make_activations(activation_options(opt.micro))) {
   if (!m.is_first_stage() || !m.is_last_stage()) {
     throw UsageError("the single-process trainer needs a whole model (pipeline stages train under mpirun)");
@@ -94,12 +94,14 @@ StepStats Trainer::step(std::span<const io::SampleBatch> mbs) {
       s.sequences += static_cast<std::int64_t>(mb.size());
     }
   } catch (const std::exception& e) {
-    if (dp_ == nullptr) throw;
-    // The other ranks wait in the step's collectives: only ending the job frees them.
-    log::error("rank {}: {}", dp_->rank(), e.what());
+    // The other ranks (data or tensor parallel) wait in the step's collectives: only
+    // ending the job frees them.
+    comm::Communicator* peers = dp_ != nullptr ? dp_ : m_->tensor_parallel().group;
+    if (peers == nullptr) throw;
+    log::error("{}", e.what());
     const bool bad_input = dynamic_cast<const InputError*>(&e) || dynamic_cast<const UsageError*>(&e) ||
                            dynamic_cast<const std::invalid_argument*>(&e);
-    dp_->abort(bad_input ? 2 : 1);
+    peers->abort(bad_input ? 2 : 1);
   }
   s.micro_batches = static_cast<std::int64_t>(mbs.size());
   if (dp_ != nullptr) {

@@ -18,6 +18,12 @@
 // metrics, tokens, sequences and micro-batches are the whole mini-batch's on every
 // rank. The update is the single process's on the same mini-batch, to float rounding
 // (sums taken in another order).
+//
+// Tensor parallel (a model built with ModelOptions::tp, docs/parallel.md): the ranks of
+// its tp group run the same micro-batches through their slices; the data-parallel
+// ranks are then those holding the same slices (comm::Mesh's cross group). The AdamW
+// of each tp rank updates its slices and its copy of the replicated tensors, clipping
+// by the norm over the whole model (optim/adamw.hpp).
 #pragma once
 
 #include "io/sample_batch.hpp"

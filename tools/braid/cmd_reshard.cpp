@@ -16,8 +16,9 @@ void add_reshard_command(CLI::App& app, Verbs& verbs) {
   struct Opt { std::vector<std::string> in; std::string out; int tp = 1; };
   auto o = std::make_shared<Opt>();
   auto* sub = app.add_subcommand(
-      "reshard", "Rewrite a checkpoint at another tensor-parallel degree (bit-exact; the stage split is kept): "
-                 "every tp rank's slices joined, then cut into --tp slices; prints the files written");
+      "reshard", "Rewrite a checkpoint (or its optimizer state, ckpt.optim.h5) at another tensor-parallel degree "
+                 "(bit-exact; the stage split is kept): every tp rank's slices joined, then cut into --tp slices; "
+                 "prints the files written");
   sub->add_option("checkpoint", o->in,
                   "The checkpoint: its name (finds its stage and tp files: ckpt.h5 -> ckpt.tp<r>-of-<N>[.stage..].h5), "
                   "or every one of its files")

@@ -41,6 +41,11 @@ void add_common(CLI::App* sub, CommonTrainOptions& o, double default_lr) {
   sub->add_option("--weight-decay", o.weight_decay, "AdamW's decoupled weight decay (matrices only)")
       ->capture_default_str();
   sub->add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
+  sub->add_option("--tp", o.tp, "Tensor-parallel degree under mpirun: ranks = devices x tp, each model split over the "
+                                 "tp ranks of a device, the devices data parallel (with --schedule: the schedule's "
+                                 "devices)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   braid::backend::add_device_option(*sub, o.device);
   braid::backend::add_dtype_option(*sub, o.dtype);
   sub->add_option("--stats", o.stats, "Write timings and per-step losses (braid.stagestats JSON) to this file");
@@ -58,7 +63,8 @@ std::string shell_quote(const std::string& s) {
 int main(int argc, char** argv) {
   CLI::App app{"braid-train: update a policy (PPO, GRPO, SFT, DPO) or a reward model from samples; writes new checkpoints "
                "(step + 1) with their AdamW state beside them (<stem>.optim.h5) and prints the checkpoint files. Under mpirun "
-               "without --schedule every mode is data parallel over the ranks (rank 0 writes the outputs)",
+               "without --schedule every mode runs over ranks = devices x --tp: each model split over the tp ranks of a "
+               "device, the devices data parallel (device 0 writes the checkpoints, one file per tp rank)",
                "braid-train"};
   braid::cli::add_common_options(app);
   app.require_subcommand(1);
