@@ -174,7 +174,7 @@ void BasicModel<T>::prepare_cached(std::span<const std::int32_t> tokens, std::sp
   if (kv.layers != m.layers()) throw std::invalid_argument("forward_cached: the cache was made for another stage");
   if (kv.be != m.be) throw std::invalid_argument("forward_cached: the cache was made on another backend");
   const std::int64_t n_seg = std::int64_t(segments.size());
-  if (n_seg == 0) throw std::invalid_argument("forward_cached: no segments");
+  if (n_seg == 0 && pad_to <= 0) throw std::invalid_argument("forward_cached: no segments");
   const std::int64_t rows_out = std::max(n_seg, pad_to);
   if (rows_out > a.max_seqs) throw std::invalid_argument("forward_cached: more segments than the activations hold");
   std::vector<char> seen(std::size_t(kv.slots), 0);
@@ -220,8 +220,9 @@ void BasicModel<T>::prepare_cached(std::span<const std::int32_t> tokens, std::sp
       kv.tables_dirty = true;
     }
     const std::int32_t* table = kv.host_tables.data() + std::size_t(sg.slot) * std::size_t(kv.max_blocks);
-    // A fresh prompt attends over its own rows (attention_forward); other rows read the cache.
-    const bool fresh = past == 0;
+    // A fresh prompt attends over its own rows (attention_forward); other rows, and every
+    // row of a decode step (a graph's step has no host-side segment list), read the cache.
+    const bool fresh = past == 0 && !all_decode;
     if (fresh) a.segs.push_back({r, sg.len, r, 0});
     for (std::int64_t i = 0; i < sg.len; ++i, ++r) {
       const std::int64_t p = past + i;
@@ -235,7 +236,7 @@ void BasicModel<T>::prepare_cached(std::span<const std::int32_t> tokens, std::sp
     kv.length[std::size_t(sg.slot)] += sg.len;
     a.last_row.push_back(r - 1);
   }
-  for (; r < rows; ++r) slot_of[r] = -1;  // padding: inert rows
+  for (; r < rows; ++r) slot_of[r] = -1;  // padding: inert rows (row_ctx 0: no attention)
   a.n = rows;
   a.n_seg = n_seg;
   a.all_decode = all_decode;
@@ -276,7 +277,7 @@ void BasicModel<T>::run_cached(BasicKVCache<T>& cache, BasicActivations<T>& acts
     layer_forward<T>(m, a, l, LayerIo<T>{x, x, x}, [&](T* qkv, T* att, T* lse) {
       m.ops->paged_kv_write(N, qkv + k_off, qkv + v_off, a.QKV, a.step_at(2), layer);
       if (!a.segs.empty()) m.ops->attention_forward(dims, a.segs, qkv, qkv + k_off, qkv + v_off, att, lse);
-      if (a.paged_rows > 0) m.ops->paged_attention(dims, N, qkv, layer, paged, att);
+      if (a.paged_rows > 0 || a.all_decode) m.ops->paged_attention(dims, N, qkv, layer, paged, att);
     });
   }
 

@@ -271,10 +271,11 @@ class CudaBackend final : public Backend {
   void destroy_graph(Graph g) noexcept override {
     if (g.handle) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(g.handle));
   }
+  // Free memory counts what braid's own pool caches for reuse (given back, not released
+  // to the driver): a second generation run in one process sees the first's KV cache as free.
   std::optional<DeviceMemory> device_memory() const override {
-    DeviceMemory m;
-    check(cudaMemGetInfo(&m.free, &m.total), "device memory");
-    return m;
+    const DeviceMemoryStats s = memory_stats();
+    return DeviceMemory{s.free + (s.reserved > s.live ? s.reserved - s.live : 0), s.total};
   }
 
   void* allocate(std::size_t bytes) override {
