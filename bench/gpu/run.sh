@@ -5,7 +5,8 @@
 # prefix alone (CUDA on, sm_90 SASS + PTX), builds what the chosen parts need, runs them and
 # writes every log to OUTDIR (docs/gpu.md says what each one measures).
 #
-#   bench/gpu/run.sh OUTDIR [PART...]        PART: tests, ops, train (default: all three)
+#   bench/gpu/run.sh OUTDIR [PART...]   PART: tests, ops, train, generate, decode
+#                                       (default: tests ops train)
 #
 #   tests  the GPU tests (backend ops f32 and bf16, registry, model parity f32 and bf16):
 #          tests.log (ctest's summary, then each test's figures at message level)
@@ -13,6 +14,10 @@
 #   train  the 1B model (bench_config "1b") at 4 x 2048 tokens in bf16: braid's training step
 #          and scoring passes beside PyTorch's (bf16 autocast, fused AdamW, SDPA) and the GPU's
 #          measured bf16 matmul rate: train.log, and summary.md (tokens/s, MFU, peak memory)
+#   generate  generation on the GPU: the paged attention op's test and test_generate_device
+#          (greedy tokens = CPU's, batching = one at a time, graphs on = off): generate.log
+#   decode bench_gpu_decode (copy bandwidth; decode tokens/s and effective bandwidth at batch
+#          1, 64, 256; the long-tailed run) then transformers' generate on the same shapes: decode.log
 #
 # Always: run.log (this script's output: the machine, the libraries CMake found, each part's
 # exit) and build.log (configure and build). A part that fails is reported and the next one
@@ -24,7 +29,7 @@
 # BRAID_CUDA_GEMM / BRAID_CUDA_ATTENTION (passed on: docs/gpu.md).
 # Exit status: 0 when every chosen part passed, 1 otherwise, 2 on bad usage.
 set -uo pipefail
-[[ $# -ge 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR [tests] [ops] [train]" >&2; exit 2; }
+[[ $# -ge 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR [tests] [ops] [train] [generate] [decode]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$1" || exit 2
 out=$(cd "$1" && pwd)
@@ -36,7 +41,9 @@ for p in "${parts[@]}"; do
   case $p in
     tests) want_targets+=(test_backend_ops test_backend_registry test_model_parity) ;;
     ops | train) want_targets+=(bench_gpu) ;;
-    *) echo "run.sh: unknown part '$p' (tests, ops, train)" >&2; exit 2 ;;
+    generate) want_targets+=(test_paged_ops test_generate_device) ;;
+    decode) want_targets+=(bench_gpu_decode) ;;
+    *) echo "run.sh: unknown part '$p' (tests, ops, train, generate, decode)" >&2; exit 2 ;;
   esac
 done
 debs=${BRAID_GPU_DEBS:-$root/.gpu-debs}
@@ -68,7 +75,8 @@ export LD_LIBRARY_PATH="$L:$L/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PA
 export PKG_CONFIG_LIBDIR="$L/pkgconfig:$P/share/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$prefix"
 command -v nvcc > /dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 gen=()
-command -v ninja > /dev/null && gen=(-G Ninja)  # the device image has ninja; make may be absent
+keep=(-- -k)                                    # the build keeps going past a failed target
+command -v ninja > /dev/null && { gen=(-G Ninja); keep=(-- -k 0); }  # the device image has ninja; make may be absent
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache
                                           -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
@@ -102,14 +110,19 @@ grep -E '^(BLAS_openblas_LIBRARY|HDF5_hdf5_LIBRARY_RELEASE|MPI_mpi_LIBRARY|Boost
 step "build ($targets, -j$jobs)"
 echo "== build" >> "$out/build.log"
 if [[ $targets == all ]]; then
-  cmake --build "$build" -j "$jobs" >> "$out/build.log" 2>&1
+  cmake --build "$build" -j "$jobs" "${keep[@]}" >> "$out/build.log" 2>&1
 else
   # shellcheck disable=SC2086
-  cmake --build "$build" -j "$jobs" --target $targets >> "$out/build.log" 2>&1
+  cmake --build "$build" -j "$jobs" --target $targets "${keep[@]}" >> "$out/build.log" 2>&1
 fi
 rc=$?
 grep -E "error|warning:" "$out/build.log" | head -40
-[[ $rc -eq 0 ]] || { echo "build failed (exit $rc): $out/build.log"; tail -30 "$out/build.log"; exit 1; }
+# A target that failed to build fails its parts only (the build keeps going past it).
+[[ $rc -eq 0 ]] || { echo "build failed (exit $rc): $out/build.log"; tail -30 "$out/build.log"; }
+declare -A part_bins=([tests]="tests/test_backend_ops tests/test_model_parity" [ops]="bench/bench_gpu"
+                      [train]="bench/bench_gpu" [generate]="tests/test_paged_ops tests/test_generate_device"
+                      [decode]="bench/bench_gpu_decode")
+built() { local b; for b in ${part_bins[$1]}; do [[ -x $build/$b ]] || return 1; done; }
 
 part_tests() {
   local log=$out/tests.log rc
@@ -163,9 +176,41 @@ part_train() {
   return $rc
 }
 
+part_generate() {
+  local log=$out/generate.log rc=0
+  {
+    "$build/tests/test_paged_ops" --log_level=message -- --backend=cuda-f32; echo "test_paged_ops cuda-f32: exit $?"
+    "$build/tests/test_generate_device" --log_level=message -- --backend=cuda-f32
+    echo "test_generate_device cuda-f32: exit $?"
+    BRAID_CUDA_GRAPHS=0 "$build/tests/test_generate_device" --log_level=message -- --backend=cuda-f32
+    echo "test_generate_device cuda-f32, BRAID_CUDA_GRAPHS=0: exit $?"
+    ctest --test-dir "$build" -R '^(paged_ops_|generate_device_)' --output-on-failure
+  } > "$log" 2>&1 || rc=1
+  grep -E "exit [0-9]|tests passed|Skipped|Failed|skipped:" "$log"
+  grep -qE 'exit [1-9]' "$log" && rc=1
+  if nvidia-smi -L > /dev/null 2>&1 && grep -qE '(paged_ops|generate_device)_cuda.*Skipped' "$log"; then
+    echo "FAIL: a GPU is present but the generation tests were skipped"
+    rc=1
+  fi
+  return $rc
+}
+
+# braid first, then the reference on the same GPU in the same call, one log.
+part_decode() {
+  local log=$out/decode.log rc
+  timeout "${BRAID_DECODE_TIMEOUT:-360}" "$build/bench/bench_gpu_decode" --device cuda --dtype bf16 > "$log" 2>&1
+  rc=$?
+  echo "bench_gpu_decode: exit $rc" >> "$log"
+  PYTHONUNBUFFERED=1 timeout "${BRAID_HF_TIMEOUT:-180}" python3 "$root/bench/gpu/hf_decode.py" >> "$log" 2>&1
+  echo "hf_decode.py: exit $?" >> "$log"
+  cat "$log"
+  return $rc
+}
+
 failed=()
 for p in "${parts[@]}"; do
   step "part $p"
+  if ! built "$p"; then echo "part $p: not built (build.log)"; failed+=("$p"); continue; fi
   "part_$p" || failed+=("$p")
 done
 step "done: logs in $out; failed parts: ${failed[*]:-none}"

@@ -59,6 +59,11 @@ void Ops<T>::convert(std::int64_t, const void*, DType src_type, void*, DType dst
 template class Ops<float>;
 template class Ops<double>;
 
+void Backend::begin_capture(Stream) { throw std::logic_error("backend " + name() + " has no graphs"); }
+Graph Backend::end_capture(Stream) { throw std::logic_error("backend " + name() + " has no graphs"); }
+void Backend::launch(Graph, Stream) { throw std::logic_error("backend " + name() + " has no graphs"); }
+void Backend::destroy_graph(Graph) noexcept {}
+
 int available_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -32,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -44,6 +45,7 @@ template <> constexpr DType dtype_of<double>() { return DType::f64; }
 enum class Op {
   gemm, embedding, rmsnorm, rope, attention, swiglu, elementwise, softmax_stats, adamw, losses,
   sample, global_sum_squares,
+  paged_attention,  // paged_kv_write and paged_attention (dtype: the cache's)
 };
 
 // Attention over a packed batch: rows of q/out are tokens of several segments
@@ -64,6 +66,32 @@ struct AttentionDims {
   std::int64_t q_stride = 0;    // elements between rows of q (and of d_q)
   std::int64_t kv_stride = 0;   // elements between rows of k, v (and of d_k, d_v)
   // out, d_out rows are n_heads * head_dim wide; lse rows n_heads wide.
+};
+
+// One layer of a paged KV cache (docs/engine-io.md): keys and values live in fixed-size
+// blocks of block_size token rows; a sequence's block table lists its blocks in order, so
+// its key at position p is row p % block_size of block table[p / block_size]. A cache row
+// (block · block_size + offset) holds `row` elements (n_kv_heads · head_dim) of `dtype`
+// (the ops' T, or bf16: half the memory and the bandwidth of decode attention).
+struct PagedKV {
+  void* k = nullptr;            // [blocks × block_size × row]
+  void* v = nullptr;
+  DType dtype = DType::f32;
+  int block_size = 16;
+  std::int64_t row = 0;
+};
+
+// The rows of one paged_attention call (device memory, except max_context and max_blocks).
+// Query row i belongs to the sequence whose block table is row row_seq[i] of block_tables
+// [sequences × max_blocks] and sees that sequence's keys 0 .. row_ctx[i] − 1 (causal: a
+// query at position p has row_ctx = p + 1). row_ctx[i] <= 0: the row is skipped, its
+// output left as it was (padding, or rows attended elsewhere).
+struct PagedRows {
+  const std::int32_t* block_tables = nullptr;
+  int max_blocks = 0;
+  const std::int32_t* row_seq = nullptr;
+  const std::int32_t* row_ctx = nullptr;
+  std::int64_t max_context = 0;  // host: no row_ctx exceeds it (how a GPU splits the keys)
 };
 
 struct AdamWStep {
@@ -91,6 +119,17 @@ struct Stream {
 struct Event {
   void* handle = nullptr;
   friend bool operator==(Event, Event) = default;
+};
+// Work captured from a stream and replayed as one launch (a CUDA graph).
+struct Graph {
+  void* handle = nullptr;
+  friend bool operator==(Graph, Graph) = default;
+};
+
+// A device's memory as its driver reports it, in bytes.
+struct DeviceMemory {
+  std::size_t free = 0;
+  std::size_t total = 0;
 };
 
 // ---- Typed operands: mixed precision as a property of the tensor ----------------------
@@ -189,6 +228,19 @@ class Ops {
   // In place over the rows with mask[i] != 0 (backend/losses.hpp); the stats to the host.
   virtual WhiteningStats whiten(std::int64_t n, T* x, const std::uint8_t* mask, double eps) = 0;
 
+  // ---- the paged KV cache (PagedKV) ----------------------------------------------------
+  // Writes n new key and value rows (k_src, v_src: rows of src_stride elements, row
+  // elements used) into cache rows slots[i] (block · block_size + offset, device memory),
+  // converted to the cache's dtype; slots[i] < 0 skips row i.
+  virtual void paged_kv_write(std::int64_t n, const T* k_src, const T* v_src, std::int64_t src_stride,
+                              const std::int32_t* slots, const PagedKV& cache) = 0;
+  // Grouped-query attention of n query rows (q rows of dims.q_stride) over the paged cache,
+  // softmax(q·kᵀ/√d)·v per head, rows as PagedRows says; out rows n_heads · head_dim wide.
+  // dims.kv_stride is ignored (the cache's row is). The decode step's attention; on a GPU
+  // the keys of long contexts are split over several blocks of threads and recombined.
+  virtual void paged_attention(const AttentionDims& dims, std::int64_t n, const T* q, const PagedKV& cache,
+                               const PagedRows& rows, T* out) = 0;
+
   // ---- sampling and reductions over many tensors -------------------------------------
   // Per row i of logits [rows × vocab]: the token drawn from spec's distribution with the
   // caller's uniform draw uniforms[i] ∈ [0, 1) (ignored when greedy: the argmax). Ties
@@ -256,6 +308,22 @@ class Backend {
   virtual void synchronize(Stream s) = 0;
   virtual void copy_to_device_async(void* dst, const void* src, std::size_t bytes, Stream s) = 0;
   virtual void copy_to_host_async(void* dst, const void* src, std::size_t bytes, Stream s) = 0;
+
+  // ---- graphs: capture once, replay many times (CUDA graphs) --------------------------
+  // Between begin_capture(s) and end_capture(s) the work issued on stream s is recorded,
+  // not run; launch(g, s) runs it again with the same pointers and sizes (inputs are
+  // changed by copying into the same buffers). Nothing in the captured region may
+  // allocate, free, synchronise or copy to or from pageable host memory. A backend
+  // without graphs answers false and throws std::logic_error from the others.
+  virtual bool supports_graphs() const { return false; }
+  virtual void begin_capture(Stream s);
+  virtual Graph end_capture(Stream s);
+  virtual void launch(Graph g, Stream s);
+  virtual void destroy_graph(Graph g) noexcept;
+
+  // Free and total memory of the device; nullopt for host memory (the CPU backend), where
+  // callers size what they keep from a budget of their own.
+  virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
 
   // The ops for scalar type T; throws std::logic_error when T is not supported.
   template <typename T> Ops<T>& ops();

@@ -100,6 +100,14 @@ class CpuOps final : public Ops<T> {
   WhiteningStats whiten(std::int64_t n, T* x, const std::uint8_t* mask, double eps) override {
     return cpu::whiten<T>(n, x, mask, eps);
   }
+  void paged_kv_write(std::int64_t n, const T* k_src, const T* v_src, std::int64_t src_stride,
+                      const std::int32_t* slots, const PagedKV& cache) override {
+    cpu::paged_kv_write<T>(n, k_src, v_src, src_stride, slots, cache);
+  }
+  void paged_attention(const AttentionDims& dims, std::int64_t n, const T* q, const PagedKV& cache,
+                       const PagedRows& rows, T* out) override {
+    cpu::paged_attention<T>(dims, n, q, cache, rows, out);
+  }
   void sample(const T* logits, std::int64_t rows, std::int64_t vocab, const SamplingSpec& spec,
               const double* uniforms, std::int32_t* tokens, T* logprob, T* raw_logprob) override {
     cpu::sample<T>(logits, rows, vocab, spec, uniforms, tokens, logprob, raw_logprob);
@@ -173,7 +181,9 @@ class CpuBackend final : public Backend {
   // of the compute copy AdamW refreshes; f16 not (yet) as weights.
   bool supports(Op op, DType dtype) const override {
     if (dtype == DType::f32 || dtype == DType::f64) return true;
-    if (dtype == DType::bf16) return op == Op::gemm || op == Op::embedding || op == Op::rmsnorm || op == Op::adamw;
+    if (dtype == DType::bf16) {
+      return op == Op::gemm || op == Op::embedding || op == Op::rmsnorm || op == Op::adamw || op == Op::paged_attention;
+    }
     return false;
   }
   bool host_accessible() const override { return true; }

@@ -115,7 +115,7 @@ class OvercommitRun {
       unfinished = std::move(prompts);  // the carried finished groups already fill it
     } else if (!prompts.empty()) {
       GenerateOptions gopt{.sampling = o_.sampling, .max_batch = o_.max_batch, .max_new_tokens = o_.max_new_tokens,
-                           .stop_tokens = stop_};
+                           .stop_tokens = stop_, .kv_cache_bytes = kv_cache_bytes(o_), .graphs = o_.cuda_graphs};
       const StepHook full = [this](const StepInfo&, std::vector<Prompt>&) { return batch_full(); };
       const GenerateStats g = Generator(*actor.model, gopt).run(
           prompts, [this](Sample&& s) { on_done(std::move(s)); }, full, &unfinished);

@@ -49,19 +49,38 @@ RowSampler::RowSampler(backend::Backend& be, const SamplingParams& params, std::
 void RowSampler::sample(const float* logits, std::int64_t vocab, std::span<SequenceSampler* const> samplers,
                         std::span<Sampled> out) {
   const std::size_t rows = samplers.size();
-  if (rows > max_rows_ || out.size() != rows) {
-    throw std::logic_error(fmt::format("RowSampler: {} rows for {} outputs, room for {}", rows, out.size(), max_rows_));
+  if (out.size() != rows) {
+    throw std::logic_error(fmt::format("RowSampler: {} rows for {} outputs", rows, out.size()));
   }
   if (rows == 0) return;
-  host_uniforms_.resize(rows);
-  for (std::size_t i = 0; i < rows; ++i) host_uniforms_[i] = samplers[i]->draw();
-  const backend::Stream stream = be_->current_stream();
-  be_->copy_to_device_async(uniforms_.data(), host_uniforms_.data(), rows * sizeof(double), stream);
+  upload_draws(samplers, rows);
+  sample_on_device(logits, rows, vocab);
+  download(out);
+}
+
+void RowSampler::upload_draws(std::span<SequenceSampler* const> samplers, std::size_t rows) {
+  if (rows > max_rows_ || samplers.size() > rows) {
+    throw std::logic_error(fmt::format("RowSampler: {} samplers on {} rows, room for {}", samplers.size(), rows, max_rows_));
+  }
+  host_uniforms_.assign(rows, 0.0);
+  for (std::size_t i = 0; i < samplers.size(); ++i) host_uniforms_[i] = samplers[i]->draw();
+  be_->copy_to_device_async(uniforms_.data(), host_uniforms_.data(), rows * sizeof(double), be_->current_stream());
+}
+
+void RowSampler::sample_on_device(const float* logits, std::size_t rows, std::int64_t vocab) {
+  if (rows > max_rows_) throw std::logic_error(fmt::format("RowSampler: {} rows, room for {}", rows, max_rows_));
   be_->ops<float>().sample(logits, static_cast<std::int64_t>(rows), vocab, spec_, uniforms_.data(), tokens_.data(),
                            logprobs_.data(), raw_logprobs_.data());
+}
+
+void RowSampler::download(std::span<Sampled> out) {
+  const std::size_t rows = out.size();
+  if (rows > max_rows_) throw std::logic_error(fmt::format("RowSampler: {} rows, room for {}", rows, max_rows_));
+  const backend::Stream stream = be_->current_stream();
   host_tokens_.resize(rows);
   host_logprobs_.resize(rows);
   host_raw_logprobs_.resize(rows);
+  // Only a token and two logprobs per row cross to the host.
   be_->copy_to_host_async(host_tokens_.data(), tokens_.data(), rows * sizeof(std::int32_t), stream);
   be_->copy_to_host_async(host_logprobs_.data(), logprobs_.data(), rows * sizeof(float), stream);
   be_->copy_to_host_async(host_raw_logprobs_.data(), raw_logprobs_.data(), rows * sizeof(float), stream);

@@ -80,6 +80,13 @@ class RowSampler {
   void sample(const float* logits, std::int64_t vocab, std::span<SequenceSampler* const> samplers,
               std::span<Sampled> out);
 
+  // sample() in three parts, for a decode step replayed as a graph (decode_graph.hpp): the
+  // draws uploaded (rows beyond the samplers' draw 0), the op on `rows` rows of logits
+  // (device work only: it can be captured), the first out.size() results brought back.
+  void upload_draws(std::span<SequenceSampler* const> samplers, std::size_t rows);
+  void sample_on_device(const float* logits, std::size_t rows, std::int64_t vocab);
+  void download(std::span<Sampled> out);
+
  private:
   backend::Backend* be_;
   backend::SamplingSpec spec_;

@@ -130,7 +130,9 @@ class StageRun {
     GenerateOptions gopt{.sampling = o_.sampling,
                          .max_batch = o_.max_batch,
                          .max_new_tokens = o_.max_new_tokens,
-                         .stop_tokens = stop};
+                         .stop_tokens = stop,
+                         .kv_cache_bytes = kv_cache_bytes(o_),
+                         .graphs = o_.cuda_graphs};
     progress_total_ = mine.size();
     if (lead() && pending > 0) {
       progress_.emplace(ranks_.size() > 1 ? "generating (rank 0)" : "generating", progress_total_, "samples");
@@ -386,6 +388,10 @@ class StageRun {
 
 }  // namespace
 
+std::int64_t kv_cache_bytes(const StageOptions& o) {
+  return static_cast<std::int64_t>(o.kv_cache_mb * double(1 << 20));
+}
+
 void validate_stage_options(const StageOptions& o) {
   if (o.actor.empty()) throw UsageError("--actor CKPT is required");
   if (o.prompts.empty()) throw UsageError("--prompts FILE is required");
@@ -393,6 +399,7 @@ void validate_stage_options(const StageOptions& o) {
   if (o.samples_per_prompt < 1) throw UsageError("--samples-per-prompt must be at least 1");
   if (o.max_new_tokens < 1) throw UsageError("--max-new-tokens must be at least 1");
   if (o.max_batch < 1) throw UsageError("--max-batch must be at least 1");
+  if (!(o.kv_cache_mb >= 0)) throw UsageError("--kv-cache-mb must be >= 0 (0: from the free memory)");
   if (o.shard_size < 1) throw UsageError("--shard-size must be at least 1");
   if (o.limit < 0) throw UsageError("--limit must be >= 0 (0: all prompts)");
   if (o.prefix.empty() || o.prefix.find('/') != std::string::npos) {

@@ -32,6 +32,10 @@ struct StageOptions {
   std::int64_t max_new_tokens = 64;
   SamplingParams sampling{.temperature = 1.0, .top_k = 0, .top_p = 1.0, .seed = 0};
   int max_batch = 32;
+  // The paged KV cache's pool in MiB (0: the device's free memory less a reserve, or 4 GiB
+  // on the host); decode steps as CUDA graphs (on a GPU). Neither changes the samples.
+  double kv_cache_mb = 0;
+  bool cuda_graphs = true;
   int shard_size = 16;
   std::int64_t limit = 0;            // first N prompts (0: all)
   int threads = 0;                   // CPU backend threads (0: all cores)
@@ -67,6 +71,8 @@ struct StageHooks {
 // The checks every way of generating shares (what is required, the ranges, the
 // sampling settings); UsageError naming the option.
 void validate_stage_options(const StageOptions& o);
+// The pool's bytes for GenerateOptions::kv_cache_bytes (0: automatic).
+std::int64_t kv_cache_bytes(const StageOptions& o);
 // meta.config of the shards: the stage's settings (JSON), which a rerun compares.
 ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop);
 

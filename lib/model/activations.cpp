@@ -1,6 +1,9 @@
 // The buffers of a micro-batch and of a KV cache, sized once and reused.
 #include "model/model_impl.hpp"
 
+#include <fmt/format.h>
+
+#include <limits>
 #include <stdexcept>
 
 namespace braid::model {
@@ -33,6 +36,7 @@ BasicActivations<T> BasicModel<T>::make_activations(const ActivationOptions& o) 
   const std::size_t D = std::size_t(a->D);
   a->tokens = backend::Buffer<std::int32_t>(be, N);
   a->pos = backend::Buffer<std::int32_t>(be, N);
+  a->step = backend::Buffer<std::int32_t>(be, 5 * N);
   a->resid = backend::Buffer<T>(be, (o.training ? 2 * S + 1 : 1) * N * D);
   a->ln1 = backend::Buffer<T>(be, S * N * D);
   a->rstd1 = backend::Buffer<T>(be, S * N);
@@ -63,19 +67,51 @@ BasicActivations<T> BasicModel<T>::make_activations(const ActivationOptions& o) 
 
 template <typename T>
 BasicKVCache<T> BasicModel<T>::make_kv_cache(int slots, std::int64_t max_len) const {
+  return make_kv_cache(KVCacheOptions{.slots = slots, .max_len = max_len, .dtype = backend::dtype_of<T>()});
+}
+
+template <typename T>
+std::int64_t BasicModel<T>::kv_block_bytes(int block_size, backend::DType dtype) const {
   const Impl& m = *impl_;
-  if (slots <= 0 || max_len <= 0) throw std::invalid_argument("make_kv_cache: slots and max_len must be positive");
-  if (max_len > m.cfg.max_position_embeddings)
+  return 2 * std::int64_t(m.layers()) * block_size * std::int64_t(m.kv_heads) * m.cfg.head_dim() *
+         std::int64_t(backend::dtype_size(dtype));
+}
+
+template <typename T>
+BasicKVCache<T> BasicModel<T>::make_kv_cache(const KVCacheOptions& o) const {
+  const Impl& m = *impl_;
+  if (o.slots <= 0 || o.max_len <= 0) throw std::invalid_argument("make_kv_cache: slots and max_len must be positive");
+  if (o.max_len > m.cfg.max_position_embeddings)
     throw std::invalid_argument("make_kv_cache: max_len exceeds max_position_embeddings");
+  if (o.block_size <= 0) throw std::invalid_argument("make_kv_cache: block_size must be positive");
+  if (o.blocks < 0) throw std::invalid_argument("make_kv_cache: negative block count");
+  const backend::DType dtype = o.dtype == backend::DType::f32 ? backend::dtype_of<T>() : o.dtype;
+  if (dtype != backend::dtype_of<T>() && dtype != backend::DType::bf16)
+    throw std::invalid_argument(fmt::format("make_kv_cache: no {} cache for a {} model", backend::dtype_name(dtype),
+                                            backend::dtype_name(backend::dtype_of<T>())));
   auto k = std::make_unique<typename BasicKVCache<T>::Impl>();
+  k->be = m.be;
   k->layers = m.layers();
-  k->slots = slots;
-  k->max_len = max_len;
+  k->slots = o.slots;
+  k->max_len = o.max_len;
+  k->block_size = o.block_size;
+  k->max_blocks = int((o.max_len + o.block_size - 1) / o.block_size);
+  k->blocks = o.blocks > 0 ? o.blocks : std::int64_t(o.slots) * k->max_blocks;
+  if (k->blocks > std::numeric_limits<std::int32_t>::max() / o.block_size)
+    throw std::invalid_argument("make_kv_cache: more cache rows than 32-bit slots can name");
+  k->dtype = dtype;
   k->row = std::int64_t(m.kv_heads) * m.cfg.head_dim();   // this tp rank's key/value heads
-  const std::size_t n = std::size_t(k->layers) * std::size_t(slots) * std::size_t(max_len) * std::size_t(k->row);
-  k->k = backend::Buffer<T>(*m.be, n);
-  k->v = backend::Buffer<T>(*m.be, n);
-  k->length.assign(std::size_t(slots), 0);
+  const std::size_t n = std::size_t(k->layers) * std::size_t(k->blocks) * std::size_t(o.block_size) *
+                        std::size_t(k->row) * k->elem();
+  k->k = backend::Buffer<std::byte>(*m.be, n);
+  k->v = backend::Buffer<std::byte>(*m.be, n);
+  k->tables = backend::Buffer<std::int32_t>(*m.be, std::size_t(o.slots) * std::size_t(k->max_blocks));
+  k->host_tables.assign(std::size_t(o.slots) * std::size_t(k->max_blocks), -1);
+  k->free_list.resize(std::size_t(k->blocks));
+  // Block 0 on top of the stack: a fresh cache hands out blocks in order.
+  for (std::int64_t b = 0; b < k->blocks; ++b) k->free_list[std::size_t(b)] = std::int32_t(k->blocks - 1 - b);
+  k->held.assign(std::size_t(o.slots), 0);
+  k->length.assign(std::size_t(o.slots), 0);
   return BasicKVCache<T>(std::move(k));
 }
 
@@ -111,11 +147,26 @@ template <typename T> BasicKVCache<T>& BasicKVCache<T>::operator=(BasicKVCache&&
 template <typename T> int BasicKVCache<T>::slots() const { return impl_->slots; }
 template <typename T> std::int64_t BasicKVCache<T>::max_len() const { return impl_->max_len; }
 template <typename T> std::int64_t BasicKVCache<T>::length(int slot) const { return impl_->length.at(std::size_t(slot)); }
-template <typename T> void BasicKVCache<T>::clear(int slot) { impl_->length.at(std::size_t(slot)) = 0; }
+template <typename T> void BasicKVCache<T>::clear(int slot) {
+  impl_->length.at(std::size_t(slot)) = 0;
+  impl_->release_beyond(slot, 0);
+}
 template <typename T> void BasicKVCache<T>::truncate(int slot, std::int64_t len) {
   std::int64_t& l = impl_->length.at(std::size_t(slot));
   if (len < 0 || len > l) throw std::out_of_range("KVCache::truncate: length beyond the cached tokens");
   l = len;
+  impl_->release_beyond(slot, len);
+}
+template <typename T> int BasicKVCache<T>::block_size() const { return impl_->block_size; }
+template <typename T> std::int64_t BasicKVCache<T>::blocks() const { return impl_->blocks; }
+template <typename T> std::int64_t BasicKVCache<T>::free_blocks() const { return std::int64_t(impl_->free_list.size()); }
+template <typename T> std::int64_t BasicKVCache<T>::held_blocks(int slot) const { return impl_->held.at(std::size_t(slot)); }
+template <typename T> std::int64_t BasicKVCache<T>::blocks_needed(int slot, std::int64_t tokens) const {
+  return impl_->extra_blocks(slot, length(slot) + tokens);
+}
+template <typename T> backend::DType BasicKVCache<T>::dtype() const { return impl_->dtype; }
+template <typename T> std::int64_t BasicKVCache<T>::bytes() const {
+  return std::int64_t(impl_->k.size() + impl_->v.size());
 }
 
 template class BasicActivations<float>;
@@ -126,5 +177,9 @@ template BasicActivations<float> BasicModel<float>::make_activations(const Activ
 template BasicActivations<double> BasicModel<double>::make_activations(const ActivationOptions&) const;
 template BasicKVCache<float> BasicModel<float>::make_kv_cache(int, std::int64_t) const;
 template BasicKVCache<double> BasicModel<double>::make_kv_cache(int, std::int64_t) const;
+template BasicKVCache<float> BasicModel<float>::make_kv_cache(const KVCacheOptions&) const;
+template BasicKVCache<double> BasicModel<double>::make_kv_cache(const KVCacheOptions&) const;
+template std::int64_t BasicModel<float>::kv_block_bytes(int, backend::DType) const;
+template std::int64_t BasicModel<double>::kv_block_bytes(int, backend::DType) const;
 
 }  // namespace braid::model

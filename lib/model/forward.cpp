@@ -40,9 +40,8 @@ void layer_forward(const typename BasicModel<T>::Impl& m, typename BasicActivati
   ops.rmsnorm_forward(io.x, w.ln1, N, D, c.rms_norm_eps, ln1, rstd1);
   ops.gemm(false, true, N, QKV, D, T(1), ln1, D, w.qkv, D, T(0), qkv, QKV);
   const int hd = c.head_dim();
-  ops.rope(qkv, N, QKV, m.heads, hd, a.pos.data(), m.cos.data(), m.sin.data(), false);
-  ops.rope(qkv + std::int64_t(m.heads) * hd, N, QKV, m.kv_heads, hd, a.pos.data(), m.cos.data(), m.sin.data(),
-           false);
+  ops.rope(qkv, N, QKV, m.heads, hd, a.pos_ptr, m.cos.data(), m.sin.data(), false);
+  ops.rope(qkv + std::int64_t(m.heads) * hd, N, QKV, m.kv_heads, hd, a.pos_ptr, m.cos.data(), m.sin.data(), false);
   attend(qkv, att, lse);
   // Row-parallel out-projection: every tp rank adds its heads' part, tp rank 0 also the
   // residual, and one all-reduce makes the sum (a no-op at tp 1).
@@ -135,6 +134,7 @@ void BasicModel<T>::forward(const Batch& batch, BasicActivations<T>& acts) const
     for (std::int64_t i = 0; i < len; ++i) pos[std::size_t(off[std::size_t(s)] + i)] = std::int32_t(i);
   }
   m.be->copy_to_device(a.pos.data(), pos.data(), pos.size() * sizeof(std::int32_t));
+  a.pos_ptr = a.pos.data();
 
   const std::int64_t D = a.D;
   T* x = a.resid_at(0);
@@ -163,17 +163,25 @@ void BasicModel<T>::forward(const Batch& batch, BasicActivations<T>& acts) const
 template <typename T>
 void BasicModel<T>::forward_cached(std::span<const std::int32_t> tokens, std::span<const Segment> segments,
                                    BasicKVCache<T>& cache, BasicActivations<T>& acts) const {
+  prepare_cached(tokens, segments, cache, acts);
+  run_cached(cache, acts);
+}
+
+template <typename T>
+void BasicModel<T>::prepare_cached(std::span<const std::int32_t> tokens, std::span<const Segment> segments,
+                                   BasicKVCache<T>& cache, BasicActivations<T>& acts, std::int64_t pad_to) const {
   const Impl& m = *impl_;
   auto& a = *acts.impl_;
   auto& kv = *cache.impl_;
   if (kv.layers != m.layers()) throw std::invalid_argument("forward_cached: the cache was made for another stage");
+  if (kv.be != m.be) throw std::invalid_argument("forward_cached: the cache was made on another backend");
   const std::int64_t n_seg = std::int64_t(segments.size());
-  if (n_seg == 0) throw std::invalid_argument("forward_cached: no segments");
-  if (n_seg > a.max_seqs) throw std::invalid_argument("forward_cached: more segments than the activations hold");
-  a.segs.clear();
+  if (n_seg == 0 && pad_to <= 0) throw std::invalid_argument("forward_cached: no segments");
+  const std::int64_t rows_out = std::max(n_seg, pad_to);
+  if (rows_out > a.max_seqs) throw std::invalid_argument("forward_cached: more segments than the activations hold");
   std::vector<char> seen(std::size_t(kv.slots), 0);
-  std::vector<std::int32_t> pos;
-  std::int64_t N = 0;
+  std::int64_t N = 0, extra = 0;
+  bool all_decode = true;
   for (const Segment& sg : segments) {
     if (sg.slot < 0 || sg.slot >= kv.slots) throw std::invalid_argument(fmt::format("forward_cached: no slot {}", sg.slot));
     if (seen[std::size_t(sg.slot)]++) throw std::invalid_argument(fmt::format("forward_cached: slot {} given twice", sg.slot));
@@ -181,48 +189,115 @@ void BasicModel<T>::forward_cached(std::span<const std::int32_t> tokens, std::sp
     if (sg.len <= 0 || past + sg.len > kv.max_len)
       throw std::invalid_argument(fmt::format("forward_cached: slot {} would hold {} tokens (cache max_len {})", sg.slot,
                                               past + sg.len, kv.max_len));
-    a.segs.push_back({N, sg.len, std::int64_t(sg.slot) * kv.max_len, past});
-    for (std::int64_t i = 0; i < sg.len; ++i) pos.push_back(std::int32_t(past + i));
+    extra += kv.extra_blocks(sg.slot, past + sg.len);
+    all_decode = all_decode && sg.len == 1;
     N += sg.len;
   }
-  if (N > a.max_tokens) throw std::invalid_argument("forward_cached: more tokens than the activations hold");
-  a.n = N;
-  m.be->copy_to_device(a.pos.data(), pos.data(), pos.size() * sizeof(std::int32_t));
+  if (pad_to > n_seg && !all_decode) throw std::invalid_argument("forward_cached: only decode steps are padded");
+  const std::int64_t rows = all_decode ? rows_out : N;
+  if (rows > a.max_tokens) throw std::invalid_argument("forward_cached: more tokens than the activations hold");
+  if (m.first()) check_tokens<T>(m, tokens, N);
+  if (extra > std::int64_t(kv.free_list.size()))
+    throw KVCacheFull(fmt::format("forward_cached: the step needs {} more KV-cache blocks, {} of {} are free", extra,
+                                  kv.free_list.size(), kv.blocks));
 
-  const std::int64_t D = a.D, row = kv.row;
+  // Blocks first (nothing can fail after this point), then each row's inputs.
+  a.host_step.assign(std::size_t(5 * a.max_tokens), 0);
+  std::int32_t* tok = a.host_step.data();
+  std::int32_t* pos = tok + a.max_tokens;
+  std::int32_t* slot_of = pos + a.max_tokens;
+  std::int32_t* row_seq = slot_of + a.max_tokens;
+  std::int32_t* row_ctx = row_seq + a.max_tokens;
+  a.segs.clear();
+  a.last_row.clear();
+  a.paged_rows = 0;
+  std::int64_t r = 0;
+  for (const Segment& sg : segments) {
+    const std::int64_t past = kv.length[std::size_t(sg.slot)];
+    int& held = kv.held[std::size_t(sg.slot)];
+    for (std::int64_t need = kv.extra_blocks(sg.slot, past + sg.len); need > 0; --need) {
+      kv.host_tables[std::size_t(sg.slot) * std::size_t(kv.max_blocks) + std::size_t(held)] = kv.free_list.back();
+      kv.free_list.pop_back();
+      ++held;
+      kv.tables_dirty = true;
+    }
+    const std::int32_t* table = kv.host_tables.data() + std::size_t(sg.slot) * std::size_t(kv.max_blocks);
+    // A fresh prompt attends over its own rows (attention_forward); other rows, and every
+    // row of a decode step (a graph's step has no host-side segment list), read the cache.
+    const bool fresh = past == 0 && !all_decode;
+    if (fresh) a.segs.push_back({r, sg.len, r, 0});
+    for (std::int64_t i = 0; i < sg.len; ++i, ++r) {
+      const std::int64_t p = past + i;
+      if (m.first()) tok[r] = tokens[std::size_t(r)];
+      pos[r] = std::int32_t(p);
+      slot_of[r] = table[p / kv.block_size] * kv.block_size + std::int32_t(p % kv.block_size);
+      row_seq[r] = sg.slot;
+      row_ctx[r] = fresh ? 0 : std::int32_t(p + 1);
+      a.paged_rows += !fresh;
+    }
+    kv.length[std::size_t(sg.slot)] += sg.len;
+    a.last_row.push_back(r - 1);
+  }
+  for (; r < rows; ++r) slot_of[r] = -1;  // padding: inert rows (row_ctx 0: no attention)
+  a.n = rows;
+  a.n_seg = n_seg;
+  a.all_decode = all_decode;
+  if (m.tp_split()) a.host_tokens.assign(tokens.begin(), tokens.end());
+  // One upload of the step's inputs; the block tables only when a block changed hands.
+  // (From host vectors that stay put until the next step.)
+  const backend::Stream stream = m.be->current_stream();
+  for (int part = 0; part < 5; ++part) {
+    m.be->copy_to_device_async(a.step_at(part), a.host_step.data() + part * a.max_tokens,
+                               std::size_t(rows) * sizeof(std::int32_t), stream);
+  }
+  if (kv.tables_dirty) {
+    m.be->copy_to_device_async(kv.tables.data(), kv.host_tables.data(), kv.host_tables.size() * sizeof(std::int32_t),
+                               stream);
+    kv.tables_dirty = false;
+  }
+  a.pos_ptr = a.step_at(1);
+}
+
+template <typename T>
+void BasicModel<T>::run_cached(BasicKVCache<T>& cache, BasicActivations<T>& acts) const {
+  const Impl& m = *impl_;
+  auto& a = *acts.impl_;
+  auto& kv = *cache.impl_;
+  const std::int64_t N = a.n, n_seg = a.n_seg, D = a.D, row = kv.row;
   T* x = a.resid_at(0);  // in place through every layer
-  if (m.first()) embed<T>(m, a, tokens, N, x);
-  const auto dims = dims_of<T>(m, a.QKV, row);
+  if (m.first()) {
+    if (m.tp_split()) embed<T>(m, a, a.host_tokens, N, x);
+    else m.ops->embedding_forward(a.step_at(0), N, m.embed, D, x);
+  }
+  const auto dims = dims_of<T>(m, a.QKV, a.QKV);
   const std::int64_t k_off = std::int64_t(m.heads) * m.cfg.head_dim();
   const std::int64_t v_off = k_off + row;
+  const backend::PagedRows paged{.block_tables = kv.tables.data(), .max_blocks = kv.max_blocks,
+                                 .row_seq = a.step_at(3), .row_ctx = a.step_at(4), .max_context = kv.max_len};
   for (int l = 0; l < m.layers(); ++l) {
-    LayerIo<T> io{x, x, x};
-    if (a.training) io = {a.resid_at(0), a.resid_at(0), a.resid_at(0)};
-    T* k_cache = kv.k.data() + kv.layer_offset(l);
-    T* v_cache = kv.v.data() + kv.layer_offset(l);
-    layer_forward<T>(m, a, l, io, [&](T* qkv, T* att, T* lse) {
-      for (const backend::AttentionSegment& sg : a.segs)
-        for (std::int64_t i = 0; i < sg.q_len; ++i) {
-          const T* src = qkv + (sg.q_begin + i) * a.QKV;
-          const std::int64_t dst = (sg.kv_begin + sg.past + i) * row;
-          m.be->copy(k_cache + dst, src + k_off, std::size_t(row) * sizeof(T));
-          m.be->copy(v_cache + dst, src + v_off, std::size_t(row) * sizeof(T));
-        }
-      m.ops->attention_forward(dims, a.segs, qkv, k_cache, v_cache, att, lse);
+    const backend::PagedKV layer = kv.layer(l);
+    layer_forward<T>(m, a, l, LayerIo<T>{x, x, x}, [&](T* qkv, T* att, T* lse) {
+      m.ops->paged_kv_write(N, qkv + k_off, qkv + v_off, a.QKV, a.step_at(2), layer);
+      if (!a.segs.empty()) m.ops->attention_forward(dims, a.segs, qkv, qkv + k_off, qkv + v_off, att, lse);
+      if (a.paged_rows > 0 || a.all_decode) m.ops->paged_attention(dims, N, qkv, layer, paged, att);
     });
   }
-  for (const Segment& sg : segments) kv.length[std::size_t(sg.slot)] += sg.len;
 
   if (m.last()) {
-    for (std::int64_t s = 0; s < n_seg; ++s) {
-      const auto& sg = a.segs[std::size_t(s)];
-      m.be->copy(a.last_rows.data() + s * D, x + (sg.q_begin + sg.q_len - 1) * D, std::size_t(D) * sizeof(T));
+    // The logits rows: every row of a decode step (padding included), else each segment's last.
+    const T* last = x;
+    std::int64_t rows = N;
+    if (!a.all_decode) {
+      rows = n_seg;
+      for (std::int64_t s = 0; s < n_seg; ++s) {
+        m.be->copy(a.last_rows.data() + s * D, x + a.last_row[std::size_t(s)] * D, std::size_t(D) * sizeof(T));
+      }
+      last = a.last_rows.data();
     }
-    m.ops->rmsnorm_forward(a.last_rows.data(), m.norm, n_seg, D, m.cfg.rms_norm_eps, a.final_out.data(),
-                           a.final_rstd.data());
-    if (a.has_logits) lm_logits(a.final_out.data(), n_seg, a.logits.data());
+    m.ops->rmsnorm_forward(last, m.norm, rows, D, m.cfg.rms_norm_eps, a.final_out.data(), a.final_rstd.data());
+    if (a.has_logits) lm_logits(a.final_out.data(), rows, a.logits.data());
     a.output_ptr = a.final_out.data();
-    a.n_out = n_seg;
+    a.n_out = rows;
   } else {
     a.output_ptr = x;
     a.n_out = N;
@@ -236,5 +311,11 @@ template void BasicModel<float>::forward_cached(std::span<const std::int32_t>, s
                                                 BasicKVCache<float>&, BasicActivations<float>&) const;
 template void BasicModel<double>::forward_cached(std::span<const std::int32_t>, std::span<const Segment>,
                                                  BasicKVCache<double>&, BasicActivations<double>&) const;
+template void BasicModel<float>::prepare_cached(std::span<const std::int32_t>, std::span<const Segment>,
+                                                BasicKVCache<float>&, BasicActivations<float>&, std::int64_t) const;
+template void BasicModel<double>::prepare_cached(std::span<const std::int32_t>, std::span<const Segment>,
+                                                 BasicKVCache<double>&, BasicActivations<double>&, std::int64_t) const;
+template void BasicModel<float>::run_cached(BasicKVCache<float>&, BasicActivations<float>&) const;
+template void BasicModel<double>::run_cached(BasicKVCache<double>&, BasicActivations<double>&) const;
 
 }  // namespace braid::model

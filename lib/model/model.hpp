@@ -24,7 +24,7 @@
 // units and vocabulary, and forward, backward and forward_cached all-reduce over the
 // group; every rank of the group runs the same calls on the same tokens.
 //
-// Generation (KV cache; continuous batching):
+// Generation (paged KV cache; continuous batching):
 //
 //   auto cache = m.make_kv_cache(/*slots*/ 32, /*max_len*/ 1024);
 //   auto acts  = m.make_activations({.max_tokens = 2048, .max_sequences = 32});
@@ -35,6 +35,17 @@
 // cache.length(slot) .. +len and attends to everything before; a segment of one token
 // is a decode step, a longer one a prefill. Segments of different slots at different
 // positions run in one batch. cache.clear(slot) frees a slot for a new sequence.
+//
+// The cache is paged (vLLM's PagedAttention): keys and values live in a pool of
+// fixed-size blocks (KVCacheOptions::block_size tokens of every layer), each slot has a
+// block table, and a slot takes blocks as its sequence grows and gives them back when it
+// is cleared or truncated. A pool smaller than slots × max_len lets more sequences run
+// than would fit at their longest; a step that needs more blocks than are free throws
+// KVCacheFull before touching anything (a generator preempts a sequence instead:
+// lib/generate). A fresh prompt (a segment starting at position 0) attends over its own
+// keys with attention_forward (the flash kernel over packed prompts); every other row
+// reads the cache through paged_attention (decode). The keys and values are written into
+// their blocks with paged_kv_write in both cases.
 #pragma once
 
 #include "backend/backend.hpp"
@@ -44,6 +55,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -126,6 +138,23 @@ struct ActivationOptions {
   bool training = false;           // keep every layer's activations for backward
 };
 
+// A paged KV cache's shape (make_kv_cache).
+struct KVCacheOptions {
+  int slots = 1;                   // sequences at once (block-table rows)
+  std::int64_t max_len = 0;        // tokens of one sequence at most (<= max_position_embeddings)
+  int block_size = 16;             // tokens per block
+  std::int64_t blocks = 0;         // blocks in the pool; 0: slots · ⌈max_len / block_size⌉ (never full)
+  // Storage of keys and values: the model's scalar type, or bf16 (half the memory; keys and
+  // values rounded once when written). f32 when the model's type is f32 and this says f32.
+  backend::DType dtype = backend::DType::f32;
+};
+
+// A step needs more blocks than the pool has free (nothing was changed).
+class KVCacheFull : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 template <typename T> class BasicModel;
 
 // The buffers of one micro-batch. Made by BasicModel::make_activations, reused across calls.
@@ -160,7 +189,8 @@ class BasicActivations {
   std::unique_ptr<Impl> impl_;
 };
 
-// Keys and values of every layer of the stage, for `slots` sequences of up to max_len tokens.
+// Keys and values of every layer of the stage, for `slots` sequences of up to max_len
+// tokens, in a pool of blocks (paged; see the header comment).
 template <typename T>
 class BasicKVCache {
  public:
@@ -171,9 +201,18 @@ class BasicKVCache {
   int slots() const;
   std::int64_t max_len() const;
   std::int64_t length(int slot) const;   // tokens cached for the slot
-  void clear(int slot);                  // forget the slot's tokens
+  void clear(int slot);                  // forget the slot's tokens; its blocks go back to the pool
   // Keeps the first len tokens of the slot (len <= length): rewinds a speculative step.
   void truncate(int slot, std::int64_t len);
+
+  int block_size() const;
+  std::int64_t blocks() const;           // in the pool
+  std::int64_t free_blocks() const;
+  std::int64_t held_blocks(int slot) const;
+  // Blocks the slot would take from the pool to append `tokens` more tokens.
+  std::int64_t blocks_needed(int slot, std::int64_t tokens) const;
+  backend::DType dtype() const;
+  std::int64_t bytes() const;            // the pool's device memory
 
   struct Impl;  // internal: model/model_impl.hpp
 
@@ -221,7 +260,11 @@ class BasicModel {
   void zero_grad();
 
   BasicActivations<T> make_activations(const ActivationOptions& opt) const;
+  // A cache that never fills: every slot can hold max_len tokens (blocks of 16, type T).
   BasicKVCache<T> make_kv_cache(int slots, std::int64_t max_len) const;
+  BasicKVCache<T> make_kv_cache(const KVCacheOptions& opt) const;
+  // Device memory of one block of the stage's cache (keys and values of every layer).
+  std::int64_t kv_block_bytes(int block_size, backend::DType dtype) const;
 
   // Forward over whole sequences (positions 0..len-1 each). Tokens are used on the first
   // stage; later stages read acts.input().
@@ -235,6 +278,18 @@ class BasicModel {
   // packed in segment order (used on the first stage; later stages read acts.input()).
   void forward_cached(std::span<const std::int32_t> tokens, std::span<const Segment> segments,
                       BasicKVCache<T>& cache, BasicActivations<T>& acts) const;
+  // forward_cached in two halves, for a caller that captures the second as a graph
+  // (lib/generate/decode_graph.hpp). prepare_cached does the host's part: the checks, the
+  // blocks the segments take, and the step's token ids, positions, cache slots and block
+  // tables uploaded into fixed device buffers of acts and cache (the cache's lengths then
+  // count the new tokens). run_cached issues only device work; when every segment is a
+  // single decode token and the model is not tensor parallel it allocates nothing and never
+  // waits for the device, so it can be captured. pad_to > number of segments (all single
+  // tokens): the step has pad_to rows, the extra ones inert (token 0, no key written,
+  // attention skipped, their logits ignored), so one graph serves every batch up to pad_to.
+  void prepare_cached(std::span<const std::int32_t> tokens, std::span<const Segment> segments,
+                      BasicKVCache<T>& cache, BasicActivations<T>& acts, std::int64_t pad_to = 0) const;
+  void run_cached(BasicKVCache<T>& cache, BasicActivations<T>& acts) const;
 
   // Heads (last stage). The LM head matrix [vocab × D] (lm_head.weight or, tied, the
   // embedding), with its storage type; false when the stage has none.

@@ -4,6 +4,8 @@
 
 #include "model/model.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <vector>
 
 namespace braid::model {
@@ -65,7 +67,18 @@ struct BasicActivations<T>::Impl {
   std::int64_t n = 0;                  // tokens of the last forward
   std::int64_t n_out = 0;              // rows of output(): n, or segments after forward_cached
   bool last_was_training_forward = false;
-  std::vector<backend::AttentionSegment> segs;
+  std::vector<backend::AttentionSegment> segs;   // forward: every sequence; forward_cached: fresh prefills
+  // forward_cached's inputs in one device buffer of 5 · max_tokens int32 (one upload per
+  // step, fixed addresses for a captured graph): token ids, positions, cache slots written,
+  // and per row the block-table row and the keys seen by paged attention (0: not paged).
+  backend::Buffer<std::int32_t> step;
+  std::vector<std::int32_t> host_step;
+  std::vector<std::int32_t> host_tokens;
+  std::vector<std::int64_t> last_row;            // each segment's last row         // tensor parallel: embed() reads them on the host
+  std::int64_t n_seg = 0, paged_rows = 0;
+  bool all_decode = false;                       // every segment one token: no gather of last rows
+  const std::int32_t* pos_ptr = nullptr;         // the rows' positions (rope)
+  std::int32_t* step_at(int part) { return step.data() + std::int64_t(part) * max_tokens; }
   // Vocabulary-parallel embedding: the runs [begin, end) of rows whose token this tp rank
   // holds (a.tokens then holds ids within the rank's slice).
   std::vector<std::pair<std::int64_t, std::int64_t>> owned_runs;
@@ -85,14 +98,43 @@ struct BasicActivations<T>::Impl {
   const T* output_ptr = nullptr;
 };
 
+// The paged KV cache: one pool of blocks per stage (every layer's keys, then every layer's
+// values), a block table per slot, a free list. The host keeps the tables and uploads them
+// to `tables` (device) when a step changed them.
 template <typename T>
 struct BasicKVCache<T>::Impl {
-  int layers = 0, slots = 0;
-  std::int64_t max_len = 0, row = 0;   // row = kv heads · head_dim
-  backend::Buffer<T> k, v;             // [layers × slots × max_len × row]
+  backend::Backend* be = nullptr;
+  int layers = 0, slots = 0, block_size = 16, max_blocks = 0;   // max_blocks: per slot
+  std::int64_t max_len = 0, row = 0, blocks = 0;                 // row = kv heads · head_dim
+  backend::DType dtype = backend::DType::f32;
+  backend::Buffer<std::byte> k, v;     // [layers × blocks × block_size × row] of dtype
+  backend::Buffer<std::int32_t> tables;   // [slots × max_blocks]
+  std::vector<std::int32_t> host_tables;  // -1: no block
+  std::vector<std::int32_t> free_list;    // a stack: the block freed last is reused first
+  std::vector<int> held;                  // blocks held per slot
   std::vector<std::int64_t> length;
+  bool tables_dirty = true;
 
-  std::int64_t layer_offset(int l) const { return std::int64_t(l) * slots * max_len * row; }
+  std::size_t elem() const { return backend::dtype_size(dtype); }
+  backend::PagedKV layer(int l) const {
+    const std::size_t off = std::size_t(l) * std::size_t(blocks) * std::size_t(block_size) * std::size_t(row) * elem();
+    return {const_cast<std::byte*>(k.data()) + off, const_cast<std::byte*>(v.data()) + off, dtype, block_size, row};
+  }
+  // Blocks the slot needs beyond what it holds to hold `len` tokens.
+  std::int64_t extra_blocks(int slot, std::int64_t len) const {
+    return std::max<std::int64_t>(0, (len + block_size - 1) / block_size - held[std::size_t(slot)]);
+  }
+  // Gives back the slot's blocks beyond those that hold `len` tokens.
+  void release_beyond(int slot, std::int64_t len) {
+    const int keep = int((len + block_size - 1) / block_size);
+    int& h = held[std::size_t(slot)];
+    for (; h > keep; --h) {
+      std::int32_t& b = host_tables[std::size_t(slot) * std::size_t(max_blocks) + std::size_t(h - 1)];
+      free_list.push_back(b);
+      b = -1;
+      tables_dirty = true;
+    }
+  }
 };
 
 }  // namespace braid::model

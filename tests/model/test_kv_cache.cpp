@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 using namespace braid;
@@ -147,6 +148,68 @@ BOOST_AUTO_TEST_CASE(rejects_bad_segments) {
                     std::invalid_argument);
   BOOST_CHECK_EQUAL(cache.length(0), 0);
   BOOST_CHECK_EQUAL(cache.length(1), 0);
+}
+
+// The paged pool: blocks are taken as sequences grow, given back by clear and truncate,
+// and reused by the next sequence, whose logits are those of a full forward; a step the
+// pool cannot hold throws KVCacheFull and changes nothing.
+BOOST_AUTO_TEST_CASE(blocks_are_freed_and_reused) {
+  Model fx;
+  auto& m = fx.m;
+  const auto ref = full_logits(m);
+  // Blocks of 4 tokens; 4 blocks for two slots of up to 12 tokens (6 would never fill).
+  auto cache = m.make_kv_cache({.slots = 2, .max_len = 12, .block_size = 4, .blocks = 4});
+  auto acts = m.make_activations({.max_tokens = 16, .max_sequences = 2});
+  BOOST_CHECK_EQUAL(cache.blocks(), 4);
+  BOOST_CHECK_EQUAL(cache.free_blocks(), 4);
+  BOOST_CHECK_EQUAL(cache.bytes(), m.kv_block_bytes(4, backend::DType::f32) * 4);
+  BOOST_CHECK_EQUAL(cache.blocks_needed(0, 9), 3);
+
+  m.forward_cached(kSeqs[0], std::vector<model::Segment>{{0, 9}}, cache, acts);   // 9 tokens: 3 blocks
+  BOOST_CHECK_EQUAL(cache.held_blocks(0), 3);
+  BOOST_CHECK_EQUAL(cache.free_blocks(), 1);
+  BOOST_CHECK_LT(max_rel_diff(acts.logits(), ref[0][8]), 1e-5);
+  // Slot 1 needs 2 blocks for 6 tokens, 1 is free: refused, nothing changed.
+  BOOST_CHECK_THROW(m.forward_cached(kSeqs[1], std::vector<model::Segment>{{1, 6}}, cache, acts), model::KVCacheFull);
+  BOOST_CHECK_EQUAL(cache.length(1), 0);
+  BOOST_CHECK_EQUAL(cache.free_blocks(), 1);
+  // Truncating slot 0 to 4 tokens frees two blocks; slot 1 then runs, in reused blocks
+  // whose old keys must not leak into it, decoding its last token from the cache.
+  cache.truncate(0, 4);
+  BOOST_CHECK_EQUAL(cache.held_blocks(0), 1);
+  BOOST_CHECK_EQUAL(cache.free_blocks(), 3);
+  m.forward_cached(std::span(kSeqs[1]).first(5), std::vector<model::Segment>{{1, 5}}, cache, acts);
+  m.forward_cached(std::span(kSeqs[1]).subspan(5), std::vector<model::Segment>{{1, 1}}, cache, acts);
+  BOOST_CHECK_EQUAL(cache.held_blocks(1), 2);
+  BOOST_CHECK_LT(max_rel_diff(acts.logits(), ref[1][5]), 1e-5);
+  // Slot 0 goes on from its 4 kept tokens alongside: the same logits as a full forward.
+  m.forward_cached(std::span(kSeqs[0]).subspan(4, 1), std::vector<model::Segment>{{0, 1}}, cache, acts);
+  BOOST_CHECK_LT(max_rel_diff(acts.logits(), ref[0][4]), 1e-5);
+  // Clearing gives every block back; a new sequence in slot 0 reuses them from the top.
+  cache.clear(0);
+  cache.clear(1);
+  BOOST_CHECK_EQUAL(cache.free_blocks(), 4);
+  m.forward_cached(kSeqs[2], std::vector<model::Segment>{{0, 7}}, cache, acts);
+  BOOST_CHECK_LT(max_rel_diff(acts.logits(), ref[2][6]), 1e-5);
+  BOOST_CHECK_EQUAL(cache.free_blocks(), 2);
+}
+
+// A bf16 cache (half the memory): decode logits within bf16 rounding of the f32 cache's.
+BOOST_AUTO_TEST_CASE(bf16_cache_decodes_close_to_f32) {
+  Model fx;
+  auto& m = fx.m;
+  const auto ref = full_logits(m);
+  auto cache = m.make_kv_cache({.slots = 1, .max_len = 16, .block_size = 4, .dtype = backend::DType::bf16});
+  BOOST_CHECK_EQUAL(cache.bytes(), m.kv_block_bytes(4, backend::DType::bf16) * 4);
+  BOOST_CHECK_EQUAL(m.kv_block_bytes(4, backend::DType::bf16) * 2, m.kv_block_bytes(4, backend::DType::f32));
+  auto acts = m.make_activations({.max_tokens = 16, .max_sequences = 1});
+  m.forward_cached(std::span(kSeqs[0]).first(3), std::vector<model::Segment>{{0, 3}}, cache, acts);
+  for (std::size_t p = 3; p < kSeqs[0].size(); ++p) {
+    m.forward_cached(std::span(kSeqs[0]).subspan(p, 1), std::vector<model::Segment>{{0, 1}}, cache, acts);
+    const double d = max_rel_diff(acts.logits(), ref[0][p]);
+    BOOST_CHECK_MESSAGE(d < 2e-2, "position " << p << ": relative difference " << d);
+    BOOST_CHECK_MESSAGE(d > 0, "position " << p << ": a bf16 cache should round something");
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

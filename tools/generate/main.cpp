@@ -51,6 +51,12 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.sampling.seed, "Sampling seed; sample i draws from stream (seed, i)")->capture_default_str();
   app.add_option("--max-batch", o.max_batch, "Sequences decoding together (KV-cache slots) per process")
       ->capture_default_str();
+  app.add_option("--kv-cache-mb", o.kv_cache_mb,
+                 "KV-cache pool in MiB (0: the device's free memory after the weights less a reserve; on the CPU "
+                 "4096). Sequences that do not fit wait, or are preempted and resumed, with the same samples")
+      ->capture_default_str();
+  app.add_flag("!--no-cuda-graphs", o.cuda_graphs,
+               "Run decode steps without CUDA graphs (also BRAID_CUDA_GRAPHS=0); the samples are the same");
   app.add_option("--shard-size", o.shard_size, "Samples per output shard")->capture_default_str();
   app.add_option("--prefix", o.prefix, "Shard file name prefix")->capture_default_str();
   app.add_option("--limit", o.limit, "Use only the first N prompts (0: all)")->capture_default_str();

@@ -105,6 +105,14 @@ DpoLossSums dpo_loss(std::int64_t pairs, const DpoLossRows<T>& in, const DpoLoss
 template <typename T>
 WhiteningStats whiten(std::int64_t n, T* x, const std::uint8_t* mask, double eps);
 
+// The paged KV cache (cpu/paged_attention.cpp).
+template <typename T>
+void paged_kv_write(std::int64_t n, const T* k_src, const T* v_src, std::int64_t src_stride, const std::int32_t* slots,
+                    const PagedKV& cache);
+template <typename T>
+void paged_attention(const AttentionDims& dims, std::int64_t n, const T* q, const PagedKV& cache,
+                     const PagedRows& rows, T* out);
+
 // Reused between rows: candidate ids, most likely first, and their weights.
 struct SampleScratch {
   std::vector<std::int32_t> order;

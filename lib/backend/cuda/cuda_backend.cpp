@@ -22,6 +22,7 @@
 #include "backend/cuda/flash_attention.cuh"
 #include "backend/cuda/gemm.cuh"
 #include "backend/cuda/losses.cuh"
+#include "backend/cuda/paged_attention.cuh"
 #include "backend/cuda/rmsnorm.cuh"
 #include "backend/cuda/rope.cuh"
 #include "backend/cuda/sample.cuh"
@@ -171,6 +172,12 @@ class CudaOps final : public Ops<float> {
   WhiteningStats whiten(std::int64_t n, float* x, const std::uint8_t* mask, double eps) override {
     return cuda::whiten(stream(), n, x, mask, eps, loss_scratch(n));
   }
+  void paged_kv_write(std::int64_t n, const float* k_src, const float* v_src, std::int64_t src_stride,
+                      const std::int32_t* slots, const PagedKV& c) override {
+    cuda::paged_kv_write(stream(), n, k_src, v_src, src_stride, slots, c.k, c.v, paged_bf16(c, "paged_kv_write"), c.row);
+  }
+  void paged_attention(const AttentionDims& dims, std::int64_t n, const float* q, const PagedKV& c,
+                       const PagedRows& rows, float* out) override;
   void sample(const float* logits, std::int64_t rows, std::int64_t vocab, const SamplingSpec& spec,
               const double* uniforms, std::int32_t* tokens, float* logprob, float* raw_logprob) override {
     cuda::sample(stream(), logits, rows, vocab, {spec.temperature, spec.top_k, spec.top_p, spec.greedy()}, uniforms,
@@ -188,6 +195,7 @@ class CudaOps final : public Ops<float> {
   void gemm_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
                  std::int64_t lda, const void* b, DType b_type, std::int64_t ldb, float beta, float* c,
                  std::int64_t ldc);
+  static bool paged_bf16(const PagedKV& c, const char* op);
 
   CudaBackend& be_;
 };
@@ -253,10 +261,40 @@ class CudaBackend final : public Backend {
   // compute copy AdamW refreshes (convert), as on the CPU; no f64.
   bool supports(Op op, DType dtype) const override {
     if (dtype == DType::f32) return true;
-    if (dtype == DType::bf16) return op == Op::gemm || op == Op::embedding || op == Op::rmsnorm || op == Op::adamw;
+    if (dtype == DType::bf16) {
+      return op == Op::gemm || op == Op::embedding || op == Op::rmsnorm || op == Op::adamw || op == Op::paged_attention;
+    }
     return false;
   }
   bool host_accessible() const override { return false; }
+
+  // CUDA graphs (the decode step: lib/generate/decode_graph.hpp). Thread-local capture: only
+  // this thread's calls are checked against the capture.
+  bool supports_graphs() const override { return true; }
+  void begin_capture(Stream s) override {
+    check(cudaStreamBeginCapture(live(s), cudaStreamCaptureModeThreadLocal), "begin graph capture");
+  }
+  Graph end_capture(Stream s) override {
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamEndCapture(live(s), &graph), "end graph capture");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    check(err, "instantiate graph");
+    return Graph{exec};
+  }
+  void launch(Graph g, Stream s) override {
+    check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(g.handle), live(s)), "launch graph");
+  }
+  void destroy_graph(Graph g) noexcept override {
+    if (g.handle) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(g.handle));
+  }
+  // Free memory counts what braid's own pool caches for reuse (given back, not released
+  // to the driver): a second generation run in one process sees the first's KV cache as free.
+  std::optional<DeviceMemory> device_memory() const override {
+    const DeviceMemoryStats s = memory_stats();
+    return DeviceMemory{s.free + (s.reserved > s.live ? s.reserved - s.live : 0), s.total};
+  }
 
   void* allocate(std::size_t bytes) override {
     std::size_t rounded = std::max<std::size_t>(256, (bytes + 255) / 256 * 256);
@@ -637,6 +675,23 @@ void CudaOps::attention_backward(const AttentionDims& dims, std::span<const Atte
   }
   cuda::attention_backward(stream(), shape, d_segs, int(t.segs.size()), t.total_q, t.total_k, q, k, v, out, lse, d_out,
                            d_q, d_k, d_v, dsum);
+}
+
+bool CudaOps::paged_bf16(const PagedKV& c, const char* op) {
+  if (c.dtype != DType::f32 && c.dtype != DType::bf16) {
+    throw std::logic_error(std::string(op) + ": no " + std::string(dtype_name(c.dtype)) + " KV cache on CUDA");
+  }
+  return c.dtype == DType::bf16;
+}
+
+void CudaOps::paged_attention(const AttentionDims& dims, std::int64_t n, const float* q, const PagedKV& c,
+                              const PagedRows& rows, float* out) {
+  const bool bf16 = paged_bf16(c, "paged_attention");
+  const cuda::PagedShape shape{dims.n_heads, dims.n_kv_heads, dims.head_dim, dims.q_stride};
+  const std::int64_t floats = cuda::paged_attention_scratch(n, dims.n_heads, dims.head_dim, rows.max_context);
+  auto* scratch = floats > 0 ? static_cast<float*>(be_.scratch(std::size_t(floats) * sizeof(float))) : nullptr;
+  cuda::paged_attention(stream(), shape, n, q, cuda::PagedCache{c.k, c.v, bf16, c.block_size, c.row}, rows.block_tables,
+                        rows.max_blocks, rows.row_seq, rows.row_ctx, rows.max_context, out, scratch);
 }
 
 double CudaOps::global_sum_squares(std::span<const std::span<const float>> xs) {
