@@ -24,7 +24,7 @@
 # runs. At most 8 files come back from the device tool: this script writes at most 6.
 #
 # Environment (defaults in brackets): BRAID_GPU_DEBS [.gpu-debs], BRAID_GPU_PREFIX
-# [/tmp/braid-gpu-deps], BRAID_GPU_BUILD [/tmp/braid-gpu-build], JOBS [16],
+# [/tmp/braid-gpu-deps], BRAID_GPU_BUILD [/tmp/braid-gpu-build; reused when there, unless BRAID_GPU_FRESH=1], JOBS [16],
 # BRAID_GPU_TARGETS [what the parts need; "all" builds everything that links],
 # BRAID_CUDA_GEMM / BRAID_CUDA_ATTENTION (passed on: docs/gpu.md).
 # Exit status: 0 when every chosen part passed, 1 otherwise, 2 on bad usage.
@@ -88,7 +88,13 @@ step "configure ($build)"
 # prefix (MPI, HDF5) still link: their missing symbols are left to run time, and the GPU
 # tests do not load them.
 link="-Wl,--unresolved-symbols=ignore-in-shared-libs -Wl,-rpath-link,$L:$L/openblas-pthread:$L/openmpi/lib:$L/hdf5/serial"
-rm -rf "$build"
+# A build folder left by an earlier call on a machine still warm is reused (the parts'
+# targets rebuild incrementally) unless BRAID_GPU_FRESH=1 or it belongs to another tree.
+if [[ ${BRAID_GPU_FRESH:-0} == 1 ]] || ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$root" "$build/CMakeCache.txt" 2> /dev/null; then
+  rm -rf "$build"
+else
+  echo "reusing $build"
+fi
 cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBRAID_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="90-real;90-virtual" "${launcher[@]}" \
   -DCMAKE_IGNORE_PREFIX_PATH="/usr;/usr/local" \
