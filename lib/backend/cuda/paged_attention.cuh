@@ -3,15 +3,17 @@
 // through its block table.
 //
 // paged_attention: one block of 128 threads per (query row, group of up to 8 query heads
-// that share a kv head, split of 512 keys). Grouped-query heads share every key and value
-// they load. Keys are visited in tiles of 128, one key per thread for the scores (the
-// queries in shared memory, read as broadcasts), then the threads go over the head
-// dimension for Σ p·v with coalesced loads of the value rows; an online softmax carries the
-// max and sum from tile to tile. Contexts longer than one split run as several blocks whose
-// partial sums a second kernel combines (split-K, as in FlashDecoding / vLLM v2), so a few
-// long sequences still fill the GPU. The number of splits comes from max_context (host),
-// and blocks past a row's own context return at once: a captured graph sized for the
-// longest context stays right for every shorter one.
+// that share a kv head, split of up to 512 keys: fewer, in whole tiles, when rows × heads
+// are under 1024, so that a small batch still fills the GPU). Grouped-query heads share
+// every key and value they load. Keys are visited in tiles of 128, one key per thread for
+// the scores (the queries in shared memory, read as broadcasts); for Σ p·v each warp takes
+// a quarter of the tile's keys and its lanes the head dimensions, reading value rows whole
+// (coalesced), and the four warps' sums are added at the end; an online softmax carries
+// the max and sum from tile to tile. Contexts longer than one split run as several blocks
+// whose partial sums a second kernel combines (split-K, as in FlashDecoding / vLLM v2).
+// The split comes from (rows, heads, max_context) on the host, and blocks past a row's
+// own context return at once: a captured graph sized for the longest context stays right
+// for every shorter one.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -24,27 +24,32 @@ __global__ void rmsnorm_forward_kernel(const float* x, const W* w, std::int64_t 
   for (std::int64_t j = threadIdx.x; j < dim; j += blockDim.x) y[r * dim + j] = xr[j] * s * load_as_float(w, j);
 }
 
-// dx += rstd · (dy·w − x · rstd² · mean(dy·w·x)); this block's rows' dy·x̂ into its partial row.
+// dx += rstd · (dy·w − x · rstd² · mean(dy·w·x)): one block per row, as the forward.
 template <typename W>
-__global__ void rmsnorm_backward_kernel(const float* x, const W* w, const float* rstd, const float* dy, std::int64_t n,
-                                        std::int64_t dim, std::int64_t rows_per_chunk, float* dx, float* partial) {
-  const std::int64_t lo = blockIdx.x * rows_per_chunk;
+__global__ void rmsnorm_backward_dx_kernel(const float* x, const W* w, const float* rstd, const float* dy,
+                                           std::int64_t dim, float* dx) {
+  const std::int64_t r = blockIdx.x;
+  const float* xr = x + r * dim;
+  const float* dyr = dy + r * dim;
+  const float s = rstd[r];
+  float dot = 0;
+  for (std::int64_t j = threadIdx.x; j < dim; j += blockDim.x) dot += dyr[j] * load_as_float(w, j) * xr[j];
+  dot = block_sum(dot);
+  const float c = dot / float(dim) * s * s;
+  for (std::int64_t j = threadIdx.x; j < dim; j += blockDim.x) dx[r * dim + j] += s * (dyr[j] * load_as_float(w, j) - xr[j] * c);
+}
+
+// dw's partial rows: block (column tile, chunk) sums dy·x·rstd over the chunk's rows for
+// its columns, one column per thread (coalesced across the threads), in row order.
+__global__ void rmsnorm_backward_dw_kernel(const float* x, const float* rstd, const float* dy, std::int64_t n,
+                                           std::int64_t dim, std::int64_t rows_per_chunk, float* partial) {
+  const std::int64_t j = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+  if (j >= dim) return;
+  const std::int64_t lo = blockIdx.y * rows_per_chunk;
   const std::int64_t hi = min(n, lo + rows_per_chunk);
-  float* dw_local = partial + blockIdx.x * dim;
-  for (std::int64_t j = threadIdx.x; j < dim; j += blockDim.x) dw_local[j] = 0;
-  for (std::int64_t r = lo; r < hi; ++r) {
-    const float* xr = x + r * dim;
-    const float* dyr = dy + r * dim;
-    const float s = rstd[r];
-    float dot = 0;
-    for (std::int64_t j = threadIdx.x; j < dim; j += blockDim.x) dot += dyr[j] * load_as_float(w, j) * xr[j];
-    dot = block_sum(dot);
-    const float c = dot / float(dim) * s * s;
-    for (std::int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
-      dx[r * dim + j] += s * (dyr[j] * load_as_float(w, j) - xr[j] * c);
-      dw_local[j] += dyr[j] * xr[j] * s;  // each thread owns its columns: no race
-    }
-  }
+  float acc = 0;
+  for (std::int64_t r = lo; r < hi; ++r) acc += dy[r * dim + j] * x[r * dim + j] * rstd[r];
+  partial[blockIdx.y * dim + j] = acc;
 }
 
 __global__ void sum_partials_kernel(const float* partial, std::int64_t chunks, std::int64_t dim, float* dw) {
@@ -81,14 +86,18 @@ void rmsnorm_backward(cudaStream_t s, const float* x, const void* w, DType wt, c
   if (n <= 0) return;
   const std::int64_t per = (n + kChunks - 1) / kChunks;
   const std::int64_t chunks = (n + per - 1) / per;
+  if (n > 0x7fffffff) throw std::invalid_argument("rmsnorm_backward: more than 2^31 rows");
   if (wt == DType::f32) {
-    rmsnorm_backward_kernel<<<unsigned(chunks), kThreads, 0, s>>>(x, static_cast<const float*>(w), rstd, dy, n, dim, per, dx, scratch);
+    rmsnorm_backward_dx_kernel<<<unsigned(n), kThreads, 0, s>>>(x, static_cast<const float*>(w), rstd, dy, dim, dx);
   } else if (wt == DType::bf16) {
-    rmsnorm_backward_kernel<<<unsigned(chunks), kThreads, 0, s>>>(x, static_cast<const unsigned short*>(w), rstd, dy, n, dim, per, dx, scratch);
+    rmsnorm_backward_dx_kernel<<<unsigned(n), kThreads, 0, s>>>(x, static_cast<const unsigned short*>(w), rstd, dy, dim, dx);
   } else {
     unsupported("rmsnorm_backward", wt);
   }
   check_launch("rmsnorm_backward");
+  rmsnorm_backward_dw_kernel<<<dim3(blocks_for(dim, kThreads), unsigned(chunks)), kThreads, 0, s>>>(x, rstd, dy, n, dim,
+                                                                                                 per, scratch);
+  check_launch("rmsnorm_backward (dw partials)");
   sum_partials_kernel<<<blocks_for(dim, kThreads), kThreads, 0, s>>>(scratch, chunks, dim, dw);
   check_launch("rmsnorm_backward (dw)");
 }
