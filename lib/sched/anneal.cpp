@@ -94,7 +94,8 @@ TieBreak parse_tie_break(const std::string& name) {
   if (name == "finish") return TieBreak::finish;
   if (name == "flow") return TieBreak::flow;
   if (name == "critical") return TieBreak::critical;
-  throw std::invalid_argument("unknown tie-break '" + name + "' (none, finish, flow, critical)");
+  if (name == "memory") return TieBreak::memory;
+  throw std::invalid_argument("unknown tie-break '" + name + "' (none, finish, flow, critical, memory)");
 }
 
 const char* tie_break_name(TieBreak t) {
@@ -103,6 +104,7 @@ const char* tie_break_name(TieBreak t) {
     case TieBreak::finish: return "finish";
     case TieBreak::flow: return "flow";
     case TieBreak::critical: return "critical";
+    case TieBreak::memory: return "memory";
   }
   return "?";
 }
@@ -130,6 +132,15 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   std::optional<PeakTracker> peaks;
   peaks.emplace(*tl, p.devices, p.per_device);
   auto energy = [&] { return mu > 0 ? tl->makespan() + mu * peaks->max_peak() : tl->makespan(); };
+  // The peaks are kept up to date when the energy or the tie-break reads them.
+  const bool track_peaks = mu > 0 || opt.tie_break == TieBreak::memory;
+  // The memory tie-break in time units: one mean activation weighs one mean subtask.
+  const double mem_tie_scale = mean_act > 0 ? mean_dur / mean_act : 0.0;
+  auto memory_tie = [&] {
+    double sum = 0;
+    for (int dd = 0; dd < p.devices; ++dd) sum += peaks->peak(static_cast<std::size_t>(dd));
+    return mem_tie_scale * (peaks->max_peak() + 0.25 * sum / p.devices);
+  };
   // The tie-break: under equal makespans a move may raise it by dx only with
   // probability exp(-dx / T) (Metropolis on the second key of a lexicographic energy).
   auto tie = [&] {
@@ -138,6 +149,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
       case TieBreak::finish: return opt.tie_weight * tl->finish_sum();
       case TieBreak::flow: return opt.tie_weight * tl->end_sum();
       case TieBreak::critical: return opt.tie_weight * tl->critical_count();
+      case TieBreak::memory: return opt.tie_weight * memory_tie();
     }
     return 0.0;
   };
@@ -204,9 +216,11 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     const double threshold = current + slack;
     double makespan_threshold = threshold;
     double old_level = 0, new_level = 0;
-    if (mu > 0) {
+    if (track_peaks) {
       old_level = tl->device_level(d, i);
       new_level = tl->level_if_swapped(d, i);
+    }
+    if (mu > 0) {
       makespan_threshold -= mu * peaks->max_after(static_cast<std::size_t>(d), old_level, new_level);
     }
     const SwapResult r = tl->swap(d, i, makespan_threshold);
@@ -218,7 +232,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     refused_in_a_row = 0;
     ++st.iterations;
     if (r == SwapResult::done) {
-      if (mu > 0) peaks->apply(static_cast<std::size_t>(d), old_level, new_level);
+      if (track_peaks) peaks->apply(static_cast<std::size_t>(d), old_level, new_level);
       const double e = energy();
       const double mk = tl->makespan();
       bool keep = e <= threshold;
@@ -236,7 +250,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
         tv = tie();
       }
       if (!keep) {
-        if (mu > 0) peaks->revert();
+        if (track_peaks) peaks->revert();
         tl->undo();
       } else {
         ++st.accepted;

@@ -17,7 +17,9 @@ namespace braid::sched {
 // after the makespan): nothing (a flat plateau, the paper's energy), the sum of the
 // devices' finishing times, the sum of every subtask's end ("flow"), or the number
 // of subtasks on a longest path ("critical").
-enum class TieBreak { none, finish, flow, critical };
+// "memory": the peak activation memory (highest device peak + a quarter of the mean),
+// one mean activation weighing one mean subtask duration.
+enum class TieBreak { none, finish, flow, critical, memory };
 TieBreak parse_tie_break(const std::string& name);  // throws std::invalid_argument
 const char* tie_break_name(TieBreak t);
 

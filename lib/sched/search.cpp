@@ -5,6 +5,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/log.hpp"
+
 namespace braid::sched {
 
 namespace {
@@ -134,6 +136,9 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
                                static_cast<std::uint64_t>(rank) + 0x5eed + 0x100000 * round, &st, opt.mem_t0_factor);
     out.iterations += st.mem_iterations;
     const Timing now = evaluate(p, order);
+    log::debug("memory pass {} of rank {}: candidate {} (peak {:.6g}) -> peak {:.6g}, makespan {:.6g}, {} neighbours, {:.2f} s{}",
+               round, rank, k, searches[static_cast<std::size_t>(k)]->best.peak_memory, now.peak_memory, now.makespan,
+               st.mem_iterations, st.mem_seconds, st.mem_stalled ? ", stalled" : "");
     const bool better = round == 0 || (same_time(now.makespan, t.makespan)
                                            ? now.peak_memory < t.peak_memory && !same_time(now.peak_memory, t.peak_memory)
                                            : now.makespan < t.makespan);

@@ -45,7 +45,7 @@ BOOST_AUTO_TEST_CASE(reaches_the_bound_on_an_integer_landscape) {
 BOOST_AUTO_TEST_CASE(every_tie_break_keeps_the_search_correct) {
   const Problem p = build_problem(integer_fusion(8));
   const double bound = lower_bound(p).value;
-  for (TieBreak t : {TieBreak::none, TieBreak::finish, TieBreak::flow, TieBreak::critical}) {
+  for (TieBreak t : {TieBreak::none, TieBreak::finish, TieBreak::flow, TieBreak::critical, TieBreak::memory}) {
     AnnealOptions o = budget(5, 300'000);
     o.tie_break = t;
     const AnnealResult r = anneal(p, *greedy(p), bound, o);
@@ -56,6 +56,8 @@ BOOST_AUTO_TEST_CASE(every_tie_break_keeps_the_search_correct) {
     BOOST_CHECK_LE(r.makespan, evaluate(p, *greedy(p)).makespan + 1e-9);
   }
   BOOST_CHECK(parse_tie_break("critical") == TieBreak::critical);
+  BOOST_CHECK(parse_tie_break("memory") == TieBreak::memory);
+  BOOST_CHECK_EQUAL(tie_break_name(TieBreak::memory), "memory");
   BOOST_CHECK_THROW(parse_tie_break("slack"), std::invalid_argument);
 }
 
@@ -74,4 +76,56 @@ BOOST_AUTO_TEST_CASE(an_iteration_budget_gives_the_same_schedule_every_time) {
   o.seed = 4;
   const AnnealResult c = anneal(p, *greedy(p), bound, o);
   BOOST_CHECK(c.order != a.order);  // another seed walks elsewhere
+}
+
+// The memory tie-break, run on from a schedule at the bound with a bound it never
+// reaches (the paper's code's lexicographic energy, walked for its whole budget): its
+// best is lexicographic (makespan, then memory), so it never ends slower than its
+// start, nor, at the same makespan, with a higher highest-plus-quarter-mean peak.
+BOOST_AUTO_TEST_CASE(the_memory_tie_break_keeps_the_makespan_and_never_raises_memory) {
+  const Problem p = build_problem(integer_fusion(8));
+  const double bound = lower_bound(p).value;
+  const AnnealResult at_bound = anneal(p, *greedy(p), bound, budget(1, 2'000'000));
+  BOOST_REQUIRE(at_bound.stats.reached_bound);
+  auto memory_key = [&](const Order& o) {
+    const Timing t = evaluate(p, o);
+    double sum = 0;
+    for (double v : t.device_peak) sum += v;
+    return t.peak_memory + 0.25 * sum / p.devices;
+  };
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    AnnealOptions o = budget(seed, 300'000);
+    o.tie_break = TieBreak::memory;
+    o.memory_pass = false;
+    const AnnealResult r = anneal(p, at_bound.order, -1.0, o);  // a bound never reached: the whole budget
+    const Timing t = evaluate(p, r.order);
+    BOOST_REQUIRE(t.valid);
+    BOOST_CHECK(same_time(t.makespan, at_bound.makespan));
+    BOOST_CHECK_LE(memory_key(r.order), memory_key(at_bound.order) + 1e-9);
+    BOOST_CHECK_EQUAL(r.stats.iterations, 300'000U);
+    BOOST_CHECK_GT(r.stats.plateau, 0U);
+    BOOST_TEST_MESSAGE("seed " << seed << ": peak " << at_bound.peak_memory << " -> " << t.peak_memory);
+  }
+}
+
+// The memory pass with a fixed budget is a function of its inputs, never leaves the
+// makespan of its start, and another stream walks elsewhere.
+BOOST_AUTO_TEST_CASE(the_memory_pass_is_reproducible_and_keeps_the_makespan) {
+  const Problem p = build_problem(integer_fusion(16));
+  const Order start = *greedy(p);
+  const Timing before = evaluate(p, start);
+  const double serial_peak = serial_1f1b(p.spec).peak_memory;
+  AnnealStats sa, sb;
+  const Order a = lower_memory(p, start, 200'000, 0, serial_peak, 5, 0, &sa);
+  const Order b = lower_memory(p, start, 200'000, 0, serial_peak, 5, 0, &sb);
+  BOOST_CHECK(a == b);
+  BOOST_CHECK_EQUAL(sa.mem_iterations, sb.mem_iterations);
+  for (std::uint64_t stream = 0; stream < 4; ++stream) {
+    const Order c = lower_memory(p, start, 200'000, 0, serial_peak, 5, stream);
+    const Timing t = evaluate(p, c);
+    BOOST_REQUIRE(t.valid);
+    BOOST_CHECK_LE(t.makespan, before.makespan * (1 + 1e-12));
+    BOOST_CHECK_LE(t.peak_memory, before.peak_memory + 1e-9);
+    if (stream > 0) BOOST_CHECK(c != a);
+  }
 }

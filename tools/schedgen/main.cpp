@@ -57,9 +57,9 @@ int main(int argc, char** argv) {
   std::string tie_break = braid::sched::tie_break_name(opt.anneal.tie_break);
   app.add_option("--tie-break", tie_break,
                  "What orders schedules of equal makespan: the number of subtasks on a longest path, the sum of "
-                 "device finishing times, of subtask ends, or nothing (flat plateaus)")
+                 "device finishing times, of subtask ends, the peak activation memory, or nothing (flat plateaus)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"critical", "finish", "flow", "none"}));
+      ->check(CLI::IsMember({"critical", "finish", "flow", "none", "memory"}));
   app.add_option("--tie-weight", opt.anneal.tie_weight, "Scale of the tie-break against the temperature")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
