@@ -224,6 +224,30 @@ std::vector<std::filesystem::path> tp_files(const std::filesystem::path& spec) {
 
 }  // namespace
 
+std::vector<std::filesystem::path> remove_other_layouts(const std::filesystem::path& out,
+                                                        const std::vector<std::filesystem::path>& written) {
+  namespace fs = std::filesystem;
+  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  const std::string stem = out.stem().string(), ext = out.extension().string();
+  std::vector<fs::path> candidates{out};
+  for (const char* infix : {".stage", ".tp"}) {
+    for (const std::string& mid : names_beside(out, infix)) candidates.push_back(dir / (stem + infix + mid + ext));
+  }
+  auto is_written = [&](const fs::path& p) {
+    return std::any_of(written.begin(), written.end(), [&](const fs::path& w) {
+      return fs::absolute(w).lexically_normal() == fs::absolute(p).lexically_normal();
+    });
+  };
+  std::vector<fs::path> removed;
+  for (const fs::path& c : candidates) {
+    std::error_code ec;
+    if (!fs::is_regular_file(c, ec) || is_written(c)) continue;
+    if (fs::remove(c, ec)) removed.push_back(c);
+  }
+  return removed;
+}
+
+
 std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path& spec) {
   namespace fs = std::filesystem;
   if (fs::is_regular_file(spec)) return {spec};

@@ -36,6 +36,13 @@ std::filesystem::path stage_path(const std::filesystem::path& out, int stage, in
 std::filesystem::path tp_path(const std::filesystem::path& out, int rank, int size);
 // The files of a checkpoint written with stage_path(out, *, stages).
 std::vector<std::filesystem::path> stage_paths(const std::filesystem::path& out, int stages);
+// Removes the files named like checkpoint `out` in another layout than the one just
+// written (`written`: every file of it): out itself, its stage files and its tp files that
+// are not in `written` — what an earlier run left under the same name, which a reader
+// (preferring the whole file) would otherwise load. Returns what it removed. One rank
+// calls it, once every file of `written` exists.
+std::vector<std::filesystem::path> remove_other_layouts(const std::filesystem::path& out,
+                                                        const std::vector<std::filesystem::path>& written);
 
 struct SaveInfo {
   std::int64_t step = 0;

@@ -15,6 +15,8 @@
 #include "backend/registry.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/optimizer_state.hpp"
 #include "core/log.hpp"
 #include "comm/mesh.hpp"
 #include "comm/mpi.hpp"
@@ -152,6 +154,24 @@ class FusedSession final : public RlSession {
     const auto files = pipe_->save(out_paths, created_by);
     world_->barrier();   // every tp rank's files exist before the lead names them
     if (lead()) {
+      // Files of another layout under the same names (a whole file an earlier run left
+      // beside these stage files) would be what the next reader loads: removed.
+      std::vector<std::filesystem::path> written(files.begin(), files.end());
+      for (std::size_t i = 0; i < outs_.size(); ++i) {
+        const auto state = checkpoint::optimizer_state_path(outs_[i]);
+        for (int r = 0; r < mesh_.tp_size(); ++r) {
+          const auto mine = checkpoint::stage_paths(checkpoint::tp_path(state, r, mesh_.tp_size()),
+                                                    pipe_->stages(static_cast<int>(i)));
+          written.insert(written.end(), mine.begin(), mine.end());
+        }
+      }
+      for (std::size_t i = 0; i < outs_.size(); ++i) {
+        for (const auto& name : {std::filesystem::path(outs_[i]), checkpoint::optimizer_state_path(outs_[i])}) {
+          for (const auto& gone : checkpoint::remove_other_layouts(name, written)) {
+            log::info("removed {}: an earlier checkpoint of another layout under the same name", gone.string());
+          }
+        }
+      }
       for (const auto& f : files) std::cout << f.string() << std::endl;
     }
   }

@@ -172,3 +172,34 @@ BOOST_AUTO_TEST_CASE(checkpoint_files_resolve_a_file_or_its_stage_files) {
   save(two, dir / "ck.h5");
   BOOST_CHECK_THROW(braid::checkpoint::checkpoint_files(dir / "ck.h5"), braid::InputError);
 }
+
+// A checkpoint written as stage files where an earlier run left the whole file (and stage
+// files of another count) under the same name: the reader would prefer the whole file, so
+// the writer's lead removes every other layout, and the reader then gets the new weights.
+BOOST_AUTO_TEST_CASE(writing_a_layout_removes_the_other_layouts_of_the_same_name) {
+  auto be = braid::backend::make_cpu_backend(1);
+  const ModelConfig c = tiny();
+  auto old_whole = stages(c, 1, *be);
+  old_whole[0].init_random(5);
+  auto old_four = stages(c, 4, *be);
+  for (auto& m : old_four) m.init_random(6);
+  auto fresh = stages(c, 2, *be);
+  for (auto& m : fresh) m.init_random(7);
+  const fs::path ck = scratch("relayout.h5");
+  save(old_whole, ck);
+  save(old_four, ck);
+  save(fresh, ck);
+  const fs::path other = scratch("relayout.optim.h5");   // another checkpoint's name: untouched
+  save(old_whole, other);
+  const auto written = braid::checkpoint::stage_paths(ck, 2);
+  const auto removed = braid::checkpoint::remove_other_layouts(ck, written);
+  BOOST_TEST(removed.size() == 5u);   // the whole file and the four stage files of 4
+  BOOST_TEST(!fs::exists(ck));
+  for (int s = 0; s < 4; ++s) BOOST_TEST(!fs::exists(braid::checkpoint::stage_path(ck, s, 4)));
+  for (const auto& f : written) BOOST_TEST(fs::exists(f));
+  BOOST_TEST(fs::exists(other));
+  auto back = stages(c, 1, *be);
+  load(back, ck, 2);
+  BOOST_TEST((weights_of(back) == weights_of(fresh)));
+  BOOST_TEST(braid::checkpoint::remove_other_layouts(ck, written).empty());
+}
