@@ -36,15 +36,15 @@ out=$(cd "$1" && pwd)
 shift
 parts=("$@")
 [[ ${#parts[@]} -gt 0 ]] || parts=(tests ops train)
+# What each part builds (and needs built to run: its executables land in tests/ or bench/).
+declare -A part_targets=([tests]="test_backend_ops test_backend_registry test_model_parity" [ops]="bench_gpu"
+                         [train]="bench_gpu" [generate]="test_paged_ops test_generate_device"
+                         [decode]="bench_gpu_decode")
 want_targets=()
 for p in "${parts[@]}"; do
-  case $p in
-    tests) want_targets+=(test_backend_ops test_backend_registry test_model_parity) ;;
-    ops | train) want_targets+=(bench_gpu) ;;
-    generate) want_targets+=(test_paged_ops test_generate_device) ;;
-    decode) want_targets+=(bench_gpu_decode) ;;
-    *) echo "run.sh: unknown part '$p' (tests, ops, train, generate, decode)" >&2; exit 2 ;;
-  esac
+  [[ -n ${part_targets[$p]:-} ]] || { echo "run.sh: unknown part '$p' (tests, ops, train, generate, decode)" >&2; exit 2; }
+  # shellcheck disable=SC2206
+  want_targets+=(${part_targets[$p]})
 done
 debs=${BRAID_GPU_DEBS:-$root/.gpu-debs}
 prefix=${BRAID_GPU_PREFIX:-/tmp/braid-gpu-deps}
@@ -125,10 +125,7 @@ rc=$?
 grep -E "error|warning:" "$out/build.log" | head -40
 # A target that failed to build fails its parts only (the build keeps going past it).
 [[ $rc -eq 0 ]] || { echo "build failed (exit $rc): $out/build.log"; tail -30 "$out/build.log"; }
-declare -A part_bins=([tests]="tests/test_backend_ops tests/test_model_parity" [ops]="bench/bench_gpu"
-                      [train]="bench/bench_gpu" [generate]="tests/test_paged_ops tests/test_generate_device"
-                      [decode]="bench/bench_gpu_decode")
-built() { local b; for b in ${part_bins[$1]}; do [[ -x $build/$b ]] || return 1; done; }
+built() { local t; for t in ${part_targets[$1]}; do [[ -x $build/tests/$t || -x $build/bench/$t ]] || return 1; done; }
 
 part_tests() {
   local log=$out/tests.log rc

@@ -2,7 +2,6 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
-#include "checkpoint/checkpoint.hpp"
 #include "checkpoint/optimizer_state.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
@@ -118,12 +117,8 @@ void save_all(const std::vector<Trainee*>& trainees, const std::string& created_
     auto written = files;
     for (const auto& f : ranks.files(checkpoint::optimizer_state_path(t->out))) written.push_back(f);
     // A name written before in another layout (a whole file beside these tp files, stage
-    // files of an earlier --schedule run) would be what the next reader loads: removed.
-    for (const auto& name : {std::filesystem::path(t->out), checkpoint::optimizer_state_path(t->out)}) {
-      for (const auto& gone : checkpoint::remove_other_layouts(name, written)) {
-        log::info("removed {}: an earlier checkpoint of another layout under the same name", gone.string());
-      }
-    }
+    // files of an earlier --schedule run) would be what the next reader loads.
+    remove_other_layouts(t->out, written);
     for (const auto& f : files) std::cout << f.string() << std::endl;
   }
 }

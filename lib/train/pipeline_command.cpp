@@ -15,7 +15,6 @@
 #include "backend/registry.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
-#include "checkpoint/checkpoint.hpp"
 #include "checkpoint/optimizer_state.hpp"
 #include "core/log.hpp"
 #include "comm/mesh.hpp"
@@ -165,13 +164,7 @@ class FusedSession final : public RlSession {
           written.insert(written.end(), mine.begin(), mine.end());
         }
       }
-      for (std::size_t i = 0; i < outs_.size(); ++i) {
-        for (const auto& name : {std::filesystem::path(outs_[i]), checkpoint::optimizer_state_path(outs_[i])}) {
-          for (const auto& gone : checkpoint::remove_other_layouts(name, written)) {
-            log::info("removed {}: an earlier checkpoint of another layout under the same name", gone.string());
-          }
-        }
-      }
+      for (const auto& out : outs_) remove_other_layouts(out, written);
       for (const auto& f : files) std::cout << f.string() << std::endl;
     }
   }

@@ -1,6 +1,7 @@
 #include "train/train_outputs.hpp"
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "train/optimizer_state.hpp"
 #include "io/stage_stats.hpp"
 
@@ -22,6 +23,14 @@ std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim:
   opt.gather_masters(0);
   if (write) checkpoint::save_weights(m, weights, info);
   return {weights, state};
+}
+
+void remove_other_layouts(const std::filesystem::path& out, const std::vector<std::filesystem::path>& written) {
+  for (const auto& name : {out, checkpoint::optimizer_state_path(out)}) {
+    for (const auto& gone : checkpoint::remove_other_layouts(name, written)) {
+      log::info("removed {}: an earlier checkpoint of another layout under the same name", gone.string());
+    }
+  }
 }
 
 bool checkpoint_complete(const std::filesystem::path& out, std::int64_t step) {

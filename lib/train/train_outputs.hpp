@@ -26,6 +26,11 @@ std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim:
                                                    const std::filesystem::path& out, const checkpoint::SaveInfo& info,
                                                    bool write = true);
 
+// Once every file of checkpoint `out` and of its optimizer state (`written`) exists: the
+// files named like either in another layout (checkpoint::remove_other_layouts), left by an
+// earlier run, removed and each removal logged. The lead rank calls it.
+void remove_other_layouts(const std::filesystem::path& out, const std::vector<std::filesystem::path>& written);
+
 // Whether `out` already holds weights of training step `step` and their optimizer
 // state (a rerun of an interrupted command skips such an output).
 bool checkpoint_complete(const std::filesystem::path& out, std::int64_t step);

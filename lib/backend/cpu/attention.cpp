@@ -28,19 +28,6 @@ T* scratch(int which, std::size_t n) {
 
 constexpr std::int64_t kLoopRows = 4;
 
-// Eight independent partial sums: without -ffast-math the compiler may not reorder a
-// single running sum, and a scalar dot product made decode attention the bottleneck.
-template <typename T>
-T dot(const T* a, const T* b, int n) {
-  T acc[8] = {};
-  int c = 0;
-  for (; c + 8 <= n; c += 8)
-    for (int u = 0; u < 8; ++u) acc[u] += a[c + u] * b[c + u];
-  T s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; c < n; ++c) s += a[c] * b[c];
-  return s;
-}
-
 // Plain loops for a few query rows (row r sees keys 0 .. past + r): scores by dot products
 // over the contiguous head dimension, then out = Σ p_j v_j.
 template <typename T>

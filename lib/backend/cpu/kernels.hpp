@@ -15,6 +15,20 @@ namespace braid::backend::cpu {
 // more than the loop itself (decode steps are made of such loops).
 constexpr std::int64_t kParallelMin = std::int64_t(1) << 15;
 
+// Eight independent partial sums: without -ffast-math the compiler may not reorder a
+// single running sum, and a scalar dot product made decode attention the bottleneck
+// (the attention kernels: contiguous and paged).
+template <typename T>
+T dot(const T* a, const T* b, int n) {
+  T acc[8] = {};
+  int c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int u = 0; u < 8; ++u) acc[u] += a[c + u] * b[c + u];
+  T s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; c < n; ++c) s += a[c] * b[c];
+  return s;
+}
+
 template <typename T>
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
           const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc);

@@ -16,17 +16,6 @@ namespace braid::backend::cpu {
 namespace {
 
 template <typename T>
-T dot8(const T* a, const T* b, int n) {
-  T acc[8] = {};
-  int c = 0;
-  for (; c + 8 <= n; c += 8)
-    for (int u = 0; u < 8; ++u) acc[u] += a[c + u] * b[c + u];
-  T s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; c < n; ++c) s += a[c] * b[c];
-  return s;
-}
-
-template <typename T>
 void check_cache_type(const PagedKV& c, const char* op) {
   if (c.dtype != dtype_of<T>() && c.dtype != DType::bf16) {
     throw std::logic_error(std::string(op) + ": a " + std::string(dtype_name(c.dtype)) + " cache with " +
@@ -100,7 +89,7 @@ void paged_attention(const AttentionDims& d, std::int64_t n, const T* q, const P
       if (s.size() < std::size_t(nk)) s.resize(std::size_t(nk));
       T m = -INFINITY;
       for (std::int64_t j = 0; j < nk; ++j) {
-        s[std::size_t(j)] = dot8(qr, cache_row<T>(c.k, c.dtype, slot(j), c.row, col, hd, kbuf.data()), hd) * scale;
+        s[std::size_t(j)] = dot(qr, cache_row<T>(c.k, c.dtype, slot(j), c.row, col, hd, kbuf.data()), hd) * scale;
         m = std::max(m, s[std::size_t(j)]);
       }
       T l = 0;

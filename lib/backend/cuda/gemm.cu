@@ -215,12 +215,17 @@ void Gemm::bf16(cudaStream_t s, GemmPath path, bool ta, bool tb, std::int64_t m,
     ldb16 = sb.cols;
   }
 
-  if (path == GemmPath::gemmex) {
+  // The bf16 operands through cublasGemmEx: the gemmex path, and shapes cuBLASLt has no
+  // algorithm for.
+  auto gemm_ex = [&] {
     check_cublas(cublasSetStream(blas_, s), "gemm (bf16, cublasGemmEx)");
     check_cublas(cublasGemmEx(blas_, op_b, op_a, as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), &alpha, b16,
                               CUDA_R_16BF, as_int(ldb16, "ldb"), a16, CUDA_R_16BF, as_int(lda16, "lda"), &beta, c,
                               CUDA_R_32F, as_int(ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "gemm (bf16, cublasGemmEx)");
+  };
+  if (path == GemmPath::gemmex) {
+    gemm_ex();
     return;
   }
 
@@ -263,11 +268,7 @@ void Gemm::bf16(cudaStream_t s, GemmPath path, bool ta, bool tb, std::int64_t m,
     }
   }
   if (!plan->found) {  // no cuBLASLt algorithm for this shape: cublasGemmEx takes it
-    check_cublas(cublasSetStream(blas_, s), "gemm (bf16, cublasGemmEx)");
-    check_cublas(cublasGemmEx(blas_, op_b, op_a, as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), &alpha, b16,
-                              CUDA_R_16BF, as_int(ldb16, "ldb"), a16, CUDA_R_16BF, as_int(lda16, "lda"), &beta, c,
-                              CUDA_R_32F, as_int(ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 "gemm (bf16, cublasGemmEx)");
+    gemm_ex();
     return;
   }
   check_cublas(cublasLtMatmul(lt_, plan->desc, &alpha, b16, plan->a, a16, plan->b, &beta, c, plan->c, c, plan->c,
