@@ -14,7 +14,7 @@ S="${BRAID_SCRATCH:?}"
 B="${BRAID_BIN:?}"
 rm -rf "${S:?}"/* && cd "$S"
 . "$BRAID_SOURCE/tests/common/expect.sh"
-command -v mpirun > /dev/null || { echo "SKIP: no mpirun"; exit 0; }
+command -v mpirun > /dev/null || { echo "SKIP: no mpirun"; exit 77; }
 
 cp "$BRAID_SOURCE/examples/tiny/config.json" config.json
 for i in $(seq 1 12); do echo "{\"text\": \"Question $i: what is $i times 7?\"}"; done > prompts.jsonl

@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 if ! "$PY" -c 'import h5py' 2>/dev/null; then
   echo "SKIP: $PY has no h5py (install python3-h5py)"
-  exit 0
+  exit 77
 fi
 
 # The fenced python block whose first line is "# NAME: ..." -> $S/NAME
