@@ -68,8 +68,7 @@ void BasicModel<T>::backward(BasicActivations<T>& acts) {
     m.be->fill_zero(d_qkv, std::size_t(N * QKV) * sizeof(T));
     ops.attention_backward(dims, a.segs, qkv, qkv + k_off, qkv + v_off, att, lse, d_att, d_qkv, d_qkv + k_off,
                            d_qkv + v_off);
-    ops.rope(d_qkv, N, QKV, m.heads, hd, a.pos.data(), m.cos.data(), m.sin.data(), true);
-    ops.rope(d_qkv + k_off, N, QKV, m.kv_heads, hd, a.pos.data(), m.cos.data(), m.sin.data(), true);
+    ops.rope(d_qkv, N, QKV, m.heads + m.kv_heads, hd, a.pos.data(), m.cos.data(), m.sin.data(), true);  // q and k
     ops.gemm(false, false, N, D, QKV, T(1), d_qkv, QKV, w.qkv, D, T(0), d_ln, D);
     ops.gemm(true, false, QKV, D, N, T(1), d_qkv, QKV, ln1, D, T(1), g.qkv, D);
     tp_all_reduce(*m.be, m.tp(), d_ln, N * D);   // column-parallel q|k|v

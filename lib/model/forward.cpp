@@ -40,8 +40,8 @@ void layer_forward(const typename BasicModel<T>::Impl& m, typename BasicActivati
   ops.rmsnorm_forward(io.x, w.ln1, N, D, c.rms_norm_eps, ln1, rstd1);
   ops.gemm(false, true, N, QKV, D, T(1), ln1, D, w.qkv, D, T(0), qkv, QKV);
   const int hd = c.head_dim();
-  ops.rope(qkv, N, QKV, m.heads, hd, a.pos_ptr, m.cos.data(), m.sin.data(), false);
-  ops.rope(qkv + std::int64_t(m.heads) * hd, N, QKV, m.kv_heads, hd, a.pos_ptr, m.cos.data(), m.sin.data(), false);
+  // The query heads and then the key heads, adjacent in a qkv row: one call rotates both.
+  ops.rope(qkv, N, QKV, m.heads + m.kv_heads, hd, a.pos_ptr, m.cos.data(), m.sin.data(), false);
   attend(qkv, att, lse);
   // Row-parallel out-projection: every tp rank adds its heads' part, tp rank 0 also the
   // residual, and one all-reduce makes the sum (a no-op at tp 1).

@@ -6,20 +6,16 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
 namespace braid::backend::cuda {
 namespace {
 
-constexpr int kThreads = 128;           // per block; one key each for the scores
-constexpr int kTile = kThreads;         // keys per tile
-constexpr int kMaxSplit = 4 * kTile;    // most keys per split
+constexpr int kThreads = 128;  // per attention block
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxHeadDim = 256;
-// Rows × heads below which a context is split more finely than kMaxSplit, so that a batch
-// of few sequences still spreads over the GPU's multiprocessors (132 on an H100/H200).
-constexpr std::int64_t kFillHeads = 1024;
 
 __device__ __forceinline__ void store_as(float* p, long long i, float x) { p[i] = x; }
 __device__ __forceinline__ void store_as(unsigned short* p, long long i, float x) {
@@ -40,46 +36,62 @@ __global__ void paged_kv_write_kernel(std::int64_t n, const float* k_src, const 
   }
 }
 
-// Block-wide max (or sum) of G values per thread at once: one pass through shared memory.
-template <int G, bool kMax>
-__device__ void block_reduce(float (&v)[G], float (&red)[kWarps][G]) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int g = 0; g < G; ++g) v[g] = kMax ? warp_max(v[g]) : warp_sum(v[g]);
-  if (lane == 0) {
-#pragma unroll
-    for (int g = 0; g < G; ++g) red[warp][g] = v[g];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    float r = red[0][g];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) r = kMax ? fmaxf(r, red[w][g]) : r + red[w][g];
-    v[g] = r;
-  }
-  __syncthreads();  // red[] is reused by the next call
-}
+// Keys are visited by lane groups: a group of LPK lanes (a power of two, 4 to 32) holds one
+// key, each lane NC chunks of VEC elements of it (VEC = 16 bytes of the cache type, or 1
+// when the rows are not 16-byte aligned), so a warp reads 32 / LPK keys a load, each key
+// row whole and in 16-byte pieces. A key's score is summed over its LPK lanes by shuffles.
+// Every lane group keeps its own online softmax (max, sum, Σ p·v of its dimensions) over
+// the keys it visits, with no block-wide step in the key loop; the groups and warps are
+// merged once at the end.
+constexpr int kFillHeads = 4096;        // rows × query heads below which contexts are split finer
+constexpr int kSplitUnit = 64;          // keys per split, a multiple of this
+constexpr float kLog2e = 1.4426950408889634f;
 
-// Grid: (rows, n_kv_heads · group / G, splits of split_keys keys). Shared: slots[kTile],
-// q[G × hd], p[G × kTile], o[kWarps × G × hd]. Scores: one key per thread. Values: warp w
-// takes the keys w, w + kWarps, ... of a tile and lane l the dimensions l + 32·i (i < DL:
-// head_dim ≤ 32·DL), reading each value row whole (coalesced); the warps' sums are added
-// at the end.
-template <typename KV, int G, int DL>
+template <typename KV, int VEC>
+struct Chunk;  // VEC elements of a key or value row, loaded at once, read as float
+
+template <>
+struct Chunk<unsigned short, 8> {
+  uint4 w;
+  __device__ __forceinline__ void load(const unsigned short* p) { w = __ldg(reinterpret_cast<const uint4*>(p)); }
+  __device__ __forceinline__ void zero() { w = make_uint4(0u, 0u, 0u, 0u); }
+  __device__ __forceinline__ float at(int i) const {
+    const unsigned x = i < 2 ? w.x : i < 4 ? w.y : i < 6 ? w.z : w.w;
+    return (i & 1) ? __uint_as_float(x & 0xffff0000u) : __uint_as_float(x << 16);  // little end first
+  }
+};
+template <>
+struct Chunk<float, 4> {
+  float4 w;
+  __device__ __forceinline__ void load(const float* p) { w = __ldg(reinterpret_cast<const float4*>(p)); }
+  __device__ __forceinline__ void zero() { w = make_float4(0.f, 0.f, 0.f, 0.f); }
+  __device__ __forceinline__ float at(int i) const { return i == 0 ? w.x : i == 1 ? w.y : i == 2 ? w.z : w.w; }
+};
+template <typename KV>
+struct Chunk<KV, 1> {
+  float w;
+  __device__ __forceinline__ void load(const KV* p) { w = load_as_float(p, 0); }
+  __device__ __forceinline__ void zero() { w = 0.f; }
+  __device__ __forceinline__ float at(int) const { return w; }
+};
+
+// 2^(a − b) with −∞ − −∞ read as a weight of 0 (a state that has seen no key).
+__device__ __forceinline__ float weight_of(float a, float b) { return a == -INFINITY ? 0.f : exp2f(a - b); }
+
+// Grid: (rows, n_kv_heads · group / G, splits). Block: kWarps warps. Shared: the warps'
+// (max, sum) per head and their Σ p·v, [kWarps][G][hd]. Scores are in log2 units (the
+// queries pre-scaled by log2(e)/√hd), so the split partials' max is too.
+template <typename KV, int G, int LPK, int VEC, int NC, int U>
 __global__ void __launch_bounds__(kThreads)
 paged_attention_kernel(PagedShape d, const float* q, const KV* k, const KV* v, int block_size, std::int64_t row,
                        const std::int32_t* tables, int max_blocks, const std::int32_t* row_seq,
                        const std::int32_t* row_ctx, int split_keys, float* out, float* part_o, float* part_ml) {
-  extern __shared__ std::int64_t shared[];
-  __shared__ float red[kWarps][G];
+  constexpr int KPW = 32 / LPK;  // keys a warp holds at once
+  extern __shared__ float o_s[];  // [kWarps][G][hd]
+  __shared__ float m_s[kWarps][G], l_s[kWarps][G];
   const int hd = d.head_dim;
-  std::int64_t* slot_s = shared;                          // [kTile]
-  float* q_s = reinterpret_cast<float*>(shared + kTile);  // [G × hd], pre-scaled by 1/√hd
-  float* p_s = q_s + G * hd;                              // [G × kTile]
-
-  float* o_s = p_s + G * kTile;                           // [kWarps × G × hd]
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const int kslot = lane / LPK, c = lane % LPK;
   const std::int64_t r = blockIdx.x;
   const int ctx = row_ctx[r];
   const int begin = int(blockIdx.z) * split_keys;
@@ -89,121 +101,161 @@ paged_attention_kernel(PagedShape d, const float* q, const KV* k, const KV* v, i
   const int chunks = group / G;
   const int kvh = int(blockIdx.y) / chunks;
   const int h0 = kvh * group + (int(blockIdx.y) % chunks) * G;
-  const float scale = rsqrtf(float(hd));
-  for (int i = threadIdx.x; i < G * hd; i += kThreads) {
-    const int g = i / hd, e = i % hd;
-    q_s[i] = q[r * d.q_stride + std::int64_t(h0 + g) * hd + e] * scale;
-  }
-  const std::int32_t* table = tables + std::int64_t(row_seq[r]) * max_blocks;
-  const std::int64_t col = std::int64_t(kvh) * hd;
-  float m[G], l[G], acc[G][DL];
+
+  // This lane's dimensions: chunk c + LPK·i holds [VEC·(c + LPK·i), + VEC), when below hd.
+  bool has[NC];
+#pragma unroll
+  for (int i = 0; i < NC; ++i) has[i] = (c + LPK * i) * VEC < hd;
+  float qf[G][NC][VEC], acc[G][NC][VEC], m[G], l[G];
+  const float scale = rsqrtf(float(hd)) * kLog2e;
 #pragma unroll
   for (int g = 0; g < G; ++g) {
     m[g] = -INFINITY;
     l[g] = 0.f;
 #pragma unroll
-    for (int i = 0; i < DL; ++i) acc[g][i] = 0.f;
-  }
-  __syncthreads();
-
-  for (int t0 = begin; t0 < end; t0 += kTile) {
-    const int j = t0 + int(threadIdx.x);
-    const bool live = j < end;
-    float s[G];
+    for (int i = 0; i < NC; ++i) {
 #pragma unroll
-    for (int g = 0; g < G; ++g) s[g] = -INFINITY;
-    if (live) {
-      const std::int64_t slot = std::int64_t(table[j / block_size]) * block_size + j % block_size;
-      slot_s[threadIdx.x] = slot;
-      const KV* kp = k + slot * row + col;
-#pragma unroll
-      for (int g = 0; g < G; ++g) s[g] = 0.f;
-      for (int e = 0; e < hd; ++e) {
-        const float ke = load_as_float(kp, e);
-#pragma unroll
-        for (int g = 0; g < G; ++g) s[g] += q_s[g * hd + e] * ke;
+      for (int e = 0; e < VEC; ++e) {
+        const int dim = (c + LPK * i) * VEC + e;
+        qf[g][i][e] = has[i] ? q[r * d.q_stride + std::int64_t(h0 + g) * hd + dim] * scale : 0.f;
+        acc[g][i][e] = 0.f;
       }
     }
-    float tile[G];
+  }
+  const std::int32_t* table = tables + std::int64_t(row_seq[r]) * max_blocks;
+  const std::int64_t col = std::int64_t(kvh) * hd;
+
+  for (int t0 = begin; t0 < end; t0 += kWarps * KPW * U) {
+    Chunk<KV, VEC> kc[U][NC], vc[U][NC];
+    bool live[U];
 #pragma unroll
-    for (int g = 0; g < G; ++g) tile[g] = s[g];
-    block_reduce<G, true>(tile, red);
-    float p[G], corr[G];
+    for (int u = 0; u < U; ++u) {
+      const int j = t0 + (u * kWarps + warp) * KPW + kslot;
+      live[u] = j < end;
+      const std::int64_t slot = live[u] ? std::int64_t(__ldg(table + j / block_size)) * block_size + j % block_size : 0;
+      const std::int64_t base = slot * row + col;
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const float m_new = fmaxf(m[g], tile[g]);
-      corr[g] = expf(m[g] - m_new);   // 0 on the first tile (m = −∞)
-      p[g] = live ? expf(s[g] - m_new) : 0.f;
-      p_s[g * kTile + threadIdx.x] = p[g];
-      m[g] = m_new;
-    }
-    block_reduce<G, false>(p, red);   // also orders the p_s and slot_s writes before the reads below
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      l[g] = l[g] * corr[g] + p[g];
-#pragma unroll
-      for (int i = 0; i < DL; ++i) acc[g][i] *= corr[g];
-    }
-    const int keys = min(kTile, end - t0);
-#pragma unroll 4
-    for (int jj = warp; jj < keys; jj += kWarps) {
-      const KV* vp = v + slot_s[jj] * row + col;
-      float pj[G];
-#pragma unroll
-      for (int g = 0; g < G; ++g) pj[g] = p_s[g * kTile + jj];
-#pragma unroll
-      for (int i = 0; i < DL; ++i) {
-        const int e = lane + 32 * i;
-        if (e < hd) {
-          const float ve = load_as_float(vp, e);
-#pragma unroll
-          for (int g = 0; g < G; ++g) acc[g][i] += pj[g] * ve;
+      for (int i = 0; i < NC; ++i) {
+        if (live[u] && has[i]) {
+          kc[u][i].load(k + base + (c + LPK * i) * VEC);
+          vc[u][i].load(v + base + (c + LPK * i) * VEC);
+        } else {
+          kc[u][i].zero();
+          vc[u][i].zero();
         }
       }
     }
-    __syncthreads();  // p_s and slot_s are rewritten by the next tile
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float s[U];
+      float mx = -INFINITY;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        float x = 0.f;
+#pragma unroll
+        for (int i = 0; i < NC; ++i) {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) x += qf[g][i][e] * kc[u][i].at(e);
+        }
+#pragma unroll
+        for (int o = LPK / 2; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+        s[u] = live[u] ? x : -INFINITY;
+        mx = fmaxf(mx, s[u]);
+      }
+      if (mx == -INFINITY) continue;  // no live key for this lane group in this step
+      const float m_new = fmaxf(m[g], mx);
+      const float corr = weight_of(m[g], m_new);
+      l[g] *= corr;
+#pragma unroll
+      for (int i = 0; i < NC; ++i) {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) acc[g][i][e] *= corr;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const float p = live[u] ? exp2f(s[u] - m_new) : 0.f;
+        l[g] += p;
+#pragma unroll
+        for (int i = 0; i < NC; ++i) {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) acc[g][i][e] += p * vc[u][i].at(e);
+        }
+      }
+      m[g] = m_new;
+    }
   }
-  // The warps' partial sums (same max, same l: both block-wide), added in warp order.
+
+  // Merge the warp's lane groups (lanes c, c + LPK, ... hold the same dimensions), in a
+  // fixed order, then the warps through shared memory.
 #pragma unroll
-  for (int g = 0; g < G; ++g) {
+  for (int o = LPK; o < 32; o <<= 1) {
 #pragma unroll
-    for (int i = 0; i < DL; ++i) {
-      const int e = lane + 32 * i;
-      if (e < hd) o_s[(warp * G + g) * hd + e] = acc[g][i];
+    for (int g = 0; g < G; ++g) {
+      const float m_o = __shfl_xor_sync(0xffffffffu, m[g], o);
+      const float l_o = __shfl_xor_sync(0xffffffffu, l[g], o);
+      const float m_new = fmaxf(m[g], m_o);
+      const float a = weight_of(m[g], m_new), b = weight_of(m_o, m_new);
+      l[g] = l[g] * a + l_o * b;
+#pragma unroll
+      for (int i = 0; i < NC; ++i) {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float x_o = __shfl_xor_sync(0xffffffffu, acc[g][i][e], o);
+          acc[g][i][e] = acc[g][i][e] * a + x_o * b;
+        }
+      }
+      m[g] = m_new;
+    }
+  }
+  if (kslot == 0) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      if (c == 0) {
+        m_s[warp][g] = m[g];
+        l_s[warp][g] = l[g];
+      }
+#pragma unroll
+      for (int i = 0; i < NC; ++i) {
+        if (has[i]) {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) o_s[(warp * G + g) * hd + (c + LPK * i) * VEC + e] = acc[g][i][e];
+        }
+      }
     }
   }
   __syncthreads();
 
-  const std::int64_t out_row = r * std::int64_t(d.n_heads) * hd;
   const std::int64_t splits = gridDim.z;
   for (int x = int(threadIdx.x); x < G * hd; x += kThreads) {
     const int g = x / hd, e = x % hd;
-    float o = 0.f, lg = l[0];
+    float mx = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) o += o_s[(w * G + g) * hd + e];
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_s[w][g]);
+    float o = 0.f, sum = 0.f;
 #pragma unroll
-    for (int gg = 1; gg < G; ++gg) {
-      if (gg == g) lg = l[gg];
+    for (int w = 0; w < kWarps; ++w) {
+      const float a = weight_of(m_s[w][g], mx);
+      o += o_s[(w * G + g) * hd + e] * a;
+      sum += l_s[w][g] * a;
     }
+    const std::int64_t head = r * d.n_heads + h0 + g;
     if (splits == 1) {
-      out[out_row + std::int64_t(h0 + g) * hd + e] = o / lg;
+      out[head * hd + e] = o / sum;
     } else {
-      part_o[((r * d.n_heads + h0 + g) * splits + blockIdx.z) * hd + e] = o;
-    }
-  }
-  if (splits > 1 && threadIdx.x == 0) {
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const std::int64_t at = (r * d.n_heads + h0 + g) * splits + blockIdx.z;
-      part_ml[2 * at] = m[g];
-      part_ml[2 * at + 1] = l[g];
+      part_o[(head * splits + blockIdx.z) * hd + e] = o;
+      if (e == 0) {
+        part_ml[2 * (head * splits + blockIdx.z)] = mx;
+        part_ml[2 * (head * splits + blockIdx.z) + 1] = sum;
+      }
     }
   }
 }
 
-// One block per (row, head): the splits' partial sums rescaled to their common max.
+// One block per (row, head): the splits' partial sums rescaled to their common max (log2
+// units). Threads take the head dimensions.
 __global__ void paged_attention_combine_kernel(PagedShape d, const std::int32_t* row_ctx, int splits, int split_keys,
                                                const float* part_o, const float* part_ml, float* out) {
+  extern __shared__ float w_s[];  // [splits]: each split's weight, 2^(m_s − max) / total
   const std::int64_t r = blockIdx.x;
   const int h = blockIdx.y, hd = d.head_dim;
   const int ctx = row_ctx[r];
@@ -213,71 +265,81 @@ __global__ void paged_attention_combine_kernel(PagedShape d, const std::int32_t*
   float mx = -INFINITY;
   for (int s = 0; s < used; ++s) mx = fmaxf(mx, part_ml[2 * (at + s)]);
   float total = 0.f;
-  for (int s = 0; s < used; ++s) total += part_ml[2 * (at + s) + 1] * expf(part_ml[2 * (at + s)] - mx);
-  const float inv = 1.f / total;
+  for (int s = 0; s < used; ++s) total += part_ml[2 * (at + s) + 1] * exp2f(part_ml[2 * (at + s)] - mx);
+  for (int s = int(threadIdx.x); s < used; s += blockDim.x) w_s[s] = exp2f(part_ml[2 * (at + s)] - mx) / total;
+  __syncthreads();
   for (int e = threadIdx.x; e < hd; e += blockDim.x) {
     float o = 0.f;
-    for (int s = 0; s < used; ++s) o += part_o[(at + s) * hd + e] * expf(part_ml[2 * (at + s)] - mx);
-    out[(r * d.n_heads + h) * std::int64_t(hd) + e] = o * inv;
+    for (int s = 0; s < used; ++s) o += part_o[(at + s) * hd + e] * w_s[s];
+    out[(r * d.n_heads + h) * std::int64_t(hd) + e] = o;
   }
 }
 
-// Keys per split: at most kMaxSplit, fewer (whole tiles) when rows × heads are too few to
-// fill the GPU. A function of (rows, heads, longest context) only, as the scratch size is.
+// Keys per split: the whole context when rows × heads fill the GPU, else fewer (a multiple
+// of kSplitUnit) so that a small batch still spreads over the multiprocessors. A function
+// of (rows, heads, longest context) only, as the scratch size is.
 int split_keys_for(std::int64_t n, int n_heads, std::int64_t max_context) {
   const std::int64_t heads = std::max<std::int64_t>(1, n * n_heads);
-  const std::int64_t want = (kFillHeads + heads - 1) / heads;           // splits wanted
+  const std::int64_t want = (kFillHeads + heads - 1) / heads;  // splits wanted
   std::int64_t keys = (max_context + want - 1) / want;
-  keys = (keys + kTile - 1) / kTile * kTile;
-  return int(std::min<std::int64_t>(kMaxSplit, std::max<std::int64_t>(kTile, keys)));
+  keys = (keys + kSplitUnit - 1) / kSplitUnit * kSplitUnit;
+  return int(std::min<std::int64_t>(0x40000000, std::max<std::int64_t>(kSplitUnit, keys)));
 }
 int splits_for(std::int64_t n, int n_heads, std::int64_t max_context) {
   const int keys = split_keys_for(n, n_heads, max_context);
   return int((max_context + keys - 1) / keys);
 }
 
-template <typename KV, int G, int DL>
-void launch(cudaStream_t s, const PagedShape& d, std::int64_t n, const float* q, const PagedCache& c,
-            const std::int32_t* tables, int max_blocks, const std::int32_t* row_seq, const std::int32_t* row_ctx,
-            int splits, int split_keys, float* out, float* part_o, float* part_ml) {
-  const dim3 grid(unsigned(n), unsigned(d.n_heads / G), unsigned(splits));
-  const std::size_t shared = std::size_t(G) * std::size_t(d.head_dim + kTile) * sizeof(float) +
-                             std::size_t(kTile) * sizeof(std::int64_t) +
-                             std::size_t(kWarps) * G * std::size_t(d.head_dim) * sizeof(float);
-  paged_attention_kernel<KV, G, DL><<<grid, kThreads, shared, s>>>(
-      d, q, static_cast<const KV*>(c.k), static_cast<const KV*>(c.v), c.block_size, c.row, tables, max_blocks, row_seq,
-      row_ctx, split_keys, out, part_o, part_ml);
+struct Launch {
+  const PagedShape& d;
+  std::int64_t n;
+  const float* q;
+  const PagedCache& c;
+  const std::int32_t* tables;
+  int max_blocks;
+  const std::int32_t* row_seq;
+  const std::int32_t* row_ctx;
+  int splits, split_keys;
+  float *out, *part_o, *part_ml;
+};
+
+template <typename KV, int G, int LPK, int VEC, int NC>
+void launch(cudaStream_t s, const Launch& a) {
+  // Keys a lane group loads at once: 64 bytes of keys and 64 of values in flight a lane
+  // where the registers allow.
+  constexpr int U = NC > 1 ? 1 : G > 4 || (G > 2 && VEC < 8) ? 2 : 4;
+  const dim3 grid(unsigned(a.n), unsigned(a.d.n_heads / G), unsigned(a.splits));
+  const std::size_t shared = std::size_t(kWarps) * G * std::size_t(a.d.head_dim) * sizeof(float);
+  paged_attention_kernel<KV, G, LPK, VEC, NC, U><<<grid, kThreads, shared, s>>>(
+      a.d, a.q, static_cast<const KV*>(a.c.k), static_cast<const KV*>(a.c.v), a.c.block_size, a.c.row, a.tables,
+      a.max_blocks, a.row_seq, a.row_ctx, a.split_keys, a.out, a.part_o, a.part_ml);
 }
 
+// The lane layout for the head dimension: 16-byte chunks when the rows allow it, else
+// single elements over the whole warp.
 template <typename KV, int G>
-void launch_dims(cudaStream_t s, const PagedShape& d, std::int64_t n, const float* q, const PagedCache& c,
-                 const std::int32_t* tables, int max_blocks, const std::int32_t* row_seq, const std::int32_t* row_ctx,
-                 int splits, int split_keys, float* out, float* part_o, float* part_ml) {
-  if (d.head_dim <= 64) {
-    launch<KV, G, 2>(s, d, n, q, c, tables, max_blocks, row_seq, row_ctx, splits, split_keys, out, part_o, part_ml);
-  } else if (d.head_dim <= 128) {
-    launch<KV, G, 4>(s, d, n, q, c, tables, max_blocks, row_seq, row_ctx, splits, split_keys, out, part_o, part_ml);
-  } else {
-    launch<KV, G, 8>(s, d, n, q, c, tables, max_blocks, row_seq, row_ctx, splits, split_keys, out, part_o, part_ml);
-  }
+void launch_dims(cudaStream_t s, const Launch& a) {
+  constexpr int V = 16 / int(sizeof(KV));
+  const int hd = a.d.head_dim;
+  const bool aligned = hd % V == 0 && a.c.row % V == 0 && reinterpret_cast<std::uintptr_t>(a.c.k) % 16 == 0 &&
+                       reinterpret_cast<std::uintptr_t>(a.c.v) % 16 == 0;
+  if (!aligned) return launch<KV, G, 32, 1, kMaxHeadDim / 32>(s, a);
+  const int chunks = hd / V;
+  if (chunks <= 4) return launch<KV, G, 4, V, 1>(s, a);
+  if (chunks <= 8) return launch<KV, G, 8, V, 1>(s, a);
+  if (chunks <= 16) return launch<KV, G, 16, V, 1>(s, a);
+  if (chunks <= 32 || V == 8) return launch<KV, G, 32, V, 1>(s, a);  // bf16: head_dim <= 256 is 32 chunks
+  launch<KV, G, 32, V, (V == 8 ? 1 : 2)>(s, a);
 }
 
 template <typename KV>
-void launch_grouped(cudaStream_t s, const PagedShape& d, std::int64_t n, const float* q, const PagedCache& c,
-                    const std::int32_t* tables, int max_blocks, const std::int32_t* row_seq,
-                    const std::int32_t* row_ctx, int splits, int split_keys, float* out, float* part_o,
-                    float* part_ml) {
+void launch_grouped(cudaStream_t s, const Launch& a) {
   // The most query heads of one kv head per block, up to 8.
-  const int group = d.n_heads / d.n_kv_heads;
-  if (group % 8 == 0) {
-    launch_dims<KV, 8>(s, d, n, q, c, tables, max_blocks, row_seq, row_ctx, splits, split_keys, out, part_o, part_ml);
-  } else if (group % 4 == 0) {
-    launch_dims<KV, 4>(s, d, n, q, c, tables, max_blocks, row_seq, row_ctx, splits, split_keys, out, part_o, part_ml);
-  } else if (group % 2 == 0) {
-    launch_dims<KV, 2>(s, d, n, q, c, tables, max_blocks, row_seq, row_ctx, splits, split_keys, out, part_o, part_ml);
-  } else {
-    launch_dims<KV, 1>(s, d, n, q, c, tables, max_blocks, row_seq, row_ctx, splits, split_keys, out, part_o, part_ml);
-  }
+  const int group = a.d.n_heads / a.d.n_kv_heads;
+  if (group % 8 == 0) return launch_dims<KV, 8>(s, a);
+  if (group % 4 == 0) return launch_dims<KV, 4>(s, a);
+  if (group % 2 == 0) return launch_dims<KV, 2>(s, a);
+  launch_dims<KV, 1>(s, a);
 }
 
 }  // namespace
@@ -313,17 +375,17 @@ void paged_attention(cudaStream_t s, const PagedShape& d, std::int64_t n, const 
   const int splits = splits_for(n, d.n_heads, max_context);
   float* part_o = splits > 1 ? scratch : nullptr;
   float* part_ml = splits > 1 ? scratch + n * d.n_heads * std::int64_t(splits) * d.head_dim : nullptr;
+  const Launch a{d, n, q, c, block_tables, max_blocks, row_seq, row_ctx, splits, split_keys, out, part_o, part_ml};
   if (c.bf16) {
-    launch_grouped<unsigned short>(s, d, n, q, c, block_tables, max_blocks, row_seq, row_ctx, splits, split_keys, out,
-                                   part_o, part_ml);
+    launch_grouped<unsigned short>(s, a);
   } else {
-    launch_grouped<float>(s, d, n, q, c, block_tables, max_blocks, row_seq, row_ctx, splits, split_keys, out, part_o,
-                          part_ml);
+    launch_grouped<float>(s, a);
   }
   check_launch("paged_attention");
   if (splits > 1) {
-    paged_attention_combine_kernel<<<dim3(unsigned(n), unsigned(d.n_heads)), 128, 0, s>>>(d, row_ctx, splits,
-                                                                                         split_keys, part_o, part_ml, out);
+    const unsigned threads = d.head_dim <= 64 ? 64 : 128;
+    paged_attention_combine_kernel<<<dim3(unsigned(n), unsigned(d.n_heads)), threads, splits * sizeof(float), s>>>(
+        d, row_ctx, splits, split_keys, part_o, part_ml, out);
     check_launch("paged_attention (combine)");
   }
 }

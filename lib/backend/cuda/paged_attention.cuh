@@ -2,18 +2,16 @@
 // value rows into their blocks, and decode attention that reads each sequence's keys
 // through its block table.
 //
-// paged_attention: one block of 128 threads per (query row, group of up to 8 query heads
-// that share a kv head, split of up to 512 keys: fewer, in whole tiles, when rows × heads
-// are under 1024, so that a small batch still fills the GPU). Grouped-query heads share
-// every key and value they load. Keys are visited in tiles of 128, one key per thread for
-// the scores (the queries in shared memory, read as broadcasts); for Σ p·v each warp takes
-// a quarter of the tile's keys and its lanes the head dimensions, reading value rows whole
-// (coalesced), and the four warps' sums are added at the end; an online softmax carries
-// the max and sum from tile to tile. Contexts longer than one split run as several blocks
-// whose partial sums a second kernel combines (split-K, as in FlashDecoding / vLLM v2).
-// The split comes from (rows, heads, max_context) on the host, and blocks past a row's
-// own context return at once: a captured graph sized for the longest context stays right
-// for every shorter one.
+// paged_attention: one block of 4 warps per (query row, group of up to 8 query heads that
+// share a kv head, split of the context). Grouped-query heads share every key and value
+// they load. A key row is held by a group of lanes, each loading 16 bytes of it (4 keys a
+// warp load for bf16 rows of 64), and every lane group runs its own online softmax over
+// the keys it visits, so the key loop has no block-wide step; groups and warps are merged
+// once at the end. A context is cut into several splits only when rows × heads are too few
+// to fill the GPU; a second kernel combines their partial sums (split-K, as in
+// FlashDecoding / vLLM v2). The split comes from (rows, heads, max_context) on the host,
+// and blocks past a row's own context return at once: a captured graph sized for the
+// longest context stays right for every shorter one.
 #pragma once
 
 #include <cuda_runtime.h>

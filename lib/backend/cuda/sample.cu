@@ -62,26 +62,39 @@ __device__ unsigned bisect(const Row& r, double target, bool strict, bool count)
 }
 
 // Among the set's tokens with key == k (any key when all_keys), in id order: the first id where base + the running
-// sum (of weights, or of 1 when count) passes target; the last such id when none does.
+// sum (of weights, or of 1 when count) passes target; the last such id when none does. Each thread takes a
+// contiguous run of ids: one pass sums the runs, a block scan places them, and the thread whose run the target
+// falls in walks it again in id order (the threads after it, should rounding put the crossing past its run,
+// cross at their first member; the smallest id found wins).
 __device__ int first_crossing(const Row& r, bool all_keys, unsigned k, double base, double target, bool strict, bool count) {
   using Scan = cub::BlockScan<double, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
+  const int per = (r.vocab + kThreads - 1) / kThreads;
+  const int lo = min(r.vocab, int(threadIdx.x) * per), hi = min(r.vocab, lo + per);
+  auto member = [&](int j) { return (all_keys || key_of(r.z[j]) == k) && r.in(j); };
+  auto passes = [&](double m) { return strict ? m > target : m >= target; };
+  double mine = 0;
   int last = -1;
-  for (int start = 0; start < r.vocab; start += kThreads) {
-    const int j = start + int(threadIdx.x);
-    const bool member = j < r.vocab && (all_keys || key_of(r.z[j]) == k) && r.in(j);
-    const double w = member ? (count ? 1.0 : r.weight(j)) : 0.0;
-    double incl, total;
-    __syncthreads();
-    Scan(tmp).InclusiveSum(w, incl, total);
-    const bool hit = member && (strict ? base + incl > target : base + incl >= target);
-    // The smallest hit id (INT_MAX, which is -(INT_MIN + 1), when none).
-    const int first = -block_max(hit ? -j : INT_MIN + 1, INT_MIN + 1);
-    if (first != INT_MAX) return first;
-    last = max(last, block_max(member ? j : -1, -1));
-    base += total;
+  for (int j = lo; j < hi; ++j) {
+    if (member(j)) {
+      mine += count ? 1.0 : r.weight(j);
+      last = j;
+    }
   }
-  return last;
+  double before;
+  __syncthreads();
+  Scan(tmp).ExclusiveSum(mine, before);
+  double run = base + before;
+  int hit = INT_MAX;
+  if (passes(run + mine)) {
+    for (int j = lo; j < hi && hit == INT_MAX; ++j) {
+      if (!member(j)) continue;
+      run += count ? 1.0 : r.weight(j);
+      if (passes(run)) hit = j;
+    }
+  }
+  const int first = -block_max(hit == INT_MAX ? INT_MIN + 1 : -hit, INT_MIN + 1);
+  return first != INT_MAX ? first : block_max(last, -1);
 }
 
 __global__ void sample_kernel(const float* logits, int vocab, SampleParams spec, const double* uniforms,
