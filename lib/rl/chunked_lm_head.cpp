@@ -8,11 +8,18 @@
 
 namespace braid::rl {
 
+std::int64_t default_chunk_rows(const backend::Backend& be, std::int64_t vocab, std::size_t elem_bytes) {
+  if (be.host_accessible() || vocab <= 0) return 128;
+  const std::int64_t fit = (std::int64_t(256) << 20) / (vocab * std::int64_t(elem_bytes));
+  return std::clamp<std::int64_t>(fit / 128 * 128, 128, 2048);
+}
+
 template <typename T>
 ChunkedLmHead<T>::ChunkedLmHead(backend::Backend& be, std::int64_t vocab, std::int64_t hidden,
                                 std::int64_t chunk_rows)
-    : be_(&be), vocab_(vocab), hidden_(hidden), chunk_(chunk_rows) {
-  if (vocab <= 0 || hidden <= 0 || chunk_rows <= 0) throw std::invalid_argument("ChunkedLmHead: sizes must be positive");
+    : be_(&be), vocab_(vocab), hidden_(hidden),
+      chunk_(chunk_rows > 0 ? chunk_rows : default_chunk_rows(be, vocab, sizeof(T))) {
+  if (vocab <= 0 || hidden <= 0) throw std::invalid_argument("ChunkedLmHead: sizes must be positive");
   logits_ = backend::Buffer<T>(be, std::size_t(chunk_ * vocab_));
   lse_ = backend::Buffer<T>(be, std::size_t(chunk_));
   logprob_ = backend::Buffer<T>(be, std::size_t(chunk_));

@@ -18,14 +18,20 @@
 
 namespace braid::rl {
 
+// Rows a chunk holds unless told: 128 on the host (the logits of a chunk stay in cache); on a
+// device, as many as 256 MiB of logits hold, between 128 and 2048 in steps of 128 (a product
+// of 128 rows leaves most of a GPU idle: 2048 rows of a 32k vocabulary are 256 MiB in f32).
+std::int64_t default_chunk_rows(const backend::Backend& be, std::int64_t vocab, std::size_t elem_bytes);
+
 template <typename T>
 class ChunkedLmHead {
  public:
+  // chunk_rows <= 0: default_chunk_rows (the backend's choice).
   ChunkedLmHead(backend::Backend& be, std::int64_t vocab, std::int64_t hidden,
-                std::int64_t chunk_rows = 128);
+                std::int64_t chunk_rows = 0);
   // The head of the model's last stage: its vocabulary slice and tp group under tensor
   // parallelism, the whole vocabulary otherwise.
-  ChunkedLmHead(const model::BasicModel<T>& m, std::int64_t chunk_rows = 128);
+  ChunkedLmHead(const model::BasicModel<T>& m, std::int64_t chunk_rows = 0);
 
   // targets, logprob, entropy and the gradients are device memory of the backend.
   // For each row i of hidden [rows × D] and W [vocab × D] (stored as weight.type): logprob[i] = log softmax(h_i Wᵀ)[t_i]

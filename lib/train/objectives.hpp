@@ -54,7 +54,7 @@ class DeviceRows {
 struct PolicyObjectiveOptions {
   backend::PolicyLossOptions loss;
   Aggregation aggregation = Aggregation::token_mean;
-  std::int64_t head_chunk_rows = 128;
+  std::int64_t head_chunk_rows = 0;  // 0: rl::default_chunk_rows
 };
 // PPO: defaults. GRPO: loss.kl_coef > 0 (reads logprobs_ref), sequence_mean.
 PolicyObjectiveOptions ppo_actor_options(double clip = 0.2, double entropy_coef = 0.0);
@@ -109,7 +109,7 @@ std::vector<float> last_token_values(const model::Model& m, const model::Activat
 
 class SftObjective final : public Objective {
  public:
-  explicit SftObjective(std::int64_t head_chunk_rows = 128) : chunk_rows_(head_chunk_rows) {}
+  explicit SftObjective(std::int64_t head_chunk_rows = 0) : chunk_rows_(head_chunk_rows) {}
   bool needs_lm_head() const override { return true; }
   bool needs_value_head() const override { return false; }
   double units(const io::SampleBatch& mb) const override { return response_units(mb, Aggregation::token_mean); }
@@ -126,7 +126,7 @@ class SftObjective final : public Objective {
 struct DpoObjectiveOptions {
   backend::DpoLossOptions loss;     // sigmoid (DPO) or ipo, β
   bool length_normalize = false;    // π = mean of a completion's token logprobs, not their sum
-  std::int64_t head_chunk_rows = 128;
+  std::int64_t head_chunk_rows = 0;  // 0: rl::default_chunk_rows
 };
 
 // DPO on a policy: pairs of sequences (2i chosen, 2i + 1 rejected, as read by
