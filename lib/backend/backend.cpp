@@ -51,6 +51,13 @@ void Ops<T>::rmsnorm_backward(const T* x, Weights w, const T* rstd, const T* dy,
 }
 
 template <typename T>
+void Ops<T>::linear_backward(std::int64_t n, std::int64_t out, std::int64_t in, const T* d_y, Weights w, const T* x,
+                             T beta_x, T* d_x, T* d_w) {
+  gemm(false, false, n, in, out, T(1), d_y, out, w, in, beta_x, d_x, in);
+  gemm(true, false, out, in, n, T(1), d_y, out, x, in, T(1), d_w, in);
+}
+
+template <typename T>
 void Ops<T>::convert(std::int64_t, const void*, DType src_type, void*, DType dst_type) {
   throw std::logic_error("convert: this backend does not convert " + std::string(dtype_name(src_type)) + " to " +
                          std::string(dtype_name(dst_type)));

@@ -265,6 +265,15 @@ class Ops {
   virtual void rmsnorm_forward(const T* x, Weights w, std::int64_t n, std::int64_t dim, double eps, T* y, T* rstd);
   virtual void rmsnorm_backward(const T* x, Weights w, const T* rstd, const T* dy, std::int64_t n,
                                 std::int64_t dim, T* dx, T* dw);
+  // The two products of a linear layer's backward, for y[n × out] = x[n × in] · Wᵀ with W
+  // [out × in] (every operand compact: row strides out or in):
+  //   d_x  = d_y · W + beta_x · d_x     [n × in]
+  //   d_w += d_yᵀ · x                   [out × in]
+  // d_y is read by both. The default makes the two gemm calls, in that order; a backend may
+  // share work between them (CUDA under bf16 precision rounds d_y to bf16 once). The
+  // results are those of the two calls, bit for bit.
+  virtual void linear_backward(std::int64_t n, std::int64_t out, std::int64_t in, const T* d_y, Weights w, const T* x,
+                               T beta_x, T* d_x, T* d_w);
   // dst[i] = src[i] converted from src_type to dst_type (rounding to nearest even when
   // narrowing): a compute copy refreshed from its master, a master widened from its copy.
   virtual void convert(std::int64_t n, const void* src, DType src_type, void* dst, DType dst_type);

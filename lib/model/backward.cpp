@@ -54,23 +54,19 @@ void BasicModel<T>::backward(BasicActivations<T>& acts) {
     const T* act = a.act.data() + l * M * I;
 
     // MLP: out = mid + down(swiglu(gate_up(ln2(mid)))).
-    ops.gemm(false, false, N, I, D, T(1), d_res, D, w.down, I, T(0), d_act, I);
-    ops.gemm(true, false, D, I, N, T(1), d_res, D, act, I, T(1), g.down, I);
+    ops.linear_backward(N, D, I, d_res, w.down, act, T(0), d_act, g.down);
     ops.swiglu_backward(gu, d_act, N, I, d_gu);
-    ops.gemm(false, false, N, D, 2 * I, T(1), d_gu, 2 * I, w.gate_up, D, T(0), d_ln, D);
-    ops.gemm(true, false, 2 * I, D, N, T(1), d_gu, 2 * I, ln2, D, T(1), g.gate_up, D);
+    ops.linear_backward(N, 2 * I, D, d_gu, w.gate_up, ln2, T(0), d_ln, g.gate_up);
     tp_all_reduce(*m.be, m.tp(), d_ln, N * D);   // column-parallel gate_up: sum the ranks' parts
     ops.rmsnorm_backward(mid, w.ln2, rstd2, d_ln, N, D, d_res, g.ln2);
 
     // Attention: mid = x + o(attention(rope(qkv(ln1(x))))).
-    ops.gemm(false, false, N, HD, D, T(1), d_res, D, w.o, HD, T(0), d_att, HD);
-    ops.gemm(true, false, D, HD, N, T(1), d_res, D, att, HD, T(1), g.o, HD);
+    ops.linear_backward(N, D, HD, d_res, w.o, att, T(0), d_att, g.o);
     m.be->fill_zero(d_qkv, std::size_t(N * QKV) * sizeof(T));
     ops.attention_backward(dims, a.segs, qkv, qkv + k_off, qkv + v_off, att, lse, d_att, d_qkv, d_qkv + k_off,
                            d_qkv + v_off);
     ops.rope(d_qkv, N, QKV, m.heads + m.kv_heads, hd, a.pos.data(), m.cos.data(), m.sin.data(), true);  // q and k
-    ops.gemm(false, false, N, D, QKV, T(1), d_qkv, QKV, w.qkv, D, T(0), d_ln, D);
-    ops.gemm(true, false, QKV, D, N, T(1), d_qkv, QKV, ln1, D, T(1), g.qkv, D);
+    ops.linear_backward(N, QKV, D, d_qkv, w.qkv, ln1, T(0), d_ln, g.qkv);
     tp_all_reduce(*m.be, m.tp(), d_ln, N * D);   // column-parallel q|k|v
     ops.rmsnorm_backward(x, w.ln1, rstd1, d_ln, N, D, d_res, g.ln1);
   }

@@ -141,9 +141,7 @@ void ChunkedLmHead<T>::backward(const T* hidden, std::int64_t rows, backend::Wei
     ops.softmax_stats(logits_.data(), n, vocab_, t, lse_.data(), nullptr, entropy_.data());
     ops.softmax_stats_backward(logits_.data(), n, vocab_, t, lse_.data(), entropy_.data(),
                                d_logprob ? d_logprob + r0 : nullptr, d_entropy ? d_entropy + r0 : nullptr);
-    ops.gemm(false, false, n, hidden_, vocab_, T(1), logits_.data(), vocab_, weight, hidden_, T(1),
-             d_hidden + r0 * hidden_, hidden_);
-    ops.gemm(true, false, vocab_, hidden_, n, T(1), logits_.data(), vocab_, h, hidden_, T(1), d_weight, hidden_);
+    ops.linear_backward(n, vocab_, hidden_, logits_.data(), weight, h, T(1), d_hidden + r0 * hidden_, d_weight);
   }
 }
 

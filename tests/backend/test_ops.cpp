@@ -226,6 +226,44 @@ OpCase large_gemm_case(bool bf16_weights, bool ta, bool tb) {
       1e-10);
 }
 
+// linear_backward (d_x = d_y·W + β·d_x, d_w += d_yᵀ·x) with f32 or bf16 weights, against the
+// reference; and bit for bit equal to the two gemm calls it stands for on the same backend
+// (CUDA shares d_y's bf16 rounding between them).
+OpCase linear_backward_case(bool bf16_weights) {
+  const std::string name = fmt::format("linear backward 96x72x136{}", bf16_weights ? " (bf16 weights)" : "");
+  return op_case(
+      name, be::Op::gemm,
+      [bf16_weights]<typename T>(be::Backend& b) {
+        const std::int64_t n = 96, out = 72, in = 136;
+        const auto d_y = upload<T>(b, random_values(std::size_t(n * out), 121));
+        const auto x = upload<T>(b, random_values(std::size_t(n * in), 122));
+        const std::vector<double> wv = random_values(std::size_t(out * in), 123);
+        const std::vector<double> dx0 = random_values(std::size_t(n * in), 124), dw0 = random_values(std::size_t(out * in), 125);
+        const auto w32 = upload<T>(b, wv);
+        be::Buffer<std::uint16_t> w16;
+        be::Weights w(w32.data());
+        if constexpr (std::is_same_v<T, float>) {
+          if (bf16_weights && b.supports(be::Op::gemm, be::DType::bf16)) {
+            std::vector<std::uint16_t> h(wv.size());
+            for (std::size_t i = 0; i < wv.size(); ++i) h[i] = be::float_to_bf16(float(wv[i]));
+            w16 = be::Buffer<std::uint16_t>(b, h.size());
+            b.copy_to_device(w16.data(), h.data(), h.size() * 2);
+            w = be::Weights(w16.data(), be::DType::bf16);
+          }
+        }
+        auto d_x = upload<T>(b, dx0), d_w = upload<T>(b, dw0);
+        b.ops<T>().linear_backward(n, out, in, d_y.data(), w, x.data(), T(1), d_x.data(), d_w.data());
+        auto e_x = upload<T>(b, dx0), e_w = upload<T>(b, dw0);
+        b.ops<T>().gemm(false, false, n, in, out, T(1), d_y.data(), out, w, in, T(1), e_x.data(), in);
+        b.ops<T>().gemm(true, false, out, in, n, T(1), d_y.data(), out, x.data(), in, T(1), e_w.data(), in);
+        const std::vector<double> got_x = download(b, d_x), got_w = download(b, d_w);
+        BOOST_TEST((got_x == download(b, e_x)), "linear_backward's d_x differs from its two gemm calls'");
+        BOOST_TEST((got_w == download(b, e_w)), "linear_backward's d_w differs from its two gemm calls'");
+        return Outputs{{"d_x", got_x}, {"d_w", got_w}};
+      },
+      1e-10);
+}
+
 OpCase embedding_case() {
   return op_case("embedding", be::Op::embedding, []<typename T>(be::Backend& b) {
     const std::int64_t vocab = 11, dim = 9;
@@ -563,6 +601,7 @@ std::vector<OpCase> bf16_cases() {
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) cases.push_back(large_gemm_case(w16, ta, tb));
     }
+    cases.push_back(linear_backward_case(w16));
   }
   cases.push_back(attention_case(4, 2));  // head_dim 8: the exact kernels under bf16 precision
   cases.push_back(flash_attention_case(8, 2, 64));
@@ -573,6 +612,7 @@ std::vector<OpCase> bf16_cases() {
 
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases = gemm_cases();
+  cases.push_back(linear_backward_case(false));
   cases.push_back(embedding_case());
   cases.push_back(rmsnorm_case());
   cases.push_back(rope_case());
@@ -636,6 +676,7 @@ BOOST_AUTO_TEST_CASE(environment_fallbacks) {
     std::vector<OpCase> products;
     for (bool w16 : {false, true}) products.push_back(large_gemm_case(w16, false, true));
     products.push_back(large_gemm_case(false, true, false));  // a weight gradient's shape
+    products.push_back(linear_backward_case(true));
     settings.push_back({"BRAID_CUDA_GEMM", path, products});
   }
   for (const Setting& s : settings) {

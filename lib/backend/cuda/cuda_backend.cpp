@@ -88,6 +88,8 @@ class CudaOps final : public Ops<float> {
             std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) override;
   void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
             std::int64_t lda, Weights b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) override;
+  void linear_backward(std::int64_t n, std::int64_t out, std::int64_t in, const float* d_y, Weights w,
+                       const float* x, float beta_x, float* d_x, float* d_w) override;
   void embedding_forward(const std::int32_t* ids, std::int64_t n, const float* table, std::int64_t dim,
                          float* out) override {
     cuda::embedding_forward(stream(), ids, n, table, DType::f32, dim, out);
@@ -634,6 +636,25 @@ void CudaOps::gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_
     throw std::logic_error("gemm: no " + std::string(dtype_name(b.type)) + " weights in f32 ops on CUDA");
   }
   gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b.data, b.type, ldb, beta, c, ldc);
+}
+
+// Under bf16 precision on the packing paths: d_y is rounded to bf16 once, into the scratch
+// both products use (sized for the larger), and the second product reads it from there.
+void CudaOps::linear_backward(std::int64_t n, std::int64_t out, std::int64_t in, const float* d_y, Weights w,
+                              const float* x, float beta_x, float* d_x, float* d_w) {
+  const cuda::GemmPath path = be_.gemm_path();
+  const bool typed = w.type == DType::f32 || w.type == DType::bf16;
+  if (be_.product_precision() != DType::bf16 || path == cuda::GemmPath::fast16bf || !typed || n == 0 || out == 0 ||
+      in == 0) {
+    return Ops<float>::linear_backward(n, out, in, d_y, w, x, beta_x, d_x, d_w);
+  }
+  const std::size_t bytes = std::max(cuda::Gemm::bf16_scratch_bytes(false, false, n, in, out, w.type, path),
+                                     cuda::Gemm::bf16_scratch_bytes(true, false, out, in, n, DType::f32, path));
+  void* scratch = be_.scratch(bytes);
+  be_.gemm().bf16(stream(), path, false, false, n, in, out, 1.f, d_y, out, w.data, w.type, in, beta_x, d_x, in,
+                  scratch);
+  be_.gemm().bf16(stream(), path, true, false, out, in, n, 1.f, d_y, out, x, DType::f32, in, 1.f, d_w, in, scratch,
+                  /*a_packed=*/true);
 }
 
 void CudaOps::rmsnorm_backward(const float* x, Weights w, const float* rstd, const float* dy, std::int64_t n,

@@ -180,7 +180,7 @@ std::size_t Gemm::bf16_scratch_bytes(bool ta, bool tb, std::int64_t m, std::int6
 
 void Gemm::bf16(cudaStream_t s, GemmPath path, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
                 float alpha, const float* a, std::int64_t lda, const void* b, DType b_type, std::int64_t ldb, float beta,
-                float* c, std::int64_t ldc, void* scratch) {
+                float* c, std::int64_t ldc, void* scratch, bool a_packed) {
   if (m == 0 || n == 0) return;
   if (b_type != DType::f32 && b_type != DType::bf16) {
     throw std::logic_error("gemm: no " + std::string(dtype_name(b_type)) + " operand on CUDA");
@@ -189,6 +189,7 @@ void Gemm::bf16(cudaStream_t s, GemmPath path, bool ta, bool tb, std::int64_t m,
     return f32(s, ta, tb, m, n, 0, alpha, a, lda, static_cast<const float*>(nullptr), ldb, beta, c, ldc);
   }
   const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (a_packed && path == GemmPath::fast16bf) throw std::logic_error("gemm: a packed A on the fast16bf path");
   if (path == GemmPath::fast16bf && b_type == DType::f32) {
     check_cublas(cublasSetStream(blas_, s), "gemm (fast16bf)");
     check_cublas(cublasGemmEx(blas_, op_b, op_a, as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), &alpha, b,
@@ -203,7 +204,7 @@ void Gemm::bf16(cudaStream_t s, GemmPath path, bool ta, bool tb, std::int64_t m,
   void* workspace = base;
   const Stored sa = stored_a(ta, m, k), sb = stored_b(tb, n, k);
   auto* a16 = reinterpret_cast<std::uint16_t*>(base + round_up(kLtWorkspace, 256));
-  pack_bf16(s, sa.rows, sa.cols, a, lda, a16);
+  if (!a_packed) pack_bf16(s, sa.rows, sa.cols, a, lda, a16);
   const std::int64_t lda16 = sa.cols;
   const void* b16 = b;
   std::int64_t ldb16 = ldb;

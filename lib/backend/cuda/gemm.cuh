@@ -58,12 +58,14 @@ class Gemm {
 
   // The same on tensor cores: A is f32 (rounded to bf16), B is f32 (rounded) or bf16
   // (b_type), C f32. scratch: at least bf16_scratch_bytes(...) bytes of device memory,
-  // 256-byte aligned, free for this call on stream s.
+  // 256-byte aligned, free for this call on stream s. a_packed: the scratch already holds A
+  // rounded, as the previous call on this scratch left it (the same A, stored the same way:
+  // the two products of a linear backward share d_y); the lt and gemmex paths only.
   static std::size_t bf16_scratch_bytes(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                                         DType b_type, GemmPath path);
   void bf16(cudaStream_t s, GemmPath path, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
             std::int64_t k, float alpha, const float* a, std::int64_t lda, const void* b, DType b_type,
-            std::int64_t ldb, float beta, float* c, std::int64_t ldc, void* scratch);
+            std::int64_t ldb, float beta, float* c, std::int64_t ldc, void* scratch, bool a_packed = false);
 
  private:
   struct Plans;
