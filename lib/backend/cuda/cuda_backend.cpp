@@ -669,8 +669,9 @@ void CudaOps::attention_forward(const AttentionDims& dims, std::span<const Atten
   if (t.total_q == 0) return;
   const cuda::AttentionShape shape = shape_of(dims);
   if (flash(shape, {q, k, v, out})) {
-    return cuda::flash_attention_forward(stream(), shape, be_.segments(t.segs), int(t.segs.size()), t.q_pad, q, k, v,
-                                         out, lse);
+    return cuda::flash_attention_forward(stream(), shape, be_.segments(t.segs), int(t.segs.size()), t.q_pad, t.k_pad,
+                                         q, k, v, out, lse,
+                                         be_.scratch(cuda::flash_attention_forward_scratch(shape, t.k_pad)));
   }
   cuda::attention_forward(stream(), shape, be_.segments(t.segs), int(t.segs.size()), t.total_q, q, k, v, out, lse);
 }
@@ -688,12 +689,13 @@ void CudaOps::attention_backward(const AttentionDims& dims, std::span<const Atte
   const SegmentTable t = segment_table(segs);
   if (t.total_q == 0) return;
   const cuda::DeviceSegment* d_segs = be_.segments(t.segs);
-  auto* dsum = static_cast<float*>(be_.scratch(std::size_t(t.total_q) * std::size_t(dims.n_heads) * sizeof(float)));
   const cuda::AttentionShape shape = shape_of(dims);
   if (flash(shape, {q, k, v, out, d_out, d_q, d_k, d_v})) {
     return cuda::flash_attention_backward(stream(), shape, d_segs, int(t.segs.size()), t.total_q, t.q_pad, t.k_pad, q,
-                                          k, v, out, lse, d_out, d_q, d_k, d_v, dsum);
+                                          k, v, out, lse, d_out, d_q, d_k, d_v,
+                                          be_.scratch(cuda::flash_attention_backward_scratch(shape, t.q_pad, t.k_pad)));
   }
+  auto* dsum = static_cast<float*>(be_.scratch(std::size_t(t.total_q) * std::size_t(dims.n_heads) * sizeof(float)));
   cuda::attention_backward(stream(), shape, d_segs, int(t.segs.size()), t.total_q, t.total_k, q, k, v, out, lse, d_out,
                            d_q, d_k, d_v, dsum);
 }
