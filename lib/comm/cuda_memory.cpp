@@ -4,6 +4,8 @@
 // of a device-wide wait per collective.
 #include "comm/device_group.hpp"
 
+#include "core/error.hpp"
+
 #include <cuda_runtime.h>
 
 #include <fmt/format.h>
@@ -21,7 +23,10 @@ class CudaMemory final : public DeviceMemory {
  public:
   explicit CudaMemory(int device) : device_(device) {
     char bus[64] = {};
-    check(cudaDeviceGetPCIBusId(bus, sizeof bus, device), "cudaDeviceGetPCIBusId");
+    if (const cudaError_t e = cudaDeviceGetPCIBusId(bus, sizeof bus, device); e != cudaSuccess) {
+      cudaGetLastError();
+      throw UsageError(fmt::format("CUDA device {} cannot be used: {}", device, cudaGetErrorString(e)));
+    }
     gpu_ = bus;
   }
   ~CudaMemory() override {
