@@ -5,7 +5,7 @@
 # prefix alone (CUDA on, sm_90 SASS + PTX), builds what the chosen parts need, runs them and
 # writes every log to OUTDIR (docs/gpu.md says what each one measures).
 #
-#   bench/gpu/run.sh OUTDIR [PART...]   PART: tests, ops, train, generate, decode
+#   bench/gpu/run.sh OUTDIR [PART...]   PART: tests, ops, train, generate, decode, nccl
 #                                       (default: tests ops train)
 #
 #   tests  the GPU tests (backend ops f32 and bf16, registry, model parity f32 and bf16):
@@ -18,10 +18,15 @@
 #          (greedy tokens = CPU's, batching = one at a time, graphs on = off): generate.log
 #   decode bench_gpu_decode (copy bandwidth; decode tokens/s and effective bandwidth at batch
 #          1, 64, 256; the long-tailed run) then transformers' generate on the same shapes: decode.log
+#   nccl   device buffers between ranks: test_nccl and test_gpu_group alone and under the
+#          prefix's mpirun with 2 ranks (one GPU: the MPI fallback), then the ctest entry
+#          gpu_parallel_cli (braid-train and braid-score, dp and tp on --device cuda over 2
+#          ranks against one process): nccl.log. Needs the [nccl] debs (DIR/nccl/).
 #
 # Always: run.log (this script's output: the machine, the libraries CMake found, each part's
 # exit) and build.log (configure and build). A part that fails is reported and the next one
-# runs. At most 8 files come back from the device tool: this script writes at most 6.
+# runs. At most 8 files come back from the device tool: a call writes two, one a part, and
+# summary.md (train): name at most five parts in one call.
 #
 # Environment (defaults in brackets): BRAID_GPU_DEBS [.gpu-debs], BRAID_GPU_PREFIX
 # [/tmp/braid-gpu-deps], BRAID_GPU_BUILD [/tmp/braid-gpu-build; reused when there, unless BRAID_GPU_FRESH=1], JOBS [16],
@@ -29,7 +34,7 @@
 # BRAID_CUDA_GEMM / BRAID_CUDA_ATTENTION (passed on: docs/gpu.md).
 # Exit status: 0 when every chosen part passed, 1 otherwise, 2 on bad usage.
 set -uo pipefail
-[[ $# -ge 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR [tests] [ops] [train] [generate] [decode]" >&2; exit 2; }
+[[ $# -ge 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR [tests] [ops] [train] [generate] [decode] [nccl]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$1" || exit 2
 out=$(cd "$1" && pwd)
@@ -39,10 +44,11 @@ parts=("$@")
 # What each part builds (and needs built to run: its executables land in tests/ or bench/).
 declare -A part_targets=([tests]="test_backend_ops test_backend_registry test_model_parity" [ops]="bench_gpu"
                          [train]="bench_gpu" [generate]="test_paged_ops test_generate_device"
-                         [decode]="bench_gpu_decode")
+                         [decode]="bench_gpu_decode"
+                         [nccl]="test_nccl test_gpu_group compare_outputs braid braid-train braid-score braid-generate")
 want_targets=()
 for p in "${parts[@]}"; do
-  [[ -n ${part_targets[$p]:-} ]] || { echo "run.sh: unknown part '$p' (tests, ops, train, generate, decode)" >&2; exit 2; }
+  [[ -n ${part_targets[$p]:-} ]] || { echo "run.sh: unknown part '$p' (tests, ops, train, generate, decode, nccl)" >&2; exit 2; }
   # shellcheck disable=SC2206
   want_targets+=(${part_targets[$p]})
 done
@@ -125,7 +131,7 @@ rc=$?
 grep -E "error|warning:" "$out/build.log" | head -40
 # A target that failed to build fails its parts only (the build keeps going past it).
 [[ $rc -eq 0 ]] || { echo "build failed (exit $rc): $out/build.log"; tail -30 "$out/build.log"; }
-built() { local t; for t in ${part_targets[$1]}; do [[ -x $build/tests/$t || -x $build/bench/$t ]] || return 1; done; }
+built() { local t; for t in ${part_targets[$1]}; do [[ -x $build/tests/$t || -x $build/bench/$t || -x $build/bin/$t ]] || return 1; done; }
 
 part_tests() {
   local log=$out/tests.log rc
@@ -207,6 +213,64 @@ part_decode() {
   PYTHONUNBUFFERED=1 timeout "${BRAID_HF_TIMEOUT:-180}" python3 "$root/bench/gpu/hf_decode.py" >> "$log" 2>&1
   echo "hf_decode.py: exit $?" >> "$log"
   cat "$log"
+  return $rc
+}
+
+# Open MPI from the [nccl] debs, unpacked into a prefix of their own (DIR/nccl/*.deb ->
+# $prefix-run): orterun, relocated by OPAL_* to where the files are (Debian built it for
+# /usr), allowed to run as root, on shared memory only (the network plugins' libraries
+# are not carried; they are not tried). The tools' other runtime libraries (HDF5's curl,
+# ssl, ...) come from the same prefix, on the library path of this part only.
+mpi_environment() {
+  local run=$prefix-run
+  ls "$debs"/nccl/*.deb > /dev/null 2>&1 || { echo "no .deb files in $debs/nccl: run scripts/gpu-debs.sh again"; return 1; }
+  rm -rf "$run" && mkdir -p "$run/bin"
+  local f
+  for f in "$debs"/nccl/*.deb; do dpkg-deb -x "$f" "$run" || { echo "cannot unpack $f"; return 1; }; done
+  [[ -x $run/usr/bin/orterun ]] || { echo "no orterun in $run (openmpi-bin)"; return 1; }
+  ln -s "$run/usr/bin/orterun" "$run/bin/mpirun"
+  ln -s "$run/usr/bin/orterun" "$run/bin/mpiexec"
+  export PATH="$run/bin:$run/usr/bin:$PATH"
+  export LD_LIBRARY_PATH="$run/usr/lib/x86_64-linux-gnu:$run/lib/x86_64-linux-gnu:$L/openmpi/lib:$LD_LIBRARY_PATH"
+  export OPAL_PREFIX=$P OPAL_EXEC_PREFIX=$P OPAL_BINDIR=$run/usr/bin OPAL_LIBDIR=$L/openmpi/lib \
+    OPAL_DATAROOTDIR=$P/share OPAL_DATADIR=$P/share OPAL_PKGDATADIR=$P/share/openmpi \
+    OPAL_SYSCONFDIR=$run/etc/openmpi
+  # PMIx and hwloc look for their plugins where Debian put them: PMIx in the prefix, hwloc
+  # in a folder that is not there (its plugins are not carried: none is loaded).
+  export PMIX_PREFIX=$run/usr/lib/x86_64-linux-gnu/pmix2 PMIX_PKGLIBDIR=$run/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix \
+    HWLOC_PLUGINS_PATH=$run/usr/lib/x86_64-linux-gnu/hwloc
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+    OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mtl=^ofi,psm,psm2 OMPI_MCA_osc=^ucx \
+    OMPI_MCA_reachable=weighted OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mca_base_component_show_load_errors=0
+}
+
+part_nccl() {
+  local log=$out/nccl.log rc=0 gpus
+  gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+  (
+    mpi_environment || exit 1
+    echo "mpirun: $(command -v mpirun) ($(mpirun --version 2>&1 | head -1))"
+    mpirun -np 2 hostname || { echo "mpirun -np 2 hostname: failed"; exit 1; }
+    cd "$build" || exit 1
+    tests/test_nccl --log_level=message; echo "test_nccl: exit $?"
+    if (( gpus >= 2 )); then
+      mpirun -np 2 tests/test_nccl --log_level=message; echo "test_nccl, mpirun -np 2: exit $?"
+    else
+      echo "test_nccl, mpirun -np 2: not run ($gpus GPU: NCCL takes one per rank; test_gpu_group shares it)"
+    fi
+    tests/test_gpu_group --log_level=message; echo "test_gpu_group: exit $?"
+    mpirun -np 2 tests/test_gpu_group --log_level=message; echo "test_gpu_group, mpirun -np 2: exit $?"
+    BRAID_DEVICE_COMM=mpi mpirun -np 2 -x BRAID_DEVICE_COMM tests/test_gpu_group --log_level=message
+    echo "test_gpu_group, mpirun -np 2, BRAID_DEVICE_COMM=mpi: exit $?"
+    ctest --test-dir "$build" -R '^gpu_parallel_cli$' --output-on-failure; echo "ctest gpu_parallel_cli: exit $?"
+  ) > "$log" 2>&1 || rc=1
+  grep -E "^mpirun:|exit [0-9]+|tests passed|Skipped|Failed|skipped:|device buffers between|weights apart|scored shards" "$log"
+  # 77 is a skip (no GPU): on a machine with one, a failure, as is any exit but 0 and 77.
+  grep -E 'exit [0-9]+$' "$log" | grep -qvE 'exit (0|77)$' && rc=1
+  if (( gpus > 0 )) && grep -qE 'exit 77$|Skipped' "$log"; then
+    echo "FAIL: a GPU is present but a test was skipped (nccl.log)"
+    rc=1
+  fi
   return $rc
 }
 

@@ -24,6 +24,9 @@
 // A buffer handed to isend/irecv must stay alive and untouched until its Request is
 // waited on (or completes a test()).
 //
+//   device_group.hpp  a communicator that takes host and device buffers alike: device
+//                     ones over NCCL where every rank has a GPU of its own, staged
+//                     through host memory over MPI otherwise (BRAID_DEVICE_COMM forces it)
 //   mesh.hpp          ranks = devices x tp: the tensor-parallel group and the cross group
 //                     (one rank per device) a tool makes once per run
 //   nccl.hpp          the NCCL implementation (built where CUDA and NCCL are found:
@@ -98,6 +101,9 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // Whether the calls take device memory too (comm::device_group); a plain communicator
+  // (MPI) moves host memory only, and a caller with device buffers stages them.
+  virtual bool takes_device_memory() const { return false; }
 
   // Byte-level point to point; the typed helpers below are what callers use.
   virtual void send_bytes(const void* data, std::size_t bytes, int peer, int tag) = 0;

@@ -1,7 +1,8 @@
 // The Communicator over NCCL: the same point to point, all-reduce, all-gather and
 // broadcast as mpi.hpp, on device buffers, enqueued on a CUDA stream without staging
-// through the host. Built only when CUDA and NCCL are found (CMake's BRAID_NCCL_ENABLED;
-// a target that calls it links only then); MPI stays the fallback and the CPU path.
+// through the host. Built only when CUDA and NCCL are found (CMake's BRAID_NCCL_ENABLED);
+// elsewhere nccl_built() is false and nccl_group throws. MPI stays the fallback and the
+// CPU path; device_group.hpp chooses between them.
 //
 //   auto world = comm::mpi_world();                              // processes, host memory
 //   auto gpus = comm::nccl_group(*world, backend.current_stream().handle);
@@ -28,6 +29,9 @@ namespace braid::comm {
 
 // stream: a cudaStream_t (nullptr: the legacy default stream).
 std::unique_ptr<Communicator> nccl_group(Communicator& bootstrap, void* stream);
+
+// Whether this build has the NCCL communicator.
+bool nccl_built();
 
 // The NCCL library's version, e.g. "NCCL 2.28.9".
 std::string nccl_version();

@@ -2,6 +2,8 @@
 
 #include "core/error.hpp"
 
+#include "backend/registry.hpp"
+#include "comm/device_group.hpp"
 #include "comm/mesh.hpp"
 #include "comm/mpi.hpp"
 
@@ -80,7 +82,7 @@ RankGroup::RankGroup(int* argc, char*** argv) {
 
 RankGroup::~RankGroup() = default;
 
-void RankGroup::split_tp(int tp) {
+void RankGroup::split_tp(int tp, const std::string& device) {
   if (!world_) {
     if (tp != 1) {
       throw UsageError(fmt::format("--tp {} splits the model over {} ranks: start them with mpirun -np {} (or a "
@@ -88,7 +90,15 @@ void RankGroup::split_tp(int tp) {
     }
     return;
   }
-  mesh_ = std::make_unique<comm::Mesh>(*world_, tp);
+  if (tp > 1) {
+    const backend::BackendSpec spec = backend::parse_device_option(device);
+    if (spec.kind == backend::DeviceKind::cuda) {
+      if (const std::string why = backend::cuda_unavailable_reason(); !why.empty())
+        throw UsageError(fmt::format("--device {}: {}", spec.to_string(), why));
+      gpus_ = comm::cuda_group(*world_, spec.device);
+    }
+  }
+  mesh_ = std::make_unique<comm::Mesh>(gpus_ ? *gpus_ : *world_, tp);
   rank_ = mesh_->device();
   size_ = mesh_->devices();
   tp_rank_ = mesh_->tp_rank();

@@ -45,8 +45,10 @@ class RankGroup {
   RankGroup& operator=(const RankGroup&) = delete;
 
   // Collective over every rank: lays them out as devices x tp (comm::Mesh). UsageError
-  // when tp does not divide the ranks. Call once, before any other exchange.
-  void split_tp(int tp);
+  // when tp does not divide the ranks. Call once, before any other exchange. On a GPU
+  // (`device` cuda[:N]) with tp > 1 the tp groups take device buffers
+  // (comm/device_group.hpp: NCCL, or staged over MPI).
+  void split_tp(int tp, const std::string& device = "cpu");
 
   int rank() const { return rank_; }    // this device
   int size() const { return size_; }    // devices
@@ -75,6 +77,7 @@ class RankGroup {
 
   std::unique_ptr<comm::MpiRuntime> runtime_;
   std::unique_ptr<comm::Communicator> world_;
+  std::unique_ptr<comm::Communicator> gpus_;   // world_ taking device buffers (split_tp on a GPU)
   std::unique_ptr<comm::Mesh> mesh_;
   int rank_ = 0;
   int size_ = 1;

@@ -407,11 +407,6 @@ void validate_stage_options(const StageOptions& o) {
   }
   if (o.stats == "-") throw UsageError("--stats -: stdout carries the shard paths; give the stats a file");
   if (o.tp < 1) throw UsageError(fmt::format("--tp must be at least 1, got {}", o.tp));
-  if (o.tp > 1 && o.device != "cpu") {
-    throw UsageError(fmt::format("--tp {} runs on --device cpu only for now: the tensor-parallel all-reduces go "
-                                 "through MPI, which moves host memory, and NCCL is not wired into the model yet "
-                                 "(got --device {})", o.tp, o.device));
-  }
   if (o.tp > 1 && o.overcommit >= 0) {
     throw UsageError(fmt::format("--overcommit runs in one process, without --tp (got --tp {})", o.tp));
   }

@@ -99,11 +99,13 @@ void tp_all_reduce(backend::Backend& be, const TensorParallel& tp, T* data, std:
   if (tp.size == 1 || n == 0) return;
   if (!tp.group) throw std::logic_error("a tensor-parallel model without its tp group cannot run");
   const comm::ReduceOp op = max ? comm::ReduceOp::max : comm::ReduceOp::sum;
-  if (be.host_accessible()) {
+  if (be.host_accessible() || tp.group->takes_device_memory()) {
+    // Host memory, or a group that moves device memory itself (comm::device_group: NCCL,
+    // or its own staging over MPI).
     tp.group->all_reduce(std::span<T>(data, std::size_t(n)), op);
     return;
   }
-  // Device memory and a host transport: stage through the host (NCCL would take data as it is).
+  // Device memory and a host-only communicator: stage through the host.
   std::vector<T> host(static_cast<std::size_t>(n));
   be.copy_to_host(host.data(), data, host.size() * sizeof(T));
   tp.group->all_reduce(std::span<T>(host), op);

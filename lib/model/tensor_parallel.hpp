@@ -62,7 +62,8 @@ template <typename T>
 void insert_slice(T* full, const std::vector<std::int64_t>& full_shape, const TpSlice& s, const T* part);
 
 // Sum (or max) of data[n] over the tp group, in place. data is memory of the backend:
-// passed to the communicator as it is where the host can read it, staged through host
+// passed to the communicator as it is where the host can read it or the group takes
+// device memory (comm::device_group: NCCL or its own staging), staged through host
 // memory otherwise. Nothing to do when tp.size == 1.
 template <typename T>
 void tp_all_reduce(backend::Backend& be, const TensorParallel& tp, T* data, std::int64_t n, bool max = false);

@@ -3,6 +3,7 @@
 #include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "comm/communicator.hpp"
+#include "comm/device_group.hpp"
 #include "comm/mesh.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -170,13 +171,20 @@ int run_command(const CommandOptions& o, comm::Communicator* world) {
     throw UsageError(fmt::format("--tp {} splits the models over {} ranks: start them with mpirun -np {} (or a "
                                  "multiple of {})", o.tp, o.tp, o.tp, o.tp));
   }
-  if (o.tp > 1 && o.device != "cpu") {
-    throw UsageError(fmt::format("--tp {} runs on --device cpu only for now: the tensor-parallel all-reduces go "
-                                 "through MPI, which moves host memory, and NCCL is not wired into the model yet "
-                                 "(got --device {})", o.tp, o.device));
+  // On a GPU the tp groups move device buffers (every block's all-reduce): over a group
+  // that takes them (NCCL, or staged over MPI; comm/device_group.hpp). Without tp the
+  // devices exchange host memory only (their figures).
+  std::unique_ptr<comm::Communicator> gpus;
+  if (world && o.tp > 1) {
+    const backend::BackendSpec spec = backend::parse_device_option(o.device);
+    if (spec.kind == backend::DeviceKind::cuda) {
+      if (const std::string why = backend::cuda_unavailable_reason(); !why.empty())
+        throw UsageError(fmt::format("--device {}: {}", spec.to_string(), why));
+      gpus = comm::cuda_group(*world, spec.device);
+    }
   }
   // Ranks = devices x tp (tp fastest): a device's ranks score its shards together.
-  comm::Mesh mesh = world ? comm::Mesh(*world, o.tp) : comm::Mesh();
+  comm::Mesh mesh = world ? comm::Mesh(gpus ? *gpus : *world, o.tp) : comm::Mesh();
   const bool devices = mesh.devices() > 1;
   const bool writer = mesh.tp_rank() == 0;
 

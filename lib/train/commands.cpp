@@ -29,7 +29,7 @@ class ProcessSession final : public RlSession {
   explicit ProcessSession(const RlCommand& c)
       : c_(c), ranks_(c.common.data_parallel, c.common.tp), be_(backend::make_backend(c.common.device, c.common.threads)) {
     ranks_.require_named_inputs(c.inputs, "shards");
-    ranks_.require_host_memory(*be_);
+    ranks_.use_device(*be_);
     const bool ppo = c.algorithm == "ppo";
     actor_ = {open_for_ranks(c.actor, *be_, true, false, c.common, ranks_), nullptr, nullptr, c.actor, c.actor_out,
               "actor_train"};

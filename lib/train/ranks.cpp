@@ -1,6 +1,8 @@
 #include "train/ranks.hpp"
 
+#include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "comm/device_group.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -31,7 +33,8 @@ TrainingRanks::TrainingRanks(bool enabled, int tp) {
 }
 
 TrainingRanks::~TrainingRanks() {
-  mesh_ = comm::Mesh();   // the groups go before the world, and it before MPI
+  mesh_ = comm::Mesh();   // the groups go before the worlds, and they before MPI
+  device_world_.reset();
   world_.reset();
 }
 
@@ -72,12 +75,16 @@ void TrainingRanks::require_named_inputs(const std::vector<std::string>& inputs,
   }
 }
 
-void TrainingRanks::require_host_memory(const backend::Backend& be) const {
-  if (size() <= 1 || be.host_accessible()) return;
-  throw UsageError(fmt::format("{}: the {} backend's memory is not the host's, and the MPI communicator moves host "
-                               "memory: data and tensor parallelism across processes run on --device cpu (device "
-                               "buffers need NCCL, not wired into braid-train yet)",
-                               describe(), be.name()));
+void TrainingRanks::use_device(const backend::Backend& be) {
+  if (size() <= 1 || be.host_accessible() || device_world_) return;
+  const auto spec = backend::parse_device(be.name());
+  if (!spec || spec->kind != backend::DeviceKind::cuda) {
+    throw std::logic_error(fmt::format("{}: no way to move the {} backend's memory between ranks", describe(), be.name()));
+  }
+  const int tp = mesh_.tp_size();
+  mesh_ = comm::Mesh();
+  device_world_ = comm::cuda_group(*world_, spec->device);
+  mesh_ = comm::Mesh(*device_world_, tp);
 }
 
 void TrainingRanks::require_splits(const std::string& checkpoint) const { require_tp_splits(checkpoint, mesh_.tp_size()); }

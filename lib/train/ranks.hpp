@@ -60,17 +60,21 @@ class TrainingRanks {
   // UsageError unless each input can be read by every rank: "-" (stdin, which only one
   // rank of mpirun has) is refused with more than one rank.
   void require_named_inputs(const std::vector<std::string>& inputs, const std::string& what) const;
-  // UsageError when several ranks run on a backend whose memory the host cannot
-  // address: the MPI communicator moves host memory (a device one, NCCL, is not wired
-  // into training yet).
-  void require_host_memory(const backend::Backend& be) const;
+  // Several ranks on a backend whose memory the host cannot address (CUDA): the groups
+  // are made again over comm::cuda_group, so that they take device buffers (gradients,
+  // the ZeRO-1 all-gather, the tp all-reduces): over NCCL where every rank has a GPU of
+  // its own, staged through host memory over MPI otherwise (BRAID_DEVICE_COMM forces
+  // either; rank 0 logs which). Collective; call it before tp() or comm() is handed to a
+  // model or trainer. Nothing to do for one process or host memory.
+  void use_device(const backend::Backend& be);
   // require_tp_splits(checkpoint, this layout's tp).
   void require_splits(const std::string& checkpoint) const;
 
  private:
   std::optional<comm::MpiRuntime> mpi_;
   std::unique_ptr<comm::Communicator> world_;
-  comm::Mesh mesh_;   // after world_: goes first
+  std::unique_ptr<comm::Communicator> device_world_;   // use_device: world_ taking device buffers
+  comm::Mesh mesh_;   // after the worlds: goes first
 };
 
 // InputError naming the checkpoint's file when its model cannot be split tp ways

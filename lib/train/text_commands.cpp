@@ -36,7 +36,7 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
   ranks.require_named_inputs({c.data}, "data file");
   const bool policy = mode != TextMode::rm;
   auto be = backend::make_backend(c.common.device, c.common.threads);
-  ranks.require_host_memory(*be);
+  ranks.use_device(*be);
   Trainee t{open_for_ranks(c.model, *be, policy, !policy, c.common, ranks), nullptr, nullptr, c.model, c.model_out,
             policy ? "actor_train" : "reward_train"};
   std::vector<Trainee*> trainees{&t};

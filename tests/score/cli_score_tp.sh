@@ -11,7 +11,7 @@
 #  * a critic resharded to tp 2 (slice files) scores the same;
 #  * bad inputs exit 2 naming what is wrong (checked with NP 2): -np not a multiple of
 #    --tp, --tp without mpirun, a config that does not split, a checkpoint of another tp
-#    degree, --device cuda.
+#    degree, --device cuda where there is no GPU.
 # Usage: cli_score_tp.sh NP
 set -euo pipefail
 NP=${1:?NP}
@@ -95,7 +95,10 @@ expect_bad no_split "model_config" "num_key_value_heads" -- \
   mpirun -np 4 "$B/braid-score" gen/gen-*.h5 -o bad3 "${PPO[@]}" --tp 4
 expect_bad other_degree "critic2" "tp_size" "braid reshard --tp 1" -- \
   "$B/braid-score" gen/gen-*.h5 -o bad4 --ref actor.h5 --critic critic2.h5 --reward rm.h5
-expect_bad cuda "--device cuda" "NCCL" -- mpirun -np 2 "$B/braid-score" gen/gen-*.h5 -o bad5 "${PPO[@]}" --tp 2 --device cuda
+# --device cuda without a GPU: refused before any rank loads a model (with one: tests/gpu_parallel).
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  expect_bad cuda "--device cuda:0" -- mpirun -np 2 "$B/braid-score" gen/gen-*.h5 -o bad5 "${PPO[@]}" --tp 2 --device cuda
+fi
 for d in bad1 bad2 bad3 bad4 bad5; do
   [[ ! -e $d ]] || [[ -z $(ls "$d") ]] || fail "$d: a refused run left outputs behind"
 done

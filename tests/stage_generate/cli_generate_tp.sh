@@ -11,7 +11,7 @@
 #    same tp rank of the receiver) gives the same shards too;
 #  * bad inputs exit 2 naming what is wrong: -np not a multiple of --tp, --tp without
 #    mpirun, a config that does not split (tp 4, 2 key/value heads), a checkpoint of
-#    another tp degree, --device cuda, --overcommit and the fused rollout with --tp
+#    another tp degree, --device cuda where there is no GPU, --overcommit and the fused rollout with --tp
 #    (checked with NP 2).
 # Usage: cli_generate_tp.sh NP
 set -euo pipefail
@@ -88,7 +88,10 @@ expect_bad no_mpirun "--tp 2" "mpirun" -- "$B/braid-generate" "${GEN[@]}" --tp 2
 expect_bad no_split "actor.h5" "model_config" "num_key_value_heads" -- \
   mpirun -np 4 "$B/braid-generate" "${GEN[@]}" --tp 4 -o bad3
 expect_bad other_degree "tp_size" "braid reshard --tp 1" -- "$B/braid-generate" --actor actor2.h5 "${OPTS[@]}" -o bad4
-expect_bad cuda "--device cuda" "NCCL" -- mpirun -np 2 "$B/braid-generate" "${GEN[@]}" --tp 2 --device cuda -o bad5
+# --device cuda without a GPU: refused before any rank loads a model (with one: tests/gpu_parallel).
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  expect_bad cuda "--device cuda:0" -- mpirun -np 2 "$B/braid-generate" "${GEN[@]}" --tp 2 --device cuda -o bad5
+fi
 expect_bad overcommit "--overcommit" "--tp 2" -- \
   mpirun -np 2 "$B/braid-generate" "${GEN[@]}" --tp 2 --overcommit 1 --deferred-out d.h5 -o bad6
 expect_bad fused "fused rollout" "--tp 1 only" -- \

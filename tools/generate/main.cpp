@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
                  "With --overcommit: the previous iteration's deferred file; its samples are resumed first");
   app.add_option("--deferred-out", o.deferred_out, "With --overcommit: where the samples left out of the batch go");
   const int rc = braid::cli::run(app, static_cast<int>(split.before.size()), split.before.data(), [&] {
-    ranks.split_tp(o.tp);
+    ranks.split_tp(o.tp, o.device);
     if (!split.fused) return braid::gen::run_generate_stage(o, ranks);
     return braid::fuse::run_fused_rollout(o, braid::fuse::parse_score_options(split.after, cmdline), ranks);
   });
