@@ -5,7 +5,7 @@
 # prefix alone (CUDA on, sm_90 SASS + PTX), builds what the chosen parts need, runs them and
 # writes every log to OUTDIR (docs/gpu.md says what each one measures).
 #
-#   bench/gpu/run.sh OUTDIR [PART...]   PART: tests, ops, train, generate, decode
+#   bench/gpu/run.sh OUTDIR [PART...]   PART: tests, ops, train, generate, decode, tools
 #                                       (default: tests ops train)
 #
 #   tests  the GPU tests (backend ops f32 and bf16, registry, model parity f32 and bf16):
@@ -18,6 +18,9 @@
 #          (greedy tokens = CPU's, batching = one at a time, graphs on = off): generate.log
 #   decode bench_gpu_decode (copy bandwidth; decode tokens/s and effective bandwidth at batch
 #          1, 64, 256; the long-tailed run) then transformers' generate on the same shapes: decode.log
+#   tools  braid-train (sft, rm, dpo, ppo, grpo), braid-score, braid-generate and braid-profile
+#          measure with --device cuda against --device cpu on a tiny random model (loss curves,
+#          outputs, the memory prediction and refusal): tools.log
 #
 # Always: run.log (this script's output: the machine, the libraries CMake found, each part's
 # exit) and build.log (configure and build). A part that fails is reported and the next one
@@ -29,20 +32,21 @@
 # BRAID_CUDA_GEMM / BRAID_CUDA_ATTENTION (passed on: docs/gpu.md).
 # Exit status: 0 when every chosen part passed, 1 otherwise, 2 on bad usage.
 set -uo pipefail
-[[ $# -ge 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR [tests] [ops] [train] [generate] [decode]" >&2; exit 2; }
+[[ $# -ge 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR [tests] [ops] [train] [generate] [decode] [tools]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$1" || exit 2
 out=$(cd "$1" && pwd)
 shift
 parts=("$@")
 [[ ${#parts[@]} -gt 0 ]] || parts=(tests ops train)
-# What each part builds (and needs built to run: its executables land in tests/ or bench/).
+# What each part builds (and needs built to run: its executables land in tests/, bench/ or bin/).
 declare -A part_targets=([tests]="test_backend_ops test_backend_registry test_model_parity" [ops]="bench_gpu"
                          [train]="bench_gpu" [generate]="test_paged_ops test_generate_device"
-                         [decode]="bench_gpu_decode")
+                         [decode]="bench_gpu_decode"
+                         [tools]="braid braid-train braid-score braid-generate braid-profile compare_outputs")
 want_targets=()
 for p in "${parts[@]}"; do
-  [[ -n ${part_targets[$p]:-} ]] || { echo "run.sh: unknown part '$p' (tests, ops, train, generate, decode)" >&2; exit 2; }
+  [[ -n ${part_targets[$p]:-} ]] || { echo "run.sh: unknown part '$p' (tests, ops, train, generate, decode, tools)" >&2; exit 2; }
   # shellcheck disable=SC2206
   want_targets+=(${part_targets[$p]})
 done
@@ -125,7 +129,7 @@ rc=$?
 grep -E "error|warning:" "$out/build.log" | head -40
 # A target that failed to build fails its parts only (the build keeps going past it).
 [[ $rc -eq 0 ]] || { echo "build failed (exit $rc): $out/build.log"; tail -30 "$out/build.log"; }
-built() { local t; for t in ${part_targets[$1]}; do [[ -x $build/tests/$t || -x $build/bench/$t ]] || return 1; done; }
+built() { local t; for t in ${part_targets[$1]}; do [[ -x $build/tests/$t || -x $build/bench/$t || -x $build/bin/$t ]] || return 1; done; }
 
 part_tests() {
   local log=$out/tests.log rc
@@ -207,6 +211,29 @@ part_decode() {
   PYTHONUNBUFFERED=1 timeout "${BRAID_HF_TIMEOUT:-180}" python3 "$root/bench/gpu/hf_decode.py" >> "$log" 2>&1
   echo "hf_decode.py: exit $?" >> "$log"
   cat "$log"
+  return $rc
+}
+
+# The tools with --device cuda against --device cpu (tests/cli/cli_tools_gpu.sh: sft, rm, dpo,
+# one PPO iteration, grpo, braid-score, the memory prediction and refusal, braid-profile
+# measure): tools.log. The tools load HDF5 and MPI, whose runtime libraries come from the
+# prefix (scripts/deps-gpu.txt) or the machine: any still missing is named first.
+part_tools() {
+  local log=$out/tools.log rc t missing
+  {
+    for t in braid braid-train braid-score braid-generate braid-profile; do
+      missing=$(ldd "$build/bin/$t" 2> /dev/null | grep "not found" | awk '{print $1}' | sort -u | tr '\n' ' ')
+      [[ -z $missing ]] || echo "$t: libraries not found: $missing(add their Debian packages to scripts/deps-gpu.txt)"
+    done
+    ctest --test-dir "$build" -R '^tools_cuda$' --output-on-failure -V
+  } > "$log" 2>&1
+  rc=$?
+  grep -E "libraries not found|largest relative difference|peak .* predicted|this run needs|FAIL|skipped:|Skipped|tests passed|tests failed" "$log" | head -80
+  # The test skips (exit 77) when make_backend("cuda") throws: on a GPU machine a skip is a failure.
+  if nvidia-smi -L > /dev/null 2>&1 && grep -qE 'tools_cuda.*Skipped|skipped:' "$log"; then
+    echo "FAIL: a GPU is present but the tools test was skipped"
+    rc=1
+  fi
   return $rc
 }
 
