@@ -16,6 +16,7 @@
 #include "rl/chunked_lm_head.hpp"
 #include "score/device_memory.hpp"
 #include "score/model_passes.hpp"
+#include "bench/model/shapes.hpp"
 #include "tests/common/scratch.hpp"
 #include "tests/train/uneven_batch.hpp"
 #include "train/command_steps.hpp"
@@ -351,4 +352,22 @@ BOOST_AUTO_TEST_CASE(the_tools_check_sites_refuse_before_loading) {
     BOOST_TEST(contains(e.what(), "Lower --micro-tokens (now 64"), e.what());
     BOOST_TEST(contains(e.what(), "reference LM-head chunk (128 rows)"), e.what());
   }
+}
+
+// bench_gpu --part train's step (bench/gpu/bench_gpu.cpp: the "1b" shape, bf16 weights, AdamW,
+// 4 × 2048 tokens kept for backward, a 2048-row LM-head chunk, four per-token arrays), as the
+// prediction counts it: docs/memory.md holds it beside the peak the H200 measured. Printed
+// (--log_level=message), not asserted: a measurement is no test of the formula; the pieces
+// above are.
+BOOST_AUTO_TEST_CASE(bench_1b_train_shape) {
+  const model::ModelConfig c = braid::bench::bench_config("1b");
+  const mem::ModelSpec m = spec(c, {.dtype = be::DType::bf16});
+  const std::int64_t n = 4 * 2048;
+  mem::Prediction p = mem::model_bytes(m);
+  p.add("AdamW state", mem::adamw_bytes(m));
+  p.add("activations", mem::activation_bytes(c, m.options, {.max_tokens = n, .max_sequences = 4, .training = true}));
+  p.add("LM-head chunk (2048 rows)", mem::lm_head_chunk_bytes(c, 2048));
+  p.add("targets, logprobs, gradients, weights", 4 * std::uint64_t(n) * 4);
+  BOOST_TEST_MESSAGE("bench_gpu train 1b bf16 4x2048: " << p.total() << " bytes = " << double(p.total()) / (1 << 20)
+                                                        << " MiB: " << p.describe());
 }
