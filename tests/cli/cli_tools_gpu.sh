@@ -41,7 +41,9 @@ echo "comparing --device $DEV with --device cpu"
 # Runs a tool, its stdout and stderr kept in NAME.out / NAME.err; a failure shows stderr.
 run() {
   local name=$1; shift
-  "$@" > "$name.out" 2> "$name.err" < /dev/null || { tail -20 "$name.err" >&2; fail "$name: exit $? ($*)"; }
+  local rc=0
+  "$@" > "$name.out" 2> "$name.err" < /dev/null || rc=$?
+  (( rc == 0 )) || { tail -20 "$name.err" >&2; fail "$name: exit $rc ($*)"; }
 }
 
 # Per-step loss and gradient norm of every call of two braid-train --stats files, within rtol.

@@ -26,7 +26,7 @@ namespace {
 
 bool failed = false;
 bool quiet = false;               // weights: only the arrays over the bound, then the largest difference
-double largest = 0;
+double largest = -1;
 std::string largest_name;
 
 void compare(const std::string& name, const std::vector<float>& a, const std::vector<float>& b, double rtol) {
