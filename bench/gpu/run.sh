@@ -24,7 +24,8 @@
 #
 # Always: run.log (this script's output: the machine, the libraries CMake found, each part's
 # exit) and build.log (configure and build). A part that fails is reported and the next one
-# runs. At most 8 files come back from the device tool: this script writes at most 6.
+# runs. At most 8 files come back from the device tool: this script writes run.log, build.log
+# and one file a part (train: two), so one call names at most five parts.
 #
 # Environment (defaults in brackets): BRAID_GPU_DEBS [.gpu-debs], BRAID_GPU_PREFIX
 # [/tmp/braid-gpu-deps], BRAID_GPU_BUILD [/tmp/braid-gpu-build; reused when there, unless BRAID_GPU_FRESH=1], JOBS [16],
