@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # One command for a GPU machine that has CUDA, CMake, a C++ compiler and Python but not
-# braid's Debian libraries: unpacks the .deb files prepared by scripts/gpu-debs.sh into a
+# braid's Debian libraries: unpacks the .deb files' contents prepared by scripts/gpu-debs.sh into a
 # private prefix (no install, nothing outside it touched), configures braid against that
 # prefix alone (CUDA on, sm_90 SASS + PTX), builds what the chosen parts need, runs them and
 # writes every log to OUTDIR (docs/gpu.md says what each one measures).
 #
-#   bench/gpu/run.sh OUTDIR [PART...]   PART: tests, ops, train, generate, decode, nccl
+#   bench/gpu/run.sh OUTDIR [PART...]   PART: tests, ops, train, generate, decode, nccl, tools
 #                                       (default: tests ops train)
 #
 #   tests  the GPU tests (backend ops f32 and bf16, registry, model parity f32 and bf16):
@@ -21,12 +21,15 @@
 #   nccl   device buffers between ranks: test_nccl and test_gpu_group alone and under the
 #          prefix's mpirun with 2 ranks (one GPU: the MPI fallback), then the ctest entry
 #          gpu_parallel_cli (braid-train and braid-score, dp and tp on --device cuda over 2
-#          ranks against one process): nccl.log. Needs the [nccl] debs (DIR/nccl/).
+#          ranks against one process): nccl.log. Needs DIR/nccl.tar.xz (the [nccl] debs).
+#   tools  braid-train (sft, rm, dpo, ppo, grpo), braid-score, braid-generate and braid-profile
+#          measure with --device cuda against --device cpu on a tiny random model (loss curves,
+#          outputs, the memory prediction and refusal): tools.log
 #
 # Always: run.log (this script's output: the machine, the libraries CMake found, each part's
 # exit) and build.log (configure and build). A part that fails is reported and the next one
-# runs. At most 8 files come back from the device tool: a call writes two, one a part, and
-# summary.md (train): name at most five parts in one call.
+# runs. At most 8 files come back from the device tool: this script writes run.log, build.log
+# and one file a part (train: two), so one call names at most five parts.
 #
 # Environment (defaults in brackets): BRAID_GPU_DEBS [.gpu-debs], BRAID_GPU_PREFIX
 # [/tmp/braid-gpu-deps], BRAID_GPU_BUILD [/tmp/braid-gpu-build; reused when there, unless BRAID_GPU_FRESH=1], JOBS [16],
@@ -34,21 +37,22 @@
 # BRAID_CUDA_GEMM / BRAID_CUDA_ATTENTION (passed on: docs/gpu.md).
 # Exit status: 0 when every chosen part passed, 1 otherwise, 2 on bad usage.
 set -uo pipefail
-[[ $# -ge 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR [tests] [ops] [train] [generate] [decode] [nccl]" >&2; exit 2; }
+[[ $# -ge 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR [tests] [ops] [train] [generate] [decode] [nccl] [tools]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$1" || exit 2
 out=$(cd "$1" && pwd)
 shift
 parts=("$@")
 [[ ${#parts[@]} -gt 0 ]] || parts=(tests ops train)
-# What each part builds (and needs built to run: its executables land in tests/ or bench/).
+# What each part builds (and needs built to run: its executables land in tests/, bench/ or bin/).
 declare -A part_targets=([tests]="test_backend_ops test_backend_registry test_model_parity" [ops]="bench_gpu"
                          [train]="bench_gpu" [generate]="test_paged_ops test_generate_device"
                          [decode]="bench_gpu_decode"
-                         [nccl]="test_nccl test_gpu_group compare_outputs braid braid-train braid-score braid-generate")
+                         [nccl]="test_nccl test_gpu_group compare_outputs braid braid-train braid-score braid-generate"
+                         [tools]="braid braid-train braid-score braid-generate braid-profile compare_outputs")
 want_targets=()
 for p in "${parts[@]}"; do
-  [[ -n ${part_targets[$p]:-} ]] || { echo "run.sh: unknown part '$p' (tests, ops, train, generate, decode, nccl)" >&2; exit 2; }
+  [[ -n ${part_targets[$p]:-} ]] || { echo "run.sh: unknown part '$p' (tests, ops, train, generate, decode, nccl, tools)" >&2; exit 2; }
   # shellcheck disable=SC2206
   want_targets+=(${part_targets[$p]})
 done
@@ -70,10 +74,10 @@ step "machine"
   nproc
 } 2>&1
 
-step "unpacking $(ls "$debs"/*.deb 2> /dev/null | wc -l) packages from $debs into $prefix"
-ls "$debs"/*.deb > /dev/null 2>&1 || { echo "no .deb files in $debs: run scripts/gpu-debs.sh first (on Debian 12)"; exit 2; }
+step "unpacking $debs/base.tar.xz into $prefix"
+[[ -f $debs/base.tar.xz ]] || { echo "no $debs/base.tar.xz: run scripts/gpu-debs.sh first (on Debian 12)"; exit 2; }
 rm -rf "$prefix" && mkdir -p "$prefix"
-for f in "$debs"/*.deb; do dpkg-deb -x "$f" "$prefix" || { echo "cannot unpack $f"; exit 1; }; done
+tar -xJf "$debs/base.tar.xz" -C "$prefix" || { echo "cannot unpack $debs/base.tar.xz"; exit 1; }
 P=$prefix/usr
 L=$P/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH="$L:$L/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -216,17 +220,16 @@ part_decode() {
   return $rc
 }
 
-# Open MPI from the [nccl] debs, unpacked into a prefix of their own (DIR/nccl/*.deb ->
+# Open MPI from the [nccl] debs, unpacked into a prefix of their own (DIR/nccl.tar.xz ->
 # $prefix-run): orterun, relocated by OPAL_* to where the files are (Debian built it for
 # /usr), allowed to run as root, on shared memory only (the network plugins' libraries
 # are not carried; they are not tried). The tools' other runtime libraries (HDF5's curl,
 # ssl, ...) come from the same prefix, on the library path of this part only.
 mpi_environment() {
   local run=$prefix-run
-  ls "$debs"/nccl/*.deb > /dev/null 2>&1 || { echo "no .deb files in $debs/nccl: run scripts/gpu-debs.sh again"; return 1; }
+  [[ -f $debs/nccl.tar.xz ]] || { echo "no $debs/nccl.tar.xz: run scripts/gpu-debs.sh again"; return 1; }
   rm -rf "$run" && mkdir -p "$run/bin"
-  local f
-  for f in "$debs"/nccl/*.deb; do dpkg-deb -x "$f" "$run" || { echo "cannot unpack $f"; return 1; }; done
+  tar -xJf "$debs/nccl.tar.xz" -C "$run" || { echo "cannot unpack $debs/nccl.tar.xz"; return 1; }
   [[ -x $run/usr/bin/orterun ]] || { echo "no orterun in $run (openmpi-bin)"; return 1; }
   ln -s "$run/usr/bin/orterun" "$run/bin/mpirun"
   ln -s "$run/usr/bin/orterun" "$run/bin/mpiexec"
@@ -269,6 +272,29 @@ part_nccl() {
   grep -E 'exit [0-9]+$' "$log" | grep -qvE 'exit (0|77)$' && rc=1
   if (( gpus > 0 )) && grep -qE 'exit 77$|Skipped' "$log"; then
     echo "FAIL: a GPU is present but a test was skipped (nccl.log)"
+    rc=1
+  fi
+  return $rc
+}
+
+# The tools with --device cuda against --device cpu (tests/cli/cli_tools_gpu.sh: sft, rm, dpo,
+# one PPO iteration, grpo, braid-score, the memory prediction and refusal, braid-profile
+# measure): tools.log. The tools load HDF5 and MPI, whose runtime libraries come from the
+# prefix (scripts/deps-gpu.txt) or the machine: any still missing is named first.
+part_tools() {
+  local log=$out/tools.log rc t missing
+  {
+    for t in braid braid-train braid-score braid-generate braid-profile; do
+      missing=$(ldd "$build/bin/$t" 2> /dev/null | grep "not found" | awk '{print $1}' | sort -u | tr '\n' ' ')
+      [[ -z $missing ]] || echo "$t: libraries not found: $missing(add their Debian packages to scripts/deps-gpu.txt)"
+    done
+    ctest --test-dir "$build" -R '^tools_cuda$' --output-on-failure -V
+  } > "$log" 2>&1
+  rc=$?
+  grep -E "libraries not found|largest relative difference|peak .* predicted|this run needs|FAIL|skipped:|Skipped|tests passed|tests failed" "$log" | head -80
+  # The test skips (exit 77) when make_backend("cuda") throws: on a GPU machine a skip is a failure.
+  if nvidia-smi -L > /dev/null 2>&1 && grep -qE 'tools_cuda.*Skipped|skipped:' "$log"; then
+    echo "FAIL: a GPU is present but the tools test was skipped"
     rc=1
   fi
   return $rc

@@ -175,6 +175,9 @@ SampleShardInfo probe_sample_shard(const std::filesystem::path& path) {
   info.version = static_cast<int>(f.attr_int(kAttrVersion).value_or(0));
   info.sequences = static_cast<std::int64_t>(layout.offsets.size()) - 1;
   info.tokens = layout.tokens;
+  for (std::size_t i = 1; i < layout.offsets.size(); ++i) {
+    info.longest = std::max<std::int64_t>(info.longest, layout.offsets[i] - layout.offsets[i - 1]);
+  }
   info.has_reward = layout.rewards.has_value();
   for (const auto& [p, _] : layout.token_arrays) info.token_arrays.push_back(p);
   if (layout.policy_steps) info.token_arrays.emplace_back(kPolicyStep);

@@ -57,6 +57,7 @@ struct SampleShardInfo {
   int version = 0;
   std::int64_t sequences = 0;
   std::int64_t tokens = 0;
+  std::int64_t longest = 0;               // tokens of the longest sequence
   bool has_reward = false;
   std::vector<std::string> token_arrays;  // present per-token datasets ("logprobs/actor", ...)
   std::vector<std::string> other_datasets;  // datasets braid does not know (kept by nobody)

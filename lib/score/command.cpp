@@ -11,6 +11,7 @@
 #include "core/log.hpp"
 #include "core/progress.hpp"
 #include "io/sample_shard.hpp"
+#include "score/device_memory.hpp"
 #include "score/ranks.hpp"
 #include "score/shard_stream.hpp"
 #include "score/stage_stats.hpp"
@@ -97,6 +98,7 @@ struct ScoreSession::Parts {
   std::unique_ptr<BatchScorer> scorer;
   std::optional<Progress> progress;
   std::unique_ptr<ShardStream> stream;
+  std::optional<memory::Prediction> predicted;   // the device memory checked before loading
 };
 
 ScoreSession::ScoreSession(const CommandOptions& o, std::function<void(const std::filesystem::path&)> on_output,
@@ -112,6 +114,7 @@ ScoreSession::ScoreSession(const CommandOptions& o, std::function<void(const std
   if (p.text_reward) p.tokenizer = tok::load_tokenizer(o.tokenizer);
 
   p.be = backend::make_backend(o.device, o.threads);
+  p.predicted = require_device_memory(*p.be, o, p.settings);   // before loading (a GPU; not the CPU)
   if (!o.ref.empty()) p.ref = checkpoint::open_model(o.ref, *p.be, {}, /*need_lm_head=*/true, false, o.dtype, tp);
   const bool use_critic = p.settings.algorithm == Algorithm::ppo;
   if (use_critic) p.critic = checkpoint::open_model(o.critic, *p.be, {}, false, /*need_value_head=*/true, o.dtype, tp);
@@ -147,6 +150,7 @@ void ScoreSession::finish() {
   p_->stream->finish();
   p_->scorer->finish();
   if (p_->progress) p_->progress->finish();
+  if (p_->predicted) memory::log_peak(*p_->be, *p_->predicted);
 }
 
 const StreamTotals& ScoreSession::totals() const { return p_->stream->totals(); }

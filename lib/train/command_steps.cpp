@@ -5,6 +5,7 @@
 #include "checkpoint/optimizer_state.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
+#include "train/objectives.hpp"
 #include "train/optimizer_state.hpp"
 #include "train/train_outputs.hpp"
 
@@ -158,6 +159,66 @@ void check_common(const CommonTrainOptions& c) {
   }
   if (c.total_steps < 0) throw UsageError("--total-steps must be >= 0 (0: from --lr-calls)");
   if (c.lr_calls < 1) throw UsageError("--lr-calls must be at least 1");
+}
+
+namespace {
+
+memory::TrainedModel trained_model(const backend::Backend& be, const TrainedCheckpoint& t, const CommonTrainOptions& c) {
+  memory::TrainedModel m{.model = memory::peek_checkpoint(t.checkpoint, t.role, c.dtype)};
+  // The objectives' LM-head chunk: their option, or the backend's default when 0.
+  auto chunk = [&](std::int64_t asked) { return asked > 0 ? asked : memory::lm_head_chunk_rows(be, m.model.config); };
+  // The per-token device arrays (DeviceRows) of each objective in train/objectives.hpp;
+  // an int64 array of pairs or sequence offsets counts as the rows it spans in f32.
+  switch (t.kind) {
+    case ObjectiveKind::policy:   // targets, old, adv, ref, weight, logprob, entropy, d_logprob, d_entropy
+      m.lm_head_chunk_rows = chunk(PolicyObjectiveOptions{}.head_chunk_rows);
+      m.loss_rows = 9;
+      break;
+    case ObjectiveKind::value:    // old, returns, weight, values, d_values
+      m.loss_rows = 5;
+      break;
+    case ObjectiveKind::pairwise: // values, d_values, chosen and rejected (int64, a pair each)
+      m.loss_rows = 4;
+      break;
+    case ObjectiveKind::sft:      // targets, weight, logprob, d_logprob (SftObjective's chunk: the same default)
+      m.lm_head_chunk_rows = chunk(PolicyObjectiveOptions{}.head_chunk_rows);
+      m.loss_rows = 4;
+      break;
+    case ObjectiveKind::dpo:      // targets, ref, weight, logprob, d_logprob, sequence offsets (int64)
+      m.lm_head_chunk_rows = chunk(DpoObjectiveOptions{}.head_chunk_rows);
+      m.loss_rows = 7;
+      break;
+  }
+  return m;
+}
+
+}  // namespace
+
+std::optional<memory::Prediction> require_device_memory(const backend::Backend& be, const CommonTrainOptions& c,
+                                                        const std::vector<TrainedCheckpoint>& trained,
+                                                        const std::function<memory::Prediction(const backend::Backend&)>& before_training) {
+  if (!be.device_memory()) return std::nullopt;
+  std::vector<memory::TrainedModel> models;
+  for (const TrainedCheckpoint& t : trained) models.push_back(trained_model(be, t, c));
+  memory::Prediction p = memory::predict_training(models, c.micro_tokens);
+  if (before_training) {
+    memory::Prediction before = before_training(be);
+    if (before.total() > p.total()) p = std::move(before);
+  }
+  std::uint64_t per_token = 0;
+  for (const memory::TrainedModel& m : models) {
+    per_token += memory::activation_bytes(m.model.config, m.model.options,
+                                          {.max_tokens = 1, .max_sequences = 1, .training = true});
+  }
+  std::string advice = fmt::format("Lower --micro-tokens (now {}; the activations take about {} a token)",
+                                   c.micro_tokens, memory::gib(per_token));
+  if (c.dtype != backend::DType::bf16) advice += ", or store the weights in bf16 (--dtype bf16)";
+  memory::require_fits(p, be, c.device, advice);
+  return p;
+}
+
+void log_device_peak(backend::Backend& be, const std::optional<memory::Prediction>& predicted) {
+  if (predicted) memory::log_peak(be, *predicted);
 }
 
 void check_output_folders(const std::vector<std::string>& outputs) {

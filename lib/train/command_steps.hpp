@@ -4,13 +4,16 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "core/json.hpp"
+#include "memory/prediction.hpp"
 #include "train/commands.hpp"
 #include "train/ranks.hpp"
 #include "train/objective.hpp"
 #include "train/trainer.hpp"
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +61,25 @@ void write_stats(const CommonTrainOptions& c, Clock::time_point t0, const io::Sa
 // (logged, printed again by the lead). Collective over the ranks, which all answer alike.
 bool already_done(const std::vector<Trainee*>& trainees, const TrainingRanks& ranks);
 void check_common(const CommonTrainOptions& c);
+
+// A checkpoint a call trains, and the objective it trains under (what the objective holds
+// beside the model, train/objectives.hpp: an LM-head chunk or none, its per-token arrays).
+enum class ObjectiveKind { policy, value, pairwise, sft, dpo };
+struct TrainedCheckpoint {
+  std::string checkpoint, role;
+  ObjectiveKind kind;
+};
+// Before any model is loaded, on a backend that reports its free memory (a GPU): the device
+// memory of the models trained together (memory::predict_training at --micro-tokens), or of
+// what runs before training (DPO's reference pass, `before_training`) where that is larger,
+// against the free memory. InputError (exit 2) naming each part, the free memory and what to
+// change when it will not fit. Returns the prediction checked; nullopt on the CPU, which is
+// not checked (and no checkpoint is opened for it).
+std::optional<memory::Prediction> require_device_memory(const backend::Backend& be, const CommonTrainOptions& c,
+                                                        const std::vector<TrainedCheckpoint>& trained,
+                                                        const std::function<memory::Prediction(const backend::Backend&)>& before_training = {});
+// The device's peak beside the prediction, at the end of a call (CUDA; nothing elsewhere).
+void log_device_peak(backend::Backend& be, const std::optional<memory::Prediction>& predicted);
 // Before any work: the folder of every output file ("" skipped) exists and is writable,
 // so that a typo fails now (UsageError naming the path) and not after training.
 void check_output_folders(const std::vector<std::string>& outputs);

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 namespace braid::train {
@@ -31,6 +32,9 @@ class ProcessSession final : public RlSession {
     ranks_.require_named_inputs(c.inputs, "shards");
     ranks_.use_device(*be_);
     const bool ppo = c.algorithm == "ppo";
+    std::vector<TrainedCheckpoint> trained{{c.actor, "actor", ObjectiveKind::policy}};
+    if (ppo) trained.push_back({c.critic, "critic", ObjectiveKind::value});
+    predicted_ = require_device_memory(*be_, c.common, trained);
     actor_ = {open_for_ranks(c.actor, *be_, true, false, c.common, ranks_), nullptr, nullptr, c.actor, c.actor_out,
               "actor_train"};
     trainees_.push_back(&actor_);
@@ -62,7 +66,10 @@ class ProcessSession final : public RlSession {
   std::string describe() const override { return ranks_.describe(); }
   backend::Backend& backend() override { return *be_; }
   TrainingEngine& engine() override { return *engine_; }
-  void save(const std::string& created_by) override { save_all(trainees_, created_by, ranks_); }
+  void save(const std::string& created_by) override {
+    log_device_peak(*be_, predicted_);
+    save_all(trainees_, created_by, ranks_);
+  }
 
  private:
   const RlCommand& c_;
@@ -71,6 +78,7 @@ class ProcessSession final : public RlSession {
   Trainee actor_, critic_;
   std::vector<Trainee*> trainees_;
   std::unique_ptr<TrainerEngine> engine_;
+  std::optional<memory::Prediction> predicted_;   // the device memory checked before loading (GPU)
 };
 
 }  // namespace

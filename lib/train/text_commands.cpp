@@ -28,7 +28,9 @@ enum class TextMode { sft, rm, dpo };
 using PrepareObjective = std::function<std::unique_ptr<Objective>(Trainee& t, backend::Backend& be, io::SampleBatch& batch,
                                                                   const TrainingRanks& ranks)>;
 
-int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepare) {
+// before_training: DPO's reference pass, for the device-memory check.
+int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepare,
+             const std::function<memory::Prediction(const backend::Backend&)>& before_training = {}) {
   const auto t0 = Clock::now();
   check_common(c.common);
   check_output_folders({c.model_out, c.common.stats});
@@ -37,6 +39,11 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
   const bool policy = mode != TextMode::rm;
   auto be = backend::make_backend(c.common.device, c.common.threads);
   ranks.use_device(*be);
+  const ObjectiveKind kind = mode == TextMode::sft ? ObjectiveKind::sft
+                             : mode == TextMode::rm ? ObjectiveKind::pairwise
+                                                    : ObjectiveKind::dpo;
+  const auto predicted =
+      require_device_memory(*be, c.common, {{c.model, policy ? "policy" : "reward model", kind}}, before_training);
   Trainee t{open_for_ranks(c.model, *be, policy, !policy, c.common, ranks), nullptr, nullptr, c.model, c.model_out,
             policy ? "actor_train" : "reward_train"};
   std::vector<Trainee*> trainees{&t};
@@ -56,6 +63,7 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
   attach(t, prepare(t, *be, batch, ranks), trainer_options(c.common, c.common.lr, group, ranks.comm()));
   TrainerEngine engine = engine_of(trainees);
   const auto records = run_loop(batch, engine, loop_options(c.common, group), c.common);
+  log_device_peak(*be, predicted);
   save_all(trainees, c.common.created_by, ranks);
   if (ranks.lead()) write_stats(c.common, t0, batch, records);
   return 0;
@@ -65,6 +73,23 @@ backend::DpoLoss dpo_loss_kind(const std::string& name) {
   if (name == "sigmoid") return backend::DpoLoss::sigmoid;
   if (name == "ipo") return backend::DpoLoss::ipo;
   throw UsageError(fmt::format("--dpo-loss is sigmoid or ipo, not {}", name));
+}
+
+// DPO's reference pass before training: the policy resident, and the reference (--ref, or
+// the policy itself) run over micro-batches of up to --micro-tokens tokens
+// (train/reference_logprobs.cpp: inference activations, the LM head's chunk, targets and
+// logprobs).
+memory::Prediction dpo_reference_memory(const backend::Backend& be, const DpoCommand& c) {
+  const CommonTrainOptions& o = c.text.common;
+  const memory::ModelSpec policy = memory::peek_checkpoint(c.text.model, "policy", o.dtype);
+  memory::Prediction p = memory::model_bytes(policy);
+  memory::ScoredModel ref{.model = c.ref.empty() ? policy : memory::peek_checkpoint(c.ref, "reference", o.dtype),
+                          .lm_head_chunk_rows = memory::lm_head_chunk_rows(be, policy.config),
+                          .output_rows = 2,
+                          .count_model = !c.ref.empty()};
+  if (c.ref.empty()) ref.model.role = "reference pass";
+  p.append(memory::predict_scoring({ref}, {.tokens = o.micro_tokens, .sequences = o.micro_tokens}));
+  return p;
 }
 
 }  // namespace
@@ -110,7 +135,7 @@ int run_dpo(const DpoCommand& c) {
     log::info("reference logprobs of {} sequences from {} (step {}) in {:.2f} s", batch.size(), from, step,
               std::chrono::duration<double>(Clock::now() - t_ref).count());
     return std::make_unique<DpoObjective>(opt);
-  });
+  }, [&](const backend::Backend& be) { return dpo_reference_memory(be, c); });
 }
 
 }  // namespace braid::train

@@ -1,0 +1,198 @@
+#include "memory/prediction.hpp"
+
+#include "checkpoint/checkpoint.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "io/weight_shard.hpp"
+#include "rl/chunked_lm_head.hpp"
+
+#ifdef BRAID_HAVE_CUDA
+#include "backend/cuda/cuda_backend.hpp"
+#endif
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace braid::memory {
+
+namespace {
+
+constexpr std::uint64_t kF32 = 4, kI32 = 4;
+
+std::uint64_t u(std::int64_t v) { return static_cast<std::uint64_t>(std::max<std::int64_t>(v, 0)); }
+
+// The stage's layers and this tp rank's share of heads and units, as BasicModel holds them.
+struct Dims {
+  std::int64_t layers, D, qkv, hd_all, heads, inter, vocab;
+  bool last;
+};
+
+Dims dims_of(const model::ModelConfig& c, const model::ModelOptions& o) {
+  const int tp = std::max(o.tp.size, 1);
+  const int end = o.layers.end < 0 ? c.num_hidden_layers : o.layers.end;
+  const std::int64_t heads = c.num_attention_heads / tp, kv = c.num_key_value_heads / tp;
+  const std::int64_t hd = c.head_dim();
+  return {.layers = end - o.layers.begin,
+          .D = c.hidden_size,
+          .qkv = (heads + 2 * kv) * hd,
+          .hd_all = heads * hd,
+          .heads = heads,
+          .inter = (c.intermediate_size + tp - 1) / tp,
+          .vocab = c.vocab_size,
+          .last = end == c.num_hidden_layers};
+}
+
+std::string role_prefix(const ModelSpec& m) { return m.role.empty() ? "" : m.role + " "; }
+
+}  // namespace
+
+void Prediction::append(const Prediction& other) { parts.insert(parts.end(), other.parts.begin(), other.parts.end()); }
+
+std::uint64_t Prediction::total() const {
+  std::uint64_t t = 0;
+  for (const Part& p : parts) t += p.bytes;
+  return t;
+}
+
+std::string gib(std::uint64_t bytes) {
+  const double g = double(bytes) / double(1ull << 30);
+  return g >= 0.01 || bytes == 0 ? fmt::format("{:.2f} GiB", g) : fmt::format("{:.2f} MiB", double(bytes) / double(1 << 20));
+}
+
+std::string Prediction::describe() const {
+  std::string out;
+  for (const Part& p : parts) {
+    if (p.bytes == 0) continue;
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", p.name, gib(p.bytes));
+  }
+  return out;
+}
+
+Prediction model_bytes(const ModelSpec& m) {
+  const std::uint64_t n = u(model::parameter_count(m.config, m.options));
+  const backend::DType dt = m.options.dtype == backend::DType::bf16 ? backend::DType::bf16 : backend::DType::f32;
+  const std::string who = role_prefix(m);
+  Prediction p;
+  p.add(fmt::format("{}weights ({})", who, backend::dtype_name(dt)), n * backend::dtype_size(dt));
+  p.add(who + "gradients (f32)", n * kF32);
+  // cos and sin, [max_position_embeddings × head_dim / 2] each.
+  p.add(who + "rotary tables", 2 * u(m.config.max_position_embeddings) * u(m.config.head_dim() / 2) * kF32);
+  return p;
+}
+
+std::uint64_t adamw_bytes(const ModelSpec& m) {
+  const std::uint64_t n = u(model::parameter_count(m.config, m.options));
+  const bool master = m.options.dtype == backend::DType::bf16;
+  return n * kF32 * (master ? 3 : 2);
+}
+
+std::uint64_t activation_bytes(const model::ModelConfig& cfg, const model::ModelOptions& mopt,
+                               const model::ActivationOptions& opt) {
+  const Dims d = dims_of(cfg, mopt);
+  const std::uint64_t N = u(opt.max_tokens), S = u(opt.training ? d.layers : 1), D = u(d.D);
+  const std::uint64_t qkv = u(d.qkv), att = u(d.hd_all), H = u(d.heads), I = u(d.inter);
+  std::uint64_t f32 = 0;   // elements
+  f32 += (opt.training ? 2 * S + 1 : 1) * N * D;                              // resid
+  f32 += S * N * (D + 1 + qkv + att + H + D + 1 + 2 * I + I);                 // ln1 rstd1 qkv att lse ln2 rstd2 gate_up act
+  if (d.last) f32 += N * D + N + u(opt.max_sequences) * D;                    // final_out final_rstd last_rows
+  if (d.last && mopt.lm_head) f32 += u(opt.max_sequences) * u(d.vocab);       // logits (forward_cached)
+  if (opt.training) f32 += N * (3 * D + qkv + att + 2 * I + I);              // out_grad d_res d_ln d_qkv d_att d_gate_up d_act
+  const std::uint64_t i32 = 7 * N;                                            // tokens pos step(5N)
+  return f32 * kF32 + i32 * kI32;
+}
+
+std::int64_t lm_head_chunk_rows(const backend::Backend& be, const model::ModelConfig& cfg) {
+  return rl::default_chunk_rows(be, cfg.vocab_size, sizeof(float));
+}
+
+std::uint64_t lm_head_chunk_bytes(const model::ModelConfig& cfg, std::int64_t chunk_rows) {
+  // logits [chunk × vocab], lse, logprob, entropy [chunk].
+  return (u(chunk_rows) * u(cfg.vocab_size) + 3 * u(chunk_rows)) * kF32;
+}
+
+Prediction predict_training(const std::vector<TrainedModel>& models, std::int64_t micro_tokens) {
+  Prediction p;
+  for (const TrainedModel& t : models) {
+    const std::string who = role_prefix(t.model);
+    p.append(model_bytes(t.model));
+    p.add(who + "AdamW state (f32 moments" + (t.model.options.dtype == backend::DType::bf16 ? " and master)" : ")"),
+          adamw_bytes(t.model));
+    // The trainer sizes its activations once, to --micro-tokens tokens and as many sequences.
+    p.add(fmt::format("{}activations ({} tokens, every layer kept)", who, micro_tokens),
+          activation_bytes(t.model.config, t.model.options,
+                           {.max_tokens = micro_tokens, .max_sequences = micro_tokens, .training = true}));
+    if (t.lm_head_chunk_rows > 0) {
+      p.add(fmt::format("{}LM-head chunk ({} rows)", who, t.lm_head_chunk_rows),
+            lm_head_chunk_bytes(t.model.config, t.lm_head_chunk_rows));
+    }
+    // Each array grows to at most twice what a micro-batch asked of it.
+    p.add(who + "loss arrays", u(t.loss_rows) * 2 * u(micro_tokens) * kF32);
+  }
+  return p;
+}
+
+Prediction predict_scoring(const std::vector<ScoredModel>& models, MicroBatchShape largest) {
+  Prediction p;
+  for (const ScoredModel& s : models) {
+    const std::string who = role_prefix(s.model);
+    if (s.count_model) p.append(model_bytes(s.model));
+    p.add(fmt::format("{}activations ({} tokens, {} sequences)", who, largest.tokens, largest.sequences),
+          activation_bytes(s.model.config, s.model.options,
+                           {.max_tokens = largest.tokens, .max_sequences = largest.sequences}));
+    if (s.lm_head_chunk_rows > 0) {
+      p.add(fmt::format("{}LM-head chunk ({} rows)", who, s.lm_head_chunk_rows),
+            lm_head_chunk_bytes(s.model.config, s.lm_head_chunk_rows));
+    }
+    p.add(who + "output arrays", u(s.output_rows) * u(largest.tokens) * kF32);
+  }
+  return p;
+}
+
+ModelSpec peek_checkpoint(const std::string& spec, const std::string& role, backend::DType dtype) {
+  // The files open_model would read (a whole checkpoint, or tp rank 0's), headers only.
+  const io::WeightShardSet shards(checkpoint::files_of_tp_rank(checkpoint::checkpoint_files(spec), {}));
+  ModelSpec m;
+  m.role = role;
+  m.config = checkpoint::config_of(shards);
+  m.options.lm_head = shards.contains("lm_head.weight") || m.config.tie_word_embeddings;
+  m.options.value_head = shards.contains("score.weight");
+  m.options.dtype = dtype;
+  return m;
+}
+
+void require_fits(const Prediction& p, const backend::DeviceMemory& mem, const std::string& device,
+                  const std::string& advice) {
+  const std::uint64_t need = p.total();
+  if (need <= mem.free) return;
+  throw InputError("--device " + device, "device memory",
+                   fmt::format("this run needs {} and {} of the device's {} are free: {}{}{}", gib(need),
+                               gib(mem.free), gib(mem.total), p.describe(), advice.empty() ? "" : ". ", advice));
+}
+
+void require_fits(const Prediction& p, const backend::Backend& be, const std::string& device,
+                  const std::string& advice) {
+  const std::optional<backend::DeviceMemory> mem = be.device_memory();
+  if (!mem) return;
+  log::info("device memory: {} predicted ({}), {} free of {}", gib(p.total()), p.describe(), gib(mem->free),
+            gib(mem->total));
+  require_fits(p, *mem, device, advice);
+}
+
+std::optional<std::uint64_t> device_peak(backend::Backend& be) {
+#ifdef BRAID_HAVE_CUDA
+  if (const auto s = backend::device_memory_stats(be)) return s->peak;
+#else
+  (void)be;
+#endif
+  return std::nullopt;
+}
+
+void log_peak(backend::Backend& be, const Prediction& p) {
+  if (const auto peak = device_peak(be)) {
+    log::info("device memory: peak {} ({} bytes) of {} predicted ({} bytes)", gib(*peak), *peak, gib(p.total()),
+              p.total());
+  }
+}
+
+}  // namespace braid::memory
