@@ -96,7 +96,7 @@ std::uint64_t activation_bytes(const model::ModelConfig& cfg, const model::Model
   f32 += (opt.training ? 2 * S + 1 : 1) * N * D;                              // resid
   f32 += S * N * (D + 1 + qkv + att + H + D + 1 + 2 * I + I);                 // ln1 rstd1 qkv att lse ln2 rstd2 gate_up act
   if (d.last) f32 += N * D + N + u(opt.max_sequences) * D;                    // final_out final_rstd last_rows
-  if (d.last && mopt.lm_head) f32 += u(opt.max_sequences) * u(d.vocab);       // logits (forward_cached)
+  if (d.last && mopt.lm_head && !opt.training) f32 += u(opt.max_sequences) * u(d.vocab);  // logits (forward_cached)
   if (opt.training) f32 += N * (3 * D + qkv + att + 2 * I + I);              // out_grad d_res d_ln d_qkv d_att d_gate_up d_act
   const std::uint64_t i32 = 7 * N;                                            // tokens pos step(5N)
   return f32 * kF32 + i32 * kI32;

@@ -29,7 +29,9 @@ BasicActivations<T> BasicModel<T>::make_activations(const ActivationOptions& o) 
   a->H = m.heads;
   a->I = int(m.inter);
   a->V = c.vocab_size;
-  a->has_logits = m.last() && bool(m.head);
+  // The logits of forward_cached (generation, scoring by decode); a training forward never
+  // writes them (its log-probabilities go through rl::ChunkedLmHead).
+  a->has_logits = m.last() && bool(m.head) && !o.training;
   a->segs.reserve(std::size_t(o.max_sequences));
 
   const std::size_t N = std::size_t(o.max_tokens), S = std::size_t(a->slots);

@@ -29,7 +29,7 @@
 //   auto cache = m.make_kv_cache(/*slots*/ 32, /*max_len*/ 1024);
 //   auto acts  = m.make_activations({.max_tokens = 2048, .max_sequences = 32});
 //   m.forward_cached(tokens, {{slot 0, 12 tokens}, {slot 3, 1 token}}, cache, acts);
-//   acts.logits()  // [segments × vocab]: logits at the last token of each segment
+//   acts.logits()  // [segments × vocab]: logits at the last token of each segment (not kept by training activations)
 //
 // Each segment appends its tokens to its slot's cache at positions
 // cache.length(slot) .. +len and attends to everything before; a segment of one token
