@@ -136,6 +136,25 @@ __device__ __forceinline__ const __nv_bfloat16* as_b_trans(const __nv_bfloat16* 
   return m + (row0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * kLds + col0 + (lane >> 4) * 8;
 }
 
+// d0, d1 += a · the two n-tiles of B at (row0, col0) of the stored tile m: B = Mᵀ (as_b), or
+// with _trans B = M (as_b_trans).
+template <int kLds>
+__device__ __forceinline__ void mma_b(float (&d0)[4], float (&d1)[4], const unsigned (&a)[4],
+                                      const __nv_bfloat16* m, int row0, int col0, int lane) {
+  unsigned b[4];
+  ldsm_x4(b, as_b<kLds>(m, row0, col0, lane));
+  mma(d0, a, b[0], b[1]);
+  mma(d1, a, b[2], b[3]);
+}
+template <int kLds>
+__device__ __forceinline__ void mma_b_trans(float (&d0)[4], float (&d1)[4], const unsigned (&a)[4],
+                                            const __nv_bfloat16* m, int row0, int col0, int lane) {
+  unsigned b[4];
+  ldsm_x4_trans(b, as_b_trans<kLds>(m, row0, col0, lane));
+  mma(d0, a, b[0], b[1]);
+  mma(d1, a, b[2], b[3]);
+}
+
 // kRows rows of kHd f32 (row stride `stride` elements) into bf16 shared memory (row stride
 // kHd + 8: rows 16 bytes apart in the banks, so ldmatrix does not conflict); rows at or past
 // `valid` are zeros and their memory is not read. Synchronous: the forward's query tile, once
@@ -324,10 +343,7 @@ __global__ void __launch_bounds__(kWarps * 32, kHd == 64 ? 2 : 1)
     for (int kt = 0; kt < kKt; ++kt) {
 #pragma unroll
       for (int np = 0; np < kNt / 2; ++np) {
-        unsigned b[4];
-        ldsm_x4(b, as_b<kLds>(cK, np * 16, kt * 16, lane));
-        mma(sc[2 * np], qf[kt], b[0], b[1]);
-        mma(sc[2 * np + 1], qf[kt], b[2], b[3]);
+        mma_b<kLds>(sc[2 * np], sc[2 * np + 1], qf[kt], cK, np * 16, kt * 16, lane);
       }
     }
     // Scale into log2 units; mask keys past a row's last only in tiles that reach past the
@@ -377,10 +393,7 @@ __global__ void __launch_bounds__(kWarps * 32, kHd == 64 ? 2 : 1)
       accumulators_as_a(pa, sc[2 * kk], sc[2 * kk + 1]);
 #pragma unroll
       for (int dp = 0; dp < kHd / 16; ++dp) {
-        unsigned b[4];
-        ldsm_x4_trans(b, as_b_trans<kLds>(cV, kk * 16, dp * 16, lane));
-        mma(o[2 * dp], pa, b[0], b[1]);
-        mma(o[2 * dp + 1], pa, b[2], b[3]);
+        mma_b_trans<kLds>(o[2 * dp], o[2 * dp + 1], pa, cV, kk * 16, dp * 16, lane);
       }
     }
   }
@@ -478,13 +491,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       ldsm_x4(da, as_a<kLds>(sDO, wrow, kt * 16, lane));
 #pragma unroll
       for (int np = 0; np < kNt / 2; ++np) {
-        unsigned b[4];
-        ldsm_x4(b, as_b<kLds>(cK, np * 16, kt * 16, lane));
-        mma(sc[2 * np], qa, b[0], b[1]);
-        mma(sc[2 * np + 1], qa, b[2], b[3]);
-        ldsm_x4(b, as_b<kLds>(cV, np * 16, kt * 16, lane));
-        mma(dp[2 * np], da, b[0], b[1]);
-        mma(dp[2 * np + 1], da, b[2], b[3]);
+        mma_b<kLds>(sc[2 * np], sc[2 * np + 1], qa, cK, np * 16, kt * 16, lane);
+        mma_b<kLds>(dp[2 * np], dp[2 * np + 1], da, cV, np * 16, kt * 16, lane);
       }
     }
     const bool crosses = j0 + kKeys - 1 > past + i0 + wrow;
@@ -504,10 +512,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       accumulators_as_a(sa, sc[2 * kk], sc[2 * kk + 1]);
 #pragma unroll
       for (int dpi = 0; dpi < kHd / 16; ++dpi) {
-        unsigned b[4];
-        ldsm_x4_trans(b, as_b_trans<kLds>(cK, kk * 16, dpi * 16, lane));
-        mma(dq[2 * dpi], sa, b[0], b[1]);
-        mma(dq[2 * dpi + 1], sa, b[2], b[3]);
+        mma_b_trans<kLds>(dq[2 * dpi], dq[2 * dpi + 1], sa, cK, kk * 16, dpi * 16, lane);
       }
     }
   }
@@ -609,13 +614,8 @@ __global__ void __launch_bounds__(kDkvWarps * 32)
       ldsm_x4(va, as_a<kLds>(sV, warp * 16, kt * 16, lane));
 #pragma unroll
       for (int np = 0; np < kNt / 2; ++np) {
-        unsigned bb[4];
-        ldsm_x4(bb, as_b<kLds>(cQ, np * 16, kt * 16, lane));
-        mma(st[2 * np], ka, bb[0], bb[1]);
-        mma(st[2 * np + 1], ka, bb[2], bb[3]);
-        ldsm_x4(bb, as_b<kLds>(cDO, np * 16, kt * 16, lane));
-        mma(dpt[2 * np], va, bb[0], bb[1]);
-        mma(dpt[2 * np + 1], va, bb[2], bb[3]);
+        mma_b<kLds>(st[2 * np], st[2 * np + 1], ka, cQ, np * 16, kt * 16, lane);
+        mma_b<kLds>(dpt[2 * np], dpt[2 * np + 1], va, cDO, np * 16, kt * 16, lane);
       }
     }
     // A key row is masked for the queries before it (key > past + query); only tiles where
@@ -641,13 +641,8 @@ __global__ void __launch_bounds__(kDkvWarps * 32)
       accumulators_as_a(sa, dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
       for (int dpi = 0; dpi < kHd / 16; ++dpi) {
-        unsigned bb[4];
-        ldsm_x4_trans(bb, as_b_trans<kLds>(cDO, kk * 16, dpi * 16, lane));
-        mma(dv[2 * dpi], pa, bb[0], bb[1]);
-        mma(dv[2 * dpi + 1], pa, bb[2], bb[3]);
-        ldsm_x4_trans(bb, as_b_trans<kLds>(cQ, kk * 16, dpi * 16, lane));
-        mma(dk[2 * dpi], sa, bb[0], bb[1]);
-        mma(dk[2 * dpi + 1], sa, bb[2], bb[3]);
+        mma_b_trans<kLds>(dv[2 * dpi], dv[2 * dpi + 1], pa, cDO, kk * 16, dpi * 16, lane);
+        mma_b_trans<kLds>(dk[2 * dpi], dk[2 * dpi + 1], sa, cQ, kk * 16, dpi * 16, lane);
       }
     }
   }
