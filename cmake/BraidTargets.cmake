@@ -33,6 +33,28 @@ function(braid_unit_test name)
   braid_test_environment(${name} "${ARG_LABELS}")
 endfunction()
 
+# braid_backend_test(NAME SOURCES ... [DEPS ...] BACKENDS cpu-f32 cuda-f32 ...)  ->  one Boost.Test
+# executable test_NAME, one ctest entry NAME_<backend> per backend (run with --backend=...).
+# An absent backend exits 77 (Skipped); the cuda entries carry the label gpu (ctest -L gpu,
+# bench/gpu/run.sh).
+function(braid_backend_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;BACKENDS" ${ARGN})
+  add_executable(test_${name} ${ARG_SOURCES})
+  target_link_libraries(test_${name} PRIVATE ${ARG_DEPS} Boost::unit_test_framework)
+  target_compile_definitions(test_${name} PRIVATE BOOST_TEST_DYN_LINK)
+  braid_target_defaults(test_${name})
+  set_target_properties(test_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+  foreach(backend ${ARG_BACKENDS})
+    string(REPLACE "-" "_" entry "${name}_${backend}")
+    add_test(NAME ${entry} COMMAND test_${name} --log_level=warning -- --backend=${backend})
+    if(backend MATCHES "^cuda")
+      braid_test_environment(${entry} "gpu")
+    else()
+      braid_test_environment(${entry} "")
+    endif()
+  endforeach()
+endfunction()
+
 # braid_cli_test(NAME SCRIPT [LABELS ...]) -> a bash end-to-end test of the installed-layout tools.
 # The script gets BRAID_BIN (the tools' folder), BRAID_FIXTURES and BRAID_SCRATCH.
 function(braid_cli_test name script)

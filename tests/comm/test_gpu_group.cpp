@@ -12,6 +12,7 @@
 #include "comm/device_group.hpp"
 #include "comm/mpi.hpp"
 #include "comm/nccl.hpp"
+#include "device_vector.hpp"
 
 #include <cuda_runtime.h>
 
@@ -29,23 +30,6 @@ comm::Communicator* g_world = nullptr;
 std::unique_ptr<comm::Communicator> g_group;
 comm::TransportChoice g_choice;
 int g_devices = 0;
-
-template <typename T>
-struct DeviceVector {
-  T* ptr = nullptr;
-  std::size_t n = 0;
-  explicit DeviceVector(const std::vector<T>& host) : n(host.size()) {
-    BOOST_REQUIRE(cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * sizeof(T)) == cudaSuccess);
-    BOOST_REQUIRE(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  ~DeviceVector() { cudaFree(ptr); }
-  std::vector<T> host() const {
-    std::vector<T> h(n);
-    cudaMemcpy(h.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost);
-    return h;
-  }
-  std::span<T> span() { return {ptr, n}; }
-};
 
 BOOST_AUTO_TEST_CASE(the_transport_follows_the_placement) {
   const int n = g_world->size();

@@ -9,6 +9,7 @@
 
 #include "comm/mpi.hpp"
 #include "comm/nccl.hpp"
+#include "device_vector.hpp"
 
 #include <cuda_runtime.h>
 
@@ -24,24 +25,6 @@ namespace {
 
 comm::Communicator* g_world = nullptr;
 std::unique_ptr<comm::Communicator> g_gpus;
-
-// A device copy of a host vector, and back.
-template <typename T>
-struct DeviceVector {
-  T* ptr = nullptr;
-  std::size_t n = 0;
-  explicit DeviceVector(const std::vector<T>& host) : n(host.size()) {
-    BOOST_REQUIRE(cudaMalloc(&ptr, n * sizeof(T)) == cudaSuccess);
-    BOOST_REQUIRE(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  ~DeviceVector() { cudaFree(ptr); }
-  std::vector<T> host() const {
-    std::vector<T> h(n);
-    cudaMemcpy(h.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost);
-    return h;
-  }
-  std::span<T> span() { return {ptr, n}; }
-};
 
 BOOST_AUTO_TEST_CASE(all_reduce_sum_max_min_on_device_buffers) {
   comm::Communicator& g = *g_gpus;
