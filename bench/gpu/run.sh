@@ -91,6 +91,30 @@ launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache
                                           -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 
+# NCCL: the CUDA toolkit's when it has nccl.h, else the machine's (/usr/include), else the one PyTorch's wheels bring
+# (nvidia/nccl under Python's prefix: nccl.h and libnccl.so.2, linked by full path).
+nccl=()
+cuda_include=$(dirname "$(command -v nvcc)")/../include
+if [[ -f $cuda_include/nccl.h ]]; then
+  :
+elif [[ -f /usr/include/nccl.h ]]; then
+  # The machine's (libnccl-dev): configure ignores /usr, so nccl.h alone is shown to it.
+  mkdir -p "$prefix/nccl/include" && ln -sf /usr/include/nccl.h "$prefix/nccl/include/nccl.h"
+  nccl_so=$(ls /usr/lib/x86_64-linux-gnu/libnccl.so /lib/x86_64-linux-gnu/libnccl.so 2> /dev/null | head -1)
+  nccl=(-DBRAID_NCCL_INCLUDE="$prefix/nccl/include" -DBRAID_NCCL_LIBRARY="$nccl_so")
+  echo "NCCL from the machine: /usr/include/nccl.h, $nccl_so"
+else
+  py_prefix=$(python3 -c 'import sys; print(sys.prefix)' 2> /dev/null)
+  nccl_h=$(find "${py_prefix:-/nonexistent}" -path '*nvidia*' -name nccl.h 2> /dev/null | head -1)
+  nccl_so=$(find "${py_prefix:-/nonexistent}" -path '*nvidia*' -name 'libnccl.so*' 2> /dev/null | head -1)
+  if [[ -n $nccl_h && -n $nccl_so ]]; then
+    nccl=(-DBRAID_NCCL_INCLUDE="$(dirname "$nccl_h")" -DBRAID_NCCL_LIBRARY="$nccl_so")
+    echo "NCCL from Python's packages: $nccl_h, $nccl_so"
+  else
+    echo "NCCL: no nccl.h in the CUDA toolkit or Python's packages (test_nccl is not built)"
+  fi
+fi
+
 step "configure ($build)"
 # The prefix alone: system prefixes are ignored by find_package/find_library, so a build
 # that works here does not lean on a library of the machine. MPI and HDF5 are named by hand
@@ -116,12 +140,20 @@ cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBRAID_CUDA
   -DMPI_C_LIB_NAMES=mpi -DMPI_CXX_LIB_NAMES=mpi -DMPI_mpi_LIBRARY="$L/openmpi/lib/libmpi.so" \
   -DMPI_C_ADDITIONAL_INCLUDE_DIRS="$L/openmpi/include" -DMPI_CXX_ADDITIONAL_INCLUDE_DIRS="$L/openmpi/include" \
   -DMPI_SKIP_COMPILER_WRAPPER=ON -DMPI_CXX_SKIP_MPICXX=ON \
-  -DICU_ROOT="$P" -DBoost_NO_SYSTEM_PATHS=ON > "$out/build.log" 2>&1
+  -DICU_ROOT="$P" -DBoost_NO_SYSTEM_PATHS=ON "${nccl[@]}" > "$out/build.log" 2>&1
 rc=$?
 tail -5 "$out/build.log"
 [[ $rc -eq 0 ]] || { echo "configure failed (exit $rc): $out/build.log"; exit 1; }
 grep -E '^(BLAS_openblas_LIBRARY|HDF5_hdf5_LIBRARY_RELEASE|MPI_mpi_LIBRARY|Boost_DIR|fmt_DIR|CLI11_DIR|ICU_UC_LIBRARY_RELEASE|CMAKE_CUDA_COMPILER):' \
   "$build/CMakeCache.txt"
+
+# Without NCCL there is no test_nccl target: the nccl part runs the rest.
+if ! grep -qx 'BRAID_NCCL_ENABLED:INTERNAL=ON' "$build/CMakeCache.txt"; then
+  echo "NCCL not found: test_nccl is not built"
+  part_targets[nccl]=${part_targets[nccl]/test_nccl /}
+  targets=${targets/test_nccl /}
+fi
+grep -E '^BRAID_NCCL_(INCLUDE|LIBRARY):' "$build/CMakeCache.txt"
 
 step "build ($targets, -j$jobs)"
 echo "== build" >> "$out/build.log"
@@ -255,8 +287,12 @@ part_nccl() {
     echo "mpirun: $(command -v mpirun) ($(mpirun --version 2>&1 | head -1))"
     mpirun -np 2 hostname || { echo "mpirun -np 2 hostname: failed"; exit 1; }
     cd "$build" || exit 1
-    tests/test_nccl --log_level=message; echo "test_nccl: exit $?"
-    if (( gpus >= 2 )); then
+    if [[ ! -x tests/test_nccl ]]; then
+      echo "test_nccl: not built (no NCCL found at configure: build.log)"
+    else
+      tests/test_nccl --log_level=message; echo "test_nccl: exit $?"
+    fi
+    if (( gpus >= 2 )) && [[ -x tests/test_nccl ]]; then
       mpirun -np 2 tests/test_nccl --log_level=message; echo "test_nccl, mpirun -np 2: exit $?"
     else
       echo "test_nccl, mpirun -np 2: not run ($gpus GPU: NCCL takes one per rank; test_gpu_group shares it)"

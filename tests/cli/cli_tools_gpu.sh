@@ -117,7 +117,7 @@ done
 compare_losses rm-cpu.json "rm-$DEV.json" 1e-4
 compare_losses dpo-cpu.json "dpo-$DEV.json" 1e-4
 
-echo "== one PPO iteration on each device: generate -> score -> train, within 1e-4"
+echo "== one PPO iteration on each device: generate -> score -> train, within 1e-4 (loss curves 1e-3)"
 for d in cpu "$DEV"; do
   run "gen-$d" "$B/braid-generate" --actor actor.h5 --prompts prompts.jsonl -o "gen-$d" --temperature 0 \
     --max-new-tokens 12 --kv-cache-mb 64 --threads 2 --device "$d"
@@ -129,7 +129,9 @@ for d in cpu "$DEV"; do
 done
 "$CMP" shards "gen-$DEV/gen-00000.h5" gen-cpu/gen-00000.h5 1e-4 || fail "generate: the shards differ"
 "$CMP" shards "score-$DEV/scored-00000.h5" score-cpu/scored-00000.h5 1e-4 || fail "score: the shards differ"
-compare_losses ppo-cpu.json "ppo-$DEV.json" 1e-4
+# The critic's curve within 1e-3: a fresh critic's value loss over 6 AdamW steps grows the
+# summation-order differences of f32 step by step (the H200: 1e-7 at steps 1-2, 3.0e-4 at step 5).
+compare_losses ppo-cpu.json "ppo-$DEV.json" 1e-3
 "$CMP" weights "ppo-actor-$DEV.h5" ppo-actor-cpu.h5 1e-4 || fail "ppo: the actors differ"
 "$CMP" weights "ppo-critic-$DEV.h5" ppo-critic-cpu.h5 1e-4 || fail "ppo: the critics differ"
 for d in cpu "$DEV"; do
