@@ -63,6 +63,13 @@ void Ops<T>::convert(std::int64_t, const void*, DType src_type, void*, DType dst
                          std::string(dtype_name(dst_type)));
 }
 
+template <typename T>
+void Ops<T>::adamw_with_copy(std::int64_t n, T* w, const T* grad, T* m, T* v, const AdamWStep& s, void* copy,
+                             DType copy_type) {
+  adamw(n, w, grad, m, v, s);
+  convert(n, w, dtype_of<T>(), copy, copy_type);
+}
+
 template class Ops<float>;
 template class Ops<double>;
 

@@ -277,6 +277,11 @@ class Ops {
   // dst[i] = src[i] converted from src_type to dst_type (rounding to nearest even when
   // narrowing): a compute copy refreshed from its master, a master widened from its copy.
   virtual void convert(std::int64_t n, const void* src, DType src_type, void* dst, DType dst_type);
+  // adamw, then the compute copy of w refreshed (convert(n, w, T, copy, copy_type)). The
+  // default makes the two calls; a backend may do both in one pass over w (CUDA with a
+  // bf16 copy). The results are those of the two calls, bit for bit.
+  virtual void adamw_with_copy(std::int64_t n, T* w, const T* grad, T* m, T* v, const AdamWStep& s, void* copy,
+                               DType copy_type);
 
  protected:
   // The weights as T, or throws std::logic_error naming the op when they are of another type.

@@ -150,8 +150,10 @@ double AdamW::step_with_norm(double lr, double grad_scale, double global_norm) {
     if (g.n == 0) continue;
     backend::AdamWStep s{float(lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps),
                          g.decay ? float(cfg_.weight_decay) : 0.0f, float(grad_scale * clip), step_};
-    ops.adamw(g.n, g.w, g.g, m_.data() + g.offset, v_.data() + g.offset, s);
-    if (g.compute) ops.convert(g.n, g.w, backend::DType::f32, g.compute, g.compute_type);
+    if (g.compute)
+      ops.adamw_with_copy(g.n, g.w, g.g, m_.data() + g.offset, v_.data() + g.offset, s, g.compute, g.compute_type);
+    else
+      ops.adamw(g.n, g.w, g.g, m_.data() + g.offset, v_.data() + g.offset, s);
   }
   gather_weights();
   return clip;

@@ -150,6 +150,13 @@ class CudaOps final : public Ops<float> {
   void adamw(std::int64_t n, float* w, const float* grad, float* m, float* v, const AdamWStep& s) override {
     cuda::adamw(stream(), n, w, grad, m, v, {s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.grad_scale, s.step});
   }
+  // A bf16 copy is written by the update's own pass: w is not read a second time.
+  void adamw_with_copy(std::int64_t n, float* w, const float* grad, float* m, float* v, const AdamWStep& s,
+                       void* copy, DType copy_type) override {
+    if (copy_type != DType::bf16) return Ops<float>::adamw_with_copy(n, w, grad, m, v, s, copy, copy_type);
+    cuda::adamw_bf16_copy(stream(), n, w, grad, m, v, copy,
+                          {s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.grad_scale, s.step});
+  }
   PolicyLossSums policy_loss(std::int64_t n, const PolicyLossRows<float>& in, const PolicyLossOptions& opt,
                              double scale, float* d_logprob, float* d_entropy) override {
     return cuda::policy_loss(stream(), n, in, opt, scale, d_logprob, d_entropy, loss_scratch(n));

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -44,6 +45,25 @@ __global__ void paged_kv_write_kernel(std::int64_t n, const float* k_src, const 
 // the keys it visits, with no block-wide step in the key loop; the groups and warps are
 // merged once at the end.
 constexpr int kFillHeads = 4096;        // rows × query heads below which contexts are split finer
+constexpr int kMaxGroupHeads = 8;       // query heads of one kv head a block serves, at most
+
+// A tuning knob read once: BRAID_CUDA_PAGED_<NAME>, a positive integer, else the default
+// (docs/gpu.md).
+int knob(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  const int x = std::atoi(v);
+  if (x <= 0) throw std::invalid_argument(std::string(name) + "=" + v + ": expected a positive integer");
+  return x;
+}
+int fill_heads() {
+  static const int x = knob("BRAID_CUDA_PAGED_FILL", kFillHeads);
+  return x;
+}
+int max_group_heads() {
+  static const int x = knob("BRAID_CUDA_PAGED_HEADS", kMaxGroupHeads);
+  return x;
+}
 constexpr int kSplitUnit = 64;          // keys per split, a multiple of this
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -280,7 +300,7 @@ __global__ void paged_attention_combine_kernel(PagedShape d, const std::int32_t*
 // of (rows, heads, longest context) only, as the scratch size is.
 int split_keys_for(std::int64_t n, int n_heads, std::int64_t max_context) {
   const std::int64_t heads = std::max<std::int64_t>(1, n * n_heads);
-  const std::int64_t want = (kFillHeads + heads - 1) / heads;  // splits wanted
+  const std::int64_t want = (fill_heads() + heads - 1) / heads;  // splits wanted
   std::int64_t keys = (max_context + want - 1) / want;
   keys = (keys + kSplitUnit - 1) / kSplitUnit * kSplitUnit;
   return int(std::min<std::int64_t>(0x40000000, std::max<std::int64_t>(kSplitUnit, keys)));
@@ -334,11 +354,11 @@ void launch_dims(cudaStream_t s, const Launch& a) {
 
 template <typename KV>
 void launch_grouped(cudaStream_t s, const Launch& a) {
-  // The most query heads of one kv head per block, up to 8.
-  const int group = a.d.n_heads / a.d.n_kv_heads;
-  if (group % 8 == 0) return launch_dims<KV, 8>(s, a);
-  if (group % 4 == 0) return launch_dims<KV, 4>(s, a);
-  if (group % 2 == 0) return launch_dims<KV, 2>(s, a);
+  // The most query heads of one kv head per block, up to 8 (or BRAID_CUDA_PAGED_HEADS).
+  const int group = a.d.n_heads / a.d.n_kv_heads, most = max_group_heads();
+  if (group % 8 == 0 && most >= 8) return launch_dims<KV, 8>(s, a);
+  if (group % 4 == 0 && most >= 4) return launch_dims<KV, 4>(s, a);
+  if (group % 2 == 0 && most >= 2) return launch_dims<KV, 2>(s, a);
   launch_dims<KV, 1>(s, a);
 }
 
