@@ -24,6 +24,7 @@
 // bf16 KV cache. bench/gpu/hf_decode.py runs transformers' generate on the same shapes.
 #include "backend/registry.hpp"
 #include "backend/dtype_option.hpp"
+#include "core/cli.hpp"
 #include "core/log.hpp"
 #include "core/rng.hpp"
 #include "generate/generate.hpp"
@@ -196,26 +197,28 @@ int main(int argc, char** argv) {
   app.add_option("--long-tail", o.long_tail, "prompts of the long-tailed run (0: skip it)")->capture_default_str();
   app.add_option("--long-max", o.long_max, "most new tokens in the long-tailed run")->capture_default_str();
   app.add_flag("!--no-graphs", o.graphs, "decode without CUDA graphs");
-  app.add_option("--config", o.config, "model shape: 1b, or tiny (a smoke test)")->capture_default_str();
+  app.add_option("--config", o.config, "model shape: 1b, or tiny (a smoke test)")
+      ->check(CLI::IsMember({"1b", "tiny"}))
+      ->capture_default_str();
   app.add_option("--copy-mb", o.copy_mb, "buffer of the copy-bandwidth measurement")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
-  log::set_level(log::Level::warn);
-
-  auto b = be::make_backend(o.device, 0);
-  model::Model m(shape(o.config), {.dtype = o.dtype}, *b);
-  const auto t0 = Clock::now();
-  m.init_random(1);
-  b->synchronize();
-  fmt::print("model: {:.2f} B parameters, {} weights ({:.2f} GB); {} ({:.0f} s to initialise)\n",
-             double(m.parameter_count()) / 1e9, be::dtype_name(o.dtype), double(m.parameter_bytes()) / 1e9, b->name(),
-             seconds_since(t0));
-  const double copy_bw = copy_bandwidth(*b, o.copy_mb);
-  fmt::print("copy: {:.0f} GB/s device-to-device (read + write, {} MiB)\n", copy_bw / 1e9, o.copy_mb);
-  std::fflush(stdout);
-  for (int batch : o.batches) {
-    decode(m, o, batch, copy_bw);
+  return braid::cli::run(app, argc, argv, [&] {
+    log::set_level(log::Level::warn);
+    auto b = be::make_backend(o.device, 0);
+    model::Model m(shape(o.config), {.dtype = o.dtype}, *b);
+    const auto t0 = Clock::now();
+    m.init_random(1);
+    b->synchronize();
+    fmt::print("model: {:.2f} B parameters, {} weights ({:.2f} GB); {} ({:.0f} s to initialise)\n",
+               double(m.parameter_count()) / 1e9, be::dtype_name(o.dtype), double(m.parameter_bytes()) / 1e9, b->name(),
+               seconds_since(t0));
+    const double copy_bw = copy_bandwidth(*b, o.copy_mb);
+    fmt::print("copy: {:.0f} GB/s device-to-device (read + write, {} MiB)\n", copy_bw / 1e9, o.copy_mb);
     std::fflush(stdout);
-  }
-  if (o.long_tail > 0) long_tail(m, o);
-  return 0;
+    for (int batch : o.batches) {
+      decode(m, o, batch, copy_bw);
+      std::fflush(stdout);
+    }
+    if (o.long_tail > 0) long_tail(m, o);
+    return 0;
+  });
 }

@@ -20,6 +20,7 @@
 // With --json each figure is also printed as one JSON object (run.sh's summary reads them).
 #include "backend/registry.hpp"
 #include "bench/model/shapes.hpp"
+#include "core/cli.hpp"
 #include "core/rng.hpp"
 #include "io/sample_batch.hpp"
 #include "model/model.hpp"
@@ -288,7 +289,9 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"ops", "train", "score"}))
       ->capture_default_str();
-  app.add_option("--config", o.config, "model shape of train and score: tiny, 100m or 1b")->capture_default_str();
+  app.add_option("--config", o.config, "model shape of train and score: tiny, 100m or 1b")
+      ->check(CLI::IsMember({"tiny", "100m", "1b"}))
+      ->capture_default_str();
   app.add_option("--dtype", o.dtype, "weights of train and score: bf16 or f32")
       ->check(CLI::IsMember({"bf16", "f32"}))
       ->capture_default_str();
@@ -301,8 +304,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_flag("--json", o.json, "also print each figure as one JSON object");
-  CLI11_PARSE(app, argc, argv);
-  try {
+  // Bad flags exit 2 like the tools' (cli::run), and so does anything the run throws.
+  return braid::cli::run(app, argc, argv, [&] {
     auto b = be::make_backend(o.device, 0);
     fmt::print("# bench_gpu on {}: {}\n", b->name(), fmt::join(o.parts, ", "));
     std::fflush(stdout);
@@ -311,9 +314,6 @@ int main(int argc, char** argv) {
       if (part == "train") bench_train(o, *b);
       if (part == "score") bench_score(o, *b);
     }
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "bench_gpu: {}\n", e.what());
-    return 2;
-  }
-  return 0;
+    return 0;
+  });
 }
