@@ -3,6 +3,8 @@
 #include <cblas.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -47,6 +49,69 @@ ProbeResult probe_machine(int n, double copy_bytes, int repeats) {
   r.mem_bandwidth = 2.0 * static_cast<double>(count) * 4 / m.median;
   r.mem_spread = m.spread;
   return r;
+}
+
+ProbeResult probe_backend(backend::Backend& be, backend::DType weights, int n, double copy_bytes, int repeats) {
+  namespace bk = braid::backend;
+  ProbeResult r;
+  r.threads = be.threads();
+  const auto nn = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
+  // Small multiples of powers of two: exact in bf16, so the checked entry is exact too.
+  std::vector<float> a(nn), b(nn);
+  for (std::size_t i = 0; i < nn; ++i) {
+    a[i] = static_cast<float>(i % 7) * 0.25f;
+    b[i] = static_cast<float>(i % 5) * 0.5f;
+  }
+  bk::Buffer<float> da(be, nn), dc(be, nn);
+  be.copy_to_device(da.data(), a.data(), nn * sizeof(float));
+  bk::Buffer<float> db32;
+  bk::Buffer<std::uint16_t> db16;
+  bk::Weights w;
+  if (weights == bk::DType::bf16) {
+    std::vector<std::uint16_t> h(nn);
+    for (std::size_t i = 0; i < nn; ++i) h[i] = bk::float_to_bf16(b[i]);
+    db16 = bk::Buffer<std::uint16_t>(be, nn);
+    be.copy_to_device(db16.data(), h.data(), nn * sizeof(std::uint16_t));
+    w = bk::Weights(db16.data(), bk::DType::bf16);
+  } else {
+    db32 = bk::Buffer<float>(be, nn);
+    be.copy_to_device(db32.data(), b.data(), nn * sizeof(float));
+    w = bk::Weights(db32.data());
+  }
+  // C = A · Bᵀ, the products' layout (weights [out × in]).
+  auto product = [&] {
+    be.ops<float>().gemm(false, true, n, n, n, 1.0f, da.data(), n, w, n, 0.0f, dc.data(), n);
+    be.synchronize();
+  };
+  product();  // warm-up: plans, workspaces
+  const Timing g = time_repeated(product, repeats, steady_now);
+  float c0 = 0;
+  be.copy_to_host(&c0, dc.data(), sizeof(float));
+  double check = 0;
+  for (int k = 0; k < n; ++k) check += static_cast<double>(a[static_cast<std::size_t>(k)]) * b[static_cast<std::size_t>(k)];
+  if (std::abs(check - c0) > 1e-3 * (1 + std::abs(check)))
+    throw std::runtime_error("the product probe on " + be.name() + " computed a wrong product");
+  r.gemm_flops = 2.0 * n * static_cast<double>(n) * n / g.median;
+  r.gemm_spread = g.spread;
+
+  const auto bytes = static_cast<std::size_t>(copy_bytes);
+  bk::Buffer<std::byte> src(be, bytes), dst(be, bytes);
+  auto copy = [&] {
+    be.copy(dst.data(), src.data(), bytes);
+    be.synchronize();
+  };
+  copy();
+  const Timing m = time_repeated(copy, repeats, steady_now);
+  r.mem_bandwidth = 2.0 * static_cast<double>(bytes) / m.median;
+  r.mem_spread = m.spread;
+  return r;
+}
+
+Hardware device_hardware(const ProbeResult& p, const std::string& name, double mem_capacity, int dtype_bytes) {
+  Hardware hw = cpu_hardware(p, mem_capacity);
+  hw.name = name;
+  hw.dtype_bytes = dtype_bytes;
+  return hw;
 }
 
 Hardware cpu_hardware(const ProbeResult& p, double mem_capacity) {

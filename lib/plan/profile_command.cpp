@@ -106,12 +106,22 @@ int run_profile_measure(const ProfileOptions& o) {
   if (job && job->world->rank() != 0) return 0;
 
   const auto shapes = shapes_of(o.m);
-  log::info("probing this machine ({} threads)", be->threads());
-  const ProbeResult probe = probe_machine(1024, 256e6, o.repeats);
-  const double mem = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
   Profile p;
   p.source = "measured";
-  p.hardware = cpu_hardware(probe, mem);
+  // The hardware block is the device's that the model is measured on: the host's probes
+  // for the CPU, the backend's for a GPU (its products in the weights' type, its copy
+  // bandwidth and memory).
+  if (const auto dm = be->device_memory()) {
+    log::info("probing {}", be->name());
+    const ProbeResult probe = probe_backend(*be, o.dtype, 4096, double(1 << 30), o.repeats);
+    p.hardware = device_hardware(probe, be->name(), static_cast<double>(dm->total),
+                                 static_cast<int>(backend::dtype_size(o.dtype)));
+  } else {
+    log::info("probing this machine ({} threads)", be->threads());
+    const ProbeResult probe = probe_machine(1024, 256e6, o.repeats);
+    const double mem = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    p.hardware = cpu_hardware(probe, mem);
+  }
   p.comm = analytic_comm(p.hardware);
   if (links && links->ranks > 1) {
     auto& intra = links->same_host ? p.comm.p2p_intra : p.comm.p2p_inter;
