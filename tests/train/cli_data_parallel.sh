@@ -38,34 +38,7 @@ COMMON=(--lr 1e-2 --mini-batch 4 --epochs 2 --micro-tokens 48 --threads 1 --seed
 
 # compare A B: weights and optimizer state of two checkpoints, and (if given) two stats files.
 compare() {
-  "$PY" - "$@" <<'PYEOF'
-import json, sys, h5py, numpy as np
-a, b = sys.argv[1], sys.argv[2]
-def tensors(path):
-    out = {}
-    with h5py.File(path, "r") as f:
-        f.visit(lambda n: out.__setitem__(n, np.array(f[n], dtype=np.float64)) if isinstance(f[n], h5py.Dataset) else None)
-    return out
-wa, wb = tensors(a), tensors(b)
-assert wa.keys() == wb.keys(), (sorted(wa), sorted(wb))
-dw = max(float(np.max(np.abs(wa[k] - wb[k]))) for k in wa)
-oa, ob = tensors(a[:-3] + ".optim.h5"), tensors(b[:-3] + ".optim.h5")
-assert oa.keys() == ob.keys()
-top = max(float(np.max(np.abs(v))) for v in oa.values())
-do = max(float(np.max(np.abs(oa[k] - ob[k]))) for k in oa)
-print(f"{b}: weights apart {dw:.3g}, optimizer state apart {do:.3g} (largest {top:.3g})")
-assert dw <= 2e-5, f"weights apart by {dw}"
-assert do <= 1e-4 * top, f"optimizer state apart by {do}"
-if len(sys.argv) > 4:
-    sa, sb = json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
-    for call, ca in sa["calls"].items():
-        cb = sb["calls"][call]
-        assert len(ca["per_step"]) == len(cb["per_step"]) > 0
-        for s, (x, y) in enumerate(zip(ca["per_step"], cb["per_step"])):
-            assert abs(x["loss"] - y["loss"]) <= 1e-5 * max(abs(x["loss"]), 1e-3), (call, s, x["loss"], y["loss"])
-            assert x["tokens"] == y["tokens"] and x["sequences"] == y["sequences"], (call, s)
-        print(f"  {call}: {len(ca['per_step'])} steps, losses {[round(x['loss'], 6) for x in ca['per_step']]}")
-PYEOF
+  "$PY" "$BRAID_SOURCE/tests/train/compare_checkpoints.py" "$@"
 }
 
 # --- sft ---
