@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -19,6 +20,25 @@ double steady_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The product probes' operands a and b [n × n]: small multiples of powers of two, exact in
+// bf16, so that the checked entry is exact on every path.
+void fill_operands(std::vector<float>& a, std::vector<float>& b) {
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(i % 7) * 0.25f;
+    b[i] = static_cast<float>(i % 5) * 0.5f;
+  }
+}
+
+// Guards against a library that skipped the work: c[0] = Σ_k a[k] · b[k · b_step], computed
+// by hand (b_step: n when b is [k × n], 1 when it is [n × k], read transposed).
+void check_first_entry(const std::vector<float>& a, const std::vector<float>& b, int n, std::size_t b_step, float c0,
+                       const std::string& what) {
+  double check = 0;
+  for (int k = 0; k < n; ++k)
+    check += static_cast<double>(a[static_cast<std::size_t>(k)]) * b[static_cast<std::size_t>(k) * b_step];
+  if (std::abs(check - c0) > 1e-3 * (1 + std::abs(check))) throw std::runtime_error(what + " computed a wrong product");
+}
+
 }  // namespace
 
 ProbeResult probe_machine(int n, double copy_bytes, int repeats) {
@@ -26,20 +46,14 @@ ProbeResult probe_machine(int n, double copy_bytes, int repeats) {
   r.threads = openblas_get_num_threads();
   const auto nn = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
   std::vector<float> a(nn), b(nn), c(nn, 0.0f);
-  for (std::size_t i = 0; i < nn; ++i) {
-    a[i] = static_cast<float>(i % 7) * 0.25f;
-    b[i] = static_cast<float>(i % 5) * 0.5f;
-  }
+  fill_operands(a, b);
   const Timing g = time_repeated(
       [&] {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
                     c.data(), n);
       },
       repeats, steady_now);
-  // Guard against a library that skipped the work: one entry, computed by hand.
-  double check = 0;
-  for (int k = 0; k < n; ++k) check += static_cast<double>(a[static_cast<std::size_t>(k)]) * b[static_cast<std::size_t>(k) * n];
-  if (std::abs(check - c[0]) > 1e-3 * (1 + std::abs(check))) throw std::runtime_error("sgemm probe computed a wrong product");
+  check_first_entry(a, b, n, static_cast<std::size_t>(n), c[0], "sgemm probe");
   r.gemm_flops = 2.0 * n * static_cast<double>(n) * n / g.median;
   r.gemm_spread = g.spread;
 
@@ -56,12 +70,8 @@ ProbeResult probe_backend(backend::Backend& be, backend::DType weights, int n, d
   ProbeResult r;
   r.threads = be.threads();
   const auto nn = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
-  // Small multiples of powers of two: exact in bf16, so the checked entry is exact too.
   std::vector<float> a(nn), b(nn);
-  for (std::size_t i = 0; i < nn; ++i) {
-    a[i] = static_cast<float>(i % 7) * 0.25f;
-    b[i] = static_cast<float>(i % 5) * 0.5f;
-  }
+  fill_operands(a, b);
   bk::Buffer<float> da(be, nn), dc(be, nn);
   be.copy_to_device(da.data(), a.data(), nn * sizeof(float));
   bk::Buffer<float> db32;
@@ -87,10 +97,7 @@ ProbeResult probe_backend(backend::Backend& be, backend::DType weights, int n, d
   const Timing g = time_repeated(product, repeats, steady_now);
   float c0 = 0;
   be.copy_to_host(&c0, dc.data(), sizeof(float));
-  double check = 0;
-  for (int k = 0; k < n; ++k) check += static_cast<double>(a[static_cast<std::size_t>(k)]) * b[static_cast<std::size_t>(k)];
-  if (std::abs(check - c0) > 1e-3 * (1 + std::abs(check)))
-    throw std::runtime_error("the product probe on " + be.name() + " computed a wrong product");
+  check_first_entry(a, b, n, 1, c0, "the product probe on " + be.name());
   r.gemm_flops = 2.0 * n * static_cast<double>(n) * n / g.median;
   r.gemm_spread = g.spread;
 
