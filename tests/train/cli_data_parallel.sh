@@ -18,12 +18,7 @@ rm -rf "$S"/*
 cd "$S"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-cat > config.json <<'JSON'
-{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2,
- "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 64, "vocab_size": 259,
- "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "max_position_embeddings": 128, "tie_word_embeddings": false,
- "hidden_act": "silu", "bos_token_id": 256, "eos_token_id": 257, "pad_token_id": 258}
-JSON
+cp "${BRAID_FIXTURES:?}/model/tiny_llama_config.json" config.json   # hidden 32, 2 layers, 4/2 heads, vocab 259
 "$B/braid" init -q -c config.json --seed 1 -o actor.h5 > /dev/null
 "$B/braid" init -q -c config.json --seed 2 --value-head --no-lm-head -o critic.h5 > /dev/null
 
