@@ -2,6 +2,7 @@
 
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/reduce.cuh"
+#include "backend/cuda/segments.cuh"
 
 #include <cfloat>
 #include <cmath>
@@ -20,18 +21,6 @@ struct Args {
   std::int64_t q_stride, kv_stride, out_stride;
   float scale;
 };
-
-// The segment holding item `i` of an enumeration whose starts are `first` (q_first or k_first).
-template <bool kByKey>
-__device__ const DeviceSegment& find_segment(const DeviceSegment* segs, int n, std::int64_t i) {
-  int lo = 0, hi = n - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    const std::int64_t start = kByKey ? segs[mid].k_first : segs[mid].q_first;
-    if (start <= i) lo = mid; else hi = mid - 1;
-  }
-  return segs[lo];
-}
 
 // A head's row into registers: element c = lane + 32·u.
 template <int kPer>
@@ -63,7 +52,7 @@ __global__ void forward_kernel(Args a, const DeviceSegment* segs, int n_segs, st
   if (w >= total_q * a.n_heads) return;  // whole warps leave together
   const std::int64_t qi = w / a.n_heads;
   const int h = int(w % a.n_heads), lane = threadIdx.x & 31, hd = a.head_dim;
-  const DeviceSegment& sg = find_segment<false>(segs, n_segs, qi);
+  const DeviceSegment& sg = segment_at<&DeviceSegment::q_first>(segs, n_segs, qi);
   const std::int64_t i = qi - sg.q_first, row = sg.q_begin + i, nk = sg.past + i + 1;
   const std::int64_t kv0 = sg.kv_begin * a.kv_stride + std::int64_t(h / a.group) * hd;
   float qr[kPer], acc[kPer];
@@ -102,7 +91,7 @@ __global__ void backward_q_kernel(Args a, const DeviceSegment* segs, int n_segs,
   if (w >= total_q * a.n_heads) return;
   const std::int64_t qi = w / a.n_heads;
   const int h = int(w % a.n_heads), lane = threadIdx.x & 31, hd = a.head_dim;
-  const DeviceSegment& sg = find_segment<false>(segs, n_segs, qi);
+  const DeviceSegment& sg = segment_at<&DeviceSegment::q_first>(segs, n_segs, qi);
   const std::int64_t i = qi - sg.q_first, row = sg.q_begin + i, nk = sg.past + i + 1;
   const std::int64_t kv0 = sg.kv_begin * a.kv_stride + std::int64_t(h / a.group) * hd;
   const std::int64_t o0 = row * a.out_stride + std::int64_t(h) * hd;
@@ -141,7 +130,7 @@ __global__ void backward_kv_kernel(Args a, const DeviceSegment* segs, int n_segs
   if (w >= total_k * a.n_kv_heads) return;
   const std::int64_t ki = w / a.n_kv_heads;
   const int g = int(w % a.n_kv_heads), lane = threadIdx.x & 31, hd = a.head_dim;
-  const DeviceSegment& sg = find_segment<true>(segs, n_segs, ki);
+  const DeviceSegment& sg = segment_at<&DeviceSegment::k_first>(segs, n_segs, ki);
   const std::int64_t jj = ki - sg.k_first;  // key position in the segment
   const std::int64_t kr = (sg.kv_begin + jj) * a.kv_stride + std::int64_t(g) * hd;
   float kreg[kPer], vreg[kPer], dk[kPer], dv[kPer];

@@ -1,6 +1,7 @@
 #include "backend/cuda/flash_attention.cuh"
 
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/segments.cuh"
 
 #include <cuda_bf16.h>
 
@@ -192,19 +193,6 @@ __device__ __forceinline__ void load_async(__nv_bfloat16* dst, const __nv_bfloat
   }
 }
 
-// The segment whose padded run holds position pos (queries, or keys with kByKey). Empty
-// segments have empty runs; the last segment starting at or before pos is the one.
-template <bool kByKey>
-__device__ const DeviceSegment& find_padded(const DeviceSegment* segs, int n, std::int64_t pos) {
-  int lo = 0, hi = n - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    const std::int64_t start = kByKey ? segs[mid].k_pad_first : segs[mid].q_pad_first;
-    if (start <= pos) lo = mid; else hi = mid - 1;
-  }
-  return segs[lo];
-}
-
 // v clamped to [lo, hi], as an int: tile-relative bounds of the causal mask.
 __device__ __forceinline__ int clamp_to(std::int64_t v, int lo, int hi) {
   return v < lo ? lo : v > hi ? hi : int(v);
@@ -228,7 +216,7 @@ __global__ void __launch_bounds__(kPrepThreads) kv_copy_kernel(Args a, int head_
   const std::int64_t i = blockIdx.x * std::int64_t(kPrepThreads) + threadIdx.x;
   if (i >= k_pad_total * row_vec) return;
   const std::int64_t pos = i / row_vec, col = (i % row_vec) * 4;
-  const DeviceSegment& sg = find_padded<true>(segs, n_segs, pos);
+  const DeviceSegment& sg = segment_at<&DeviceSegment::k_pad_first>(segs, n_segs, pos);
   const std::int64_t j = pos - sg.k_pad_first;
   float4 x = make_float4(0.f, 0.f, 0.f, 0.f), y = x;
   if (j < sg.past + sg.q_len) {
@@ -251,7 +239,7 @@ __global__ void __launch_bounds__(kPrepThreads) q_copy_kernel(Args a, int head_d
   if (w >= q_pad_total * a.n_heads) return;
   const std::int64_t pos = w / a.n_heads;
   const int h = int(w % a.n_heads), lane = int(threadIdx.x) & 31;
-  const DeviceSegment& sg = find_padded<false>(segs, n_segs, pos);
+  const DeviceSegment& sg = segment_at<&DeviceSegment::q_pad_first>(segs, n_segs, pos);
   const std::int64_t i = pos - sg.q_pad_first, row = sg.q_begin + i;
   const bool valid = i < sg.q_len;
   const std::int64_t dst = (pos * a.n_heads + h) * head_dim;
@@ -291,7 +279,7 @@ __global__ void __launch_bounds__(kWarps * 32, kHd == 64 ? 2 : 1)
 
   const std::int64_t pos = (tiles - 1 - std::int64_t(blockIdx.x)) * kRows;  // the longest rows first
   const int h = int(blockIdx.y);
-  const DeviceSegment& sg = find_padded<false>(segs, n_segs, pos);
+  const DeviceSegment& sg = segment_at<&DeviceSegment::q_pad_first>(segs, n_segs, pos);
   const std::int64_t i0 = pos - sg.q_pad_first;
   if (i0 >= sg.q_len) return;  // padding: the whole block leaves
   const int nq = int(sg.q_len - i0 < kRows ? sg.q_len - i0 : kRows);
@@ -431,7 +419,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   const std::int64_t pos = (tiles - 1 - std::int64_t(blockIdx.x)) * kRows;
   const int h = int(blockIdx.y);
-  const DeviceSegment& sg = find_padded<false>(segs, n_segs, pos);
+  const DeviceSegment& sg = segment_at<&DeviceSegment::q_pad_first>(segs, n_segs, pos);
   const std::int64_t i0 = pos - sg.q_pad_first;
   if (i0 >= sg.q_len) return;
   const int nq = int(sg.q_len - i0 < kRows ? sg.q_len - i0 : kRows);
@@ -550,7 +538,7 @@ __global__ void __launch_bounds__(kDkvWarps * 32)
 
   const std::int64_t pos = std::int64_t(blockIdx.x) * kKeys;  // the first keys (the most queries) first
   const int gk = int(blockIdx.y);
-  const DeviceSegment& sg = find_padded<true>(segs, n_segs, pos);
+  const DeviceSegment& sg = segment_at<&DeviceSegment::k_pad_first>(segs, n_segs, pos);
   const std::int64_t j0 = pos - sg.k_pad_first, past = sg.past, n_keys = past + sg.q_len;
   if (j0 >= n_keys || sg.q_len == 0) return;  // padding, or keys no query of the segment sees
   const int nk = int(n_keys - j0 < kKeys ? n_keys - j0 : kKeys);
