@@ -95,12 +95,15 @@ command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache 
 # (nvidia/nccl under Python's prefix: nccl.h and libnccl.so.2, linked by full path).
 nccl=()
 cuda_include=$(dirname "$(command -v nvcc)")/../include
+nccl_so=
+for f in /usr/lib/x86_64-linux-gnu/libnccl.so /lib/x86_64-linux-gnu/libnccl.so; do
+  [[ -e $f ]] && { nccl_so=$f; break; }
+done
 if [[ -f $cuda_include/nccl.h ]]; then
   :
-elif [[ -f /usr/include/nccl.h ]]; then
+elif [[ -f /usr/include/nccl.h && -n $nccl_so ]]; then
   # The machine's (libnccl-dev): configure ignores /usr, so nccl.h alone is shown to it.
   mkdir -p "$prefix/nccl/include" && ln -sf /usr/include/nccl.h "$prefix/nccl/include/nccl.h"
-  nccl_so=$(ls /usr/lib/x86_64-linux-gnu/libnccl.so /lib/x86_64-linux-gnu/libnccl.so 2> /dev/null | head -1)
   nccl=(-DBRAID_NCCL_INCLUDE="$prefix/nccl/include" -DBRAID_NCCL_LIBRARY="$nccl_so")
   echo "NCCL from the machine: /usr/include/nccl.h, $nccl_so"
 else
