@@ -362,9 +362,9 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   const auto slots = static_cast<std::uint64_t>(p.per_device - 1);
   const std::uint64_t hopeless = std::max<std::uint64_t>(1'000'000, 20 * slots * static_cast<std::uint64_t>(p.devices));
   std::uint64_t refused_in_a_row = 0, done_at_best = 0;
-  // A pass whose best has not moved for 20M neighbours and for as long again as it took
-  // to find it is over (stats->mem_stalled): small problems end in seconds, and the
-  // caller may spend what is left on another pass.
+  // A pass whose highest peak has not fallen for 20M neighbours and for as long again as
+  // it took to reach it is over (stats->mem_stalled): small problems end in seconds, and
+  // the caller may spend what is left on another pass.
   while (done < iterations && refused_in_a_row < hopeless && !(best_peak <= target || same_time(best_peak, target))) {
     if (++proposals % kCheckEvery == 0) {
       if (time_limit > 0 && seconds_since(began) >= time_limit) break;
@@ -410,11 +410,16 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
     }
     refused_in_a_row = 0;
     current = e;
-    if (e < best) {
+    // The best state: the lowest highest peak, then the lowest energy. A pass stalls
+    // on its highest peak (the objective), not on the energy, whose tie-breaking terms
+    // keep creeping down long after the peak has stopped moving.
+    const double pk = peaks.max_peak();
+    const bool lower_peak = pk < best_peak && !same_time(pk, best_peak);
+    if (lower_peak || (same_time(pk, best_peak) && e < best)) {
+      if (lower_peak) done_at_best = done;
       best = e;
       best_order = tl.order();
-      best_peak = peaks.max_peak();
-      done_at_best = done;
+      best_peak = pk;
     }
   }
   if (stats != nullptr) {
