@@ -108,6 +108,27 @@ BOOST_AUTO_TEST_CASE(the_memory_tie_break_keeps_the_makespan_and_never_raises_me
   }
 }
 
+// A pass whose highest peak has stopped falling ends (stalls) long before a large
+// budget, so a caller can spend the rest on another pass; its result holds the lowest
+// peak it met. (It used to stall on its energy, whose tie-breaking terms keep
+// creeping down after the peak has stopped: one pass then took the whole budget.)
+BOOST_AUTO_TEST_CASE(the_memory_pass_stalls_on_its_peak) {
+  const Problem p = build_problem(integer_fusion(8));
+  const Order start = *greedy(p);
+  const double serial_peak = serial_1f1b(p.spec).peak_memory;
+  constexpr std::uint64_t budget = 400'000'000;
+  AnnealStats st;
+  const Order lowered = lower_memory(p, start, budget, 0, 0.0, 3, 0, &st);
+  const Timing t = evaluate(p, lowered);
+  BOOST_REQUIRE(t.valid);
+  BOOST_CHECK(st.mem_stalled);
+  BOOST_CHECK_LT(st.mem_iterations, budget / 4);
+  BOOST_CHECK_LE(t.makespan, evaluate(p, start).makespan * (1 + 1e-12));
+  BOOST_CHECK_LE(t.peak_memory, evaluate(p, start).peak_memory + 1e-9);
+  BOOST_TEST_MESSAGE("peak " << evaluate(p, start).peak_memory << " -> " << t.peak_memory << " (serial 1F1B "
+                             << serial_peak << ") after " << st.mem_iterations << " neighbours");
+}
+
 // The memory pass with a fixed budget is a function of its inputs, never leaves the
 // makespan of its start, and another stream walks elsewhere.
 BOOST_AUTO_TEST_CASE(the_memory_pass_is_reproducible_and_keeps_the_makespan) {
