@@ -341,13 +341,13 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
     sum_peak += peaks.peak(d);
     sum_excess += excess[d];
   }
-  auto energy = [&] { return peaks.max_peak() + wsum * sum_peak / p.devices + wex * sum_excess / p.num_tasks; };
+  auto energy_at = [&](double max_peak) { return max_peak + wsum * sum_peak / p.devices + wex * sum_excess / p.num_tasks; };
   double mean_act = 0;
   for (double v : p.mem_delta) mean_act += std::fabs(v);
   mean_act /= std::max(1, p.num_tasks);
   if (mean_act <= 0 || p.per_device < 2) return start;
 
-  double current = energy(), best = current;
+  double current = energy_at(peaks.max_peak()), best = current;
   Order best_order = tl.order();
   double best_peak = peaks.max_peak();
   const double t_start = mean_act * t0_factor;
@@ -361,14 +361,14 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   };
   const auto slots = static_cast<std::uint64_t>(p.per_device - 1);
   const std::uint64_t hopeless = std::max<std::uint64_t>(1'000'000, 20 * slots * static_cast<std::uint64_t>(p.devices));
-  std::uint64_t refused_in_a_row = 0, done_at_best = 0;
+  std::uint64_t refused_in_a_row = 0, done_at_lowest_peak = 0;
   // A pass whose highest peak has not fallen for 20M neighbours and for as long again as
   // it took to reach it is over (stats->mem_stalled): small problems end in seconds, and
   // the caller may spend what is left on another pass.
   while (done < iterations && refused_in_a_row < hopeless && !(best_peak <= target || same_time(best_peak, target))) {
     if (++proposals % kCheckEvery == 0) {
       if (time_limit > 0 && seconds_since(began) >= time_limit) break;
-      if (done - done_at_best > std::max<std::uint64_t>(20'000'000, done_at_best)) {
+      if (done - done_at_lowest_peak > std::max<std::uint64_t>(20'000'000, done_at_lowest_peak)) {
         if (stats != nullptr) stats->mem_stalled = true;
         break;
       }
@@ -387,7 +387,8 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
     excess[du] += std::max(0.0, new_level - target) - std::max(0.0, old_level - target);
     sum_peak += peaks.peak(du) - saved_peak;
     sum_excess += excess[du] - saved_excess;
-    const double e = energy();
+    const double pk = peaks.max_peak();  // the swap's highest peak: its retiming moves no level
+    const double e = energy_at(pk);
     auto revert = [&] {
       sum_peak += saved_peak - peaks.peak(du);
       peaks.revert();
@@ -413,10 +414,9 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
     // The best state: the lowest highest peak, then the lowest energy. A pass stalls
     // on its highest peak (the objective), not on the energy, whose tie-breaking terms
     // keep creeping down long after the peak has stopped moving.
-    const double pk = peaks.max_peak();
     const bool lower_peak = pk < best_peak && !same_time(pk, best_peak);
     if (lower_peak || (same_time(pk, best_peak) && e < best)) {
-      if (lower_peak) done_at_best = done;
+      if (lower_peak) done_at_lowest_peak = done;
       best = e;
       best_order = tl.order();
       best_peak = pk;
