@@ -138,20 +138,16 @@ __device__ __forceinline__ const __nv_bfloat16* as_b_trans(const __nv_bfloat16* 
 }
 
 // d0, d1 += a · the two n-tiles of B at (row0, col0) of the stored tile m: B = Mᵀ (as_b), or
-// with _trans B = M (as_b_trans).
-template <int kLds>
+// with kTrans B = M (as_b_trans).
+template <int kLds, bool kTrans = false>
 __device__ __forceinline__ void mma_b(float (&d0)[4], float (&d1)[4], const unsigned (&a)[4],
                                       const __nv_bfloat16* m, int row0, int col0, int lane) {
   unsigned b[4];
-  ldsm_x4(b, as_b<kLds>(m, row0, col0, lane));
-  mma(d0, a, b[0], b[1]);
-  mma(d1, a, b[2], b[3]);
-}
-template <int kLds>
-__device__ __forceinline__ void mma_b_trans(float (&d0)[4], float (&d1)[4], const unsigned (&a)[4],
-                                            const __nv_bfloat16* m, int row0, int col0, int lane) {
-  unsigned b[4];
-  ldsm_x4_trans(b, as_b_trans<kLds>(m, row0, col0, lane));
+  if constexpr (kTrans) {
+    ldsm_x4_trans(b, as_b_trans<kLds>(m, row0, col0, lane));
+  } else {
+    ldsm_x4(b, as_b<kLds>(m, row0, col0, lane));
+  }
   mma(d0, a, b[0], b[1]);
   mma(d1, a, b[2], b[3]);
 }
@@ -381,7 +377,7 @@ __global__ void __launch_bounds__(kWarps * 32, kHd == 64 ? 2 : 1)
       accumulators_as_a(pa, sc[2 * kk], sc[2 * kk + 1]);
 #pragma unroll
       for (int dp = 0; dp < kHd / 16; ++dp) {
-        mma_b_trans<kLds>(o[2 * dp], o[2 * dp + 1], pa, cV, kk * 16, dp * 16, lane);
+        mma_b<kLds, true>(o[2 * dp], o[2 * dp + 1], pa, cV, kk * 16, dp * 16, lane);
       }
     }
   }
@@ -500,7 +496,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       accumulators_as_a(sa, sc[2 * kk], sc[2 * kk + 1]);
 #pragma unroll
       for (int dpi = 0; dpi < kHd / 16; ++dpi) {
-        mma_b_trans<kLds>(dq[2 * dpi], dq[2 * dpi + 1], sa, cK, kk * 16, dpi * 16, lane);
+        mma_b<kLds, true>(dq[2 * dpi], dq[2 * dpi + 1], sa, cK, kk * 16, dpi * 16, lane);
       }
     }
   }
@@ -629,8 +625,8 @@ __global__ void __launch_bounds__(kDkvWarps * 32)
       accumulators_as_a(sa, dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
       for (int dpi = 0; dpi < kHd / 16; ++dpi) {
-        mma_b_trans<kLds>(dv[2 * dpi], dv[2 * dpi + 1], pa, cDO, kk * 16, dpi * 16, lane);
-        mma_b_trans<kLds>(dk[2 * dpi], dk[2 * dpi + 1], sa, cQ, kk * 16, dpi * 16, lane);
+        mma_b<kLds, true>(dv[2 * dpi], dv[2 * dpi + 1], pa, cDO, kk * 16, dpi * 16, lane);
+        mma_b<kLds, true>(dk[2 * dpi], dk[2 * dpi + 1], sa, cQ, kk * 16, dpi * 16, lane);
       }
     }
   }
