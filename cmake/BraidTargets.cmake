@@ -80,6 +80,17 @@ function(braid_test_environment name labels)
   endif()
 endfunction()
 
+# braid_mpi_test(ENTRY PROGRAM NP [LABELS ...]) -> ctest entry ENTRY: the Boost.Test program
+# PROGRAM (a target) under mpirun with NP ranks, labelled mpi (and LABELS).
+function(braid_mpi_test entry program np)
+  cmake_parse_arguments(ARG "" "" "LABELS" ${ARGN})
+  add_test(NAME ${entry}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:${program}> ${MPIEXEC_POSTFLAGS} --log_level=warning)
+  set(labels mpi ${ARG_LABELS})
+  braid_test_environment(${entry} "${labels}")
+endfunction()
+
 # braid_bench(NAME SOURCES ... [DEPS ...])  ->  benchmark executable in bin/ (not a test).
 function(braid_bench name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
