@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   app.add_option("--time-limit", opt.anneal.time_limit, "Seconds of latency search per rank (0: none); the memory pass then runs until 1.5x this from the start")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--t0", opt.anneal.t0, "Initial temperature (0: a tenth of the mean subtask duration)")->capture_default_str();
+  app.add_option("--t0", opt.anneal.t0, "Initial temperature (0: --t0-factor x the mean subtask duration)")->capture_default_str();
   app.add_option("--t0-factor", opt.anneal.t0_factor, "Without --t0: the initial temperature in mean subtask durations")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
