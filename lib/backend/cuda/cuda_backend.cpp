@@ -76,6 +76,11 @@ cuda::AttentionShape shape_of(const AttentionDims& d) {
   return {d.n_heads, d.n_kv_heads, d.head_dim, d.q_stride, d.kv_stride};
 }
 
+// AdamWStep as the AdamW kernels take it (adamw.cuh: their C++17 cannot include backend.hpp).
+cuda::AdamWParams params_of(const AdamWStep& s) {
+  return {s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.grad_scale, s.step};
+}
+
 std::string gib(std::size_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / double(1ull << 30)); }
 
 class CudaBackend;
@@ -148,14 +153,13 @@ class CudaOps final : public Ops<float> {
     cuda::softmax_stats_backward(stream(), logits, rows, vocab, targets, lse, entropy, d_logprob, d_entropy);
   }
   void adamw(std::int64_t n, float* w, const float* grad, float* m, float* v, const AdamWStep& s) override {
-    cuda::adamw(stream(), n, w, grad, m, v, {s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.grad_scale, s.step});
+    cuda::adamw(stream(), n, w, grad, m, v, params_of(s));
   }
   // A bf16 copy is written by the update's own pass: w is not read a second time.
   void adamw_with_copy(std::int64_t n, float* w, const float* grad, float* m, float* v, const AdamWStep& s,
                        void* copy, DType copy_type) override {
     if (copy_type != DType::bf16) return Ops<float>::adamw_with_copy(n, w, grad, m, v, s, copy, copy_type);
-    cuda::adamw_bf16_copy(stream(), n, w, grad, m, v, copy,
-                          {s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.grad_scale, s.step});
+    cuda::adamw_bf16_copy(stream(), n, w, grad, m, v, copy, params_of(s));
   }
   PolicyLossSums policy_loss(std::int64_t n, const PolicyLossRows<float>& in, const PolicyLossOptions& opt,
                              double scale, float* d_logprob, float* d_entropy) override {
