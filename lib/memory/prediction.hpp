@@ -110,7 +110,7 @@ ModelSpec peek_checkpoint(const std::string& spec, const std::string& role, back
 void require_fits(const Prediction& p, const backend::DeviceMemory& mem, const std::string& device,
                   const std::string& advice);
 // The check against the backend's free memory, where it reports one (a GPU); nothing on the
-// CPU, whose memory the operating system manages. Logs the prediction at debug level.
+// CPU, whose memory the operating system manages. Logs the prediction (info level).
 void require_fits(const Prediction& p, const backend::Backend& be, const std::string& device,
                   const std::string& advice);
 
