@@ -4,10 +4,11 @@
 // Iteration counts, not seconds, make the figures independent of the machine's
 // load; the CPU time per neighbour is printed beside them.
 //
-//   bench_sched_memory SPEC.json LATENCY_ITERATIONS MEM_ITERATIONS [SEEDS] [T0_FACTOR] [CACHE]
+//   bench_sched_memory SPEC.json LATENCY_ITERATIONS MEM_ITERATIONS [SEEDS] [T0_FACTOR] [CACHE] [CHAIN_MOVES]
 //
 // CACHE: a file that keeps the latency search's schedule between runs (read when it
 // exists, written when not), so that variants of the memory pass start from it at once.
+// CHAIN_MOVES: the share of chain moves in the memory pass (default: the tool's).
 #include <fmt/format.h>
 
 #include <ctime>
@@ -30,7 +31,8 @@ double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    fmt::print(stderr, "usage: {} SPEC.json LATENCY_ITERATIONS MEM_ITERATIONS [SEEDS] [T0_FACTOR]\n", argv[0]);
+    fmt::print(stderr, "usage: {} SPEC.json LATENCY_ITERATIONS MEM_ITERATIONS [SEEDS] [T0_FACTOR] [CACHE] [CHAIN_MOVES]\n",
+               argv[0]);
     return 2;
   }
   const Problem p = build_problem(parse_schedspec(braid::read_text_file(argv[1]), argv[1]));
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
   const double serial_peak = evaluate(p, one_f_one_b(p)).peak_memory;
 
   AnnealOptions opt;
+  const double chain_moves = argc > 7 ? std::atof(argv[7]) : opt.chain_moves;
   opt.iterations = latency_iterations;
   opt.time_limit = 0;
   opt.memory_pass = false;
@@ -72,7 +75,7 @@ int main(int argc, char** argv) {
     AnnealStats st;
     const double c1 = cpu_seconds();
     const Order order = lower_memory(p, latency.order, mem_iterations, 0, serial_peak, static_cast<std::uint64_t>(seed),
-                                     0x5eed, &st, t0_factor);
+                                     0x5eed, &st, t0_factor, chain_moves);
     const double cpu = cpu_seconds() - c1;
     const Timing t = evaluate(p, order);
     fmt::print("  seed {}: peak {:.4g} ({:.3f}x serial 1F1B), makespan {:.6g}, {} neighbours, {:.1f} s CPU ({:.0f} ns each)\n",

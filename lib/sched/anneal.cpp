@@ -57,6 +57,18 @@ class PeakTracker {
     }
     if (count_[d] == 0) rescan(d, at, new_level);
   }
+  // One device's peak, kept aside while several devices change at once (apply's
+  // revert keeps only the last).
+  struct State {
+    std::size_t d;
+    double peak;
+    int count;
+  };
+  State state(std::size_t d) const { return {d, peak_[d], count_[d]}; }
+  void restore(const State& s) {
+    peak_[s.d] = s.peak;
+    count_[s.d] = s.count;
+  }
   void revert() {
     peak_[saved_d_] = saved_peak_;
     count_[saved_d_] = saved_count_;
@@ -179,6 +191,8 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   // device); give up after this many refusals in a row.
   const std::uint64_t hopeless = std::max<std::uint64_t>(1'000'000, 20 * slots * static_cast<std::uint64_t>(p.devices));
   std::uint64_t proposals = 0, refused_in_a_row = 0;
+  const double chain_p = opt.chain_moves;
+  ChainMove chain(p);
   std::uint64_t next_sync = opt.sync_every > 0 ? opt.sync_every : std::numeric_limits<std::uint64_t>::max();
   bool out_of_time = false;
   for (;;) {
@@ -207,23 +221,36 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
       if (opt.time_limit > 0 && seconds_since(began) >= opt.time_limit) out_of_time = true;
       if (report) report(st.iterations, tl->makespan(), best);
     }
-    const int d = static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices)));
-    const int i = static_cast<int>(rng.below(slots));
-    // Metropolis with the random number drawn first: accept iff the new makespan
-    // is at most current - T ln u, which lets the timeline stop early otherwise.
-    const double u = rng.uniform();
-    const double slack = u > 0 ? -temperature * std::log(u) : std::numeric_limits<double>::infinity();
-    const double threshold = current + slack;
-    double makespan_threshold = threshold;
-    double old_level = 0, new_level = 0;
-    if (track_peaks) {
-      old_level = tl->device_level(d, i);
-      new_level = tl->level_if_swapped(d, i);
+    const bool chain_move = chain_p > 0 && rng.uniform() < chain_p;
+    SwapResult r = SwapResult::invalid;
+    double slack = 0, threshold = 0, old_level = 0, new_level = 0;
+    int d = 0;
+    if (chain_move) {
+      const auto t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(p.num_tasks)));
+      const int dir = rng.below(2) == 0 ? 1 : -1;
+      const double u = rng.uniform();
+      slack = u > 0 ? -temperature * std::log(u) : std::numeric_limits<double>::infinity();
+      threshold = current + slack;
+      // The energy is at least the makespan, so a makespan above the threshold is refused either way.
+      if (chain.plan(*tl, t, dir)) r = chain.apply(*tl, threshold);
+    } else {
+      d = static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices)));
+      const int i = static_cast<int>(rng.below(slots));
+      // Metropolis with the random number drawn first: accept iff the new makespan
+      // is at most current - T ln u, which lets the timeline stop early otherwise.
+      const double u = rng.uniform();
+      slack = u > 0 ? -temperature * std::log(u) : std::numeric_limits<double>::infinity();
+      threshold = current + slack;
+      double makespan_threshold = threshold;
+      if (track_peaks) {
+        old_level = tl->device_level(d, i);
+        new_level = tl->level_if_swapped(d, i);
+      }
+      if (mu > 0) {
+        makespan_threshold -= mu * peaks->max_after(static_cast<std::size_t>(d), old_level, new_level);
+      }
+      r = tl->swap(d, i, makespan_threshold);
     }
-    if (mu > 0) {
-      makespan_threshold -= mu * peaks->max_after(static_cast<std::size_t>(d), old_level, new_level);
-    }
-    const SwapResult r = tl->swap(d, i, makespan_threshold);
     if (r == SwapResult::invalid) {
       ++st.invalid;
       ++refused_in_a_row;
@@ -232,7 +259,9 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     refused_in_a_row = 0;
     ++st.iterations;
     if (r == SwapResult::done) {
-      if (track_peaks) peaks->apply(static_cast<std::size_t>(d), old_level, new_level);
+      // A chain move changes levels on many devices: their peaks are scanned again.
+      if (track_peaks && chain_move) peaks.emplace(*tl, p.devices, p.per_device);
+      if (track_peaks && !chain_move) peaks->apply(static_cast<std::size_t>(d), old_level, new_level);
       const double e = energy();
       const double mk = tl->makespan();
       bool keep = e <= threshold;
@@ -250,8 +279,13 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
         tv = tie();
       }
       if (!keep) {
-        if (track_peaks) peaks->revert();
-        tl->undo();
+        if (chain_move) {
+          chain.undo(*tl);
+          if (track_peaks) peaks.emplace(*tl, p.devices, p.per_device);
+        } else {
+          if (track_peaks) peaks->revert();
+          tl->undo();
+        }
       } else {
         ++st.accepted;
         current = e;
@@ -304,7 +338,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     return out;
   }
   out.order = lower_memory(p, best_order, memory_pass_iterations(opt, mem_limit), mem_limit, opt.mem_target, opt.seed,
-                           opt.stream + 0x5eed, &st, opt.mem_t0_factor);
+                           opt.stream + 0x5eed, &st, opt.mem_t0_factor, opt.chain_moves);
   const Timing t = evaluate(p, out.order);
   out.makespan = t.makespan;
   out.peak_memory = t.peak_memory;
@@ -321,7 +355,7 @@ std::uint64_t memory_pass_iterations(const AnnealOptions& opt, double time_limit
 
 Order lower_memory(const Problem& p, const Order& start, std::uint64_t iterations, double time_limit,
                    double target, std::uint64_t seed, std::uint64_t stream, AnnealStats* stats,
-                   double t0_factor) {
+                   double t0_factor, double chain_moves) {
   const auto began = Clock::now();
   Timeline tl(p, start);
   Rng rng(seed, stream);
@@ -362,6 +396,10 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   const auto slots = static_cast<std::uint64_t>(p.per_device - 1);
   const std::uint64_t hopeless = std::max<std::uint64_t>(1'000'000, 20 * slots * static_cast<std::uint64_t>(p.devices));
   std::uint64_t refused_in_a_row = 0, done_at_lowest_peak = 0;
+  const double chain_p = chain_moves;
+  ChainMove chain(p);
+  std::vector<std::pair<int, int>> single(1);                 // a swap: device, position
+  std::vector<std::pair<PeakTracker::State, double>> saved;  // peak and excess of the devices a move changes
   // A pass whose highest peak has not fallen for 20M neighbours and for as long again as
   // it took to reach it is over (stats->mem_stalled): small problems end in seconds, and
   // the caller may spend what is left on another pass.
@@ -374,33 +412,48 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
       }
       cool();
     }
-    const int d = static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices)));
-    const int i = static_cast<int>(rng.below(slots));
+    // A neighbour: a swap of two subtasks on one device, or a chain move (one swap
+    // on each of several devices).
+    const bool chain_move = chain_p > 0 && rng.uniform() < chain_p;
+    if (chain_move) {
+      const auto t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(p.num_tasks)));
+      const int dir = rng.below(2) == 0 ? 1 : -1;
+      if (!chain.plan(tl, t, dir)) continue;
+    } else {
+      single[0] = {static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices))), static_cast<int>(rng.below(slots))};
+    }
+    const auto& swaps = chain_move ? chain.planned() : single;
     // The energy first: a swap changes one level of one device, known before the
-    // swap is timed, so a move the Metropolis test refuses costs O(1) and only the
-    // moves it would keep pay for the retiming (which may still refuse them).
-    const auto du = static_cast<std::size_t>(d);
-    const double old_level = tl.device_level(d, i);
-    const double new_level = tl.level_if_swapped(d, i);
-    const double saved_peak = peaks.peak(du), saved_excess = excess[du];
-    peaks.apply(du, old_level, new_level, i);
-    excess[du] += std::max(0.0, new_level - target) - std::max(0.0, old_level - target);
-    sum_peak += peaks.peak(du) - saved_peak;
-    sum_excess += excess[du] - saved_excess;
-    const double pk = peaks.max_peak();  // the swap's highest peak: its retiming moves no level
-    const double e = energy_at(pk);
+    // swap is timed, so a move the Metropolis test refuses costs O(1) per device
+    // and only the moves it would keep pay for the retiming (which may still refuse
+    // them). The retiming moves no level.
+    saved.clear();
+    for (const auto& [d, i] : swaps) {
+      const auto du = static_cast<std::size_t>(d);
+      const double old_level = tl.device_level(d, i), new_level = tl.level_if_swapped(d, i);
+      saved.push_back({peaks.state(du), excess[du]});
+      peaks.apply(du, old_level, new_level, i);
+      excess[du] += std::max(0.0, new_level - target) - std::max(0.0, old_level - target);
+      sum_peak += peaks.peak(du) - saved.back().first.peak;
+      sum_excess += excess[du] - saved.back().second;
+    }
     auto revert = [&] {
-      sum_peak += saved_peak - peaks.peak(du);
-      peaks.revert();
-      sum_excess += saved_excess - excess[du];
-      excess[du] = saved_excess;
+      for (std::size_t n = 0; n < swaps.size(); ++n) {
+        const auto du = static_cast<std::size_t>(swaps[n].first);
+        sum_peak += saved[n].first.peak - peaks.peak(du);
+        sum_excess += saved[n].second - excess[du];
+        peaks.restore(saved[n].first);
+        excess[du] = saved[n].second;
+      }
     };
+    const double pk = peaks.max_peak();
+    const double e = energy_at(pk);
     ++done;
     if (!(e <= current || rng.uniform() < std::exp((current - e) / temperature))) {
       revert();
       continue;
     }
-    const SwapResult r = tl.swap(d, i, limit);
+    const SwapResult r = chain_move ? chain.apply(tl, limit) : tl.swap(single[0].first, single[0].second, limit);
     if (r != SwapResult::done) {
       revert();
       if (r == SwapResult::invalid) {

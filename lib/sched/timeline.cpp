@@ -354,3 +354,48 @@ void Timeline::restore() {
 void Timeline::undo() { restore(); }
 
 }  // namespace braid::sched
+
+namespace braid::sched {
+
+bool ChainMove::plan(const Timeline& tl, std::int32_t t, int dir) {
+  const auto ti = static_cast<std::size_t>(t);
+  const int m = p_.model[ti], r = p_.replica[ti], j = p_.micro_batch[ti];
+  const Kind k = p_.kind[ti];
+  const int stages = p_.spec.models[static_cast<std::size_t>(m)].stages;
+  moves_.clear();
+  for (int s = 0; s < stages; ++s) {
+    const std::int32_t c = p_.task_id(m, r, s, j, k);
+    const int d = p_.device[static_cast<std::size_t>(c)];
+    const int other = tl.position(c) + dir;
+    if (other < 0 || other >= p_.per_device) continue;
+    const auto x = static_cast<std::size_t>(tl.order()[static_cast<std::size_t>(d * p_.per_device + other)]);
+    if (p_.model[x] == m && p_.kind[x] == k) continue;
+    moves_.push_back({d, std::min(other, other - dir)});
+  }
+  // Swapped in the order the data flows when the chain moves earlier (a member's
+  // input has moved before it does), against it when the chain moves later, so
+  // that each state on the way is one the threshold may hold.
+  if ((k == Kind::F) != (dir < 0)) std::reverse(moves_.begin(), moves_.end());
+  return moves_.size() >= 2;
+}
+
+SwapResult ChainMove::apply(Timeline& tl, double threshold) {
+  applied_.clear();
+  for (const auto& [d, i] : moves_) {
+    const SwapResult r = tl.swap(d, i, threshold);
+    if (r != SwapResult::done) {
+      undo(tl);
+      return r;
+    }
+    applied_.push_back({d, i});
+  }
+  return SwapResult::done;
+}
+
+void ChainMove::undo(Timeline& tl) {
+  // A swap is undone by the same swap again, which the state before it allows.
+  for (auto it = applied_.rbegin(); it != applied_.rend(); ++it) tl.swap(it->first, it->second);
+  applied_.clear();
+}
+
+}  // namespace braid::sched

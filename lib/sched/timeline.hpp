@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "sched/problem.hpp"
@@ -60,6 +61,8 @@ class Timeline {
   // subtasks a swap retimes; a recount only when the makespan itself moves.
   int critical_count() const { return critical_count_; }
   const Order& order() const { return order_; }
+  // Position of subtask t on its device.
+  int position(std::int32_t t) const { return pos_[static_cast<std::size_t>(t)]; }
   const std::vector<double>& start() const { return start_; }
   const std::vector<double>& end() const { return end_; }
   // Peak activation memory of device d (a scan of its levels).
@@ -125,6 +128,33 @@ class Timeline {
   std::vector<std::int32_t> critical_log_;  // subtasks whose flag the last swap flipped
   bool critical_recounted_ = false;
   double saved_end_sum_ = 0, saved_finish_sum_ = 0;
+};
+
+// A chain move: one micro-batch's subtasks of one kind (its forwards, or its
+// backwards) on every stage of its pipeline, each moved one place on its device
+// (later or earlier), so the whole chain shifts against the other work at once.
+// Adjacent swaps make this one device at a time, and each of those steps alone
+// may lengthen the makespan that the whole shift keeps (docs/schedgen.md, "Chain
+// moves"). The annealer plans a move first (which swaps, hence which memory
+// levels change: known before any timing), then applies it on a Timeline.
+class ChainMove {
+ public:
+  explicit ChainMove(const Problem& p) : p_(p) {}
+  // Plans the move of subtask t's chain, later (dir > 0) or earlier (dir < 0): a
+  // member passes its neighbour unless that is the device's end or a subtask of
+  // the same model and kind (two micro-batches never pass), where it stays.
+  // False: fewer than two members would move (that is an ordinary swap).
+  bool plan(const Timeline& tl, std::int32_t t, int dir);
+  // The planned swaps: device and position (it and the next one swap).
+  const std::vector<std::pair<int, int>>& planned() const { return moves_; }
+  // Makes the planned swaps, each held to `threshold`. `invalid` or `too_slow`:
+  // nothing changed. `done`: undo() reverts.
+  SwapResult apply(Timeline& tl, double threshold = std::numeric_limits<double>::infinity());
+  void undo(Timeline& tl);
+
+ private:
+  const Problem& p_;
+  std::vector<std::pair<int, int>> moves_, applied_;
 };
 
 }  // namespace braid::sched

@@ -2,6 +2,7 @@
 // every kind of move: kept, refused, rolled back on the threshold, undone.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/rng.hpp"
@@ -80,7 +81,84 @@ void random_walk(const SchedSpec& spec, std::uint64_t seed, int moves) {
   BOOST_CHECK_GT(invalid, 0);
 }
 
+// Chain moves (one micro-batch's forwards or backwards, one place on every device)
+// mixed with swaps: the same agreement with a from-scratch evaluation, and a move
+// is all or nothing.
+void chain_walk(const SchedSpec& spec, std::uint64_t seed, int moves) {
+  const Problem p = build_problem(spec);
+  Timeline tl(p, one_f_one_b(p));
+  ChainMove chain(p);
+  braid::Rng rng(seed);
+  int kept = 0, slow = 0, invalid = 0, unplanned = 0;
+  for (int k = 0; k < moves; ++k) {
+    if (rng.uniform() < 0.5) {  // swaps in between, so chains meet every kind of neighbour
+      (void)tl.swap(static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices))),
+                    static_cast<int>(rng.below(static_cast<std::uint64_t>(p.per_device - 1))));
+      continue;
+    }
+    const auto t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(p.num_tasks)));
+    const int dir = rng.below(2) == 0 ? 1 : -1;
+    const Order before = tl.order();
+    if (!chain.plan(tl, t, dir)) {
+      ++unplanned;
+      continue;
+    }
+    // What the move would give, from scratch, after each of its swaps (the last: the whole move).
+    Order moved = before;
+    std::vector<int> devices;
+    double slowest_on_the_way = 0;
+    bool valid_on_the_way = true;
+    for (const auto& [d, i] : chain.planned()) {
+      std::swap(moved[static_cast<std::size_t>(d * p.per_device + i)], moved[static_cast<std::size_t>(d * p.per_device + i + 1)]);
+      devices.push_back(d);
+      const Timing step = evaluate(p, moved);
+      valid_on_the_way = valid_on_the_way && step.valid;
+      if (step.valid) slowest_on_the_way = std::max(slowest_on_the_way, step.makespan);
+    }
+    std::sort(devices.begin(), devices.end());
+    BOOST_REQUIRE(std::adjacent_find(devices.begin(), devices.end()) == devices.end());  // one swap per device
+    BOOST_REQUIRE_GE(devices.size(), 2u);
+    const double current = tl.makespan();
+    const double threshold = current + (rng.uniform() - 0.3) * 0.2 * current;
+    const SwapResult r = chain.apply(tl, threshold);
+    if (r == SwapResult::done) {
+      ++kept;
+      BOOST_REQUIRE(valid_on_the_way);
+      BOOST_REQUIRE(tl.order() == moved);
+      BOOST_REQUIRE_LE(tl.makespan(), threshold);
+      if (rng.uniform() < 0.3) {
+        chain.undo(tl);
+        BOOST_REQUIRE(tl.order() == before);
+      }
+    } else {
+      BOOST_REQUIRE(tl.order() == before);
+      if (r == SwapResult::too_slow) {
+        ++slow;
+        // Refused as too slow: a state on the way exceeds the threshold.
+        BOOST_REQUIRE_GT(slowest_on_the_way, threshold);
+      } else {
+        ++invalid;
+      }
+    }
+    if (k % 5 == 0) expect_matches_scratch(p, tl);
+  }
+  expect_matches_scratch(p, tl);
+  BOOST_TEST_MESSAGE("chain moves kept " << kept << ", too slow " << slow << ", invalid " << invalid << ", unplanned "
+                                         << unplanned);
+  BOOST_CHECK_GT(kept, 0);
+  BOOST_CHECK_GT(slow, 0);
+  BOOST_CHECK_GT(unplanned, 0);
+}
+
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(chain_moves_match_scratch) {
+  chain_walk(testing::two_models(4, 8, 2, 5.0, 4.0), 5, 20000);
+  SchedSpec s = testing::two_models(6, 6, 3, 3.0, 2.5);
+  s.p2p_time = 0.7;
+  s.models[0].fwd = {1, 2, 3, 1.5, 2.5, 0.5};
+  chain_walk(s, 6, 20000);
+}
 
 BOOST_AUTO_TEST_CASE(incremental_times_match_scratch) {
   random_walk(testing::two_models(4, 8, 2, 5.0, 4.0), 1, 20000);
