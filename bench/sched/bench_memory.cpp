@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   const double serial_peak = evaluate(p, one_f_one_b(p)).peak_memory;
 
   AnnealOptions opt;
-  const double chain_moves = argc > 7 ? std::atof(argv[7]) : opt.chain_moves;
+  const double chain_moves = argc > 7 ? std::atof(argv[7]) : opt.mem_chain_moves;
   opt.iterations = latency_iterations;
   opt.time_limit = 0;
   opt.memory_pass = false;

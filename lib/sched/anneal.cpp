@@ -338,7 +338,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     return out;
   }
   out.order = lower_memory(p, best_order, memory_pass_iterations(opt, mem_limit), mem_limit, opt.mem_target, opt.seed,
-                           opt.stream + 0x5eed, &st, opt.mem_t0_factor, opt.chain_moves);
+                           opt.stream + 0x5eed, &st, opt.mem_t0_factor, opt.mem_chain_moves);
   const Timing t = evaluate(p, out.order);
   out.makespan = t.makespan;
   out.peak_memory = t.peak_memory;

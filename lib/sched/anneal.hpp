@@ -58,10 +58,12 @@ struct AnnealOptions {
   // At every reheat, go back to the best schedule found (else: anneal on from where
   // the walk stands).
   bool restart_from_best = true;
-  // Share of the proposals, in the latency search and the memory pass, that shift one
-  // micro-batch's whole chain of forwards (or backwards) one place on every device
-  // (ChainMove, sched/timeline.hpp) instead of swapping two neighbours on one.
+  // Share of the latency search's proposals that shift one micro-batch's whole chain
+  // of forwards (or backwards) one place on every device (ChainMove,
+  // sched/timeline.hpp) instead of swapping two neighbours on one; and of the memory
+  // pass's (off by default: docs/schedgen.md measures both).
   double chain_moves = 0.05;
+  double mem_chain_moves = 0;
   // Parallel search: called every sync_every valid neighbours, and at once when this
   // search wants to stop (bound reached, budget spent). Every search of a group makes
   // the same sequence of calls (a collective), so with an iteration budget the result
@@ -113,6 +115,6 @@ std::uint64_t memory_pass_iterations(const AnnealOptions& opt, double time_limit
 // the makespan stays at most that of `start`; stops at `target` peak.
 Order lower_memory(const Problem& p, const Order& start, std::uint64_t iterations, double time_limit,
                    double target, std::uint64_t seed, std::uint64_t stream, AnnealStats* stats = nullptr,
-                   double t0_factor = 0.5, double chain_moves = 0.05);
+                   double t0_factor = 0.5, double chain_moves = 0);
 
 }  // namespace braid::sched

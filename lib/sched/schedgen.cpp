@@ -168,6 +168,7 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
                     {"tie_break", tie_break_name(opt.anneal.tie_break)},
                     {"restart_from_best", opt.anneal.restart_from_best},
                     {"chain_moves", opt.anneal.chain_moves},
+                    {"mem_chain_moves", opt.anneal.mem_chain_moves},
                     {"share_best", opt.anneal.share_best},
                     {"sync_every", opt.anneal.sync_every},
                     {"seconds_to_best", won.best.stats.seconds_to_best},

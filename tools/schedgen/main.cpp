@@ -66,8 +66,11 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-restart", opt.anneal.restart_from_best,
                "At a reheat, anneal on from where the walk stands instead of going back to the best schedule");
   app.add_option("--chain-moves", opt.anneal.chain_moves,
-                 "Share of the proposals (latency search and memory pass) that shift one micro-batch's forwards or "
-                 "backwards one place on every device at once")
+                 "Share of the latency search's proposals that shift one micro-batch's forwards or backwards one "
+                 "place on every device at once")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--mem-chain-moves", opt.anneal.mem_chain_moves, "The same share in the memory pass")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--sync-every", opt.anneal.sync_every,
