@@ -42,23 +42,24 @@ class PeakTracker {
     }
     return m;
   }
-  // Device d's level changes old → new. `at` >= 0: that change has not reached the
-  // timeline yet (position `at` of the device), so a rescan reads new_level there.
-  void apply(std::size_t d, double old_level, double new_level, int at = -1) {
-    saved_d_ = d;
-    saved_peak_ = peak_[d];
-    saved_count_ = count_[d];
-    if (old_level == peak_[d]) --count_[d];
-    if (new_level > peak_[d]) {
-      peak_[d] = new_level;
-      count_[d] = 1;
-    } else if (new_level == peak_[d]) {
-      ++count_[d];
+  // Device d's positions i and i+1 are about to swap (not timed yet): its peak
+  // follows the one level that changes, rescanning the device (with the new level
+  // at i) only when that level was its sole maximum. Returns the level before and after.
+  std::pair<double, double> apply_swap(int d, int i) {
+    const auto du = static_cast<std::size_t>(d);
+    const double old_level = tl_.device_level(d, i), new_level = tl_.level_if_swapped(d, i);
+    if (old_level == peak_[du]) --count_[du];
+    if (new_level > peak_[du]) {
+      peak_[du] = new_level;
+      count_[du] = 1;
+    } else if (new_level == peak_[du]) {
+      ++count_[du];
     }
-    if (count_[d] == 0) rescan(d, at, new_level);
+    if (count_[du] == 0) rescan(du, i, new_level);
+    return {old_level, new_level};
   }
-  // One device's peak, kept aside while several devices change at once (apply's
-  // revert keeps only the last).
+  // One device's peak, kept aside before a move changes it and restored when the
+  // move is refused.
   struct State {
     std::size_t d;
     double peak;
@@ -69,10 +70,10 @@ class PeakTracker {
     peak_[s.d] = s.peak;
     count_[s.d] = s.count;
   }
-  void revert() {
-    peak_[saved_d_] = saved_peak_;
-    count_[saved_d_] = saved_count_;
-  }
+  // Device d's levels were recomputed (a chain move undone by swapping again can
+  // differ from the saved levels in the last bit, and the peak is matched by ==):
+  // scan it again.
+  void refresh(std::size_t d) { rescan(d); }
 
  private:
   void rescan(std::size_t d, int at = -1, double level_at = 0) {
@@ -94,9 +95,6 @@ class PeakTracker {
   int per_device_;
   std::vector<double> peak_;
   std::vector<int> count_;
-  std::size_t saved_d_ = 0;
-  double saved_peak_ = 0;
-  int saved_count_ = 0;
 };
 
 }  // namespace
@@ -191,8 +189,9 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   // device); give up after this many refusals in a row.
   const std::uint64_t hopeless = std::max<std::uint64_t>(1'000'000, 20 * slots * static_cast<std::uint64_t>(p.devices));
   std::uint64_t proposals = 0, refused_in_a_row = 0;
-  const double chain_p = opt.chain_moves;
   ChainMove chain(p);
+  std::vector<std::pair<int, int>> single(1);  // a swap: device, position
+  std::vector<PeakTracker::State> saved;       // the peaks a move changes, while it is judged
   std::uint64_t next_sync = opt.sync_every > 0 ? opt.sync_every : std::numeric_limits<std::uint64_t>::max();
   bool out_of_time = false;
   for (;;) {
@@ -221,36 +220,57 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
       if (opt.time_limit > 0 && seconds_since(began) >= opt.time_limit) out_of_time = true;
       if (report) report(st.iterations, tl->makespan(), best);
     }
-    const bool chain_move = chain_p > 0 && rng.uniform() < chain_p;
-    SwapResult r = SwapResult::invalid;
-    double slack = 0, threshold = 0, old_level = 0, new_level = 0;
-    int d = 0;
+    // A neighbour: a swap of two subtasks on one device, or a chain move (one swap
+    // on each of several devices).
+    const bool chain_move = opt.chain_moves > 0 && rng.uniform() < opt.chain_moves;
+    bool planned = true;
     if (chain_move) {
       const auto t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(p.num_tasks)));
       const int dir = rng.below(2) == 0 ? 1 : -1;
-      const double u = rng.uniform();
-      slack = u > 0 ? -temperature * std::log(u) : std::numeric_limits<double>::infinity();
-      threshold = current + slack;
-      // The energy is at least the makespan, so a makespan above the threshold is refused either way.
-      if (chain.plan(*tl, t, dir)) r = chain.apply(*tl, threshold);
+      planned = chain.plan(*tl, t, dir);
     } else {
-      d = static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices)));
-      const int i = static_cast<int>(rng.below(slots));
-      // Metropolis with the random number drawn first: accept iff the new makespan
-      // is at most current - T ln u, which lets the timeline stop early otherwise.
-      const double u = rng.uniform();
-      slack = u > 0 ? -temperature * std::log(u) : std::numeric_limits<double>::infinity();
-      threshold = current + slack;
-      double makespan_threshold = threshold;
-      if (track_peaks) {
-        old_level = tl->device_level(d, i);
-        new_level = tl->level_if_swapped(d, i);
-      }
-      if (mu > 0) {
-        makespan_threshold -= mu * peaks->max_after(static_cast<std::size_t>(d), old_level, new_level);
-      }
-      r = tl->swap(d, i, makespan_threshold);
+      single[0] = {static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices))), static_cast<int>(rng.below(slots))};
     }
+    const auto& swaps = chain_move ? chain.planned() : single;
+    // Metropolis with the random number drawn first: accept iff the new makespan
+    // is at most current - T ln u, which lets the timeline stop early otherwise.
+    const double u = rng.uniform();
+    const double slack = u > 0 ? -temperature * std::log(u) : std::numeric_limits<double>::infinity();
+    const double threshold = current + slack;
+    if (!planned) {
+      ++st.invalid;
+      ++refused_in_a_row;
+      continue;
+    }
+    // The energy is at least the makespan, so a makespan above the threshold is
+    // refused either way; for a swap, the memory it would hold tightens that.
+    double makespan_threshold = threshold;
+    if (mu > 0 && !chain_move) {
+      const auto [d, i] = single[0];
+      makespan_threshold -= mu * peaks->max_after(static_cast<std::size_t>(d), tl->device_level(d, i),
+                                                  tl->level_if_swapped(d, i));
+    }
+    // The levels a move changes (one per device) are known before it is timed.
+    saved.clear();
+    if (track_peaks) {
+      for (const auto& [d, i] : swaps) {
+        saved.push_back(peaks->state(static_cast<std::size_t>(d)));
+        peaks->apply_swap(d, i);
+      }
+    }
+    // After the move is taken back (or refused while timed): a swap's undo restores
+    // its level bit for bit, a chain move's may not (ChainMove::undo).
+    auto restore_peaks = [&] {
+      for (const PeakTracker::State& s : saved) {
+        if (chain_move) {
+          peaks->refresh(s.d);
+        } else {
+          peaks->restore(s);
+        }
+      }
+    };
+    const SwapResult r = chain_move ? chain.apply(*tl, threshold) : tl->swap(single[0].first, single[0].second, makespan_threshold);
+    if (r != SwapResult::done) restore_peaks();
     if (r == SwapResult::invalid) {
       ++st.invalid;
       ++refused_in_a_row;
@@ -259,9 +279,6 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     refused_in_a_row = 0;
     ++st.iterations;
     if (r == SwapResult::done) {
-      // A chain move changes levels on many devices: their peaks are scanned again.
-      if (track_peaks && chain_move) peaks.emplace(*tl, p.devices, p.per_device);
-      if (track_peaks && !chain_move) peaks->apply(static_cast<std::size_t>(d), old_level, new_level);
       const double e = energy();
       const double mk = tl->makespan();
       bool keep = e <= threshold;
@@ -281,11 +298,10 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
       if (!keep) {
         if (chain_move) {
           chain.undo(*tl);
-          if (track_peaks) peaks.emplace(*tl, p.devices, p.per_device);
         } else {
-          if (track_peaks) peaks->revert();
           tl->undo();
         }
+        restore_peaks();
       } else {
         ++st.accepted;
         current = e;
@@ -396,7 +412,6 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   const auto slots = static_cast<std::uint64_t>(p.per_device - 1);
   const std::uint64_t hopeless = std::max<std::uint64_t>(1'000'000, 20 * slots * static_cast<std::uint64_t>(p.devices));
   std::uint64_t refused_in_a_row = 0, done_at_lowest_peak = 0;
-  const double chain_p = chain_moves;
   ChainMove chain(p);
   std::vector<std::pair<int, int>> single(1);                 // a swap: device, position
   std::vector<std::pair<PeakTracker::State, double>> saved;  // peak and excess of the devices a move changes
@@ -414,7 +429,7 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
     }
     // A neighbour: a swap of two subtasks on one device, or a chain move (one swap
     // on each of several devices).
-    const bool chain_move = chain_p > 0 && rng.uniform() < chain_p;
+    const bool chain_move = chain_moves > 0 && rng.uniform() < chain_moves;
     if (chain_move) {
       const auto t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(p.num_tasks)));
       const int dir = rng.below(2) == 0 ? 1 : -1;
@@ -430,9 +445,8 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
     saved.clear();
     for (const auto& [d, i] : swaps) {
       const auto du = static_cast<std::size_t>(d);
-      const double old_level = tl.device_level(d, i), new_level = tl.level_if_swapped(d, i);
       saved.push_back({peaks.state(du), excess[du]});
-      peaks.apply(du, old_level, new_level, i);
+      const auto [old_level, new_level] = peaks.apply_swap(d, i);
       excess[du] += std::max(0.0, new_level - target) - std::max(0.0, old_level - target);
       sum_peak += peaks.peak(du) - saved.back().first.peak;
       sum_excess += excess[du] - saved.back().second;

@@ -353,10 +353,6 @@ void Timeline::restore() {
 
 void Timeline::undo() { restore(); }
 
-}  // namespace braid::sched
-
-namespace braid::sched {
-
 bool ChainMove::plan(const Timeline& tl, std::int32_t t, int dir) {
   const auto ti = static_cast<std::size_t>(t);
   const int m = p_.model[ti], r = p_.replica[ti], j = p_.micro_batch[ti];

@@ -148,8 +148,11 @@ class ChainMove {
   // The planned swaps: device and position (it and the next one swap).
   const std::vector<std::pair<int, int>>& planned() const { return moves_; }
   // Makes the planned swaps, each held to `threshold`. `invalid` or `too_slow`:
-  // nothing changed. `done`: undo() reverts.
+  // the swaps made are undone. `done`: undo() reverts.
   SwapResult apply(Timeline& tl, double threshold = std::numeric_limits<double>::infinity());
+  // Swaps again what apply() swapped: the order and times come back exactly, but a
+  // memory level recomputed this way may differ from the one before in the last bit
+  // (Timeline::undo restores a swap's level as it was).
   void undo(Timeline& tl);
 
  private:
