@@ -451,12 +451,19 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
       sum_peak += peaks.peak(du) - saved.back().first.peak;
       sum_excess += excess[du] - saved.back().second;
     }
-    auto revert = [&] {
+    // `timed`: the move was made and taken back on the timeline; a chain move's
+    // undo may change a level's last bit (ChainMove::undo), so its peaks are scanned again.
+    auto revert = [&](bool timed) {
       for (std::size_t n = 0; n < swaps.size(); ++n) {
         const auto du = static_cast<std::size_t>(swaps[n].first);
-        sum_peak += saved[n].first.peak - peaks.peak(du);
+        const double moved_peak = peaks.peak(du);
+        if (timed && chain_move) {
+          peaks.refresh(du);
+        } else {
+          peaks.restore(saved[n].first);
+        }
+        sum_peak += peaks.peak(du) - moved_peak;
         sum_excess += saved[n].second - excess[du];
-        peaks.restore(saved[n].first);
         excess[du] = saved[n].second;
       }
     };
@@ -464,12 +471,12 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
     const double e = energy_at(pk);
     ++done;
     if (!(e <= current || rng.uniform() < std::exp((current - e) / temperature))) {
-      revert();
+      revert(false);
       continue;
     }
     const SwapResult r = chain_move ? chain.apply(tl, limit) : tl.swap(single[0].first, single[0].second, limit);
     if (r != SwapResult::done) {
-      revert();
+      revert(true);
       if (r == SwapResult::invalid) {
         --done;
         ++refused_in_a_row;
