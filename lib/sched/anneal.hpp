@@ -61,9 +61,9 @@ struct AnnealOptions {
   // Share of the latency search's proposals that shift one micro-batch's whole chain
   // of forwards (or backwards) one place on every device (ChainMove,
   // sched/timeline.hpp) instead of swapping two neighbours on one; and of the memory
-  // pass's (off by default: docs/schedgen.md measures both).
+  // pass's (docs/schedgen.md measures both).
   double chain_moves = 0.05;
-  double mem_chain_moves = 0;
+  double mem_chain_moves = 0.05;
   // Parallel search: called every sync_every valid neighbours, and at once when this
   // search wants to stop (bound reached, budget spent). Every search of a group makes
   // the same sequence of calls (a collective), so with an iteration budget the result
