@@ -194,6 +194,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   std::vector<PeakTracker::State> saved;       // the peaks a move changes, while it is judged
   std::uint64_t next_sync = opt.sync_every > 0 ? opt.sync_every : std::numeric_limits<std::uint64_t>::max();
   bool out_of_time = false;
+  bool peer_best = false;  // the best is a peer's, not yet restarted from
   for (;;) {
     const bool wants_stop = reached() || slots == 0 || refused_in_a_row >= hopeless || out_of_time ||
                             (opt.iterations > 0 && st.iterations >= opt.iterations);
@@ -201,12 +202,13 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
       next_sync = st.iterations + std::max<std::uint64_t>(opt.sync_every, 1);
       const SyncReply reply = opt.sync({best, best_tie, reached(), wants_stop}, best_order);
       if (reply.adopt != nullptr && !reached()) {
-        // A peer's better schedule: it becomes this search's best, and the walk
-        // goes on from it at the present temperature.
+        // A peer's better schedule becomes this search's best; the walk goes on where it
+        // stands and restarts from it at its next reheat (jumping at once, at the present
+        // temperature, melted the peer's colder state: docs/schedgen.md, two ranks).
         best_order = *reply.adopt;
-        jump_to(best_order);
-        best = current_makespan;
-        best_tie = current_tie;
+        best = reply.adopt_makespan;
+        best_tie = reply.adopt_tie;
+        peer_best = true;
         ++st.adopted;
       }
       if (reply.stop) {
@@ -328,10 +330,11 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
       ++st.rounds;
       const bool behind = same_time(current_makespan, best) ? current_tie > best_tie && !same_time(current_tie, best_tie)
                                                             : current_makespan > best;
-      if (opt.restart_from_best && behind) {
+      if ((opt.restart_from_best || peer_best) && behind) {
         jump_to(best_order);
         ++st.restarts;
       }
+      peer_best = false;
     }
   }
   st.seconds = seconds_since(began);

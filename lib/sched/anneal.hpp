@@ -32,7 +32,10 @@ struct SyncState {
 struct SyncReply {
   bool stop = false;            // every search stops after this sync point
   bool peer_reached_bound = false;
-  const Order* adopt = nullptr; // a better schedule (of another search) to restart from; else null
+  // A better schedule (of another search), its makespan and tie-break: it becomes this
+  // search's best, which the walk restarts from at its next reheat; else null.
+  const Order* adopt = nullptr;
+  double adopt_makespan = 0, adopt_tie = 0;
 };
 
 struct AnnealOptions {

@@ -60,7 +60,11 @@ SearchResult parallel_search(comm::Communicator& world, const Problem& p, const 
       if (!anyone_behind) return reply;
       if (rank == leader) std::copy(best.begin(), best.end(), adopt_buffer->begin());
       world.broadcast(std::span<std::int32_t>(*adopt_buffer), leader);
-      if (rank != leader && better_than(l[0], l[1], mine[0], mine[1])) reply.adopt = adopt_buffer;
+      if (rank != leader && better_than(l[0], l[1], mine[0], mine[1])) {
+        reply.adopt = adopt_buffer;
+        reply.adopt_makespan = l[0];
+        reply.adopt_tie = l[1];
+      }
       return reply;
     };
   }

@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_flag("!--no-share", opt.anneal.share_best,
-               "MPI: ranks do not restart from a better rank's schedule (they still stop together)");
+               "MPI: ranks do not take a better rank's schedule as the best to restart from at their next reheat "
+               "(they still stop together)");
   app.add_option("--mem-t0-factor", opt.anneal.mem_t0_factor,
                  "The memory pass's initial temperature, in mean activation memories of a subtask")
       ->capture_default_str()
