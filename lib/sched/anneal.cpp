@@ -97,6 +97,49 @@ class PeakTracker {
   std::vector<int> count_;
 };
 
+// The neighbours both walks propose: a swap of two adjacent subtasks on one device or,
+// with probability `chain_share`, a chain move (ChainMove: one swap on each of several
+// devices). The swaps a neighbour makes are known when it is drawn, before it is timed.
+class Neighbours {
+ public:
+  Neighbours(const Problem& p, double chain_share)
+      : p_(p), chain_(p), share_(chain_share), slots_(static_cast<std::uint64_t>(std::max(0, p.per_device - 1))) {}
+  // Draws the next neighbour; false when it is a chain with fewer than two members to move.
+  bool draw(const Timeline& tl, Rng& rng) {
+    chain_move_ = share_ > 0 && rng.uniform() < share_;
+    if (chain_move_) {
+      const auto t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(p_.num_tasks)));
+      const int dir = rng.below(2) == 0 ? 1 : -1;
+      return chain_.plan(tl, t, dir);
+    }
+    single_[0] = {static_cast<int>(rng.below(static_cast<std::uint64_t>(p_.devices))), static_cast<int>(rng.below(slots_))};
+    return true;
+  }
+  bool chain_move() const { return chain_move_; }
+  // Device and position of each swap (it and the next one swap).
+  const std::vector<std::pair<int, int>>& swaps() const { return chain_move_ ? chain_.planned() : single_; }
+  SwapResult apply(Timeline& tl, double threshold) {
+    return chain_move_ ? chain_.apply(tl, threshold) : tl.swap(single_[0].first, single_[0].second, threshold);
+  }
+  // Takes a neighbour that was made back: a swap's memory level comes back bit for bit,
+  // a chain move's may differ in the last bit (ChainMove::undo).
+  void undo(Timeline& tl) {
+    if (chain_move_) {
+      chain_.undo(tl);
+    } else {
+      tl.undo();
+    }
+  }
+
+ private:
+  const Problem& p_;
+  ChainMove chain_;
+  double share_;
+  std::uint64_t slots_;
+  bool chain_move_ = false;
+  std::vector<std::pair<int, int>> single_ = std::vector<std::pair<int, int>>(1);
+};
+
 }  // namespace
 
 TieBreak parse_tie_break(const std::string& name) {
@@ -189,9 +232,8 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   // device); give up after this many refusals in a row.
   const std::uint64_t hopeless = std::max<std::uint64_t>(1'000'000, 20 * slots * static_cast<std::uint64_t>(p.devices));
   std::uint64_t proposals = 0, refused_in_a_row = 0;
-  ChainMove chain(p);
-  std::vector<std::pair<int, int>> single(1);  // a swap: device, position
-  std::vector<PeakTracker::State> saved;       // the peaks a move changes, while it is judged
+  Neighbours next(p, opt.chain_moves);
+  std::vector<PeakTracker::State> saved;  // the peaks a move changes, while it is judged
   std::uint64_t next_sync = opt.sync_every > 0 ? opt.sync_every : std::numeric_limits<std::uint64_t>::max();
   bool out_of_time = false;
   bool peer_best = false;  // the best is a peer's, not yet restarted from
@@ -222,18 +264,8 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
       if (opt.time_limit > 0 && seconds_since(began) >= opt.time_limit) out_of_time = true;
       if (report) report(st.iterations, tl->makespan(), best);
     }
-    // A neighbour: a swap of two subtasks on one device, or a chain move (one swap
-    // on each of several devices).
-    const bool chain_move = opt.chain_moves > 0 && rng.uniform() < opt.chain_moves;
-    bool planned = true;
-    if (chain_move) {
-      const auto t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(p.num_tasks)));
-      const int dir = rng.below(2) == 0 ? 1 : -1;
-      planned = chain.plan(*tl, t, dir);
-    } else {
-      single[0] = {static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices))), static_cast<int>(rng.below(slots))};
-    }
-    const auto& swaps = chain_move ? chain.planned() : single;
+    const bool planned = next.draw(*tl, rng);
+    const bool chain_move = next.chain_move();
     // Metropolis with the random number drawn first: accept iff the new makespan
     // is at most current - T ln u, which lets the timeline stop early otherwise.
     const double u = rng.uniform();
@@ -248,14 +280,14 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     // refused either way; for a swap, the memory it would hold tightens that.
     double makespan_threshold = threshold;
     if (mu > 0 && !chain_move) {
-      const auto [d, i] = single[0];
+      const auto [d, i] = next.swaps()[0];
       makespan_threshold -= mu * peaks->max_after(static_cast<std::size_t>(d), tl->device_level(d, i),
                                                   tl->level_if_swapped(d, i));
     }
     // The levels a move changes (one per device) are known before it is timed.
     saved.clear();
     if (track_peaks) {
-      for (const auto& [d, i] : swaps) {
+      for (const auto& [d, i] : next.swaps()) {
         saved.push_back(peaks->state(static_cast<std::size_t>(d)));
         peaks->apply_swap(d, i);
       }
@@ -271,7 +303,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
         }
       }
     };
-    const SwapResult r = chain_move ? chain.apply(*tl, threshold) : tl->swap(single[0].first, single[0].second, makespan_threshold);
+    const SwapResult r = next.apply(*tl, makespan_threshold);  // = threshold for a chain move
     if (r != SwapResult::done) restore_peaks();
     if (r == SwapResult::invalid) {
       ++st.invalid;
@@ -298,11 +330,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
         tv = tie();
       }
       if (!keep) {
-        if (chain_move) {
-          chain.undo(*tl);
-        } else {
-          tl->undo();
-        }
+        next.undo(*tl);
         restore_peaks();
       } else {
         ++st.accepted;
@@ -415,8 +443,7 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   const auto slots = static_cast<std::uint64_t>(p.per_device - 1);
   const std::uint64_t hopeless = std::max<std::uint64_t>(1'000'000, 20 * slots * static_cast<std::uint64_t>(p.devices));
   std::uint64_t refused_in_a_row = 0, done_at_lowest_peak = 0;
-  ChainMove chain(p);
-  std::vector<std::pair<int, int>> single(1);                 // a swap: device, position
+  Neighbours next(p, chain_moves);
   std::vector<std::pair<PeakTracker::State, double>> saved;  // peak and excess of the devices a move changes
   // A pass whose highest peak has not fallen for 20M neighbours and for as long again as
   // it took to reach it is over (stats->mem_stalled): small problems end in seconds, and
@@ -430,17 +457,9 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
       }
       cool();
     }
-    // A neighbour: a swap of two subtasks on one device, or a chain move (one swap
-    // on each of several devices).
-    const bool chain_move = chain_moves > 0 && rng.uniform() < chain_moves;
-    if (chain_move) {
-      const auto t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(p.num_tasks)));
-      const int dir = rng.below(2) == 0 ? 1 : -1;
-      if (!chain.plan(tl, t, dir)) continue;
-    } else {
-      single[0] = {static_cast<int>(rng.below(static_cast<std::uint64_t>(p.devices))), static_cast<int>(rng.below(slots))};
-    }
-    const auto& swaps = chain_move ? chain.planned() : single;
+    if (!next.draw(tl, rng)) continue;
+    const bool chain_move = next.chain_move();
+    const auto& swaps = next.swaps();
     // The energy first: a swap changes one level of one device, known before the
     // swap is timed, so a move the Metropolis test refuses costs O(1) per device
     // and only the moves it would keep pay for the retiming (which may still refuse
@@ -477,7 +496,7 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
       revert(false);
       continue;
     }
-    const SwapResult r = chain_move ? chain.apply(tl, limit) : tl.swap(single[0].first, single[0].second, limit);
+    const SwapResult r = next.apply(tl, limit);
     if (r != SwapResult::done) {
       revert(true);
       if (r == SwapResult::invalid) {
