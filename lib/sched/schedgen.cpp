@@ -38,6 +38,12 @@ int verify_schedule_file(const SchedgenOptions& opt, int rank) {
   return 0;
 }
 
+namespace {
+// --start both searches from 1F1B too only when the search from greedy fusion
+// took at most this share of the latency budget (time or iterations) to the bound.
+constexpr double kBothFirstShare = 0.10;
+}  // namespace
+
 int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
   const int rank = world.rank();
   const Problem p = build_problem(load_schedspec(opt.spec));
@@ -105,21 +111,23 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
   double latency_seconds = found.seconds;
   searches.push_back(std::move(found));
   starts.emplace_back(from_greedy ? "greedy" : "1f1b");
-  // "both": once the search from greedy fusion is at the bound, the budget left goes
-  // to a search from 1F1B, which tends to reach the bound holding fewer activations;
-  // both schedules go to the memory phase (docs/schedgen.md, Table 3).
+  // "both": when the search from greedy fusion reached the bound quickly (within
+  // kBothFirstShare of the latency budget), the budget left goes to a search from
+  // 1F1B, which tends to reach the bound holding fewer activations, and both
+  // schedules go to the memory phase. When the first search was slow, the second
+  // would eat the memory pass's time on the settings that need it most: greedy
+  // alone then (docs/schedgen.md, "The second search only after a quick first").
   if (opt.start == "both" && from_greedy && searches.front().any_reached_bound) {
     AnnealOptions second = latency;
     bool run_second = true;
     if (second.time_limit > 0) {
-      const double left = second.time_limit - latency_seconds;
-      second.time_limit = left;
-      run_second = left > 0.05 * opt.anneal.time_limit;
+      second.time_limit -= latency_seconds;
+      run_second = latency_seconds <= kBothFirstShare * opt.anneal.time_limit;
     }
     if (second.iterations > 0) {  // per rank, like the time
       const std::uint64_t used = iterations_to_bound / static_cast<std::uint64_t>(world.size());
       second.iterations = second.iterations > used ? second.iterations - used : 0;
-      run_second = run_second && second.iterations > opt.anneal.iterations / 20;
+      run_second = run_second && static_cast<double>(used) <= kBothFirstShare * static_cast<double>(opt.anneal.iterations);
     }
     if (run_second) {
       searches.push_back(parallel_search(world, p, one_f_one_b(p), lb.value, second, report));

@@ -15,7 +15,7 @@ struct SchedgenOptions {
   std::string output = "-";   // braid.schedule path ("-": stdout)
   std::string svg;            // also draw the timeline here, when set
   std::string verify;         // the schedule file verify_schedule_file() checks
-  std::string start = "both";  // "greedy", "1f1b", or "both" (greedy, then 1F1B with what is left once at the bound)
+  std::string start = "both";  // "greedy", "1f1b", or "both" (greedy, then 1F1B with what is left if at the bound within a tenth of the budget)
   AnnealOptions anneal;
 };
 

@@ -25,8 +25,8 @@ int main(int argc, char** argv) {
                  "Instead: dry-run the instruction streams of this braid.schedule file and check its makespan");
   app.add_option("--start", opt.start,
                  "Anneal from the greedy fusion (the paper's choice), from 1F1B model after model (lower memory, "
-                 "slower to the bound), or both: greedy, then 1F1B with the budget left once at the bound, the lower "
-                 "peak winning (docs/schedgen.md)")
+                 "slower to the bound), or both: greedy, then, if that reached the bound within a tenth of the budget, "
+                 "1F1B with the budget left, the lower peak winning (docs/schedgen.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"both", "greedy", "1f1b"}));
   app.add_option("--seed", opt.anneal.seed, "Random seed (rank r uses stream r)")->capture_default_str();
