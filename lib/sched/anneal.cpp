@@ -235,14 +235,21 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   Neighbours next(p, opt.chain_moves);
   std::vector<PeakTracker::State> saved;  // the peaks a move changes, while it is judged
   std::uint64_t next_sync = opt.sync_every > 0 ? opt.sync_every : std::numeric_limits<std::uint64_t>::max();
+  // Under a time limit alone the result depends on timing anyway: ranks then meet by
+  // the clock, so that none waits at a meeting for a peer whose neighbours cost more.
+  const bool sync_by_clock = opt.sync_seconds > 0 && opt.time_limit > 0 && opt.iterations == 0;
+  double next_sync_time = opt.sync_seconds;
+  bool sync_due = false;
   bool out_of_time = false;
   bool peer_best = false;  // the best is a peer's, not yet restarted from
   for (;;) {
     const bool wants_stop = reached() || slots == 0 || refused_in_a_row >= hopeless || out_of_time ||
                             (opt.iterations > 0 && st.iterations >= opt.iterations);
-    if (opt.sync && (wants_stop || st.iterations >= next_sync)) {
+    if (opt.sync && (wants_stop || (sync_by_clock ? sync_due : st.iterations >= next_sync))) {
       next_sync = st.iterations + std::max<std::uint64_t>(opt.sync_every, 1);
       const SyncReply reply = opt.sync({best, best_tie, reached(), wants_stop}, best_order);
+      next_sync_time = seconds_since(began) + opt.sync_seconds;  // the ranks leave a meeting together
+      sync_due = false;
       if (reply.adopt != nullptr && !reached()) {
         // A peer's better schedule becomes this search's best; the walk goes on where it
         // stands and restarts from it at its next reheat (jumping at once, at the present
@@ -261,7 +268,9 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
       break;
     }
     if (++proposals % kCheckEvery == 0) {
-      if (opt.time_limit > 0 && seconds_since(began) >= opt.time_limit) out_of_time = true;
+      const double now = seconds_since(began);
+      if (opt.time_limit > 0 && now >= opt.time_limit) out_of_time = true;
+      if (sync_by_clock && now >= next_sync_time) sync_due = true;
       if (report) report(st.iterations, tl->makespan(), best);
     }
     const bool planned = next.draw(*tl, rng);

@@ -74,6 +74,9 @@ struct AnnealOptions {
   // memory pass (its schedule cannot win).
   std::function<SyncReply(const SyncState&, const Order& best)> sync;
   std::uint64_t sync_every = 1 << 17;
+  // With a time limit and no iteration budget, meet every sync_seconds of wall time
+  // instead (0: by neighbours always).
+  double sync_seconds = 0.2;
   bool share_best = true;  // parallel_search: ranks behind the best schedule of all restart from it
 };
 

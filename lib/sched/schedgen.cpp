@@ -179,6 +179,7 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
                     {"mem_chain_moves", opt.anneal.mem_chain_moves},
                     {"share_best", opt.anneal.share_best},
                     {"sync_every", opt.anneal.sync_every},
+                    {"sync_seconds", opt.anneal.sync_seconds},
                     {"seconds_to_best", won.best.stats.seconds_to_best},
                     {"rounds", won.best.stats.rounds},
                     {"plateau_moves", won.best.stats.plateau},

@@ -77,6 +77,11 @@ int main(int argc, char** argv) {
                  "MPI: ranks meet every N valid neighbours to stop together and share the best schedule")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--sync-seconds", opt.anneal.sync_seconds,
+                 "MPI, under --time-limit without --iterations: ranks meet every S seconds instead, so that none "
+                 "waits for a slower one (0: every --sync-every neighbours)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("!--no-share", opt.anneal.share_best,
                "MPI: ranks do not take a better rank's schedule as the best to restart from at their next reheat "
                "(they still stop together)");
