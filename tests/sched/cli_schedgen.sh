@@ -67,6 +67,20 @@ cmp <(no_clock "$S/r1.json") <(no_clock "$S/r2.json") > /dev/null || fail "two r
 "$GEN" "$INT" -o "$S/r3.json" "${repro[@]}" --seed 4
 cmp <(no_clock "$S/r1.json") <(no_clock "$S/r3.json") > /dev/null && fail "seeds 3 and 4 gave the same file"
 
+# 6b. --start both: the second search (from 1F1B) runs only when the first reached the
+# bound within a tenth of the budget. int 8/4 GBS 16 is at the bound in greedy itself;
+# int 16/8 GBS 16 with seed 1 needs 353,088 neighbours, more than a tenth of 2M.
+"$GEN" "$BRAID_SOURCE/examples/schedgen/table3int_33B_13B_pp8_4_gbs16.json" -o "$S/quick.json" \
+  --iterations 200000 --mem-iterations 20000 --seed 1 -q
+"$GEN" "$INT" -o "$S/slow.json" --iterations 2000000 --mem-iterations 20000 --seed 1 -q
+for f in quick slow; do
+  jq -e '.lower_bound_reached and .search.iterations_to_bound != null and
+         (.search.mem_candidates == (if .search.iterations_to_bound <= .search.iterations_limit / 10 then 2 else 1 end))' \
+    "$S/$f.json" > /dev/null || fail "--start both, $f first search: $(jq -c .search "$S/$f.json")"
+done
+[[ $(jq .search.mem_candidates "$S/quick.json") == 2 && $(jq .search.mem_candidates "$S/slow.json") == 1 ]] \
+  || fail "--start both: the second search ran or was skipped where it should not"
+
 # 7. MPI: rank 0 of two ranks does exactly what one rank does; the best of two is never worse.
 if command -v mpirun > /dev/null; then
   # Two ranks that share schedules: still a function of spec, seed and rank count.
