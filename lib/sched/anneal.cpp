@@ -66,14 +66,17 @@ class PeakTracker {
     int count;
   };
   State state(std::size_t d) const { return {d, peak_[d], count_[d]}; }
-  void restore(const State& s) {
+  // Device s.d as it was before a move: the saved state, or, when the move was undone
+  // on the timeline in a way that may change a level's last bit (Neighbours::undo_exact;
+  // the peak is matched by ==), a scan of its levels.
+  void take_back(const State& s, bool rescan_levels) {
+    if (rescan_levels) {
+      rescan(s.d);
+      return;
+    }
     peak_[s.d] = s.peak;
     count_[s.d] = s.count;
   }
-  // Device d's levels were recomputed (a chain move undone by swapping again can
-  // differ from the saved levels in the last bit, and the peak is matched by ==):
-  // scan it again.
-  void refresh(std::size_t d) { rescan(d); }
 
  private:
   void rescan(std::size_t d, int at = -1, double level_at = 0) {
@@ -121,8 +124,10 @@ class Neighbours {
   SwapResult apply(Timeline& tl, double threshold) {
     return chain_move_ ? chain_.apply(tl, threshold) : tl.swap(single_[0].first, single_[0].second, threshold);
   }
-  // Takes a neighbour that was made back: a swap's memory level comes back bit for bit,
-  // a chain move's may differ in the last bit (ChainMove::undo).
+  // Whether undo() (or a refused apply()) gives the memory levels back bit for bit: a
+  // swap's do, a chain move's may differ in the last bit (ChainMove::undo).
+  bool undo_exact() const { return !chain_move_; }
+  // Takes a neighbour that was made back.
   void undo(Timeline& tl) {
     if (chain_move_) {
       chain_.undo(tl);
@@ -248,8 +253,10 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     if (opt.sync && (wants_stop || (sync_by_clock ? sync_due : st.iterations >= next_sync))) {
       next_sync = st.iterations + std::max<std::uint64_t>(opt.sync_every, 1);
       const SyncReply reply = opt.sync({best, best_tie, reached(), wants_stop}, best_order);
-      next_sync_time = seconds_since(began) + opt.sync_seconds;  // the ranks leave a meeting together
-      sync_due = false;
+      if (sync_by_clock) {
+        next_sync_time = seconds_since(began) + opt.sync_seconds;  // the ranks leave a meeting together
+        sync_due = false;
+      }
       if (reply.adopt != nullptr && !reached()) {
         // A peer's better schedule becomes this search's best; the walk goes on where it
         // stands and restarts from it at its next reheat (jumping at once, at the present
@@ -301,16 +308,9 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
         peaks->apply_swap(d, i);
       }
     }
-    // After the move is taken back (or refused while timed): a swap's undo restores
-    // its level bit for bit, a chain move's may not (ChainMove::undo).
+    // After the move is taken back on the timeline (or refused while timed).
     auto restore_peaks = [&] {
-      for (const PeakTracker::State& s : saved) {
-        if (chain_move) {
-          peaks->refresh(s.d);
-        } else {
-          peaks->restore(s);
-        }
-      }
+      for (const PeakTracker::State& s : saved) peaks->take_back(s, !next.undo_exact());
     };
     const SwapResult r = next.apply(*tl, makespan_threshold);  // = threshold for a chain move
     if (r != SwapResult::done) restore_peaks();
@@ -467,7 +467,6 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
       cool();
     }
     if (!next.draw(tl, rng)) continue;
-    const bool chain_move = next.chain_move();
     const auto& swaps = next.swaps();
     // The energy first: a swap changes one level of one device, known before the
     // swap is timed, so a move the Metropolis test refuses costs O(1) per device
@@ -482,17 +481,12 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
       sum_peak += peaks.peak(du) - saved.back().first.peak;
       sum_excess += excess[du] - saved.back().second;
     }
-    // `timed`: the move was made and taken back on the timeline; a chain move's
-    // undo may change a level's last bit (ChainMove::undo), so its peaks are scanned again.
+    // `timed`: the move was made and taken back on the timeline, not only judged.
     auto revert = [&](bool timed) {
       for (std::size_t n = 0; n < swaps.size(); ++n) {
         const auto du = static_cast<std::size_t>(swaps[n].first);
         const double moved_peak = peaks.peak(du);
-        if (timed && chain_move) {
-          peaks.refresh(du);
-        } else {
-          peaks.restore(saved[n].first);
-        }
+        peaks.take_back(saved[n].first, timed && !next.undo_exact());
         sum_peak += peaks.peak(du) - moved_peak;
         sum_excess += saved[n].second - excess[du];
         excess[du] = saved[n].second;
