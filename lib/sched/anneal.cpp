@@ -251,6 +251,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     const bool wants_stop = reached() || slots == 0 || refused_in_a_row >= hopeless || out_of_time ||
                             (opt.iterations > 0 && st.iterations >= opt.iterations);
     if (opt.sync && (wants_stop || (sync_by_clock ? sync_due : st.iterations >= next_sync))) {
+      if (wants_stop && sync_by_clock && opt.call_meeting) opt.call_meeting();
       next_sync = st.iterations + std::max<std::uint64_t>(opt.sync_every, 1);
       const SyncReply reply = opt.sync({best, best_tie, reached(), wants_stop}, best_order);
       if (sync_by_clock) {
@@ -277,7 +278,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     if (++proposals % kCheckEvery == 0) {
       const double now = seconds_since(began);
       if (opt.time_limit > 0 && now >= opt.time_limit) out_of_time = true;
-      if (sync_by_clock && now >= next_sync_time) sync_due = true;
+      if (sync_by_clock && (now >= next_sync_time || (opt.meeting_called && opt.meeting_called()))) sync_due = true;
       if (report) report(st.iterations, tl->makespan(), best);
     }
     const bool planned = next.draw(*tl, rng);

@@ -78,6 +78,13 @@ struct AnnealOptions {
   // instead (0: by neighbours always).
   double sync_seconds = 0.2;
   bool share_best = true;  // parallel_search: ranks behind the best schedule of all restart from it
+  // Meetings by the clock only. `call_meeting` is called once, when this search wants
+  // to stop (bound reached, time spent), before it waits at the meeting, and
+  // `meeting_called` at every clock check: true once a peer has called, and this search
+  // then joins the meeting at once instead of at its next sync_seconds. Without them a
+  // search at the bound waits up to sync_seconds for its peers (parallel_search).
+  std::function<void()> call_meeting;
+  std::function<bool()> meeting_called;
 };
 
 struct AnnealStats {

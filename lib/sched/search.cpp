@@ -11,6 +11,10 @@ namespace braid::sched {
 
 namespace {
 
+// The tag of a rank's call to a meeting (parallel_search); the search's other traffic is
+// collectives.
+constexpr int kMeetingCallTag = 7331;
+
 // (makespan, tie-break, rank): the order in which ranks' schedules compare.
 bool better_than(double mk_a, double tie_a, double mk_b, double tie_b) {
   if (!same_time(mk_a, mk_b)) return mk_a < mk_b;
@@ -68,7 +72,42 @@ SearchResult parallel_search(comm::Communicator& world, const Problem& p, const 
       return reply;
     };
   }
+  // Meeting by the clock, a rank that wants to stop (at the bound, out of time) calls
+  // the others to the meeting at once, one byte to each, so that none waits up to
+  // sync_seconds for a peer's next meeting; the ranks check for a call with the clock
+  // (every few thousand neighbours). Every rank calls exactly once: at the meeting that
+  // stops, or after it, so every receive is matched before the search returns.
+  const bool by_clock = size > 1 && opt.sync_seconds > 0 && opt.time_limit > 0 && opt.iterations == 0;
+  std::vector<std::uint8_t> calls_heard(static_cast<std::size_t>(size), 0);
+  const std::uint8_t call = 1;
+  std::vector<comm::Request> hearing, calling;
+  bool called = false;
+  auto call_meeting = [&] {
+    if (called) return;
+    called = true;
+    for (int r = 0; r < size; ++r) {
+      if (r != rank) calling.push_back(world.isend(std::span<const std::uint8_t>(&call, 1), r, kMeetingCallTag));
+    }
+  };
+  if (by_clock) {
+    for (int r = 0; r < size; ++r) {
+      if (r != rank) {
+        hearing.push_back(world.irecv(std::span<std::uint8_t>(&calls_heard[static_cast<std::size_t>(r)], 1), r, kMeetingCallTag));
+      }
+    }
+    opt.call_meeting = call_meeting;
+    opt.meeting_called = [&] {
+      bool heard = false;
+      for (comm::Request& h : hearing) heard = (h.active() && h.test()) || heard;
+      return heard;
+    };
+  }
   AnnealResult mine = anneal(p, start, bound, opt, rank == 0 ? report : AnnealReport{});
+  if (by_clock) {
+    call_meeting();
+    comm::wait_all(hearing);
+    comm::wait_all(calling);
+  }
 
   // Everyone learns everyone's (makespan, peak) and picks the same winner.
   const double key[3] = {mine.makespan, mine.peak_memory, mine.stats.seconds};

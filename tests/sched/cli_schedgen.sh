@@ -101,6 +101,13 @@ if command -v mpirun > /dev/null; then
     -o "$S/np3.json" --time-limit 300 --mem-iterations 100000 --start greedy -q
   jq -e '.search | .ranks_at_bound >= 1 and .ranks_at_bound + .ranks_stopped_by_peer == 3' "$S/np3.json" > /dev/null \
     || fail "ranks did not stop at the bound: $(jq -c .search "$S/np3.json")"
+  # Meeting by the clock, the rank at the bound calls the other at once, not at its next
+  # meeting: rank 1 walks at 1e300 x t0 (it never cools to the bound in 20 s) and meets
+  # every 1000 s, so a rank 0 that waited for it would stop only at the time limit.
+  mpirun -np 2 --oversubscribe "$GEN" "$BRAID_SOURCE/examples/schedgen/table3_33B_13B_pp8_4_gbs8.json" \
+    -o "$S/call.json" --time-limit 20 --sync-seconds 1000 --t0-cycle 1,1e300 --mem-iterations 100000 --start greedy -q
+  jq -e '.search | .ranks_at_bound == 1 and .ranks_stopped_by_peer == 1 and .seconds_to_bound < 10' "$S/call.json" \
+    > /dev/null || fail "the rank at the bound did not call its peer at once: $(jq -c .search "$S/call.json")"
 else
   echo "SKIP: no mpirun, MPI part not run"
 fi
