@@ -38,6 +38,10 @@ struct SyncReply {
   double adopt_makespan = 0, adopt_tie = 0;
 };
 
+// The share of chain moves among the memory pass's proposals, by default
+// (docs/schedgen.md, "All 24 settings ... with and without chain moves").
+inline constexpr double kMemChainMoves = 0.05;
+
 struct AnnealOptions {
   std::uint64_t seed = 1;
   std::uint64_t stream = 0;        // one per MPI rank
@@ -66,7 +70,7 @@ struct AnnealOptions {
   // sched/timeline.hpp) instead of swapping two neighbours on one; and of the memory
   // pass's (docs/schedgen.md measures both).
   double chain_moves = 0.05;
-  double mem_chain_moves = 0.05;
+  double mem_chain_moves = kMemChainMoves;
   // Parallel search: called every sync_every valid neighbours, and at once when this
   // search wants to stop (bound reached, budget spent). Every search of a group makes
   // the same sequence of calls (a collective), so with an iteration budget the result
@@ -128,6 +132,6 @@ std::uint64_t memory_pass_iterations(const AnnealOptions& opt, double time_limit
 // the makespan stays at most that of `start`; stops at `target` peak.
 Order lower_memory(const Problem& p, const Order& start, std::uint64_t iterations, double time_limit,
                    double target, std::uint64_t seed, std::uint64_t stream, AnnealStats* stats = nullptr,
-                   double t0_factor = 0.5, double chain_moves = 0);
+                   double t0_factor = 0.5, double chain_moves = kMemChainMoves);
 
 }  // namespace braid::sched
