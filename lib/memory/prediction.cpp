@@ -3,6 +3,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/units.hpp"
 #include "io/weight_shard.hpp"
 #include "rl/chunked_lm_head.hpp"
 
@@ -53,11 +54,6 @@ std::uint64_t Prediction::total() const {
   std::uint64_t t = 0;
   for (const Part& p : parts) t += p.bytes;
   return t;
-}
-
-std::string gib(std::uint64_t bytes) {
-  const double g = double(bytes) / double(1ull << 30);
-  return g >= 0.01 || bytes == 0 ? fmt::format("{:.2f} GiB", g) : fmt::format("{:.2f} MiB", double(bytes) / double(1 << 20));
 }
 
 std::string Prediction::describe() const {

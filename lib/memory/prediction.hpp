@@ -120,6 +120,5 @@ std::optional<std::uint64_t> device_peak(backend::Backend& be);
 // peak X GiB, predicted Y GiB").
 void log_peak(backend::Backend& be, const Prediction& p);
 
-std::string gib(std::uint64_t bytes);   // "2.05 GiB"
 
 }  // namespace braid::memory

@@ -5,6 +5,7 @@
 #include "checkpoint/optimizer_state.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
+#include "core/units.hpp"
 #include "train/objectives.hpp"
 #include "train/optimizer_state.hpp"
 #include "train/train_outputs.hpp"
@@ -211,7 +212,7 @@ std::optional<memory::Prediction> require_device_memory(const backend::Backend& 
                                           {.max_tokens = 1, .max_sequences = 1, .training = true});
   }
   std::string advice = fmt::format("Lower --micro-tokens (now {}; the activations take about {} a token)",
-                                   c.micro_tokens, memory::gib(per_token));
+                                   c.micro_tokens, gib(per_token));
   if (c.dtype != backend::DType::bf16) advice += ", or store the weights in bf16 (--dtype bf16)";
   memory::require_fits(p, be, c.device, advice);
   return p;

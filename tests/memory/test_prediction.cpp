@@ -9,6 +9,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
+#include "core/units.hpp"
 #include "io/sample_shard.hpp"
 #include "memory/prediction.hpp"
 #include "model/model.hpp"
@@ -265,13 +266,13 @@ BOOST_AUTO_TEST_CASE(memory_that_will_not_suffice_is_refused_naming_each_part) {
     BOOST_TEST(e.file() == "--device cuda:0");
     BOOST_TEST(e.field() == "device memory");
     for (const auto& part : p.parts) {
-      BOOST_TEST(contains(what, part.name + " " + mem::gib(part.bytes)), part.name);
+      BOOST_TEST(contains(what, part.name + " " + braid::gib(part.bytes)), part.name);
     }
     BOOST_TEST(contains(what, "actor weights (bf16)"));
     BOOST_TEST(contains(what, "actor AdamW state (f32 moments and master)"));
     BOOST_TEST(contains(what, "actor activations (4096 tokens"));
-    BOOST_TEST(contains(what, "needs " + mem::gib(need)));
-    BOOST_TEST(contains(what, mem::gib(need - 1) + " of the device's " + mem::gib(2 * need) + " are free"));
+    BOOST_TEST(contains(what, "needs " + braid::gib(need)));
+    BOOST_TEST(contains(what, braid::gib(need - 1) + " of the device's " + braid::gib(2 * need) + " are free"));
     BOOST_TEST(contains(what, "Lower --micro-tokens (now 4096)"));
   }
   // The CPU reports no device memory: nothing to check, whatever the prediction.
@@ -279,7 +280,9 @@ BOOST_AUTO_TEST_CASE(memory_that_will_not_suffice_is_refused_naming_each_part) {
   mem::Prediction huge;
   huge.add("everything", std::uint64_t(1) << 62);
   mem::require_fits(huge, *cpu, "cpu", "");
-  BOOST_TEST(mem::gib(std::uint64_t(3) << 29) == "1.50 GiB");
+  BOOST_TEST(braid::gib(std::uint64_t(3) << 29) == "1.50 GiB");
+  BOOST_TEST(braid::gib(std::uint64_t(5) << 20) == "5.00 MiB");  // not "0.00 GiB"
+  BOOST_TEST(braid::gib(0) == "0.00 GiB");
 }
 
 BOOST_AUTO_TEST_CASE(the_tools_check_sites_refuse_before_loading) {

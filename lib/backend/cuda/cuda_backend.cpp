@@ -29,6 +29,7 @@
 #include "backend/cuda/softmax_stats.cuh"
 #include "backend/cuda/swiglu.cuh"
 #include "core/error.hpp"
+#include "core/units.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -80,8 +81,6 @@ cuda::AttentionShape shape_of(const AttentionDims& d) {
 cuda::AdamWParams params_of(const AdamWStep& s) {
   return {s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.grad_scale, s.step};
 }
-
-std::string gib(std::size_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / double(1ull << 30)); }
 
 class CudaBackend;
 
