@@ -412,7 +412,7 @@ std::uint64_t memory_pass_iterations(const AnnealOptions& opt, double time_limit
 
 Order lower_memory(const Problem& p, const Order& start, std::uint64_t iterations, double time_limit,
                    double target, std::uint64_t seed, std::uint64_t stream, AnnealStats* stats,
-                   double t0_factor, double chain_moves) {
+                   double t0_factor, double chain_moves, const std::function<bool()>& stop) {
   const auto began = Clock::now();
   Timeline tl(p, start);
   Rng rng(seed, stream);
@@ -461,6 +461,7 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   while (done < iterations && refused_in_a_row < hopeless && !(best_peak <= target || same_time(best_peak, target))) {
     if (++proposals % kCheckEvery == 0) {
       if (time_limit > 0 && seconds_since(began) >= time_limit) break;
+      if (stop && stop()) break;
       if (done - done_at_lowest_peak > std::max<std::uint64_t>(20'000'000, done_at_lowest_peak)) {
         if (stats != nullptr) stats->mem_stalled = true;
         break;

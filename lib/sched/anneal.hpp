@@ -129,9 +129,11 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
 std::uint64_t memory_pass_iterations(const AnnealOptions& opt, double time_limit);
 
 // The memory pass alone: from `start`, lower the peak activation memory while
-// the makespan stays at most that of `start`; stops at `target` peak.
+// the makespan stays at most that of `start`; stops at `target` peak, or when `stop`
+// (asked with the clock, every few thousand neighbours) says so.
 Order lower_memory(const Problem& p, const Order& start, std::uint64_t iterations, double time_limit,
                    double target, std::uint64_t seed, std::uint64_t stream, AnnealStats* stats = nullptr,
-                   double t0_factor = 0.5, double chain_moves = kMemChainMoves);
+                   double t0_factor = 0.5, double chain_moves = kMemChainMoves,
+                   const std::function<bool()>& stop = {});
 
 }  // namespace braid::sched

@@ -144,7 +144,7 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
                            0.05 * mem_extra);
   }
   progress.set_status("memory pass");
-  const MemoryPhaseResult memory = parallel_lower_memory(world, p, candidates, opt.anneal, mem_seconds);
+  const MemoryPhaseResult memory = parallel_lower_memory(world, p, candidates, lb.value, opt.anneal, mem_seconds);
   const SearchResult& won = searches[static_cast<std::size_t>(memory.candidate)];
   const std::string start_used = starts[static_cast<std::size_t>(memory.candidate)];
   progress.finish();

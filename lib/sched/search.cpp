@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -11,9 +12,51 @@ namespace braid::sched {
 
 namespace {
 
-// The tag of a rank's call to a meeting (parallel_search); the search's other traffic is
-// collectives.
-constexpr int kMeetingCallTag = 7331;
+// The tags of a rank's calls to its peers; the searches' other traffic is collectives.
+constexpr int kMeetingCallTag = 7331;   // parallel_search: come to the meeting now
+constexpr int kMemoryDoneTag = 7332;    // parallel_lower_memory: my schedule cannot be beaten
+
+// A rank's call to the others (one byte to each) and its hearing of theirs, for a phase
+// whose ranks work apart between collectives. Every rank calls exactly once (call(), or
+// at the latest finish()), and finish() receives every peer's call, so that no message
+// outlives the phase. Off (one rank, or not wanted): nothing is sent, heard() is false.
+class PeerCall {
+ public:
+  PeerCall(comm::Communicator& world, int tag, bool on)
+      : world_(world), tag_(tag), on_(on && world.size() > 1), heard_(static_cast<std::size_t>(world.size()), 0) {
+    if (!on_) return;
+    for (int r = 0; r < world.size(); ++r) {
+      if (r != world.rank()) hearing_.push_back(world.irecv(std::span<std::uint8_t>(&heard_[static_cast<std::size_t>(r)], 1), r, tag));
+    }
+  }
+  void call() {
+    if (!on_ || called_) return;
+    called_ = true;
+    for (int r = 0; r < world_.size(); ++r) {
+      if (r != world_.rank()) calling_.push_back(world_.isend(std::span<const std::uint8_t>(&byte_, 1), r, tag_));
+    }
+  }
+  // Whether a peer has called (it stays so).
+  bool heard() {
+    for (comm::Request& h : hearing_) any_ = (h.active() && h.test()) || any_;
+    return any_;
+  }
+  void finish() {
+    if (!on_) return;
+    call();
+    comm::wait_all(hearing_);
+    comm::wait_all(calling_);
+  }
+
+ private:
+  comm::Communicator& world_;
+  int tag_;
+  bool on_;
+  std::vector<std::uint8_t> heard_;
+  const std::uint8_t byte_ = 1;
+  std::vector<comm::Request> hearing_, calling_;
+  bool called_ = false, any_ = false;
+};
 
 // (makespan, tie-break, rank): the order in which ranks' schedules compare.
 bool better_than(double mk_a, double tie_a, double mk_b, double tie_b) {
@@ -77,37 +120,11 @@ SearchResult parallel_search(comm::Communicator& world, const Problem& p, const 
   // sync_seconds for a peer's next meeting; the ranks check for a call with the clock
   // (every few thousand neighbours). Every rank calls exactly once: at the meeting that
   // stops, or after it, so every receive is matched before the search returns.
-  const bool by_clock = size > 1 && opt.sync_seconds > 0 && opt.time_limit > 0 && opt.iterations == 0;
-  std::vector<std::uint8_t> calls_heard(static_cast<std::size_t>(size), 0);
-  const std::uint8_t call = 1;
-  std::vector<comm::Request> hearing, calling;
-  bool called = false;
-  auto call_meeting = [&] {
-    if (called) return;
-    called = true;
-    for (int r = 0; r < size; ++r) {
-      if (r != rank) calling.push_back(world.isend(std::span<const std::uint8_t>(&call, 1), r, kMeetingCallTag));
-    }
-  };
-  if (by_clock) {
-    for (int r = 0; r < size; ++r) {
-      if (r != rank) {
-        hearing.push_back(world.irecv(std::span<std::uint8_t>(&calls_heard[static_cast<std::size_t>(r)], 1), r, kMeetingCallTag));
-      }
-    }
-    opt.call_meeting = call_meeting;
-    opt.meeting_called = [&] {
-      bool heard = false;
-      for (comm::Request& h : hearing) heard = (h.active() && h.test()) || heard;
-      return heard;
-    };
-  }
+  PeerCall meeting(world, kMeetingCallTag, opt.sync_seconds > 0 && opt.time_limit > 0 && opt.iterations == 0);
+  opt.call_meeting = [&] { meeting.call(); };
+  opt.meeting_called = [&] { return meeting.heard(); };
   AnnealResult mine = anneal(p, start, bound, opt, rank == 0 ? report : AnnealReport{});
-  if (by_clock) {
-    call_meeting();
-    comm::wait_all(hearing);
-    comm::wait_all(calling);
-  }
+  meeting.finish();
 
   // Everyone learns everyone's (makespan, peak) and picks the same winner.
   const double key[3] = {mine.makespan, mine.peak_memory, mine.stats.seconds};
@@ -140,8 +157,8 @@ SearchResult parallel_search(comm::Communicator& world, const Problem& p, const 
 }
 
 MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem& p,
-                                        const std::vector<const SearchResult*>& searches, const AnnealOptions& opt,
-                                        double seconds) {
+                                        const std::vector<const SearchResult*>& searches, double bound,
+                                        const AnnealOptions& opt, double seconds) {
   const int rank = world.rank(), size = world.size();
   double fastest = std::numeric_limits<double>::infinity();
   for (const SearchResult* s : searches) fastest = std::min(fastest, s->best.makespan);
@@ -168,6 +185,12 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
   // pass's basin is often not the lowest one; on large ones the first pass uses the
   // whole budget).
   const std::uint64_t budget = memory_pass_iterations(opt, seconds);
+  // Under a time limit, a rank whose schedule is at the bound and at the target peak
+  // (nothing beats it) tells the others, which end their passes at the next look at
+  // the clock instead of running out their time for nothing.
+  PeerCall done(world, kMemoryDoneTag, seconds > 0);
+  const std::function<bool()> peer_done = [&] { return done.heard(); };
+  auto at_most = [](double v, double limit) { return v < limit || same_time(v, limit); };
   Timing t;
   int mine_candidate = chosen.front();
   for (std::uint64_t round = 0;; ++round) {
@@ -177,7 +200,7 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
     const int k = chosen[(static_cast<std::size_t>(rank) + round) % chosen.size()];
     Order order = lower_memory(p, start_of(k), left, time_left, opt.mem_target, opt.seed,
                                static_cast<std::uint64_t>(rank) + 0x5eed + 0x100000 * round, &st, opt.mem_t0_factor,
-                               opt.mem_chain_moves);
+                               opt.mem_chain_moves, peer_done);
     out.iterations += st.mem_iterations;
     const Timing now = evaluate(p, order);
     log::debug("memory pass {} of rank {}: candidate {} (peak {:.6g}) -> peak {:.6g}, makespan {:.6g}, {} neighbours, {:.2f} s{}",
@@ -193,8 +216,10 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
     }
     const bool budget_left = seconds > 0 ? seconds - elapsed_s() > 0.05 * seconds
                                          : budget - out.iterations > std::max<std::uint64_t>(budget / 20, 1'000'000);
-    if (!st.mem_stalled || !budget_left || same_time(t.peak_memory, opt.mem_target) || t.peak_memory < opt.mem_target) break;
+    if (at_most(t.makespan, bound) && at_most(t.peak_memory, opt.mem_target)) done.call();
+    if (!st.mem_stalled || !budget_left || at_most(t.peak_memory, opt.mem_target) || done.heard()) break;
   }
+  done.finish();
   const double mine_peak = t.peak_memory;
   const double elapsed = elapsed_s();
 

@@ -35,7 +35,9 @@ SearchResult parallel_search(comm::Communicator& world, const Problem& p, const 
 // so the ranks lower different schedules. The pass runs for `seconds` (0: for
 // memory_pass_iterations(opt, 0) neighbours, and the result is a function of the
 // inputs, the seed and the rank count). The shortest result, then the lowest peak
-// (ties: the lower rank), ends up on every rank. Collective over world.
+// (ties: the lower rank), ends up on every rank. With `seconds`, a rank whose result is
+// at `bound` (the makespan's lower bound) and at opt.mem_target calls the others, which
+// end their passes at once. Collective over world.
 struct MemoryPhaseResult {
   Order order;
   double makespan = 0;
@@ -46,7 +48,7 @@ struct MemoryPhaseResult {
   int candidate = 0;             // the index (into `searches`) of the search it came from
 };
 MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem& p,
-                                        const std::vector<const SearchResult*>& searches, const AnnealOptions& opt,
-                                        double seconds);
+                                        const std::vector<const SearchResult*>& searches, double bound,
+                                        const AnnealOptions& opt, double seconds);
 
 }  // namespace braid::sched
