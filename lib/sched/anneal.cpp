@@ -223,7 +223,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   double temperature = round_t0(0);
   AnnealStats& st = out.stats;
   st.rounds = 1;
-  auto reached = [&] { return best <= bound || same_time(best, bound); };
+  auto reached = [&] { return at_most(best, bound); };
   auto jump_to = [&](const Order& order) {
     tl = std::make_unique<Timeline>(p, order);
     peaks.emplace(*tl, p.devices, p.per_device);
@@ -242,7 +242,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   std::uint64_t next_sync = opt.sync_every > 0 ? opt.sync_every : std::numeric_limits<std::uint64_t>::max();
   // Under a time limit alone the result depends on timing anyway: ranks then meet by
   // the clock, so that none waits at a meeting for a peer whose neighbours cost more.
-  const bool sync_by_clock = opt.sync_seconds > 0 && opt.time_limit > 0 && opt.iterations == 0;
+  const bool sync_by_clock = meets_by_clock(opt);
   double next_sync_time = opt.sync_seconds;
   bool sync_due = false;
   bool out_of_time = false;
@@ -251,7 +251,6 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     const bool wants_stop = reached() || slots == 0 || refused_in_a_row >= hopeless || out_of_time ||
                             (opt.iterations > 0 && st.iterations >= opt.iterations);
     if (opt.sync && (wants_stop || (sync_by_clock ? sync_due : st.iterations >= next_sync))) {
-      if (wants_stop && sync_by_clock && opt.call_meeting) opt.call_meeting();
       next_sync = st.iterations + std::max<std::uint64_t>(opt.sync_every, 1);
       const SyncReply reply = opt.sync({best, best_tie, reached(), wants_stop}, best_order);
       if (sync_by_clock) {
@@ -402,6 +401,10 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   return out;
 }
 
+bool meets_by_clock(const AnnealOptions& opt) {
+  return opt.sync_seconds > 0 && opt.time_limit > 0 && opt.iterations == 0;
+}
+
 std::uint64_t memory_pass_iterations(const AnnealOptions& opt, double time_limit) {
   if (opt.mem_iterations > 0) return opt.mem_iterations;
   // Without a clock, a fixed budget keeps the result a function of the inputs; with
@@ -458,7 +461,7 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   // A pass whose highest peak has not fallen for 20M neighbours and for as long again as
   // it took to reach it is over (stats->mem_stalled): small problems end in seconds, and
   // the caller may spend what is left on another pass.
-  while (done < iterations && refused_in_a_row < hopeless && !(best_peak <= target || same_time(best_peak, target))) {
+  while (done < iterations && refused_in_a_row < hopeless && !at_most(best_peak, target)) {
     if (++proposals % kCheckEvery == 0) {
       if (time_limit > 0 && seconds_since(began) >= time_limit) break;
       if (stop && stop()) break;

@@ -82,14 +82,16 @@ struct AnnealOptions {
   // instead (0: by neighbours always).
   double sync_seconds = 0.2;
   bool share_best = true;  // parallel_search: ranks behind the best schedule of all restart from it
-  // Meetings by the clock only. `call_meeting` is called once, when this search wants
-  // to stop (bound reached, time spent), before it waits at the meeting, and
-  // `meeting_called` at every clock check: true once a peer has called, and this search
-  // then joins the meeting at once instead of at its next sync_seconds. Without them a
-  // search at the bound waits up to sync_seconds for its peers (parallel_search).
-  std::function<void()> call_meeting;
+  // Meetings by the clock only: asked at every clock check, true once a peer wants a
+  // meeting now (it stops), and this search then joins it at once instead of at its
+  // next sync_seconds (parallel_search).
   std::function<bool()> meeting_called;
 };
+
+// Whether the ranks of a search with these options meet by the clock (every
+// sync_seconds) rather than by neighbours: under a time limit alone, where the result
+// depends on timing anyway.
+bool meets_by_clock(const AnnealOptions& opt);
 
 struct AnnealStats {
   std::uint64_t iterations = 0;     // valid neighbours evaluated (latency search)

@@ -9,6 +9,8 @@ namespace braid::sched {
 
 bool same_time(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max({1.0, std::fabs(a), std::fabs(b)}); }
 
+bool at_most(double a, double b) { return a < b || same_time(a, b); }
+
 std::vector<double> device_peaks(const Problem& p, const Order& order) {
   std::vector<double> peaks(static_cast<std::size_t>(p.devices), 0.0);
   for (int d = 0; d < p.devices; ++d) {

@@ -34,5 +34,7 @@ std::vector<double> device_peaks(const Problem& p, const Order& order);
 
 // Relative tolerance for "equal" times (the bound is reached, makespans tie).
 bool same_time(double a, double b);
+// a below b, or the same time.
+bool at_most(double a, double b);
 
 }  // namespace braid::sched

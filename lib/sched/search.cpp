@@ -83,8 +83,16 @@ SearchResult parallel_search(comm::Communicator& world, const Problem& p, const 
   // result depends on the spec, the seed and the number of ranks only.
   Order shared(start.size());
   Order* adopt_buffer = &shared;
+  // Meeting by the clock, a rank that wants to stop (at the bound, out of time) calls
+  // the others to the meeting at once, one byte to each, so that none waits up to
+  // sync_seconds for a peer's next meeting; the ranks check for a call with the clock
+  // (every few thousand neighbours). Every rank calls exactly once: at the meeting that
+  // stops, or after it, so every receive is matched before the search returns.
+  PeerCall meeting(world, kMeetingCallTag, meets_by_clock(opt));
   if (size > 1) {
+    opt.meeting_called = [&] { return meeting.heard(); };
     opt.sync = [&, adopt_buffer](const SyncState& s, const Order& best) -> SyncReply {
+      if (s.wants_stop) meeting.call();
       const double mine[4] = {s.best_makespan, s.best_tie, s.reached_bound ? 1.0 : 0.0, s.wants_stop ? 1.0 : 0.0};
       const std::vector<double> all = world.all_gather(std::span<const double>(mine));
       SyncReply reply;
@@ -115,14 +123,6 @@ SearchResult parallel_search(comm::Communicator& world, const Problem& p, const 
       return reply;
     };
   }
-  // Meeting by the clock, a rank that wants to stop (at the bound, out of time) calls
-  // the others to the meeting at once, one byte to each, so that none waits up to
-  // sync_seconds for a peer's next meeting; the ranks check for a call with the clock
-  // (every few thousand neighbours). Every rank calls exactly once: at the meeting that
-  // stops, or after it, so every receive is matched before the search returns.
-  PeerCall meeting(world, kMeetingCallTag, opt.sync_seconds > 0 && opt.time_limit > 0 && opt.iterations == 0);
-  opt.call_meeting = [&] { meeting.call(); };
-  opt.meeting_called = [&] { return meeting.heard(); };
   AnnealResult mine = anneal(p, start, bound, opt, rank == 0 ? report : AnnealReport{});
   meeting.finish();
 
@@ -190,7 +190,6 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
   // the clock instead of running out their time for nothing.
   PeerCall done(world, kMemoryDoneTag, seconds > 0);
   const std::function<bool()> peer_done = [&] { return done.heard(); };
-  auto at_most = [](double v, double limit) { return v < limit || same_time(v, limit); };
   Timing t;
   int mine_candidate = chosen.front();
   for (std::uint64_t round = 0;; ++round) {
