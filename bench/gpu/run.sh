@@ -294,13 +294,11 @@ part_nccl() {
       echo "test_nccl: not built (no NCCL found at configure: build.log)"
     else
       tests/test_nccl --log_level=message; echo "test_nccl: exit $?"
-    fi
-    if [[ ! -x tests/test_nccl ]]; then
-      :  # said above
-    elif (( gpus >= 2 )); then
-      mpirun -np 2 tests/test_nccl --log_level=message; echo "test_nccl, mpirun -np 2: exit $?"
-    else
-      echo "test_nccl, mpirun -np 2: not run ($gpus GPU: NCCL takes one per rank; test_gpu_group shares it)"
+      if (( gpus >= 2 )); then
+        mpirun -np 2 tests/test_nccl --log_level=message; echo "test_nccl, mpirun -np 2: exit $?"
+      else
+        echo "test_nccl, mpirun -np 2: not run ($gpus GPU: NCCL takes one per rank; test_gpu_group shares it)"
+      fi
     fi
     tests/test_gpu_group --log_level=message; echo "test_gpu_group: exit $?"
     mpirun -np 2 tests/test_gpu_group --log_level=message; echo "test_gpu_group, mpirun -np 2: exit $?"
