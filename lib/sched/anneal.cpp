@@ -105,8 +105,9 @@ class PeakTracker {
 // devices). The swaps a neighbour makes are known when it is drawn, before it is timed.
 class Neighbours {
  public:
-  Neighbours(const Problem& p, double chain_share)
-      : p_(p), chain_(p), share_(chain_share), slots_(static_cast<std::uint64_t>(std::max(0, p.per_device - 1))) {}
+  Neighbours(const Problem& p, double chain_share, double critical_share = 0)
+      : p_(p), chain_(p), share_(chain_share), critical_share_(critical_share),
+        slots_(static_cast<std::uint64_t>(std::max(0, p.per_device - 1))) {}
   // Draws the next neighbour; false when it is a chain with fewer than two members to move.
   bool draw(const Timeline& tl, Rng& rng) {
     chain_move_ = share_ > 0 && rng.uniform() < share_;
@@ -114,6 +115,18 @@ class Neighbours {
       const auto t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(p_.num_tasks)));
       const int dir = rng.below(2) == 0 ? 1 : -1;
       return chain_.plan(tl, t, dir);
+    }
+    if (critical_share_ > 0 && rng.uniform() < critical_share_) {
+      // A subtask on a longest path, swapped with its neighbour before or after it on
+      // its device: only such swaps can shorten the makespan.
+      for (int tries = 0; tries < 64; ++tries) {
+        const auto t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(p_.num_tasks)));
+        if (!tl.critical(t)) continue;
+        const int i = tl.position(t) - static_cast<int>(rng.below(2));
+        if (i < 0 || i + 1 >= p_.per_device) continue;
+        single_[0] = {p_.device[static_cast<std::size_t>(t)], i};
+        return true;
+      }
     }
     single_[0] = {static_cast<int>(rng.below(static_cast<std::uint64_t>(p_.devices))), static_cast<int>(rng.below(slots_))};
     return true;
@@ -139,7 +152,7 @@ class Neighbours {
  private:
   const Problem& p_;
   ChainMove chain_;
-  double share_;
+  double share_, critical_share_;
   std::uint64_t slots_;
   bool chain_move_ = false;
   std::vector<std::pair<int, int>> single_ = std::vector<std::pair<int, int>>(1);
@@ -237,7 +250,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   // device); give up after this many refusals in a row.
   const std::uint64_t hopeless = std::max<std::uint64_t>(1'000'000, 20 * slots * static_cast<std::uint64_t>(p.devices));
   std::uint64_t proposals = 0, refused_in_a_row = 0;
-  Neighbours next(p, opt.chain_moves);
+  Neighbours next(p, opt.chain_moves, opt.critical_moves);
   std::vector<PeakTracker::State> saved;  // the peaks a move changes, while it is judged
   std::uint64_t next_sync = opt.sync_every > 0 ? opt.sync_every : std::numeric_limits<std::uint64_t>::max();
   // Under a time limit alone the result depends on timing anyway: ranks then meet by

@@ -41,6 +41,9 @@ struct SyncReply {
 // The share of chain moves among the memory pass's proposals, by default
 // (docs/schedgen.md, "All 24 settings ... with and without chain moves").
 inline constexpr double kMemChainMoves = 0.05;
+// The share of the latency search's swaps drawn on a longest path, by default
+// (docs/schedgen.md, "Critical moves").
+inline constexpr double kCriticalMoves = 0.75;
 
 struct AnnealOptions {
   std::uint64_t seed = 1;
@@ -71,6 +74,10 @@ struct AnnealOptions {
   // pass's (docs/schedgen.md measures both).
   double chain_moves = 0.05;
   double mem_chain_moves = kMemChainMoves;
+  // Share of the latency search's swaps drawn at a subtask on a longest path (with
+  // its device neighbour before or after it) instead of anywhere: only such swaps can
+  // shorten the makespan (docs/schedgen.md, "Critical moves").
+  double critical_moves = kCriticalMoves;
   // Parallel search: called every sync_every valid neighbours, and at once when this
   // search wants to stop (bound reached, budget spent). Every search of a group makes
   // the same sequence of calls (a collective), so with an iteration budget the result

@@ -177,6 +177,7 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
                     {"restart_from_best", opt.anneal.restart_from_best},
                     {"chain_moves", opt.anneal.chain_moves},
                     {"mem_chain_moves", opt.anneal.mem_chain_moves},
+                    {"critical_moves", opt.anneal.critical_moves},
                     {"share_best", opt.anneal.share_best},
                     {"sync_every", opt.anneal.sync_every},
                     {"sync_seconds", opt.anneal.sync_seconds},

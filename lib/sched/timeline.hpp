@@ -60,6 +60,7 @@ class Timeline {
   // makespan with fewer of them is closer to a shorter one. Kept from the
   // subtasks a swap retimes; a recount only when the makespan itself moves.
   int critical_count() const { return critical_count_; }
+  bool critical(std::int32_t t) const { return critical_[static_cast<std::size_t>(t)] != 0; }
   const Order& order() const { return order_; }
   // Position of subtask t on its device.
   int position(std::int32_t t) const { return pos_[static_cast<std::size_t>(t)]; }

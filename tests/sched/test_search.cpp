@@ -42,6 +42,25 @@ BOOST_AUTO_TEST_CASE(reaches_the_bound_on_an_integer_landscape) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(swaps_drawn_anywhere_or_on_a_longest_path_both_reach_the_bound) {
+  // The default draws most swaps at subtasks on a longest path; every share, from
+  // none to all of them, keeps the search correct and reaches this bound.
+  const Problem p = build_problem(integer_fusion(8));
+  const double bound = lower_bound(p).value;
+  for (double share : {0.0, 0.75, 1.0}) {
+    for (std::uint64_t seed = 1; seed <= 2; ++seed) {
+      AnnealOptions o = budget(seed, 2'000'000);
+      o.critical_moves = share;
+      const AnnealResult r = anneal(p, *greedy(p), bound, o);
+      const Timing check = evaluate(p, r.order);
+      BOOST_REQUIRE(check.valid);
+      BOOST_CHECK(same_time(check.makespan, r.makespan));
+      BOOST_CHECK_MESSAGE(r.stats.reached_bound, "share " << share << " seed " << seed << ": " << r.makespan
+                                                          << " vs bound " << bound);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(every_tie_break_keeps_the_search_correct) {
   const Problem p = build_problem(integer_fusion(8));
   const double bound = lower_bound(p).value;

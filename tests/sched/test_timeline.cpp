@@ -34,6 +34,7 @@ void expect_matches_scratch(const Problem& p, const Timeline& tl) {
   // recounted from a fresh timeline of the same order.
   const Timeline fresh(p, tl.order());
   BOOST_REQUIRE_EQUAL(tl.critical_count(), fresh.critical_count());
+  for (std::int32_t task = 0; task < p.num_tasks; ++task) BOOST_REQUIRE_EQUAL(tl.critical(task), fresh.critical(task));
   BOOST_REQUIRE_GE(tl.critical_count(), 1);
 }
 

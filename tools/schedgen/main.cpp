@@ -73,6 +73,11 @@ int main(int argc, char** argv) {
   app.add_option("--mem-chain-moves", opt.anneal.mem_chain_moves, "The same share in the memory pass")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--critical-moves", opt.anneal.critical_moves,
+                 "Share of the latency search's other proposals that swap a subtask on a longest path with its "
+                 "device neighbour (instead of a swap anywhere)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--sync-every", opt.anneal.sync_every,
                  "MPI: ranks meet every N valid neighbours to stop together and share the best schedule")
       ->capture_default_str()
