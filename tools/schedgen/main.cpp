@@ -74,8 +74,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--critical-moves", opt.anneal.critical_moves,
-                 "Share of the latency search's other proposals that swap a subtask on a longest path with its "
-                 "device neighbour (instead of a swap anywhere)")
+                 "Share of the latency search's swaps (the proposals that are not chain moves) drawn at a subtask "
+                 "on a longest path, with its neighbour before or after it on its device, instead of anywhere")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--sync-every", opt.anneal.sync_every,
