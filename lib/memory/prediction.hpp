@@ -120,5 +120,4 @@ std::optional<std::uint64_t> device_peak(backend::Backend& be);
 // peak X GiB, predicted Y GiB").
 void log_peak(backend::Backend& be, const Prediction& p);
 
-
 }  // namespace braid::memory
