@@ -407,7 +407,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     return out;
   }
   out.order = lower_memory(p, best_order, memory_pass_iterations(opt, mem_limit), mem_limit, opt.mem_target, opt.seed,
-                           opt.stream + 0x5eed, &st, opt.mem_t0_factor, opt.mem_chain_moves);
+                           opt.stream + 0x5eed, &st, opt.mem_t0_factor, opt.mem_chain_moves, opt.mem_level_margin);
   const Timing t = evaluate(p, out.order);
   out.makespan = t.makespan;
   out.peak_memory = t.peak_memory;
@@ -428,31 +428,41 @@ std::uint64_t memory_pass_iterations(const AnnealOptions& opt, double time_limit
 
 Order lower_memory(const Problem& p, const Order& start, std::uint64_t iterations, double time_limit,
                    double target, std::uint64_t seed, std::uint64_t stream, AnnealStats* stats,
-                   double t0_factor, double chain_moves, const std::function<bool()>& stop) {
+                   double t0_factor, double chain_moves, double level_margin, const std::function<bool()>& stop) {
   const auto began = Clock::now();
   Timeline tl(p, start);
   Rng rng(seed, stream);
   const double limit = tl.makespan() * (1 + 1e-12);
   // Energy: the highest peak first; the mean of all peaks and how much memory
-  // stands above the target, summed over subtasks, break its plateaus (lowering
-  // any device, or shortening a high stretch, is progress towards lowering the
-  // highest). A swap changes one level of one device, so all three are kept
-  // up to date in O(1), with a rescan of the device only when its sole peak falls.
+  // stands above a level, summed over subtasks, break its plateaus (lowering any
+  // device, or shortening a high stretch, is progress towards lowering the
+  // highest). The level is `level_margin` mean activations below the lowest
+  // highest peak met so far, never below the target: the stretches at or near
+  // the peak, not all the memory above serial 1F1B's peak, which on the large
+  // settings is most of it (docs/schedgen.md, "The excess near the peak"). A swap
+  // changes one level of one device, so all three are kept up to date in O(1),
+  // with a rescan of the device only when its sole peak falls (and of every device
+  // when the level moves down with a new lowest peak).
   constexpr double wsum = 0.25, wex = 1.0;
-  const auto nd = static_cast<std::size_t>(p.devices);
-  PeakTracker peaks(tl, p.devices, p.per_device);
-  std::vector<double> excess(nd);
-  double sum_peak = 0, sum_excess = 0;
-  for (std::size_t d = 0; d < nd; ++d) {
-    excess[d] = tl.device_excess(static_cast<int>(d), target);
-    sum_peak += peaks.peak(d);
-    sum_excess += excess[d];
-  }
-  auto energy_at = [&](double max_peak) { return max_peak + wsum * sum_peak / p.devices + wex * sum_excess / p.num_tasks; };
   double mean_act = 0;
   for (double v : p.mem_delta) mean_act += std::fabs(v);
   mean_act /= std::max(1, p.num_tasks);
   if (mean_act <= 0 || p.per_device < 2) return start;
+  const auto nd = static_cast<std::size_t>(p.devices);
+  PeakTracker peaks(tl, p.devices, p.per_device);
+  std::vector<double> excess(nd);
+  double sum_peak = 0, sum_excess = 0, level = 0;
+  for (std::size_t d = 0; d < nd; ++d) sum_peak += peaks.peak(d);
+  auto count_excess = [&](double lowest_peak) {
+    level = std::max(target, lowest_peak - level_margin * mean_act);
+    sum_excess = 0;
+    for (std::size_t d = 0; d < nd; ++d) {
+      excess[d] = tl.device_excess(static_cast<int>(d), level);
+      sum_excess += excess[d];
+    }
+  };
+  count_excess(peaks.max_peak());
+  auto energy_at = [&](double max_peak) { return max_peak + wsum * sum_peak / p.devices + wex * sum_excess / p.num_tasks; };
 
   double current = energy_at(peaks.max_peak()), best = current;
   Order best_order = tl.order();
@@ -495,7 +505,7 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
       const auto du = static_cast<std::size_t>(d);
       saved.push_back({peaks.state(du), excess[du]});
       const auto [old_level, new_level] = peaks.apply_swap(d, i);
-      excess[du] += std::max(0.0, new_level - target) - std::max(0.0, old_level - target);
+      excess[du] += std::max(0.0, new_level - level) - std::max(0.0, old_level - level);
       sum_peak += peaks.peak(du) - saved.back().first.peak;
       sum_excess += excess[du] - saved.back().second;
     }
@@ -533,8 +543,14 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
     // keep creeping down long after the peak has stopped moving.
     const bool lower_peak = pk < best_peak && !same_time(pk, best_peak);
     if (lower_peak || (same_time(pk, best_peak) && e < best)) {
-      if (lower_peak) done_at_lowest_peak = done;
-      best = e;
+      if (lower_peak) {
+        done_at_lowest_peak = done;
+        if (std::max(target, pk - level_margin * mean_act) < level) {
+          count_excess(pk);  // the level comes down with the peak: the energy is counted anew
+          current = energy_at(pk);
+        }
+      }
+      best = current;
       best_order = tl.order();
       best_peak = pk;
     }

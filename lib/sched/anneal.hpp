@@ -41,6 +41,10 @@ struct SyncReply {
 // The share of chain moves among the memory pass's proposals, by default
 // (docs/schedgen.md, "All 24 settings ... with and without chain moves").
 inline constexpr double kMemChainMoves = 0.05;
+// The memory pass's energy counts the memory that stands above a level this many mean
+// activations below the lowest highest peak the pass has met (never below its target),
+// by default (docs/schedgen.md, "The excess near the peak").
+inline constexpr double kMemLevelMargin = 2.0;
 // The share of the latency search's swaps drawn on a longest path, by default
 // (docs/schedgen.md, "Critical moves").
 inline constexpr double kCriticalMoves = 0.75;
@@ -63,6 +67,9 @@ struct AnnealOptions {
   bool memory_pass = true;         // anneal(): false returns the latency search's best as it is
   double mem_t0_factor = 0.5;      // the memory pass's initial temperature, in mean act_mem
   double mem_target = 0;           // the memory pass stops once the peak is this low (serial 1F1B's)
+  // The memory pass counts memory above (its lowest peak - this x mean act_mem), and
+  // never below mem_target; a large margin counts all memory above mem_target.
+  double mem_level_margin = kMemLevelMargin;
   TieBreak tie_break = TieBreak::critical;
   double tie_weight = 1.0;  // the tie-break's scale against the temperature
   // At every reheat, go back to the best schedule found (else: anneal on from where
@@ -139,10 +146,11 @@ std::uint64_t memory_pass_iterations(const AnnealOptions& opt, double time_limit
 
 // The memory pass alone: from `start`, lower the peak activation memory while
 // the makespan stays at most that of `start`; stops at `target` peak, or when `stop`
-// (asked with the clock, every few thousand neighbours) says so.
+// (asked with the clock, every few thousand neighbours) says so. `level_margin`: see
+// AnnealOptions::mem_level_margin.
 Order lower_memory(const Problem& p, const Order& start, std::uint64_t iterations, double time_limit,
                    double target, std::uint64_t seed, std::uint64_t stream, AnnealStats* stats = nullptr,
                    double t0_factor = 0.5, double chain_moves = kMemChainMoves,
-                   const std::function<bool()>& stop = {});
+                   double level_margin = kMemLevelMargin, const std::function<bool()>& stop = {});
 
 }  // namespace braid::sched

@@ -178,6 +178,7 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
                     {"chain_moves", opt.anneal.chain_moves},
                     {"mem_chain_moves", opt.anneal.mem_chain_moves},
                     {"critical_moves", opt.anneal.critical_moves},
+                    {"mem_level_margin", opt.anneal.mem_level_margin},
                     {"share_best", opt.anneal.share_best},
                     {"sync_every", opt.anneal.sync_every},
                     {"sync_seconds", opt.anneal.sync_seconds},

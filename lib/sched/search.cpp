@@ -199,7 +199,7 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
     const int k = chosen[(static_cast<std::size_t>(rank) + round) % chosen.size()];
     Order order = lower_memory(p, start_of(k), left, time_left, opt.mem_target, opt.seed,
                                static_cast<std::uint64_t>(rank) + 0x5eed + 0x100000 * round, &st, opt.mem_t0_factor,
-                               opt.mem_chain_moves, peer_done);
+                               opt.mem_chain_moves, opt.mem_level_margin, peer_done);
     out.iterations += st.mem_iterations;
     const Timing now = evaluate(p, order);
     log::debug("memory pass {} of rank {}: candidate {} (peak {:.6g}) -> peak {:.6g}, makespan {:.6g}, {} neighbours, {:.2f} s{}",

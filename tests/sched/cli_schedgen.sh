@@ -46,6 +46,11 @@ set +e
 "$GEN" "$S/tiny_cap.json" -o "$S/tiny_out.json" 2> "$S/tiny.err"; code=$?
 set -e
 [[ $code == 2 ]] && grep -q mem_capacity "$S/tiny.err" || fail "an impossible memory cap is not refused"
+set +e
+"$GEN" "$FIX/issue_example.json" -o "$S/margin_out.json" --mem-level-margin -1 2> "$S/margin.err"; code=$?
+set -e
+[[ $code == 2 ]] && grep -q mem-level-margin "$S/margin.err" && [[ ! -e "$S/margin_out.json" ]] \
+  || fail "a negative --mem-level-margin is not refused (exit $code)"
 
 # 5. A corrupted schedule: device 0 waits first for a gradient -> deadlock, shown as a grid.
 jq '.devices[0].instructions |= ([.[] | select(.op=="RECV_B")][0:1] + .)' "$S/s.json" > "$S/broken.json"

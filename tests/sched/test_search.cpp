@@ -3,6 +3,8 @@
 // with an iteration budget alone its result is a function of the options.
 #include <boost/test/unit_test.hpp>
 
+#include <vector>
+
 #include "helpers.hpp"
 #include "sched/anneal.hpp"
 #include "sched/baselines.hpp"
@@ -147,6 +149,29 @@ BOOST_AUTO_TEST_CASE(the_memory_pass_stalls_on_its_peak) {
   BOOST_CHECK_LE(t.peak_memory, before.peak_memory + 1e-9);
   BOOST_TEST_MESSAGE("peak " << before.peak_memory << " -> " << t.peak_memory << " (serial 1F1B " << serial_peak
                              << ") after " << st.mem_iterations << " neighbours");
+}
+
+// The level the memory pass counts memory above follows its lowest peak down (by
+// default two mean activations below it) or, with a large margin, stays at the target.
+// Every margin keeps the makespan and holds the lowest peak met; the margin reaches the
+// walk (the two end in different schedules).
+BOOST_AUTO_TEST_CASE(the_memory_pass_counts_memory_above_a_level_near_its_peak) {
+  const Problem p = build_problem(integer_fusion(16));
+  const Order start = *greedy(p);
+  const Timing before = evaluate(p, start);
+  const double serial_peak = serial_1f1b(p.spec).peak_memory;
+  std::vector<Order> ends;
+  for (const double margin : {0.0, kMemLevelMargin, 1e9}) {
+    AnnealStats st;
+    ends.push_back(lower_memory(p, start, 300'000, 0, serial_peak, 2, 0, &st, 0.5, kMemChainMoves, margin));
+    const Timing t = evaluate(p, ends.back());
+    BOOST_REQUIRE(t.valid);
+    BOOST_CHECK_LE(t.makespan, before.makespan * (1 + 1e-12));
+    BOOST_CHECK_LT(t.peak_memory, before.peak_memory);
+    BOOST_CHECK_GE(t.peak_memory, serial_peak - 1e-9);
+    BOOST_TEST_MESSAGE("margin " << margin << ": peak " << before.peak_memory << " -> " << t.peak_memory);
+  }
+  BOOST_CHECK(ends[1] != ends[2]);
 }
 
 // The memory pass with a fixed budget is a function of its inputs, never leaves the

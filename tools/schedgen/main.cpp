@@ -73,6 +73,11 @@ int main(int argc, char** argv) {
   app.add_option("--mem-chain-moves", opt.anneal.mem_chain_moves, "The same share in the memory pass")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--mem-level-margin", opt.anneal.mem_level_margin,
+                 "The memory pass's energy counts the memory above its lowest peak so far less M mean activation "
+                 "memories, never below serial 1F1B's peak (a large M: all the memory above serial 1F1B's peak)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e12));
   app.add_option("--critical-moves", opt.anneal.critical_moves,
                  "Share of the latency search's swaps (the proposals that are not chain moves) drawn at a subtask "
                  "on a longest path, with its neighbour before or after it on its device, instead of anywhere")
