@@ -4,11 +4,12 @@
 // Iteration counts, not seconds, make the figures independent of the machine's
 // load; the CPU time per neighbour is printed beside them.
 //
-//   bench_sched_memory SPEC.json LATENCY_ITERATIONS MEM_ITERATIONS [SEEDS] [T0_FACTOR] [CACHE] [CHAIN_MOVES]
+//   bench_sched_memory SPEC.json LATENCY_ITERATIONS MEM_ITERATIONS [SEEDS] [T0_FACTOR] [CACHE] [CHAIN_MOVES] [LEVEL_MARGIN]
 //
 // CACHE: a file that keeps the latency search's schedule between runs (read when it
 // exists, written when not), so that variants of the memory pass start from it at once.
 // CHAIN_MOVES: the share of chain moves in the memory pass (default: the tool's).
+// LEVEL_MARGIN: the memory pass's level margin (AnnealOptions::mem_level_margin; default: the tool's).
 #include <fmt/format.h>
 
 #include <ctime>
@@ -31,7 +32,8 @@ double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    fmt::print(stderr, "usage: {} SPEC.json LATENCY_ITERATIONS MEM_ITERATIONS [SEEDS] [T0_FACTOR] [CACHE] [CHAIN_MOVES]\n",
+    fmt::print(stderr, "usage: {} SPEC.json LATENCY_ITERATIONS MEM_ITERATIONS [SEEDS] [T0_FACTOR] [CACHE] [CHAIN_MOVES] "
+               "[LEVEL_MARGIN]\n",
                argv[0]);
     return 2;
   }
@@ -44,6 +46,11 @@ int main(int argc, char** argv) {
 
   AnnealOptions opt;
   const double chain_moves = argc > 7 ? std::atof(argv[7]) : opt.mem_chain_moves;
+  const double level_margin = argc > 8 ? std::atof(argv[8]) : opt.mem_level_margin;
+  if (!(chain_moves >= 0 && chain_moves <= 1) || !(level_margin >= 0)) {
+    fmt::print(stderr, "{}: CHAIN_MOVES must be a share in [0, 1] and LEVEL_MARGIN at least 0\n", argv[0]);
+    return 2;
+  }
   opt.iterations = latency_iterations;
   opt.time_limit = 0;
   opt.memory_pass = false;
@@ -75,7 +82,7 @@ int main(int argc, char** argv) {
     AnnealStats st;
     const double c1 = cpu_seconds();
     const Order order = lower_memory(p, latency.order, mem_iterations, 0, serial_peak, static_cast<std::uint64_t>(seed),
-                                     0x5eed, &st, t0_factor, chain_moves);
+                                     0x5eed, &st, t0_factor, chain_moves, level_margin);
     const double cpu = cpu_seconds() - c1;
     const Timing t = evaluate(p, order);
     fmt::print("  seed {}: peak {:.4g} ({:.3f}x serial 1F1B), makespan {:.6g}, {} neighbours, {:.1f} s CPU ({:.0f} ns each)\n",
