@@ -453,8 +453,9 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   std::vector<double> excess(nd);
   double sum_peak = 0, sum_excess = 0, level = 0;
   for (std::size_t d = 0; d < nd; ++d) sum_peak += peaks.peak(d);
+  auto level_for = [&](double lowest_peak) { return std::max(target, lowest_peak - level_margin * mean_act); };
   auto count_excess = [&](double lowest_peak) {
-    level = std::max(target, lowest_peak - level_margin * mean_act);
+    level = level_for(lowest_peak);
     sum_excess = 0;
     for (std::size_t d = 0; d < nd; ++d) {
       excess[d] = tl.device_excess(static_cast<int>(d), level);
@@ -545,7 +546,7 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
     if (lower_peak || (same_time(pk, best_peak) && e < best)) {
       if (lower_peak) {
         done_at_lowest_peak = done;
-        if (std::max(target, pk - level_margin * mean_act) < level) {
+        if (level_for(pk) < level) {
           count_excess(pk);  // the level comes down with the peak: the energy is counted anew
           current = energy_at(pk);
         }
