@@ -1,0 +1,77 @@
+// One device's order, made again exactly: the lowest peak of activation memory
+// that device can have while every other device keeps its times.
+//
+// A device runs, for each model it holds a stage of, that stage's forwards in
+// micro-batch order and its backwards in micro-batch order (two micro-batches
+// never pass each other on a stage), so its order is a merge of 2 × models
+// chains. With the other devices' times held, every subtask has a window: it
+// cannot start before its input arrives (its data predecessor's end on another
+// device), and must end early enough for its data successor on another device to
+// start by its latest start (for the schedule's makespan). A merge is then a path
+// through the grid of chain counts, its memory level a function of the counts,
+// and "the earliest time the device can have run these" is a dominance: a dynamic
+// program over the grid finds, for a memory limit X, whether some merge meets
+// every window with every level at most X, and a search over the few levels
+// there are gives the lowest such X. The annealer's memory pass moves one
+// adjacent pair at a time and refuses every step that lengthens the makespan, so
+// it may hold a device above what this finds (docs/schedgen.md, "Devices made
+// again exactly").
+//
+// The windows come from the other devices' present times; a device whose new
+// order changes them through a cycle (its output comes back to it through
+// others) may end later than the program assumed, so each new order is timed
+// exactly and kept only if the makespan does not grow.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "sched/problem.hpp"
+#include "sched/schedule.hpp"
+
+namespace braid::sched {
+
+// Latest end of every subtask for which `order` still meets `makespan`
+// (t: evaluate(p, order)).
+std::vector<double> latest_finish(const Problem& p, const Order& order, const Timing& t, double makespan);
+
+// Device d's order with the lowest peak among the merges of its chains that meet
+// the windows of timing t (latest ends lf, every end at most `makespan`), and
+// among those the one that ends earliest; its peak is the level it holds at most.
+// Nothing when the device's grid has more than `max_states` points, or when no
+// merge fits even at its present peak (a cycle through other devices, which the
+// windows cut, held the present order up).
+struct DeviceSequence {
+  double peak = 0;
+  std::vector<std::int32_t> order;
+};
+std::optional<DeviceSequence> lowest_peak_sequence(const Problem& p, const Timing& t, const std::vector<double>& lf,
+                                                   int d, double makespan, std::size_t max_states);
+
+// A device whose grid has more points than this is left as it is, by default: the
+// program's time and memory grow with it (Table 3's 16/16 GBS 32 has 1.2e6 points a
+// device and a sweep takes about half a second; 16/8 GBS 64 4.6e6, 16/16 GBS 64 1.8e7).
+inline constexpr std::size_t kResequenceStates = std::size_t{1} << 21;
+
+struct ResequenceOptions {
+  int rounds = 3;  // sweeps over the devices, while one of them still comes down
+  std::size_t max_states = kResequenceStates;
+  std::function<bool()> stop;  // asked before each device: true ends the sweep there
+};
+
+struct ResequenceStats {
+  int tried = 0;    // devices whose program ran
+  int kept = 0;     // new orders kept (a lower peak, or the same peak run earlier)
+  int lowered = 0;  // ... of them with a lower peak
+  int refused = 0;  // new orders whose exact timing lengthened the makespan
+  int skipped = 0;  // grids too large, or nothing offered
+};
+
+// Each device in turn is given its lowest_peak_sequence, timed exactly with the
+// others and kept when the makespan does not grow; the sweep is repeated while a
+// device comes down. The makespan of `order` never grows and no device's peak rises.
+ResequenceStats resequence_devices(const Problem& p, Order& order, const ResequenceOptions& opt = {});
+
+}  // namespace braid::sched
