@@ -48,6 +48,11 @@ inline constexpr double kMemLevelMargin = 2.0;
 // The share of the latency search's swaps drawn on a longest path, by default
 // (docs/schedgen.md, "Critical moves").
 inline constexpr double kCriticalMoves = 0.75;
+// After a memory pass that ends with time left, every other pass is a polish: this
+// many neighbours from the last pass's result, starting kMemPolishCold times as
+// hot as a pass from a candidate (docs/schedgen.md, "Devices made again exactly").
+inline constexpr std::uint64_t kMemPolish = 5'000'000;
+inline constexpr double kMemPolishCold = 0.2;
 
 struct AnnealOptions {
   std::uint64_t seed = 1;
@@ -70,6 +75,11 @@ struct AnnealOptions {
   // The memory pass counts memory above (its lowest peak - this x mean act_mem), and
   // never below mem_target; a large margin counts all memory above mem_target.
   double mem_level_margin = kMemLevelMargin;
+  // parallel_lower_memory: neighbours of a polish pass (kMemPolish; 0: every pass
+  // starts from a candidate), and whether each pass's result has its devices made
+  // again exactly (sched/resequence.hpp).
+  std::uint64_t mem_polish = kMemPolish;
+  bool mem_resequence = true;
   TieBreak tie_break = TieBreak::critical;
   double tie_weight = 1.0;  // the tie-break's scale against the temperature
   // At every reheat, go back to the best schedule found (else: anneal on from where

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/log.hpp"
+#include "sched/resequence.hpp"
 
 namespace braid::sched {
 
@@ -179,11 +180,13 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
   MemoryPhaseResult out;
   const auto began = std::chrono::steady_clock::now();
   auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(); };
-  // A pass that stalls (its best stopped moving) leaves budget: the next pass starts
-  // from the next candidate (round robin, from the rank's own) on another random stream,
-  // with what is left, and the best of the passes is kept (on small problems the first
-  // pass's basin is often not the lowest one; on large ones the first pass uses the
-  // whole budget).
+  // A pass that stalls (its best stopped moving) leaves budget: the next pass is a
+  // polish, opt.mem_polish neighbours from its result, colder (kMemPolishCold), and the
+  // one after it starts from the next candidate (round robin, from the rank's own),
+  // each on another random stream, until the budget is spent; the best of the passes
+  // is kept (on small problems the first pass's basin is often not the lowest one; on
+  // large ones the first pass uses the whole budget). Every pass's result has its
+  // devices made again exactly (resequence_devices) while time is left.
   const std::uint64_t budget = memory_pass_iterations(opt, seconds);
   // Under a time limit, a rank whose schedule is at the bound and at the target peak
   // (nothing beats it) tells the others, which end their passes at the next look at
@@ -192,19 +195,36 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
   const std::function<bool()> peer_done = [&] { return done.heard(); };
   Timing t;
   int mine_candidate = chosen.front();
+  Order last;  // the last pass's result, which a polish starts from
+  int last_candidate = mine_candidate;
+  std::uint64_t from_candidates = 0;
+  ResequenceOptions reseq;
+  reseq.stop = [&] { return (seconds > 0 && elapsed_s() >= seconds) || peer_done(); };
   for (std::uint64_t round = 0;; ++round) {
     const std::uint64_t left = budget == std::numeric_limits<std::uint64_t>::max() ? budget : budget - out.iterations;
     const double time_left = seconds > 0 ? seconds - elapsed_s() : 0.0;
     AnnealStats st;
-    const int k = chosen[(static_cast<std::size_t>(rank) + round) % chosen.size()];
-    Order order = lower_memory(p, start_of(k), left, time_left, opt.mem_target, opt.seed,
-                               static_cast<std::uint64_t>(rank) + 0x5eed + 0x100000 * round, &st, opt.mem_t0_factor,
-                               opt.mem_chain_moves, opt.mem_level_margin, peer_done);
+    const bool polish = opt.mem_polish > 0 && round % 2 == 1;
+    const int k = polish ? last_candidate : chosen[(static_cast<std::size_t>(rank) + from_candidates++) % chosen.size()];
+    Order order = lower_memory(p, polish ? last : start_of(k), polish ? std::min(left, opt.mem_polish) : left, time_left,
+                               opt.mem_target, opt.seed, static_cast<std::uint64_t>(rank) + 0x5eed + 0x100000 * round, &st,
+                               polish ? opt.mem_t0_factor * kMemPolishCold : opt.mem_t0_factor, opt.mem_chain_moves,
+                               opt.mem_level_margin, peer_done);
     out.iterations += st.mem_iterations;
+    ++out.passes;
+    if (opt.mem_resequence) {
+      const ResequenceStats rs = resequence_devices(p, order, reseq);
+      out.devices_lowered += static_cast<std::uint64_t>(rs.lowered);
+      log::debug("  devices made again: {} tried, {} kept, {} lower, {} refused by their timing, {} skipped", rs.tried,
+                 rs.kept, rs.lowered, rs.refused, rs.skipped);
+    }
     const Timing now = evaluate(p, order);
-    log::debug("memory pass {} of rank {}: candidate {} (peak {:.6g}) -> peak {:.6g}, makespan {:.6g}, {} neighbours, {:.2f} s{}",
-               round, rank, k, searches[static_cast<std::size_t>(k)]->best.peak_memory, now.peak_memory, now.makespan,
-               st.mem_iterations, st.mem_seconds, st.mem_stalled ? ", stalled" : "");
+    log::debug("memory pass {} of rank {}: {} {} (peak {:.6g}) -> peak {:.6g}, makespan {:.6g}, {} neighbours, {:.2f} s{}",
+               round, rank, polish ? "polish of the last pass, from candidate" : "candidate", k,
+               searches[static_cast<std::size_t>(k)]->best.peak_memory, now.peak_memory, now.makespan, st.mem_iterations,
+               st.mem_seconds, st.mem_stalled ? ", stalled" : "");
+    last = order;
+    last_candidate = k;
     const bool better = round == 0 || (same_time(now.makespan, t.makespan)
                                            ? now.peak_memory < t.peak_memory && !same_time(now.peak_memory, t.peak_memory)
                                            : now.makespan < t.makespan);
@@ -216,7 +236,9 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
     const bool budget_left = seconds > 0 ? seconds - elapsed_s() > 0.05 * seconds
                                          : budget - out.iterations > std::max<std::uint64_t>(budget / 20, 1'000'000);
     if (at_most(t.makespan, bound) && at_most(t.peak_memory, opt.mem_target)) done.call();
-    if (!st.mem_stalled || !budget_left || at_most(t.peak_memory, opt.mem_target) || done.heard()) break;
+    // A pass from a candidate that did not stall had the whole budget; a polish ends
+    // by its own budget.
+    if (!(st.mem_stalled || polish) || !budget_left || at_most(t.peak_memory, opt.mem_target) || done.heard()) break;
   }
   done.finish();
   const double mine_peak = t.peak_memory;
@@ -235,9 +257,12 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
     if (better) winner = r;
   }
   for (int r = 0; r < size; ++r) out.seconds = std::max(out.seconds, at(r, 3));
-  std::int64_t its = static_cast<std::int64_t>(out.iterations);
-  world.all_reduce_sum(std::span<std::int64_t>(&its, 1));
-  out.iterations = static_cast<std::uint64_t>(its);
+  std::int64_t sums[3] = {static_cast<std::int64_t>(out.iterations), static_cast<std::int64_t>(out.passes),
+                          static_cast<std::int64_t>(out.devices_lowered)};
+  world.all_reduce_sum(std::span<std::int64_t>(sums));
+  out.iterations = static_cast<std::uint64_t>(sums[0]);
+  out.passes = static_cast<std::uint64_t>(sums[1]);
+  out.devices_lowered = static_cast<std::uint64_t>(sums[2]);
   out.winner = winner;
   out.candidate = static_cast<int>(at(winner, 2));
   out.makespan = at(winner, 0);

@@ -46,6 +46,8 @@ struct MemoryPhaseResult {
   double seconds = 0;            // the slowest rank's
   int winner = 0;                // the rank it came from
   int candidate = 0;             // the index (into `searches`) of the search it came from
+  std::uint64_t passes = 0;           // memory passes, over all ranks
+  std::uint64_t devices_lowered = 0;  // devices made again with a lower peak, over all ranks
 };
 MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem& p,
                                         const std::vector<const SearchResult*>& searches, double bound,

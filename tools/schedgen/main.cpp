@@ -78,6 +78,14 @@ int main(int argc, char** argv) {
                  "memories, never below serial 1F1B's peak (a large M: all the memory above serial 1F1B's peak)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e12));
+  app.add_option("--mem-polish", opt.anneal.mem_polish,
+                 "After a memory pass that stalls with time left, every other pass goes on from the last one's "
+                 "result for this many neighbours, colder (0: every pass starts from a latency search's schedule)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("!--no-mem-resequence", opt.anneal.mem_resequence,
+               "Do not give each device, after every memory pass, the order with its lowest peak that keeps the "
+               "others' times (a dynamic program over its chains; skipped on devices with over 2M states)");
   app.add_option("--critical-moves", opt.anneal.critical_moves,
                  "Share of the latency search's swaps (the proposals that are not chain moves) drawn at a subtask "
                  "on a longest path, with its neighbour before or after it on its device, instead of anywhere")
