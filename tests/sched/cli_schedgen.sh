@@ -51,6 +51,14 @@ set +e
 set -e
 [[ $code == 2 ]] && grep -q mem-level-margin "$S/margin.err" && [[ ! -e "$S/margin_out.json" ]] \
   || fail "a negative --mem-level-margin is not refused (exit $code)"
+# Counts are unsigned: -1 must be refused, not wrapped to 2^64 - 1 (an endless run).
+for o in --mem-polish --iterations --mem-iterations --seed; do
+  set +e
+  timeout 20 "$GEN" "$FIX/issue_example.json" -o "$S/count_out.json" "$o" -1 2> "$S/count.err"; code=$?
+  set -e
+  [[ $code == 2 ]] && grep -q -- "$o" "$S/count.err" && [[ ! -e "$S/count_out.json" ]] \
+    || fail "a negative $o is not refused (exit $code)"
+done
 
 # 5. A corrupted schedule: device 0 waits first for a gradient -> deadlock, shown as a grid.
 jq '.devices[0].instructions |= ([.[] | select(.op=="RECV_B")][0:1] + .)' "$S/s.json" > "$S/broken.json"

@@ -29,11 +29,15 @@ int main(int argc, char** argv) {
                  "1F1B with the budget left, the lower peak winning (docs/schedgen.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"both", "greedy", "1f1b"}));
-  app.add_option("--seed", opt.anneal.seed, "Random seed (rank r uses stream r)")->capture_default_str();
+  // Unsigned counts: CLI11 would wrap "-1" to 2^64 - 1 (an endless run), so the sign is checked first.
+  app.add_option("--seed", opt.anneal.seed, "Random seed (rank r uses stream r)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--iterations", opt.anneal.iterations,
                  "Neighbours per rank (0: no cap); alone (no --time-limit) the result depends on spec, seed and rank "
                  "count only")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--time-limit", opt.anneal.time_limit, "Seconds of latency search per rank (0: none); the memory pass then runs until 1.5x this from the start")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -110,7 +114,8 @@ int main(int argc, char** argv) {
   app.add_option("--mem-iterations", opt.anneal.mem_iterations,
                  "Neighbours of the memory pass (0: until the time is up, or 20M without a time limit; it also stops "
                  "at serial 1F1B's peak)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   return braid::cli::run(app, argc, argv, [&] {
     if (world->rank() != 0 && braid::log::level() > braid::log::Level::warn) braid::log::set_level(braid::log::Level::warn);
     if (!opt.verify.empty()) {
