@@ -170,7 +170,8 @@ std::vector<double> latest_finish(const Problem& p, const Order& order, const Ti
 }
 
 std::optional<DeviceSequence> lowest_peak_sequence(const Problem& p, const Timing& t, const std::vector<double>& lf,
-                                                   int d, double makespan, std::size_t max_states) {
+                                                   int d, double makespan, std::size_t max_states,
+                                                   const std::function<bool()>& stop) {
   const Grid g = grid_of(p, t, lf, d);
   if (g.points > max_states || g.chains.size() > 127) return std::nullopt;
   // The lowest level at which the whole grid fits. Mostly a device cannot come down
@@ -182,8 +183,10 @@ std::optional<DeviceSequence> lowest_peak_sequence(const Problem& p, const Timin
   std::vector<double> earliest;
   std::vector<std::int8_t> from;
   std::size_t lo = levels.size() - 1, held = levels.size();
+  bool stopped = false;
   auto fits_at = [&](std::size_t i) {
-    const bool ok = fits(g, levels[i], makespan, earliest, from);
+    stopped = stopped || (stop && stop());
+    const bool ok = !stopped && fits(g, levels[i], makespan, earliest, from);
     held = ok ? i : levels.size();
     return ok;
   };
@@ -201,7 +204,7 @@ std::optional<DeviceSequence> lowest_peak_sequence(const Problem& p, const Timin
   }
   // The present order fits at its own peak, unless its times rest on a cycle
   // through other devices that the windows cut (then nothing is offered).
-  if (held != lo && !fits_at(lo)) return std::nullopt;
+  if ((held != lo && !fits_at(lo)) || stopped) return std::nullopt;
   return DeviceSequence{levels[lo], merge_of(g, from)};
 }
 
@@ -216,7 +219,8 @@ ResequenceStats resequence_devices(const Problem& p, Order& order, const Reseque
     for (int d = 0; d < p.devices; ++d) {
       if (opt.stop && opt.stop()) return st;
       const auto du = static_cast<std::size_t>(d);
-      const auto seq = lowest_peak_sequence(p, t, latest_finish(p, order, t, makespan), d, makespan, opt.max_states);
+      const auto seq =
+          lowest_peak_sequence(p, t, latest_finish(p, order, t, makespan), d, makespan, opt.max_states, opt.stop);
       if (!seq) {
         ++st.skipped;
         continue;

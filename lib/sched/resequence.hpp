@@ -47,18 +47,21 @@ struct DeviceSequence {
   double peak = 0;
   std::vector<std::int32_t> order;
 };
+// `stop`, asked before each pass of the program over the grid, ends it with nothing.
 std::optional<DeviceSequence> lowest_peak_sequence(const Problem& p, const Timing& t, const std::vector<double>& lf,
-                                                   int d, double makespan, std::size_t max_states);
+                                                   int d, double makespan, std::size_t max_states,
+                                                   const std::function<bool()>& stop = {});
 
 // A device whose grid has more points than this is left as it is, by default: the
-// program's time and memory grow with it (Table 3's 16/16 GBS 32 has 1.2e6 points a
-// device and a sweep takes about half a second; 16/8 GBS 64 4.6e6, 16/16 GBS 64 1.8e7).
-inline constexpr std::size_t kResequenceStates = std::size_t{1} << 21;
+// program's time and memory grow with it (a sweep over Table 3's 16/16 GBS 32, 1.2e6
+// points a device, takes about half a second; over 16/8 GBS 64, 4.6e6, 2–4 s;
+// 16/16 GBS 64 has 1.8e7).
+inline constexpr std::size_t kResequenceStates = std::size_t{1} << 23;
 
 struct ResequenceOptions {
   int rounds = 3;  // sweeps over the devices, while one of them still comes down
   std::size_t max_states = kResequenceStates;
-  std::function<bool()> stop;  // asked before each device: true ends the sweep there
+  std::function<bool()> stop;  // asked often: true ends the sweep there (the order stays valid)
 };
 
 struct ResequenceStats {

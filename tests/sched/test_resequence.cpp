@@ -115,13 +115,15 @@ BOOST_AUTO_TEST_CASE(the_program_finds_the_lowest_peak_any_order_of_the_device_h
   BOOST_TEST(below_present > 0);  // some device could come down: the comparison is not only at the present peak
 }
 
-BOOST_AUTO_TEST_CASE(a_grid_too_large_is_left_alone) {
+BOOST_AUTO_TEST_CASE(a_grid_too_large_or_a_deadline_leaves_the_device_alone) {
   const Problem p = build_problem(testing::two_models(4, 8, 2, 3.0, 2.0));
   const Order order = *greedy(p);
   const Timing t = evaluate(p, order);
   const std::vector<double> lf = latest_finish(p, order, t, t.makespan);
   BOOST_TEST(!lowest_peak_sequence(p, t, lf, 0, t.makespan, 100).has_value());
   BOOST_TEST(lowest_peak_sequence(p, t, lf, 0, t.makespan, std::size_t{1} << 20).has_value());
+  // Told to stop (a deadline), it offers nothing rather than a half-searched level.
+  BOOST_TEST(!lowest_peak_sequence(p, t, lf, 0, t.makespan, std::size_t{1} << 20, [] { return true; }).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(a_sweep_keeps_the_makespan_and_raises_no_peak) {
