@@ -214,13 +214,14 @@ ResequenceStats resequence_devices(const Problem& p, Order& order, const Reseque
   Timing t = evaluate(p, order);
   if (!t.valid) return st;
   const double makespan = t.makespan;
+  // The windows change only with the order: counted again after a kept one.
+  std::vector<double> lf = latest_finish(p, order, t, makespan);
   for (int round = 0; round < opt.rounds; ++round) {
     bool lowered = false;
     for (int d = 0; d < p.devices; ++d) {
       if (opt.stop && opt.stop()) return st;
       const auto du = static_cast<std::size_t>(d);
-      const auto seq =
-          lowest_peak_sequence(p, t, latest_finish(p, order, t, makespan), d, makespan, opt.max_states, opt.stop);
+      const auto seq = lowest_peak_sequence(p, t, lf, d, makespan, opt.max_states, opt.stop);
       if (!seq) {
         ++st.skipped;
         continue;
@@ -238,6 +239,7 @@ ResequenceStats resequence_devices(const Problem& p, Order& order, const Reseque
       const bool lower = tt.device_peak[du] < t.device_peak[du] && !same_time(tt.device_peak[du], t.device_peak[du]);
       order = std::move(trial);
       t = std::move(tt);
+      lf = latest_finish(p, order, t, makespan);
       ++st.kept;
       if (lower) {
         ++st.lowered;
