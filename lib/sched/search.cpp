@@ -205,7 +205,8 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
     const double time_left = seconds > 0 ? seconds - elapsed_s() : 0.0;
     AnnealStats st;
     const bool polish = opt.mem_polish > 0 && round % 2 == 1;
-    const int k = polish ? last_candidate : chosen[(static_cast<std::size_t>(rank) + from_candidates++) % chosen.size()];
+    int k = last_candidate;  // a polish goes on from the last pass, whose candidate it keeps
+    if (!polish) k = chosen[(static_cast<std::size_t>(rank) + from_candidates++) % chosen.size()];
     Order order = lower_memory(p, polish ? last : start_of(k), polish ? std::min(left, opt.mem_polish) : left, time_left,
                                opt.mem_target, opt.seed, static_cast<std::uint64_t>(rank) + 0x5eed + 0x100000 * round, &st,
                                polish ? opt.mem_t0_factor * kMemPolishCold : opt.mem_t0_factor, opt.mem_chain_moves,
