@@ -13,6 +13,14 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// A limit that leaves out the level x itself (levels_up_to keeps what is within
+// its tolerance of the limit).
+double just_below(double x) { return x * (1 - 1e-9) - 1e-9; }
+
+std::size_t saturating_product(std::size_t a, std::size_t b) {
+  return a > std::numeric_limits<std::size_t>::max() / b ? std::numeric_limits<std::size_t>::max() : a * b;
+}
+
 // One device's chains: chain 2m holds model m's forwards on it, 2m+1 its backwards,
 // each in micro-batch order, with their windows.
 struct Grid {
@@ -26,7 +34,7 @@ struct Grid {
   std::size_t points = 1;
 };
 
-Grid grid_of(const Problem& p, const Timing& t, const std::vector<double>& lf, int d) {
+Grid grid_of(const Problem& p, const std::vector<double>& end, const std::vector<double>& lf, int d) {
   Grid g;
   for (int m = 0; m < static_cast<int>(p.spec.models.size()); ++m) {
     const int r = p.replica_on(m, d), s = p.stage_on(m, d);
@@ -41,7 +49,7 @@ Grid grid_of(const Problem& p, const Timing& t, const std::vector<double>& lf, i
         // A predecessor on this device is the F of the same micro-batch (the last
         // stage's B), which the chain counts already keep in front.
         const bool pred_here = pr < 0 || p.device[static_cast<std::size_t>(pr)] == d;
-        c.release.push_back(pred_here ? 0.0 : t.end[static_cast<std::size_t>(pr)] + p.lag[xi]);
+        c.release.push_back(pred_here ? 0.0 : end[static_cast<std::size_t>(pr)] + p.lag[xi]);
         const bool succ_here = sc < 0 || p.device[static_cast<std::size_t>(sc)] == d;
         const auto si = static_cast<std::size_t>(sc);
         c.deadline.push_back(succ_here ? kInf : lf[si] - p.dur[si] - p.lag[si]);
@@ -54,8 +62,7 @@ Grid grid_of(const Problem& p, const Timing& t, const std::vector<double>& lf, i
   for (const auto& c : g.chains) {
     g.stride.push_back(g.points);
     const std::size_t len = c.tasks.size() + 1;
-    g.points = g.points > std::numeric_limits<std::size_t>::max() / len ? std::numeric_limits<std::size_t>::max()
-                                                                          : g.points * len;
+    g.points = saturating_product(g.points, len);
   }
   return g;
 }
@@ -169,19 +176,24 @@ std::vector<double> latest_finish(const Problem& p, const Order& order, const Ti
   return lf;
 }
 
-std::optional<DeviceSequence> lowest_peak_sequence(const Problem& p, const Timing& t, const std::vector<double>& lf,
-                                                   int d, double makespan, std::size_t max_states,
-                                                   const std::function<bool()>& stop) {
-  const Grid g = grid_of(p, t, lf, d);
+std::optional<DeviceSequence> lowest_peak_sequence(const Problem& p, const std::vector<double>& end,
+                                                   const std::vector<double>& lf, int d, double makespan, double cap,
+                                                   std::size_t max_states, const std::function<bool()>& stop,
+                                                   Pick pick) {
+  const Grid g = grid_of(p, end, lf, d);
   if (g.points > max_states || g.chains.size() > 127) return std::nullopt;
   // The lowest level at which the whole grid fits. Mostly a device cannot come down
   // at all, so the level one step below its present peak is tried first, and only
   // a device that can is searched further; `from` holds the program of level
   // `held` when it fitted.
-  const std::vector<double> levels = levels_up_to(g, t.device_peak[static_cast<std::size_t>(d)]);
+  const std::vector<double> levels = levels_up_to(g, cap);
   if (levels.empty()) return std::nullopt;
   std::vector<double> earliest;
   std::vector<std::int8_t> from;
+  if (pick == Pick::highest) {
+    if ((stop && stop()) || !fits(g, levels.back(), makespan, earliest, from)) return std::nullopt;
+    return DeviceSequence{levels.back(), merge_of(g, from)};
+  }
   std::size_t lo = levels.size() - 1, held = levels.size();
   bool stopped = false;
   auto fits_at = [&](std::size_t i) {
@@ -208,40 +220,76 @@ std::optional<DeviceSequence> lowest_peak_sequence(const Problem& p, const Timin
   return DeviceSequence{levels[lo], merge_of(g, from)};
 }
 
+std::size_t grid_points(const Problem& p) {
+  std::size_t points = 1;
+  for (const ModelSpec& m : p.spec.models) {
+    const auto len = static_cast<std::size_t>(m.micro_batches) + 1;
+    points = saturating_product(points, len);
+    points = saturating_product(points, len);  // its forwards and its backwards
+  }
+  return points;
+}
+
+double resequence_reserve(const Problem& p, double seconds) {
+  const std::size_t points = grid_points(p);
+  if (seconds <= 0 || points > kResequencePeakStates) return 0.0;
+  return std::min(0.1 * seconds, 1e-7 * static_cast<double>(points));
+}
+
 ResequenceStats resequence_devices(const Problem& p, Order& order, const ResequenceOptions& opt) {
   ResequenceStats st;
   if (p.per_device < 2) return st;
   Timing t = evaluate(p, order);
   if (!t.valid) return st;
   const double makespan = t.makespan;
+  // Device d in `seq`'s order when its exact timing keeps the makespan.
+  auto keep = [&](int d, const DeviceSequence& seq) {
+    const auto first = order.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(d) * static_cast<std::size_t>(p.per_device));
+    if (std::equal(seq.order.begin(), seq.order.end(), first)) return false;
+    Order trial = order;
+    std::copy(seq.order.begin(), seq.order.end(), trial.begin() + (first - order.begin()));
+    Timing tt = evaluate(p, trial);
+    if (!tt.valid || tt.makespan > makespan * (1 + 1e-12)) {  // the memory pass's wall
+      ++st.refused;
+      return false;
+    }
+    order = std::move(trial);
+    t = std::move(tt);
+    ++st.kept;
+    return true;
+  };
+  // The devices at the highest peak go first, so that a sweep the deadline cuts has
+  // done them, and only they may have grids up to opt.peak_states.
+  std::vector<int> devices(static_cast<std::size_t>(p.devices));
   // The windows change only with the order: counted again after a kept one.
   std::vector<double> lf = latest_finish(p, order, t, makespan);
   for (int round = 0; round < opt.rounds; ++round) {
+    std::iota(devices.begin(), devices.end(), 0);
+    std::stable_sort(devices.begin(), devices.end(), [&](int a, int b) {
+      return t.device_peak[static_cast<std::size_t>(a)] > t.device_peak[static_cast<std::size_t>(b)];
+    });
     bool lowered = false;
-    for (int d = 0; d < p.devices; ++d) {
+    for (const int d : devices) {
       if (opt.stop && opt.stop()) return st;
       const auto du = static_cast<std::size_t>(d);
-      const auto seq = lowest_peak_sequence(p, t, lf, d, makespan, opt.max_states, opt.stop);
+      const double present = t.device_peak[du];
+      const std::size_t limit = same_time(present, t.peak_memory) ? std::max(opt.max_states, opt.peak_states) : opt.max_states;
+      const auto seq = lowest_peak_sequence(p, t.end, lf, d, makespan, present, limit, opt.stop);
       if (!seq) {
         ++st.skipped;
         continue;
       }
       ++st.tried;
-      const auto first = order.begin() + static_cast<std::ptrdiff_t>(du * static_cast<std::size_t>(p.per_device));
-      if (std::equal(seq->order.begin(), seq->order.end(), first)) continue;
-      Order trial = order;
-      std::copy(seq->order.begin(), seq->order.end(), trial.begin() + (first - order.begin()));
-      Timing tt = evaluate(p, trial);
-      if (!tt.valid || tt.makespan > makespan * (1 + 1e-12)) {  // the memory pass's wall
-        ++st.refused;
-        continue;
+      bool kept = keep(d, *seq);
+      if (!kept && seq->peak < just_below(present)) {
+        // The lowest merge came back late through a cycle; the one just below the
+        // present peak, nearer to the present order, may not.
+        const auto near = lowest_peak_sequence(p, t.end, lf, d, makespan, just_below(present), limit, opt.stop, Pick::highest);
+        kept = near && keep(d, *near);
       }
-      const bool lower = tt.device_peak[du] < t.device_peak[du] && !same_time(tt.device_peak[du], t.device_peak[du]);
-      order = std::move(trial);
-      t = std::move(tt);
+      if (!kept) continue;
       lf = latest_finish(p, order, t, makespan);
-      ++st.kept;
-      if (lower) {
+      if (t.device_peak[du] < present && !same_time(t.device_peak[du], present)) {
         ++st.lowered;
         lowered = true;
       }

@@ -38,29 +38,46 @@ namespace braid::sched {
 std::vector<double> latest_finish(const Problem& p, const Order& order, const Timing& t, double makespan);
 
 // Device d's order with the lowest peak among the merges of its chains that meet
-// the windows of timing t (latest ends lf, every end at most `makespan`), and
-// among those the one that ends earliest; its peak is the level it holds at most.
-// Nothing when the device's grid has more than `max_states` points, or when no
-// merge fits even at its present peak (a cycle through other devices, which the
-// windows cut, held the present order up).
+// the windows (subtasks end at `end`, as the other devices' are timed; lf: their
+// latest ends; every end at most `makespan`), at most `cap`, and among those the
+// one that ends earliest; its peak is the level it holds at most. Pick::highest
+// asks only the highest level at most `cap` (the order nearest to the present one
+// below a peak). Nothing when the device's grid has more than `max_states` points,
+// or when no merge fits (at its present peak: a cycle through other devices, which
+// the windows cut, held the present order up).
 struct DeviceSequence {
   double peak = 0;
   std::vector<std::int32_t> order;
 };
+enum class Pick { lowest, highest };
 // `stop`, asked before each pass of the program over the grid, ends it with nothing.
-std::optional<DeviceSequence> lowest_peak_sequence(const Problem& p, const Timing& t, const std::vector<double>& lf,
-                                                   int d, double makespan, std::size_t max_states,
-                                                   const std::function<bool()>& stop = {});
+std::optional<DeviceSequence> lowest_peak_sequence(const Problem& p, const std::vector<double>& end,
+                                                   const std::vector<double>& lf, int d, double makespan, double cap,
+                                                   std::size_t max_states, const std::function<bool()>& stop = {},
+                                                   Pick pick = Pick::lowest);
 
 // A device whose grid has more points than this is left as it is, by default: the
 // program's time and memory grow with it (a sweep over Table 3's 16/16 GBS 32, 1.2e6
-// points a device, takes about half a second; over 16/8 GBS 64, 4.6e6, 2–4 s;
-// 16/16 GBS 64 has 1.8e7).
+// points a device, takes about half a second; over 16/8 GBS 64, 4.6e6, 2–4 s).
+// A device at the highest peak may have up to kResequencePeakStates (16/16 GBS 64:
+// 1.8e7 points, 160 MB, about 0.7 s a device).
 inline constexpr std::size_t kResequenceStates = std::size_t{1} << 23;
+inline constexpr std::size_t kResequencePeakStates = std::size_t{1} << 25;
+
+// Points of a device's grid (the same on every device: each holds one stage of
+// every model): the product over its chains of their lengths + 1.
+std::size_t grid_points(const Problem& p);
+
+// Seconds a clocked memory phase keeps back for the sweep of its last pass (the
+// sweep stops at the deadline, and a pass that runs to the end would otherwise go
+// out unswept): about the program over the devices at the highest peak, 1e-7 s a
+// point, at most a tenth of the phase (search.cpp).
+double resequence_reserve(const Problem& p, double seconds);
 
 struct ResequenceOptions {
   int rounds = 3;  // sweeps over the devices, while one of them still comes down
   std::size_t max_states = kResequenceStates;
+  std::size_t peak_states = kResequencePeakStates;  // for the devices at the highest peak
   std::function<bool()> stop;  // asked often: true ends the sweep there (the order stays valid)
 };
 

@@ -200,9 +200,10 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
   std::uint64_t from_candidates = 0;
   ResequenceOptions reseq;
   reseq.stop = [&] { return (seconds > 0 && elapsed_s() >= seconds) || peer_done(); };
+  const double reserve = opt.mem_resequence ? resequence_reserve(p, seconds) : 0.0;
   for (std::uint64_t round = 0;; ++round) {
     const std::uint64_t left = budget == std::numeric_limits<std::uint64_t>::max() ? budget : budget - out.iterations;
-    const double time_left = seconds > 0 ? seconds - elapsed_s() : 0.0;
+    const double time_left = seconds > 0 ? std::max(seconds - reserve - elapsed_s(), 0.01 * seconds) : 0.0;
     AnnealStats st;
     const bool polish = opt.mem_polish > 0 && round % 2 == 1;
     int k = last_candidate;  // a polish goes on from the last pass, whose candidate it keeps
@@ -234,7 +235,7 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
       t = now;
       mine_candidate = k;
     }
-    const bool budget_left = seconds > 0 ? seconds - elapsed_s() > 0.05 * seconds
+    const bool budget_left = seconds > 0 ? seconds - reserve - elapsed_s() > 0.05 * seconds
                                          : budget - out.iterations > std::max<std::uint64_t>(budget / 20, 1'000'000);
     if (at_most(t.makespan, bound) && at_most(t.peak_memory, opt.mem_target)) done.call();
     // A pass from a candidate that did not stall had the whole budget; a polish ends

@@ -97,7 +97,7 @@ BOOST_AUTO_TEST_CASE(the_program_finds_the_lowest_peak_any_order_of_the_device_h
       const std::vector<double> lf = latest_finish(p, order, t, t.makespan);
       for (int d = 0; d < p.devices; ++d) {
         const double want = lowest_by_enumeration(p, t, lf, d, t.makespan);
-        const auto got = lowest_peak_sequence(p, t, lf, d, t.makespan, std::size_t{1} << 20);
+        const auto got = lowest_peak_sequence(p, t.end, lf, d, t.makespan, t.device_peak[static_cast<std::size_t>(d)], std::size_t{1} << 20);
         if (want == kInf) {
           BOOST_TEST(!got.has_value());
           continue;
@@ -107,7 +107,17 @@ BOOST_AUTO_TEST_CASE(the_program_finds_the_lowest_peak_any_order_of_the_device_h
         // The order it offers is one of them, with that peak.
         BOOST_TEST(peak_within_windows(p, t, lf, d, t.makespan, got->order) == want, boost::test_tools::tolerance(1e-9));
         ++compared;
-        if (want < t.device_peak[static_cast<std::size_t>(d)] - 1e-9) ++below_present;
+        const double present = t.device_peak[static_cast<std::size_t>(d)];
+        if (want < present - 1e-9) ++below_present;
+        // Pick::highest under a cap just below the present peak: an order that meets
+        // the windows, within the cap, whenever one exists (the lowest is within it).
+        const double cap = present - 1e-6;
+        const auto high = lowest_peak_sequence(p, t.end, lf, d, t.makespan, cap, std::size_t{1} << 20, {}, Pick::highest);
+        BOOST_TEST(high.has_value() == (want <= cap));
+        if (high) {
+          BOOST_TEST(high->peak >= got->peak - 1e-9);
+          BOOST_TEST(peak_within_windows(p, t, lf, d, t.makespan, high->order) <= cap);
+        }
       }
     }
   }
@@ -120,10 +130,14 @@ BOOST_AUTO_TEST_CASE(a_grid_too_large_or_a_deadline_leaves_the_device_alone) {
   const Order order = *greedy(p);
   const Timing t = evaluate(p, order);
   const std::vector<double> lf = latest_finish(p, order, t, t.makespan);
-  BOOST_TEST(!lowest_peak_sequence(p, t, lf, 0, t.makespan, 100).has_value());
-  BOOST_TEST(lowest_peak_sequence(p, t, lf, 0, t.makespan, std::size_t{1} << 20).has_value());
+  // The grid: (8 + 1)^2 for the actor's two chains, (4 + 1)^2 for the critic's.
+  BOOST_TEST(grid_points(p) == 81u * 25u);
+  BOOST_TEST(!lowest_peak_sequence(p, t.end, lf, 0, t.makespan, t.device_peak[0], grid_points(p) - 1).has_value());
+  BOOST_TEST(lowest_peak_sequence(p, t.end, lf, 0, t.makespan, t.device_peak[0], grid_points(p)).has_value());
+  BOOST_TEST(!lowest_peak_sequence(p, t.end, lf, 0, t.makespan, t.device_peak[0], 100).has_value());
+  BOOST_TEST(lowest_peak_sequence(p, t.end, lf, 0, t.makespan, t.device_peak[0], std::size_t{1} << 20).has_value());
   // Told to stop (a deadline), it offers nothing rather than a half-searched level.
-  BOOST_TEST(!lowest_peak_sequence(p, t, lf, 0, t.makespan, std::size_t{1} << 20, [] { return true; }).has_value());
+  BOOST_TEST(!lowest_peak_sequence(p, t.end, lf, 0, t.makespan, t.device_peak[0], std::size_t{1} << 20, [] { return true; }).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(a_sweep_keeps_the_makespan_and_raises_no_peak) {
@@ -144,6 +158,39 @@ BOOST_AUTO_TEST_CASE(a_sweep_keeps_the_makespan_and_raises_no_peak) {
     }
   }
   BOOST_TEST(lowered > 0);
+}
+
+BOOST_AUTO_TEST_CASE(only_the_devices_at_the_highest_peak_may_have_the_larger_grids) {
+  const Problem p = build_problem(testing::two_models(4, 8, 2, 3.0, 2.0));
+  const Order start = *greedy(p);
+  const Timing t = evaluate(p, start);
+  int at_peak = 0;
+  for (double v : t.device_peak) at_peak += same_time(v, t.peak_memory) ? 1 : 0;
+  BOOST_REQUIRE(at_peak < p.devices);
+  ResequenceOptions opt;
+  opt.rounds = 1;
+  opt.max_states = grid_points(p) - 1;  // every grid too large ...
+  opt.peak_states = grid_points(p) - 1;
+  Order order = start;
+  BOOST_TEST(resequence_devices(p, order, opt).tried == 0);
+  opt.peak_states = grid_points(p);  // ... but the devices at the peak
+  order = start;
+  const ResequenceStats st = resequence_devices(p, order, opt);
+  BOOST_TEST(st.tried >= 1);
+  BOOST_TEST(st.tried + st.skipped == p.devices);
+  BOOST_TEST(st.skipped >= 1);  // a device below the peak (until the peak comes down to it)
+}
+
+BOOST_AUTO_TEST_CASE(a_clocked_phase_keeps_back_time_for_the_last_sweep) {
+  const Problem small = build_problem(testing::two_models(4, 8, 2, 3.0, 2.0));
+  const Problem large = build_problem(testing::two_models(4, 256, 1, 3.0, 2.0));  // 257^4 points: no program
+  BOOST_TEST(resequence_reserve(small, 0) == 0.0);  // no clock
+  BOOST_TEST(resequence_reserve(small, 10) > 0.0);
+  BOOST_TEST(resequence_reserve(small, 10) <= 1.0);
+  BOOST_TEST(resequence_reserve(large, 10) == 0.0);
+  const Problem mid = build_problem(testing::two_models(4, 64, 1, 3.0, 2.0));  // 65^4 = 1.8e7 points
+  BOOST_TEST(resequence_reserve(mid, 30) > resequence_reserve(small, 30));
+  BOOST_TEST(resequence_reserve(mid, 1) == 0.1);  // at most a tenth
 }
 
 BOOST_AUTO_TEST_CASE(a_sweep_that_is_told_to_stop_changes_nothing) {

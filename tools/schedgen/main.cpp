@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("!--no-mem-resequence", opt.anneal.mem_resequence,
                "Do not give each device, after every memory pass, the order with its lowest peak that keeps the "
-               "others' times (a dynamic program over its chains; skipped on devices whose grid has over 8M points)");
+               "others' times (a dynamic program over its chains; skipped on devices whose grid has over 8M "
+               "points, 33M for the devices at the highest peak)");
   app.add_option("--critical-moves", opt.anneal.critical_moves,
                  "Share of the latency search's swaps (the proposals that are not chain moves) drawn at a subtask "
                  "on a longest path, with its neighbour before or after it on its device, instead of anywhere")
