@@ -180,12 +180,11 @@ std::optional<DeviceSequence> lowest_peak_sequence(const Problem& p, const std::
                                                    const std::vector<double>& lf, int d, double makespan, double cap,
                                                    std::size_t max_states, const std::function<bool()>& stop,
                                                    Pick pick) {
+  // Every device's grid has grid_points(p) points: a device left alone is told so
+  // before its windows are gathered.
+  if (grid_points(p) > max_states) return std::nullopt;
   const Grid g = grid_of(p, end, lf, d);
-  if (g.points > max_states || g.chains.size() > 127) return std::nullopt;
-  // The lowest level at which the whole grid fits. Mostly a device cannot come down
-  // at all, so the level one step below its present peak is tried first, and only
-  // a device that can is searched further; `from` holds the program of level
-  // `held` when it fitted.
+  if (g.chains.size() > 127) return std::nullopt;
   const std::vector<double> levels = levels_up_to(g, cap);
   if (levels.empty()) return std::nullopt;
   std::vector<double> earliest;
@@ -194,6 +193,10 @@ std::optional<DeviceSequence> lowest_peak_sequence(const Problem& p, const std::
     if ((stop && stop()) || !fits(g, levels.back(), makespan, earliest, from)) return std::nullopt;
     return DeviceSequence{levels.back(), merge_of(g, from)};
   }
+  // The lowest level at which the whole grid fits. Mostly a device cannot come down
+  // at all, so the level one step below the cap (its present peak) is tried first,
+  // and only a device that can is searched further; `from` holds the program of
+  // level `held` when it fitted.
   std::size_t lo = levels.size() - 1, held = levels.size();
   bool stopped = false;
   auto fits_at = [&](std::size_t i) {
