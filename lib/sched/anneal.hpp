@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sched/exact.hpp"
 #include "sched/problem.hpp"
 #include "sched/schedule.hpp"
 
@@ -80,6 +81,10 @@ struct AnnealOptions {
   // again exactly (sched/resequence.hpp).
   std::uint64_t mem_polish = kMemPolish;
   bool mem_resequence = true;
+  // ... and then the result's peak taken down by orders searched exactly
+  // (sched/exact.hpp) for at most this many nodes, on problems whose device grids
+  // have at most kExactStates points (0: never).
+  std::uint64_t mem_exact_nodes = kExactNodes;
   TieBreak tie_break = TieBreak::critical;
   double tie_weight = 1.0;  // the tie-break's scale against the temperature
   // At every reheat, go back to the best schedule found (else: anneal on from where

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/log.hpp"
+#include "sched/exact.hpp"
 #include "sched/resequence.hpp"
 
 namespace braid::sched {
@@ -200,7 +201,10 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
   std::uint64_t from_candidates = 0;
   ResequenceOptions reseq;
   reseq.stop = [&] { return (seconds > 0 && elapsed_s() >= seconds) || peer_done(); };
-  const double reserve = opt.mem_resequence ? resequence_reserve(p, seconds) : 0.0;
+  // On small grids the exact search comes last, with a share of a clocked phase.
+  const bool exact = opt.mem_exact_nodes > 0 && grid_points(p) <= kExactStates;
+  const double reserve =
+      (opt.mem_resequence ? resequence_reserve(p, seconds) : 0.0) + (exact ? kExactShare * seconds : 0.0);
   for (std::uint64_t round = 0;; ++round) {
     const std::uint64_t left = budget == std::numeric_limits<std::uint64_t>::max() ? budget : budget - out.iterations;
     const double time_left = seconds > 0 ? std::max(seconds - reserve - elapsed_s(), 0.01 * seconds) : 0.0;
@@ -242,6 +246,18 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
     // by its own budget.
     if (!(st.mem_stalled || polish) || !budget_left || at_most(t.peak_memory, opt.mem_target) || done.heard()) break;
   }
+  if (exact && !(at_most(t.peak_memory, opt.mem_target) && opt.mem_target > 0)) {
+    ExactOptions ex;
+    ex.nodes = opt.mem_exact_nodes;
+    ex.seed = opt.seed * 0x100 + static_cast<std::uint64_t>(rank);
+    ex.stop = reseq.stop;
+    const ExactStats es = lower_peak_exactly(p, out.order, opt.mem_target, ex);
+    out.exact_nodes += es.nodes;
+    out.exact_levels += static_cast<std::uint64_t>(es.levels_found);
+    log::debug("exact search of rank {}: {} levels tried, {} found, {} nodes, {} restarts", rank, es.levels_tried,
+               es.levels_found, es.nodes, es.restarts);
+    if (es.levels_found > 0) t = evaluate(p, out.order);
+  }
   done.finish();
   const double mine_peak = t.peak_memory;
   const double elapsed = elapsed_s();
@@ -259,12 +275,15 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
     if (better) winner = r;
   }
   for (int r = 0; r < size; ++r) out.seconds = std::max(out.seconds, at(r, 3));
-  std::int64_t sums[3] = {static_cast<std::int64_t>(out.iterations), static_cast<std::int64_t>(out.passes),
-                          static_cast<std::int64_t>(out.devices_lowered)};
+  std::int64_t sums[5] = {static_cast<std::int64_t>(out.iterations), static_cast<std::int64_t>(out.passes),
+                          static_cast<std::int64_t>(out.devices_lowered), static_cast<std::int64_t>(out.exact_nodes),
+                          static_cast<std::int64_t>(out.exact_levels)};
   world.all_reduce_sum(std::span<std::int64_t>(sums));
   out.iterations = static_cast<std::uint64_t>(sums[0]);
   out.passes = static_cast<std::uint64_t>(sums[1]);
   out.devices_lowered = static_cast<std::uint64_t>(sums[2]);
+  out.exact_nodes = static_cast<std::uint64_t>(sums[3]);
+  out.exact_levels = static_cast<std::uint64_t>(sums[4]);
   out.winner = winner;
   out.candidate = static_cast<int>(at(winner, 2));
   out.makespan = at(winner, 0);

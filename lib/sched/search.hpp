@@ -48,6 +48,8 @@ struct MemoryPhaseResult {
   int candidate = 0;             // the index (into `searches`) of the search it came from
   std::uint64_t passes = 0;           // memory passes, over all ranks
   std::uint64_t devices_lowered = 0;  // devices made again with a lower peak, over all ranks
+  std::uint64_t exact_nodes = 0;      // nodes of the exact search (sched/exact.hpp), over all ranks
+  std::uint64_t exact_levels = 0;     // levels it took the peak down, over all ranks
 };
 MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem& p,
                                         const std::vector<const SearchResult*>& searches, double bound,

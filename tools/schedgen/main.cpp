@@ -91,6 +91,13 @@ int main(int argc, char** argv) {
                "Do not give each device, after every memory pass, the order with its lowest peak that keeps the "
                "others' times (a dynamic program over its chains; skipped on devices whose grid has over 8M "
                "points, 33M for the devices at the highest peak)");
+  app.add_option("--mem-exact-nodes", opt.anneal.mem_exact_nodes,
+                 "Last, on problems whose device grids are small (Table 3's GBS 8 and 16), take the peak down "
+                 "level by level by a depth-first search over the devices' orders with the windows of every "
+                 "subtask propagated, for at most N nodes (0: not at all; under a time limit it also has 30% of "
+                 "the memory phase)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--critical-moves", opt.anneal.critical_moves,
                  "Share of the latency search's swaps (the proposals that are not chain moves) drawn at a subtask "
                  "on a longest path, with its neighbour before or after it on its device, instead of anywhere")

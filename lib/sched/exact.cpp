@@ -1,0 +1,477 @@
+#include "sched/exact.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/log.hpp"
+
+namespace braid::sched {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Every 16th node asks opt.stop.
+constexpr std::uint64_t kStopEvery = 16;
+
+// One device: chain 2m holds model m's forwards on it, 2m+1 its backwards.
+struct Device {
+  struct Chain {
+    std::vector<std::int32_t> tasks;
+    double act = 0;
+  };
+  std::vector<Chain> chains;
+  std::vector<std::size_t> stride;
+  std::vector<int> len;
+  std::size_t points = 1;
+};
+
+Device device_of(const Problem& p, int d) {
+  Device g;
+  for (int m = 0; m < static_cast<int>(p.spec.models.size()); ++m) {
+    const int r = p.replica_on(m, d), s = p.stage_on(m, d);
+    for (Kind k : {Kind::F, Kind::B}) {
+      Device::Chain c;
+      c.act = p.mem_delta[static_cast<std::size_t>(p.task_id(m, r, s, 0, Kind::F))];
+      for (int j = 0; j < p.spec.models[static_cast<std::size_t>(m)].micro_batches; ++j)
+        c.tasks.push_back(p.task_id(m, r, s, j, k));
+      g.chains.push_back(std::move(c));
+    }
+  }
+  for (const auto& c : g.chains) {
+    g.stride.push_back(g.points);
+    g.len.push_back(static_cast<int>(c.tasks.size()));
+    g.points *= c.tasks.size() + 1;
+  }
+  return g;
+}
+
+// A node of the search: the windows, and every device's order so far (its prefix,
+// the chain counts it has reached, and the earliest end of its last subtask).
+struct Node {
+  std::vector<double> es, le;  // earliest start, latest end
+  std::vector<std::vector<int>> count;
+  std::vector<std::vector<std::int32_t>> prefix;
+  std::vector<double> ready;
+};
+
+class Search {
+ public:
+  Search(const Problem& p, double makespan, double level, const ExactOptions& opt, ExactStats& stats)
+      : p_(p), makespan_(makespan), level_(level * (1 + 1e-9) + 1e-9), tol_(1e-9 * std::max(1.0, makespan)),
+        opt_(opt), stats_(stats) {
+    for (int d = 0; d < p.devices; ++d) devices_.push_back(device_of(p, d));
+    std::size_t most = 0;
+    for (const auto& g : devices_) most = std::max(most, g.points);
+    ear_.resize(most);
+    lat_.resize(most);
+    stamp_.assign(most, 0);
+    new_es_.resize(static_cast<std::size_t>(p.num_tasks));
+    new_le_.resize(static_cast<std::size_t>(p.num_tasks));
+  }
+
+  std::optional<Order> run() {
+    Node root;
+    root.es.assign(static_cast<std::size_t>(p_.num_tasks), 0.0);
+    root.le.assign(static_cast<std::size_t>(p_.num_tasks), makespan_);
+    root.ready.assign(static_cast<std::size_t>(p_.devices), 0.0);
+    for (const auto& g : devices_) {
+      root.count.emplace_back(g.chains.size(), 0);
+      root.prefix.emplace_back();
+    }
+    for (std::uint64_t restart = 0;; ++restart) {
+      rng_.seed(opt_.seed * 0x9e3779b97f4a7c15ULL + restart);
+      noise_ = restart == 0 ? 0.0 : 0.01 * makespan_;
+      restart_nodes_ = 0;
+      if (dfs(root, -1)) return solution_;
+      if (stopped_ || out_of_nodes() || opt_.restart_nodes == 0) return std::nullopt;
+      ++stats_.restarts;
+    }
+  }
+
+ private:
+  bool out_of_nodes() const { return opt_.nodes > 0 && stats_.nodes >= opt_.nodes; }
+  // A restart has as many nodes as there are subtasks (one decision each) and
+  // opt.restart_nodes more for going back.
+  bool restart_due() const {
+    return opt_.restart_nodes > 0 && restart_nodes_ > opt_.restart_nodes + static_cast<std::uint64_t>(p_.num_tasks);
+  }
+
+  double level_at(const Device& g, const std::vector<int>& c) const {
+    double l = 0;
+    for (std::size_t i = 0; i < c.size(); i += 2) l += g.chains[i].act * (c[i] - c[i + 1]);
+    return l;
+  }
+
+  // The subtask chain c may run next at counts `c` (its forward within the level,
+  // a backward after its forward), or -1.
+  std::int32_t next_of(const Device& g, const std::vector<int>& cnt, std::size_t c, double level) const {
+    const int k = cnt[c];
+    if (k >= g.len[c]) return -1;
+    if (c % 2 == 1 && k >= cnt[c - 1]) return -1;
+    if (c % 2 == 0 && level + g.chains[c].act > level_) return -1;
+    return g.chains[c].tasks[static_cast<std::size_t>(k)];
+  }
+
+  // Every point of the box above `lo`, in ascending (forward) or descending order.
+  template <class F>
+  void for_box(const Device& g, const std::vector<int>& lo, bool ascending, F&& f) {
+    const std::size_t nc = g.chains.size();
+    std::vector<int>& cnt = cnt_;
+    std::size_t pt = 0;
+    cnt.resize(nc);
+    for (std::size_t c = 0; c < nc; ++c) {
+      cnt[c] = ascending ? lo[c] : g.len[c];
+      pt += static_cast<std::size_t>(cnt[c]) * g.stride[c];
+    }
+    for (;;) {
+      f(pt, cnt);
+      std::size_t c = 0;
+      for (; c < nc; ++c) {
+        if (ascending && cnt[c] < g.len[c]) {
+          ++cnt[c];
+          pt += g.stride[c];
+          break;
+        }
+        if (!ascending && cnt[c] > lo[c]) {
+          --cnt[c];
+          pt -= g.stride[c];
+          break;
+        }
+        const int back = ascending ? lo[c] : g.len[c];
+        pt = pt - static_cast<std::size_t>(cnt[c]) * g.stride[c] + static_cast<std::size_t>(back) * g.stride[c];
+        cnt[c] = back;
+      }
+      if (c == nc) return;
+    }
+  }
+
+  // Device d's windows tightened by the program over its grid from its prefix on;
+  // ear_/lat_ (stamp_ == gen_) hold, for every point reached, the earliest time its
+  // subtasks can all have run and the latest they may, for the rest to fit.
+  bool tighten(Node& s, int d) {
+    ++tightens_;
+    const Device& g = devices_[static_cast<std::size_t>(d)];
+    const std::size_t nc = g.chains.size();
+    const std::vector<int>& lo = s.count[static_cast<std::size_t>(d)];
+    ++gen_;
+    auto touch = [&](std::size_t pt) {
+      if (stamp_[pt] != gen_) {
+        stamp_[pt] = gen_;
+        ear_[pt] = kInf;
+        lat_[pt] = -kInf;
+      }
+    };
+    std::size_t start = 0;
+    for (std::size_t c = 0; c < nc; ++c) start += static_cast<std::size_t>(lo[c]) * g.stride[c];
+    touch(start);
+    ear_[start] = s.ready[static_cast<std::size_t>(d)];
+    auto reached = [&](std::size_t pt) { return stamp_[pt] == gen_ && ear_[pt] < kInf; };
+    for_box(g, lo, true, [&](std::size_t pt, const std::vector<int>& cnt) {
+      if (!reached(pt)) return;
+      const double level = level_at(g, cnt);
+      for (std::size_t c = 0; c < nc; ++c) {
+        const std::int32_t x = next_of(g, cnt, c, level);
+        if (x < 0) continue;
+        const auto xi = static_cast<std::size_t>(x);
+        const double end = std::max(ear_[pt], s.es[xi]) + p_.dur[xi];
+        if (end > s.le[xi] + tol_) continue;
+        const std::size_t nx = pt + g.stride[c];
+        touch(nx);
+        ear_[nx] = std::min(ear_[nx], end);
+      }
+    });
+    const std::size_t last = g.points - 1;
+    if (!reached(last)) return false;
+    // Backwards: the latest time each point's subtasks may all have run for the rest
+    // to fit, and each subtask's window from the transitions that some path through
+    // the grid meeting every window takes (a transition out of a point is on such a
+    // path exactly when it fits between the point's earliest time and the next
+    // point's latest).
+    for (std::size_t c = 0; c < nc; ++c) {
+      for (int k = lo[c]; k < g.len[c]; ++k) {
+        const auto xi = static_cast<std::size_t>(g.chains[c].tasks[static_cast<std::size_t>(k)]);
+        new_es_[xi] = kInf;
+        new_le_[xi] = -kInf;
+      }
+    }
+    lat_[last] = makespan_;
+    for_box(g, lo, false, [&](std::size_t pt, const std::vector<int>& cnt) {
+      if (pt == last || !reached(pt)) return;
+      const double level = level_at(g, cnt);
+      double best = -kInf;
+      for (std::size_t c = 0; c < nc; ++c) {
+        const std::int32_t x = next_of(g, cnt, c, level);
+        if (x < 0) continue;
+        const auto xi = static_cast<std::size_t>(x);
+        const std::size_t nx = pt + g.stride[c];
+        if (stamp_[nx] != gen_ || lat_[nx] == -kInf) continue;
+        const double st = std::max(s.es[xi], ear_[pt]);
+        const double hi = std::min(lat_[nx], s.le[xi]);
+        if (st + p_.dur[xi] > hi + tol_) continue;
+        best = std::max(best, hi - p_.dur[xi]);
+        new_es_[xi] = std::min(new_es_[xi], st);
+        new_le_[xi] = std::max(new_le_[xi], hi);
+      }
+      lat_[pt] = best;
+    });
+    if (lat_[start] == -kInf) return false;
+    for (std::size_t c = 0; c < nc; ++c) {
+      for (int k = lo[c]; k < g.len[c]; ++k) {
+        const auto xi = static_cast<std::size_t>(g.chains[c].tasks[static_cast<std::size_t>(k)]);
+        if (new_es_[xi] == kInf) return false;
+        s.es[xi] = std::max(s.es[xi], new_es_[xi]);
+        s.le[xi] = std::min(s.le[xi], new_le_[xi]);
+      }
+    }
+    // The prefix: its times forwards from the earliest starts, its latest ends
+    // backwards from the latest time the rest allows it to end.
+    auto& prefix = s.prefix[static_cast<std::size_t>(d)];
+    double t = 0;
+    for (std::int32_t x : prefix) {
+      const auto xi = static_cast<std::size_t>(x);
+      s.es[xi] = std::max(t, s.es[xi]);
+      t = s.es[xi] + p_.dur[xi];
+    }
+    s.ready[static_cast<std::size_t>(d)] = t;
+    double l = lat_[start];
+    for (auto it = prefix.rbegin(); it != prefix.rend(); ++it) {
+      const auto xi = static_cast<std::size_t>(*it);
+      s.le[xi] = std::min(s.le[xi], l);
+      l = s.le[xi] - p_.dur[xi];
+      if (l + tol_ < s.es[xi]) return false;
+    }
+    return true;
+  }
+
+  // The windows along every data chain (a successor starts after its predecessor
+  // ends and its input arrives).
+  void along_data(Node& s) const {
+    for (int t = 0; t < p_.num_tasks; ++t) {
+      if (p_.pred[static_cast<std::size_t>(t)] >= 0) continue;
+      int last = t;
+      for (int u = t; p_.succ[static_cast<std::size_t>(u)] >= 0; u = p_.succ[static_cast<std::size_t>(u)]) {
+        const auto ui = static_cast<std::size_t>(u);
+        const auto n = static_cast<std::size_t>(p_.succ[ui]);
+        s.es[n] = std::max(s.es[n], s.es[ui] + p_.dur[ui] + p_.lag[n]);
+        last = static_cast<int>(n);
+      }
+      for (int u = last; p_.pred[static_cast<std::size_t>(u)] >= 0; u = p_.pred[static_cast<std::size_t>(u)]) {
+        const auto ui = static_cast<std::size_t>(u);
+        const auto q = static_cast<std::size_t>(p_.pred[ui]);
+        s.le[q] = std::min(s.le[q], s.le[ui] - p_.dur[ui] - p_.lag[ui]);
+      }
+    }
+  }
+
+  // Devices tightened until no window moves, starting from `first` (all: -1).
+  bool propagate(Node& s, int first) {
+    const auto n = static_cast<std::size_t>(p_.num_tasks);
+    std::vector<char> dirty(static_cast<std::size_t>(p_.devices), first < 0 ? 1 : 0);
+    if (first >= 0) dirty[static_cast<std::size_t>(first)] = 1;
+    along_data(s);
+    std::vector<double> es0 = s.es, le0 = s.le;
+    for (;;) {
+      const auto it = std::find(dirty.begin(), dirty.end(), 1);
+      if (it == dirty.end()) return true;
+      const int d = static_cast<int>(it - dirty.begin());
+      *it = 0;
+      if (!tighten(s, d)) return false;
+      along_data(s);
+      for (std::size_t x = 0; x < n; ++x) {
+        if (s.es[x] + p_.dur[x] > s.le[x] + tol_) return false;
+        // Windows creep by less than this through cycles of devices: not followed.
+        if (s.es[x] > es0[x] + creep_ || s.le[x] < le0[x] - creep_) {
+          if (p_.device[x] != d) dirty[static_cast<std::size_t>(p_.device[x])] = 1;
+          es0[x] = s.es[x];
+          le0[x] = s.le[x];
+        }
+      }
+    }
+  }
+
+  bool dfs(Node s, int decided) {
+    ++stats_.nodes;
+    ++restart_nodes_;
+    if (opt_.stop && stats_.nodes % kStopEvery == 0 && opt_.stop()) stopped_ = true;
+    if (stopped_ || out_of_nodes() || restart_due()) return false;
+    if (!propagate(s, decided)) return false;
+    // The device whose next subtask can start earliest decides next.
+    int d = -1;
+    double first = kInf;
+    for (int e = 0; e < p_.devices; ++e) {
+      const Device& g = devices_[static_cast<std::size_t>(e)];
+      const auto& cnt = s.count[static_cast<std::size_t>(e)];
+      for (std::size_t c = 0; c < g.chains.size(); ++c) {
+        if (cnt[c] >= g.len[c]) continue;
+        const double t = std::max(s.ready[static_cast<std::size_t>(e)],
+                                  s.es[static_cast<std::size_t>(g.chains[c].tasks[static_cast<std::size_t>(cnt[c])])]);
+        if (t < first) {
+          first = t;
+          d = e;
+        }
+      }
+    }
+    if (d < 0) {
+      Order order;
+      for (const auto& pre : s.prefix) order.insert(order.end(), pre.begin(), pre.end());
+      solution_ = std::move(order);
+      return true;
+    }
+    const Device& g = devices_[static_cast<std::size_t>(d)];
+    if (!tighten(s, d)) return false;
+    const auto& cnt = s.count[static_cast<std::size_t>(d)];
+    std::size_t start = 0;
+    for (std::size_t c = 0; c < g.chains.size(); ++c) start += static_cast<std::size_t>(cnt[c]) * g.stride[c];
+    const double level = level_at(g, cnt);
+    const double ready = s.ready[static_cast<std::size_t>(d)];
+    struct Candidate {
+      double key, start;
+      std::size_t chain;
+    };
+    std::vector<Candidate> cands;
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    for (std::size_t c = 0; c < g.chains.size(); ++c) {
+      const std::int32_t x = next_of(g, cnt, c, level);
+      if (x < 0) continue;
+      const auto xi = static_cast<std::size_t>(x);
+      const std::size_t nx = start + g.stride[c];
+      if (stamp_[nx] != gen_ || lat_[nx] == -kInf) continue;
+      const double st = std::max(ready, s.es[xi]);
+      if (st + p_.dur[xi] > std::min(lat_[nx], s.le[xi]) + tol_) continue;
+      // A backward first at the same start: it gives memory back.
+      const double key = st + (c % 2 == 0 ? tol_ : 0.0) + (noise_ > 0 ? noise_ * unit(rng_) : 0.0);
+      cands.push_back({key, st, c});
+    }
+    std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) { return a.key < b.key; });
+    for (const Candidate& cd : cands) {
+      Node n = s;
+      auto& nc = n.count[static_cast<std::size_t>(d)];
+      const std::int32_t x = g.chains[cd.chain].tasks[static_cast<std::size_t>(nc[cd.chain])];
+      n.prefix[static_cast<std::size_t>(d)].push_back(x);
+      ++nc[cd.chain];
+      n.es[static_cast<std::size_t>(x)] = cd.start;
+      n.ready[static_cast<std::size_t>(d)] = cd.start + p_.dur[static_cast<std::size_t>(x)];
+      if (dfs(std::move(n), d)) return true;
+      if (stopped_ || out_of_nodes() || restart_due()) return false;
+    }
+    return false;
+  }
+
+  const Problem& p_;
+  const double makespan_, level_, tol_;
+  const ExactOptions& opt_;
+  ExactStats& stats_;
+  std::vector<Device> devices_;
+  std::vector<double> ear_, lat_, new_es_, new_le_;
+  std::vector<std::uint32_t> stamp_;
+  std::uint32_t gen_ = 0;
+  std::vector<int> cnt_;
+  std::mt19937_64 rng_;
+  double noise_ = 0;
+  std::uint64_t restart_nodes_ = 0;
+  bool stopped_ = false;
+  Order solution_;
+ public:
+  static inline double creep_factor = 1e-9;
+  static inline std::uint64_t tightens_ = 0;
+ private:
+  double creep_ = creep_factor * makespan_;
+};
+
+}  // namespace
+
+void set_creep(double f) { Search::creep_factor = f; }
+std::uint64_t tightens() { return Search::tightens_; }
+std::optional<Order> order_within(const Problem& p, double makespan, double level, const ExactOptions& opt,
+                                  ExactStats* stats) {
+  ExactStats local;
+  ExactStats& st = stats ? *stats : local;
+  std::optional<Order> order = Search(p, makespan, level, opt, st).run();
+  if (!order) return std::nullopt;
+  // The search's windows are necessary conditions and its decisions whole orders, so
+  // what it returns is a schedule; it is timed exactly all the same.
+  const Timing t = evaluate(p, *order);
+  if (!t.valid || !at_most(t.makespan, makespan) || !at_most(t.peak_memory, level)) return std::nullopt;
+  return order;
+}
+
+std::vector<double> memory_levels(const Problem& p) {
+  std::vector<double> all;
+  for (int d = 0; d < p.devices; ++d) {
+    const Device g = device_of(p, d);
+    std::vector<double> levels{0.0};
+    for (std::size_t c = 0; c < g.chains.size(); c += 2) {
+      std::vector<double> next;
+      for (double v : levels) {
+        for (int k = 0; k <= g.len[c]; ++k) next.push_back(v + k * g.chains[c].act);
+      }
+      levels = std::move(next);
+    }
+    all.insert(all.end(), levels.begin(), levels.end());
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end(),
+                        [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b)); }),
+            all.end());
+  return all;
+}
+
+ExactStats lower_peak_exactly(const Problem& p, Order& order, double floor, const ExactOptions& opt) {
+  ExactStats stats;
+  Timing t = evaluate(p, order);
+  if (!t.valid) return stats;
+  // The levels below the present peak, not below the floor (levels[lo] not found,
+  // levels[hi] the present peak): probes gallop down from the peak (one level, two,
+  // four, ... while they are found; a level near the peak is mostly found at the
+  // first try) and bisect once one is not; a probe has at most kExactProbeRestarts
+  // restarts, but the level just below the lowest peak found has the rest of the
+  // budget (when it is not found, nothing lower is tried).
+  std::vector<double> levels;
+  for (double l : memory_levels(p)) {
+    if ((l >= floor || same_time(l, floor)) && l < t.peak_memory && !same_time(l, t.peak_memory)) levels.push_back(l);
+  }
+  auto index_of = [&](double peak) {
+    return static_cast<std::ptrdiff_t>(std::lower_bound(levels.begin(), levels.end(), peak * (1 - 1e-9) - 1e-9) -
+                                       levels.begin());
+  };
+  std::ptrdiff_t lo = -1, hi = static_cast<std::ptrdiff_t>(levels.size()), step = 1;
+  bool stopped = false;
+  while (lo + 1 < hi && !stopped) {
+    const std::ptrdiff_t mid = lo + 2 >= hi ? hi - 1 : lo >= 0 ? (lo + hi) / 2 : std::max<std::ptrdiff_t>(hi - step, 0);
+    const bool last = mid == hi - 1;  // the level just below the peak: the rest of the budget
+    ExactOptions o = opt;
+    if (opt.nodes > 0) {
+      if (stats.nodes >= opt.nodes) break;
+      o.nodes = opt.nodes - stats.nodes;
+    }
+    if (!last && opt.restart_nodes > 0) {
+      const std::uint64_t probe = opt.restart_nodes * kExactProbeRestarts;
+      o.nodes = o.nodes > 0 ? std::min(o.nodes, probe) : probe;
+    }
+    o.seed = opt.seed + static_cast<std::uint64_t>(stats.levels_tried) * 0x100000;
+    ExactStats st;
+    ++stats.levels_tried;
+    std::optional<Order> found = order_within(p, t.makespan, levels[static_cast<std::size_t>(mid)], o, &st);
+    stats.nodes += st.nodes;
+    stats.restarts += st.restarts;
+    stopped = opt.stop && opt.stop();
+    log::debug("  exact search at level {:.6g}{}: {}, {} nodes, {} restarts", levels[static_cast<std::size_t>(mid)],
+               last ? " (the rest of the budget)" : "", found ? "found" : "not found", st.nodes, st.restarts);
+    if (!found) {
+      if (last) break;
+      lo = mid;
+      continue;
+    }
+    ++stats.levels_found;
+    order = std::move(*found);
+    t = evaluate(p, order);
+    hi = index_of(t.peak_memory);
+    step *= 2;
+  }
+  return stats;
+}
+
+}  // namespace braid::sched

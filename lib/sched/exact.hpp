@@ -1,0 +1,81 @@
+// Orders searched depth first with every subtask's window propagated: a schedule
+// at a given makespan whose every device stays at or below a given memory level,
+// found (or, with no node budget, shown not to exist) the way a constraint solver
+// would.
+//
+// Every subtask has a window, [earliest start, latest end]: at first from the
+// chains of data dependencies and of micro-batches on a stage, and from the
+// makespan. One device's windows are tightened exactly by the dynamic program of
+// sched/resequence.hpp, run forwards and backwards over its grid of chain counts
+// with its memory level held at most the level: a subtask can start no earlier,
+// and end no later, than some merge that meets every window lets it. The tightened
+// windows go along the data edges to the other devices, whose windows are
+// tightened in turn, until nothing moves; a window that closes, or a device whose
+// grid cannot be crossed, means no schedule under the decisions taken.
+//
+// The decisions are the devices' orders, built from the front: the device whose
+// next subtask can start earliest gets it, the candidates tried in the order of
+// their earliest starts (a backward before a forward: lower memory). The search
+// backtracks when the windows close, and restarts, with the candidates' starts
+// perturbed, after a few hundred nodes more than there are subtasks (one node a
+// decision) without a schedule: a wrong turn near the root would otherwise spend
+// the whole budget underneath it. Every order it returns is timed
+// exactly (evaluate) and checked.
+//
+// The memory pass (annealing, one swap at a time) stops at a level where the
+// schedules below are many swaps away through longer makespans; this search has no
+// such walls, but its time grows with the grids and the number of subtasks, so it
+// runs on the problems whose grids are small (kExactStates): Table 3's GBS 8 and
+// GBS 16 settings (docs/schedgen.md, "Orders searched exactly").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "sched/problem.hpp"
+#include "sched/schedule.hpp"
+
+namespace braid::sched {
+
+// The largest device grid (grid_points) the search runs on by default.
+inline constexpr std::size_t kExactStates = std::size_t{1} << 17;
+inline constexpr std::uint64_t kExactNodes = 20000;
+inline constexpr std::uint64_t kExactRestartNodes = 600;
+// Restarts a level gets while lower_peak_exactly bisects.
+inline constexpr std::uint64_t kExactProbeRestarts = 8;
+// The share of a clocked memory phase kept for it (search.cpp).
+inline constexpr double kExactShare = 0.3;
+
+struct ExactOptions {
+  std::uint64_t nodes = kExactNodes;  // over the whole call (a node: one propagation)
+  std::uint64_t restart_nodes = kExactRestartNodes;  // a restart after as many nodes as subtasks and these
+  std::uint64_t seed = 1;             // the perturbations of restarts after the first
+  std::function<bool()> stop;         // asked every few nodes: true ends the search with nothing
+};
+
+struct ExactStats {
+  std::uint64_t nodes = 0;
+  std::uint64_t restarts = 0;
+  int levels_tried = 0;  // lower_peak_exactly: levels searched
+  int levels_found = 0;  // ... and found
+};
+
+// An order with makespan at most `makespan` and every device's peak at most `level`,
+// or nothing when none was found within the budget (with opt.nodes = 0 and
+// restart_nodes = 0, nothing means there is none).
+std::optional<Order> order_within(const Problem& p, double makespan, double level, const ExactOptions& opt,
+                                  ExactStats* stats = nullptr);
+
+// The levels a device of p can stand at (sums of in-flight activations), ascending.
+std::vector<double> memory_levels(const Problem& p);
+
+// `order`'s peak taken down at `order`'s makespan: the levels below the present peak,
+// down to `floor`, probed galloping down from the peak and then bisected (a level not
+// found within kExactProbeRestarts restarts counts as not there), and what is left of
+// the budget spent on the level just below the lowest peak found. The order is replaced only by one with the same
+// makespan or shorter and a lower peak.
+ExactStats lower_peak_exactly(const Problem& p, Order& order, double floor, const ExactOptions& opt);
+
+}  // namespace braid::sched

@@ -1,0 +1,182 @@
+// Orders searched exactly (sched/exact.hpp): on problems small enough to try every
+// order of every device, the search without a budget finds a schedule at a level
+// exactly when one exists; with a budget it never returns a worse schedule, keeps
+// to its budget, and gives the same result for the same seed.
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <limits>
+
+#include "helpers.hpp"
+#include "sched/anneal.hpp"
+#include "sched/baselines.hpp"
+#include "sched/bound.hpp"
+#include "sched/exact.hpp"
+
+using namespace braid::sched;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// (makespan, peak) of every valid schedule: every permutation on every device.
+std::vector<std::pair<double, double>> every_schedule(const Problem& p) {
+  std::vector<std::vector<std::vector<std::int32_t>>> choices(static_cast<std::size_t>(p.devices));
+  for (int d = 0; d < p.devices; ++d) {
+    std::vector<std::int32_t> tasks;
+    for (int i = 0; i < p.per_device; ++i) tasks.push_back(d * p.per_device + i);
+    do {
+      choices[static_cast<std::size_t>(d)].push_back(tasks);
+    } while (std::next_permutation(tasks.begin(), tasks.end()));
+  }
+  std::vector<std::pair<double, double>> out;
+  std::vector<std::size_t> pick(static_cast<std::size_t>(p.devices), 0);
+  Order order(static_cast<std::size_t>(p.num_tasks));
+  for (;;) {
+    for (int d = 0; d < p.devices; ++d) {
+      const auto& c = choices[static_cast<std::size_t>(d)][pick[static_cast<std::size_t>(d)]];
+      std::copy(c.begin(), c.end(), order.begin() + static_cast<std::ptrdiff_t>(d) * p.per_device);
+    }
+    if (const Timing t = evaluate(p, order); t.valid) out.emplace_back(t.makespan, t.peak_memory);
+    int d = 0;
+    while (d < p.devices && ++pick[static_cast<std::size_t>(d)] == choices[static_cast<std::size_t>(d)].size()) {
+      pick[static_cast<std::size_t>(d)] = 0;
+      ++d;
+    }
+    if (d == p.devices) break;
+  }
+  return out;
+}
+
+SchedSpec tiny(double af, double ab, double cf, double cb, double p2p = 0) {
+  SchedSpec s;
+  s.devices = 2;
+  ModelSpec a{.name = "actor", .stages = 2, .replicas = 1, .micro_batches = 2};
+  a.fwd = {af, af * 1.5};
+  a.bwd = {ab, ab * 0.8};
+  a.act_mem = {2, 2};
+  ModelSpec c{.name = "critic", .stages = 1, .replicas = 2, .micro_batches = 1, .forward = false};
+  c.fwd = {cf};
+  c.bwd = {cb};
+  c.act_mem = {3};
+  s.models = {a, c};
+  s.p2p_time = p2p;
+  return s;
+}
+
+SchedSpec opposed() {
+  SchedSpec s;
+  s.devices = 2;
+  ModelSpec a{.name = "actor", .stages = 2, .replicas = 1, .micro_batches = 2};
+  a.fwd = {2, 3};
+  a.bwd = {4, 5};
+  a.act_mem = {1, 1};
+  ModelSpec c{.name = "critic", .stages = 2, .replicas = 1, .micro_batches = 1, .forward = false};
+  c.fwd = {1, 2.5};
+  c.bwd = {3, 2};
+  c.act_mem = {1.5, 1.5};
+  s.models = {a, c};
+  return s;
+}
+
+// No budget, no restarts: the search is complete.
+ExactOptions complete() {
+  ExactOptions o;
+  o.nodes = 0;
+  o.restart_nodes = 0;
+  return o;
+}
+
+// A latency search's schedule of p (no memory pass).
+Order searched(const Problem& p, std::uint64_t iterations, std::uint64_t seed) {
+  AnnealOptions opt;
+  opt.iterations = iterations;
+  opt.time_limit = 0;
+  opt.memory_pass = false;
+  opt.seed = seed;
+  return anneal(p, one_f_one_b(p), lower_bound(p).value, opt).order;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(exact)
+
+BOOST_AUTO_TEST_CASE(without_a_budget_a_level_is_found_exactly_when_some_schedule_is_there) {
+  for (const SchedSpec& spec : {tiny(2, 4, 3, 5), tiny(1, 3, 2, 2.5, 0.75), opposed()}) {
+    const Problem p = build_problem(spec);
+    const auto all = every_schedule(p);
+    BOOST_REQUIRE(!all.empty());
+    double fastest = kInf;
+    for (const auto& [m, peak] : all) fastest = std::min(fastest, m);
+    const std::vector<double> levels = memory_levels(p);
+    int found_below_the_top = 0;
+    for (double makespan : {fastest, fastest * 1.15, fastest * 1.6}) {
+      double lowest = kInf;  // the lowest peak of a schedule within the makespan
+      for (const auto& [m, peak] : all) {
+        if (at_most(m, makespan)) lowest = std::min(lowest, peak);
+      }
+      for (double level : levels) {
+        ExactStats st;
+        const std::optional<Order> o = order_within(p, makespan, level, complete(), &st);
+        BOOST_CHECK_MESSAGE(o.has_value() == at_most(lowest, level),
+                            "makespan " << makespan << " level " << level << ": lowest peak " << lowest << ", search "
+                                        << (o ? "found" : "found nothing") << " in " << st.nodes << " nodes");
+        if (o) {
+          const Timing t = evaluate(p, *o);
+          BOOST_CHECK(t.valid);
+          BOOST_CHECK(at_most(t.makespan, makespan));
+          BOOST_CHECK(at_most(t.peak_memory, level));
+          if (level < levels.back()) ++found_below_the_top;
+        }
+      }
+    }
+    BOOST_CHECK_GT(found_below_the_top, 0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_peak_comes_down_and_the_makespan_does_not_grow) {
+  // Four devices, eight micro-batches: too many orders to try them all.
+  const Problem p = build_problem(testing::two_models(4, 8, 2, 3.0, 2.0));
+  int lowered = 0;
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    Order order = searched(p, 20000, seed);
+    const Timing before = evaluate(p, order);
+    ExactOptions o;
+    o.nodes = 3000;
+    o.seed = seed;
+    const ExactStats st = lower_peak_exactly(p, order, 0.0, o);
+    const Timing after = evaluate(p, order);
+    BOOST_REQUIRE(after.valid);
+    BOOST_CHECK(at_most(after.makespan, before.makespan));
+    BOOST_CHECK(at_most(after.peak_memory, before.peak_memory));
+    BOOST_CHECK_LE(st.nodes, o.nodes);
+    BOOST_CHECK_EQUAL(st.levels_found > 0, after.peak_memory < before.peak_memory);
+    lowered += st.levels_found > 0;
+    // The same seed and budget: the same order.
+    Order again = searched(p, 20000, seed);
+    lower_peak_exactly(p, again, 0.0, o);
+    BOOST_CHECK(again == order);
+  }
+  BOOST_CHECK_GT(lowered, 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_level_below_every_forward_or_a_stop_finds_nothing) {
+  const Problem p = build_problem(testing::two_models(4, 8, 2, 3.0, 2.0));
+  const double makespan = evaluate(p, searched(p, 20000, 1)).makespan;
+  ExactOptions o;
+  o.nodes = 1000;
+  ExactStats st;
+  // One forward's activation cannot be held below its own size.
+  BOOST_CHECK(!order_within(p, makespan, 1.0, o, &st));
+  BOOST_CHECK_LE(st.nodes, 1000u);
+  // A schedule at any level with room, but the search is told to stop at once.
+  o.stop = [] { return true; };
+  Order order = searched(p, 20000, 1);
+  const Order kept = order;
+  const ExactStats stopped = lower_peak_exactly(p, order, 0.0, o);
+  BOOST_CHECK(order == kept);
+  BOOST_CHECK_EQUAL(stopped.levels_found, 0);
+  BOOST_CHECK_LE(stopped.nodes, kExactRestartNodes);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
