@@ -82,8 +82,9 @@ struct AnnealOptions {
   std::uint64_t mem_polish = kMemPolish;
   bool mem_resequence = true;
   // ... and then the result's peak taken down by orders searched exactly
-  // (sched/exact.hpp) for at most this many nodes, on problems whose device grids
-  // have at most kExactStates points (0: never).
+  // (sched/exact.hpp) for at most this many nodes (under a clock: for kExactShare of
+  // the memory phase), on problems whose device grids have at most kExactStates
+  // points (0: never).
   std::uint64_t mem_exact_nodes = kExactNodes;
   TieBreak tie_break = TieBreak::critical;
   double tie_weight = 1.0;  // the tie-break's scale against the temperature

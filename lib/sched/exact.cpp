@@ -86,7 +86,7 @@ class Search {
       noise_ = restart == 0 ? 0.0 : 0.01 * makespan_;
       restart_nodes_ = 0;
       if (dfs(root, -1)) return solution_;
-      if (stopped_ || out_of_nodes() || opt_.restart_nodes == 0) return std::nullopt;
+      if (stopped_ || refuted_ || out_of_nodes() || opt_.restart_nodes == 0) return std::nullopt;
       ++stats_.restarts;
     }
   }
@@ -152,7 +152,6 @@ class Search {
   // ear_/lat_ (stamp_ == gen_) hold, for every point reached, the earliest time its
   // subtasks can all have run and the latest they may, for the rest to fit.
   bool tighten(Node& s, int d) {
-    ++tightens_;
     const Device& g = devices_[static_cast<std::size_t>(d)];
     const std::size_t nc = g.chains.size();
     const std::vector<int>& lo = s.count[static_cast<std::size_t>(d)];
@@ -283,7 +282,7 @@ class Search {
       for (std::size_t x = 0; x < n; ++x) {
         if (s.es[x] + p_.dur[x] > s.le[x] + tol_) return false;
         // Windows creep by less than this through cycles of devices: not followed.
-        if (s.es[x] > es0[x] + creep_ || s.le[x] < le0[x] - creep_) {
+        if (s.es[x] > es0[x] + tol_ || s.le[x] < le0[x] - tol_) {
           if (p_.device[x] != d) dirty[static_cast<std::size_t>(p_.device[x])] = 1;
           es0[x] = s.es[x];
           le0[x] = s.le[x];
@@ -297,7 +296,10 @@ class Search {
     ++restart_nodes_;
     if (opt_.stop && stats_.nodes % kStopEvery == 0 && opt_.stop()) stopped_ = true;
     if (stopped_ || out_of_nodes() || restart_due()) return false;
-    if (!propagate(s, decided)) return false;
+    if (!propagate(s, decided)) {
+      refuted_ = decided < 0;  // at the root: no schedule at all, whatever the restarts
+      return false;
+    }
     // The device whose next subtask can start earliest decides next.
     int d = -1;
     double first = kInf;
@@ -373,18 +375,12 @@ class Search {
   double noise_ = 0;
   std::uint64_t restart_nodes_ = 0;
   bool stopped_ = false;
+  bool refuted_ = false;
   Order solution_;
- public:
-  static inline double creep_factor = 1e-9;
-  static inline std::uint64_t tightens_ = 0;
- private:
-  double creep_ = creep_factor * makespan_;
 };
 
 }  // namespace
 
-void set_creep(double f) { Search::creep_factor = f; }
-std::uint64_t tightens() { return Search::tightens_; }
 std::optional<Order> order_within(const Problem& p, double makespan, double level, const ExactOptions& opt,
                                   ExactStats* stats) {
   ExactStats local;
@@ -428,7 +424,7 @@ ExactStats lower_peak_exactly(const Problem& p, Order& order, double floor, cons
   // four, ... while they are found; a level near the peak is mostly found at the
   // first try) and bisect once one is not; a probe has at most kExactProbeRestarts
   // restarts, but the level just below the lowest peak found has the rest of the
-  // budget (when it is not found, nothing lower is tried).
+  // budget (when it is not found with all of it, nothing lower is tried).
   std::vector<double> levels;
   for (double l : memory_levels(p)) {
     if ((l >= floor || same_time(l, floor)) && l < t.peak_memory && !same_time(l, t.peak_memory)) levels.push_back(l);
@@ -439,7 +435,9 @@ ExactStats lower_peak_exactly(const Problem& p, Order& order, double floor, cons
   };
   std::ptrdiff_t lo = -1, hi = static_cast<std::ptrdiff_t>(levels.size()), step = 1;
   bool stopped = false;
-  while (lo + 1 < hi && !stopped) {
+  while (hi > 0 && !stopped) {
+    // A probe that ran out of its budget proves nothing: once the bisection closes, the
+    // level just below the peak has the rest of the budget even if a probe missed it.
     const std::ptrdiff_t mid = lo + 2 >= hi ? hi - 1 : lo >= 0 ? (lo + hi) / 2 : std::max<std::ptrdiff_t>(hi - step, 0);
     const bool last = mid == hi - 1;  // the level just below the peak: the rest of the budget
     ExactOptions o = opt;

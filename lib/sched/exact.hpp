@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "sched/problem.hpp"
 #include "sched/schedule.hpp"
@@ -46,7 +47,7 @@ inline constexpr std::uint64_t kExactRestartNodes = 600;
 // Restarts a level gets while lower_peak_exactly bisects.
 inline constexpr std::uint64_t kExactProbeRestarts = 8;
 // The share of a clocked memory phase kept for it (search.cpp).
-inline constexpr double kExactShare = 0.3;
+inline constexpr double kExactShare = 0.5;
 
 struct ExactOptions {
   std::uint64_t nodes = kExactNodes;  // over the whole call (a node: one propagation)

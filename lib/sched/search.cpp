@@ -248,7 +248,7 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
   }
   if (exact && !(at_most(t.peak_memory, opt.mem_target) && opt.mem_target > 0)) {
     ExactOptions ex;
-    ex.nodes = opt.mem_exact_nodes;
+    ex.nodes = seconds > 0 ? 0 : opt.mem_exact_nodes;  // under a clock, its share of the time
     ex.seed = opt.seed * 0x100 + static_cast<std::uint64_t>(rank);
     ex.stop = reseq.stop;
     const ExactStats es = lower_peak_exactly(p, out.order, opt.mem_target, ex);

@@ -52,7 +52,7 @@ set -e
 [[ $code == 2 ]] && grep -q mem-level-margin "$S/margin.err" && [[ ! -e "$S/margin_out.json" ]] \
   || fail "a negative --mem-level-margin is not refused (exit $code)"
 # Counts are unsigned: -1 must be refused, not wrapped to 2^64 - 1 (an endless run).
-for o in --mem-polish --iterations --mem-iterations --seed; do
+for o in --mem-polish --mem-exact-nodes --iterations --mem-iterations --seed; do
   set +e
   timeout 20 "$GEN" "$FIX/issue_example.json" -o "$S/count_out.json" "$o" -1 2> "$S/count.err"; code=$?
   set -e
@@ -93,6 +93,18 @@ for f in quick slow; do
 done
 [[ $(jq .search.mem_candidates "$S/quick.json") == 2 && $(jq .search.mem_candidates "$S/slow.json") == 1 ]] \
   || fail "--start both: the second search ran or was skipped where it should not"
+# 6c. The exact search at the end of the memory phase (a small grid): it ran within its
+# budget, and without it (--mem-exact-nodes 0) the same run ends no lower.
+"$GEN" "$BRAID_SOURCE/examples/schedgen/table3int_33B_13B_pp8_4_gbs16.json" -o "$S/no_exact.json" \
+  --iterations 200000 --mem-iterations 20000 --seed 1 --mem-exact-nodes 0 -q
+jq -e '.search.mem_exact_nodes > 0 and .search.mem_exact_nodes <= .search.mem_exact_nodes_limit' "$S/quick.json" > /dev/null \
+  || fail "the exact search did not run, or ran past its budget: $(jq -c .search "$S/quick.json")"
+jq -e '.search.mem_exact_nodes == 0 and .search.mem_exact_levels == 0' "$S/no_exact.json" > /dev/null \
+  || fail "--mem-exact-nodes 0 still searched"
+jq -n --slurpfile a "$S/quick.json" --slurpfile b "$S/no_exact.json" \
+  '$a[0].makespan == $b[0].makespan and $a[0].peak_memory <= $b[0].peak_memory + 1e-9 and
+   (($a[0].search.mem_exact_levels > 0) == ($a[0].peak_memory < $b[0].peak_memory - 1e-9))' | grep -q true \
+  || fail "the exact search changed the makespan or raised the peak: $(jq -c '[.makespan, .peak_memory]' "$S/quick.json" "$S/no_exact.json")"
 
 # 7. MPI: rank 0 of two ranks does exactly what one rank does; the best of two is never worse.
 if command -v mpirun > /dev/null; then

@@ -94,8 +94,8 @@ int main(int argc, char** argv) {
   app.add_option("--mem-exact-nodes", opt.anneal.mem_exact_nodes,
                  "Last, on problems whose device grids are small (Table 3's GBS 8 and 16), take the peak down "
                  "level by level by a depth-first search over the devices' orders with the windows of every "
-                 "subtask propagated, for at most N nodes (0: not at all; under a time limit it also has 30% of "
-                 "the memory phase)")
+                 "subtask propagated, for at most N nodes (0: not at all; under a time limit, for half of the "
+                 "memory phase instead)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--critical-moves", opt.anneal.critical_moves,
