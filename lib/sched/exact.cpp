@@ -270,14 +270,11 @@ class Search {
     const auto n = static_cast<std::size_t>(p_.num_tasks);
     std::vector<char> dirty(static_cast<std::size_t>(p_.devices), first < 0 ? 1 : 0);
     if (first >= 0) dirty[static_cast<std::size_t>(first)] = 1;
-    along_data(s);
+    // The windows as the decision left them: what it moves along the data chains
+    // marks the devices it reaches.
     std::vector<double> es0 = s.es, le0 = s.le;
+    int d = -1;  // the device just tightened
     for (;;) {
-      const auto it = std::find(dirty.begin(), dirty.end(), 1);
-      if (it == dirty.end()) return true;
-      const int d = static_cast<int>(it - dirty.begin());
-      *it = 0;
-      if (!tighten(s, d)) return false;
       along_data(s);
       for (std::size_t x = 0; x < n; ++x) {
         if (s.es[x] + p_.dur[x] > s.le[x] + tol_) return false;
@@ -288,6 +285,11 @@ class Search {
           le0[x] = s.le[x];
         }
       }
+      const auto it = std::find(dirty.begin(), dirty.end(), 1);
+      if (it == dirty.end()) return true;
+      d = static_cast<int>(it - dirty.begin());
+      *it = 0;
+      if (!tighten(s, d)) return false;
     }
   }
 
