@@ -21,61 +21,16 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // (makespan, peak) of every valid schedule: every permutation on every device.
 std::vector<std::pair<double, double>> every_schedule(const Problem& p) {
-  std::vector<std::vector<std::vector<std::int32_t>>> choices(static_cast<std::size_t>(p.devices));
-  for (int d = 0; d < p.devices; ++d) {
-    std::vector<std::int32_t> tasks;
-    for (int i = 0; i < p.per_device; ++i) tasks.push_back(d * p.per_device + i);
-    do {
-      choices[static_cast<std::size_t>(d)].push_back(tasks);
-    } while (std::next_permutation(tasks.begin(), tasks.end()));
-  }
   std::vector<std::pair<double, double>> out;
-  std::vector<std::size_t> pick(static_cast<std::size_t>(p.devices), 0);
-  Order order(static_cast<std::size_t>(p.num_tasks));
-  for (;;) {
-    for (int d = 0; d < p.devices; ++d) {
-      const auto& c = choices[static_cast<std::size_t>(d)][pick[static_cast<std::size_t>(d)]];
-      std::copy(c.begin(), c.end(), order.begin() + static_cast<std::ptrdiff_t>(d) * p.per_device);
-    }
+  testing::for_every_order(p, [&](const Order& order) {
     if (const Timing t = evaluate(p, order); t.valid) out.emplace_back(t.makespan, t.peak_memory);
-    int d = 0;
-    while (d < p.devices && ++pick[static_cast<std::size_t>(d)] == choices[static_cast<std::size_t>(d)].size()) {
-      pick[static_cast<std::size_t>(d)] = 0;
-      ++d;
-    }
-    if (d == p.devices) break;
-  }
+  });
   return out;
 }
 
-SchedSpec tiny(double af, double ab, double cf, double cb, double p2p = 0) {
-  SchedSpec s;
-  s.devices = 2;
-  ModelSpec a{.name = "actor", .stages = 2, .replicas = 1, .micro_batches = 2};
-  a.fwd = {af, af * 1.5};
-  a.bwd = {ab, ab * 0.8};
-  a.act_mem = {2, 2};
-  ModelSpec c{.name = "critic", .stages = 1, .replicas = 2, .micro_batches = 1, .forward = false};
-  c.fwd = {cf};
-  c.bwd = {cb};
-  c.act_mem = {3};
-  s.models = {a, c};
-  s.p2p_time = p2p;
-  return s;
-}
-
-SchedSpec opposed() {
-  SchedSpec s;
-  s.devices = 2;
-  ModelSpec a{.name = "actor", .stages = 2, .replicas = 1, .micro_batches = 2};
-  a.fwd = {2, 3};
-  a.bwd = {4, 5};
-  a.act_mem = {1, 1};
-  ModelSpec c{.name = "critic", .stages = 2, .replicas = 1, .micro_batches = 1, .forward = false};
-  c.fwd = {1, 2.5};
-  c.bwd = {3, 2};
-  c.act_mem = {1.5, 1.5};
-  s.models = {a, c};
+SchedSpec tiny_with_lag() {
+  SchedSpec s = testing::tiny(1, 3, 2, 2.5);
+  s.p2p_time = 0.75;
   return s;
 }
 
@@ -102,7 +57,7 @@ Order searched(const Problem& p, std::uint64_t iterations, std::uint64_t seed) {
 BOOST_AUTO_TEST_SUITE(exact)
 
 BOOST_AUTO_TEST_CASE(without_a_budget_a_level_is_found_exactly_when_some_schedule_is_there) {
-  for (const SchedSpec& spec : {tiny(2, 4, 3, 5), tiny(1, 3, 2, 2.5, 0.75), opposed()}) {
+  for (const SchedSpec& spec : {testing::tiny(2, 4, 3, 5), tiny_with_lag(), testing::two_opposed(2, 1.5)}) {
     const Problem p = build_problem(spec);
     const auto all = every_schedule(p);
     BOOST_REQUIRE(!all.empty());

@@ -23,37 +23,15 @@ struct Optimum {
 // Every permutation of every device's subtasks; keeps the best valid one
 // within the memory cap.
 Optimum exhaustive(const Problem& p) {
-  std::vector<std::vector<std::int32_t>> perms(static_cast<std::size_t>(p.devices));
-  std::vector<std::vector<std::vector<std::int32_t>>> choices(static_cast<std::size_t>(p.devices));
-  for (int d = 0; d < p.devices; ++d) {
-    std::vector<std::int32_t> tasks;
-    for (int i = 0; i < p.per_device; ++i) tasks.push_back(d * p.per_device + i);
-    std::sort(tasks.begin(), tasks.end());
-    do {
-      choices[static_cast<std::size_t>(d)].push_back(tasks);
-    } while (std::next_permutation(tasks.begin(), tasks.end()));
-  }
   Optimum best;
   const double cap = p.spec.mem_capacity.value_or(std::numeric_limits<double>::infinity());
-  std::vector<std::size_t> pick(static_cast<std::size_t>(p.devices), 0);
-  Order order(static_cast<std::size_t>(p.num_tasks));
-  for (;;) {
-    for (int d = 0; d < p.devices; ++d) {
-      const auto& c = choices[static_cast<std::size_t>(d)][pick[static_cast<std::size_t>(d)]];
-      std::copy(c.begin(), c.end(), order.begin() + static_cast<std::ptrdiff_t>(d) * p.per_device);
-    }
+  testing::for_every_order(p, [&](const Order& order) {
     const Timing t = evaluate(p, order);
     if (t.valid && t.peak_memory <= cap + 1e-9) {
       ++best.valid;
       best.makespan = std::min(best.makespan, t.makespan);
     }
-    int d = 0;
-    while (d < p.devices && ++pick[static_cast<std::size_t>(d)] == choices[static_cast<std::size_t>(d)].size()) {
-      pick[static_cast<std::size_t>(d)] = 0;
-      ++d;
-    }
-    if (d == p.devices) break;
-  }
+  });
   return best;
 }
 
@@ -84,49 +62,20 @@ void anneal_finds_optimum(const SchedSpec& spec) {
   BOOST_TEST_MESSAGE("optimum " << opt.makespan << " over " << opt.valid << " valid schedules, bound " << lb.value);
 }
 
-// Actor over 2 devices, critic as 2 single-stage replicas: 6 subtasks a device.
-SchedSpec tiny(double af, double ab, double cf, double cb) {
-  SchedSpec s;
-  s.devices = 2;
-  ModelSpec a{.name = "actor", .stages = 2, .replicas = 1, .micro_batches = 2};
-  a.fwd = {af, af * 1.5};
-  a.bwd = {ab, ab * 0.8};
-  a.act_mem = {2, 2};
-  ModelSpec c{.name = "critic", .stages = 1, .replicas = 2, .micro_batches = 1, .forward = false};
-  c.fwd = {cf};
-  c.bwd = {cb};
-  c.act_mem = {3};
-  s.models = {a, c};
-  return s;
-}
-
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(optimum_of_a_tiny_fusion) { anneal_finds_optimum(tiny(2, 4, 3, 5)); }
+BOOST_AUTO_TEST_CASE(optimum_of_a_tiny_fusion) { anneal_finds_optimum(testing::tiny(2, 4, 3, 5)); }
 
 BOOST_AUTO_TEST_CASE(optimum_with_p2p_time) {
-  SchedSpec s = tiny(1, 3, 2, 2.5);
+  SchedSpec s = testing::tiny(1, 3, 2, 2.5);
   s.p2p_time = 0.75;
   anneal_finds_optimum(s);
 }
 
 BOOST_AUTO_TEST_CASE(optimum_under_a_memory_cap) {
-  SchedSpec s = tiny(2, 4, 3, 5);
+  SchedSpec s = testing::tiny(2, 4, 3, 5);
   s.mem_capacity = 5.0;  // actor's two micro-batches and the critic's cannot all be held
   anneal_finds_optimum(s);
 }
 
-BOOST_AUTO_TEST_CASE(optimum_of_two_opposed_pipelines) {
-  SchedSpec s;
-  s.devices = 2;
-  ModelSpec a{.name = "actor", .stages = 2, .replicas = 1, .micro_batches = 1};
-  a.fwd = {2, 3};
-  a.bwd = {4, 5};
-  a.act_mem = {1, 1};
-  ModelSpec c{.name = "critic", .stages = 2, .replicas = 1, .micro_batches = 1, .forward = false};
-  c.fwd = {1, 2.5};
-  c.bwd = {3, 2};
-  c.act_mem = {1, 1};
-  s.models = {a, c};
-  anneal_finds_optimum(s);
-}
+BOOST_AUTO_TEST_CASE(optimum_of_two_opposed_pipelines) { anneal_finds_optimum(testing::two_opposed(1, 1.0)); }
