@@ -40,8 +40,11 @@
 
 namespace braid::sched {
 
-// The largest device grid (grid_points) the search runs on by default.
+// The largest device grid (grid_points) the search runs on by default, and the most
+// subtasks: a descent holds one node (two windows a subtask) per decision, so its
+// memory grows with the square of the subtasks (4,096: about 270 MB).
 inline constexpr std::size_t kExactStates = std::size_t{1} << 17;
+inline constexpr int kExactTasks = 4096;
 inline constexpr std::uint64_t kExactNodes = 20000;
 inline constexpr std::uint64_t kExactRestartNodes = 600;
 // Restarts a level gets while lower_peak_exactly bisects.
