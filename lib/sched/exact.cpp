@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/log.hpp"
+#include "sched/resequence.hpp"
 
 namespace braid::sched {
 
@@ -16,37 +17,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // Every 16th node asks opt.stop.
 constexpr std::uint64_t kStopEvery = 16;
 
-// One device: chain 2m holds model m's forwards on it, 2m+1 its backwards.
-struct Device {
-  struct Chain {
-    std::vector<std::int32_t> tasks;
-    double act = 0;
-  };
-  std::vector<Chain> chains;
-  std::vector<std::size_t> stride;
-  std::vector<int> len;
-  std::size_t points = 1;
-};
-
-Device device_of(const Problem& p, int d) {
-  Device g;
-  for (int m = 0; m < static_cast<int>(p.spec.models.size()); ++m) {
-    const int r = p.replica_on(m, d), s = p.stage_on(m, d);
-    for (Kind k : {Kind::F, Kind::B}) {
-      Device::Chain c;
-      c.act = p.mem_delta[static_cast<std::size_t>(p.task_id(m, r, s, 0, Kind::F))];
-      for (int j = 0; j < p.spec.models[static_cast<std::size_t>(m)].micro_batches; ++j)
-        c.tasks.push_back(p.task_id(m, r, s, j, k));
-      g.chains.push_back(std::move(c));
-    }
-  }
-  for (const auto& c : g.chains) {
-    g.stride.push_back(g.points);
-    g.len.push_back(static_cast<int>(c.tasks.size()));
-    g.points *= c.tasks.size() + 1;
-  }
-  return g;
-}
+// The length of chain c of a device (resequence.hpp).
+int len(const DeviceChains& g, std::size_t c) { return static_cast<int>(g.chains[c].tasks.size()); }
 
 // A node of the search: the windows, and every device's order so far (its prefix,
 // the chain counts it has reached, and the earliest end of its last subtask).
@@ -62,7 +34,7 @@ class Search {
   Search(const Problem& p, double makespan, double level, const ExactOptions& opt, ExactStats& stats)
       : p_(p), makespan_(makespan), level_(level * (1 + 1e-9) + 1e-9), tol_(1e-9 * std::max(1.0, makespan)),
         opt_(opt), stats_(stats) {
-    for (int d = 0; d < p.devices; ++d) devices_.push_back(device_of(p, d));
+    for (int d = 0; d < p.devices; ++d) devices_.push_back(device_chains(p, d));
     std::size_t most = 0;
     for (const auto& g : devices_) most = std::max(most, g.points);
     ear_.resize(most);
@@ -99,7 +71,7 @@ class Search {
     return opt_.restart_nodes > 0 && restart_nodes_ > opt_.restart_nodes + static_cast<std::uint64_t>(p_.num_tasks);
   }
 
-  double level_at(const Device& g, const std::vector<int>& c) const {
+  double level_at(const DeviceChains& g, const std::vector<int>& c) const {
     double l = 0;
     for (std::size_t i = 0; i < c.size(); i += 2) l += g.chains[i].act * (c[i] - c[i + 1]);
     return l;
@@ -107,9 +79,9 @@ class Search {
 
   // The subtask chain c may run next at counts `c` (its forward within the level,
   // a backward after its forward), or -1.
-  std::int32_t next_of(const Device& g, const std::vector<int>& cnt, std::size_t c, double level) const {
+  std::int32_t next_of(const DeviceChains& g, const std::vector<int>& cnt, std::size_t c, double level) const {
     const int k = cnt[c];
-    if (k >= g.len[c]) return -1;
+    if (k >= len(g, c)) return -1;
     if (c % 2 == 1 && k >= cnt[c - 1]) return -1;
     if (c % 2 == 0 && level + g.chains[c].act > level_) return -1;
     return g.chains[c].tasks[static_cast<std::size_t>(k)];
@@ -117,20 +89,20 @@ class Search {
 
   // Every point of the box above `lo`, in ascending (forward) or descending order.
   template <class F>
-  void for_box(const Device& g, const std::vector<int>& lo, bool ascending, F&& f) {
+  void for_box(const DeviceChains& g, const std::vector<int>& lo, bool ascending, F&& f) {
     const std::size_t nc = g.chains.size();
     std::vector<int>& cnt = cnt_;
     std::size_t pt = 0;
     cnt.resize(nc);
     for (std::size_t c = 0; c < nc; ++c) {
-      cnt[c] = ascending ? lo[c] : g.len[c];
+      cnt[c] = ascending ? lo[c] : len(g, c);
       pt += static_cast<std::size_t>(cnt[c]) * g.stride[c];
     }
     for (;;) {
       f(pt, cnt);
       std::size_t c = 0;
       for (; c < nc; ++c) {
-        if (ascending && cnt[c] < g.len[c]) {
+        if (ascending && cnt[c] < len(g, c)) {
           ++cnt[c];
           pt += g.stride[c];
           break;
@@ -140,7 +112,7 @@ class Search {
           pt -= g.stride[c];
           break;
         }
-        const int back = ascending ? lo[c] : g.len[c];
+        const int back = ascending ? lo[c] : len(g, c);
         pt = pt - static_cast<std::size_t>(cnt[c]) * g.stride[c] + static_cast<std::size_t>(back) * g.stride[c];
         cnt[c] = back;
       }
@@ -152,7 +124,7 @@ class Search {
   // ear_/lat_ (stamp_ == gen_) hold, for every point reached, the earliest time its
   // subtasks can all have run and the latest they may, for the rest to fit.
   bool tighten(Node& s, int d) {
-    const Device& g = devices_[static_cast<std::size_t>(d)];
+    const DeviceChains& g = devices_[static_cast<std::size_t>(d)];
     const std::size_t nc = g.chains.size();
     const std::vector<int>& lo = s.count[static_cast<std::size_t>(d)];
     ++gen_;
@@ -190,7 +162,7 @@ class Search {
     // path exactly when it fits between the point's earliest time and the next
     // point's latest).
     for (std::size_t c = 0; c < nc; ++c) {
-      for (int k = lo[c]; k < g.len[c]; ++k) {
+      for (int k = lo[c]; k < len(g, c); ++k) {
         const auto xi = static_cast<std::size_t>(g.chains[c].tasks[static_cast<std::size_t>(k)]);
         new_es_[xi] = kInf;
         new_le_[xi] = -kInf;
@@ -218,7 +190,7 @@ class Search {
     });
     if (lat_[start] == -kInf) return false;
     for (std::size_t c = 0; c < nc; ++c) {
-      for (int k = lo[c]; k < g.len[c]; ++k) {
+      for (int k = lo[c]; k < len(g, c); ++k) {
         const auto xi = static_cast<std::size_t>(g.chains[c].tasks[static_cast<std::size_t>(k)]);
         if (new_es_[xi] == kInf) return false;
         s.es[xi] = std::max(s.es[xi], new_es_[xi]);
@@ -306,10 +278,10 @@ class Search {
     int d = -1;
     double first = kInf;
     for (int e = 0; e < p_.devices; ++e) {
-      const Device& g = devices_[static_cast<std::size_t>(e)];
+      const DeviceChains& g = devices_[static_cast<std::size_t>(e)];
       const auto& cnt = s.count[static_cast<std::size_t>(e)];
       for (std::size_t c = 0; c < g.chains.size(); ++c) {
-        if (cnt[c] >= g.len[c]) continue;
+        if (cnt[c] >= len(g, c)) continue;
         const double t = std::max(s.ready[static_cast<std::size_t>(e)],
                                   s.es[static_cast<std::size_t>(g.chains[c].tasks[static_cast<std::size_t>(cnt[c])])]);
         if (t < first) {
@@ -324,7 +296,7 @@ class Search {
       solution_ = std::move(order);
       return true;
     }
-    const Device& g = devices_[static_cast<std::size_t>(d)];
+    const DeviceChains& g = devices_[static_cast<std::size_t>(d)];
     if (!tighten(s, d)) return false;
     const auto& cnt = s.count[static_cast<std::size_t>(d)];
     std::size_t start = 0;
@@ -368,7 +340,7 @@ class Search {
   const double makespan_, level_, tol_;
   const ExactOptions& opt_;
   ExactStats& stats_;
-  std::vector<Device> devices_;
+  std::vector<DeviceChains> devices_;
   std::vector<double> ear_, lat_, new_es_, new_le_;
   std::vector<std::uint32_t> stamp_;
   std::uint32_t gen_ = 0;
@@ -399,15 +371,7 @@ std::optional<Order> order_within(const Problem& p, double makespan, double leve
 std::vector<double> memory_levels(const Problem& p) {
   std::vector<double> all;
   for (int d = 0; d < p.devices; ++d) {
-    const Device g = device_of(p, d);
-    std::vector<double> levels{0.0};
-    for (std::size_t c = 0; c < g.chains.size(); c += 2) {
-      std::vector<double> next;
-      for (double v : levels) {
-        for (int k = 0; k <= g.len[c]; ++k) next.push_back(v + k * g.chains[c].act);
-      }
-      levels = std::move(next);
-    }
+    const std::vector<double> levels = device_levels(device_chains(p, d), kInf);
     all.insert(all.end(), levels.begin(), levels.end());
   }
   std::sort(all.begin(), all.end());

@@ -13,7 +13,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// A limit that leaves out the level x itself (levels_up_to keeps what is within
+// A limit that leaves out the level x itself (device_levels keeps what is within
 // its tolerance of the limit).
 double just_below(double x) { return x * (1 - 1e-9) - 1e-9; }
 
@@ -21,70 +21,34 @@ std::size_t saturating_product(std::size_t a, std::size_t b) {
   return a > std::numeric_limits<std::size_t>::max() / b ? std::numeric_limits<std::size_t>::max() : a * b;
 }
 
-// One device's chains: chain 2m holds model m's forwards on it, 2m+1 its backwards,
-// each in micro-batch order, with their windows.
-struct Grid {
-  struct Chain {
-    std::vector<std::int32_t> tasks;
+// One device's chains with their windows (per chain, per subtask).
+struct Grid : DeviceChains {
+  struct Windows {
     std::vector<double> release, deadline, dur;  // earliest start, latest end
-    double act = 0;                          // memory an F takes (its B gives it back)
   };
-  std::vector<Chain> chains;
-  std::vector<std::size_t> stride;
-  std::size_t points = 1;
+  std::vector<Windows> win;
 };
 
 Grid grid_of(const Problem& p, const std::vector<double>& end, const std::vector<double>& lf, int d) {
   Grid g;
-  for (int m = 0; m < static_cast<int>(p.spec.models.size()); ++m) {
-    const int r = p.replica_on(m, d), s = p.stage_on(m, d);
-    const int mb = p.spec.models[static_cast<std::size_t>(m)].micro_batches;
-    for (Kind k : {Kind::F, Kind::B}) {
-      Grid::Chain c;
-      c.act = p.mem_delta[static_cast<std::size_t>(p.task_id(m, r, s, 0, Kind::F))];
-      for (int j = 0; j < mb; ++j) {
-        const std::int32_t x = p.task_id(m, r, s, j, k);
-        const auto xi = static_cast<std::size_t>(x);
-        const std::int32_t pr = p.pred[xi], sc = p.succ[xi];
-        // A predecessor on this device is the F of the same micro-batch (the last
-        // stage's B), which the chain counts already keep in front.
-        const bool pred_here = pr < 0 || p.device[static_cast<std::size_t>(pr)] == d;
-        c.release.push_back(pred_here ? 0.0 : end[static_cast<std::size_t>(pr)] + p.lag[xi]);
-        const bool succ_here = sc < 0 || p.device[static_cast<std::size_t>(sc)] == d;
-        const auto si = static_cast<std::size_t>(sc);
-        c.deadline.push_back(succ_here ? kInf : lf[si] - p.dur[si] - p.lag[si]);
-        c.dur.push_back(p.dur[xi]);
-        c.tasks.push_back(x);
-      }
-      g.chains.push_back(std::move(c));
-    }
-  }
+  static_cast<DeviceChains&>(g) = device_chains(p, d);
   for (const auto& c : g.chains) {
-    g.stride.push_back(g.points);
-    const std::size_t len = c.tasks.size() + 1;
-    g.points = saturating_product(g.points, len);
+    Grid::Windows w;
+    for (const std::int32_t x : c.tasks) {
+      const auto xi = static_cast<std::size_t>(x);
+      const std::int32_t pr = p.pred[xi], sc = p.succ[xi];
+      // A predecessor on this device is the F of the same micro-batch (the last
+      // stage's B), which the chain counts already keep in front.
+      const bool pred_here = pr < 0 || p.device[static_cast<std::size_t>(pr)] == d;
+      w.release.push_back(pred_here ? 0.0 : end[static_cast<std::size_t>(pr)] + p.lag[xi]);
+      const bool succ_here = sc < 0 || p.device[static_cast<std::size_t>(sc)] == d;
+      const auto si = static_cast<std::size_t>(sc);
+      w.deadline.push_back(succ_here ? kInf : lf[si] - p.dur[si] - p.lag[si]);
+      w.dur.push_back(p.dur[xi]);
+    }
+    g.win.push_back(std::move(w));
   }
   return g;
-}
-
-// The memory levels a device can stand at (one per mix of in-flight counts), at
-// most `limit`, ascending.
-std::vector<double> levels_up_to(const Grid& g, double limit) {
-  std::vector<double> out{0.0};
-  for (std::size_t c = 0; c < g.chains.size(); c += 2) {
-    std::vector<double> next;
-    for (double v : out) {
-      for (std::size_t k = 0; k <= g.chains[c].tasks.size(); ++k) {
-        const double w = v + static_cast<double>(k) * g.chains[c].act;
-        if (w <= limit * (1 + 1e-12) + 1e-12) next.push_back(w);
-      }
-    }
-    std::sort(next.begin(), next.end());
-    next.erase(std::unique(next.begin(), next.end(), [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b)); }),
-               next.end());
-    out = std::move(next);
-  }
-  return out;
 }
 
 // The dynamic program for one memory limit: the earliest time the device can have
@@ -112,14 +76,15 @@ bool fits(const Grid& g, double x, double makespan, std::vector<double>& earlies
     for (std::size_t c = 0; c < nc; c += 2) level += g.chains[c].act * (count[c] - count[c + 1]);
     for (std::size_t c = 0; c < nc; ++c) {
       const auto& ch = g.chains[c];
+      const auto& w = g.win[c];
       const int k = count[c];
       if (k >= static_cast<int>(ch.tasks.size())) continue;
       const bool backward = c % 2 == 1;
       if (backward && k >= count[c - 1]) continue;  // B_j after F_j
       if (!backward && level + ch.act > x_tol) continue;
       const auto ki = static_cast<std::size_t>(k);
-      const double end = std::max(e, ch.release[ki]) + ch.dur[ki];
-      if (end > ch.deadline[ki] + tol || end > makespan + tol) continue;
+      const double end = std::max(e, w.release[ki]) + w.dur[ki];
+      if (end > w.deadline[ki] + tol || end > makespan + tol) continue;
       const std::size_t nx = pt + g.stride[c];
       if (end < earliest[nx]) {
         earliest[nx] = end;
@@ -146,6 +111,43 @@ std::vector<std::int32_t> merge_of(const Grid& g, const std::vector<std::int8_t>
 }
 
 }  // namespace
+
+DeviceChains device_chains(const Problem& p, int d) {
+  DeviceChains g;
+  for (int m = 0; m < static_cast<int>(p.spec.models.size()); ++m) {
+    const int r = p.replica_on(m, d), s = p.stage_on(m, d);
+    const int mb = p.spec.models[static_cast<std::size_t>(m)].micro_batches;
+    for (Kind k : {Kind::F, Kind::B}) {
+      DeviceChains::Chain c;
+      c.act = p.mem_delta[static_cast<std::size_t>(p.task_id(m, r, s, 0, Kind::F))];
+      for (int j = 0; j < mb; ++j) c.tasks.push_back(p.task_id(m, r, s, j, k));
+      g.chains.push_back(std::move(c));
+    }
+  }
+  for (const auto& c : g.chains) {
+    g.stride.push_back(g.points);
+    g.points = saturating_product(g.points, c.tasks.size() + 1);
+  }
+  return g;
+}
+
+std::vector<double> device_levels(const DeviceChains& g, double limit) {
+  std::vector<double> out{0.0};
+  for (std::size_t c = 0; c < g.chains.size(); c += 2) {
+    std::vector<double> next;
+    for (double v : out) {
+      for (std::size_t k = 0; k <= g.chains[c].tasks.size(); ++k) {
+        const double w = v + static_cast<double>(k) * g.chains[c].act;
+        if (w <= limit * (1 + 1e-12) + 1e-12) next.push_back(w);
+      }
+    }
+    std::sort(next.begin(), next.end());
+    next.erase(std::unique(next.begin(), next.end(), [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b)); }),
+               next.end());
+    out = std::move(next);
+  }
+  return out;
+}
 
 std::vector<double> latest_finish(const Problem& p, const Order& order, const Timing& t, double makespan) {
   const auto n = static_cast<std::size_t>(p.num_tasks);
@@ -185,7 +187,7 @@ std::optional<DeviceSequence> lowest_peak_sequence(const Problem& p, const std::
   if (grid_points(p) > max_states) return std::nullopt;
   const Grid g = grid_of(p, end, lf, d);
   if (g.chains.size() > 127) return std::nullopt;
-  const std::vector<double> levels = levels_up_to(g, cap);
+  const std::vector<double> levels = device_levels(g, cap);
   if (levels.empty()) return std::nullopt;
   std::vector<double> earliest;
   std::vector<std::int8_t> from;

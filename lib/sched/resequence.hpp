@@ -33,6 +33,25 @@
 
 namespace braid::sched {
 
+// One device's subtasks as chains: chain 2m holds model m's forwards on it, 2m+1 its
+// backwards, each in micro-batch order. A point of the device's grid is a count per
+// chain, at index sum(count x stride); its memory level is the sum over models of
+// act x (forwards - backwards run).
+struct DeviceChains {
+  struct Chain {
+    std::vector<std::int32_t> tasks;
+    double act = 0;  // memory a forward takes (its backward gives it back)
+  };
+  std::vector<Chain> chains;
+  std::vector<std::size_t> stride;
+  std::size_t points = 1;  // saturates at SIZE_MAX
+};
+DeviceChains device_chains(const Problem& p, int d);
+
+// The memory levels a device can stand at (one per mix of in-flight counts), at
+// most `limit`, ascending.
+std::vector<double> device_levels(const DeviceChains& g, double limit);
+
 // Latest end of every subtask for which `order` still meets `makespan`
 // (t: evaluate(p, order)).
 std::vector<double> latest_finish(const Problem& p, const Order& order, const Timing& t, double makespan);
