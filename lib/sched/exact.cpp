@@ -87,39 +87,6 @@ class Search {
     return g.chains[c].tasks[static_cast<std::size_t>(k)];
   }
 
-  // Every point of the box above `lo`, in ascending (forward) or descending order.
-  template <class F>
-  void for_box(const DeviceChains& g, const std::vector<int>& lo, bool ascending, F&& f) {
-    const std::size_t nc = g.chains.size();
-    std::vector<int>& cnt = cnt_;
-    std::size_t pt = 0;
-    cnt.resize(nc);
-    for (std::size_t c = 0; c < nc; ++c) {
-      cnt[c] = ascending ? lo[c] : len(g, c);
-      pt += static_cast<std::size_t>(cnt[c]) * g.stride[c];
-    }
-    for (;;) {
-      f(pt, cnt);
-      std::size_t c = 0;
-      for (; c < nc; ++c) {
-        if (ascending && cnt[c] < len(g, c)) {
-          ++cnt[c];
-          pt += g.stride[c];
-          break;
-        }
-        if (!ascending && cnt[c] > lo[c]) {
-          --cnt[c];
-          pt -= g.stride[c];
-          break;
-        }
-        const int back = ascending ? lo[c] : len(g, c);
-        pt = pt - static_cast<std::size_t>(cnt[c]) * g.stride[c] + static_cast<std::size_t>(back) * g.stride[c];
-        cnt[c] = back;
-      }
-      if (c == nc) return;
-    }
-  }
-
   // Device d's windows tightened by the program over its grid from its prefix on;
   // ear_/lat_ (stamp_ == gen_) hold, for every point reached, the earliest time its
   // subtasks can all have run and the latest they may, for the rest to fit.
@@ -128,20 +95,21 @@ class Search {
     const std::size_t nc = g.chains.size();
     const std::vector<int>& lo = s.count[static_cast<std::size_t>(d)];
     ++gen_;
-    auto touch = [&](std::size_t pt) {
-      if (stamp_[pt] != gen_) {
-        stamp_[pt] = gen_;
-        ear_[pt] = kInf;
-        lat_[pt] = -kInf;
-      }
-    };
     std::size_t start = 0;
     for (std::size_t c = 0; c < nc; ++c) start += static_cast<std::size_t>(lo[c]) * g.stride[c];
-    touch(start);
+    stamp_[start] = gen_;
     ear_[start] = s.ready[static_cast<std::size_t>(d)];
+    lat_[start] = -kInf;
+    // The points the windows let the device reach, layer by layer (a layer: the
+    // points with as many subtasks run), each with its counts.
     auto reached = [&](std::size_t pt) { return stamp_[pt] == gen_ && ear_[pt] < kInf; };
-    for_box(g, lo, true, [&](std::size_t pt, const std::vector<int>& cnt) {
-      if (!reached(pt)) return;
+    pts_.assign(1, start);
+    cnts_.assign(lo.begin(), lo.end());
+    std::vector<int>& cnt = cnt_;
+    cnt.resize(nc);
+    for (std::size_t i = 0; i < pts_.size(); ++i) {
+      const std::size_t pt = pts_[i];
+      std::copy_n(cnts_.begin() + static_cast<std::ptrdiff_t>(i * nc), nc, cnt.begin());
       const double level = level_at(g, cnt);
       for (std::size_t c = 0; c < nc; ++c) {
         const std::int32_t x = next_of(g, cnt, c, level);
@@ -150,10 +118,19 @@ class Search {
         const double end = std::max(ear_[pt], s.es[xi]) + p_.dur[xi];
         if (end > s.le[xi] + tol_) continue;
         const std::size_t nx = pt + g.stride[c];
-        touch(nx);
-        ear_[nx] = std::min(ear_[nx], end);
+        if (stamp_[nx] != gen_) {
+          stamp_[nx] = gen_;
+          ear_[nx] = end;
+          lat_[nx] = -kInf;
+          pts_.push_back(nx);
+          const std::size_t at = cnts_.size();
+          cnts_.insert(cnts_.end(), cnt.begin(), cnt.end());
+          ++cnts_[at + c];
+        } else {
+          ear_[nx] = std::min(ear_[nx], end);
+        }
       }
-    });
+    }
     const std::size_t last = g.points - 1;
     if (!reached(last)) return false;
     // Backwards: the latest time each point's subtasks may all have run for the rest
@@ -169,8 +146,10 @@ class Search {
       }
     }
     lat_[last] = makespan_;
-    for_box(g, lo, false, [&](std::size_t pt, const std::vector<int>& cnt) {
-      if (pt == last || !reached(pt)) return;
+    for (std::size_t i = pts_.size(); i-- > 0;) {
+      const std::size_t pt = pts_[i];
+      if (pt == last) continue;
+      std::copy_n(cnts_.begin() + static_cast<std::ptrdiff_t>(i * nc), nc, cnt.begin());
       const double level = level_at(g, cnt);
       double best = -kInf;
       for (std::size_t c = 0; c < nc; ++c) {
@@ -187,7 +166,7 @@ class Search {
         new_le_[xi] = std::max(new_le_[xi], hi);
       }
       lat_[pt] = best;
-    });
+    }
     if (lat_[start] == -kInf) return false;
     for (std::size_t c = 0; c < nc; ++c) {
       for (int k = lo[c]; k < len(g, c); ++k) {
@@ -345,6 +324,8 @@ class Search {
   std::vector<std::uint32_t> stamp_;
   std::uint32_t gen_ = 0;
   std::vector<int> cnt_;
+  std::vector<std::size_t> pts_;
+  std::vector<int> cnts_;
   std::mt19937_64 rng_;
   double noise_ = 0;
   std::uint64_t restart_nodes_ = 0;
