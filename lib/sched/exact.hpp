@@ -15,9 +15,10 @@
 //
 // The decisions are the devices' orders, built from the front: the device whose
 // next subtask can start earliest gets it, the candidates tried in the order of
-// their earliest starts (a backward before a forward: lower memory). The search
-// backtracks when the windows close, and restarts, with the candidates' starts
-// perturbed, after a few hundred nodes more than there are subtasks (one node a
+// the room they leave that device (the latest the subtask may end for the rest of
+// the device to fit, less its earliest end; a backward before a forward at equal
+// room: lower memory). The search backtracks when the windows close, and
+// restarts, with the candidates' rooms perturbed, after a few hundred nodes more than there are subtasks (one node a
 // decision) without a schedule: a wrong turn near the root would otherwise spend
 // the whole budget underneath it. Every order it returns is timed
 // exactly (evaluate) and checked.
