@@ -116,6 +116,11 @@ jq -e '.lower_bound_reached and .memory_over_serial_1f1b <= 1 + 1e-9' "$S/t3_84.
 
 # 7. MPI: rank 0 of two ranks does exactly what one rank does; the best of two is never worse.
 if command -v mpirun > /dev/null; then
+  # Help and usage errors come once, from the first rank, not once a rank.
+  n=$(mpirun -np 2 --oversubscribe "$GEN" --help 2>&1 | grep -c '^Options:' || true)
+  [[ $n == 1 ]] || fail "--help under mpirun -np 2 printed $n times"
+  n=$(mpirun -np 2 --oversubscribe "$GEN" --no-such-option 2>&1 | grep -c 'no-such-option' || true)
+  [[ $n == 1 ]] || fail "a usage error under mpirun -np 2 printed $n times"
   # Two ranks that share schedules: still a function of spec, seed and rank count.
   mpirun -np 2 --oversubscribe "$GEN" "$INT" -o "$S/m1.json" "${repro[@]}" --seed 3
   mpirun -np 2 --oversubscribe "$GEN" "$INT" -o "$S/m2.json" "${repro[@]}" --seed 3
