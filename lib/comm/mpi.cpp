@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include "core/cli.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
@@ -295,11 +296,15 @@ class MpiCommunicator final : public Communicator {
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int up = 0;
   MPI_Initialized(&up);
-  if (up) return;
-  // Only the calling thread talks MPI; the compute thread pool never does.
-  int provided = 0;
-  check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
-  owner_ = true;
+  if (!up) {
+    // Only the calling thread talks MPI; the compute thread pool never does.
+    int provided = 0;
+    check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    owner_ = true;
+  }
+  int rank = 0;
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+  cli::set_first_process(rank == 0);
 }
 
 MpiRuntime::~MpiRuntime() {
@@ -312,6 +317,13 @@ std::unique_ptr<Communicator> mpi_world() {
   MPI_Comm dup = MPI_COMM_NULL;
   check(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup");
   return std::make_unique<MpiCommunicator>(dup);
+}
+
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  }
+  return 0;
 }
 
 bool launched_by_mpi() {

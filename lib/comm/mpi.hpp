@@ -41,6 +41,11 @@ std::unique_ptr<Communicator> mpi_world();
 // launcher's environment: a plain run can then skip MPI start-up altogether.
 bool launched_by_mpi();
 
+// This process's rank as the launcher numbered it, read from its environment before
+// MPI starts (Open MPI, PMIx, then PMI); 0 without a launcher. A tool that starts MPI
+// only after parsing its command line gives cli::set_first_process this == 0.
+int launcher_rank();
+
 // This process's host as MPI names it (ranks on one host share it). MPI must be initialised.
 std::string processor_name();
 

@@ -1,8 +1,6 @@
 #include "core/cli.hpp"
 
 #include <cstdio>
-#include <cstdlib>
-#include <string_view>
 #include <filesystem>
 #include <iostream>
 #include <new>
@@ -25,15 +23,7 @@ constexpr int kExitBadInput = 2;
 int verbosity = 0;
 bool quiet = false;
 
-// Under mpirun every rank parses the same command line: only the first prints help,
-// the version or a usage error (the launcher's rank, known before MPI starts:
-// Open MPI, PMIx, then PMI). A process not launched by MPI is rank 0.
-bool first_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
-    if (const char* v = std::getenv(var)) return std::string_view(v) == "0";
-  }
-  return true;
-}
+bool first_process = true;  // set_first_process
 
 int finish_stdout(int code) {
   std::cout.flush();
@@ -108,6 +98,8 @@ int report_current_exception() {
   }
 }
 
+void set_first_process(bool first) { first_process = first; }
+
 int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
   log::set_tool_name(app.get_name().empty() ? std::string("braid") : app.get_name());
   add_common_options(app);
@@ -115,13 +107,13 @@ int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body) 
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return first_rank() ? finish_stdout(app.exit(e)) : e.get_exit_code();
+    return first_process ? finish_stdout(app.exit(e)) : e.get_exit_code();
   } catch (const CLI::CallForAllHelp& e) {
-    return first_rank() ? finish_stdout(app.exit(e)) : e.get_exit_code();
+    return first_process ? finish_stdout(app.exit(e)) : e.get_exit_code();
   } catch (const CLI::CallForVersion& e) {
-    return first_rank() ? finish_stdout(app.exit(e)) : e.get_exit_code();
+    return first_process ? finish_stdout(app.exit(e)) : e.get_exit_code();
   } catch (const CLI::ParseError& e) {
-    if (!first_rank()) return kExitBadInput;
+    if (!first_process) return kExitBadInput;
     const std::string unknown = unknown_subcommand(app, argc, argv);
     log::error("{}", unknown.empty() ? std::string(e.what()) : unknown);
     log::write(log::Level::quiet, "", "run with --help for usage");

@@ -21,6 +21,11 @@ namespace braid::cli {
 // -q/--quiet, -v/--verbose (repeatable), --version. run() adds them if absent.
 void add_common_options(CLI::App& app);
 
+// Under mpirun every rank parses the same command line, and only the first prints
+// help, the version or a usage error; comm::MpiRuntime tells each process whether
+// it is the first (a process without MPI is).
+void set_first_process(bool first);
+
 // Parses argv into app, then calls body under the catch ladder; returns the exit code.
 // Also installs the signal handler that removes unfinished temp files (core/files.hpp).
 int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body);

@@ -6,6 +6,7 @@
 // The commands are lib/plan/profile_command.hpp; this file declares the flags.
 #include "backend/device_option.hpp"
 #include "backend/dtype_option.hpp"
+#include "comm/mpi.hpp"
 #include "core/cli.hpp"
 #include "plan/profile_command.hpp"
 
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
   for (auto* cmd : {analytic, measure, probe, comm}) {
     cmd->add_option("-o,--output", o.output, "output file ('-': stdout)")->capture_default_str();
   }
+  // MPI starts only after parsing: the launcher says which rank prints usage.
+  braid::cli::set_first_process(braid::comm::launcher_rank() == 0);
   return braid::cli::run(app, argc, argv, [&] {
     if (analytic->parsed()) return braid::plan::run_profile_analytic(o);
     if (measure->parsed()) return braid::plan::run_profile_measure(o);

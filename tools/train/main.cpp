@@ -1,6 +1,7 @@
 // braid-train: PPO, GRPO, SFT, reward-model and DPO updates (lib/train/commands.hpp).
 #include "backend/device_option.hpp"
 #include "backend/dtype_option.hpp"
+#include "comm/mpi.hpp"
 #include "core/cli.hpp"
 #include "train/commands.hpp"
 
@@ -135,6 +136,8 @@ int main(int argc, char** argv) {
     add_common(sub, o->common, sub == dpo_cmd ? 1e-6 : 1e-5);
   }
 
+  // MPI starts only after parsing: the launcher says which rank prints usage.
+  braid::cli::set_first_process(braid::comm::launcher_rank() == 0);
   return braid::cli::run(app, argc, argv, [&] {
     for (auto* o : {&ppo.common, &grpo.common, &sft.common, &rm.common, &dpo.text.common}) o->created_by = command_line;
     if (ppo_cmd->parsed()) return braid::train::run_rl(ppo);
