@@ -106,11 +106,7 @@ int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body) 
   install_temp_cleanup_on_signals();
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return first_process ? finish_stdout(app.exit(e)) : e.get_exit_code();
-  } catch (const CLI::CallForAllHelp& e) {
-    return first_process ? finish_stdout(app.exit(e)) : e.get_exit_code();
-  } catch (const CLI::CallForVersion& e) {
+  } catch (const CLI::Success& e) {  // --help, --help-all, --version
     return first_process ? finish_stdout(app.exit(e)) : e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     if (!first_process) return kExitBadInput;
