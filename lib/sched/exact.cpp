@@ -71,6 +71,13 @@ class Search {
     return opt_.restart_nodes > 0 && restart_nodes_ > opt_.restart_nodes + static_cast<std::uint64_t>(p_.num_tasks);
   }
 
+  // The index of the point at counts `cnt` in the device's grid.
+  static std::size_t point_of(const DeviceChains& g, const std::vector<int>& cnt) {
+    std::size_t pt = 0;
+    for (std::size_t c = 0; c < cnt.size(); ++c) pt += static_cast<std::size_t>(cnt[c]) * g.stride[c];
+    return pt;
+  }
+
   double level_at(const DeviceChains& g, const std::vector<int>& c) const {
     double l = 0;
     for (std::size_t i = 0; i < c.size(); i += 2) l += g.chains[i].act * (c[i] - c[i + 1]);
@@ -95,14 +102,12 @@ class Search {
     const std::size_t nc = g.chains.size();
     const std::vector<int>& lo = s.count[static_cast<std::size_t>(d)];
     ++gen_;
-    std::size_t start = 0;
-    for (std::size_t c = 0; c < nc; ++c) start += static_cast<std::size_t>(lo[c]) * g.stride[c];
+    const std::size_t start = point_of(g, lo);
     stamp_[start] = gen_;
     ear_[start] = s.ready[static_cast<std::size_t>(d)];
     lat_[start] = -kInf;
-    // The points the windows let the device reach, layer by layer (a layer: the
-    // points with as many subtasks run), each with its counts.
-    auto reached = [&](std::size_t pt) { return stamp_[pt] == gen_ && ear_[pt] < kInf; };
+    // The points the windows let the device reach (stamp_ == gen_), layer by layer
+    // (a layer: the points with as many subtasks run), each with its counts.
     pts_.assign(1, start);
     cnts_.assign(lo.begin(), lo.end());
     std::vector<int>& cnt = cnt_;
@@ -132,7 +137,7 @@ class Search {
       }
     }
     const std::size_t last = g.points - 1;
-    if (!reached(last)) return false;
+    if (stamp_[last] != gen_) return false;
     // Backwards: the latest time each point's subtasks may all have run for the rest
     // to fit, and each subtask's window from the transitions that some path through
     // the grid meeting every window takes (a transition out of a point is on such a
@@ -285,8 +290,7 @@ class Search {
     const DeviceChains& g = devices_[static_cast<std::size_t>(d)];
     if (!tighten(s, d)) return false;
     const auto& cnt = s.count[static_cast<std::size_t>(d)];
-    std::size_t start = 0;
-    for (std::size_t c = 0; c < g.chains.size(); ++c) start += static_cast<std::size_t>(cnt[c]) * g.stride[c];
+    const std::size_t start = point_of(g, cnt);
     const double level = level_at(g, cnt);
     const double ready = s.ready[static_cast<std::size_t>(d)];
     struct Candidate {
