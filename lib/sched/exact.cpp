@@ -365,16 +365,9 @@ std::optional<Order> order_within(const Problem& p, double makespan, double leve
 }
 
 std::vector<double> memory_levels(const Problem& p) {
-  std::vector<double> all;
-  for (int d = 0; d < p.devices; ++d) {
-    const std::vector<double> levels = device_levels(device_chains(p, d), kInf);
-    all.insert(all.end(), levels.begin(), levels.end());
-  }
-  std::sort(all.begin(), all.end());
-  all.erase(std::unique(all.begin(), all.end(),
-                        [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b)); }),
-            all.end());
-  return all;
+  // Every device holds one stage of every model, so every device's chains have the
+  // same lengths and activations (grid_points), and the same levels.
+  return device_levels(device_chains(p, 0), kInf);
 }
 
 ExactStats lower_peak_exactly(const Problem& p, Order& order, double floor, const ExactOptions& opt) {

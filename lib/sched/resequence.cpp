@@ -142,8 +142,7 @@ std::vector<double> device_levels(const DeviceChains& g, double limit) {
       }
     }
     std::sort(next.begin(), next.end());
-    next.erase(std::unique(next.begin(), next.end(), [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b)); }),
-               next.end());
+    next.erase(std::unique(next.begin(), next.end(), same_time), next.end());
     out = std::move(next);
   }
   return out;
