@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "sched/anneal.hpp"
+#include "sched/baselines.hpp"
 #include "sched/problem.hpp"
 #include "sched/schedule.hpp"
 
@@ -63,6 +65,17 @@ inline SchedSpec two_opposed(int actor_mb, double critic_mem) {
   c.act_mem = {critic_mem, critic_mem};
   s.models = {a, c};
   return s;
+}
+
+// A latency search's schedule of p from 1F1B (no memory pass), `iterations` long or
+// until it reaches `bound` (0: never stops early).
+inline Order latency_searched(const Problem& p, std::uint64_t iterations, std::uint64_t seed, double bound) {
+  AnnealOptions opt;
+  opt.iterations = iterations;
+  opt.time_limit = 0;
+  opt.memory_pass = false;
+  opt.seed = seed;
+  return anneal(p, one_f_one_b(p), bound, opt).order;
 }
 
 // Calls f(order) for every permutation of every device's subtasks (valid or not).

@@ -8,8 +8,6 @@
 #include <limits>
 
 #include "helpers.hpp"
-#include "sched/anneal.hpp"
-#include "sched/baselines.hpp"
 #include "sched/bound.hpp"
 #include "sched/exact.hpp"
 
@@ -42,14 +40,9 @@ ExactOptions complete() {
   return o;
 }
 
-// A latency search's schedule of p (no memory pass).
+// A latency search's schedule of p, stopped at its bound.
 Order searched(const Problem& p, std::uint64_t iterations, std::uint64_t seed) {
-  AnnealOptions opt;
-  opt.iterations = iterations;
-  opt.time_limit = 0;
-  opt.memory_pass = false;
-  opt.seed = seed;
-  return anneal(p, one_f_one_b(p), lower_bound(p).value, opt).order;
+  return testing::latency_searched(p, iterations, seed, lower_bound(p).value);
 }
 
 }  // namespace

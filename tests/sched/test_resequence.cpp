@@ -7,7 +7,6 @@
 #include <limits>
 
 #include "helpers.hpp"
-#include "sched/anneal.hpp"
 #include "sched/baselines.hpp"
 #include "sched/resequence.hpp"
 
@@ -67,14 +66,7 @@ double lowest_by_enumeration(const Problem& p, const Timing& t, const std::vecto
 // budgets (at and above their best makespans).
 std::vector<Order> starts_of(const Problem& p) {
   std::vector<Order> out{*greedy(p), one_f_one_b(p)};
-  for (std::uint64_t it : {200u, 2000u, 20000u}) {
-    AnnealOptions opt;
-    opt.iterations = it;
-    opt.time_limit = 0;
-    opt.memory_pass = false;
-    opt.seed = it;
-    out.push_back(anneal(p, one_f_one_b(p), 0.0, opt).order);
-  }
+  for (std::uint64_t it : {200u, 2000u, 20000u}) out.push_back(testing::latency_searched(p, it, it, 0.0));
   return out;
 }
 
