@@ -1,9 +1,11 @@
 #include "sched/exact.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "core/log.hpp"
@@ -16,6 +18,9 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 // Every 16th node asks opt.stop.
 constexpr std::uint64_t kStopEvery = 16;
+// A device program keeps a point's chain counts a byte each in one word.
+constexpr std::size_t kMaxChains = 8;
+constexpr int kMaxChainLength = 255;
 
 // The length of chain c of a device (resequence.hpp).
 int len(const DeviceChains& g, std::size_t c) { return static_cast<int>(g.chains[c].tasks.size()); }
@@ -27,6 +32,12 @@ struct Node {
   std::vector<std::vector<int>> count;
   std::vector<std::vector<std::int32_t>> prefix;
   std::vector<double> ready;
+  // Per device, from its last program: for each chain, the latest time the point
+  // reached by running the chain's next subtask may have (-inf: not reachable), and
+  // whether the device's windows are still those the program left (then a decision
+  // on it reads these instead of running the program again).
+  std::vector<std::vector<double>> next_lat;
+  std::vector<char> fresh;
 };
 
 class Search {
@@ -37,9 +48,8 @@ class Search {
     for (int d = 0; d < p.devices; ++d) devices_.push_back(device_chains(p, d));
     std::size_t most = 0;
     for (const auto& g : devices_) most = std::max(most, g.points);
-    ear_.resize(most);
-    lat_.resize(most);
-    stamp_.assign(most, 0);
+    grid_.assign(most, Cell{});
+    for (const auto& g : devices_) live_.emplace_back((g.points + 63) / 64, ~std::uint64_t{0});
     new_es_.resize(static_cast<std::size_t>(p.num_tasks));
     new_le_.resize(static_cast<std::size_t>(p.num_tasks));
   }
@@ -52,7 +62,9 @@ class Search {
     for (const auto& g : devices_) {
       root.count.emplace_back(g.chains.size(), 0);
       root.prefix.emplace_back();
+      root.next_lat.emplace_back(g.chains.size(), -kInf);
     }
+    root.fresh.assign(static_cast<std::size_t>(p_.devices), 0);
     for (std::uint64_t restart = 0;; ++restart) {
       rng_.seed(opt_.seed * 0x9e3779b97f4a7c15ULL + restart);
       noise_ = restart == 0 ? 0.0 : 0.01 * makespan_;
@@ -95,87 +107,137 @@ class Search {
   }
 
   // Device d's windows tightened by the program over its grid from its prefix on;
-  // ear_/lat_ (stamp_ == gen_) hold, for every point reached, the earliest time its
-  // subtasks can all have run and the latest they may, for the rest to fit.
+  // ears_/lats_ hold, for every point reached (pts_; grid_ stamped gen_ points to its
+  // place there), the earliest time its subtasks can all have run and the latest they
+  // may, for the rest to fit. Points found dead on the way to this node are skipped,
+  // and the points found dead now are marked so (live_).
   bool tighten(Node& s, int d) {
     const DeviceChains& g = devices_[static_cast<std::size_t>(d)];
     const std::size_t nc = g.chains.size();
     const std::vector<int>& lo = s.count[static_cast<std::size_t>(d)];
     ++gen_;
     const std::size_t start = point_of(g, lo);
-    stamp_[start] = gen_;
-    ear_[start] = s.ready[static_cast<std::size_t>(d)];
-    lat_[start] = -kInf;
-    // The points the windows let the device reach (stamp_ == gen_), layer by layer
-    // (a layer: the points with as many subtasks run), each with its counts.
+    if (!live(d, start)) return false;
+    grid_[start] = {gen_, 0};
+    // The chains as plain arrays: their subtasks, lengths, activations and strides.
+    const std::int32_t* tasks[kMaxChains];
+    int lens[kMaxChains];
+    double acts[kMaxChains];
+    std::size_t strides[kMaxChains];
+    for (std::size_t c = 0; c < nc; ++c) {
+      tasks[c] = g.chains[c].tasks.data();
+      lens[c] = len(g, c);
+      acts[c] = g.chains[c].act;
+      strides[c] = g.stride[c];
+    }
+    const double* es = s.es.data();
+    const double* le = s.le.data();
+    const double* dur = p_.dur.data();
+    // The points the windows let the device reach (grid_ stamped gen_), layer by layer
+    // (a layer: the points with as many subtasks run), each with its chain counts
+    // (a byte each) and its level.
+    std::uint64_t packed = 0;
+    for (std::size_t c = 0; c < nc; ++c) packed |= static_cast<std::uint64_t>(lo[c]) << (8 * c);
     pts_.assign(1, start);
-    cnts_.assign(lo.begin(), lo.end());
-    std::vector<int>& cnt = cnt_;
-    cnt.resize(nc);
+    ears_.assign(1, s.ready[static_cast<std::size_t>(d)]);
+    lats_.assign(1, -kInf);
+    packs_.assign(1, packed);
+    levels_.assign(1, level_at(g, lo));
+    // Subtask chain c may run next at the point with counts `pk` and level `lv`: its
+    // forward within the level, a backward after its forward (next_of).
+    auto runs_next = [&](std::uint64_t pk, double lv, std::size_t c) {
+      const int k = static_cast<int>((pk >> (8 * c)) & 0xff);
+      if (k >= lens[c]) return -1;
+      if (c % 2 == 1) {
+        if (k >= static_cast<int>((pk >> (8 * (c - 1))) & 0xff)) return -1;
+      } else if (lv + acts[c] > level_) {
+        return -1;
+      }
+      return static_cast<int>(tasks[c][k]);
+    };
+    // moves_[i]: the chains whose next subtask point i can run within its window (a
+    // bit each), the only transitions the backward pass looks at.
+    moves_.assign(1, 0);
     for (std::size_t i = 0; i < pts_.size(); ++i) {
       const std::size_t pt = pts_[i];
-      std::copy_n(cnts_.begin() + static_cast<std::ptrdiff_t>(i * nc), nc, cnt.begin());
-      const double level = level_at(g, cnt);
+      const std::uint64_t pk = packs_[i];
+      const double lv = levels_[i];
+      const double e0 = ears_[i];
+      std::uint8_t moves = 0;
       for (std::size_t c = 0; c < nc; ++c) {
-        const std::int32_t x = next_of(g, cnt, c, level);
+        const int x = runs_next(pk, lv, c);
         if (x < 0) continue;
         const auto xi = static_cast<std::size_t>(x);
-        const double end = std::max(ear_[pt], s.es[xi]) + p_.dur[xi];
-        if (end > s.le[xi] + tol_) continue;
-        const std::size_t nx = pt + g.stride[c];
-        if (stamp_[nx] != gen_) {
-          stamp_[nx] = gen_;
-          ear_[nx] = end;
-          lat_[nx] = -kInf;
+        const double end = std::max(e0, es[xi]) + dur[xi];
+        if (end > le[xi] + tol_) continue;
+        const std::size_t nx = pt + strides[c];
+        if (!live(d, nx)) continue;
+        moves |= static_cast<std::uint8_t>(1U << c);
+        Cell& cell = grid_[nx];
+        if (cell.stamp != gen_) {
+          cell = {gen_, static_cast<std::uint32_t>(pts_.size())};
           pts_.push_back(nx);
-          const std::size_t at = cnts_.size();
-          cnts_.insert(cnts_.end(), cnt.begin(), cnt.end());
-          ++cnts_[at + c];
+          ears_.push_back(end);
+          lats_.push_back(-kInf);
+          const std::uint64_t npk = pk + (std::uint64_t{1} << (8 * c));
+          packs_.push_back(npk);
+          // The level from the counts, as level_at takes it (not by adding: the same bits).
+          double l = 0;
+          for (std::size_t m = 0; m < nc; m += 2) {
+            l += acts[m] * (static_cast<int>((npk >> (8 * m)) & 0xff) - static_cast<int>((npk >> (8 * (m + 1))) & 0xff));
+          }
+          levels_.push_back(l);
+          moves_.push_back(0);
         } else {
-          ear_[nx] = std::min(ear_[nx], end);
+          ears_[cell.index] = std::min(ears_[cell.index], end);
         }
       }
+      moves_[i] = moves;
     }
     const std::size_t last = g.points - 1;
-    if (stamp_[last] != gen_) return false;
+    if (grid_[last].stamp != gen_) return false;
     // Backwards: the latest time each point's subtasks may all have run for the rest
     // to fit, and each subtask's window from the transitions that some path through
     // the grid meeting every window takes (a transition out of a point is on such a
     // path exactly when it fits between the point's earliest time and the next
     // point's latest).
     for (std::size_t c = 0; c < nc; ++c) {
-      for (int k = lo[c]; k < len(g, c); ++k) {
-        const auto xi = static_cast<std::size_t>(g.chains[c].tasks[static_cast<std::size_t>(k)]);
+      for (int k = lo[c]; k < lens[c]; ++k) {
+        const auto xi = static_cast<std::size_t>(tasks[c][k]);
         new_es_[xi] = kInf;
         new_le_[xi] = -kInf;
       }
     }
-    lat_[last] = makespan_;
+    lats_[grid_[last].index] = makespan_;
     for (std::size_t i = pts_.size(); i-- > 0;) {
       const std::size_t pt = pts_[i];
       if (pt == last) continue;
-      std::copy_n(cnts_.begin() + static_cast<std::ptrdiff_t>(i * nc), nc, cnt.begin());
-      const double level = level_at(g, cnt);
+      const std::uint64_t pk = packs_[i];
+      const double e0 = ears_[i];
       double best = -kInf;
-      for (std::size_t c = 0; c < nc; ++c) {
-        const std::int32_t x = next_of(g, cnt, c, level);
-        if (x < 0) continue;
-        const auto xi = static_cast<std::size_t>(x);
-        const std::size_t nx = pt + g.stride[c];
-        if (stamp_[nx] != gen_ || lat_[nx] == -kInf) continue;
-        const double st = std::max(s.es[xi], ear_[pt]);
-        const double hi = std::min(lat_[nx], s.le[xi]);
-        if (st + p_.dur[xi] > hi + tol_) continue;
-        best = std::max(best, hi - p_.dur[xi]);
+      for (unsigned moves = moves_[i]; moves != 0; moves &= moves - 1) {
+        const auto c = static_cast<std::size_t>(std::countr_zero(moves));
+        const auto xi = static_cast<std::size_t>(tasks[c][(pk >> (8 * c)) & 0xff]);
+        const double lat = lats_[grid_[pt + strides[c]].index];
+        if (lat == -kInf) continue;
+        const double st = std::max(es[xi], e0);
+        const double hi = std::min(lat, le[xi]);
+        if (st + dur[xi] > hi + tol_) continue;
+        best = std::max(best, hi - dur[xi]);
         new_es_[xi] = std::min(new_es_[xi], st);
         new_le_[xi] = std::max(new_le_[xi], hi);
       }
-      lat_[pt] = best;
+      lats_[i] = best;
     }
-    if (lat_[start] == -kInf) return false;
+    // A point from which the rest cannot fit stays so below this node: its windows only
+    // close further (later earliest starts, earlier latest ends, a longer prefix).
+    for (std::size_t i = 0; i < pts_.size(); ++i) {
+      if (lats_[i] == -kInf) kill(d, pts_[i]);
+    }
+    if (lats_[0] == -kInf) return false;
     for (std::size_t c = 0; c < nc; ++c) {
-      for (int k = lo[c]; k < len(g, c); ++k) {
-        const auto xi = static_cast<std::size_t>(g.chains[c].tasks[static_cast<std::size_t>(k)]);
+      for (int k = lo[c]; k < lens[c]; ++k) {
+        const auto xi = static_cast<std::size_t>(tasks[c][k]);
         if (new_es_[xi] == kInf) return false;
         s.es[xi] = std::max(s.es[xi], new_es_[xi]);
         s.le[xi] = std::min(s.le[xi], new_le_[xi]);
@@ -191,13 +253,20 @@ class Search {
       t = s.es[xi] + p_.dur[xi];
     }
     s.ready[static_cast<std::size_t>(d)] = t;
-    double l = lat_[start];
+    double l = lats_[0];
     for (auto it = prefix.rbegin(); it != prefix.rend(); ++it) {
       const auto xi = static_cast<std::size_t>(*it);
       s.le[xi] = std::min(s.le[xi], l);
       l = s.le[xi] - p_.dur[xi];
       if (l + tol_ < s.es[xi]) return false;
     }
+    const double level = level_at(g, lo);
+    auto& next = s.next_lat[static_cast<std::size_t>(d)];
+    for (std::size_t c = 0; c < nc; ++c) {
+      const std::size_t nx = start + g.stride[c];
+      next[c] = next_of(g, lo, c, level) >= 0 && grid_[nx].stamp == gen_ ? lats_[grid_[nx].index] : -kInf;
+    }
+    s.fresh[static_cast<std::size_t>(d)] = 1;
     return true;
   }
 
@@ -235,6 +304,7 @@ class Search {
       for (std::size_t x = 0; x < n; ++x) {
         if (s.es[x] + p_.dur[x] > s.le[x] + tol_) return false;
         // Windows creep by less than this through cycles of devices: not followed.
+        if (s.es[x] != es0[x] || s.le[x] != le0[x]) s.fresh[static_cast<std::size_t>(p_.device[x])] = 0;
         if (s.es[x] > es0[x] + tol_ || s.le[x] < le0[x] - tol_) {
           if (p_.device[x] != d) dirty[static_cast<std::size_t>(p_.device[x])] = 1;
           es0[x] = s.es[x];
@@ -253,10 +323,30 @@ class Search {
       d = next;
       dirty[static_cast<std::size_t>(d)] = 0;
       if (!tighten(s, d)) return false;
+      // What the program itself moved on its device is its result, not a change since.
+      const DeviceChains& g = devices_[static_cast<std::size_t>(d)];
+      for (const auto& chain : g.chains) {
+        for (std::int32_t x : chain.tasks) {
+          es0[static_cast<std::size_t>(x)] = s.es[static_cast<std::size_t>(x)];
+          le0[static_cast<std::size_t>(x)] = s.le[static_cast<std::size_t>(x)];
+        }
+      }
     }
   }
 
   bool dfs(Node s, int decided) {
+    // What this node finds dead is alive again for its siblings.
+    const std::size_t mark = trail_.size();
+    if (explore(std::move(s), decided)) return true;
+    for (std::size_t k = trail_.size(); k-- > mark;) {
+      const auto [e, pt] = trail_[k];
+      live_[e][pt >> 6] |= std::uint64_t{1} << (pt & 63);
+    }
+    trail_.resize(mark);
+    return false;
+  }
+
+  bool explore(Node s, int decided) {
     ++stats_.nodes;
     ++restart_nodes_;
     if (opt_.stop && stats_.nodes % kStopEvery == 0 && opt_.stop()) stopped_ = true;
@@ -288,9 +378,11 @@ class Search {
       return true;
     }
     const DeviceChains& g = devices_[static_cast<std::size_t>(d)];
-    if (!tighten(s, d)) return false;
+    // A device whose windows have not moved since its program ran has its candidates'
+    // latest times from it (a quarter of the programs, run again for nothing).
+    if (!s.fresh[static_cast<std::size_t>(d)] && !tighten(s, d)) return false;
     const auto& cnt = s.count[static_cast<std::size_t>(d)];
-    const std::size_t start = point_of(g, cnt);
+    const auto& next_lat = s.next_lat[static_cast<std::size_t>(d)];
     const double level = level_at(g, cnt);
     const double ready = s.ready[static_cast<std::size_t>(d)];
     struct Candidate {
@@ -303,15 +395,14 @@ class Search {
       const std::int32_t x = next_of(g, cnt, c, level);
       if (x < 0) continue;
       const auto xi = static_cast<std::size_t>(x);
-      const std::size_t nx = start + g.stride[c];
-      if (stamp_[nx] != gen_ || lat_[nx] == -kInf) continue;
+      if (next_lat[c] == -kInf) continue;
       const double st = std::max(ready, s.es[xi]);
-      if (st + p_.dur[xi] > std::min(lat_[nx], s.le[xi]) + tol_) continue;
+      if (st + p_.dur[xi] > std::min(next_lat[c], s.le[xi]) + tol_) continue;
       // The subtask that leaves the device the most room first: the latest it may end
       // for the rest of the device to fit, less its earliest end (the earliest start
       // first, as first written, failed every descent on real 8/4 GBS 16 within its
       // first hundred decisions). A backward first at the same room: it gives memory back.
-      const double room = std::min(lat_[nx], s.le[xi]) - (st + p_.dur[xi]);
+      const double room = std::min(next_lat[c], s.le[xi]) - (st + p_.dur[xi]);
       const double key = -room + (c % 2 == 0 ? tol_ : 0.0) + (noise_ > 0 ? noise_ * unit(rng_) : 0.0);
       cands.push_back({key, st, c});
     }
@@ -335,12 +426,31 @@ class Search {
   const ExactOptions& opt_;
   ExactStats& stats_;
   std::vector<DeviceChains> devices_;
-  std::vector<double> ear_, lat_, new_es_, new_le_;
-  std::vector<std::uint32_t> stamp_;
+  // The device grid's points: stamped with the program that reached them, and their
+  // place among the points it reached (pts_ and the arrays beside it).
+  struct Cell {
+    std::uint32_t stamp = 0, index = 0;
+  };
+  std::vector<Cell> grid_;
+  std::vector<double> new_es_, new_le_;
   std::uint32_t gen_ = 0;
-  std::vector<int> cnt_;
+  // Per device, a bit per grid point: not yet found dead on the way to this node (a
+  // program skips the dead ones), and the points found dead since the root, in order.
+  std::vector<std::vector<std::uint64_t>> live_;
+  std::vector<std::pair<int, std::uint32_t>> trail_;
+  bool live(int d, std::size_t pt) const { return (live_[static_cast<std::size_t>(d)][pt >> 6] >> (pt & 63)) & 1U; }
+  void kill(int d, std::size_t pt) {
+    std::uint64_t& w = live_[static_cast<std::size_t>(d)][pt >> 6];
+    const std::uint64_t bit = std::uint64_t{1} << (pt & 63);
+    if ((w & bit) == 0) return;
+    w &= ~bit;
+    trail_.push_back({d, static_cast<std::uint32_t>(pt)});
+  }
   std::vector<std::size_t> pts_;
-  std::vector<int> cnts_;
+  std::vector<double> ears_, lats_;
+  std::vector<std::uint64_t> packs_;
+  std::vector<double> levels_;
+  std::vector<std::uint8_t> moves_;
   std::mt19937_64 rng_;
   double noise_ = 0;
   std::uint64_t restart_nodes_ = 0;
@@ -351,8 +461,25 @@ class Search {
 
 }  // namespace
 
+bool exact_applies(const Problem& p, std::size_t max_states) {
+  if (p.num_tasks > kExactTasks) return false;
+  for (int d = 0; d < p.devices; ++d) {
+    const DeviceChains g = device_chains(p, d);
+    if (g.points > max_states || g.points > std::numeric_limits<std::uint32_t>::max() || g.chains.size() > kMaxChains) {
+      return false;
+    }
+    for (std::size_t c = 0; c < g.chains.size(); ++c) {
+      if (len(g, c) > kMaxChainLength) return false;
+    }
+  }
+  return true;
+}
+
 std::optional<Order> order_within(const Problem& p, double makespan, double level, const ExactOptions& opt,
                                   ExactStats* stats) {
+  if (!exact_applies(p, std::numeric_limits<std::size_t>::max())) {
+    throw std::invalid_argument("order_within: a device has more chains or longer ones than a program holds");
+  }
   ExactStats local;
   ExactStats& st = stats ? *stats : local;
   std::optional<Order> order = Search(p, makespan, level, opt, st).run();

@@ -11,7 +11,10 @@
 // and end no later, than some merge that meets every window lets it. The tightened
 // windows go along the data edges to the other devices, whose windows are
 // tightened in turn, until nothing moves; a window that closes, or a device whose
-// grid cannot be crossed, means no schedule under the decisions taken.
+// grid cannot be crossed, means no schedule under the decisions taken. Windows only
+// close along a descent, so a point of a device's grid from which the rest cannot fit
+// stays so below the node whose program found it: later programs skip it, until the
+// search goes back above that node (a trail of such points, as constraint solvers keep).
 //
 // The decisions are the devices' orders, built from the front: the device whose
 // next subtask can start earliest gets it, the candidates tried in the order of
@@ -70,6 +73,11 @@ struct ExactStats {
 // An order with makespan at most `makespan` and every device's peak at most `level`,
 // or nothing when none was found within the budget (with opt.nodes = 0 and
 // restart_nodes = 0, nothing means there is none).
+// Whether the search runs on p: every device grid at most `max_states` points, at
+// most kExactTasks subtasks, and a point's chain counts fit its program's word (at
+// most 8 chains a device, 255 subtasks a chain).
+bool exact_applies(const Problem& p, std::size_t max_states = kExactStates);
+
 std::optional<Order> order_within(const Problem& p, double makespan, double level, const ExactOptions& opt,
                                   ExactStats* stats = nullptr);
 

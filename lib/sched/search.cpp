@@ -202,7 +202,7 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
   ResequenceOptions reseq;
   reseq.stop = [&] { return (seconds > 0 && elapsed_s() >= seconds) || peer_done(); };
   // On small grids the exact search comes last, with a share of a clocked phase.
-  const bool exact = opt.mem_exact_nodes > 0 && grid_points(p) <= kExactStates && p.num_tasks <= kExactTasks;
+  const bool exact = opt.mem_exact_nodes > 0 && exact_applies(p);
   const double reserve =
       (opt.mem_resequence ? resequence_reserve(p, seconds) : 0.0) + (exact ? kExactShare * seconds : 0.0);
   for (std::uint64_t round = 0;; ++round) {

@@ -10,6 +10,7 @@
 #include "helpers.hpp"
 #include "sched/bound.hpp"
 #include "sched/exact.hpp"
+#include "sched/resequence.hpp"
 
 using namespace braid::sched;
 
@@ -125,6 +126,19 @@ BOOST_AUTO_TEST_CASE(a_level_below_every_forward_or_a_stop_finds_nothing) {
   BOOST_CHECK(order == kept);
   BOOST_CHECK_EQUAL(stopped.levels_found, 0);
   BOOST_CHECK_LE(stopped.nodes, kExactRestartNodes);
+}
+
+BOOST_AUTO_TEST_CASE(it_runs_where_a_program_holds_the_counts) {
+  const Problem small = build_problem(testing::two_models(2, 8, 1, 3.0, 2.0));
+  BOOST_CHECK(exact_applies(small));
+  BOOST_CHECK(exact_applies(small, grid_points(small)));
+  BOOST_CHECK(!exact_applies(small, grid_points(small) - 1));
+  // A chain of 256 micro-batches: a point's counts no longer fit a byte each.
+  const Problem long_chains = build_problem(testing::two_models(2, 256, 1, 3.0, 2.0));
+  BOOST_CHECK(!exact_applies(long_chains, std::numeric_limits<std::size_t>::max()));
+  ExactOptions o;
+  o.nodes = 10;
+  BOOST_CHECK_THROW(order_within(long_chains, 1e9, 1e9, o), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
