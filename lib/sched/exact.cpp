@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/log.hpp"
 #include "sched/resequence.hpp"
 
@@ -52,6 +54,12 @@ class Search {
     for (const auto& g : devices_) live_.emplace_back((g.points + 63) / 64, ~std::uint64_t{0});
     new_es_.resize(static_cast<std::size_t>(p.num_tasks));
     new_le_.resize(static_cast<std::size_t>(p.num_tasks));
+    if (opt.guide != nullptr) {
+      guide_pos_.assign(static_cast<std::size_t>(p.num_tasks), 0);
+      for (std::size_t k = 0; k < opt.guide->size(); ++k) {
+        guide_pos_[static_cast<std::size_t>((*opt.guide)[k])] = static_cast<int>(k % static_cast<std::size_t>(p.per_device));
+      }
+    }
   }
 
   std::optional<Order> run() {
@@ -65,23 +73,24 @@ class Search {
       root.next_lat.emplace_back(g.chains.size(), -kInf);
     }
     root.fresh.assign(static_cast<std::size_t>(p_.devices), 0);
-    for (std::uint64_t restart = 0;; ++restart) {
+    for (std::uint64_t descent = 0;; ++descent) {
+      const std::uint64_t restart = opt_.first_descent + descent;
       rng_.seed(opt_.seed * 0x9e3779b97f4a7c15ULL + restart);
       noise_ = restart == 0 ? 0.0 : 0.01 * makespan_;
       restart_nodes_ = 0;
-      if (dfs(root, -1)) return solution_;
+      deepest_ = 0;
+      if (dfs(root, -1, 0)) return solution_;
       if (stopped_ || refuted_ || out_of_nodes() || opt_.restart_nodes == 0) return std::nullopt;
+      if (opt_.descents > 0 && descent + 1 >= opt_.descents) return std::nullopt;
       ++stats_.restarts;
     }
   }
 
  private:
   bool out_of_nodes() const { return opt_.nodes > 0 && stats_.nodes >= opt_.nodes; }
-  // A restart has as many nodes as there are subtasks (one decision each) and
-  // opt.restart_nodes more for going back.
-  bool restart_due() const {
-    return opt_.restart_nodes > 0 && restart_nodes_ > opt_.restart_nodes + static_cast<std::uint64_t>(p_.num_tasks);
-  }
+  // A descent restarts once opt.restart_nodes of its nodes went no deeper than its
+  // deepest decision (a node either goes one decision deeper or goes back).
+  bool restart_due() const { return opt_.restart_nodes > 0 && restart_nodes_ - deepest_ > opt_.restart_nodes; }
 
   // The index of the point at counts `cnt` in the device's grid.
   static std::size_t point_of(const DeviceChains& g, const std::vector<int>& cnt) {
@@ -334,10 +343,10 @@ class Search {
     }
   }
 
-  bool dfs(Node s, int decided) {
+  bool dfs(Node s, int decided, std::uint64_t depth) {
     // What this node finds dead is alive again for its siblings.
     const std::size_t mark = trail_.size();
-    if (explore(std::move(s), decided)) return true;
+    if (explore(std::move(s), decided, depth)) return true;
     for (std::size_t k = trail_.size(); k-- > mark;) {
       const auto [e, pt] = trail_[k];
       live_[e][pt >> 6] |= std::uint64_t{1} << (pt & 63);
@@ -346,9 +355,10 @@ class Search {
     return false;
   }
 
-  bool explore(Node s, int decided) {
+  bool explore(Node s, int decided, std::uint64_t depth) {
     ++stats_.nodes;
     ++restart_nodes_;
+    deepest_ = std::max(deepest_, depth);
     if (opt_.stop && stats_.nodes % kStopEvery == 0 && opt_.stop()) stopped_ = true;
     if (stopped_ || out_of_nodes() || restart_due()) return false;
     if (!propagate(s, decided)) {
@@ -403,7 +413,8 @@ class Search {
       // first, as first written, failed every descent on real 8/4 GBS 16 within its
       // first hundred decisions). A backward first at the same room: it gives memory back.
       const double room = std::min(next_lat[c], s.le[xi]) - (st + p_.dur[xi]);
-      const double key = -room + (c % 2 == 0 ? tol_ : 0.0) + (noise_ > 0 ? noise_ * unit(rng_) : 0.0);
+      const double key = !guide_pos_.empty() ? guide_pos_[xi]
+                                             : -room + (c % 2 == 0 ? tol_ : 0.0) + (noise_ > 0 ? noise_ * unit(rng_) : 0.0);
       cands.push_back({key, st, c});
     }
     std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) { return a.key < b.key; });
@@ -415,7 +426,7 @@ class Search {
       ++nc[cd.chain];
       n.es[static_cast<std::size_t>(x)] = cd.start;
       n.ready[static_cast<std::size_t>(d)] = cd.start + p_.dur[static_cast<std::size_t>(x)];
-      if (dfs(std::move(n), d)) return true;
+      if (dfs(std::move(n), d, depth + 1)) return true;
       if (stopped_ || out_of_nodes() || restart_due()) return false;
     }
     return false;
@@ -432,6 +443,7 @@ class Search {
     std::uint32_t stamp = 0, index = 0;
   };
   std::vector<Cell> grid_;
+  std::vector<int> guide_pos_;  // each subtask's place on its device in opt.guide
   std::vector<double> new_es_, new_le_;
   std::uint32_t gen_ = 0;
   // Per device, a bit per grid point: not yet found dead on the way to this node (a
@@ -453,7 +465,7 @@ class Search {
   std::vector<std::uint8_t> moves_;
   std::mt19937_64 rng_;
   double noise_ = 0;
-  std::uint64_t restart_nodes_ = 0;
+  std::uint64_t restart_nodes_ = 0, deepest_ = 0;
   bool stopped_ = false;
   bool refuted_ = false;
   Order solution_;
@@ -501,55 +513,71 @@ ExactStats lower_peak_exactly(const Problem& p, Order& order, double floor, cons
   ExactStats stats;
   Timing t = evaluate(p, order);
   if (!t.valid) return stats;
-  // The levels below the present peak, not below the floor (levels[lo] not found,
-  // levels[hi] the present peak): probes gallop down from the peak (one level, two,
-  // four, ... while they are found; a level near the peak is mostly found at the
-  // first try) and bisect once one is not; a probe has at most kExactProbeRestarts
-  // restarts, but the level just below the lowest peak found has the rest of the
-  // budget (when it is not found with all of it, nothing lower is tried).
+  // The levels below the present peak, not below the floor, ascending.
   std::vector<double> levels;
   for (double l : memory_levels(p)) {
     if ((l >= floor || same_time(l, floor)) && l < t.peak_memory && !same_time(l, t.peak_memory)) levels.push_back(l);
   }
-  auto index_of = [&](double peak) {
-    return static_cast<std::ptrdiff_t>(std::lower_bound(levels.begin(), levels.end(), peak * (1 - 1e-9) - 1e-9) -
-                                       levels.begin());
-  };
-  std::ptrdiff_t lo = -1, hi = static_cast<std::ptrdiff_t>(levels.size()), step = 1;
+  // Single descents (each gives a level up after kExactProbeSlack nodes that went no
+  // deeper), in sweeps: the floor, then down from the level just below the present
+  // peak, a level at a time, and two, four, ... levels below the last one found while
+  // they are found. Which levels a descent finds does not follow the level (real 16/8
+  // GBS 32: of the nineteen levels from the serial peak to 1.076x, one descent each
+  // finds 1.0059x, 1.027x and 1.076x), so a level not found is no reason to skip those
+  // below it. The first sweep's descents are unperturbed, each later sweep perturbs
+  // them anew, until the budget, the clock or the levels end (without a budget or a
+  // clock, after kExactSweeps sweeps). After a descent finds a level, the level just
+  // below is tried by a descent led by the order it found (solution-guided search): a
+  // schedule one level too high is often one level from the next (real 16/8 GBS 32:
+  // 160 from 160.94 in one descent, where unled ones find it about once in forty).
   bool stopped = false;
-  while (hi > 0 && !stopped) {
-    // A probe that ran out of its budget proves nothing: once the bisection closes, the
-    // level just below the peak has the rest of the budget even if a probe missed it.
-    const std::ptrdiff_t mid = lo + 2 >= hi ? hi - 1 : lo >= 0 ? (lo + hi) / 2 : std::max<std::ptrdiff_t>(hi - step, 0);
-    const bool last = mid == hi - 1;  // the level just below the peak: the rest of the budget
+  std::size_t below = levels.size();  // levels[below] and up are not below the peak
+  // Every probe at the makespan the order came with (a found order's may differ in the
+  // last bits, and the windows with it: the probes would depend on the order of finds).
+  const double makespan = t.makespan;
+  auto probe = [&](std::size_t i, std::uint64_t sweep, bool led) {
     ExactOptions o = opt;
-    if (opt.nodes > 0) {
-      if (stats.nodes >= opt.nodes) break;
-      o.nodes = opt.nodes - stats.nodes;
-    }
-    if (!last && opt.restart_nodes > 0) {
-      const std::uint64_t probe = opt.restart_nodes * kExactProbeRestarts;
-      o.nodes = o.nodes > 0 ? std::min(o.nodes, probe) : probe;
-    }
-    o.seed = opt.seed + static_cast<std::uint64_t>(stats.levels_tried) * 0x100000;
+    if (opt.nodes > 0) o.nodes = opt.nodes - stats.nodes;
+    o.descents = 1;
+    o.first_descent = led ? 0 : sweep;
+    o.restart_nodes = std::min(opt.restart_nodes, kExactProbeSlack);
+    const Order guide = order;
+    if (led) o.guide = &guide;
     ExactStats st;
     ++stats.levels_tried;
-    std::optional<Order> found = order_within(p, t.makespan, levels[static_cast<std::size_t>(mid)], o, &st);
+    std::optional<Order> found = order_within(p, makespan, levels[i], o, &st);
     stats.nodes += st.nodes;
-    stats.restarts += st.restarts;
     stopped = opt.stop && opt.stop();
-    log::debug("  exact search at level {:.6g}{}: {}, {} nodes, {} restarts", levels[static_cast<std::size_t>(mid)],
-               last ? " (the rest of the budget)" : "", found ? "found" : "not found", st.nodes, st.restarts);
-    if (!found) {
-      if (last) break;
-      lo = mid;
-      continue;
-    }
+    log::debug("  exact search at level {:.6g} ({}): {}, {} nodes", levels[i],
+               led ? "led by the order" : fmt::format("sweep {}", sweep), found ? "found" : "not found", st.nodes);
+    if (!found) return false;
     ++stats.levels_found;
     order = std::move(*found);
     t = evaluate(p, order);
-    hi = index_of(t.peak_memory);
-    step *= 2;
+    below = static_cast<std::size_t>(
+        std::lower_bound(levels.begin(), levels.end(), t.peak_memory * (1 - 1e-9) - 1e-9) - levels.begin());
+    return true;
+  };
+  auto spent = [&] { return stopped || below == 0 || (opt.nodes > 0 && stats.nodes >= opt.nodes); };
+  // After a descent finds a level, one led by its order at the level just below.
+  auto led_down = [&] {
+    if (!spent()) probe(below - 1, 0, true);
+  };
+  for (std::uint64_t sweep = 0; !spent(); ++sweep) {
+    if (opt.nodes == 0 && !opt.stop && sweep >= kExactSweeps) break;
+    if (probe(0, sweep, false) || spent()) break;  // the floor: nothing lower to look for
+    std::size_t step = 1;
+    for (std::size_t i = below - 1; i >= 1 && !spent();) {
+      if (probe(i, sweep, false)) {
+        led_down();
+        step *= 2;
+        i = below > step ? below - step : 1;
+      } else {
+        step = 1;
+        --i;
+      }
+      i = std::min(i, below - 1);
+    }
   }
   return stats;
 }

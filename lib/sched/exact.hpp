@@ -21,16 +21,16 @@
 // the room they leave that device (the latest the subtask may end for the rest of
 // the device to fit, less its earliest end; a backward before a forward at equal
 // room: lower memory). The search backtracks when the windows close, and
-// restarts, with the candidates' rooms perturbed, after a few hundred nodes more than there are subtasks (one node a
-// decision) without a schedule: a wrong turn near the root would otherwise spend
-// the whole budget underneath it. Every order it returns is timed
-// exactly (evaluate) and checked.
+// restarts, with the candidates' rooms perturbed, after a few hundred nodes that went
+// no deeper than its deepest decision: a wrong turn near the root would otherwise
+// spend the whole budget underneath it. Every order it returns is timed exactly
+// (evaluate) and checked.
 //
 // The memory pass (annealing, one swap at a time) stops at a level where the
 // schedules below are many swaps away through longer makespans; this search has no
 // such walls, but its time grows with the grids and the number of subtasks, so it
-// runs on the problems whose grids are small (kExactStates): Table 3's GBS 8 and
-// GBS 16 settings (docs/schedgen.md, "Orders searched exactly").
+// runs on the problems whose grids are small (kExactStates): Table 3's GBS 8, 16
+// and 32 settings (docs/schedgen.md, "Orders searched exactly", "Dead points").
 #pragma once
 
 #include <cstddef>
@@ -47,20 +47,30 @@ namespace braid::sched {
 // The largest device grid (grid_points) the search runs on by default, and the most
 // subtasks: a descent holds one node (two windows a subtask) per decision, so its
 // memory grows with the square of the subtasks (4,096: about 270 MB).
-inline constexpr std::size_t kExactStates = std::size_t{1} << 17;
+inline constexpr std::size_t kExactStates = std::size_t{1} << 19;
 inline constexpr int kExactTasks = 4096;
 inline constexpr std::uint64_t kExactNodes = 20000;
 inline constexpr std::uint64_t kExactRestartNodes = 600;
-// Restarts a level gets while lower_peak_exactly bisects.
-inline constexpr std::uint64_t kExactProbeRestarts = 8;
+// lower_peak_exactly: a descent gives a level up after this many nodes that went no
+// deeper (the descents that find a level go back 8-60 times on Table 3's GBS 32
+// settings), and sweeps at most this many times when it has neither budget nor clock.
+inline constexpr std::uint64_t kExactProbeSlack = 100;
+inline constexpr std::uint64_t kExactSweeps = 8;
 // The share of a clocked memory phase kept for it (search.cpp).
 inline constexpr double kExactShare = 0.5;
 
 struct ExactOptions {
   std::uint64_t nodes = kExactNodes;  // over the whole call (a node: one propagation)
-  std::uint64_t restart_nodes = kExactRestartNodes;  // a restart after as many nodes as subtasks and these
-  std::uint64_t seed = 1;             // the perturbations of restarts after the first
+  // A descent restarts once this many of its nodes went no deeper than its deepest
+  // decision (0: never; a node goes one decision deeper or goes back).
+  std::uint64_t restart_nodes = kExactRestartNodes;
+  std::uint64_t descents = 0;        // at most this many descents (0: no limit)
+  std::uint64_t first_descent = 0;   // the first descent's perturbation (0: none)
+  std::uint64_t seed = 1;             // the perturbations of descents after the unperturbed one
   std::function<bool()> stop;         // asked every few nodes: true ends the search with nothing
+  // Candidates tried in the order this schedule runs them on their device, instead of
+  // by their room (null: by their room).
+  const Order* guide = nullptr;
 };
 
 struct ExactStats {
@@ -85,10 +95,13 @@ std::optional<Order> order_within(const Problem& p, double makespan, double leve
 std::vector<double> memory_levels(const Problem& p);
 
 // `order`'s peak taken down at `order`'s makespan: the levels below the present peak,
-// down to `floor`, probed galloping down from the peak and then bisected (a level not
-// found within kExactProbeRestarts restarts counts as not there), and what is left of
-// the budget spent on the level just below the lowest peak found. The order is replaced only by one with the same
-// makespan or shorter and a lower peak.
+// down to `floor`, probed by single descents (each gives up after kExactProbeSlack
+// nodes that go no deeper) in sweeps: the floor, then down from the peak, a level at
+// a time and galloping while they are found, and after each find one descent led by
+// the found order at the level just below; the first sweep unperturbed, each later
+// one perturbed anew, until the budget, opt.stop or the levels end (opt.restart_nodes
+// above kExactProbeSlack is held to it). The order is replaced only by one with the
+// same makespan or shorter and a lower peak.
 ExactStats lower_peak_exactly(const Problem& p, Order& order, double floor, const ExactOptions& opt);
 
 }  // namespace braid::sched

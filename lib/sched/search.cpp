@@ -254,8 +254,8 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
     const ExactStats es = lower_peak_exactly(p, out.order, opt.mem_target, ex);
     out.exact_nodes += es.nodes;
     out.exact_levels += static_cast<std::uint64_t>(es.levels_found);
-    log::debug("exact search of rank {}: {} levels tried, {} found, {} nodes, {} restarts", rank, es.levels_tried,
-               es.levels_found, es.nodes, es.restarts);
+    log::debug("exact search of rank {}: {} levels tried, {} found, {} nodes", rank, es.levels_tried, es.levels_found,
+               es.nodes);
     if (es.levels_found > 0) t = evaluate(p, out.order);
   }
   done.finish();

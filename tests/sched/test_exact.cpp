@@ -128,6 +128,29 @@ BOOST_AUTO_TEST_CASE(a_level_below_every_forward_or_a_stop_finds_nothing) {
   BOOST_CHECK_LE(stopped.nodes, kExactRestartNodes);
 }
 
+BOOST_AUTO_TEST_CASE(a_descent_led_by_a_schedule_meets_it_without_going_back) {
+  // Every window is a necessary condition, so a schedule at the makespan and level never
+  // closes one: led by it, one descent takes its order decision by decision.
+  const Problem p = build_problem(testing::two_models(4, 8, 2, 3.0, 2.0));
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    const Order guide = searched(p, 20000, seed);
+    const Timing t = evaluate(p, guide);
+    ExactOptions o;
+    o.nodes = 0;
+    o.restart_nodes = 1;
+    o.descents = 1;
+    o.guide = &guide;
+    ExactStats st;
+    const std::optional<Order> found = order_within(p, t.makespan, t.peak_memory, o, &st);
+    BOOST_REQUIRE(found.has_value());
+    BOOST_CHECK_EQUAL(st.nodes, static_cast<std::uint64_t>(p.num_tasks) + 1);  // the root and one a decision
+    for (int d = 0; d < p.devices; ++d) {
+      const auto first = static_cast<std::ptrdiff_t>(d) * p.per_device;
+      BOOST_CHECK(std::equal(guide.begin() + first, guide.begin() + first + p.per_device, found->begin() + first));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(it_runs_where_a_program_holds_the_counts) {
   const Problem small = build_problem(testing::two_models(2, 8, 1, 3.0, 2.0));
   BOOST_CHECK(exact_applies(small));
