@@ -539,7 +539,7 @@ ExactStats lower_peak_exactly(const Problem& p, Order& order, double floor, cons
     ExactOptions o = opt;
     if (opt.nodes > 0) o.nodes = opt.nodes - stats.nodes;
     o.descents = 1;
-    o.first_descent = led ? 0 : sweep;
+    o.first_descent = led ? 0 : opt.first_descent + sweep;
     o.restart_nodes = std::min(opt.restart_nodes, kExactProbeSlack);
     const Order guide = order;
     if (led) o.guide = &guide;

@@ -98,8 +98,8 @@ std::vector<double> memory_levels(const Problem& p);
 // down to `floor`, probed by single descents (each gives up after kExactProbeSlack
 // nodes that go no deeper) in sweeps: the floor, then down from the peak, a level at
 // a time and galloping while they are found, and after each find one descent led by
-// the found order at the level just below; the first sweep unperturbed, each later
-// one perturbed anew, until the budget, opt.stop or the levels end (opt.restart_nodes
+// the found order at the level just below; the first sweep perturbed as
+// opt.first_descent says (0: not at all), each later one perturbed anew, until the budget, opt.stop or the levels end (opt.restart_nodes
 // above kExactProbeSlack is held to it). The order is replaced only by one with the
 // same makespan or shorter and a lower peak.
 ExactStats lower_peak_exactly(const Problem& p, Order& order, double floor, const ExactOptions& opt);

@@ -250,6 +250,9 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
     ExactOptions ex;
     ex.nodes = seconds > 0 ? 0 : opt.mem_exact_nodes;  // under a clock, its share of the time
     ex.seed = opt.seed * 0x100 + static_cast<std::uint64_t>(rank);
+    // Rank r's sweeps start at the r-th perturbation: the unperturbed sweep once, not
+    // once a rank.
+    ex.first_descent = static_cast<std::uint64_t>(rank);
     ex.stop = reseq.stop;
     const ExactStats es = lower_peak_exactly(p, out.order, opt.mem_target, ex);
     out.exact_nodes += es.nodes;
