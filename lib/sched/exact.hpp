@@ -80,14 +80,15 @@ struct ExactStats {
   int levels_found = 0;  // ... and found
 };
 
-// An order with makespan at most `makespan` and every device's peak at most `level`,
-// or nothing when none was found within the budget (with opt.nodes = 0 and
-// restart_nodes = 0, nothing means there is none).
 // Whether the search runs on p: every device grid at most `max_states` points, at
 // most kExactTasks subtasks, and a point's chain counts fit its program's word (at
 // most 8 chains a device, 255 subtasks a chain).
 bool exact_applies(const Problem& p, std::size_t max_states = kExactStates);
 
+// An order with makespan at most `makespan` and every device's peak at most `level`,
+// or nothing when none was found within the budget (with opt.nodes = 0 and
+// restart_nodes = 0, nothing means there is none). Throws std::invalid_argument
+// where a program cannot hold a point's counts (exact_applies with no grid limit).
 std::optional<Order> order_within(const Problem& p, double makespan, double level, const ExactOptions& opt,
                                   ExactStats* stats = nullptr);
 
@@ -99,9 +100,10 @@ std::vector<double> memory_levels(const Problem& p);
 // nodes that go no deeper) in sweeps: the floor, then down from the peak, a level at
 // a time and galloping while they are found, and after each find one descent led by
 // the found order at the level just below; the first sweep perturbed as
-// opt.first_descent says (0: not at all), each later one perturbed anew, until the budget, opt.stop or the levels end (opt.restart_nodes
-// above kExactProbeSlack is held to it). The order is replaced only by one with the
-// same makespan or shorter and a lower peak.
+// opt.first_descent says (0: not at all), each later one perturbed anew, until the
+// budget, opt.stop or the levels end (opt.restart_nodes above kExactProbeSlack is held
+// to it). The order is replaced only by one with the same makespan or shorter and a
+// lower peak.
 ExactStats lower_peak_exactly(const Problem& p, Order& order, double floor, const ExactOptions& opt);
 
 }  // namespace braid::sched
