@@ -22,16 +22,66 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::uint64_t kStopEvery = 16;
 // A device program keeps a point's chain counts a byte each in one word.
 constexpr std::size_t kMaxChains = 8;
-constexpr int kMaxChainLength = 255;
+constexpr std::size_t kMaxChainLength = 255;
 
-// The length of chain c of a device (resequence.hpp).
-int len(const DeviceChains& g, std::size_t c) { return static_cast<int>(g.chains[c].tasks.size()); }
+// Whether a program can hold a point of device grid g: its counts a byte a chain in one
+// word, its index in 32 bits.
+bool fits_a_word(const DeviceChains& g) {
+  if (g.chains.size() > kMaxChains || g.points > std::numeric_limits<std::uint32_t>::max()) return false;
+  return std::all_of(g.chains.begin(), g.chains.end(),
+                     [](const DeviceChains::Chain& c) { return c.tasks.size() <= kMaxChainLength; });
+}
+
+// One device's chains (resequence.hpp) as a program reads them, and a point of its
+// grid as a word of counts, a byte a chain.
+struct Lanes {
+  std::size_t n;  // chains
+  const std::int32_t* tasks[kMaxChains];
+  int len[kMaxChains];
+  double act[kMaxChains];
+  std::size_t stride[kMaxChains];
+  std::size_t points;
+
+  explicit Lanes(const DeviceChains& g) : n(g.chains.size()), points(g.points) {
+    for (std::size_t c = 0; c < n; ++c) {
+      tasks[c] = g.chains[c].tasks.data();
+      len[c] = static_cast<int>(g.chains[c].tasks.size());
+      act[c] = g.chains[c].act;
+      stride[c] = g.stride[c];
+    }
+  }
+  static int count(std::uint64_t pk, std::size_t c) { return static_cast<int>((pk >> (8 * c)) & 0xff); }
+  static std::uint64_t one_more(std::uint64_t pk, std::size_t c) { return pk + (std::uint64_t{1} << (8 * c)); }
+  std::size_t point(std::uint64_t pk) const {
+    std::size_t pt = 0;
+    for (std::size_t c = 0; c < n; ++c) pt += static_cast<std::size_t>(count(pk, c)) * stride[c];
+    return pt;
+  }
+  // The activations held at counts pk: each model's forwards less its backwards.
+  double level(std::uint64_t pk) const {
+    double l = 0;
+    for (std::size_t m = 0; m < n; m += 2) l += act[m] * (count(pk, m) - count(pk, m + 1));
+    return l;
+  }
+  // The subtask chain c runs next at counts pk and level lv (its forward within
+  // `limit`, a backward after its forward), or -1.
+  int next(std::uint64_t pk, double lv, std::size_t c, double limit) const {
+    const int k = count(pk, c);
+    if (k >= len[c]) return -1;
+    if (c % 2 == 1) {
+      if (k >= count(pk, c - 1)) return -1;
+    } else if (lv + act[c] > limit) {
+      return -1;
+    }
+    return tasks[c][k];
+  }
+};
 
 // A node of the search: the windows, and every device's order so far (its prefix,
 // the chain counts it has reached, and the earliest end of its last subtask).
 struct Node {
   std::vector<double> es, le;  // earliest start, latest end
-  std::vector<std::vector<int>> count;
+  std::vector<std::uint64_t> count;  // a device's chain counts (Lanes)
   std::vector<std::vector<std::int32_t>> prefix;
   std::vector<double> ready;
   // Per device, from its last program: for each chain, the latest time the point
@@ -47,7 +97,13 @@ class Search {
   Search(const Problem& p, double makespan, double level, const ExactOptions& opt, ExactStats& stats)
       : p_(p), makespan_(makespan), level_(level * (1 + 1e-9) + 1e-9), tol_(1e-9 * std::max(1.0, makespan)),
         opt_(opt), stats_(stats) {
-    for (int d = 0; d < p.devices; ++d) devices_.push_back(device_chains(p, d));
+    for (int d = 0; d < p.devices; ++d) {
+      devices_.push_back(device_chains(p, d));
+      if (!fits_a_word(devices_.back())) {
+        throw std::invalid_argument("order_within: a device has more chains or longer ones than a program holds");
+      }
+    }
+    for (const auto& g : devices_) lanes_.emplace_back(g);
     std::size_t most = 0;
     for (const auto& g : devices_) most = std::max(most, g.points);
     grid_.assign(most, Cell{});
@@ -68,7 +124,7 @@ class Search {
     root.le.assign(static_cast<std::size_t>(p_.num_tasks), makespan_);
     root.ready.assign(static_cast<std::size_t>(p_.devices), 0.0);
     for (const auto& g : devices_) {
-      root.count.emplace_back(g.chains.size(), 0);
+      root.count.push_back(0);
       root.prefix.emplace_back();
       root.next_lat.emplace_back(g.chains.size(), -kInf);
     }
@@ -92,78 +148,29 @@ class Search {
   // deepest decision (a node either goes one decision deeper or goes back).
   bool restart_due() const { return opt_.restart_nodes > 0 && restart_nodes_ - deepest_ > opt_.restart_nodes; }
 
-  // The index of the point at counts `cnt` in the device's grid.
-  static std::size_t point_of(const DeviceChains& g, const std::vector<int>& cnt) {
-    std::size_t pt = 0;
-    for (std::size_t c = 0; c < cnt.size(); ++c) pt += static_cast<std::size_t>(cnt[c]) * g.stride[c];
-    return pt;
-  }
-
-  double level_at(const DeviceChains& g, const std::vector<int>& c) const {
-    double l = 0;
-    for (std::size_t i = 0; i < c.size(); i += 2) l += g.chains[i].act * (c[i] - c[i + 1]);
-    return l;
-  }
-
-  // The subtask chain c may run next at counts `c` (its forward within the level,
-  // a backward after its forward), or -1.
-  std::int32_t next_of(const DeviceChains& g, const std::vector<int>& cnt, std::size_t c, double level) const {
-    const int k = cnt[c];
-    if (k >= len(g, c)) return -1;
-    if (c % 2 == 1 && k >= cnt[c - 1]) return -1;
-    if (c % 2 == 0 && level + g.chains[c].act > level_) return -1;
-    return g.chains[c].tasks[static_cast<std::size_t>(k)];
-  }
-
   // Device d's windows tightened by the program over its grid from its prefix on;
   // ears_/lats_ hold, for every point reached (pts_; grid_ stamped gen_ points to its
   // place there), the earliest time its subtasks can all have run and the latest they
   // may, for the rest to fit. Points found dead on the way to this node are skipped,
   // and the points found dead now are marked so (live_).
   bool tighten(Node& s, int d) {
-    const DeviceChains& g = devices_[static_cast<std::size_t>(d)];
-    const std::size_t nc = g.chains.size();
-    const std::vector<int>& lo = s.count[static_cast<std::size_t>(d)];
+    const Lanes& g = lanes_[static_cast<std::size_t>(d)];
+    const std::uint64_t lo = s.count[static_cast<std::size_t>(d)];
     ++gen_;
-    const std::size_t start = point_of(g, lo);
+    const std::size_t start = g.point(lo);
     if (!live(d, start)) return false;
     grid_[start] = {gen_, 0};
-    // The chains as plain arrays: their subtasks, lengths, activations and strides.
-    const std::int32_t* tasks[kMaxChains];
-    int lens[kMaxChains];
-    double acts[kMaxChains];
-    std::size_t strides[kMaxChains];
-    for (std::size_t c = 0; c < nc; ++c) {
-      tasks[c] = g.chains[c].tasks.data();
-      lens[c] = len(g, c);
-      acts[c] = g.chains[c].act;
-      strides[c] = g.stride[c];
-    }
     const double* es = s.es.data();
     const double* le = s.le.data();
     const double* dur = p_.dur.data();
     // The points the windows let the device reach (grid_ stamped gen_), layer by layer
-    // (a layer: the points with as many subtasks run), each with its chain counts
-    // (a byte each) and its level.
-    std::uint64_t packed = 0;
-    for (std::size_t c = 0; c < nc; ++c) packed |= static_cast<std::uint64_t>(lo[c]) << (8 * c);
+    // (a layer: the points with as many subtasks run), each with its chain counts and
+    // its level.
     pts_.assign(1, start);
     ears_.assign(1, s.ready[static_cast<std::size_t>(d)]);
     lats_.assign(1, -kInf);
-    packs_.assign(1, packed);
-    levels_.assign(1, level_at(g, lo));
-    // Subtask chain c may run next at the point with counts `pk` and level `lv`: its
-    // forward within the level, a backward after its forward (next_of).
-    auto runs_next = [&](std::uint64_t pk, double lv, std::size_t c) {
-      const int k = static_cast<int>((pk >> (8 * c)) & 0xff);
-      if (k >= lens[c]) return -1;
-      if (c % 2 == 1) {
-        if (k >= static_cast<int>((pk >> (8 * (c - 1))) & 0xff)) return -1;
-      } else if (lv + acts[c] > level_) {
-        return -1;
-      }
-      return static_cast<int>(tasks[c][k]);
-    };
+    packs_.assign(1, lo);
+    levels_.assign(1, g.level(lo));
     // moves_[i]: the chains whose next subtask point i can run within its window (a
     // bit each), the only transitions the backward pass looks at.
     moves_.assign(1, 0);
@@ -173,13 +180,13 @@ class Search {
       const double lv = levels_[i];
       const double e0 = ears_[i];
       std::uint8_t moves = 0;
-      for (std::size_t c = 0; c < nc; ++c) {
-        const int x = runs_next(pk, lv, c);
+      for (std::size_t c = 0; c < g.n; ++c) {
+        const int x = g.next(pk, lv, c, level_);
         if (x < 0) continue;
         const auto xi = static_cast<std::size_t>(x);
         const double end = std::max(e0, es[xi]) + dur[xi];
         if (end > le[xi] + tol_) continue;
-        const std::size_t nx = pt + strides[c];
+        const std::size_t nx = pt + g.stride[c];
         if (!live(d, nx)) continue;
         moves |= static_cast<std::uint8_t>(1U << c);
         Cell& cell = grid_[nx];
@@ -188,14 +195,9 @@ class Search {
           pts_.push_back(nx);
           ears_.push_back(end);
           lats_.push_back(-kInf);
-          const std::uint64_t npk = pk + (std::uint64_t{1} << (8 * c));
+          const std::uint64_t npk = Lanes::one_more(pk, c);
           packs_.push_back(npk);
-          // The level from the counts, as level_at takes it (not by adding: the same bits).
-          double l = 0;
-          for (std::size_t m = 0; m < nc; m += 2) {
-            l += acts[m] * (static_cast<int>((npk >> (8 * m)) & 0xff) - static_cast<int>((npk >> (8 * (m + 1))) & 0xff));
-          }
-          levels_.push_back(l);
+          levels_.push_back(g.level(npk));
           moves_.push_back(0);
         } else {
           ears_[cell.index] = std::min(ears_[cell.index], end);
@@ -210,9 +212,9 @@ class Search {
     // the grid meeting every window takes (a transition out of a point is on such a
     // path exactly when it fits between the point's earliest time and the next
     // point's latest).
-    for (std::size_t c = 0; c < nc; ++c) {
-      for (int k = lo[c]; k < lens[c]; ++k) {
-        const auto xi = static_cast<std::size_t>(tasks[c][k]);
+    for (std::size_t c = 0; c < g.n; ++c) {
+      for (int k = Lanes::count(lo, c); k < g.len[c]; ++k) {
+        const auto xi = static_cast<std::size_t>(g.tasks[c][k]);
         new_es_[xi] = kInf;
         new_le_[xi] = -kInf;
       }
@@ -226,8 +228,8 @@ class Search {
       double best = -kInf;
       for (unsigned moves = moves_[i]; moves != 0; moves &= moves - 1) {
         const auto c = static_cast<std::size_t>(std::countr_zero(moves));
-        const auto xi = static_cast<std::size_t>(tasks[c][(pk >> (8 * c)) & 0xff]);
-        const double lat = lats_[grid_[pt + strides[c]].index];
+        const auto xi = static_cast<std::size_t>(g.tasks[c][Lanes::count(pk, c)]);
+        const double lat = lats_[grid_[pt + g.stride[c]].index];
         if (lat == -kInf) continue;
         const double st = std::max(es[xi], e0);
         const double hi = std::min(lat, le[xi]);
@@ -244,9 +246,9 @@ class Search {
       if (lats_[i] == -kInf) kill(d, pts_[i]);
     }
     if (lats_[0] == -kInf) return false;
-    for (std::size_t c = 0; c < nc; ++c) {
-      for (int k = lo[c]; k < lens[c]; ++k) {
-        const auto xi = static_cast<std::size_t>(tasks[c][k]);
+    for (std::size_t c = 0; c < g.n; ++c) {
+      for (int k = Lanes::count(lo, c); k < g.len[c]; ++k) {
+        const auto xi = static_cast<std::size_t>(g.tasks[c][k]);
         if (new_es_[xi] == kInf) return false;
         s.es[xi] = std::max(s.es[xi], new_es_[xi]);
         s.le[xi] = std::min(s.le[xi], new_le_[xi]);
@@ -269,11 +271,10 @@ class Search {
       l = s.le[xi] - p_.dur[xi];
       if (l + tol_ < s.es[xi]) return false;
     }
-    const double level = level_at(g, lo);
+    // The candidates of a decision here: the transitions out of the start point.
     auto& next = s.next_lat[static_cast<std::size_t>(d)];
-    for (std::size_t c = 0; c < nc; ++c) {
-      const std::size_t nx = start + g.stride[c];
-      next[c] = next_of(g, lo, c, level) >= 0 && grid_[nx].stamp == gen_ ? lats_[grid_[nx].index] : -kInf;
+    for (std::size_t c = 0; c < g.n; ++c) {
+      next[c] = (moves_[0] >> c) & 1U ? lats_[grid_[start + g.stride[c]].index] : -kInf;
     }
     s.fresh[static_cast<std::size_t>(d)] = 1;
     return true;
@@ -333,8 +334,7 @@ class Search {
       dirty[static_cast<std::size_t>(d)] = 0;
       if (!tighten(s, d)) return false;
       // What the program itself moved on its device is its result, not a change since.
-      const DeviceChains& g = devices_[static_cast<std::size_t>(d)];
-      for (const auto& chain : g.chains) {
+      for (const auto& chain : devices_[static_cast<std::size_t>(d)].chains) {
         for (std::int32_t x : chain.tasks) {
           es0[static_cast<std::size_t>(x)] = s.es[static_cast<std::size_t>(x)];
           le0[static_cast<std::size_t>(x)] = s.le[static_cast<std::size_t>(x)];
@@ -369,12 +369,12 @@ class Search {
     int d = -1;
     double first = kInf;
     for (int e = 0; e < p_.devices; ++e) {
-      const DeviceChains& g = devices_[static_cast<std::size_t>(e)];
-      const auto& cnt = s.count[static_cast<std::size_t>(e)];
-      for (std::size_t c = 0; c < g.chains.size(); ++c) {
-        if (cnt[c] >= len(g, c)) continue;
-        const double t = std::max(s.ready[static_cast<std::size_t>(e)],
-                                  s.es[static_cast<std::size_t>(g.chains[c].tasks[static_cast<std::size_t>(cnt[c])])]);
+      const Lanes& g = lanes_[static_cast<std::size_t>(e)];
+      const std::uint64_t cnt = s.count[static_cast<std::size_t>(e)];
+      for (std::size_t c = 0; c < g.n; ++c) {
+        const int k = Lanes::count(cnt, c);
+        if (k >= g.len[c]) continue;
+        const double t = std::max(s.ready[static_cast<std::size_t>(e)], s.es[static_cast<std::size_t>(g.tasks[c][k])]);
         if (t < first) {
           first = t;
           d = e;
@@ -387,13 +387,13 @@ class Search {
       solution_ = std::move(order);
       return true;
     }
-    const DeviceChains& g = devices_[static_cast<std::size_t>(d)];
+    const Lanes& g = lanes_[static_cast<std::size_t>(d)];
     // A device whose windows have not moved since its program ran has its candidates'
     // latest times from it (a quarter of the programs, run again for nothing).
     if (!s.fresh[static_cast<std::size_t>(d)] && !tighten(s, d)) return false;
-    const auto& cnt = s.count[static_cast<std::size_t>(d)];
+    const std::uint64_t cnt = s.count[static_cast<std::size_t>(d)];
     const auto& next_lat = s.next_lat[static_cast<std::size_t>(d)];
-    const double level = level_at(g, cnt);
+    const double level = g.level(cnt);
     const double ready = s.ready[static_cast<std::size_t>(d)];
     struct Candidate {
       double key, start;
@@ -401,8 +401,8 @@ class Search {
     };
     std::vector<Candidate> cands;
     std::uniform_real_distribution<double> unit(0.0, 1.0);
-    for (std::size_t c = 0; c < g.chains.size(); ++c) {
-      const std::int32_t x = next_of(g, cnt, c, level);
+    for (std::size_t c = 0; c < g.n; ++c) {
+      const int x = g.next(cnt, level, c, level_);
       if (x < 0) continue;
       const auto xi = static_cast<std::size_t>(x);
       if (next_lat[c] == -kInf) continue;
@@ -420,10 +420,10 @@ class Search {
     std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) { return a.key < b.key; });
     for (const Candidate& cd : cands) {
       Node n = s;
-      auto& nc = n.count[static_cast<std::size_t>(d)];
-      const std::int32_t x = g.chains[cd.chain].tasks[static_cast<std::size_t>(nc[cd.chain])];
+      std::uint64_t& counts = n.count[static_cast<std::size_t>(d)];
+      const std::int32_t x = g.tasks[cd.chain][Lanes::count(counts, cd.chain)];
       n.prefix[static_cast<std::size_t>(d)].push_back(x);
-      ++nc[cd.chain];
+      counts = Lanes::one_more(counts, cd.chain);
       n.es[static_cast<std::size_t>(x)] = cd.start;
       n.ready[static_cast<std::size_t>(d)] = cd.start + p_.dur[static_cast<std::size_t>(x)];
       if (dfs(std::move(n), d, depth + 1)) return true;
@@ -437,6 +437,7 @@ class Search {
   const ExactOptions& opt_;
   ExactStats& stats_;
   std::vector<DeviceChains> devices_;
+  std::vector<Lanes> lanes_;  // pointing into devices_
   // The device grid's points: stamped with the program that reached them, and their
   // place among the points it reached (pts_ and the arrays beside it).
   struct Cell {
@@ -477,21 +478,13 @@ bool exact_applies(const Problem& p, std::size_t max_states) {
   if (p.num_tasks > kExactTasks) return false;
   for (int d = 0; d < p.devices; ++d) {
     const DeviceChains g = device_chains(p, d);
-    if (g.points > max_states || g.points > std::numeric_limits<std::uint32_t>::max() || g.chains.size() > kMaxChains) {
-      return false;
-    }
-    for (std::size_t c = 0; c < g.chains.size(); ++c) {
-      if (len(g, c) > kMaxChainLength) return false;
-    }
+    if (g.points > max_states || !fits_a_word(g)) return false;
   }
   return true;
 }
 
 std::optional<Order> order_within(const Problem& p, double makespan, double level, const ExactOptions& opt,
                                   ExactStats* stats) {
-  if (!exact_applies(p, std::numeric_limits<std::size_t>::max())) {
-    throw std::invalid_argument("order_within: a device has more chains or longer ones than a program holds");
-  }
   ExactStats local;
   ExactStats& st = stats ? *stats : local;
   std::optional<Order> order = Search(p, makespan, level, opt, st).run();
@@ -541,8 +534,7 @@ ExactStats lower_peak_exactly(const Problem& p, Order& order, double floor, cons
     o.descents = 1;
     o.first_descent = led ? 0 : opt.first_descent + sweep;
     o.restart_nodes = std::min(opt.restart_nodes, kExactProbeSlack);
-    const Order guide = order;
-    if (led) o.guide = &guide;
+    if (led) o.guide = &order;  // read when the search starts, before `order` changes
     ExactStats st;
     ++stats.levels_tried;
     std::optional<Order> found = order_within(p, makespan, levels[i], o, &st);
