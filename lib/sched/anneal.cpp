@@ -66,14 +66,9 @@ class PeakTracker {
     int count;
   };
   State state(std::size_t d) const { return {d, peak_[d], count_[d]}; }
-  // Device s.d as it was before a move: the saved state, or, when the move was undone
-  // on the timeline in a way that may change a level's last bit (Neighbours::undo_exact;
-  // the peak is matched by ==), a scan of its levels.
-  void take_back(const State& s, bool rescan_levels) {
-    if (rescan_levels) {
-      rescan(s.d);
-      return;
-    }
+  // Device s.d as it was before a move (the timeline gives its levels back bit for
+  // bit). A move that changes one device twice is taken back last change first.
+  void take_back(const State& s) {
     peak_[s.d] = s.peak;
     count_[s.d] = s.count;
   }
@@ -137,17 +132,8 @@ class Neighbours {
   SwapResult apply(Timeline& tl, double threshold) {
     return chain_move_ ? chain_.apply(tl, threshold) : tl.swap(single_[0].first, single_[0].second, threshold);
   }
-  // Whether undo() (or a refused apply()) gives the memory levels back bit for bit: a
-  // swap's do, a chain move's may differ in the last bit (ChainMove::undo).
-  bool undo_exact() const { return !chain_move_; }
-  // Takes a neighbour that was made back.
-  void undo(Timeline& tl) {
-    if (chain_move_) {
-      chain_.undo(tl);
-    } else {
-      tl.undo();
-    }
-  }
+  // Takes a neighbour that was made back (bit for bit, memory levels too).
+  void undo(Timeline& tl) { tl.undo(); }
 
  private:
   const Problem& p_;
@@ -323,7 +309,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
     }
     // After the move is taken back on the timeline (or refused while timed).
     auto restore_peaks = [&] {
-      for (const PeakTracker::State& s : saved) peaks->take_back(s, !next.undo_exact());
+      for (auto s = saved.rbegin(); s != saved.rend(); ++s) peaks->take_back(*s);
     };
     const SwapResult r = next.apply(*tl, makespan_threshold);  // = threshold for a chain move
     if (r != SwapResult::done) restore_peaks();
@@ -510,12 +496,11 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
       sum_peak += peaks.peak(du) - saved.back().first.peak;
       sum_excess += excess[du] - saved.back().second;
     }
-    // `timed`: the move was made and taken back on the timeline, not only judged.
-    auto revert = [&](bool timed) {
-      for (std::size_t n = 0; n < swaps.size(); ++n) {
+    auto revert = [&] {
+      for (std::size_t n = swaps.size(); n-- > 0;) {
         const auto du = static_cast<std::size_t>(swaps[n].first);
         const double moved_peak = peaks.peak(du);
-        peaks.take_back(saved[n].first, timed && !next.undo_exact());
+        peaks.take_back(saved[n].first);
         sum_peak += peaks.peak(du) - moved_peak;
         sum_excess += saved[n].second - excess[du];
         excess[du] = saved[n].second;
@@ -525,12 +510,12 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
     const double e = energy_at(pk);
     ++done;
     if (!(e <= current || rng.uniform() < std::exp((current - e) / temperature))) {
-      revert(false);
+      revert();
       continue;
     }
     const SwapResult r = next.apply(tl, limit);
     if (r != SwapResult::done) {
-      revert(true);
+      revert();
       if (r == SwapResult::invalid) {
         --done;
         ++refused_in_a_row;

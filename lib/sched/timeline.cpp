@@ -40,6 +40,7 @@ Timeline::Timeline(const Problem& p, const Order& order)
     q_[static_cast<std::size_t>(w)] = compute_q(w);
   }
   mark_.assign(n, 0);
+  moved_device_.assign(static_cast<std::size_t>(p.devices), 0);
   dirty_.assign((n + 63) / 64, 0);
   for (double e : end_) end_sum_ += e;
   critical_.assign(n, 0);
@@ -138,26 +139,26 @@ void Timeline::apply_swap(int d, int i) {
   pos_[static_cast<std::size_t>(order_[k + 1])] = i + 1;
 }
 
-SwapResult Timeline::swap(int d, int i, double threshold) {
-  const std::size_t base = static_cast<std::size_t>(d) * static_cast<std::size_t>(per_device_);
-  const std::size_t k = base + static_cast<std::size_t>(i);
-  const std::int32_t a = order_[k];
-  const std::int32_t b = order_[k + 1];
-  const auto ai = static_cast<std::size_t>(a), bi = static_cast<std::size_t>(b);
-  const std::int32_t pred_b = p_.pred[bi];
-  if (pred_b == a) return SwapResult::invalid;
-  // Micro-batches of one model pass a stage in order: such swaps only relabel.
-  if (p_.model[ai] == p_.model[bi] && p_.kind[ai] == p_.kind[bi]) return SwapResult::invalid;
-  const double new_level = (i > 0 ? level_[k - 1] : 0.0) + p_.mem_delta[bi];
-  if (new_level > cap_) return SwapResult::invalid;
+void Timeline::begin_move() {
+  log_.clear();
+  q_log_.clear();
+  ord_log_.clear();
+  swap_log_.clear();
+  critical_log_.clear();
+  saved_critical_count_ = critical_count_;
+  saved_critical_makespan_ = critical_makespan_;
+  saved_end_sum_ = end_sum_;
+  saved_finish_sum_ = finish_sum_;
+}
 
+bool Timeline::collect_descendants(std::int32_t a, std::int32_t b) {
   if (++epoch_ == 0) {  // wrapped: clear the stamps once every 2^32 swaps
     std::fill(mark_.begin(), mark_.end(), 0);
     epoch_ = 1;
   }
-  const std::int32_t ord_a = ord_[ai], ord_b = ord_[bi];
-  // (1) Descendants of a placed before b: they must move after b. Meeting b's
-  // data predecessor there means b→a would close a cycle.
+  const auto ai = static_cast<std::size_t>(a);
+  const std::int32_t pred_b = p_.pred[static_cast<std::size_t>(b)];
+  const std::int32_t ord_b = ord_[static_cast<std::size_t>(b)];
   forward_.clear();
   forward_.push_back(a);
   mark_[ai] = epoch_;
@@ -168,7 +169,7 @@ SwapResult Timeline::swap(int d, int i, double threshold) {
     stack_.pop_back();
     const auto wi = static_cast<std::size_t>(w);
     if (mark_[wi] == epoch_) continue;
-    if (w == pred_b) return SwapResult::invalid;
+    if (w == pred_b) return false;
     mark_[wi] = epoch_;
     forward_.push_back(w);
     if (const std::int32_t s = p_.succ[wi]; s >= 0 && ord_[static_cast<std::size_t>(s)] < ord_b) stack_.push_back(s);
@@ -177,24 +178,13 @@ SwapResult Timeline::swap(int d, int i, double threshold) {
       if (ord_[static_cast<std::size_t>(nx)] < ord_b) stack_.push_back(nx);
     }
   }
+  return true;
+}
 
-  // (2) Exact bounds through b and a before touching anything: their new
-  // starts depend on unchanged subtasks, their new q on unchanged ones below.
-  const std::int32_t y = i + 2 < per_device_ ? order_[k + 2] : -1;
-  double qa = y >= 0 ? q_[static_cast<std::size_t>(y)] : 0.0;
-  if (const std::int32_t s = p_.succ[ai]; s >= 0) qa = std::max(qa, q_[static_cast<std::size_t>(s)] + p_.lag[static_cast<std::size_t>(s)]);
-  qa += p_.dur[ai];
-  double qb = qa;
-  if (const std::int32_t s = p_.succ[bi]; s >= 0) qb = std::max(qb, q_[static_cast<std::size_t>(s)] + p_.lag[static_cast<std::size_t>(s)]);
-  qb += p_.dur[bi];
-  double sb = i > 0 ? end_[static_cast<std::size_t>(order_[k - 1])] : 0.0;
-  if (pred_b >= 0) sb = std::max(sb, end_[static_cast<std::size_t>(pred_b)] + p_.lag[bi]);
-  if (sb + qb > threshold) return SwapResult::too_slow;
-  double sa = sb + p_.dur[bi];
-  if (const std::int32_t pa = p_.pred[ai]; pa >= 0) sa = std::max(sa, end_[static_cast<std::size_t>(pa)] + p_.lag[ai]);
-  if (sa + qa > threshold) return SwapResult::too_slow;
-
-  // (3) Ancestors of b placed after a: they must move before a.
+void Timeline::reorder(std::int32_t a, std::int32_t b) {
+  const auto bi = static_cast<std::size_t>(b);
+  const std::int32_t ord_a = ord_[static_cast<std::size_t>(a)], ord_b = ord_[bi];
+  const std::int32_t pred_b = p_.pred[bi];
   backward_.clear();
   backward_.push_back(b);
   mark_[bi] = epoch_;
@@ -212,45 +202,34 @@ SwapResult Timeline::swap(int d, int i, double threshold) {
       if (ord_[static_cast<std::size_t>(pv)] > ord_a) stack_.push_back(pv);
     }
   }
-  // (4) Reuse the slots of both sets: ancestors of b first, then descendants of a.
-  ord_log_.clear();
+  // Reuse the slots of both sets: ancestors of b first, then descendants of a.
   if (backward_.size() == 1 && forward_.size() == 1) {
     set_ord(b, ord_a);
     set_ord(a, ord_b);
-  } else {
-    auto by_ord = [&](std::int32_t x, std::int32_t z) { return ord_[static_cast<std::size_t>(x)] < ord_[static_cast<std::size_t>(z)]; };
-    slots_.clear();
-    for (std::int32_t w : backward_) slots_.push_back(ord_[static_cast<std::size_t>(w)]);
-    for (std::int32_t w : forward_) slots_.push_back(ord_[static_cast<std::size_t>(w)]);
-    std::sort(slots_.begin(), slots_.end());
-    std::sort(backward_.begin(), backward_.end(), by_ord);
-    std::sort(forward_.begin(), forward_.end(), by_ord);
-    std::size_t s = 0;
-    for (std::int32_t w : backward_) set_ord(w, slots_[s++]);
-    for (std::int32_t w : forward_) set_ord(w, slots_[s++]);
+    return;
   }
+  auto by_ord = [&](std::int32_t x, std::int32_t z) { return ord_[static_cast<std::size_t>(x)] < ord_[static_cast<std::size_t>(z)]; };
+  slots_.clear();
+  for (std::int32_t w : backward_) slots_.push_back(ord_[static_cast<std::size_t>(w)]);
+  for (std::int32_t w : forward_) slots_.push_back(ord_[static_cast<std::size_t>(w)]);
+  std::sort(slots_.begin(), slots_.end());
+  std::sort(backward_.begin(), backward_.end(), by_ord);
+  std::sort(forward_.begin(), forward_.end(), by_ord);
+  std::size_t s = 0;
+  for (std::int32_t w : backward_) set_ord(w, slots_[s++]);
+  for (std::int32_t w : forward_) set_ord(w, slots_[s++]);
+}
 
-  // (5) The swap itself.
-  critical_log_.clear();
-  saved_critical_count_ = critical_count_;
-  saved_critical_makespan_ = critical_makespan_;
-  saved_end_sum_ = end_sum_;
-  saved_finish_sum_ = finish_sum_;
-  const std::size_t last_slot = base + static_cast<std::size_t>(per_device_ - 1);
-  const double finish_d_before = end_[static_cast<std::size_t>(order_[last_slot])];
+void Timeline::commit_swap(int d, int i, double new_level) {
+  const std::size_t k = static_cast<std::size_t>(d) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(i);
+  swap_log_.push_back({d, i, level_[k]});
   apply_swap(d, i);
-  last_d_ = d;
-  last_i_ = i;
-  last_level_ = level_[k];
   level_[k] = new_level;
-  q_log_.clear();
+}
 
-  // (6) Push new times forward in topological order, stopping where nothing moves.
-  log_.clear();
-  mark_dirty(b);
-  mark_dirty(a);
-  if (y >= 0) mark_dirty(y);  // its device predecessor is now a
-  std::size_t word = static_cast<std::size_t>(ord_[bi]) >> 6;
+bool Timeline::push_forward(std::size_t from_ord, double threshold, std::int32_t skip_a, std::int32_t skip_b,
+                            std::size_t trusted_from) {
+  std::size_t word = from_ord >> 6;
   const std::size_t words = dirty_.size();
   while (word < words) {
     const std::uint64_t bits = dirty_[word];
@@ -268,21 +247,72 @@ SwapResult Timeline::swap(int d, int i, double threshold) {
     end_sum_ -= end_[wi];
     end_[wi] = s + p_.dur[wi];
     end_sum_ += end_[wi];
-    // Another device's last subtask moving moves that device's finish; device d's
-    // is taken below (its last subtask may be a different one now).
-    if (pos_[wi] + 1 == per_device_ && p_.device[wi] != d) finish_sum_ += end_[wi] - log_.back().end;
-    // q of a and b is still the old one here; their bounds were checked above.
-    if (w != a && w != b && s + q_[wi] > threshold) {
+    // Another device's last subtask moving moves that device's finish; a swapped
+    // device's is taken by the caller (its last subtask may be a different one now).
+    if (pos_[wi] + 1 == per_device_ && moved_device_[static_cast<std::size_t>(p_.device[wi])] == 0) {
+      finish_sum_ += end_[wi] - log_.back().end;
+    }
+    if (w != skip_a && w != skip_b && (word << 6) >= trusted_from && s + q_[wi] > threshold) {
       for (std::size_t rest = word; rest < words; ++rest) dirty_[rest] = 0;
-      restore();
-      return SwapResult::too_slow;
+      return false;
     }
     if (const std::int32_t sc = p_.succ[wi]; sc >= 0) mark_dirty(sc);
     if (const int np = pos_[wi] + 1; np < per_device_) mark_dirty(order_[static_cast<std::size_t>(p_.device[wi] * per_device_ + np)]);
   }
+  return true;
+}
+
+SwapResult Timeline::swap(int d, int i, double threshold) {
+  const std::size_t base = static_cast<std::size_t>(d) * static_cast<std::size_t>(per_device_);
+  const std::size_t k = base + static_cast<std::size_t>(i);
+  const std::int32_t a = order_[k];
+  const std::int32_t b = order_[k + 1];
+  const auto ai = static_cast<std::size_t>(a), bi = static_cast<std::size_t>(b);
+  const std::int32_t pred_b = p_.pred[bi];
+  if (pred_b == a) return SwapResult::invalid;
+  // Micro-batches of one model pass a stage in order: such swaps only relabel.
+  if (p_.model[ai] == p_.model[bi] && p_.kind[ai] == p_.kind[bi]) return SwapResult::invalid;
+  const double new_level = (i > 0 ? level_[k - 1] : 0.0) + p_.mem_delta[bi];
+  if (new_level > cap_) return SwapResult::invalid;
+
+  // (1) Descendants of a placed before b: they must move after b. Meeting b's
+  // data predecessor there means b→a would close a cycle.
+  if (!collect_descendants(a, b)) return SwapResult::invalid;
+
+  // (2) Exact bounds through b and a before touching anything: their new
+  // starts depend on unchanged subtasks, their new q on unchanged ones below.
+  const std::int32_t y = i + 2 < per_device_ ? order_[k + 2] : -1;
+  double qa = y >= 0 ? q_[static_cast<std::size_t>(y)] : 0.0;
+  if (const std::int32_t s = p_.succ[ai]; s >= 0) qa = std::max(qa, q_[static_cast<std::size_t>(s)] + p_.lag[static_cast<std::size_t>(s)]);
+  qa += p_.dur[ai];
+  double qb = qa;
+  if (const std::int32_t s = p_.succ[bi]; s >= 0) qb = std::max(qb, q_[static_cast<std::size_t>(s)] + p_.lag[static_cast<std::size_t>(s)]);
+  qb += p_.dur[bi];
+  double sb = i > 0 ? end_[static_cast<std::size_t>(order_[k - 1])] : 0.0;
+  if (pred_b >= 0) sb = std::max(sb, end_[static_cast<std::size_t>(pred_b)] + p_.lag[bi]);
+  if (sb + qb > threshold) return SwapResult::too_slow;
+  double sa = sb + p_.dur[bi];
+  if (const std::int32_t pa = p_.pred[ai]; pa >= 0) sa = std::max(sa, end_[static_cast<std::size_t>(pa)] + p_.lag[ai]);
+  if (sa + qa > threshold) return SwapResult::too_slow;
+
+  // (3) Ancestors of b placed after a: they must move before a; (4) the swap itself.
+  begin_move();
+  reorder(a, b);
+  const std::size_t last_slot = base + static_cast<std::size_t>(per_device_ - 1);
+  const double finish_d_before = end_[static_cast<std::size_t>(order_[last_slot])];
+  commit_swap(d, i, new_level);
+
+  // (5) Push new times forward in topological order, stopping where nothing moves.
+  // q of a and b is still the old one there; their bounds were checked above.
+  mark_dirty(b);
+  mark_dirty(a);
+  if (y >= 0) mark_dirty(y);  // its device predecessor is now a
+  moved_device_[static_cast<std::size_t>(d)] = 1;
+  const bool in_time = push_forward(static_cast<std::size_t>(ord_[bi]), threshold, a, b, 0);
+  moved_device_[static_cast<std::size_t>(d)] = 0;
   // Paths that avoid the swap keep their length; they bind when the caller's
   // threshold lies below the current makespan.
-  if (makespan() > threshold) {
+  if (!in_time || makespan() > threshold) {
     restore();
     return SwapResult::too_slow;
   }
@@ -292,23 +322,83 @@ SwapResult Timeline::swap(int d, int i, double threshold) {
   return SwapResult::done;
 }
 
-// q changes only for a, b and their ancestors: walk them backwards in
-// topological order, stopping where a value comes out unchanged.
-void Timeline::update_q(std::int32_t a, std::int32_t b, double qa, double qb) {
-  auto set_q = [&](std::int32_t t, double v) {
-    q_log_.push_back({t, q_[static_cast<std::size_t>(t)]});
-    q_[static_cast<std::size_t>(t)] = v;
+SwapResult Timeline::swap_all(const std::vector<std::pair<int, int>>& swaps, double threshold) {
+  if (swaps.size() == 1) return swap(swaps[0].first, swaps[0].second, threshold);
+  begin_move();
+  finish_before_.clear();
+  auto refuse = [&](SwapResult r) {
+    for (const auto& [d, f] : finish_before_) moved_device_[static_cast<std::size_t>(d)] = 0;
+    restore();
+    return r;
   };
-  auto mark_preds = [&](std::int32_t t) {
-    const auto ti = static_cast<std::size_t>(t);
-    if (const std::int32_t pr = p_.pred[ti]; pr >= 0) mark_dirty(pr);
-    if (pos_[ti] > 0) mark_dirty(order_[static_cast<std::size_t>(p_.device[ti] * per_device_ + pos_[ti] - 1)]);
-  };
-  set_q(a, qa);
-  set_q(b, qb);
-  if (const std::int32_t pa = p_.pred[static_cast<std::size_t>(a)]; pa >= 0) mark_dirty(pa);
-  mark_preds(b);
-  std::size_t word = static_cast<std::size_t>(ord_[static_cast<std::size_t>(a)]) >> 6;
+  // The order, swap by swap (each must be valid in its turn).
+  for (const auto& [d, i] : swaps) {
+    const std::size_t k = static_cast<std::size_t>(d) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(i);
+    const std::int32_t a = order_[k], b = order_[k + 1];
+    const auto ai = static_cast<std::size_t>(a), bi = static_cast<std::size_t>(b);
+    if (p_.pred[bi] == a || (p_.model[ai] == p_.model[bi] && p_.kind[ai] == p_.kind[bi])) return refuse(SwapResult::invalid);
+    const double new_level = (i > 0 ? level_[k - 1] : 0.0) + p_.mem_delta[bi];
+    if (new_level > cap_ || !collect_descendants(a, b)) return refuse(SwapResult::invalid);
+    reorder(a, b);
+    if (moved_device_[static_cast<std::size_t>(d)] == 0) {
+      moved_device_[static_cast<std::size_t>(d)] = 1;
+      finish_before_.push_back({d, end_[static_cast<std::size_t>(order_[static_cast<std::size_t>((d + 1) * per_device_ - 1)])]});
+    }
+    commit_swap(d, i, new_level);
+  }
+  // The times first, in one forward pass from every swapped position (a subtask
+  // whose device predecessor changed sits on or just after one). q is stale for
+  // the swapped subtasks' ancestors, which all lie below the highest of them in the
+  // topological order: above it (from the next 64-subtask word of the scan on) q
+  // holds and the pass refuses early; below, only the makespan at its end decides.
+  std::size_t bottom = dirty_.size() * 64, highest = 0;
+  for (const SavedSwap& sw : swap_log_) {
+    const std::size_t k = static_cast<std::size_t>(sw.d) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(sw.i);
+    highest = std::max({highest, static_cast<std::size_t>(ord_[static_cast<std::size_t>(order_[k])]),
+                        static_cast<std::size_t>(ord_[static_cast<std::size_t>(order_[k + 1])])});
+    const std::size_t last = std::min(k + 2, static_cast<std::size_t>(sw.d + 1) * static_cast<std::size_t>(per_device_) - 1);
+    for (std::size_t j = k; j <= last; ++j) {
+      mark_dirty(order_[j]);
+      bottom = std::min(bottom, static_cast<std::size_t>(ord_[static_cast<std::size_t>(order_[j])]));
+    }
+  }
+  if (!push_forward(bottom, threshold, -1, -1, (highest | 63) + 1) || makespan() > threshold) {
+    return refuse(SwapResult::too_slow);
+  }
+  // Then q, for the kept move only: a subtask whose device successor changed sits,
+  // after all the swaps, on or next to a swapped position.
+  std::size_t top = 0;
+  for (const SavedSwap& sw : swap_log_) {
+    const std::size_t k = static_cast<std::size_t>(sw.d) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(sw.i);
+    for (std::size_t j = sw.i > 0 ? k - 1 : k; j <= k + 1; ++j) {
+      mark_dirty(order_[j]);
+      top = std::max(top, static_cast<std::size_t>(ord_[static_cast<std::size_t>(order_[j])]));
+    }
+  }
+  propagate_q(top);
+  for (const auto& [d, f] : finish_before_) {
+    finish_sum_ += end_[static_cast<std::size_t>(order_[static_cast<std::size_t>((d + 1) * per_device_ - 1)])] - f;
+    moved_device_[static_cast<std::size_t>(d)] = 0;
+  }
+  refresh_critical();
+  return SwapResult::done;
+}
+
+inline void Timeline::mark_preds(std::int32_t t) {
+  const auto ti = static_cast<std::size_t>(t);
+  if (const std::int32_t pr = p_.pred[ti]; pr >= 0) mark_dirty(pr);
+  if (pos_[ti] > 0) mark_dirty(order_[static_cast<std::size_t>(p_.device[ti] * per_device_ + pos_[ti] - 1)]);
+}
+
+void Timeline::set_q(std::int32_t t, double v) {
+  q_log_.push_back({t, q_[static_cast<std::size_t>(t)]});
+  q_[static_cast<std::size_t>(t)] = v;
+}
+
+// Walks the marked subtasks and their ancestors backwards in topological order from
+// `top`, stopping where a value comes out unchanged.
+void Timeline::propagate_q(std::size_t top) {
+  std::size_t word = top >> 6;
   for (;;) {
     const std::uint64_t bits = dirty_[word];
     if (bits == 0) {
@@ -324,6 +414,15 @@ void Timeline::update_q(std::int32_t a, std::int32_t b, double qa, double qb) {
     set_q(w, v);
     mark_preds(w);
   }
+}
+
+// q changes only for a, b and their ancestors.
+void Timeline::update_q(std::int32_t a, std::int32_t b, double qa, double qb) {
+  set_q(a, qa);
+  set_q(b, qb);
+  if (const std::int32_t pa = p_.pred[static_cast<std::size_t>(a)]; pa >= 0) mark_dirty(pa);
+  mark_preds(b);
+  propagate_q(static_cast<std::size_t>(ord_[static_cast<std::size_t>(a)]));
 }
 
 void Timeline::restore() {
@@ -345,10 +444,11 @@ void Timeline::restore() {
   critical_log_.clear();
   critical_count_ = saved_critical_count_;
   critical_makespan_ = saved_critical_makespan_;
-  const std::size_t k = static_cast<std::size_t>(last_d_) * static_cast<std::size_t>(per_device_) +
-                        static_cast<std::size_t>(last_i_);
-  apply_swap(last_d_, last_i_);
-  level_[k] = last_level_;
+  for (auto it = swap_log_.rbegin(); it != swap_log_.rend(); ++it) {
+    apply_swap(it->d, it->i);
+    level_[static_cast<std::size_t>(it->d) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(it->i)] = it->level;
+  }
+  swap_log_.clear();
 }
 
 void Timeline::undo() { restore(); }
@@ -370,28 +470,10 @@ bool ChainMove::plan(const Timeline& tl, std::int32_t t, int dir) {
   }
   // Swapped in the order the data flows when the chain moves earlier (a member's
   // input has moved before it does), against it when the chain moves later, so
-  // that each state on the way is one the threshold may hold.
+  // that no state on the way closes a cycle that the whole move does not.
   if ((k == Kind::F) != (dir < 0)) std::reverse(moves_.begin(), moves_.end());
   return moves_.size() >= 2;
 }
 
-SwapResult ChainMove::apply(Timeline& tl, double threshold) {
-  applied_.clear();
-  for (const auto& [d, i] : moves_) {
-    const SwapResult r = tl.swap(d, i, threshold);
-    if (r != SwapResult::done) {
-      undo(tl);
-      return r;
-    }
-    applied_.push_back({d, i});
-  }
-  return SwapResult::done;
-}
-
-void ChainMove::undo(Timeline& tl) {
-  // A swap is undone by the same swap again, which the state before it allows.
-  for (auto it = applied_.rbegin(); it != applied_.rend(); ++it) tl.swap(it->first, it->second);
-  applied_.clear();
-}
 
 }  // namespace braid::sched

@@ -47,7 +47,17 @@ class Timeline {
   // two micro-batches of one stage; `too_slow`: its makespan would exceed
   // `threshold`. In both cases nothing changes. `done`: swapped; undo() reverts.
   SwapResult swap(int d, int i, double threshold = std::numeric_limits<double>::infinity());
-  // Reverts the last swap that returned `done` (only that one).
+  // Several swaps made as one move (a chain move: one per device along a pipeline),
+  // in the given order, and timed once at the end: only the state after the last
+  // one is held to `threshold`. The order is repaired swap by swap (a swap that
+  // would close a cycle at its turn makes the move `invalid`); then q is brought up
+  // to date for all of them at once, so that the single forward pass can refuse the
+  // move the moment a new start + q exceeds the threshold. Nothing changes unless
+  // `done`; undo() reverts all of them.
+  SwapResult swap_all(const std::vector<std::pair<int, int>>& swaps,
+                      double threshold = std::numeric_limits<double>::infinity());
+  // Reverts the last swap() or swap_all() that returned `done` (only that one),
+  // bit for bit.
   void undo();
 
   double makespan() const;
@@ -96,10 +106,27 @@ class Timeline {
   double compute_start(std::int32_t t) const;
   double compute_q(std::int32_t t) const;
   void update_q(std::int32_t a, std::int32_t b, double qa, double qb);
+  void set_q(std::int32_t t, double v);
+  void propagate_q(std::size_t top);
   void mark_dirty(std::int32_t t);
+  void mark_preds(std::int32_t t);
   void set_ord(std::int32_t t, std::int32_t o);
   void apply_swap(int d, int i);
   void restore();
+  // The Pearce–Kelly steps of a swap of a (before) and b on a device: false when b's
+  // data predecessor is among a's descendants placed before b (a cycle).
+  bool collect_descendants(std::int32_t a, std::int32_t b);
+  // ... then b's ancestors placed after a, and both sets given each other's slots.
+  void reorder(std::int32_t a, std::int32_t b);
+  // The swap in the order and its one level, logged for restore().
+  void commit_swap(int d, int i, double new_level);
+  // Forward retiming from the marked subtasks (the scan from topological place
+  // `from_ord`); false when a start + q exceeds the threshold (the caller restores).
+  // q is trusted except for `skip_a`, `skip_b` and the places below `trusted_from`
+  // (a multiple of 64: the scan's words).
+  bool push_forward(std::size_t from_ord, double threshold, std::int32_t skip_a, std::int32_t skip_b,
+                    std::size_t trusted_from);
+  void begin_move();
 
   const Problem& p_;
   int per_device_;
@@ -118,8 +145,13 @@ class Timeline {
   std::vector<Saved> log_;
   std::vector<SavedOrd> ord_log_;
   std::vector<SavedQ> q_log_;
-  int last_d_ = -1, last_i_ = -1;
-  double last_level_ = 0;
+  struct SavedSwap {
+    int d, i;
+    double level;  // device d's level after position i before the swap
+  };
+  std::vector<SavedSwap> swap_log_;
+  std::vector<std::uint8_t> moved_device_;  // devices a swap_all() swaps on
+  std::vector<std::pair<int, double>> finish_before_;  // their finishing times before it
   void refresh_critical();
   bool is_critical(std::size_t t, double makespan) const;
   double end_sum_ = 0, finish_sum_ = 0;
@@ -148,17 +180,16 @@ class ChainMove {
   bool plan(const Timeline& tl, std::int32_t t, int dir);
   // The planned swaps: device and position (it and the next one swap).
   const std::vector<std::pair<int, int>>& planned() const { return moves_; }
-  // Makes the planned swaps, each held to `threshold`. `invalid` or `too_slow`:
-  // the swaps made are undone. `done`: undo() reverts.
-  SwapResult apply(Timeline& tl, double threshold = std::numeric_limits<double>::infinity());
-  // Swaps again what apply() swapped: the order and times come back exactly, but a
-  // memory level recomputed this way may differ from the one before in the last bit
-  // (Timeline::undo restores a swap's level as it was).
-  void undo(Timeline& tl);
+  // Makes the planned swaps as one move (Timeline::swap_all): only the shifted
+  // chain is held to `threshold`, not each step on the way. `done`: Timeline::undo()
+  // reverts it.
+  SwapResult apply(Timeline& tl, double threshold = std::numeric_limits<double>::infinity()) const {
+    return tl.swap_all(moves_, threshold);
+  }
 
  private:
   const Problem& p_;
-  std::vector<std::pair<int, int>> moves_, applied_;
+  std::vector<std::pair<int, int>> moves_;
 };
 
 }  // namespace braid::sched
