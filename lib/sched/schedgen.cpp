@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -42,6 +43,11 @@ namespace {
 // --start both searches from 1F1B too only when the search from greedy fusion
 // took at most this share of the latency budget (time or iterations) to the bound.
 constexpr double kBothFirstShare = 0.10;
+// ... and the search from 1F1B then gets at most this share of it: in the 30 s
+// tables the second searches whose schedule won took at most 0.3 of it, and those
+// that ran longer never won, while their time was the memory pass's (real and int
+// 16/8 GBS 64: 9-19 s of 20; docs/schedgen.md, "Chain moves timed as one").
+constexpr double kBothSecondShare = 0.35;
 }  // namespace
 
 int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
@@ -112,8 +118,8 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
   searches.push_back(std::move(found));
   starts.emplace_back(from_greedy ? "greedy" : "1f1b");
   // "both": when the search from greedy fusion reached the bound quickly (within
-  // kBothFirstShare of the latency budget), the budget left goes to a search from
-  // 1F1B, which tends to reach the bound holding fewer activations, and both
+  // kBothFirstShare of the latency budget), the budget left (at most
+  // kBothSecondShare of it) goes to a search from 1F1B, which tends to reach the bound holding fewer activations, and both
   // schedules go to the memory phase. When the first search was slow, the second
   // would eat the memory pass's time on the settings that need it most: greedy
   // alone then (docs/schedgen.md, "The second search only after a quick first").
@@ -121,12 +127,13 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
     AnnealOptions second = latency;
     bool run_second = true;
     if (second.time_limit > 0) {
-      second.time_limit -= latency_seconds;
+      second.time_limit = std::min(second.time_limit - latency_seconds, kBothSecondShare * opt.anneal.time_limit);
       run_second = latency_seconds <= kBothFirstShare * opt.anneal.time_limit;
     }
     if (second.iterations > 0) {  // per rank, like the time
       const std::uint64_t used = iterations_to_bound / static_cast<std::uint64_t>(world.size());
-      second.iterations = second.iterations > used ? second.iterations - used : 0;
+      second.iterations = std::min(second.iterations > used ? second.iterations - used : 0,
+                                   static_cast<std::uint64_t>(kBothSecondShare * static_cast<double>(opt.anneal.iterations)));
       run_second = run_second && static_cast<double>(used) <= kBothFirstShare * static_cast<double>(opt.anneal.iterations);
     }
     if (run_second) {
