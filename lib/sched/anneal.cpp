@@ -417,6 +417,7 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
                    double t0_factor, double chain_moves, double level_margin, const std::function<bool()>& stop) {
   const auto began = Clock::now();
   Timeline tl(p, start);
+  tl.track_critical(false);  // the pass reads no tie-break and draws no critical moves
   Rng rng(seed, stream);
   const double limit = tl.makespan() * (1 + 1e-12);
   // Energy: the highest peak first; the mean of all peaks and how much memory

@@ -69,6 +69,7 @@ bool Timeline::is_critical(std::size_t t, double makespan) const {
 // After a kept swap: only subtasks whose start or q moved can change their flag,
 // unless the makespan moved (then every flag is recomputed).
 void Timeline::refresh_critical() {
+  if (!track_critical_) return;
   saved_critical_count_ = critical_count_;
   saved_critical_makespan_ = critical_makespan_;
   critical_log_.clear();

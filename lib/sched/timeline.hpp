@@ -70,6 +70,9 @@ class Timeline {
   // makespan with fewer of them is closer to a shorter one. Kept from the
   // subtasks a swap retimes; a recount only when the makespan itself moves.
   int critical_count() const { return critical_count_; }
+  // Off: kept moves no longer refresh the critical flags and count (they go stale),
+  // for a walk that never reads them (the memory pass).
+  void track_critical(bool on) { track_critical_ = on; }
   bool critical(std::int32_t t) const { return critical_[static_cast<std::size_t>(t)] != 0; }
   const Order& order() const { return order_; }
   // Position of subtask t on its device.
@@ -160,6 +163,7 @@ class Timeline {
   double critical_makespan_ = 0, saved_critical_makespan_ = 0;
   std::vector<std::int32_t> critical_log_;  // subtasks whose flag the last swap flipped
   bool critical_recounted_ = false;
+  bool track_critical_ = true;
   double saved_end_sum_ = 0, saved_finish_sum_ = 0;
 };
 
