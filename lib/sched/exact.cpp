@@ -138,7 +138,6 @@ class Search {
       if (dfs(root, -1, 0)) return solution_;
       if (stopped_ || refuted_ || out_of_nodes() || opt_.restart_nodes == 0) return std::nullopt;
       if (opt_.descents > 0 && descent + 1 >= opt_.descents) return std::nullopt;
-      ++stats_.restarts;
     }
   }
 

@@ -75,7 +75,6 @@ struct ExactOptions {
 
 struct ExactStats {
   std::uint64_t nodes = 0;
-  std::uint64_t restarts = 0;
   int levels_tried = 0;  // lower_peak_exactly: levels searched
   int levels_found = 0;  // ... and found
 };

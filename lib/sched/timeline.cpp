@@ -50,14 +50,14 @@ Timeline::Timeline(const Problem& p, const Order& order)
     critical_count_ += critical_[task];
   }
   for (int d = 0; d < p.devices; ++d) {
-    finish_sum_ += end_[static_cast<std::size_t>(order_[static_cast<std::size_t>((d + 1) * per_device_ - 1)])];
+    finish_sum_ += finish(d);
   }
 }
 
 double Timeline::makespan() const {
   double m = 0;
   for (int d = 0; d < p_.devices; ++d) {
-    m = std::max(m, end_[static_cast<std::size_t>(order_[static_cast<std::size_t>((d + 1) * per_device_ - 1)])]);
+    m = std::max(m, finish(d));
   }
   return m;
 }
@@ -69,11 +69,7 @@ bool Timeline::is_critical(std::size_t t, double makespan) const {
 // After a kept swap: only subtasks whose start or q moved can change their flag,
 // unless the makespan moved (then every flag is recomputed).
 void Timeline::refresh_critical() {
-  if (!track_critical_) return;
-  saved_critical_count_ = critical_count_;
-  saved_critical_makespan_ = critical_makespan_;
-  critical_log_.clear();
-  critical_recounted_ = false;
+  if (!track_critical_) return;  // begin_move() saved the count and cleared the log
   const double m = makespan();
   auto check = [&](std::int32_t t) {
     const auto ti = static_cast<std::size_t>(t);
@@ -134,7 +130,7 @@ void Timeline::set_ord(std::int32_t t, std::int32_t o) {
 }
 
 void Timeline::apply_swap(int d, int i) {
-  const std::size_t k = static_cast<std::size_t>(d) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(i);
+  const std::size_t k = slot(d, i);
   std::swap(order_[k], order_[k + 1]);
   pos_[static_cast<std::size_t>(order_[k])] = i;
   pos_[static_cast<std::size_t>(order_[k + 1])] = i + 1;
@@ -222,7 +218,7 @@ void Timeline::reorder(std::int32_t a, std::int32_t b) {
 }
 
 void Timeline::commit_swap(int d, int i, double new_level) {
-  const std::size_t k = static_cast<std::size_t>(d) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(i);
+  const std::size_t k = slot(d, i);
   swap_log_.push_back({d, i, level_[k]});
   apply_swap(d, i);
   level_[k] = new_level;
@@ -264,8 +260,7 @@ bool Timeline::push_forward(std::size_t from_ord, double threshold, std::int32_t
 }
 
 SwapResult Timeline::swap(int d, int i, double threshold) {
-  const std::size_t base = static_cast<std::size_t>(d) * static_cast<std::size_t>(per_device_);
-  const std::size_t k = base + static_cast<std::size_t>(i);
+  const std::size_t k = slot(d, i);
   const std::int32_t a = order_[k];
   const std::int32_t b = order_[k + 1];
   const auto ai = static_cast<std::size_t>(a), bi = static_cast<std::size_t>(b);
@@ -299,8 +294,7 @@ SwapResult Timeline::swap(int d, int i, double threshold) {
   // (3) Ancestors of b placed after a: they must move before a; (4) the swap itself.
   begin_move();
   reorder(a, b);
-  const std::size_t last_slot = base + static_cast<std::size_t>(per_device_ - 1);
-  const double finish_d_before = end_[static_cast<std::size_t>(order_[last_slot])];
+  const double finish_d_before = finish(d);
   commit_swap(d, i, new_level);
 
   // (5) Push new times forward in topological order, stopping where nothing moves.
@@ -317,7 +311,7 @@ SwapResult Timeline::swap(int d, int i, double threshold) {
     restore();
     return SwapResult::too_slow;
   }
-  finish_sum_ += end_[static_cast<std::size_t>(order_[last_slot])] - finish_d_before;
+  finish_sum_ += finish(d) - finish_d_before;
   update_q(a, b, qa, qb);
   refresh_critical();
   return SwapResult::done;
@@ -334,7 +328,7 @@ SwapResult Timeline::swap_all(const std::vector<std::pair<int, int>>& swaps, dou
   };
   // The order, swap by swap (each must be valid in its turn).
   for (const auto& [d, i] : swaps) {
-    const std::size_t k = static_cast<std::size_t>(d) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(i);
+    const std::size_t k = slot(d, i);
     const std::int32_t a = order_[k], b = order_[k + 1];
     const auto ai = static_cast<std::size_t>(a), bi = static_cast<std::size_t>(b);
     if (p_.pred[bi] == a || (p_.model[ai] == p_.model[bi] && p_.kind[ai] == p_.kind[bi])) return refuse(SwapResult::invalid);
@@ -343,7 +337,7 @@ SwapResult Timeline::swap_all(const std::vector<std::pair<int, int>>& swaps, dou
     reorder(a, b);
     if (moved_device_[static_cast<std::size_t>(d)] == 0) {
       moved_device_[static_cast<std::size_t>(d)] = 1;
-      finish_before_.push_back({d, end_[static_cast<std::size_t>(order_[static_cast<std::size_t>((d + 1) * per_device_ - 1)])]});
+      finish_before_.push_back({d, finish(d)});
     }
     commit_swap(d, i, new_level);
   }
@@ -354,10 +348,10 @@ SwapResult Timeline::swap_all(const std::vector<std::pair<int, int>>& swaps, dou
   // holds and the pass refuses early; below, only the makespan at its end decides.
   std::size_t bottom = dirty_.size() * 64, highest = 0;
   for (const SavedSwap& sw : swap_log_) {
-    const std::size_t k = static_cast<std::size_t>(sw.d) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(sw.i);
+    const std::size_t k = slot(sw.d, sw.i);
     highest = std::max({highest, static_cast<std::size_t>(ord_[static_cast<std::size_t>(order_[k])]),
                         static_cast<std::size_t>(ord_[static_cast<std::size_t>(order_[k + 1])])});
-    const std::size_t last = std::min(k + 2, static_cast<std::size_t>(sw.d + 1) * static_cast<std::size_t>(per_device_) - 1);
+    const std::size_t last = std::min(k + 2, slot(sw.d, per_device_ - 1));
     for (std::size_t j = k; j <= last; ++j) {
       mark_dirty(order_[j]);
       bottom = std::min(bottom, static_cast<std::size_t>(ord_[static_cast<std::size_t>(order_[j])]));
@@ -370,7 +364,7 @@ SwapResult Timeline::swap_all(const std::vector<std::pair<int, int>>& swaps, dou
   // after all the swaps, on or next to a swapped position.
   std::size_t top = 0;
   for (const SavedSwap& sw : swap_log_) {
-    const std::size_t k = static_cast<std::size_t>(sw.d) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(sw.i);
+    const std::size_t k = slot(sw.d, sw.i);
     for (std::size_t j = sw.i > 0 ? k - 1 : k; j <= k + 1; ++j) {
       mark_dirty(order_[j]);
       top = std::max(top, static_cast<std::size_t>(ord_[static_cast<std::size_t>(order_[j])]));
@@ -378,7 +372,7 @@ SwapResult Timeline::swap_all(const std::vector<std::pair<int, int>>& swaps, dou
   }
   propagate_q(top);
   for (const auto& [d, f] : finish_before_) {
-    finish_sum_ += end_[static_cast<std::size_t>(order_[static_cast<std::size_t>((d + 1) * per_device_ - 1)])] - f;
+    finish_sum_ += finish(d) - f;
     moved_device_[static_cast<std::size_t>(d)] = 0;
   }
   refresh_critical();
@@ -447,7 +441,7 @@ void Timeline::restore() {
   critical_makespan_ = saved_critical_makespan_;
   for (auto it = swap_log_.rbegin(); it != swap_log_.rend(); ++it) {
     apply_swap(it->d, it->i);
-    level_[static_cast<std::size_t>(it->d) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(it->i)] = it->level;
+    level_[slot(it->d, it->i)] = it->level;
   }
   swap_log_.clear();
 }

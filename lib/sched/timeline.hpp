@@ -50,10 +50,11 @@ class Timeline {
   // Several swaps made as one move (a chain move: one per device along a pipeline),
   // in the given order, and timed once at the end: only the state after the last
   // one is held to `threshold`. The order is repaired swap by swap (a swap that
-  // would close a cycle at its turn makes the move `invalid`); then q is brought up
-  // to date for all of them at once, so that the single forward pass can refuse the
-  // move the moment a new start + q exceeds the threshold. Nothing changes unless
-  // `done`; undo() reverts all of them.
+  // would close a cycle at its turn makes the move `invalid`); then one forward
+  // pass retimes from every swapped place, refusing the move early only above the
+  // highest of them (below it q is stale), and q is brought up to date, for all of
+  // them at once, only when the move is kept. Nothing changes unless `done`; undo()
+  // reverts all of them.
   SwapResult swap_all(const std::vector<std::pair<int, int>>& swaps,
                       double threshold = std::numeric_limits<double>::infinity());
   // Reverts the last swap() or swap_all() that returned `done` (only that one),
@@ -106,6 +107,12 @@ class Timeline {
   struct SavedOrd {
     std::int32_t task, ord;
   };
+  // Index of device d's position i in the order (and in level_).
+  std::size_t slot(int d, int i) const {
+    return static_cast<std::size_t>(d) * static_cast<std::size_t>(per_device_) + static_cast<std::size_t>(i);
+  }
+  // When device d's last subtask ends.
+  double finish(int d) const { return end_[static_cast<std::size_t>(order_[slot(d, per_device_ - 1)])]; }
   double compute_start(std::int32_t t) const;
   double compute_q(std::int32_t t) const;
   void update_q(std::int32_t a, std::int32_t b, double qa, double qb);
@@ -162,7 +169,6 @@ class Timeline {
   int critical_count_ = 0, saved_critical_count_ = 0;
   double critical_makespan_ = 0, saved_critical_makespan_ = 0;
   std::vector<std::int32_t> critical_log_;  // subtasks whose flag the last swap flipped
-  bool critical_recounted_ = false;
   bool track_critical_ = true;
   double saved_end_sum_ = 0, saved_finish_sum_ = 0;
 };
