@@ -27,6 +27,12 @@ Timeline::Timeline(const Problem& p, const Order& order)
       level_[k] = level;
     }
   }
+  link_.resize(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    const int i = pos_[t], d = p.device[t];
+    link_[t] = {i > 0 ? order_[slot(d, i - 1)] : -1, i + 1 < per_device_ ? order_[slot(d, i + 1)] : -1, p.pred[t], p.succ[t],
+                p.dur[t], p.lag[t]};
+  }
   // Start times order the graph topologically; ties have no edge between them.
   at_ord_.resize(n);
   for (std::size_t i = 0; i < n; ++i) at_ord_[i] = static_cast<std::int32_t>(i);
@@ -101,26 +107,24 @@ double Timeline::device_excess(int d, double level) const {
 }
 
 inline double Timeline::compute_start(std::int32_t t) const {
-  const auto ti = static_cast<std::size_t>(t);
-  const int i = pos_[ti];
-  double s = i > 0 ? end_[static_cast<std::size_t>(order_[static_cast<std::size_t>(p_.device[ti] * per_device_ + i - 1)])] : 0.0;
-  const std::int32_t pred = p_.pred[ti];
-  if (pred >= 0) s = std::max(s, end_[static_cast<std::size_t>(pred)] + p_.lag[ti]);
+  const Link& l = link_[static_cast<std::size_t>(t)];
+  double s = l.prev >= 0 ? end_[static_cast<std::size_t>(l.prev)] : 0.0;
+  if (l.pred >= 0) s = std::max(s, end_[static_cast<std::size_t>(l.pred)] + l.lag);
   return s;
 }
 
 inline double Timeline::compute_q(std::int32_t t) const {
-  const auto ti = static_cast<std::size_t>(t);
-  const int i = pos_[ti];
-  double rest = i + 1 < per_device_ ? q_[static_cast<std::size_t>(order_[static_cast<std::size_t>(p_.device[ti] * per_device_ + i + 1)])] : 0.0;
-  const std::int32_t succ = p_.succ[ti];
-  if (succ >= 0) rest = std::max(rest, q_[static_cast<std::size_t>(succ)] + p_.lag[static_cast<std::size_t>(succ)]);
-  return p_.dur[ti] + rest;
+  const Link& l = link_[static_cast<std::size_t>(t)];
+  double rest = l.next >= 0 ? q_[static_cast<std::size_t>(l.next)] : 0.0;
+  if (l.succ >= 0) rest = std::max(rest, q_[static_cast<std::size_t>(l.succ)] + link_[static_cast<std::size_t>(l.succ)].lag);
+  return l.dur + rest;
 }
 
 inline void Timeline::mark_dirty(std::int32_t t) {
   const auto o = static_cast<std::size_t>(ord_[static_cast<std::size_t>(t)]);
   dirty_[o >> 6] |= std::uint64_t{1} << (o & 63);
+  dirty_lo_ = std::min(dirty_lo_, o >> 6);
+  dirty_hi_ = std::max(dirty_hi_, o >> 6);
 }
 
 void Timeline::set_ord(std::int32_t t, std::int32_t o) {
@@ -131,9 +135,19 @@ void Timeline::set_ord(std::int32_t t, std::int32_t o) {
 
 void Timeline::apply_swap(int d, int i) {
   const std::size_t k = slot(d, i);
-  std::swap(order_[k], order_[k + 1]);
-  pos_[static_cast<std::size_t>(order_[k])] = i;
-  pos_[static_cast<std::size_t>(order_[k + 1])] = i + 1;
+  const std::int32_t a = order_[k], b = order_[k + 1];
+  order_[k] = b;
+  order_[k + 1] = a;
+  pos_[static_cast<std::size_t>(b)] = i;
+  pos_[static_cast<std::size_t>(a)] = i + 1;
+  Link &la = link_[static_cast<std::size_t>(a)], &lb = link_[static_cast<std::size_t>(b)];
+  const std::int32_t x = la.prev, y = lb.next;
+  lb.prev = x;
+  lb.next = a;
+  la.prev = b;
+  la.next = y;
+  if (x >= 0) link_[static_cast<std::size_t>(x)].next = b;
+  if (y >= 0) link_[static_cast<std::size_t>(y)].prev = a;
 }
 
 void Timeline::begin_move() {
@@ -169,11 +183,9 @@ bool Timeline::collect_descendants(std::int32_t a, std::int32_t b) {
     if (w == pred_b) return false;
     mark_[wi] = epoch_;
     forward_.push_back(w);
-    if (const std::int32_t s = p_.succ[wi]; s >= 0 && ord_[static_cast<std::size_t>(s)] < ord_b) stack_.push_back(s);
-    if (pos_[wi] + 1 < per_device_) {
-      const std::int32_t nx = order_[static_cast<std::size_t>(p_.device[wi] * per_device_ + pos_[wi] + 1)];
-      if (ord_[static_cast<std::size_t>(nx)] < ord_b) stack_.push_back(nx);
-    }
+    const Link& l = link_[wi];
+    if (l.succ >= 0 && ord_[static_cast<std::size_t>(l.succ)] < ord_b) stack_.push_back(l.succ);
+    if (const std::int32_t nx = l.next; nx >= 0 && ord_[static_cast<std::size_t>(nx)] < ord_b) stack_.push_back(nx);
   }
   return true;
 }
@@ -193,11 +205,9 @@ void Timeline::reorder(std::int32_t a, std::int32_t b) {
     if (mark_[wi] == epoch_) continue;
     mark_[wi] = epoch_;
     backward_.push_back(w);
-    if (const std::int32_t pr = p_.pred[wi]; pr >= 0 && ord_[static_cast<std::size_t>(pr)] > ord_a) stack_.push_back(pr);
-    if (pos_[wi] > 0) {
-      const std::int32_t pv = order_[static_cast<std::size_t>(p_.device[wi] * per_device_ + pos_[wi] - 1)];
-      if (ord_[static_cast<std::size_t>(pv)] > ord_a) stack_.push_back(pv);
-    }
+    const Link& l = link_[wi];
+    if (l.pred >= 0 && ord_[static_cast<std::size_t>(l.pred)] > ord_a) stack_.push_back(l.pred);
+    if (const std::int32_t pv = l.prev; pv >= 0 && ord_[static_cast<std::size_t>(pv)] > ord_a) stack_.push_back(pv);
   }
   // Reuse the slots of both sets: ancestors of b first, then descendants of a.
   if (backward_.size() == 1 && forward_.size() == 1) {
@@ -227,8 +237,7 @@ void Timeline::commit_swap(int d, int i, double new_level) {
 bool Timeline::push_forward(std::size_t from_ord, double threshold, std::int32_t skip_a, std::int32_t skip_b,
                             std::size_t trusted_from) {
   std::size_t word = from_ord >> 6;
-  const std::size_t words = dirty_.size();
-  while (word < words) {
+  while (word <= dirty_hi_) {
     const std::uint64_t bits = dirty_[word];
     if (bits == 0) {
       ++word;
@@ -239,23 +248,26 @@ bool Timeline::push_forward(std::size_t from_ord, double threshold, std::int32_t
     const auto wi = static_cast<std::size_t>(w);
     const double s = compute_start(w);
     if (s == start_[wi]) continue;
+    const Link& l = link_[wi];
     log_.push_back({w, start_[wi], end_[wi]});
     start_[wi] = s;
     end_sum_ -= end_[wi];
-    end_[wi] = s + p_.dur[wi];
+    end_[wi] = s + l.dur;
     end_sum_ += end_[wi];
     // Another device's last subtask moving moves that device's finish; a swapped
     // device's is taken by the caller (its last subtask may be a different one now).
-    if (pos_[wi] + 1 == per_device_ && moved_device_[static_cast<std::size_t>(p_.device[wi])] == 0) {
+    if (l.next < 0 && moved_device_[static_cast<std::size_t>(p_.device[wi])] == 0) {
       finish_sum_ += end_[wi] - log_.back().end;
     }
     if (w != skip_a && w != skip_b && (word << 6) >= trusted_from && s + q_[wi] > threshold) {
-      for (std::size_t rest = word; rest < words; ++rest) dirty_[rest] = 0;
+      for (std::size_t rest = word; rest <= dirty_hi_; ++rest) dirty_[rest] = 0;
+      clear_dirty_range();
       return false;
     }
-    if (const std::int32_t sc = p_.succ[wi]; sc >= 0) mark_dirty(sc);
-    if (const int np = pos_[wi] + 1; np < per_device_) mark_dirty(order_[static_cast<std::size_t>(p_.device[wi] * per_device_ + np)]);
+    if (l.succ >= 0) mark_dirty(l.succ);
+    if (l.next >= 0) mark_dirty(l.next);
   }
+  clear_dirty_range();
   return true;
 }
 
@@ -380,9 +392,9 @@ SwapResult Timeline::swap_all(const std::vector<std::pair<int, int>>& swaps, dou
 }
 
 inline void Timeline::mark_preds(std::int32_t t) {
-  const auto ti = static_cast<std::size_t>(t);
-  if (const std::int32_t pr = p_.pred[ti]; pr >= 0) mark_dirty(pr);
-  if (pos_[ti] > 0) mark_dirty(order_[static_cast<std::size_t>(p_.device[ti] * per_device_ + pos_[ti] - 1)]);
+  const Link& l = link_[static_cast<std::size_t>(t)];
+  if (l.pred >= 0) mark_dirty(l.pred);
+  if (l.prev >= 0) mark_dirty(l.prev);
 }
 
 void Timeline::set_q(std::int32_t t, double v) {
@@ -397,7 +409,7 @@ void Timeline::propagate_q(std::size_t top) {
   for (;;) {
     const std::uint64_t bits = dirty_[word];
     if (bits == 0) {
-      if (word == 0) break;
+      if (word <= dirty_lo_) break;
       --word;
       continue;
     }
@@ -409,6 +421,7 @@ void Timeline::propagate_q(std::size_t top) {
     set_q(w, v);
     mark_preds(w);
   }
+  clear_dirty_range();
 }
 
 // q changes only for a, b and their ancestors.

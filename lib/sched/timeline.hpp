@@ -143,6 +143,14 @@ class Timeline {
   double cap_;
   Order order_;
   std::vector<std::int32_t> pos_;
+  // Per subtask, what the timing passes read together: its device neighbours (kept
+  // current by every swap; -1 at the device's ends), its data neighbours, its
+  // duration and its input's lag.
+  struct Link {
+    std::int32_t prev, next, pred, succ;
+    double dur, lag;
+  };
+  std::vector<Link> link_;
   std::vector<std::int32_t> ord_, at_ord_;  // topological order and its inverse
   std::vector<double> start_, end_;
   std::vector<double> level_;      // memory on the device after the subtask at that position
@@ -151,6 +159,13 @@ class Timeline {
   std::vector<std::uint32_t> mark_;
   std::uint32_t epoch_ = 0;
   std::vector<std::uint64_t> dirty_;
+  // The lowest and highest word of dirty_ with a bit set (or lo > hi: none), so
+  // that the scans stop where the marks end.
+  std::size_t dirty_lo_ = std::numeric_limits<std::size_t>::max(), dirty_hi_ = 0;
+  void clear_dirty_range() {
+    dirty_lo_ = std::numeric_limits<std::size_t>::max();
+    dirty_hi_ = 0;
+  }
   std::vector<std::int32_t> stack_, forward_, backward_, slots_;
   std::vector<Saved> log_;
   std::vector<SavedOrd> ord_log_;
