@@ -21,6 +21,11 @@
 //   is rolled back the moment one exceeds the threshold. Most rejected moves
 //   cost O(1); q is brought up to date (backwards, same bucket queue) only for
 //   moves that are kept.
+// * Each subtask's device neighbours (kept current by every swap), its data
+//   neighbours, its duration and its input's lag sit in one record, so that
+//   timing a subtask reads that record and the two ends it waits for; the
+//   passes are bound by those dependent loads (docs/schedgen.md, "The timing
+//   passes read one record").
 // * Activation memory on a device depends only on its order (one subtask at a
 //   time), so the memory cap is an O(1) check at the swap point.
 #pragma once
