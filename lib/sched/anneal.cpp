@@ -132,8 +132,6 @@ class Neighbours {
   SwapResult apply(Timeline& tl, double threshold) {
     return chain_move_ ? chain_.apply(tl, threshold) : tl.swap(single_[0].first, single_[0].second, threshold);
   }
-  // Takes a neighbour that was made back (bit for bit, memory levels too).
-  void undo(Timeline& tl) { tl.undo(); }
 
  private:
   const Problem& p_;
@@ -338,7 +336,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
         tv = tie();
       }
       if (!keep) {
-        next.undo(*tl);
+        tl->undo();  // bit for bit, memory levels too
         restore_peaks();
       } else {
         ++st.accepted;

@@ -120,9 +120,10 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
   // "both": when the search from greedy fusion reached the bound quickly (within
   // kBothFirstShare of the latency budget), the budget left (at most
   // kBothSecondShare of it) goes to a search from 1F1B, which tends to reach the
-  // bound holding fewer activations, and both schedules go to the memory phase. When the first search was slow, the second
-  // would eat the memory pass's time on the settings that need it most: greedy
-  // alone then (docs/schedgen.md, "The second search only after a quick first").
+  // bound holding fewer activations, and both schedules go to the memory phase.
+  // When the first search was slow, the second would eat the memory pass's time on
+  // the settings that need it most: greedy alone then (docs/schedgen.md, "The
+  // second search only after a quick first").
   if (opt.start == "both" && from_greedy && searches.front().any_reached_bound) {
     AnnealOptions second = latency;
     bool run_second = true;

@@ -28,10 +28,10 @@ Timeline::Timeline(const Problem& p, const Order& order)
     }
   }
   link_.resize(n);
-  for (std::size_t t = 0; t < n; ++t) {
-    const int i = pos_[t], d = p.device[t];
-    link_[t] = {i > 0 ? order_[slot(d, i - 1)] : -1, i + 1 < per_device_ ? order_[slot(d, i + 1)] : -1, p.pred[t], p.succ[t],
-                p.dur[t], p.lag[t]};
+  for (std::size_t task = 0; task < n; ++task) {
+    const int i = pos_[task], d = p.device[task];
+    link_[task] = {i > 0 ? order_[slot(d, i - 1)] : -1, i + 1 < per_device_ ? order_[slot(d, i + 1)] : -1,
+                   p.pred[task], p.succ[task], p.dur[task], p.lag[task]};
   }
   // Start times order the graph topologically; ties have no edge between them.
   at_ord_.resize(n);
@@ -106,18 +106,32 @@ double Timeline::device_excess(int d, double level) const {
   return sum;
 }
 
-inline double Timeline::compute_start(std::int32_t t) const {
+inline double Timeline::start_after(std::int32_t t, double device_free) const {
   const Link& l = link_[static_cast<std::size_t>(t)];
-  double s = l.prev >= 0 ? end_[static_cast<std::size_t>(l.prev)] : 0.0;
-  if (l.pred >= 0) s = std::max(s, end_[static_cast<std::size_t>(l.pred)] + l.lag);
-  return s;
+  return l.pred >= 0 ? std::max(device_free, end_[static_cast<std::size_t>(l.pred)] + l.lag) : device_free;
+}
+
+inline double Timeline::q_before(std::int32_t t, double device_rest) const {
+  const Link& l = link_[static_cast<std::size_t>(t)];
+  double rest = device_rest;
+  if (l.succ >= 0) rest = std::max(rest, q_[static_cast<std::size_t>(l.succ)] + link_[static_cast<std::size_t>(l.succ)].lag);
+  return l.dur + rest;
+}
+
+inline double Timeline::compute_start(std::int32_t t) const {
+  const std::int32_t prev = link_[static_cast<std::size_t>(t)].prev;
+  return start_after(t, prev >= 0 ? end_[static_cast<std::size_t>(prev)] : 0.0);
 }
 
 inline double Timeline::compute_q(std::int32_t t) const {
-  const Link& l = link_[static_cast<std::size_t>(t)];
-  double rest = l.next >= 0 ? q_[static_cast<std::size_t>(l.next)] : 0.0;
-  if (l.succ >= 0) rest = std::max(rest, q_[static_cast<std::size_t>(l.succ)] + link_[static_cast<std::size_t>(l.succ)].lag);
-  return l.dur + rest;
+  const std::int32_t next = link_[static_cast<std::size_t>(t)].next;
+  return q_before(t, next >= 0 ? q_[static_cast<std::size_t>(next)] : 0.0);
+}
+
+bool Timeline::swappable(std::int32_t a, std::int32_t b, double new_level) const {
+  const auto ai = static_cast<std::size_t>(a), bi = static_cast<std::size_t>(b);
+  // Micro-batches of one model pass a stage in order: such swaps only relabel.
+  return p_.pred[bi] != a && !(p_.model[ai] == p_.model[bi] && p_.kind[ai] == p_.kind[bi]) && new_level <= cap_;
 }
 
 inline void Timeline::mark_dirty(std::int32_t t) {
@@ -275,13 +289,8 @@ SwapResult Timeline::swap(int d, int i, double threshold) {
   const std::size_t k = slot(d, i);
   const std::int32_t a = order_[k];
   const std::int32_t b = order_[k + 1];
-  const auto ai = static_cast<std::size_t>(a), bi = static_cast<std::size_t>(b);
-  const std::int32_t pred_b = p_.pred[bi];
-  if (pred_b == a) return SwapResult::invalid;
-  // Micro-batches of one model pass a stage in order: such swaps only relabel.
-  if (p_.model[ai] == p_.model[bi] && p_.kind[ai] == p_.kind[bi]) return SwapResult::invalid;
-  const double new_level = (i > 0 ? level_[k - 1] : 0.0) + p_.mem_delta[bi];
-  if (new_level > cap_) return SwapResult::invalid;
+  const double new_level = (i > 0 ? level_[k - 1] : 0.0) + p_.mem_delta[static_cast<std::size_t>(b)];
+  if (!swappable(a, b, new_level)) return SwapResult::invalid;
 
   // (1) Descendants of a placed before b: they must move after b. Meeting b's
   // data predecessor there means b→a would close a cycle.
@@ -289,18 +298,12 @@ SwapResult Timeline::swap(int d, int i, double threshold) {
 
   // (2) Exact bounds through b and a before touching anything: their new
   // starts depend on unchanged subtasks, their new q on unchanged ones below.
-  const std::int32_t y = i + 2 < per_device_ ? order_[k + 2] : -1;
-  double qa = y >= 0 ? q_[static_cast<std::size_t>(y)] : 0.0;
-  if (const std::int32_t s = p_.succ[ai]; s >= 0) qa = std::max(qa, q_[static_cast<std::size_t>(s)] + p_.lag[static_cast<std::size_t>(s)]);
-  qa += p_.dur[ai];
-  double qb = qa;
-  if (const std::int32_t s = p_.succ[bi]; s >= 0) qb = std::max(qb, q_[static_cast<std::size_t>(s)] + p_.lag[static_cast<std::size_t>(s)]);
-  qb += p_.dur[bi];
-  double sb = i > 0 ? end_[static_cast<std::size_t>(order_[k - 1])] : 0.0;
-  if (pred_b >= 0) sb = std::max(sb, end_[static_cast<std::size_t>(pred_b)] + p_.lag[bi]);
+  const std::int32_t x = link_[static_cast<std::size_t>(a)].prev, y = link_[static_cast<std::size_t>(b)].next;
+  const double qa = q_before(a, y >= 0 ? q_[static_cast<std::size_t>(y)] : 0.0);
+  const double qb = q_before(b, qa);
+  const double sb = start_after(b, x >= 0 ? end_[static_cast<std::size_t>(x)] : 0.0);
   if (sb + qb > threshold) return SwapResult::too_slow;
-  double sa = sb + p_.dur[bi];
-  if (const std::int32_t pa = p_.pred[ai]; pa >= 0) sa = std::max(sa, end_[static_cast<std::size_t>(pa)] + p_.lag[ai]);
+  const double sa = start_after(a, sb + link_[static_cast<std::size_t>(b)].dur);
   if (sa + qa > threshold) return SwapResult::too_slow;
 
   // (3) Ancestors of b placed after a: they must move before a; (4) the swap itself.
@@ -315,7 +318,7 @@ SwapResult Timeline::swap(int d, int i, double threshold) {
   mark_dirty(a);
   if (y >= 0) mark_dirty(y);  // its device predecessor is now a
   moved_device_[static_cast<std::size_t>(d)] = 1;
-  const bool in_time = push_forward(static_cast<std::size_t>(ord_[bi]), threshold, a, b, 0);
+  const bool in_time = push_forward(static_cast<std::size_t>(ord_[static_cast<std::size_t>(b)]), threshold, a, b, 0);
   moved_device_[static_cast<std::size_t>(d)] = 0;
   // Paths that avoid the swap keep their length; they bind when the caller's
   // threshold lies below the current makespan.
@@ -342,10 +345,8 @@ SwapResult Timeline::swap_all(const std::vector<std::pair<int, int>>& swaps, dou
   for (const auto& [d, i] : swaps) {
     const std::size_t k = slot(d, i);
     const std::int32_t a = order_[k], b = order_[k + 1];
-    const auto ai = static_cast<std::size_t>(a), bi = static_cast<std::size_t>(b);
-    if (p_.pred[bi] == a || (p_.model[ai] == p_.model[bi] && p_.kind[ai] == p_.kind[bi])) return refuse(SwapResult::invalid);
-    const double new_level = (i > 0 ? level_[k - 1] : 0.0) + p_.mem_delta[bi];
-    if (new_level > cap_ || !collect_descendants(a, b)) return refuse(SwapResult::invalid);
+    const double new_level = (i > 0 ? level_[k - 1] : 0.0) + p_.mem_delta[static_cast<std::size_t>(b)];
+    if (!swappable(a, b, new_level) || !collect_descendants(a, b)) return refuse(SwapResult::invalid);
     reorder(a, b);
     if (moved_device_[static_cast<std::size_t>(d)] == 0) {
       moved_device_[static_cast<std::size_t>(d)] = 1;

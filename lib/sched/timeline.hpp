@@ -118,8 +118,16 @@ class Timeline {
   }
   // When device d's last subtask ends.
   double finish(int d) const { return end_[static_cast<std::size_t>(order_[slot(d, per_device_ - 1)])]; }
+  // When t can start once its device is free at `device_free` (and its input is in).
+  double start_after(std::int32_t t, double device_free) const;
+  // t's longest path to the end when what follows it on its device needs `device_rest`.
+  double q_before(std::int32_t t, double device_rest) const;
   double compute_start(std::int32_t t) const;
   double compute_q(std::int32_t t) const;
+  // The checks of a swap of a (before) and b that need no graph walk: b does not wait
+  // for a, they are not two micro-batches of one stage, and the one level it changes
+  // (to `new_level`) fits the memory cap.
+  bool swappable(std::int32_t a, std::int32_t b, double new_level) const;
   void update_q(std::int32_t a, std::int32_t b, double qa, double qb);
   void set_q(std::int32_t t, double v);
   void propagate_q(std::size_t top);
