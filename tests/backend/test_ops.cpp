@@ -434,26 +434,20 @@ OpCase flash_attention_case(int n_heads, int n_kv_heads, int hd, std::int64_t pa
   }, 1e-5);
 }
 
-OpCase swiglu_case() {
-  return op_case("swiglu", be::Op::swiglu, []<typename T>(be::Backend& b) {
+// The gated activations: SwiGLU (Llama) and GeGLU (Gemma's tanh GELU).
+OpCase gated_case(bool geglu) {
+  return op_case(geglu ? "geglu" : "swiglu", be::Op::swiglu, [geglu]<typename T>(be::Backend& b) {
     const std::int64_t n = 6, inter = 40;
-    const auto gu = upload<T>(b, random_values(std::size_t(n * 2 * inter), 20, -4, 4));
+    const auto gu = upload<T>(b, random_values(std::size_t(n * 2 * inter), geglu ? 27 : 20, -4, 4));
     be::Buffer<T> out(b, std::size_t(n * inter)), d_gu(b, std::size_t(n * 2 * inter));
-    b.ops<T>().swiglu_forward(gu.data(), n, inter, out.data());
-    const auto d_out = upload<T>(b, random_values(std::size_t(n * inter), 21));
-    b.ops<T>().swiglu_backward(gu.data(), d_out.data(), n, inter, d_gu.data());
-    return Outputs{{"out", download(b, out)}, {"d_gate_up", download(b, d_gu)}};
-  });
-}
-
-OpCase geglu_case() {
-  return op_case("geglu", be::Op::swiglu, []<typename T>(be::Backend& b) {
-    const std::int64_t n = 6, inter = 40;
-    const auto gu = upload<T>(b, random_values(std::size_t(n * 2 * inter), 27, -4, 4));
-    be::Buffer<T> out(b, std::size_t(n * inter)), d_gu(b, std::size_t(n * 2 * inter));
-    b.ops<T>().geglu_forward(gu.data(), n, inter, out.data());
-    const auto d_out = upload<T>(b, random_values(std::size_t(n * inter), 28));
-    b.ops<T>().geglu_backward(gu.data(), d_out.data(), n, inter, d_gu.data());
+    const auto d_out = upload<T>(b, random_values(std::size_t(n * inter), geglu ? 28 : 21));
+    if (geglu) {
+      b.ops<T>().geglu_forward(gu.data(), n, inter, out.data());
+      b.ops<T>().geglu_backward(gu.data(), d_out.data(), n, inter, d_gu.data());
+    } else {
+      b.ops<T>().swiglu_forward(gu.data(), n, inter, out.data());
+      b.ops<T>().swiglu_backward(gu.data(), d_out.data(), n, inter, d_gu.data());
+    }
     return Outputs{{"out", download(b, out)}, {"d_gate_up", download(b, d_gu)}};
   });
 }
@@ -722,8 +716,8 @@ std::vector<OpCase> all_cases() {
   cases.push_back(attention_case(4, 2, {.scale = 0.6, .softcap = 2.0}));
   cases.push_back(attention_case(6, 2, {.scale = 0.4, .softcap = 1.5, .window = 5}));
   cases.push_back(head_rmsnorm_case());
-  cases.push_back(swiglu_case());
-  cases.push_back(geglu_case());
+  cases.push_back(gated_case(false));
+  cases.push_back(gated_case(true));
   cases.push_back(softcap_case());
   cases.push_back(elementwise_case());
   cases.push_back(softmax_stats_case());

@@ -6,6 +6,8 @@
 #include "grad_check.hpp"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 using braid::test::check_gradient;
 using braid::test::dot;
@@ -17,6 +19,28 @@ namespace {
 be::Ops<double>& ops() {
   static auto backend = be::make_cpu_backend(1);
   return backend->ops<double>();
+}
+
+// Attention's three gradients against finite differences; returns the forward's output.
+std::vector<double> check_attention(const be::AttentionDims& d, const std::vector<be::AttentionSegment>& segs,
+                                    std::int64_t q_rows, std::int64_t kv_rows, unsigned seed, double scale,
+                                    const std::string& what) {
+  const std::int64_t out_w = std::int64_t(d.n_heads) * d.head_dim;
+  auto q = random_values(q_rows * d.q_stride, seed, scale), k = random_values(kv_rows * d.kv_stride, seed + 1, scale);
+  auto v = random_values(kv_rows * d.kv_stride, seed + 2), G = random_values(q_rows * out_w, seed + 3);
+  std::vector<double> out(q_rows * out_w), lse(q_rows * d.n_heads);
+  auto loss = [&] {
+    ops().attention_forward(d, segs, q.data(), k.data(), v.data(), out.data(), lse.data());
+    return dot(G, out);
+  };
+  loss();
+  std::vector<double> dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
+  ops().attention_backward(d, segs, q.data(), k.data(), v.data(), out.data(), lse.data(), G.data(), dq.data(),
+                           dk.data(), dv.data());
+  check_gradient(what + " dq", q.data(), q.size(), dq.data(), loss);
+  check_gradient(what + " dk", k.data(), k.size(), dk.data(), loss);
+  check_gradient(what + " dv", v.data(), v.size(), dv.data(), loss);
+  return out;
 }
 
 }  // namespace
@@ -64,25 +88,10 @@ BOOST_AUTO_TEST_CASE(rope_forward_and_inverse) {
   for (std::size_t i = 0; i < x.size(); ++i) BOOST_CHECK_SMALL(y[i] - x[i], 1e-12);
 }
 
+
 BOOST_AUTO_TEST_CASE(attention_grouped_causal_with_cache_offsets) {
-  be::AttentionDims d{4, 2, 6, 4 * 6 + 3, 2 * 6};
   // A training-style segment (keys are its own rows) and a cache-style one (2 keys before it).
-  const std::vector<be::AttentionSegment> segs{{0, 3, 0, 0}, {3, 2, 3, 2}};
-  const std::int64_t q_rows = 5, kv_rows = 7, out_w = 4 * 6;
-  auto q = random_values(q_rows * d.q_stride, 6), k = random_values(kv_rows * d.kv_stride, 7);
-  auto v = random_values(kv_rows * d.kv_stride, 8), G = random_values(q_rows * out_w, 9);
-  std::vector<double> out(q_rows * out_w), lse(q_rows * 4);
-  auto loss = [&] {
-    ops().attention_forward(d, segs, q.data(), k.data(), v.data(), out.data(), lse.data());
-    return dot(G, out);
-  };
-  loss();
-  std::vector<double> dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
-  ops().attention_backward(d, segs, q.data(), k.data(), v.data(), out.data(), lse.data(), G.data(), dq.data(),
-                           dk.data(), dv.data());
-  check_gradient("attention dq", q.data(), q.size(), dq.data(), loss);
-  check_gradient("attention dk", k.data(), k.size(), dk.data(), loss);
-  check_gradient("attention dv", v.data(), v.size(), dv.data(), loss);
+  check_attention({4, 2, 6, 4 * 6 + 3, 2 * 6}, {{0, 3, 0, 0}, {3, 2, 3, 2}}, 5, 7, 6, 1.0, "attention");
 }
 
 BOOST_AUTO_TEST_CASE(attention_is_causal) {
@@ -183,28 +192,17 @@ BOOST_AUTO_TEST_CASE(rmsnorm_of_heads_with_gain_offset_in_place) {
 BOOST_AUTO_TEST_CASE(attention_with_scale_softcap_and_window) {
   be::AttentionDims d{4, 2, 6, 4 * 6 + 3, 2 * 6, /*scale*/ 0.9, /*softcap*/ 1.3, /*window*/ 3};
   const std::vector<be::AttentionSegment> segs{{0, 5, 0, 0}, {5, 3, 5, 3}};
-  const std::int64_t q_rows = 8, kv_rows = 11, out_w = 4 * 6;
-  auto q = random_values(q_rows * d.q_stride, 33, 2.0), k = random_values(kv_rows * d.kv_stride, 34, 2.0);
-  auto v = random_values(kv_rows * d.kv_stride, 35), G = random_values(q_rows * out_w, 36);
-  std::vector<double> out(q_rows * out_w), lse(q_rows * 4);
-  auto loss = [&] {
-    ops().attention_forward(d, segs, q.data(), k.data(), v.data(), out.data(), lse.data());
-    return dot(G, out);
-  };
-  loss();
-  std::vector<double> dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
-  ops().attention_backward(d, segs, q.data(), k.data(), v.data(), out.data(), lse.data(), G.data(), dq.data(),
-                           dk.data(), dv.data());
-  check_gradient("windowed soft-capped attention dq", q.data(), q.size(), dq.data(), loss);
-  check_gradient("windowed soft-capped attention dk", k.data(), k.size(), dk.data(), loss);
-  check_gradient("windowed soft-capped attention dv", v.data(), v.size(), dv.data(), loss);
-  // The window: a key window or more positions before a query does not change its output.
-  const std::vector<double> before = out;
-  for (std::int64_t c = 0; c < d.kv_stride; ++c) k[0 * d.kv_stride + c] += 1.0, v[0 * d.kv_stride + c] += 1.0;
-  loss();
-  for (std::int64_t j = 3 * out_w; j < 5 * out_w; ++j) BOOST_CHECK_EQUAL(out[std::size_t(j)], before[std::size_t(j)]);
+  const std::vector<double> out = check_attention(d, segs, 8, 11, 33, 2.0, "windowed soft-capped attention");
+  // The window: a key `window` positions or more before a query does not change its output.
+  const std::int64_t out_w = 4 * 6;
+  auto q = random_values(8 * d.q_stride, 33, 2.0), k = random_values(11 * d.kv_stride, 34, 2.0);
+  auto v = random_values(11 * d.kv_stride, 35);
+  for (std::int64_t c = 0; c < d.kv_stride; ++c) k[std::size_t(c)] += 1.0, v[std::size_t(c)] += 1.0;
+  std::vector<double> moved(out.size()), lse(8 * 4);
+  ops().attention_forward(d, segs, q.data(), k.data(), v.data(), moved.data(), lse.data());
+  for (std::int64_t j = 3 * out_w; j < 5 * out_w; ++j) BOOST_CHECK_EQUAL(moved[std::size_t(j)], out[std::size_t(j)]);
   double diff = 0;
-  for (std::int64_t j = 0; j < 3 * out_w; ++j) diff += std::abs(out[std::size_t(j)] - before[std::size_t(j)]);
+  for (std::int64_t j = 0; j < 3 * out_w; ++j) diff += std::abs(moved[std::size_t(j)] - out[std::size_t(j)]);
   BOOST_CHECK_GT(diff, 1e-6);
 }
 
