@@ -60,7 +60,13 @@ Source read_source(const HfFolder& folder) {
   if (vision) {
     if (!c.contains("text_config") || !c["text_config"].is_object())
       throw InputError(s.origin, "text_config", "missing: a Gemma3ForConditionalGeneration config keeps its text model there");
-    s.config = c["text_config"];
+    // The text_config of a published Gemma 3 names only what differs from Gemma3TextConfig's
+    // defaults (gemma-3-4b: hidden_size, intermediate_size, num_hidden_layers, rope_scaling,
+    // sliding_window): the shape keys braid requires come from those defaults.
+    s.config = json{{"hidden_size", 2304},       {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+                    {"num_attention_heads", 8},  {"num_key_value_heads", 4},  {"head_dim", 256},
+                    {"vocab_size", 262208}};
+    s.config.update(c["text_config"]);
     s.config["model_type"] = "gemma3_text";
     s.config["architectures"] = {"Gemma3ForCausalLM"};
     for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "transformers_version"}) {

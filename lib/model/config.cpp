@@ -48,8 +48,8 @@ const std::vector<FamilyInfo>& families() {
         "final_logit_softcapping", "sliding_window", "sliding_window_size", "cache_implementation", "layer_types"}},
       {Family::gemma3, "gemma3_text", "Gemma3", 4, 256, true, 1000000.0, 131072, 4096, 0, 0,
        {"hidden_activation", "attention_bias", "query_pre_attn_scalar", "attn_logit_softcapping",
-        "final_logit_softcapping", "sliding_window", "sliding_window_pattern", "rope_local_base_freq",
-        "cache_implementation", "layer_types", "use_bidirectional_attention"}},
+        "final_logit_softcapping", "sliding_window", "sliding_window_pattern", "_sliding_window_pattern",
+        "rope_local_base_freq", "cache_implementation", "layer_types", "use_bidirectional_attention"}},
   };
   return all;
 }
@@ -478,7 +478,9 @@ ModelConfig parse_config(const json& doc, const std::string& origin) {
   }
   const int max_window_layers =
       int(c.integer(doc, "", "max_window_layers", {.min = 0, .max = kMaxLayers}, 28).value_or(28));
-  const int pattern = int(c.integer(doc, "", "sliding_window_pattern", {.min = 1, .max = kMaxLayers}, 6).value_or(6));
+  // gemma3's pattern, under its later private name too (beside layer_types, which then rules).
+  const char* pattern_key = present(doc, "sliding_window_pattern") ? "sliding_window_pattern" : "_sliding_window_pattern";
+  const int pattern = int(c.integer(doc, "", pattern_key, {.min = 1, .max = kMaxLayers}, 6).value_or(6));
   cfg.sliding_layers = sliding_layers_of(doc, c, f, cfg.num_hidden_layers, window, max_window_layers, pattern);
   if (std::find(cfg.sliding_layers.begin(), cfg.sliding_layers.end(), 1) != cfg.sliding_layers.end()) {
     cfg.sliding_window = window;
