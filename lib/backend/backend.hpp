@@ -1,5 +1,5 @@
 // The one interface the model runs on: device memory, streams and events to order
-// work, and the small set of ops a Llama decoder needs (in the manner of ggml's backends).
+// work, and the small set of ops the decoders need (in the manner of ggml's backends).
 // The CPU backend (OpenBLAS + its own thread pool) implements every op for float and double;
 // double exists so that gradients can be checked by finite differences. A GPU
 // backend would implement Ops<float> only and answer supports(op, f64) = false.

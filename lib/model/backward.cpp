@@ -97,8 +97,8 @@ void BasicModel<T>::backward(BasicActivations<T>& acts) {
     m.be->fill_zero(d_qkv, std::size_t(N * QKV) * sizeof(T));
     ops.attention_backward(m.attention_dims(l, QKV, QKV), a.segs, qkv, qkv + k_off, qkv + v_off, att, lse, d_att, d_qkv,
                            d_qkv + k_off, d_qkv + v_off);
-    const auto [cos, sin] = m.rope_tables(l);
-    ops.rope(d_qkv, N, QKV, m.heads + m.kv_heads, hd, a.pos.data(), cos, sin, true);  // q and k
+    const auto [rope_cos, rope_sin] = m.rope_tables(l);
+    ops.rope(d_qkv, N, QKV, m.heads + m.kv_heads, hd, a.pos.data(), rope_cos, rope_sin, true);  // q and k
     if (c.qk_norm) {
       // The q and k heads' gradients through their norms, in place. Under tp each rank's heads
       // give part of the shared gains' gradients: this pass's parts are summed over the group.

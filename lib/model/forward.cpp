@@ -89,8 +89,8 @@ void layer_forward(const typename BasicModel<T>::Impl& m, typename BasicActivati
     ops.rmsnorm_forward(in + k_off, w.k_norm, m.head_norm(N, true, QKV), qkv + k_off, rstd + N * m.heads);
   }
   // The query heads and then the key heads, adjacent in a qkv row: one call rotates both.
-  const auto [cos, sin] = m.rope_tables(l);
-  ops.rope(qkv, N, QKV, m.heads + m.kv_heads, hd, a.pos_ptr, cos, sin, false);
+  const auto [rope_cos, rope_sin] = m.rope_tables(l);
+  ops.rope(qkv, N, QKV, m.heads + m.kv_heads, hd, a.pos_ptr, rope_cos, rope_sin, false);
   attend(m.attention_dims(l, QKV, QKV), qkv, att, lse);
   residual_product<T>(m, a, att, HD, w.o, w.o_bias, w.attn_norm, io.x, io.mid,
                       c.sandwich_norms ? a.attn_out.data() + s * M * D : nullptr,

@@ -1,5 +1,6 @@
-// A Llama-style decoder with explicit forward and backward passes per layer and
-// preallocated activations, in the manner of llm.c (no autograd).
+// A decoder of any family of model/config.hpp (Llama, Mistral, Qwen2, Qwen3, Gemma 2 and 3)
+// with explicit forward and backward passes per layer and preallocated activations, in the
+// manner of llm.c (no autograd).
 //
 // A model (or a pipeline stage of one) owns its parameters and their gradients in
 // one contiguous buffer each, viewed as tensors under Hugging Face names. The
