@@ -109,17 +109,28 @@ BOOST_AUTO_TEST_CASE(attention_is_causal) {
   BOOST_CHECK_GT(diff, 1e-6);
 }
 
-BOOST_AUTO_TEST_CASE(swiglu) {
-  const std::int64_t n = 3, inter = 5;
-  auto gu = random_values(n * 2 * inter, 12, 3.0), G = random_values(n * inter, 13);
-  std::vector<double> out(n * inter);
-  auto loss = [&] {
-    ops().swiglu_forward(gu.data(), n, inter, out.data());
-    return dot(G, out);
-  };
-  std::vector<double> dgu(gu.size());
-  ops().swiglu_backward(gu.data(), G.data(), n, inter, dgu.data());
-  check_gradient("swiglu d_gate_up", gu.data(), gu.size(), dgu.data(), loss);
+// SwiGLU and GeGLU (Gemma's tanh GELU, also against its definition).
+BOOST_AUTO_TEST_CASE(gated_activations) {
+  for (const bool geglu : {false, true}) {
+    const std::int64_t n = 3, inter = 5;
+    auto gu = random_values(n * 2 * inter, geglu ? 37 : 12, 3.0), G = random_values(n * inter, geglu ? 38 : 13);
+    std::vector<double> out(n * inter), dgu(gu.size());
+    auto loss = [&] {
+      if (geglu) ops().geglu_forward(gu.data(), n, inter, out.data());
+      else ops().swiglu_forward(gu.data(), n, inter, out.data());
+      return dot(G, out);
+    };
+    loss();
+    for (std::int64_t r = 0; geglu && r < n; ++r)
+      for (std::int64_t j = 0; j < inter; ++j) {
+        const double g = gu[r * 2 * inter + j], u = gu[r * 2 * inter + inter + j];
+        const double gelu = 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
+        BOOST_CHECK_CLOSE(out[r * inter + j], gelu * u, 1e-10);
+      }
+    if (geglu) ops().geglu_backward(gu.data(), G.data(), n, inter, dgu.data());
+    else ops().swiglu_backward(gu.data(), G.data(), n, inter, dgu.data());
+    check_gradient(geglu ? "geglu d_gate_up" : "swiglu d_gate_up", gu.data(), gu.size(), dgu.data(), loss);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(embedding_with_repeated_tokens) {
@@ -204,27 +215,6 @@ BOOST_AUTO_TEST_CASE(attention_with_scale_softcap_and_window) {
   double diff = 0;
   for (std::int64_t j = 0; j < 3 * out_w; ++j) diff += std::abs(moved[std::size_t(j)] - out[std::size_t(j)]);
   BOOST_CHECK_GT(diff, 1e-6);
-}
-
-BOOST_AUTO_TEST_CASE(geglu) {
-  const std::int64_t n = 3, inter = 5;
-  auto gu = random_values(n * 2 * inter, 37, 3.0), G = random_values(n * inter, 38);
-  std::vector<double> out(n * inter);
-  auto loss = [&] {
-    ops().geglu_forward(gu.data(), n, inter, out.data());
-    return dot(G, out);
-  };
-  loss();
-  // gelu_tanh against its definition.
-  for (std::int64_t r = 0; r < n; ++r)
-    for (std::int64_t j = 0; j < inter; ++j) {
-      const double g = gu[r * 2 * inter + j], u = gu[r * 2 * inter + inter + j];
-      const double gelu = 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
-      BOOST_CHECK_CLOSE(out[r * inter + j], gelu * u, 1e-10);
-    }
-  std::vector<double> dgu(gu.size());
-  ops().geglu_backward(gu.data(), G.data(), n, inter, dgu.data());
-  check_gradient("geglu d_gate_up", gu.data(), gu.size(), dgu.data(), loss);
 }
 
 BOOST_AUTO_TEST_CASE(softcap) {
