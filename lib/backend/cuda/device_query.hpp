@@ -3,6 +3,7 @@
 // in `error`. Plain C++ over the CUDA runtime API; built only when CUDA is on.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
