@@ -1,7 +1,9 @@
-// What CUDA devices this process sees. Safe to call on machines without a GPU
-// or driver: the count is then 0 and the reason is in `error`.
+// What CUDA devices this process sees (make_backend's check of `cuda:N`, `braid info`).
+// Safe to call on machines without a GPU or driver: the count is then 0 and the reason is
+// in `error`. Plain C++ over the CUDA runtime API; built only when CUDA is on.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 

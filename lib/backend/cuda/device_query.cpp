@@ -1,4 +1,4 @@
-#include "kernels/device.cuh"
+#include "backend/cuda/device_query.hpp"
 
 #include <cuda_runtime.h>
 
