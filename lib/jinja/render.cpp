@@ -19,11 +19,25 @@ Error::Error(Kind kind, std::string origin, int line, int column, std::string co
       construct_(std::move(construct)),
       message_(std::move(message)) {}
 
+namespace {
+
+bool any_generation(const Body& body) {
+  for (const auto& s : body) {
+    if (s->kind == Stmt::generation || any_generation(s->body) || any_generation(s->else_body)) return true;
+    for (const auto& b : s->branches) {
+      if (any_generation(b.second)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 Template Template::parse(std::string_view source, std::string origin, const Limits& limits) {
   Template t;
   t.origin_ = std::move(origin);
-  t.source_ = std::string(source);
   t.body_ = std::make_shared<const Body>(jinja::parse(source, t.origin_, limits.max_depth));
+  t.has_generation_ = any_generation(*t.body_);
   return t;
 }
 
@@ -97,10 +111,15 @@ bool contains(const Value& v, const DictData* ns, int limit) {
   return false;
 }
 
-std::int64_t checked(bool overflow, std::int64_t r) {
-  if (overflow) throw ValueError("integer result too large (braid's ints are 64-bit)");
+template <class Op>
+std::int64_t checked(Op op, std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (op(a, b, &r)) throw ValueError("integer result too large (braid's ints are 64-bit)");
   return r;
 }
+bool add(std::int64_t a, std::int64_t b, std::int64_t* r) { return __builtin_add_overflow(a, b, r); }
+bool sub(std::int64_t a, std::int64_t b, std::int64_t* r) { return __builtin_sub_overflow(a, b, r); }
+bool mul(std::int64_t a, std::int64_t b, std::int64_t* r) { return __builtin_mul_overflow(a, b, r); }
 
 std::int64_t int_of(const Value& v) { return v.is_bool() ? std::int64_t(v.as_bool()) : v.as_int(); }
 
@@ -564,10 +583,7 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
   const bool floats = nums && (a.is_float() || b.is_float());
   if (op == "+") {
     if (floats) return a.to_double() + b.to_double();
-    if (nums) {
-      std::int64_t r = 0;
-      return checked(__builtin_add_overflow(int_of(a), int_of(b), &r), r);
-    }
+    if (nums) return checked(add, int_of(a), int_of(b));
     if (a.is_string() && b.is_string()) {
       check_size(a.as_string().size() + b.as_string().size());
       return a.as_string() + b.as_string();
@@ -582,18 +598,12 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b)
   }
   if (op == "-") {
     if (floats) return a.to_double() - b.to_double();
-    if (nums) {
-      std::int64_t r = 0;
-      return checked(__builtin_sub_overflow(int_of(a), int_of(b), &r), r);
-    }
+    if (nums) return checked(sub, int_of(a), int_of(b));
     bad_operands(op, a, b);
   }
   if (op == "*") {
     if (floats) return a.to_double() * b.to_double();
-    if (nums) {
-      std::int64_t r = 0;
-      return checked(__builtin_mul_overflow(int_of(a), int_of(b), &r), r);
-    }
+    if (nums) return checked(mul, int_of(a), int_of(b));
     const Value* seq = (a.is_string() || a.is_list()) ? &a : (b.is_string() || b.is_list()) ? &b : nullptr;
     const Value* times = seq == &a ? &b : &a;
     if (seq && (times->is_int() || times->is_bool())) {

@@ -88,12 +88,12 @@ class Template {
   Rendered render(const Value& variables, const RenderOptions& options = {}) const;
 
   const std::string& origin() const { return origin_; }
-  // The raw source contains the text (used to ask whether a template writes
-  // "{% generation %}" or mentions a variable).
-  bool mentions(std::string_view s) const { return source_.find(s) != std::string::npos; }
+  // Whether the template has {% generation %} blocks (transformers' assistant masks).
+  bool has_generation() const { return has_generation_; }
 
  private:
-  std::string origin_, source_;
+  std::string origin_;
+  bool has_generation_ = false;
   std::shared_ptr<const std::vector<std::unique_ptr<Stmt>>> body_;
 };
 
