@@ -1161,6 +1161,7 @@ void add_globals(Scope& root) {
     if (count > static_cast<double>(in.limits().max_range)) {
       throw ValueError(fmt::format("Range too big. The sandbox blocks ranges larger than MAX_RANGE ({}).", in.limits().max_range));
     }
+    in.step(static_cast<std::int64_t>(count));
     std::vector<Value> out;
     for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
     return Value::list(std::move(out));

@@ -36,7 +36,7 @@ class Interpreter {
   const Limits& limits() const { return opt_.limits; }
   void check_size(std::size_t bytes) const;   // a string about to be built
   void check_items(std::size_t n) const;      // a list about to be built
-  void step();
+  void step(std::int64_t n = 1);  // n steps of work done (items built, iterations)
   std::time_t now() const;
   Value call(const Value& fn, Args& args);
   Value filter(const std::string& name, const Value& input, Args& args);
@@ -46,7 +46,7 @@ class Interpreter {
   Value slice(const Value& obj, const Value& start, const Value& stop, const Value& step);
   // Items of a value iterated over (for, |list, ...): a list's items, a dict's keys, a
   // string's characters; Undefined: none. ValueError for what Python cannot iterate.
-  std::vector<Value> iterate(const Value& v) const;
+  std::vector<Value> iterate(const Value& v);
 
  private:
   enum class Flow { normal, break_, continue_ };

@@ -151,8 +151,9 @@ void Interpreter::check_items(std::size_t n) const {
   }
 }
 
-void Interpreter::step() {
-  if (++steps_ > opt_.limits.max_steps) {
+void Interpreter::step(std::int64_t n) {
+  steps_ += n;
+  if (steps_ > opt_.limits.max_steps) {
     throw LimitPassed{fmt::format("the template did more than {} steps of work", opt_.limits.max_steps)};
   }
 }
@@ -271,7 +272,7 @@ Value Interpreter::macro(const Stmt& s, const std::shared_ptr<Scope>& scope, con
       if (local->vars.count(pname)) continue;
       local->vars[pname] = def_expr ? in.eval(*def_expr, local) : Value(Undefined{fmt::format("parameter '{}' was not provided", pname)});
     }
-    local->vars["varargs"] = Value::list(std::move(varargs));
+    local->vars["varargs"] = Value::list(std::move(varargs), true);
     local->vars["kwargs"] = kwargs;
     return in.capture(def->body, local);
   });
@@ -385,6 +386,7 @@ void Interpreter::exec_for(const Stmt& s, const std::shared_ptr<Scope>& scope) {
   const auto n = static_cast<std::int64_t>(items.size());
   auto cycle_index = std::make_shared<std::int64_t>(0);
   for (std::int64_t i = 0; i < n; ++i) {
+    step();
     auto it = std::make_shared<Scope>();
     it->parent = scope;
     assign(s.target, items[static_cast<std::size_t>(i)], *it, s.at);
@@ -410,8 +412,11 @@ void Interpreter::exec_for(const Stmt& s, const std::shared_ptr<Scope>& scope) {
   }
 }
 
-std::vector<Value> Interpreter::iterate(const Value& v) const {
-  if (v.is_list()) return v.as_list()->items;
+std::vector<Value> Interpreter::iterate(const Value& v) {
+  if (v.is_list()) {
+    step(static_cast<std::int64_t>(v.as_list()->items.size()));
+    return v.as_list()->items;
+  }
   if (v.is_undefined()) return {};
   if (v.is_dict()) {
     std::vector<Value> keys;

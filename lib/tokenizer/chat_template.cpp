@@ -56,6 +56,23 @@ Conversation conversation_of(const ordered_json& messages, const ordered_json& t
   return {messages, tools, kwargs.is_null() ? ordered_json::object() : kwargs};
 }
 
+Conversation conversation_of_line(const ordered_json& line, const ChatDefaults& run, const char* messages_key) {
+  const ordered_json none;
+  const auto messages = line.find(messages_key);
+  ordered_json kwargs = run.kwargs.is_object() ? run.kwargs : ordered_json::object();
+  if (auto k = line.find("chat_template_kwargs"); k != line.end()) {
+    if (!k->is_object()) throw ChatError("chat_template_kwargs", "must be an object");
+    for (auto it = k->begin(); it != k->end(); ++it) kwargs[it.key()] = it.value();
+  }
+  const auto tools = line.find("tools");
+  try {
+    return conversation_of(messages == line.end() ? none : *messages, tools == line.end() ? run.tools : *tools, kwargs);
+  } catch (const ChatError& e) {
+    if (std::string(messages_key) == "messages" || !e.field().starts_with("messages")) throw;
+    throw ChatError(messages_key + e.field().substr(8), e.what());
+  }
+}
+
 ChatTemplate ChatTemplate::from_config(const json& cfg, const std::string& origin) {
   if (!cfg.is_object()) throw InputError(origin, "", "must be a JSON object");
   std::string text, source = origin;

@@ -48,6 +48,17 @@ struct Conversation {
 // role", "tools", "chat_template_kwargs"); tools and kwargs may be null.
 Conversation conversation_of(const ordered_json& messages, const ordered_json& tools, const ordered_json& kwargs);
 
+// The tools and template keyword arguments of a run, for lines without their own.
+struct ChatDefaults {
+  ordered_json tools;
+  ordered_json kwargs = ordered_json::object();
+};
+
+// The conversation of one line of data: its messages (line[messages_key]), its "tools"
+// (else the run's) and its "chat_template_kwargs" over the run's. ChatError naming the
+// field.
+Conversation conversation_of_line(const ordered_json& line, const ChatDefaults& run, const char* messages_key = "messages");
+
 // The text a template rendered, and the byte ranges its {% generation %} blocks wrote.
 struct ChatText {
   std::string text;
