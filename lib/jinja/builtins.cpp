@@ -1166,25 +1166,20 @@ void add_globals(Scope& root) {
     for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
     return Value::list(std::move(out));
   });
-  root.vars["namespace"] = Value::function("namespace", [](Interpreter&, Args& a) -> Value {
-    Value ns = Value::dict();
-    ns.as_dict()->is_namespace = true;
-    for (const auto& p : a.positional) {
-      if (!p.is_dict()) throw ValueError("namespace() takes mappings as positional arguments");
-      for (const auto& [k, v] : p.as_dict()->items()) ns.as_dict()->set(k, v);
-    }
-    for (auto& [k, v] : a.keyword) ns.as_dict()->set(k, v);
-    return ns;
-  });
-  root.vars["dict"] = Value::function("dict", [](Interpreter&, Args& a) -> Value {
-    Value d = Value::dict();
-    for (const auto& p : a.positional) {
-      if (!p.is_dict()) throw ValueError("dict() takes a mapping as a positional argument");
-      for (const auto& [k, v] : p.as_dict()->items()) d.as_dict()->set(k, v);
-    }
-    for (auto& [k, v] : a.keyword) d.as_dict()->set(k, v);
-    return d;
-  });
+  // namespace() and dict(): the items of mappings given, then the keyword arguments.
+  for (const char* name : {"namespace", "dict"}) {
+    const bool ns = std::string(name) == "namespace";
+    root.vars[name] = Value::function(name, [ns, name](Interpreter&, Args& a) -> Value {
+      Value d = Value::dict();
+      d.as_dict()->is_namespace = ns;
+      for (const auto& p : a.positional) {
+        if (!p.is_dict()) throw ValueError(fmt::format("{}() takes mappings as positional arguments", name));
+        for (const auto& [k, v] : p.as_dict()->items()) d.as_dict()->set(k, v);
+      }
+      for (auto& [k, v] : a.keyword) d.as_dict()->set(k, v);
+      return d;
+    });
+  }
   root.vars["raise_exception"] = Value::function("raise_exception", [](Interpreter&, Args& a) -> Value {
     auto p = bind("raise_exception", a, {"message"});
     throw Raised{p[0] ? p[0]->str() : ""};

@@ -55,6 +55,8 @@ class Interpreter {
   Flow exec(const Stmt& s, const std::shared_ptr<Scope>& scope);
   void exec_for(const Stmt& s, const std::shared_ptr<Scope>& scope);
   std::string capture(const Body& body, const std::shared_ptr<Scope>& scope);
+  // A {% set %} or {% filter %} block's text through its filters.
+  Value filtered_body(const Stmt& s, const std::shared_ptr<Scope>& scope);
   void assign(const Target& t, const Value& v, Scope& scope, Where at);
   Value eval(const Expr& e, const std::shared_ptr<Scope>& scope);
   Value eval_inner(const Expr& e, const std::shared_ptr<Scope>& scope);

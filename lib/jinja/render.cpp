@@ -278,6 +278,15 @@ Value Interpreter::macro(const Stmt& s, const std::shared_ptr<Scope>& scope, con
   });
 }
 
+Value Interpreter::filtered_body(const Stmt& s, const std::shared_ptr<Scope>& scope) {
+  Value v = capture(s.body, scope);
+  for (const auto& f : s.filters) {
+    Args a = eval_args(*f, scope);
+    v = filter(f->name, v, a);
+  }
+  return v;
+}
+
 Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>& scope) {
   step();
   try {
@@ -299,15 +308,9 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>&
       case Stmt::set:
         assign(s.target, eval(*s.expr, scope), *scope, s.at);
         break;
-      case Stmt::set_block: {
-        Value v = capture(s.body, scope);
-        for (const auto& f : s.filters) {
-          Args a = eval_args(*f, scope);
-          v = filter(f->name, v, a);
-        }
-        assign(s.target, v, *scope, s.at);
+      case Stmt::set_block:
+        assign(s.target, filtered_body(s, scope), *scope, s.at);
         break;
-      }
       case Stmt::macro:
         scope->vars[s.text] = macro(s, scope, "macro '" + s.text + "'");
         break;
@@ -318,15 +321,9 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>&
         write(call(fn, a).str());
         break;
       }
-      case Stmt::filter_block: {
-        Value v = capture(s.body, scope);
-        for (const auto& f : s.filters) {
-          Args a = eval_args(*f, scope);
-          v = filter(f->name, v, a);
-        }
-        write(v.str());
+      case Stmt::filter_block:
+        write(filtered_body(s, scope).str());
         break;
-      }
       case Stmt::with: {
         auto inner = std::make_shared<Scope>();
         inner->parent = scope;

@@ -56,6 +56,24 @@ Conversation conversation_of(const ordered_json& messages, const ordered_json& t
   return {messages, tools, kwargs.is_null() ? ordered_json::object() : kwargs};
 }
 
+ChatDefaults chat_defaults(const std::string& tools_file, const std::string& kwargs_json) {
+  ChatDefaults d;
+  if (!tools_file.empty()) {
+    d.tools = ordered_json::parse(read_text_file(tools_file), nullptr, false);
+    if (d.tools.is_discarded() || !d.tools.is_array()) {
+      throw UsageError(fmt::format("--tools: {} must hold a JSON array of tool schemas", tools_file));
+    }
+  }
+  if (!kwargs_json.empty()) {
+    d.kwargs = ordered_json::parse(kwargs_json, nullptr, false);
+    if (d.kwargs.is_discarded() || !d.kwargs.is_object()) {
+      throw UsageError(fmt::format("--chat-template-kwargs must be a JSON object such as {{\"enable_thinking\": false}}, "
+                                   "got {}", kwargs_json));
+    }
+  }
+  return d;
+}
+
 Conversation conversation_of_line(const ordered_json& line, const ChatDefaults& run, const char* messages_key) {
   const ordered_json none;
   const auto messages = line.find(messages_key);

@@ -54,6 +54,10 @@ struct ChatDefaults {
   ordered_json kwargs = ordered_json::object();
 };
 
+// A run's defaults from the command line: a JSON file of tool schemas ("" : none) and a
+// JSON object of template keyword arguments ("" : none). UsageError naming the option.
+ChatDefaults chat_defaults(const std::string& tools_file, const std::string& kwargs_json);
+
 // The conversation of one line of data: its messages (line[messages_key]), its "tools"
 // (else the run's) and its "chat_template_kwargs" over the run's. ChatError naming the
 // field.

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 using braid::gen::parse_prompts;
@@ -177,8 +178,8 @@ BOOST_AUTO_TEST_CASE(bad_chat_prompts_name_file_line_and_field) {
       "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"prompt\": \"b\"}\n",
       opt);
   BOOST_TEST(has(e, "p.jsonl:2: messages[0].content: is missing"));
-  // Roles are the template's to judge, as in transformers: this one takes user and assistant.
-  BOOST_TEST(has(e, "p.jsonl:3: messages: Only user and assistant roles are supported!"));
+  // Roles are the template's to judge, as in transformers: this one wants user first.
+  BOOST_TEST(has(e, "p.jsonl:3: messages: Conversation roles must alternate"));
   BOOST_TEST(has(e, "p.jsonl:4: messages: Conversation roles must alternate"));
   BOOST_TEST(has(e, "p.jsonl:5: messages: must be an array"));
   BOOST_TEST(has(e, "p.jsonl:6"));
@@ -213,4 +214,49 @@ BOOST_AUTO_TEST_CASE(bad_chat_prompts_name_file_line_and_field) {
   BOOST_TEST(has(r, "p.jsonl:1: messages:"));
   BOOST_TEST(has(r, "(chat_template):1:"));
   BOOST_TEST(has(r, "'custom_var' is undefined"));
+}
+
+// Prompt lines of real models' tokenizers (tests/fixtures/tokenizer/real), read as
+// braid-generate reads them: text gets what transformers' tokenizer(text) adds, and no
+// more; a conversation gets nothing added.
+BOOST_AUTO_TEST_CASE(prompt_lines_start_as_transformers_starts_them) {
+  const std::string real = std::string(std::getenv("BRAID_FIXTURES")) + "/tokenizer/real/";
+  const std::vector<std::pair<std::string, std::optional<std::int32_t>>> first = {
+      {"qwen3", std::nullopt}, {"llama3.2", 128000}, {"gemma3", 2}, {"llama2", 1}};
+  for (const auto& [name, bos] : first) {
+    BOOST_TEST_CONTEXT(name) {
+      const auto tok = braid::tok::load_tokenizer(real + name);
+      const PromptFileOptions opt{.tokenizer = tok.get(), .vocab_size = tok->vocab_size(), .chat_template_from = real + name};
+      const auto ps = parse_prompts("{\"prompt\": \"hi\"}", "p.jsonl", opt);
+      std::vector<std::int32_t> want = tok->encode("hi");
+      if (bos) want.insert(want.begin(), *bos);
+      BOOST_TEST(ps[0].tokens == want, boost::test_tools::per_element());
+      // Qwen's ordinary "<s>" (128245) is never put in front.
+      BOOST_TEST(ps[0].tokens.front() != 128245);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(tools_and_template_keyword_arguments_per_line_and_per_run) {
+  const std::string qwen3 = std::string(std::getenv("BRAID_FIXTURES")) + "/tokenizer/real/qwen3";
+  const std::string scratch = std::string(std::getenv("BRAID_SCRATCH")) + "/tools.json";
+  std::ofstream(scratch) << R"([{"type": "function", "function": {"name": "zeta", "description": "z", "parameters": {}}}])";
+  const auto tok = braid::tok::load_tokenizer(qwen3);
+  PromptFileOptions opt{.tokenizer = tok.get(), .vocab_size = tok->vocab_size(), .chat_template_from = qwen3,
+                        .chat = braid::tok::chat_defaults(scratch, R"({"enable_thinking": false})")};
+  const auto ps = parse_prompts(
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"chat_template_kwargs\": {\"enable_thinking\": true}, "
+      "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"alpha\", \"parameters\": {}}}], \"answer\": 1}\n",
+      "p.jsonl", opt);
+  const std::string run = tok->decode(ps[0].tokens, false), own = tok->decode(ps[1].tokens, false);
+  // The run's tools and its enable_thinking=false (an empty think block opens the answer).
+  BOOST_TEST(has(run, "{\"type\": \"function\", \"function\": {\"name\": \"zeta\", \"description\": \"z\", \"parameters\": {}}}"));
+  BOOST_TEST(run.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"), run);
+  // A line's own tools and keyword arguments win; they are not extra fields.
+  BOOST_TEST(has(own, "\"name\": \"alpha\""));
+  BOOST_TEST(!has(own, "zeta"));
+  BOOST_TEST(own.ends_with("<|im_start|>assistant\n"), own);
+  BOOST_TEST(ps[1].extra == R"({"answer":1})");
+  BOOST_CHECK_THROW(braid::tok::chat_defaults("", "[1]"), braid::UsageError);
 }
