@@ -25,6 +25,8 @@ void DictData::set(const std::string& key, Value v) {
   items_.emplace_back(key, std::move(v));
 }
 
+std::size_t DictData::size() const { return items_.size(); }
+
 bool DictData::erase(const std::string& key) {
   auto it = index_.find(key);
   if (it == index_.end()) return false;

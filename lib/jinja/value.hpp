@@ -45,7 +45,7 @@ class DictData {
   const Value* find(std::string_view key) const;
   void set(const std::string& key, Value v);
   bool erase(const std::string& key);
-  std::size_t size() const { return items_.size(); }
+  std::size_t size() const;
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
 
  private:
