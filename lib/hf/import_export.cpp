@@ -121,6 +121,17 @@ std::vector<std::filesystem::path> import_hf(const std::filesystem::path& hf_dir
     if (shape.size() == 2 && shape[0] != 1 && shape[1] == cfg.hidden_size)
       throw InputError(where("score.weight"), "score.weight",
                        fmt::format("has {} labels (num_labels): braid's value head has one", shape[0]));
+    // transformers sizes the head from num_labels, or from id2label where it is given: a
+    // config that says other than one label would not load these weights.
+    for (const char* key : {"num_labels", "id2label"}) {
+      if (!src.config.contains(key)) continue;
+      const json& v = src.config[key];
+      const std::size_t labels = v.is_object() ? v.size() : v.is_number_unsigned() ? v.get<std::size_t>() : 0;
+      if (labels != 1)
+        throw InputError(src.origin, key,
+                         fmt::format("says {} labels, score.weight has one (braid's value head has one)",
+                                     v.is_object() || v.is_number_unsigned() ? std::to_string(labels) : v.dump()));
+    }
   }
   const std::string arch = architecture_of(src.config);
   if (ends_with(arch, "ForTokenClassification") && value_head && !value_bias)

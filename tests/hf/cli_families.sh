@@ -18,7 +18,7 @@ B="$BRAID_BIN"
 S="$BRAID_SCRATCH"
 OUT="${MODEL_OUTPUTS:?the model_outputs helper (tests/hf/CMakeLists.txt sets it)}"
 rm -rf "${S:?}"/* && mkdir -p "$S" && cd "$S"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$BRAID_SOURCE/tests/common/expect.sh"
 run() {
   local name=$1; shift
   local rc=0
@@ -113,4 +113,39 @@ PY
   run export-ppo "$B/braid" -q export ppo-actor.h5 -o hf-ppo
   cd ..
 done
-echo "every family: import, export, generate, score, ppo, grpo, sft, rm and dpo"
+
+# Bad folders: each a good export with one thing changed; exit 2 naming the file and the
+# field, and no checkpoint written.
+mkdir -p bad && cd bad
+edit() {  # edit NAME FROM PYTHON: a copy of folder FROM whose config PYTHON changes (as c)
+  rm -rf "$1" && cp -r "$2" "$1"
+  python3 -c "import json, sys; p = sys.argv[1] + '/config.json'; c = json.load(open(p)); exec(sys.argv[2]); \
+json.dump(c, open(p, 'w'))" "$1" "$3"
+}
+bad_import() {  # bad_import NAME TEXT...: braid import of folder NAME refused naming TEXT...
+  local name=$1; shift
+  expect_bad "$name" "$@" -- "$B/braid" -q import "$name" -o "$name.h5"
+  ! ls "$name"*.h5 > /dev/null 2>&1 || fail "$name: a checkpoint was written"
+}
+edit unknown-key ../qwen3/hf-actor 'c["foo_bar"] = 1'
+bad_import unknown-key unknown-key/config.json foo_bar
+edit phi3 ../qwen3/hf-actor 'c["model_type"] = "phi3"'
+bad_import phi3 phi3/config.json model_type phi3
+edit longrope ../qwen2/hf-actor 'c["rope_scaling"] = {"rope_type": "longrope", "factor": 2.0}'
+bad_import longrope longrope/config.json rope_scaling.rope_type longrope
+edit yarn-no-factor ../qwen2/hf-actor 'c["rope_scaling"] = {"rope_type": "yarn"}'
+bad_import yarn-no-factor yarn-no-factor/config.json rope_scaling.factor
+edit window ../mistral/hf-actor 'c["sliding_window"] = 0'
+bad_import window window/config.json sliding_window
+edit qwen3-as-llama ../qwen3/hf-actor 'c["model_type"] = "llama"; c["architectures"] = ["LlamaForCausalLM"]'
+bad_import qwen3-as-llama qwen3-as-llama/model.safetensors _norm.weight "does not explain"
+edit no-bias ../llama/hf-actor 'c["attention_bias"] = False'
+bad_import no-bias no-bias/model.safetensors _proj.bias "does not explain"
+edit two-labels ../gemma2/hf-reward 'c["id2label"] = {"0": "bad", "1": "good"}'
+bad_import two-labels two-labels/config.json id2label
+python3 -c "import json; c = json.load(open('../gemma2.json')); c['hidden_act'] = 'silu'; \
+json.dump(c, open('gemma2-silu.json', 'w'))"
+expect_bad init-gemma-silu gemma2-silu.json hidden_act -- "$B/braid" -q init -c gemma2-silu.json -o silu.h5
+[[ ! -e silu.h5 ]] || fail "init-gemma-silu: a checkpoint was written"
+cd ..
+echo "every family: import, export, generate, score, ppo, grpo, sft, rm and dpo; bad folders refused"
