@@ -231,6 +231,7 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
   };
   tables(false, m.cos, m.sin);
   if (cfg.has_local_rope() && cfg.sliding_window > 0) tables(true, m.cos_local, m.sin_local);
+  build_lora<T>(m);
 }
 
 template <typename T> BasicModel<T>::~BasicModel() = default;
@@ -318,7 +319,10 @@ void BasicModel<T>::init_random(std::uint64_t seed, double std) {
 }
 
 template <typename T>
-void BasicModel<T>::zero_grad() { impl_->grads.zero(); }
+void BasicModel<T>::zero_grad() {
+  impl_->grads.zero();
+  impl_->lora_grads.zero();
+}
 
 template <typename T>
 backend::Weights BasicModel<T>::lm_head_weight() const { return impl_->head; }
