@@ -62,7 +62,10 @@ std::vector<Setting> train_settings(const std::string& algorithm) {
                             {"clip", false, {.min = 0, .max = 100, .exclusive_min = true}},
                             {"entropy_coef", false, {.min = 0, .max = 100}},
                             {"warmup_steps", true, {.min = 0, .max = kMaxCount}},
-                            {"min_lr", false, {.min = 0, .max = 10}}};
+                            {"min_lr", false, {.min = 0, .max = 10}},
+                            {"recompute", true, {.min = 0, .max = kMaxCount}},     // braid-train --recompute
+                            {"lora_rank", true, {.min = 0, .max = 65536}},         // --lora-rank (grpo's actor)
+                            {"lora_alpha", false, {.min = 0, .max = 1e6, .exclusive_min = true}}};
   if (algorithm == "grpo") {
     s.push_back({"kl_coef", false, {.min = 0, .max = 100}});
   } else {

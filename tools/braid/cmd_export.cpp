@@ -3,7 +3,9 @@
 #include <iostream>
 #include <memory>
 
+#include "checkpoint/adapters.hpp"
 #include "hf/import_export.hpp"
+#include "hf/peft.hpp"
 #include "verbs.hpp"
 
 namespace braid::driver {
@@ -19,7 +21,8 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
       "export", "Export braid weight shards (all stages of one checkpoint) as a Hugging Face folder: config.json, "
                 "model.safetensors and, for a causal LM, generation_config.json (with --tokenizer also the tokenizer "
                 "files and special_tokens_map.json), loadable by transformers as it is (<Family>ForCausalLM, or a "
-                "reward/value model's classification class); prints the files written");
+                "reward/value model's classification class); a LoRA adapter file (braid-train --lora-rank) as a PEFT "
+                "adapter folder (adapter_config.json, adapter_model.safetensors); prints the files written");
   sub->add_option("weights", o->shards, "Weight shard files (every stage of the checkpoint)")->required();
   sub->add_option("-o,--output", o->out, "Output folder (created if missing)")->required();
   sub->add_option("--dtype", o->dtype, "Stored precision")->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
@@ -53,6 +56,10 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   verbs.add(sub, [o] {
+    if (o->shards.size() == 1 && checkpoint::read_adapter_file(o->shards.front())) {
+      for (const auto& f : hf::export_peft(o->shards.front(), o->out)) std::cout << f.string() << '\n';
+      return 0;
+    }
     std::vector<std::filesystem::path> paths(o->shards.begin(), o->shards.end());
     const auto files = hf::export_hf(paths, o->out,
                                      {.dtype = o->dtype == "bf16" ? hf::StoreDtype::bf16 : hf::StoreDtype::f32,
