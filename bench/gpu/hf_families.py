@@ -126,7 +126,9 @@ def check_family(args, model_type, keys, token_cls, work):
     if token_cls:
         heads.append(("value", AutoModelForTokenClassification))
     for what, auto in heads:
-        hcfg = make_config(model_type, keys, num_labels=1, pad_token_id=0)
+        # A pad id no sequence holds: the sequence classifier scores the last token that is not
+        # padding (older transformers: the one before the first pad).
+        hcfg = make_config(model_type, keys, num_labels=1, pad_token_id=SHAPE["vocab_size"] - 1)
         try:
             m = auto.from_config(hcfg, **kind).eval()
         except ValueError as e:  # an older transformers without this family's class
