@@ -109,7 +109,9 @@ def hf_logits(model):
 def check_family(args, model_type, keys, token_cls, work):
     row = {}
     cfg = make_config(model_type, keys)
-    kind = dict(attn_implementation="eager", torch_dtype=torch.float32)
+    # float32 without naming it: transformers 4 makes and loads float32 by default, 5 loads
+    # the files' dtype (float32 here); torch_dtype= is deprecated in 5, dtype= unknown to early 4.
+    kind = dict(attn_implementation="eager")
     lm = AutoModelForCausalLM.from_config(cfg, **kind).eval()
     randomise(lm, 7)
     folder = os.path.join(work, model_type)
@@ -120,6 +122,7 @@ def check_family(args, model_type, keys, token_cls, work):
     exported = os.path.join(work, model_type + "-export")
     run([args.braid, "-q", "export", ck, "-o", exported])
     back = AutoModelForCausalLM.from_pretrained(exported, **kind).eval()
+    assert lm.dtype == back.dtype == torch.float32, (lm.dtype, back.dtype)
     row["export"] = (hf_logits(back) - want).abs().max().item()
 
     heads = [("reward", AutoModelForSequenceClassification)]
