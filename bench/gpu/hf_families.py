@@ -109,7 +109,9 @@ def hf_logits(model):
 def check_family(args, model_type, keys, token_cls, work):
     row = {}
     cfg = make_config(model_type, keys)
-    kind = dict(attn_implementation="eager", torch_dtype=torch.float32)
+    # float32 without naming it: transformers 4 makes and loads float32 by default, 5 loads
+    # the files' dtype (float32 here); torch_dtype= is deprecated in 5, dtype= unknown to early 4.
+    kind = dict(attn_implementation="eager")
     lm = AutoModelForCausalLM.from_config(cfg, **kind).eval()
     randomise(lm, 7)
     folder = os.path.join(work, model_type)
@@ -120,13 +122,16 @@ def check_family(args, model_type, keys, token_cls, work):
     exported = os.path.join(work, model_type + "-export")
     run([args.braid, "-q", "export", ck, "-o", exported])
     back = AutoModelForCausalLM.from_pretrained(exported, **kind).eval()
+    assert lm.dtype == back.dtype == torch.float32, (lm.dtype, back.dtype)
     row["export"] = (hf_logits(back) - want).abs().max().item()
 
     heads = [("reward", AutoModelForSequenceClassification)]
     if token_cls:
         heads.append(("value", AutoModelForTokenClassification))
     for what, auto in heads:
-        hcfg = make_config(model_type, keys, num_labels=1, pad_token_id=0)
+        # A pad id no sequence holds: the sequence classifier scores the last token that is not
+        # padding (older transformers: the one before the first pad).
+        hcfg = make_config(model_type, keys, num_labels=1, pad_token_id=SHAPE["vocab_size"] - 1)
         try:
             m = auto.from_config(hcfg, **kind).eval()
         except ValueError as e:  # an older transformers without this family's class

@@ -351,6 +351,7 @@ part_tools() {
 part_families() {
   local log=$out/families.log rc=0 t d
   {
+    export BRAID_FIXTURES=$root/tests/fixtures
     "$build/tests/test_family_parity" --log_level=message -- --backend=cuda-f32
     echo "test_family_parity cuda-f32: exit $?"
     for t in cuda-f32 cuda-bf16; do

@@ -36,6 +36,8 @@
 
 using namespace braid;
 namespace be = braid::backend;
+using braid::test::download;
+using braid::test::upload;
 
 namespace {
 
@@ -56,20 +58,6 @@ std::vector<float> random_floats(std::size_t n, std::uint64_t seed, double lo, d
   std::vector<float> v(n);
   for (float& x : v) x = float(lo + (hi - lo) * rng.uniform());
   return v;
-}
-
-template <typename T>
-std::vector<T> download(be::Backend& b, const T* p, std::size_t n) {
-  std::vector<T> h(n);
-  b.copy_to_host(h.data(), p, n * sizeof(T));
-  return h;
-}
-
-template <typename T>
-be::Buffer<T> upload(be::Backend& b, const std::vector<T>& h) {
-  be::Buffer<T> buf(b, h.size());
-  b.copy_to_device(buf.data(), h.data(), h.size() * sizeof(T));
-  return buf;
 }
 
 using Results = std::map<std::string, std::vector<float>>;

@@ -28,26 +28,14 @@
 
 using namespace braid;
 namespace be = braid::backend;
+using braid::test::download;
+using braid::test::upload;
 
 namespace {
 
 be::Backend* g_backend = nullptr;
 
 constexpr double kTolerance = 1e-5;
-
-template <typename T>
-be::Buffer<T> upload(be::Backend& b, const std::vector<T>& h) {
-  be::Buffer<T> buf(b, h.size());
-  b.copy_to_device(buf.data(), h.data(), h.size() * sizeof(T));
-  return buf;
-}
-
-template <typename T>
-std::vector<T> download(be::Backend& b, const T* p, std::size_t n) {
-  std::vector<T> h(n);
-  b.copy_to_host(h.data(), p, n * sizeof(T));
-  return h;
-}
 
 struct Errors {
   double logits = 0, logprobs = 0, entropy = 0, values = 0, grads = 0;
