@@ -62,7 +62,12 @@ checkpoint::OpenedModel open_for_ranks(const std::string& spec, backend::Backend
 void attach(Trainee& t, std::unique_ptr<Objective> obj, const TrainerOptions& opt) {
   t.objective = std::move(obj);
   t.trainer = std::make_unique<Trainer>(*t.opened.model, *t.objective, opt);
-  if (load_optimizer_state(t.trainer->optimizer(), *t.opened.model, t.spec)) {
+  // Fresh LoRA adapters start from zero moments: the state beside a base is the base's.
+  const bool fresh_adapters = t.opened.model->options().lora.enabled() && !checkpoint::read_adapter_file(t.spec);
+  if (fresh_adapters) {
+    log::info("{}: fresh LoRA adapters ({}): AdamW starts from zero", t.call,
+              model::describe(t.opened.model->options().lora));
+  } else if (load_optimizer_state(t.trainer->optimizer(), *t.opened.model, t.spec)) {
     log::info("{}: optimizer state of {} loaded (step {})", t.call, checkpoint::optimizer_state_path(t.spec).string(),
               t.trainer->optimizer().steps_taken());
   } else {

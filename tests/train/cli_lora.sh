@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # braid-train with LoRA adapters (docs/tools/train.md, "LoRA"): sft --lora-rank on a base
-# writes an adapter file naming its base (the base untouched) and optimizer state over the
-# adapters alone; the same call continued from the adapter file takes the next step and
-# lowers the loss further; dpo's reference is the base (adapters off); --recompute changes
+# writes an adapter file naming its base (the base untouched, its optimizer state not loaded)
+# and optimizer state over the adapters alone; the same call continued from the adapter file
+# takes the next step and lowers the loss further; dpo's reference is the base (adapters off); --recompute changes
 # no loss; braid export writes a PEFT adapter folder and braid import reads it back; bad LoRA
 # options exit 2 naming the option or field, nothing written.
 set -euo pipefail
@@ -16,8 +16,10 @@ cat > config.json <<'JSON'
 {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
  "intermediate_size": 48, "vocab_size": 259, "max_position_embeddings": 64}
 JSON
-"$B/braid" init -q -c config.json --seed 1 -o base.h5 > /dev/null
+"$B/braid" init -q -c config.json --seed 1 -o init.h5 > /dev/null
 for i in $(seq 1 16); do printf '{"prompt": "q%d>", "response": "q%d"}\n' "$i" "$i"; done > sft.jsonl
+# The base, with its own optimizer state beside it (fresh adapters do not load it).
+"$B/braid-train" sft sft.jsonl --actor init.h5 --actor-out base.h5 --threads 1 -q > /dev/null
 for i in $(seq 1 8); do printf '{"prompt": "q%d>", "chosen": "q%d", "rejected": "x"}\n' "$i" "$i"; done > pairs.jsonl
 COMMON=(--mini-batch 4 --threads 1 --lr 1e-2 --seed 3 -q)
 base_sum=$(sha256sum base.h5)
@@ -43,7 +45,7 @@ cmp <("$B/braid" inspect --json rc1.h5 | python3 -c 'import json,sys; print(json
 python3 - <<'PY' || fail "adapter files or losses"
 import json
 ad1, opt, ad2 = (json.load(open(p)) for p in ("ad1.json", "ad1.optim.json", "ad2.json"))
-assert ad1["kind"] == "adapters" and ad1["step"] == 1, ad1["kind"]
+assert ad1["kind"] == "adapters" and ad1["step"] == 2, (ad1["kind"], ad1["step"])   # the base is step 1
 cfg = ad1["adapter_config"]
 assert cfg["base"] == "base.h5" and cfg["r"] == 4 and cfg["lora_alpha"] == 8 and cfg["use_rslora"] is False, cfg
 assert cfg["target_modules"] == ["q_proj", "v_proj", "o_proj", "down_proj"], cfg
@@ -55,7 +57,7 @@ assert shapes["model.layers.0.self_attn.q_proj.lora_A.weight"] == [4, 32], shape
 assert shapes["model.layers.1.mlp.down_proj.lora_B.weight"] == [32, 4], shapes
 assert opt["kind"] == "optimizer", opt["kind"]
 assert sorted(t["name"] for t in opt["tensors"]) == sorted(n + s for n in names for s in (".exp_avg", ".exp_avg_sq"))
-assert ad2["step"] == 2 and ad2["adapter_config"] == cfg, (ad2["step"], ad2["adapter_config"])
+assert ad2["step"] == 3 and ad2["adapter_config"] == cfg, (ad2["step"], ad2["adapter_config"])
 def losses(p):
     return [s["loss"] for s in json.load(open(p))["calls"]["actor_train"]["per_step"]]
 l1, l2, rc = losses("s1.json"), losses("s2.json"), losses("rc1.json")
