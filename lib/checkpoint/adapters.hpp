@@ -37,9 +37,9 @@ struct AdapterFile {
 // other checkpoint. InputError naming the file and the key when its adapter_config is bad.
 std::optional<AdapterFile> read_adapter_file(const std::filesystem::path& spec);
 
-// Writes m's adapters (f32) as one shard of kind "adapters", atomically, naming `base` (as
-// given, or relative to path's folder when it is absolute... see the header). Refuses
-// non-finite values (InputError naming the file and the tensor; nothing written).
+// Writes m's adapters (f32) as one shard of kind "adapters", atomically, naming `base`
+// relative to path's folder (as given where no relative path leads there). Refuses non-finite
+// values (InputError naming the file and the tensor; nothing written).
 void save_adapters(const model::Model& m, const std::filesystem::path& path, const std::filesystem::path& base,
                    const SaveInfo& info = {});
 
