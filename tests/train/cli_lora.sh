@@ -2,9 +2,10 @@
 # braid-train with LoRA adapters (docs/tools/train.md, "LoRA"): sft --lora-rank on a base
 # writes an adapter file naming its base (the base untouched, its optimizer state not loaded)
 # and optimizer state over the adapters alone; the same call continued from the adapter file
-# takes the next step and lowers the loss further; dpo's reference is the base (adapters off); --recompute changes
-# no loss; braid export writes a PEFT adapter folder and braid import reads it back; bad LoRA
-# options exit 2 naming the option or field, nothing written.
+# takes the next step and lowers the loss further; data parallel (mpirun -np 2) gives the same
+# losses; dpo's reference is the base (adapters off); --recompute changes no loss; braid export
+# writes a PEFT adapter folder and braid import reads it back; bad LoRA options exit 2 naming
+# the option or field, nothing written.
 set -euo pipefail
 S="${BRAID_SCRATCH:?}"
 B="${BRAID_BIN:?}"
@@ -64,6 +65,18 @@ l1, l2, rc = losses("s1.json"), losses("s2.json"), losses("rc1.json")
 assert l1 == rc, (l1, rc)
 assert l1[-1] < l1[0] and l2[-1] < l1[0], (l1, l2)
 PY
+# Data parallel over 2 ranks (where mpirun is): the single process's losses, to float rounding.
+if command -v mpirun > /dev/null; then
+  mpirun -np 2 "$B/braid-train" sft sft.jsonl --actor base.h5 --actor-out dp1.h5 --lora-rank 4 --lora-alpha 8 \
+    --lora-targets q,v,o,down --epochs 3 --stats dp1.json "${COMMON[@]}" > /dev/null
+  python3 - <<'PY' || fail "data-parallel LoRA losses differ"
+import json
+def losses(p):
+    return [s["loss"] for s in json.load(open(p))["calls"]["actor_train"]["per_step"]]
+a, b = losses("s1.json"), losses("dp1.json")
+assert len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) < 1e-5, (a, b)
+PY
+fi
 grep -q "base.h5 (the base, adapters off)" dpo.log || fail "dpo's reference is not the base: $(cat dpo.log)"
 
 # A PEFT adapter folder: its layout, and imported back onto the base as the same adapters.
