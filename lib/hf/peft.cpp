@@ -1,5 +1,6 @@
 #include "hf/peft.hpp"
 
+#include "backend/backend.hpp"
 #include "checkpoint/adapters.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
@@ -73,6 +74,30 @@ std::vector<std::filesystem::path> export_peft(const std::filesystem::path& adap
   w.commit();
   write_text_file(config.string(), cfg.dump(2) + "\n");
   return {config, weights};
+}
+
+std::vector<std::filesystem::path> export_merged(const std::filesystem::path& adapter_file,
+                                                 const std::filesystem::path& out_dir, const ExportOptions& opt) {
+  if (!checkpoint::read_adapter_file(adapter_file))
+    throw InputError(adapter_file.string(), "kind", "is not a LoRA adapter file (braid-train --lora-rank writes one)");
+  auto be = backend::make_cpu_backend();
+  const checkpoint::OpenedModel opened = checkpoint::open_model(adapter_file, *be);
+  opened.model->merge_adapters();
+  // The merged weights as a checkpoint of their own, exported, then removed.
+  std::filesystem::create_directories(out_dir);
+  const std::filesystem::path merged = out_dir / ".merged-weights.h5";
+  checkpoint::save_weights(*opened.model, merged,
+                           {.step = opened.step, .created_by = "braid export --merge " + adapter_file.string(),
+                            .config_json = opened.config_json});
+  std::vector<std::filesystem::path> files;
+  try {
+    files = export_hf({merged}, out_dir, opt);
+  } catch (...) {
+    std::filesystem::remove(merged);
+    throw;
+  }
+  std::filesystem::remove(merged);
+  return files;
 }
 
 std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const std::filesystem::path& base,

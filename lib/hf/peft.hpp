@@ -11,6 +11,8 @@
 // import_peft reads one onto a braid base checkpoint as an adapter file naming it.
 #pragma once
 
+#include "hf/import_export.hpp"
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -25,6 +27,11 @@ std::string braid_adapter_name(const std::string& peft_name);
 // ("" : the adapter file's base checkpoint, as it names it).
 std::vector<std::filesystem::path> export_peft(const std::filesystem::path& adapter_file,
                                                const std::filesystem::path& out_dir, const std::string& base_name = "");
+
+// The adapter file's base with the adapters merged into its weights (W + s·B·A, on the CPU),
+// exported as export_hf does a checkpoint. Returns the files written.
+std::vector<std::filesystem::path> export_merged(const std::filesystem::path& adapter_file,
+                                                 const std::filesystem::path& out_dir, const ExportOptions& opt = {});
 
 // A PEFT folder (LoRA, no bias, no modules_to_save, no per-module ranks) onto `base`, a braid
 // checkpoint of the model it adapts: each adapter's shape checked against the base tensor it

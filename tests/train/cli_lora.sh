@@ -4,8 +4,9 @@
 # and optimizer state over the adapters alone; the same call continued from the adapter file
 # takes the next step and lowers the loss further; data parallel (mpirun -np 2) gives the same
 # losses; dpo's reference is the base (adapters off); --recompute changes no loss; braid export
-# writes a PEFT adapter folder and braid import reads it back; bad LoRA options exit 2 naming
-# the option or field, nothing written.
+# writes a PEFT adapter folder (braid import reads it back) or, with --merge, the merged model
+# (its loss the adapted one's); bad LoRA options exit 2 naming the option or field, nothing
+# written.
 set -euo pipefail
 S="${BRAID_SCRATCH:?}"
 B="${BRAID_BIN:?}"
@@ -98,6 +99,18 @@ assert len(header) == 16, sorted(header)
 a = header["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"]
 b = header["base_model.model.model.layers.1.mlp.down_proj.lora_B.weight"]
 assert a["dtype"] == "F32" and a["shape"] == [4, 32] and b["shape"] == [32, 4], (a, b)
+PY
+# The adapters merged into the base (braid export --merge), imported back: the same loss on the
+# data as the adapted model (lr 0: the first step's loss is the model's), to float rounding.
+"$B/braid" export ad2.h5 --merge -o merged > /dev/null
+"$B/braid" import merged -o merged.h5 > /dev/null
+for m in ad2 merged; do
+  "$B/braid-train" sft sft.jsonl --actor $m.h5 --actor-out lr0-$m.h5 --lr 0 --stats lr0-$m.json --threads 1 -q > /dev/null
+done
+python3 - <<'PY' || fail "the merged model's loss differs from the adapted one's"
+import json
+a, b = (json.load(open(f"lr0-{m}.json"))["calls"]["actor_train"]["per_step"][0]["loss"] for m in ("ad2", "merged"))
+assert abs(a - b) <= 1e-5 * abs(a), (a, b)
 PY
 cp -r peft peft-bad
 python3 -c 'import json; c = json.load(open("peft-bad/adapter_config.json")); c["r"] = 8; json.dump(c, open("peft-bad/adapter_config.json", "w"))'

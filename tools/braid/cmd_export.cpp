@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "checkpoint/adapters.hpp"
+#include "core/error.hpp"
 #include "hf/import_export.hpp"
 #include "hf/peft.hpp"
 #include "verbs.hpp"
@@ -14,6 +15,7 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
   struct Opt {
     std::vector<std::string> shards;
     std::string out, dtype = "f32", tokenizer, value_head = "auto";
+    bool merge = false;
     hf::GenerationDefaults generation;
   };
   auto o = std::make_shared<Opt>();
@@ -25,6 +27,8 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
                 "adapter folder (adapter_config.json, adapter_model.safetensors); prints the files written");
   sub->add_option("weights", o->shards, "Weight shard files (every stage of the checkpoint)")->required();
   sub->add_option("-o,--output", o->out, "Output folder (created if missing)")->required();
+  sub->add_flag("--merge", o->merge, "A LoRA adapter file: export its base with the adapters merged into the weights "
+                                     "(a whole model) instead of a PEFT adapter folder");
   sub->add_option("--dtype", o->dtype, "Stored precision")->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
   sub->add_option("--tokenizer", o->tokenizer,
                   "tokenizer.json (or a folder with one) to copy into the output, with its tokenizer_config.json, "
@@ -56,18 +60,20 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   verbs.add(sub, [o] {
-    if (o->shards.size() == 1 && checkpoint::read_adapter_file(o->shards.front())) {
+    const bool adapters = o->shards.size() == 1 && checkpoint::read_adapter_file(o->shards.front());
+    if (adapters && !o->merge) {
       for (const auto& f : hf::export_peft(o->shards.front(), o->out)) std::cout << f.string() << '\n';
       return 0;
     }
+    if (o->merge && !adapters) throw UsageError("--merge: name one LoRA adapter file");
     std::vector<std::filesystem::path> paths(o->shards.begin(), o->shards.end());
-    const auto files = hf::export_hf(paths, o->out,
-                                     {.dtype = o->dtype == "bf16" ? hf::StoreDtype::bf16 : hf::StoreDtype::f32,
-                                      .tokenizer = o->tokenizer,
-                                      .generation = o->generation,
-                                      .value_head = o->value_head == "token"      ? hf::ValueHeadClass::token
-                                                    : o->value_head == "sequence" ? hf::ValueHeadClass::sequence
-                                                                                  : hf::ValueHeadClass::automatic});
+    const hf::ExportOptions opt{.dtype = o->dtype == "bf16" ? hf::StoreDtype::bf16 : hf::StoreDtype::f32,
+                                .tokenizer = o->tokenizer,
+                                .generation = o->generation,
+                                .value_head = o->value_head == "token"      ? hf::ValueHeadClass::token
+                                              : o->value_head == "sequence" ? hf::ValueHeadClass::sequence
+                                                                            : hf::ValueHeadClass::automatic};
+    const auto files = adapters ? hf::export_merged(paths.front(), o->out, opt) : hf::export_hf(paths, o->out, opt);
     for (const auto& f : files) std::cout << f.string() << '\n';
     return 0;
   });
