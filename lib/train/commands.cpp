@@ -106,16 +106,14 @@ int run_rl(const RlCommand& c) {
   const bool ppo = c.algorithm == "ppo";
   if (!ppo && c.algorithm != "grpo") throw UsageError("the algorithm is ppo or grpo, not " + c.algorithm);
   if (ppo && (c.critic.empty() || c.critic_out.empty())) throw UsageError("ppo needs --critic and --critic-out");
-  if (c.algorithm == "ppo" && (c.common.lora.enabled() || checkpoint::read_adapter_file(c.actor) ||
-                               checkpoint::read_adapter_file(c.critic))) {
-    throw UsageError("ppo: LoRA adapters are not implemented for PPO (its critic's value head would stay frozen); "
-                     "grpo, sft, rm and dpo take --lora-rank");
-  }
   const bool fused = !c.schedule.empty();
-  if (fused && (c.common.lora.enabled() || checkpoint::read_adapter_file(c.actor) ||
-                checkpoint::read_adapter_file(c.critic))) {
-    throw UsageError("--schedule: LoRA adapters in the fused pipeline are not implemented");
+  const bool lora = c.common.lora.enabled() || checkpoint::read_adapter_file(c.actor) ||
+                    checkpoint::read_adapter_file(c.critic);
+  if (lora && ppo) {
+    throw UsageError("ppo: LoRA adapters are not implemented for PPO (its critic's value head would stay frozen); "
+                     "grpo, sft and dpo take --lora-rank");
   }
+  if (lora && fused) throw UsageError("--schedule: LoRA adapters in the fused pipeline are not implemented");
   if (fused && std::find(c.inputs.begin(), c.inputs.end(), "-") != c.inputs.end()) {
     throw UsageError("--schedule: name the shards as arguments (under mpirun only one rank reads stdin)");
   }
