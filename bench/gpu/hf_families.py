@@ -50,7 +50,10 @@ FAMILIES = {
     "gemma2": (dict(head_dim=24, query_pre_attn_scalar=24, attn_logit_softcapping=5.0,
                     final_logit_softcapping=5.0, sliding_window=8, hidden_activation="gelu_pytorch_tanh"), True),
     "gemma3_text": (dict(head_dim=24, query_pre_attn_scalar=24, final_logit_softcapping=5.0, sliding_window=8,
-                         sliding_window_pattern=2, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                         # the pattern (transformers < 4.53) and the layer_types it means (later ones)
+                         sliding_window_pattern=2,
+                         layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                         rope_theta=1000000.0, rope_local_base_freq=10000.0,
                          rope_scaling={"rope_type": "linear", "factor": 8.0},
                          hidden_activation="gelu_pytorch_tanh"), False),
 }
@@ -63,11 +66,8 @@ def make_config(model_type, keys, **extra):
     try:
         return AutoConfig.for_model(model_type, **kw)
     except (TypeError, ValueError):
-        # transformers 5 names gemma3's pattern by layer_types only.
-        if "sliding_window_pattern" in kw:
-            p = kw.pop("sliding_window_pattern")
-            kw["layer_types"] = ["sliding_attention" if (i + 1) % p else "full_attention"
-                                 for i in range(kw["num_hidden_layers"])]
+        # A transformers that no longer takes gemma3's pattern: layer_types says it.
+        kw.pop("sliding_window_pattern", None)
         return AutoConfig.for_model(model_type, **kw)
 
 
