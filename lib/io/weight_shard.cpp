@@ -112,8 +112,10 @@ struct WeightShardReader::Impl {
       throw InputError(fname, "attribute kind", "is \"" + meta.kind + "\", expected \"weights\" or \"optimizer\"");
     }
     meta.model_config = file.attr_string("model_config").value_or("");
-    if (!meta.model_config.empty() && !json::accept(meta.model_config)) {
-      throw InputError(fname, "attribute model_config", "is not valid JSON text");
+    const json cfg = meta.model_config.empty() ? json() : parse_json_or_discarded(meta.model_config);
+    if (cfg.is_discarded()) {
+      throw InputError(fname, "attribute model_config",
+                       fmt::format("is not valid JSON text (or nests deeper than {} levels)", kMaxJsonDepth));
     }
     meta.layer_begin = static_cast<int>(int_attr("layer_begin", 0));
     const std::int64_t layer_end = int_attr("layer_end", 0);
@@ -127,7 +129,6 @@ struct WeightShardReader::Impl {
     if (meta.step < 0) throw InputError(fname, "attribute step", fmt::format("is {}, must be >= 0", meta.step));
     // The layers must lie in the model: [layer_begin, layer_end) within num_hidden_layers.
     if (!meta.model_config.empty()) {
-      const json cfg = json::parse(meta.model_config);
       const auto n = cfg.is_object() ? cfg.find("num_hidden_layers") : cfg.end();
       if (cfg.is_object() && n != cfg.end() && n->is_number_integer() && layer_end > n->get<std::int64_t>()) {
         throw InputError(fname, "attribute layer_end",

@@ -231,7 +231,7 @@ std::vector<double> ScorerProcess::exchange(std::span<const std::string> lines, 
       if (i == lines.size()) {
         fail(fmt::format("answered more lines than the {} it was given (the extra one: {})", lines.size(), shown(line)));
       }
-      const json v = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      const json v = parse_json_or_discarded(line);
       if (!v.is_number() && !non_finite_number(line)) {
         fail(fmt::format("answered line {} of {}{} with {}, expected a number (one reward per line)", i + 1,
                          lines.size(), name(i), shown(line)));

@@ -124,7 +124,7 @@ std::vector<TextLine> read_lines(const std::string& path, const std::vector<std:
   for (std::int64_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = fmt::format("line {}", n);
-    json obj = json::parse(line, nullptr, false);
+    json obj = parse_json_or_discarded(line);
     if (obj.is_discarded() || !obj.is_object()) {
       c.fail(where, "is not a JSON object");
       continue;
