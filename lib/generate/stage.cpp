@@ -38,7 +38,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 // One write() per line: lines of different ranks (or of a pipe's other writers)
 // never interleave mid-line.
-void print_line(const std::string& text) { write_stdout_line(text, "a shard path"); }
+void print_line(const std::string& path) { write_stdout_line(path_line(path), "a shard path"); }
 
 void validate(const StageOptions& o, const RankGroup& ranks) {
   validate_stage_options(o);

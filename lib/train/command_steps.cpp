@@ -121,7 +121,7 @@ void save_all(const std::vector<Trainee*>& trainees, const std::string& created_
     // A name written before in another layout (a whole file beside these tp files, stage
     // files of an earlier --schedule run) would be what the next reader loads.
     remove_other_layouts(t->out, written);
-    for (const auto& f : files) std::cout << f.string() << std::endl;
+    for (const auto& f : files) std::cout << path_line(f.string()) << std::endl;
   }
 }
 
@@ -142,7 +142,7 @@ bool already_done(const std::vector<Trainee*>& trainees, const TrainingRanks& ra
   if (!ranks.lead()) return true;
   for (const Trainee* t : trainees) {
     log::info("{}: {} is already complete (step {}): skipped", t->call, t->out, t->opened.step + 1);
-    for (const auto& f : ranks.files(t->out)) std::cout << f.string() << std::endl;
+    for (const auto& f : ranks.files(t->out)) std::cout << path_line(f.string()) << std::endl;
   }
   return true;
 }

@@ -14,6 +14,7 @@
 
 #include "backend/registry.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "checkpoint/optimizer_state.hpp"
 #include "core/log.hpp"
@@ -90,7 +91,7 @@ class FusedSession final : public RlSession {
         log::info("{} is already complete: skipped", outs_[i]);
         for (int r = 0; r < mesh_.tp_size(); ++r) {
           for (const auto& f : checkpoint::stage_paths(checkpoint::tp_path(outs_[i], r, mesh_.tp_size()), pipe_->stages(int(i))))
-            std::cout << f.string() << std::endl;
+            std::cout << path_line(f.string()) << std::endl;
         }
       }
     }
@@ -165,7 +166,7 @@ class FusedSession final : public RlSession {
         }
       }
       for (const auto& out : outs_) remove_other_layouts(out, written);
-      for (const auto& f : files) std::cout << f.string() << std::endl;
+      for (const auto& f : files) std::cout << path_line(f.string()) << std::endl;
     }
   }
 

@@ -97,7 +97,7 @@ TrainingShards read_training_shards(const std::vector<std::string>& args, std::s
     std::string line;
     while (std::getline(std::cin, line)) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (!line.empty()) one(line);
+      if (!line.empty()) one(path_from_line(line, "<stdin>"));
     }
   }
   if (out.files.empty()) throw UsageError("no input shards (name them, or '-' to read their paths from stdin)");
