@@ -102,13 +102,27 @@ std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& e
 }
 
 void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by, const TrainingRanks& ranks) {
+  // All or nothing: every model's weights are checked before any file is written, and the
+  // files appear together (a critic that diverged, or a disk that fills on its state,
+  // leaves the new actor unwritten too).
   for (Trainee* t : trainees) {
-    const auto files = save_checkpoint(*t->opened.model, t->trainer->optimizer(), t->out,
-                                       {.step = t->opened.step + 1, .created_by = created_by,
-                                        .config_json = t->opened.config_json},
-                                       ranks.writes_checkpoints());
-    if (!ranks.lead()) continue;
-    log::info("{}: wrote {} (step {}) and {}{}", t->call, files[0].string(), t->opened.step + 1, files[1].string(),
+    const model::TensorParallel& tp = t->opened.model->tensor_parallel();
+    checkpoint::require_finite_weights(*t->opened.model, checkpoint::tp_path(t->out, tp.rank, tp.size),
+                                       t->opened.step + 1);
+  }
+  CommitGroup outputs;
+  std::vector<std::vector<std::filesystem::path>> saved;
+  for (Trainee* t : trainees) {
+    saved.push_back(save_checkpoint(*t->opened.model, t->trainer->optimizer(), t->out,
+                                    {.step = t->opened.step + 1, .created_by = created_by,
+                                     .config_json = t->opened.config_json},
+                                    ranks.writes_checkpoints()));
+  }
+  outputs.commit();
+  for (std::size_t i = 0; i < trainees.size() && ranks.lead(); ++i) {
+    const Trainee* t = trainees[i];
+    log::info("{}: wrote {} (step {}) and {}{}", t->call, saved[i][0].string(), t->opened.step + 1,
+              saved[i][1].string(),
               ranks.tp().size > 1 ? fmt::format(", and the slices of the other {} tp ranks", ranks.tp().size - 1) : "");
   }
   // Every tp rank's files exist before the lead names them.

@@ -142,6 +142,8 @@ class FusedSession final : public RlSession {
       }
     }
     // The optimizer state first, then the weights: a checkpoint whose weights exist has its state.
+    // This rank's files appear together (CommitGroup) or not at all.
+    CommitGroup outputs;
     for (std::size_t i = 0; i < outs_.size(); ++i) {
       const int m = static_cast<int>(i);
       if (pipe_->replica(m) != 0) continue;
@@ -152,6 +154,7 @@ class FusedSession final : public RlSession {
     world_->barrier();
     std::vector<std::filesystem::path> out_paths(outs_.begin(), outs_.end());
     const auto files = pipe_->save(out_paths, created_by);
+    outputs.commit();
     world_->barrier();   // every tp rank's files exist before the lead names them
     if (lead()) {
       // Files of another layout under the same names (a whole file an earlier run left
