@@ -37,8 +37,17 @@ struct WeightShardWriter::Impl {
   std::string meta_kind;  // for the message that refuses a non-finite tensor
   std::int64_t meta_step = 0;
 
+  // The path, once meta can be written: a step out of range is refused before any file exists.
+  static const std::filesystem::path& checked(const std::filesystem::path& path, const WeightShardMeta& meta) {
+    if (meta.step < 0 || meta.step > kMaxStep) {
+      throw InputError(path.string(), "attribute step", fmt::format("would be {}, outside [0, {}]", meta.step, kMaxStep));
+    }
+    return path;
+  }
+
   Impl(const std::filesystem::path& path, const WeightShardMeta& meta)
-      : out(path), file(h5::File::create(out.temp_path(), path.string())), meta_kind(meta.kind), meta_step(meta.step) {
+      : out(checked(path, meta)), file(h5::File::create(out.temp_path(), path.string())), meta_kind(meta.kind),
+        meta_step(meta.step) {
     if (meta.kind != "weights" && meta.kind != "optimizer") {
       throw std::invalid_argument("WeightShardMeta::kind must be \"weights\" or \"optimizer\", not " + meta.kind);
     }
@@ -126,7 +135,9 @@ struct WeightShardReader::Impl {
     meta.tp_size = static_cast<int>(int_attr("tp_size", 1));
     meta.step = int_attr("step", 0);
     meta.created_by = file.attr_string("created_by").value_or("");
-    if (meta.step < 0) throw InputError(fname, "attribute step", fmt::format("is {}, must be >= 0", meta.step));
+    if (meta.step < 0 || meta.step > kMaxStep) {
+      throw InputError(fname, "attribute step", fmt::format("is {}, must be in [0, {}]", meta.step, kMaxStep));
+    }
     // The layers must lie in the model: [layer_begin, layer_end) within num_hidden_layers.
     if (!meta.model_config.empty()) {
       const auto n = cfg.is_object() ? cfg.find("num_hidden_layers") : cfg.end();
