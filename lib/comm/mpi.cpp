@@ -113,6 +113,17 @@ int world_rank() {
   return r;
 }
 
+// Ends the whole job after a wait of `waited` seconds on `what` (with its peer, when known).
+[[noreturn]] void end_job_after(const std::string& what, double waited) {
+  std::fprintf(stderr,
+               "error: rank %d: %s made no progress for %.6g s (BRAID_COMM_TIMEOUT): a peer stopped answering; "
+               "ending the job\n",
+               world_rank(), what.c_str(), waited);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, kTimeoutExitCode);
+  std::_Exit(kTimeoutExitCode);
+}
+
 // Completes req by polling MPI_Test: a short spin (the fast path), then sleeps of
 // growing length up to a millisecond (asleep: a short spin, then sleeps of 0.5 ms). With no
 // completion for comm_timeout() seconds (asleep: idle_timeout()) it names this rank, the
@@ -131,13 +142,7 @@ void wait_for(MPI_Request* req, const WaitFor& what, bool asleep = false) {
     if (limit > 0 && waited >= limit) {
       std::string peer = what.peer >= 0 ? fmt::format(" with rank {}", what.peer) : std::string(" (collective)");
       if (what.tag >= 0) peer += fmt::format(" (tag {})", what.tag);
-      std::fprintf(stderr,
-                   "error: rank %d: %s%s made no progress for %.6g s (BRAID_COMM_TIMEOUT): a peer stopped "
-                   "answering; ending the job\n",
-                   world_rank(), what.op, peer.c_str(), waited);
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, kTimeoutExitCode);
-      std::_Exit(kTimeoutExitCode);
+      end_job_after(what.op + peer, waited);
     }
     if (asleep) {
       std::this_thread::sleep_for(std::chrono::microseconds(500));
@@ -345,6 +350,16 @@ class MpiCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+IdleDeadline::IdleDeadline(std::string what)
+    : what_(std::move(what)), limit_(idle_timeout()), last_(std::chrono::steady_clock::now()) {}
+
+void IdleDeadline::progressed() { last_ = std::chrono::steady_clock::now(); }
+
+void IdleDeadline::check() const {
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count();
+  if (limit_ > 0 && waited >= limit_) end_job_after(what_, waited);
+}
 
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int up = 0;

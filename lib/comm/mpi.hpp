@@ -5,6 +5,7 @@
 
 #include "comm/communicator.hpp"
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,22 @@ namespace braid::comm {
 inline constexpr double kDefaultTimeoutSeconds = 300;
 inline constexpr double kDefaultIdleTimeoutSeconds = 3600;
 inline constexpr int kTimeoutExitCode = 1;
+
+// For a rank that polls requests itself (test() in a loop, between work of its own) instead
+// of waiting on one: the sleeping wait's deadline over the whole loop. progressed() when
+// something completed; check() past the deadline names this rank and `what` it waited for
+// and ends the job as a wait does. MPI must be initialised.
+class IdleDeadline {
+ public:
+  explicit IdleDeadline(std::string what);
+  void progressed();
+  void check() const;
+
+ private:
+  std::string what_;
+  double limit_;
+  std::chrono::steady_clock::time_point last_;
+};
 
 // MPI_Init_thread on construction unless MPI is already up (then it leaves MPI alone),
 // MPI_Finalize on destruction if it initialised it. One per process, in main (or in

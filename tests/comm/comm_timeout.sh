@@ -28,6 +28,8 @@ check stop barrier "error: rank 0: barrier (collective)"
 # The sleeping wait of a rank that is done (braid-score's gather, braid-generate's
 # exchanges and migration, the fused rollout's scorers all wait so).
 check stop asleep "error: rank 0: recv with rank 1 (tag 7)"
+# A loop that polls its requests itself (the fused rollout's board).
+check stop poll "error: rank 0: a polled recv from rank 1 made no progress"
 # A peer stopped before MPI starts: the others wait inside MPI_Init.
 check stop init "error: rank 0: MPI_Init did not return"
 
