@@ -9,15 +9,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <ctime>
 #include <iostream>
-#include <iterator>
-#include <sstream>
 
 #include <fmt/format.h>
 

@@ -32,12 +32,7 @@ capped() {
   [[ -z $temps ]] || fail "$name: temp files left: $temps"
 }
 
-"$B/braid" -q init -c "$CONFIG" --seed 1 -o actor.h5 > /dev/null
-"$B/braid" -q init -c "$CONFIG" --seed 2 --value-head --no-lm-head -o critic.h5 > /dev/null
-for i in 1 2 3 4; do echo "{\"text\": \"prompt $i\"}"; done > prompts.jsonl
-"$B/braid-generate" -q --actor actor.h5 --prompts prompts.jsonl -o gen --max-new-tokens 6 --threads 1 > /dev/null
-"$B/braid-score" -q gen/gen-00000.h5 -o scored --ref actor.h5 --critic critic.h5 --reward-rule length:32 \
-  --threads 1 > /dev/null
+. "$BRAID_SOURCE/tests/io/tiny_scored.sh"
 
 # --- A weight shard (3 MB) that cannot be finished.
 capped 64 init full-init.h5 -- "$B/braid" -q init -c "$CONFIG" --seed 1 -o full-init.h5

@@ -31,12 +31,7 @@ checked_bad() {
   grep -qF -- "$3" "$1.err" || { cat "$1.err" >&2; fail "$1: braid check -v does not say '$3'"; }
 }
 
-"$B/braid" -q init -c "$CONFIG" --seed 1 -o actor.h5 > /dev/null
-"$B/braid" -q init -c "$CONFIG" --seed 2 --value-head --no-lm-head -o critic.h5 > /dev/null
-for i in 1 2 3 4; do echo "{\"text\": \"prompt $i\"}"; done > prompts.jsonl
-"$B/braid-generate" -q --actor actor.h5 --prompts prompts.jsonl -o gen --max-new-tokens 6 --threads 1 > /dev/null
-"$B/braid-score" -q gen/gen-00000.h5 -o scored --ref actor.h5 --critic critic.h5 --reward-rule length:32 \
-  --threads 1 > /dev/null
+. "$BRAID_SOURCE/tests/io/tiny_scored.sh"
 
 # --- JSON nested 100,000 deep: refused where it starts (was SIGSEGV, exit 139).
 "$PY" - "$CONFIG" <<'PYEOF'
