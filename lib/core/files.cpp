@@ -416,8 +416,11 @@ AtomicFolder::AtomicFolder(fs::path final_path) : final_(std::move(final_path).l
   if (!final_.has_filename()) final_ = final_.parent_path();  // "out/" is the folder out
   if (final_.empty()) throw InputError("", "", "empty output path");
   const fs::path dir = final_.parent_path();
-  if (!dir.empty()) fs::create_directories(dir);
   std::error_code ec;
+  if (!dir.empty() && !fs::create_directories(dir, ec) && ec) {
+    // libstdc++ names the component that failed ("a/file"), not the folder asked for.
+    throw InputError(final_.string(), "", "cannot create its parent folder " + dir.string() + ": " + ec.message());
+  }
   if (fs::exists(final_, ec) && !fs::is_directory(final_, ec)) {
     throw InputError(final_.string(), "", "exists and is not a folder");
   }

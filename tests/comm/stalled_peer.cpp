@@ -3,7 +3,7 @@
 // barrier ("barrier"), a sleeping receive ("asleep": comm::wait_asleep, the wait of a
 // rank done with its part) or a loop that polls a receive ("poll": comm::IdleDeadline, the
 // fused rollout's board); or rank 1 stops before MPI starts ("stop init": rank 0 waits
-// inside MPI_Init). Run by comm_timeout.sh under a small BRAID_COMM_TIMEOUT: the job
+// inside MPI's initialisation). Run by comm_timeout.sh under a small BRAID_COMM_TIMEOUT: the job
 // must end on its own, naming the rank and the operation.
 #include "comm/mpi.hpp"
 
