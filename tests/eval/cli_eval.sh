@@ -49,14 +49,41 @@ assert 0 <= g["pass@1"] <= 1 and g["accuracy"] == g["pass@1"] and g["pass@1"] ==
 assert 1 <= g["mean_response_length"] <= 10, g
 assert s["greedy"] is False and s["samples_per_prompt"] == 3, s
 assert 0 <= s["pass@1"] <= s["pass@3"] <= 1, s
+# pass@k for every k <= n, rising with k; maj@k in [0, 1] (maj@1 = pass@1: one sample votes alone).
+assert len(s["pass_at_k"]) == 3 and s["pass_at_k"][0] == s["pass@1"] and s["pass_at_k"][2] == s["pass@3"], s
+assert all(a <= b + 1e-12 for a, b in zip(s["pass_at_k"], s["pass_at_k"][1:])), s["pass_at_k"]
+assert len(s["maj_at_k"]) == 3 and all(0 <= m <= 1 for m in s["maj_at_k"]), s
+assert abs(s["maj_at_k"][0] - s["pass@1"]) < 1e-12, s
 groups = s["by"]["groups"]
 assert set(groups) == {"sort", "add"}, groups
+for v in groups.values():
+    assert len(v["pass_at_k"]) == 3 and len(v["maj_at_k"]) == 3, v
 assert sum(v["prompts"] for v in groups.values()) == 12, groups
 right = sum(v["pass@1"] * v["prompts"] for v in groups.values()) / 12
 assert abs(right - s["pass@1"]) < 1e-9, (right, s["pass@1"])
 assert r["kind"] == "reward_model" and r["pairs"] == 12 and 0 <= r["accuracy"] <= 1, r
 assert abs(r["mean_margin"] - (r["mean_chosen"] - r["mean_rejected"])) < 1e-9, r
 PY
+
+# A DPO policy on held-out pairs: its implicit reward beta*(log pi - log pi_ref). Against
+# itself every margin is 0 (no pair right, loss log 2); against another reference the
+# figures are those braid-train dpo reports before its first step (one step of the whole file).
+"$B" eval actor1.h5 --pairs task/heldout-pairs.jsonl --ref actor1.h5 -o dpo_self.json -q
+"$B" eval actor1.h5 --pairs task/heldout-pairs.jsonl --ref actor0.h5 --beta 0.5 -o dpo.json -q
+"$T" dpo task/heldout-pairs.jsonl --actor actor1.h5 --actor-out dpo1.h5 --ref actor0.h5 --beta 0.5 --lr 1e-9 \
+  --stats dpo_train.json -q > /dev/null
+python3 - <<'PY' || fail "braid eval of a DPO policy"
+import json, math
+me, d, t = (json.load(open(f)) for f in ("dpo_self.json", "dpo.json", "dpo_train.json"))
+assert me["kind"] == "dpo_policy" and me["pairs"] == 12, me
+assert me["accuracy"] == 0 and abs(me["mean_margin"]) < 1e-6 and abs(me["loss"] - math.log(2)) < 1e-6, me
+step = t["calls"]["actor_train"]["per_step"][0]
+assert abs(d["accuracy"] - step["accuracy"]) < 1e-9, (d, step)
+assert abs(d["mean_margin"] - step["margin"]) < 1e-4 * max(1, abs(step["margin"])), (d, step)
+assert abs(d["loss"] - step["loss"]) < 1e-4 * max(1, step["loss"]), (d, step)
+PY
+expect_bad eval_beta_alone "--beta" -- "$B" eval rm0.h5 --pairs task/heldout-pairs.jsonl --beta 0.5
+expect_bad eval_ref_prompts "--ref" -- "$B" eval actor1.h5 --prompts task/heldout.jsonl --reward-rule math --ref actor0.h5
 
 # Bad input: a prompt without the answer the verifier needs; both kinds at once; a policy
 # option with --pairs; a reward model that is a policy.
@@ -97,6 +124,9 @@ svg = ET.parse("out/report.svg").getroot()
 ns = "{http://www.w3.org/2000/svg}"
 series = {p.get("data-series") for p in svg.iter(ns + "path") if p.get("class") == "series"}
 assert {"mean_reward", "heldout_accuracy", "kl", "mean_response_length", "entropy"} <= series, series
+# pass@k against k: a curve per evaluated iteration.
+assert {"iteration 0", "iteration 1", "iteration 2"} <= series, series
+assert len(rep["iterations"][2]["heldout_pass_at_k"]) == 2, rep["iterations"][2]
 assert len([r for r in svg.iter(ns + "rect") if r.get("class") == "stage-train"]) == 2
 json.load(open("out/iter-0002/eval.json"))["by"]["groups"]
 PY

@@ -20,13 +20,25 @@ namespace {
 struct EvalCli {
   eval::PolicyEvalOptions policy;
   std::string pairs;
+  std::string ref;
+  double beta = 0.1;
+  bool length_normalize = false;
   std::string out = "-";
   double reward_cmd_timeout = 0;
 };
 
 int run_eval(EvalCli& o, const CLI::App& sub) {
   const bool have_prompts = !o.policy.prompts.empty();
-  if (have_prompts == !o.pairs.empty()) throw UsageError("give exactly one of --prompts (a policy) and --pairs (a reward model)");
+  if (have_prompts == !o.pairs.empty()) {
+    throw UsageError("give exactly one of --prompts (a policy) and --pairs (a reward model, or with --ref a DPO policy)");
+  }
+  if (have_prompts) {
+    for (const char* pairs_only : {"--ref", "--beta", "--length-normalize"}) {
+      if (sub.get_option(pairs_only)->count() > 0) {
+        throw UsageError(fmt::format("{} is for a DPO policy on --pairs, not --prompts", pairs_only));
+      }
+    }
+  }
   if (sub.get_option("--reward-cmd-timeout")->count() > 0) o.policy.reward_cmd_timeout = o.reward_cmd_timeout;
   ordered_json result;
   if (have_prompts) {
@@ -43,7 +55,14 @@ int run_eval(EvalCli& o, const CLI::App& sub) {
     for (const char* policy_only : {"--reward-rule", "--reward-cmd", "--samples", "--temperature", "--by"}) {
       if (sub.get_option(policy_only)->count() > 0) throw UsageError(fmt::format("{} is for a policy (--prompts), not --pairs", policy_only));
     }
-    result = eval::evaluate_reward_model({.model = o.policy.model, .pairs = o.pairs});
+    const eval::PairEvalOptions pair_opt{.model = o.policy.model, .pairs = o.pairs, .ref = o.ref, .beta = o.beta,
+                                         .length_normalize = o.length_normalize};
+    if (o.ref.empty()) {
+      for (const char* dpo_only : {"--beta", "--length-normalize"}) {
+        if (sub.get_option(dpo_only)->count() > 0) throw UsageError(fmt::format("{} goes with --ref (a DPO policy)", dpo_only));
+      }
+    }
+    result = o.ref.empty() ? eval::evaluate_reward_model(pair_opt) : eval::evaluate_dpo_policy(pair_opt);
     log::info("{}: accuracy {:.4f}  mean margin {:.4f}  ({} pairs)", o.policy.model.checkpoint,
               result["accuracy"].get<double>(), result["mean_margin"].get<double>(), result["pairs"].get<std::int64_t>());
   }
@@ -61,14 +80,21 @@ int run_eval(EvalCli& o, const CLI::App& sub) {
 void add_eval_command(CLI::App& app, Verbs& verbs) {
   auto o = std::make_shared<EvalCli>();
   auto* sub = app.add_subcommand(
-      "eval", "Evaluate a checkpoint on held-out data: a policy on a prompt file (--prompts: mean reward, pass@1, "
-              "pass@n under a reward rule or command) or a reward model on preference pairs (--pairs: accuracy); "
-              "writes a braid.eval JSON document");
+      "eval", "Evaluate a checkpoint on held-out data: a policy on a prompt file (--prompts: mean reward, pass@k for "
+              "every k <= n, maj@k, under a reward rule or command), a reward model on preference pairs (--pairs: "
+              "accuracy) or a DPO policy on them (--pairs --ref: its implicit reward's accuracy); writes a braid.eval "
+              "JSON document");
   auto& p = o->policy;
   sub->add_option("checkpoint", p.model.checkpoint, "The policy or reward model (a weight file or the stem of its stage files)")
       ->required();
   sub->add_option("--prompts", p.prompts, "Held-out prompt file (braid-generate's JSON Lines; the policy is evaluated)");
-  sub->add_option("--pairs", o->pairs, "Held-out {\"prompt\",\"chosen\",\"rejected\"} lines (the reward model is evaluated)");
+  sub->add_option("--pairs", o->pairs, "Held-out {\"prompt\",\"chosen\",\"rejected\"} lines (a reward model, or with "
+                                      "--ref a DPO policy, is evaluated)");
+  sub->add_option("--ref", o->ref, "With --pairs: the checkpoint is a policy and this its DPO reference; a pair is right "
+                                   "when the chosen completion's implicit reward beta*(log pi - log pi_ref) is the larger");
+  sub->add_option("--beta", o->beta, "The implicit reward's beta (DPO)")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_flag("--length-normalize", o->length_normalize, "A completion's logprob as the mean over its tokens (as "
+                                                           "braid-train dpo --length-normalize)");
   sub->add_option("--reward-rule", p.reward_rule, "What a sample scores: a rule of braid-score (math, digits, regex:RE, ...)");
   sub->add_option("--reward-cmd", p.reward_cmd, "... or the user's scorer command (braid-score --reward-cmd)");
   sub->add_option("--reward-cmd-dir", p.reward_cmd_dir, "The scorer command's working folder");
