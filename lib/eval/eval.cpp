@@ -93,6 +93,39 @@ void require_finite(double v, const std::string& what) {
   if (!std::isfinite(v)) throw std::runtime_error(fmt::format("braid eval: {} is not finite ({})", what, v));
 }
 
+// What a reward model's or a DPO policy's scores of the chosen and the rejected completions
+// of each pair come to.
+struct PairTotals {
+  std::int64_t pairs = 0, right = 0;
+  double margin = 0, chosen = 0, rejected = 0;
+
+  void add(double c, double r, const char* score) {
+    ++pairs;
+    require_finite(c, fmt::format("the {} of pair {}'s chosen completion", score, pairs));
+    require_finite(r, fmt::format("the {} of pair {}'s rejected completion", score, pairs));
+    right += c > r ? 1 : 0;
+    margin += c - r;
+    chosen += c;
+    rejected += r;
+  }
+  // The document's head and these figures.
+  ordered_json document(const char* kind, const std::string& checkpoint, std::int64_t step) const {
+    const double n = static_cast<double>(pairs);
+    ordered_json out;
+    out["format"] = kEvalFormat;
+    out["version"] = kEvalVersion;
+    out["kind"] = kind;
+    out["checkpoint"] = checkpoint;
+    out["step"] = step;
+    out["pairs"] = pairs;
+    out["accuracy"] = static_cast<double>(right) / n;
+    out["mean_margin"] = margin / n;
+    out["mean_chosen"] = chosen / n;
+    out["mean_rejected"] = rejected / n;
+    return out;
+  }
+};
+
 }  // namespace
 
 double maj_at_k(const std::vector<std::optional<std::string>>& keys, const std::vector<bool>& right, int k) {
@@ -254,30 +287,10 @@ ordered_json evaluate_reward_model(const PairEvalOptions& o) {
   if (pairs == 0) throw InputError(o.pairs, "", "holds no preference pairs");
   score::RewardModelPass pass(*rm.model, o.model.micro_tokens);
   const auto r = pass.rewards(batch);
-  std::int64_t right = 0;
-  double margin = 0, chosen = 0, rejected = 0;
-  for (std::size_t i = 0; i < pairs; ++i) {
-    const double c = r[2 * i], j = r[2 * i + 1];
-    require_finite(c, fmt::format("the reward of pair {}'s chosen completion", i + 1));
-    require_finite(j, fmt::format("the reward of pair {}'s rejected completion", i + 1));
-    right += c > j ? 1 : 0;
-    margin += c - j;
-    chosen += c;
-    rejected += j;
-  }
-  const double n = static_cast<double>(pairs);
-  ordered_json out;
-  out["format"] = kEvalFormat;
-  out["version"] = kEvalVersion;
-  out["kind"] = "reward_model";
-  out["checkpoint"] = o.model.checkpoint;
-  out["step"] = rm.step;
+  PairTotals totals;
+  for (std::size_t i = 0; i < pairs; ++i) totals.add(r[2 * i], r[2 * i + 1], "reward");
+  ordered_json out = totals.document("reward_model", o.model.checkpoint, rm.step);
   out["pairs_file"] = o.pairs;
-  out["pairs"] = static_cast<std::int64_t>(pairs);
-  out["accuracy"] = static_cast<double>(right) / n;
-  out["mean_margin"] = margin / n;
-  out["mean_chosen"] = chosen / n;
-  out["mean_rejected"] = rejected / n;
   out["seconds"] = since(t0);
   return out;
 }
@@ -309,37 +322,23 @@ ordered_json evaluate_dpo_policy(const PairEvalOptions& o) {
     for (float x : r) sum += x;
     return o.length_normalize && !r.empty() ? sum / double(r.size()) : sum;
   };
-  std::int64_t right = 0, logp_right = 0;
-  double margin = 0, chosen = 0, rejected = 0, loss = 0;
+  PairTotals totals;
+  std::int64_t logp_right = 0;
+  double loss = 0;
   for (std::size_t i = 0; i < pairs; ++i) {
     const double pc = logp(lp, 2 * i), pr = logp(lp, 2 * i + 1);
     const double rc = o.beta * (pc - logp(ref_lp, 2 * i)), rr = o.beta * (pr - logp(ref_lp, 2 * i + 1));
-    require_finite(rc, fmt::format("the implicit reward of pair {}'s chosen completion", i + 1));
-    require_finite(rr, fmt::format("the implicit reward of pair {}'s rejected completion", i + 1));
-    right += rc > rr ? 1 : 0;
+    totals.add(rc, rr, "implicit reward");
     logp_right += pc > pr ? 1 : 0;
-    margin += rc - rr;
-    chosen += rc;
-    rejected += rr;
     const double m = rc - rr;  // −log σ(m), without overflow
     loss += m > 0 ? std::log1p(std::exp(-m)) : -m + std::log1p(std::exp(m));
   }
   const double n = static_cast<double>(pairs);
-  ordered_json out;
-  out["format"] = kEvalFormat;
-  out["version"] = kEvalVersion;
-  out["kind"] = "dpo_policy";
-  out["checkpoint"] = o.model.checkpoint;
-  out["step"] = policy.step;
+  ordered_json out = totals.document("dpo_policy", o.model.checkpoint, policy.step);
   out["ref"] = o.ref;
   out["beta"] = o.beta;
   out["length_normalize"] = o.length_normalize;
   out["pairs_file"] = o.pairs;
-  out["pairs"] = static_cast<std::int64_t>(pairs);
-  out["accuracy"] = static_cast<double>(right) / n;
-  out["mean_margin"] = margin / n;
-  out["mean_chosen"] = chosen / n;
-  out["mean_rejected"] = rejected / n;
   out["loss"] = loss / n;
   out["logp_accuracy"] = static_cast<double>(logp_right) / n;
   out["seconds"] = since(t0);
