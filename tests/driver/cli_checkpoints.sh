@@ -25,19 +25,7 @@ r["checkpoints"] = {"save_every": 2, "keep_last": 2}
 json.dump(r, open("keep.json", "w"))
 PY
 
-same_tensors() {  # every dataset of two checkpoints bit for bit
-  "$PY" - "$1" "$2" <<'PY'
-import sys
-import h5py, numpy as np
-def tensors(path):
-    out = {}
-    with h5py.File(path) as f:
-        f.visititems(lambda n, o: out.__setitem__(n, np.array(o)) if isinstance(o, h5py.Dataset) else None)
-    return out
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a), "tensors differ"
-PY
-}
+same_tensors() { "$PY" "$BRAID_SOURCE/tests/driver/same_tensors.py" "$1" "$2"; }
 kept_files() {
   for i in 1 2 3 4 5; do
     d="$1/iter-000$i"

@@ -76,19 +76,7 @@ PY
 "$B" run run.json -o resumed -q > /dev/null 2> log || { cat log >&2; fail "resumed"; }
 trained resumed > resumed.json
 cmp -s whole.json resumed.json || fail "resumed run trained other prompts: $(cat resumed.json) vs $(cat whole.json)"
-same_tensors() {  # every dataset of two checkpoints bit for bit (their attributes name their own paths)
-  "$PY" - "$1" "$2" <<'PY'
-import sys
-import h5py, numpy as np
-def tensors(path):
-    out = {}
-    with h5py.File(path) as f:
-        f.visititems(lambda n, o: out.__setitem__(n, np.array(o)) if isinstance(o, h5py.Dataset) else None)
-    return out
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a), "tensors differ"
-PY
-}
+same_tensors() { "$PY" "$BRAID_SOURCE/tests/driver/same_tensors.py" "$1" "$2"; }
 same_tensors whole/iter-0004/actor.h5 resumed/iter-0004/actor.h5 || fail "resumed run's last actor differs"
 rm -rf resumed/iter-0003
 "$B" run run.json -o resumed -q > /dev/null 2> log || { cat log >&2; fail "redo of iteration 3"; }
