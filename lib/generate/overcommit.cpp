@@ -60,7 +60,8 @@ class OvercommitRun {
                                        .vocab_size = cfg.vocab_size,
                                        .max_tokens = cfg.max_position_embeddings,
                                        .limit = o_.limit,
-                                       .chat_template_from = o_.tokenizer});
+                                       .chat_template_from = o_.tokenizer,
+                                       .chat = tok::chat_defaults(o_.tools, o_.chat_template_kwargs)});
     const auto read = static_cast<std::int64_t>(lines_.size());
     batch_groups_ = o_.batch_prompts > 0 ? o_.batch_prompts : read;
     order_.emplace(prompt_order(o_, read));

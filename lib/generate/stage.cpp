@@ -80,7 +80,8 @@ class StageRun {
                                                        .vocab_size = cfg.vocab_size,
                                                        .max_tokens = cfg.max_position_embeddings,
                                                        .limit = o_.limit,
-                                                       .chat_template_from = o_.tokenizer});
+                                                       .chat_template_from = o_.tokenizer,
+                                                       .chat = tok::chat_defaults(o_.tools, o_.chat_template_kwargs)});
     const auto lines = batch_lines(o_, read);
     lines_read_ = static_cast<std::int64_t>(read.size());
     for (const PromptLine& line : lines) {

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-inter-fusion", o.no_inter, "plan without generation/inference fusion");
   app.add_flag("--no-intra-fusion", o.no_intra, "plan without fused actor/critic training");
   app.footer("Exit status: 0 plan found; 2 bad input or command line; 3 even the best plan found exceeds device\n"
-             "memory (the plan is still written). Formats: docs/formats-plan.md; how it plans: docs/meshplan.md.");
+             "memory (the plan is still written). Formats: docs/formats-plan.md; how it plans: docs/tools/meshplan.md.");
   return braid::cli::run(app, argc, argv, [&] {
     if (o.profile.empty() && o.hardware.empty()) throw braid::UsageError("give --profile FILE or --hardware h100|h200|FILE");
     return run(o);
