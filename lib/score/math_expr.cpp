@@ -42,17 +42,20 @@ Val rational(const Rational& q) {
   return r;
 }
 
-std::optional<Rational> make_rational(__int128 num, __int128 den) {
+// Products of two int64 rationals before they are reduced (a GCC/Clang extension).
+__extension__ typedef __int128 Wide;
+
+std::optional<Rational> make_rational(Wide num, Wide den) {
   if (den == 0) return std::nullopt;
   if (den < 0) num = -num, den = -den;
-  __int128 a = num < 0 ? -num : num, b = den;
+  Wide a = num < 0 ? -num : num, b = den;
   while (b != 0) {
-    const __int128 t = a % b;
+    const Wide t = a % b;
     a = b;
     b = t;
   }
   if (a != 0) num /= a, den /= a;
-  constexpr __int128 kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr Wide kMax = std::numeric_limits<std::int64_t>::max();
   if (num > kMax || num < -kMax || den > kMax) return std::nullopt;
   return Rational{static_cast<std::int64_t>(num), static_cast<std::int64_t>(den)};
 }
@@ -77,7 +80,7 @@ std::optional<Val> combine(const Val& a, const Val& b, Op op) {
     if (std::isnan(r.v[k])) return std::nullopt;
   }
   if (a.exact && b.exact) {
-    const __int128 an = a.exact->num, ad = a.exact->den, bn = b.exact->num, bd = b.exact->den;
+    const Wide an = a.exact->num, ad = a.exact->den, bn = b.exact->num, bd = b.exact->den;
     switch (op) {
       case Op::add: r.exact = make_rational(an * bd + bn * ad, ad * bd); break;
       case Op::sub: r.exact = make_rational(an * bd - bn * ad, ad * bd); break;
@@ -85,11 +88,11 @@ std::optional<Val> combine(const Val& a, const Val& b, Op op) {
       case Op::div: r.exact = make_rational(an * bd, ad * bn); break;
       case Op::pow:
         if (bd == 1 && bn >= 0 && bn <= 64) {
-          __int128 num = 1, den = 1;
+          Wide num = 1, den = 1;
           bool fits = true;
-          for (__int128 i = 0; i < bn && fits; ++i) {
+          for (Wide i = 0; i < bn && fits; ++i) {
             num *= an, den *= ad;
-            fits = num < (__int128(1) << 100) && num > -(__int128(1) << 100) && den < (__int128(1) << 100);
+            fits = num < (Wide(1) << 100) && num > -(Wide(1) << 100) && den < (Wide(1) << 100);
           }
           if (fits) r.exact = make_rational(num, den);
         }
@@ -476,7 +479,7 @@ class Parser {
     if (x.exact && n.exact && n.exact->den == 1 && n.exact->num >= 2 && n.exact->num <= 64 && x.exact->num >= 0) {
       const auto exact_root = [&](std::int64_t v) -> std::optional<std::int64_t> {
         const auto c = static_cast<std::int64_t>(std::llround(std::pow(double(v), 1.0 / double(n.exact->num))));
-        __int128 p = 1;
+        Wide p = 1;
         for (std::int64_t i = 0; i < n.exact->num; ++i) p *= c;
         return p == v ? std::optional(c) : std::nullopt;
       };
