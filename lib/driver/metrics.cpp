@@ -69,8 +69,8 @@ std::optional<json> eval_figures(const Layout& layout, int iteration) {
 ordered_json eval_summary(const json& ev) {
   ordered_json e = ordered_json::object();
   for (const auto& [k, v] : ev.items()) {
-    if (k == "accuracy" || k.starts_with("pass@") || k == "pass_at_k" || k == "maj_at_k" || k == "mean_reward" ||
-        k == "mean_response_length" || k == "prompts" || k == "samples_per_prompt" || k == "greedy") {
+    if (k == "accuracy" || k.starts_with("pass@") || k.starts_with("maj@") || k == "pass_at_k" || k == "maj_at_k" ||
+        k == "mean_reward" || k == "mean_response_length" || k == "prompts" || k == "samples_per_prompt" || k == "greedy") {
       e[k] = v;
     }
   }

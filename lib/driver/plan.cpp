@@ -415,6 +415,7 @@ Step eval_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt
                            "--seed", iteration_seed(spec, i), "--tokenizer", spec.tokenizer});
   if (ev.max_new_tokens > 0) argv.insert(argv.end(), {"--max-new-tokens", std::to_string(ev.max_new_tokens)});
   if (!ev.by.empty()) argv.insert(argv.end(), {"--by", ev.by});
+  if (!ev.k.empty()) argv.insert(argv.end(), {"--k", fmt::format("{}", fmt::join(ev.k, ","))});
   argv.insert(argv.end(), {"-o", out.string()});
   append_common(argv, spec, opt);
   step.pipeline.push_back(Command{.stage = "eval", .argv = std::move(argv)});

@@ -602,7 +602,7 @@ void read_eval(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec) 
   const json& e = c.object(doc, "", "eval");
   if (!e.is_object()) return;
   c.no_unknown_keys(e, "eval", {"prompts", "every", "samples", "temperature", "max_new_tokens", "rule", "command",
-                                "timeout", "by"});
+                                "timeout", "by", "k"});
   EvalSpec ev;
   if (!e.contains("prompts") && spec.data && spec.data->heldout.any()) {
     ev.heldout_split = true;  // data.heldout's lines, split off by braid data
@@ -615,6 +615,18 @@ void read_eval(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec) 
   ev.temperature = c.number(e, "eval", "temperature", {.min = 0, .max = 100}, 0).value_or(0);
   ev.max_new_tokens = c.integer(e, "eval", "max_new_tokens", {.min = 1, .max = kMaxLength}, 0).value_or(0);
   if (e.contains("by")) ev.by = c.string(e, "eval", "by").value_or("");
+  if (e.contains("k")) {
+    for (const auto& [field, item] : c.array_items(e, "eval", "k")) {
+      if (!item->is_number_integer() || item->get<long long>() < 1) {
+        c.fail(field, "expected a number of samples k >= 1 (pass@k, maj@k)");
+      } else if (item->get<long long>() > ev.samples) {
+        c.fail(field, fmt::format("k = {} is above eval.samples ({}): pass@k and maj@k need k <= n", item->get<long long>(),
+                                  ev.samples));
+      } else {
+        ev.k.push_back(item->get<int>());
+      }
+    }
+  }
   if (e.contains("rule") && e.contains("command")) c.fail("eval", "give one of \"rule\" and \"command\", not both");
   if (e.contains("timeout") && !e.contains("command")) c.fail("eval.timeout", "only with \"command\"");
   if (e.contains("rule")) {

@@ -59,6 +59,7 @@ struct EvalSpec {
   std::filesystem::path command_dir;
   std::optional<double> command_timeout;
   std::string by;                    // a prompt field to break the figures down by
+  std::vector<int> k;                // pass@K and maj@K reported for these K (braid eval --k)
   bool heldout_split = false;        // prompts: the data section's held-out split (made into OUT/data/)
 };
 

@@ -62,7 +62,7 @@ struct Totals {
       maj[static_cast<std::size_t>(k - 1)] += maj_at_k(r.keys, r.correct, k);
     }
   }
-  ordered_json figures(int n) const {
+  ordered_json figures(int n, const std::vector<int>& ks) const {
     const double p = prompts > 0 ? static_cast<double>(prompts) : 1.0;
     const double s = samples > 0 ? static_cast<double>(samples) : 1.0;
     std::vector<double> pass_k, maj_k;
@@ -75,6 +75,10 @@ struct Totals {
     j["mean_reward"] = reward / s;
     j["pass@1"] = pass_k.empty() ? 0.0 : pass_k.front();
     j[fmt::format("pass@{}", n)] = pass_k.empty() ? 0.0 : pass_k.back();
+    for (const int k : ks) {
+      j[fmt::format("pass@{}", k)] = pass_k[static_cast<std::size_t>(k - 1)];
+      j[fmt::format("maj@{}", k)] = maj_k[static_cast<std::size_t>(k - 1)];
+    }
     j["pass_at_k"] = pass_k;
     j["maj_at_k"] = maj_k;
     j["mean_response_length"] = static_cast<double>(response_tokens) / s;
@@ -163,8 +167,20 @@ double pass_at_k(int n, int c, int k) {
   return 1.0 - miss;
 }
 
+std::optional<std::string> k_problem(const std::vector<int>& k, int samples) {
+  for (const int x : k) {
+    if (x < 1) return fmt::format("k = {} is not a number of samples (k >= 1)", x);
+    if (x > samples) {
+      return fmt::format("k = {} is above the {} sample{} per prompt: pass@k and maj@k need k <= n", x, samples,
+                         samples == 1 ? "" : "s");
+    }
+  }
+  return std::nullopt;
+}
+
 ordered_json evaluate_policy(const PolicyEvalOptions& o) {
   if (o.samples < 1) throw UsageError(fmt::format("--samples must be at least 1, got {}", o.samples));
+  if (auto problem = k_problem(o.k, o.samples)) throw UsageError("--k: " + *problem);
   if (o.max_new_tokens < 1) throw UsageError(fmt::format("--max-new-tokens must be at least 1, got {}", o.max_new_tokens));
   const auto t0 = Clock::now();
   gen::SamplingParams sampling{.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p, .seed = o.seed};
@@ -245,12 +261,12 @@ ordered_json evaluate_policy(const PolicyEvalOptions& o) {
     out["seed"] = o.seed;
   }
   out["correct_at"] = o.correct_at;
-  const ordered_json f = all.figures(o.samples);
+  const ordered_json f = all.figures(o.samples, o.k);
   out["prompts"] = f["prompts"];
   out["mean_reward"] = f["mean_reward"];
   out["accuracy"] = f["pass@1"];
   for (const auto& [k, v] : f.items()) {
-    if (k.starts_with("pass@")) out[k] = v;
+    if (k.starts_with("pass@") || k.starts_with("maj@")) out[k] = v;
   }
   out["pass_at_k"] = f["pass_at_k"];
   out["maj_at_k"] = f["maj_at_k"];
@@ -268,7 +284,7 @@ ordered_json evaluate_policy(const PolicyEvalOptions& o) {
       if (an && bn) return a.first.size() != b.first.size() ? a.first.size() < b.first.size() : a.first < b.first;
       return an && !bn;
     });
-    for (const auto& [k, t] : order) by["groups"][k] = t->figures(o.samples);
+    for (const auto& [k, t] : order) by["groups"][k] = t->figures(o.samples, o.k);
     out["by"] = by;
   }
   out["seconds"] = since(t0);

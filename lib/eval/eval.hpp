@@ -58,6 +58,7 @@ struct PolicyEvalOptions {
   std::int64_t limit = 0;               // the first `limit` prompts (0: all)
   double correct_at = 1.0;
   std::string by;                       // a prompt field to break the figures down by ("" = none)
+  std::vector<int> k;                   // also "pass@K" and "maj@K" keys for these K (each 1..samples)
 };
 
 struct PairEvalOptions {
@@ -79,10 +80,15 @@ double pass_at_k(int n, int c, int k);
 double maj_at_k(const std::vector<std::optional<std::string>>& keys, const std::vector<bool>& right, int k);
 
 // {"format","version","kind":"policy","checkpoint","step","prompts","samples_per_prompt",
-//  "greedy","mean_reward","accuracy" (= pass@1),"pass@1","pass@n","pass_at_k" [k = 1..n],
-//  "maj_at_k" [k = 1..n],"mean_response_length","seconds", optional "by": {"field", "groups":
+//  "greedy","mean_reward","accuracy" (= pass@1),"pass@1","pass@n", "pass@K" and "maj@K" for each
+//  K of o.k,"pass_at_k" [k = 1..n],"maj_at_k" [k = 1..n],"mean_response_length","seconds", optional "by": {"field", "groups":
 //  {value: {"prompts","pass@1","pass@n","pass_at_k","maj_at_k","mean_reward",...}}}}
+// UsageError naming --k when a K of o.k is outside 1..samples.
 ordered_json evaluate_policy(const PolicyEvalOptions& o);
+
+// The problem with pass@K / maj@K for these K from n samples ("k = 16 is above the 8 samples
+// per prompt: pass@k needs k <= n"), nullopt when there is none.
+std::optional<std::string> k_problem(const std::vector<int>& k, int samples);
 
 // {"format","version","kind":"reward_model","checkpoint","step","pairs","accuracy","mean_margin",
 //  "mean_chosen","mean_rejected","seconds"}

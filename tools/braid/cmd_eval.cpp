@@ -1,6 +1,7 @@
 // braid eval CHECKPOINT: a policy on held-out prompts (--prompts, with a reward rule or
 // command), or a reward model on held-out preference pairs (--pairs), as a braid.eval
 // JSON document on stdout or -o; the logic is lib/eval/eval.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -44,15 +45,20 @@ int run_eval(EvalCli& o, const CLI::App& sub) {
   if (have_prompts) {
     result = eval::evaluate_policy(o.policy);
     std::string line = fmt::format("{}: pass@1 {:.4f}", o.policy.model.checkpoint, result["pass@1"].get<double>());
-    if (o.policy.samples > 1) {
-      const std::string key = fmt::format("pass@{}", o.policy.samples);
+    std::vector<int> ks = o.policy.k;
+    ks.push_back(o.policy.samples);
+    std::sort(ks.begin(), ks.end());
+    ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+    for (const int k : ks) {
+      if (k == 1) continue;
+      const std::string key = fmt::format("pass@{}", k);
       line += fmt::format("  {} {:.4f}", key, result[key].get<double>());
     }
     line += fmt::format("  mean reward {:.4f}  length {:.1f}  ({} prompts)", result["mean_reward"].get<double>(),
                         result["mean_response_length"].get<double>(), result["prompts"].get<std::int64_t>());
     log::info("{}", line);
   } else {
-    for (const char* policy_only : {"--reward-rule", "--reward-cmd", "--samples", "--temperature", "--by"}) {
+    for (const char* policy_only : {"--reward-rule", "--reward-cmd", "--samples", "--temperature", "--by", "--k"}) {
       if (sub.get_option(policy_only)->count() > 0) throw UsageError(fmt::format("{} is for a policy (--prompts), not --pairs", policy_only));
     }
     const eval::PairEvalOptions pair_opt{.model = o.policy.model, .pairs = o.pairs, .ref = o.ref, .beta = o.beta,
@@ -110,6 +116,9 @@ void add_eval_command(CLI::App& app, Verbs& verbs) {
   sub->add_option("--max-batch", p.max_batch, "Sequences decoding together")->check(CLI::PositiveNumber)->capture_default_str();
   sub->add_option("--limit", p.limit, "Only the first N prompts (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_option("--correct-at", p.correct_at, "A sample is right when its reward is at least this")->capture_default_str();
+  sub->add_option("-k,--k", p.k, "Also report pass@K and maj@K as keys (and pass@K on the summary line) for these K, "
+                                "each at most --samples (every k <= n is in pass_at_k / maj_at_k anyway)")
+      ->delimiter(',');
   sub->add_option("--by", p.by, "Also break the figures down by this prompt field (e.g. digits)");
   sub->add_option("--tokenizer", p.model.tokenizer, "byte, or a tokenizer.json / HF folder")->capture_default_str();
   sub->add_option("--threads", p.model.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
