@@ -10,7 +10,7 @@ B="$BRAID_BIN/braid"
 S="$BRAID_SCRATCH"
 rm -rf "${S:?}"/*
 cd "$S"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$BRAID_SOURCE/tests/common/expect.sh"
 PY=/usr/bin/python3  # with h5py
 . "$BRAID_SOURCE/tests/driver/tiny_run.sh"
 "$PY" - <<'PY'

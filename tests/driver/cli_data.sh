@@ -13,7 +13,7 @@ B="$BRAID_BIN/braid"
 S="$BRAID_SCRATCH"
 rm -rf "${S:?}"/*
 cd "$S"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$BRAID_SOURCE/tests/common/expect.sh"
 PY=/usr/bin/python3  # with h5py
 
 cp "$BRAID_SOURCE/examples/tiny/config.json" config.json
@@ -135,12 +135,6 @@ for f in ("prepared/train.jsonl", "prepared/heldout.jsonl"):
         d = json.loads(l)
         assert "prompt" in d and "question" not in d and "#### " in d["answer"], d
 PY
-set +e
-"$B" data gsm.jsonl -o p2 --field prompt=query > /dev/null 2> err; rc=$?
-set -e
-[[ $rc == 2 ]] && grep -q "query: is missing" err || fail "a missing mapped key: exit $rc, $(cat err)"
-set +e
-"$B" data gsm.jsonl -o p2 --field ask=question > /dev/null 2> err; rc=$?
-set -e
-[[ $rc == 2 ]] && grep -q -- "--field" err || fail "an unknown field name: exit $rc, $(cat err)"
+expect_bad data_missing_key "query: is missing" -- "$B" data gsm.jsonl -o p2 --field prompt=query
+expect_bad data_unknown_name "--field" -- "$B" data gsm.jsonl -o p2 --field ask=question
 echo OK

@@ -10,7 +10,7 @@ B="$BRAID_BIN"
 S="$BRAID_SCRATCH"
 rm -rf "${S:?}"/*
 cd "$S"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$BRAID_SOURCE/tests/common/expect.sh"
 PY=/usr/bin/python3  # with h5py and numpy
 
 cp "$BRAID_SOURCE/examples/tiny/config.json" config.json
@@ -74,15 +74,9 @@ assert abs(t["mean_weight"] - 1) < 1e-4 and t["max_abs_log_ratio"] < 1e-3, t
 PY
 
 # Bad settings: exit 2, naming the option.
-expect2() {
-  local what=$1; shift
-  set +e; "$@" > /dev/null 2> err; local rc=$?; set -e
-  [[ $rc == 2 ]] || fail "$what: exit $rc, expected 2"
-  grep -q -- "$what" err || fail "$what not named: $(cat err)"
-}
-expect2 --clip-high "$B/braid-train" dapo scored-dapo/*.h5 --actor actor.h5 --actor-out x.h5 --clip-low 0.3 --clip-high 0.2
-expect2 --loss-agg "$B/braid-train" grpo scored-grpo/*.h5 --actor actor.h5 --actor-out x.h5 --loss-agg seq-sum
-expect2 --algorithm "$B/braid-score" gen/*.h5 -o bad --algorithm sppo --reward-rule digits
+expect_bad bad "--clip-high" -- "$B/braid-train" dapo scored-dapo/*.h5 --actor actor.h5 --actor-out x.h5 --clip-low 0.3 --clip-high 0.2
+expect_bad bad "--loss-agg" -- "$B/braid-train" grpo scored-grpo/*.h5 --actor actor.h5 --actor-out x.h5 --loss-agg seq-sum
+expect_bad bad "--algorithm" -- "$B/braid-score" gen/*.h5 -o bad --algorithm sppo --reward-rule digits
 [[ ! -e x.h5 ]] || fail "a refused call wrote its output"
 
 # braid run: a group and a returns-to-go algorithm for two iterations, every kind of run-file
@@ -130,10 +124,10 @@ r["algorithm"] = "rloo"
 r["score"] = {"norm_by_std": True}
 json.dump(r, open("bad-std.json", "w"))
 PY
-expect2 "algorithm: " "$B/braid" run bad-algo.json -o never
-expect2 "train.clip_low" "$B/braid" run bad-clip.json -o never
-expect2 "train.loss_agg" "$B/braid" run bad-agg.json -o never
-expect2 "score.norm_by_std" "$B/braid" run bad-std.json -o never
+expect_bad bad "algorithm: " -- "$B/braid" run bad-algo.json -o never
+expect_bad bad "train.clip_low" -- "$B/braid" run bad-clip.json -o never
+expect_bad bad "train.loss_agg" -- "$B/braid" run bad-agg.json -o never
+expect_bad bad "score.norm_by_std" -- "$B/braid" run bad-std.json -o never
 
 # DAPO's dynamic sampling under braid run: an iteration rolls out again over the next
 # prompts while fewer than data.batch_prompts groups have unequal rewards (3 rounds at
@@ -179,7 +173,7 @@ for i in (1, 2):
 PY
 "$B/braid" run dyn.json -o dyn -n > dry.txt
 [[ ! -s dry.txt ]] || fail "a finished dynamic-sampling run has steps to do: $(cat dry.txt)"
-expect2 "data.dynamic_sampling" "$B/braid" makefile dyn.json -d dyn -o dyn.mk
+expect_bad bad "data.dynamic_sampling" -- "$B/braid" makefile dyn.json -d dyn -o dyn.mk
 "$PY" - <<'PY'
 import json
 r = json.load(open("dyn.json"))
@@ -187,5 +181,5 @@ r["algorithm"] = "reinforce++"
 r["data"]["dynamic_sampling"] = True
 json.dump(r, open("dyn-bad.json", "w"))
 PY
-expect2 "data.dynamic_sampling" "$B/braid" run dyn-bad.json -o never
+expect_bad bad "data.dynamic_sampling" -- "$B/braid" run dyn-bad.json -o never
 echo OK
