@@ -578,6 +578,19 @@ void read_data(Checker& c, const json& doc, RunSpec& spec) {
   spec.data = ds;
 }
 
+// data.heldout must leave lines to train on: checked against the prompt file now, not when
+// braid data runs.
+void check_heldout(Checker& c, const RunSpec& spec) {
+  if (!spec.data || !spec.data->heldout.any() || !fs::is_regular_file(spec.prompts)) return;
+  std::int64_t lines = 0;
+  try {
+    for_each_jsonl_line(read_text_file(spec.prompts.string()), 0, [&](std::int64_t, std::string_view) { ++lines; });
+    spec.data->heldout.of(lines);
+  } catch (const std::exception& e) {
+    c.fail("data.heldout", fmt::format("{} ({})", e.what(), spec.prompts.string()));
+  }
+}
+
 // The "checkpoints" section: save_every and keep_last (driver/retention.hpp).
 void read_checkpoints(Checker& c, const json& doc, RunSpec& spec) {
   const json& k = c.object(doc, "", "checkpoints");
@@ -796,6 +809,7 @@ RunSpec load_run_file(const fs::path& path) {
     }
   }
   if (doc.contains("data")) read_data(c, doc, spec);
+  check_heldout(c, spec);
   if (doc.contains("checkpoints")) read_checkpoints(c, doc, spec);
   check_prompts_for_reward(c, spec);
   if (doc.contains("eval")) read_eval(c, doc, dir, spec);

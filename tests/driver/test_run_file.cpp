@@ -732,4 +732,10 @@ BOOST_AUTO_TEST_CASE(the_data_section) {
   BOOST_TEST(!problem_at(problems, "data.heldout").empty());
   BOOST_TEST(!problem_at(problems, "data.shuffle").empty());
   BOOST_TEST(problem_at(problems, "prompts").find("q: is missing") != std::string::npos);
+
+  // A held-out count that leaves no line to train on is refused now, not when braid data runs.
+  const fs::path all = test::run_folder("data_all_heldout", head + R"("data": {"batch_prompts": 2, "heldout": 3}})");
+  test::write_file(all.parent_path() / "gsm.jsonl", "{\"prompt\": \"1+1=\", \"answer\": 2}\n\n"
+                                                    "{\"prompt\": \"2+2=\", \"answer\": 4}\n{\"prompt\": \"3+3=\", \"answer\": 6}\n");
+  BOOST_TEST(problem_at(problems_of(all), "data.heldout").find("holding out 3 of 3 lines") != std::string::npos);
 }
