@@ -727,8 +727,14 @@ RunSpec load_run_file(const fs::path& path) {
   RunSpec spec;
   spec.file = path;
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  spec.algorithm = c.string(doc, "", "algorithm", rl::algorithm_names(), "ppo").value_or("ppo");
-  if (!rl::algorithm_named(spec.algorithm)) spec.algorithm = "ppo";  // reported; read the rest as PPO's
+  if (auto a = c.string(doc, "", "algorithm", rl::algorithm_names(), "ppo")) {
+    spec.algorithm = *a;
+  } else {
+    // Reported; the rest is read as PPO's when the file gives a critic, else as GRPO's, so
+    // that the one mistake is not reported again as a critic missing or not used.
+    const json* models = doc.contains("models") ? &doc["models"] : nullptr;
+    spec.algorithm = models != nullptr && models->is_object() && models->contains("critic") ? "ppo" : "grpo";
+  }
   read_models(c, doc, dir, spec);
 
   if (auto prompts = c.string(doc, "", "prompts")) {

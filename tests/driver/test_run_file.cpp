@@ -664,6 +664,7 @@ BOOST_AUTO_TEST_CASE(algorithms_and_their_switches) {
   }
   const auto unknown = problems_of(test::run_folder("algo_bad", head + R"("algorithm": "sppo"})"));
   BOOST_TEST(!problem_at(unknown, "algorithm").empty());
+  BOOST_TEST(unknown.size() == 1u);  // not also "models.critic: missing (required by ppo)"
   const auto critic = problems_of(test::run_folder("algo_critic", head + R"("algorithm": "rloo",
       "models": {"actor": {"init": {"config": "models/config.json"}}, "critic": "c.h5", "reward": {"rule": "digits"}}})"));
   BOOST_TEST(problem_at(critic, "models.critic").find("not used by rloo") != std::string::npos);
