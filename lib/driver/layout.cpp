@@ -18,6 +18,8 @@ fs::path Layout::checkpoint(int iteration, std::string_view model) const {
   return iteration_dir(iteration) / fmt::format("{}.h5", model);
 }
 
+fs::path Layout::data_file(std::string_view name) const { return out_ / "data" / fmt::format("{}.jsonl", name); }
+
 std::vector<fs::path> checkpoint_files_of(const fs::path& spec) {
   std::error_code ec;
   if (fs::is_regular_file(spec, ec)) return {spec};

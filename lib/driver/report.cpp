@@ -71,7 +71,8 @@ struct Range {
 };
 
 // The frame, title, y ticks and x ticks of a chart over iterations [x0, x1].
-void frame(std::string& s, const Panel& p, const std::string& title, Range y, int x0, int x1) {
+void frame(std::string& s, const Panel& p, const std::string& title, Range y, int x0, int x1,
+           const char* x_label = "iteration") {
   s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"13\" font-weight=\"bold\">{}</text>\n", num(p.x + 4), num(p.y + 16),
                    esc(title));
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#bbb\"/>\n", num(p.plot_x()),
@@ -91,8 +92,8 @@ void frame(std::string& s, const Panel& p, const std::string& title, Range y, in
     s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{}</text>\n", num(px),
                      num(p.plot_y() + p.plot_h() + 13), i);
   }
-  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\" fill=\"#555\">iteration</text>\n",
-                   num(p.plot_x() + p.plot_w() / 2), num(p.plot_y() + p.plot_h() + 26));
+  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\" fill=\"#555\">{}</text>\n",
+                   num(p.plot_x() + p.plot_w() / 2), num(p.plot_y() + p.plot_h() + 26), x_label);
 }
 
 struct Point {
@@ -150,6 +151,35 @@ void line_chart(std::string& s, const Panel& p, const std::string& title, const 
       s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"{}\"><title>iteration {}: {}</title></circle>\n",
                        num(px(pt.iteration)), num(py(pt.value)), colour, pt.iteration, esc(fmt::format("{:.4g}", pt.value)));
     }
+  }
+  s += "</g>\n";
+}
+
+// Held-out pass@k against k, one curve per evaluated iteration (lighter for the earlier):
+// <g id="chart-pass-at-k"> with a <path class="series"> per iteration (data-series "iteration N").
+void pass_at_k_chart(std::string& s, const Panel& p, const ordered_json& rows) {
+  std::vector<std::pair<int, std::vector<double>>> curves;
+  std::size_t n = 1;
+  for (const auto& r : rows) {
+    if (!r.contains("heldout_pass_at_k")) continue;
+    curves.emplace_back(r["iteration"].get<int>(), r["heldout_pass_at_k"].get<std::vector<double>>());
+    n = std::max(n, curves.back().second.size());
+  }
+  s += "<g id=\"chart-pass-at-k\">\n";
+  frame(s, p, "held-out pass@k against k (later iterations darker)", Range{0, 1}, 1,
+        static_cast<int>(std::max<std::size_t>(n, 2)), "k");
+  const double span = double(std::max<std::size_t>(n, 2) - 1);
+  for (std::size_t c = 0; c < curves.size(); ++c) {
+    const double shade = curves.size() > 1 ? double(c) / double(curves.size() - 1) : 1.0;
+    const std::string colour = fmt::format("rgb({},{},{})", int(200 - 150 * shade), int(200 - 170 * shade), int(230 - 80 * shade));
+    std::string d;
+    for (std::size_t k = 0; k < curves[c].second.size(); ++k) {
+      d += fmt::format("{}{} {}", k == 0 ? "M" : " L", num(p.plot_x() + p.plot_w() * double(k) / span),
+                       num(p.plot_y() + p.plot_h() * (1 - curves[c].second[k])));
+    }
+    s += fmt::format("<path class=\"series\" data-series=\"iteration {}\" d=\"{}\" fill=\"none\" stroke=\"{}\" "
+                     "stroke-width=\"2\"><title>iteration {}</title></path>\n",
+                     curves[c].first, d, colour, curves[c].first);
   }
   s += "</g>\n";
 }
@@ -350,7 +380,7 @@ ordered_json build_report(const RunSpec& spec, const Layout& layout, int last) {
   report["iterations_planned"] = spec.iterations;
   if (spec.eval) {
     ordered_json h;
-    h["prompts"] = spec.eval->prompts.string();
+    h["prompts"] = spec.eval->heldout_split ? layout.data_file("heldout").string() : spec.eval->prompts.string();
     h["samples_per_prompt"] = spec.eval->samples;
     h["greedy"] = spec.eval->temperature <= 0;
     h["every"] = spec.eval->every;
@@ -370,6 +400,9 @@ ordered_json build_report(const RunSpec& spec, const Layout& layout, int last) {
     row["heldout_accuracy"] = ev ? number_or_null(*ev, "accuracy") : ordered_json(nullptr);
     if (ev && spec.eval && spec.eval->samples > 1) {
       row["heldout_pass_at_n"] = number_or_null(*ev, fmt::format("pass@{}", spec.eval->samples));
+      for (const char* key : {"pass_at_k", "maj_at_k"}) {
+        if (ev->contains(key) && (*ev)[key].is_array()) row[std::string("heldout_") + key] = (*ev)[key];
+      }
     }
     row["mean_response_length"] = number_or_null(m, "mean_response_length");
     row["entropy"] = m.contains("train") ? number_or_null(m["train"], "actor_train.entropy") : ordered_json(nullptr);
@@ -429,7 +462,9 @@ std::string report_svg(const ordered_json& report, const std::string& schedule_s
   line_chart(body, panel(3), "mean response length (tokens)", "mean_response_length", rows, x0, x1, "#006d2c");
   line_chart(body, panel(4), "policy entropy (per token)", "entropy", rows, x0, x1, "#8c510a");
   stage_chart(body, panel(5), rows, x0, x1);
-  y += 3 * (kPanelH + 10) + 10;
+  const bool by_k = std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.contains("heldout_pass_at_k"); });
+  if (by_k) pass_at_k_chart(body, panel(6), rows);
+  y += (by_k ? 4 : 3) * (kPanelH + 10) + 10;
   if (!schedule_svg.empty()) {
     const auto at = schedule_svg.find("<svg");
     const std::string inner = at == std::string::npos ? schedule_svg : schedule_svg.substr(at);

@@ -18,7 +18,9 @@
 #include "core/files.hpp"
 #include "core/log.hpp"
 #include "driver/ablation.hpp"
+#include "driver/dynamic_sampling.hpp"
 #include "driver/metrics.hpp"
+#include "driver/retention.hpp"
 #include "driver/report.hpp"
 #include "driver/shell.hpp"
 #include "driver/verify.hpp"
@@ -213,9 +215,11 @@ void remove_files(const std::vector<fs::path>& files) {
 // are not all good: its outputs and leftovers are removed, so that it is due again, and
 // every later step with it, since they read what it rewrites.
 bool checkpoints_damaged(const Step& step) {
-  std::vector<fs::path> files = step.outputs;
-  for (const auto& f : step.stale) {
-    if (f.extension() == ".h5") files.push_back(f);
+  std::vector<fs::path> files;
+  for (const auto* list : {&step.outputs, &step.stale}) {
+    for (const auto& f : *list) {
+      if (f.extension() == ".h5" && std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
+    }
   }
   const auto why = damaged_checkpoint(files);
   if (!why) return false;
@@ -236,6 +240,30 @@ bool scored_shards_damaged(const Layout& layout, int iteration, const Step& roll
   remove_files(damaged);
   remove_files({layout.stats_file(iteration, "score")});
   return true;
+}
+
+// Dynamic sampling: more rounds of iteration i's rollout while too few of its groups have
+// rewards that are not all equal (driver/dynamic_sampling.hpp); then its data.json. Whether
+// a round ran now.
+bool refill(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i) {
+  bool ran = false;
+  for (int r = 1; r < spec.data->dynamic_rounds; ++r) {
+    const Step round = rollout_step(spec, layout, opt, i, r);
+    if (!step_due(round)) continue;  // done before (a resumed run)
+    const RoundCount c = count_groups(layout, i);
+    if (c.kept >= spec.data->batch_prompts) break;
+    log::info("iteration {}: {} of {} groups have rewards not all equal, {} wanted: round {} over {} more prompts", i,
+              c.kept, c.groups, spec.data->batch_prompts, r, spec.data->batch_prompts);
+    execute_step(round);
+    ran = true;
+  }
+  const auto d = record_rounds(spec, layout, i);
+  if (d["kept"].get<std::int64_t>() < spec.data->batch_prompts) {
+    log::warn("iteration {}: {} groups with rewards not all equal after {} rounds, fewer than the {} wanted: it trains "
+              "on those",
+              i, d["kept"].get<std::int64_t>(), d["rounds"].get<int>(), spec.data->batch_prompts);
+  }
+  return ran;
 }
 
 }  // namespace
@@ -323,13 +351,25 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
     const Step train = train_step(spec, layout, opt, i);
     const bool rollout_due = step_due(rollout) || scored_shards_damaged(layout, i, rollout);
     const auto t0 = std::chrono::steady_clock::now();
+    const auto removed = [&](int needed, const Step& step) {
+      if (!pruned(layout, needed)) return;
+      throw InputError(spec.file.string(), "checkpoints",
+                       fmt::format("{} must run again, but the checkpoints of iteration {} it starts from were removed "
+                                   "(checkpoints.save_every / keep_last; {}): run it again in a new folder, or keep more",
+                                   step.name, needed, (layout.iteration_dir(needed) / "pruned.json").string()));
+    };
+    if (rollout_due) removed(rollout_policy(spec, i), rollout);
     if (rollout_due) {
       log::info("iteration {} of {}: {}", i, spec.iterations, rollout.name);
       execute_step(rollout);
       rolled_out[static_cast<std::size_t>(i)] = true;
     }
+    if (dynamic_sampling(spec)) rolled_out[static_cast<std::size_t>(i)] = refill(spec, layout, opt, i) || rolled_out[static_cast<std::size_t>(i)];
     std::vector<Step> group;
-    if (rolled_out[static_cast<std::size_t>(i)] || step_due(train) || checkpoints_damaged(train)) group.push_back(train);
+    if (rolled_out[static_cast<std::size_t>(i)] || step_due(train) || checkpoints_damaged(train)) {
+      removed(i - 1, train);
+      group.push_back(train);
+    }
     // Async: the next rollout reads nothing this training writes (rollout_policy), so the
     // two run at once, as two processes (pipelines) side by side.
     if (spec.async && i < spec.iterations) {
@@ -376,6 +416,8 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
       run_ablation(spec, layout, opt, i);
       write_report(spec, layout, i);
     }
+    // Iteration i is complete: the checkpoints no step will read again go (driver/retention.hpp).
+    if (!pruned(layout, i)) prune_checkpoints(spec, layout, i);
   }
   write_metrics_file(layout, spec.iterations);
   write_report(spec, layout, spec.iterations);  // rewritten only when it differs: a finished run's stays

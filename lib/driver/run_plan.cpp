@@ -98,6 +98,7 @@ std::int64_t run_samples(const RunSpec& spec, std::int64_t* prompts_out) {
   if (auto v = flag_value(spec.generate, "--limit")) limit = std::stoll(*v);
   std::int64_t prompts = 0;
   for_each_jsonl_line(read_text_file(spec.prompts.string()), limit, [&](std::int64_t, std::string_view) { ++prompts; });
+  if (spec.data && spec.data->batch_prompts > 0) prompts = spec.data->batch_prompts;  // the data section's batch
   *prompts_out = prompts;
   const std::int64_t per = std::stoll(flag_value(spec.generate, "--samples-per-prompt").value_or("1"));
   return prompts * per;
@@ -143,8 +144,9 @@ std::string shape_text(const plan::ModelShape& s) {
 
 // Every difference between the run and the experiment the plan was made for.
 void check_experiment(Checker& c, const RunSpec& spec, const plan::Experiment& e, const std::string& file) {
+  // An experiment's grpo stands for every algorithm without a critic (the same calls).
   const std::string algorithm = e.algorithm == plan::Algorithm::ppo ? "ppo" : "grpo";
-  if (algorithm != spec.algorithm) {
+  if ((e.algorithm == plan::Algorithm::ppo) != spec.uses_critic()) {
     c.fail("plan", fmt::format("{}: algorithm: is {}, but the run's is {}", file, algorithm, spec.algorithm));
   }
   struct Role {

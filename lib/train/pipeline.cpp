@@ -254,19 +254,21 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
     im.comm->broadcast(names, root);
     std::vector<std::string> keys;
     for (std::size_t b = 0, e; (e = names.find('\n', b)) != std::string::npos; b = e + 1) keys.push_back(names.substr(b, e - b));
-    // Sums add over the ranks (0 where a rank has none); maxima take the largest.
-    std::vector<double> sums_of(keys.size(), 0.0), maxima(keys.size(), std::numeric_limits<double>::lowest());
+    // Sums add over the ranks (0 where a rank has none); maxima take the largest. The
+    // metrics' units ride at the end of the sums.
+    std::vector<double> sums_of(keys.size() + 1, 0.0), maxima(keys.size(), std::numeric_limits<double>::lowest());
     for (std::size_t k = 0; k < keys.size(); ++k) {
       const auto it = ms.totals.metric_sums().find(keys[k]);
       if (it == ms.totals.metric_sums().end()) continue;
       (LossTotals::is_max(keys[k]) ? maxima : sums_of)[k] = it->second;
     }
+    sums_of.back() = ms.totals.metric_units();
     im.comm->all_reduce(std::span<double>(sums_of), comm::ReduceOp::sum);
     im.comm->all_reduce(std::span<double>(maxima), comm::ReduceOp::max);
     std::map<std::string, double> merged;
     for (std::size_t k = 0; k < keys.size(); ++k) merged[keys[k]] = LossTotals::is_max(keys[k]) ? maxima[k] : sums_of[k];
     LossTotals all;
-    all.merge(sums[3 * i + 1], units[i], merged);
+    all.merge(sums[3 * i + 1], units[i], sums_of.back(), merged);
     r.stats = all.mean();
   }
 

@@ -120,7 +120,7 @@ BOOST_AUTO_TEST_CASE(every_bad_field_is_named) {
     "dtype": "f16",
     "generate": {"samples_per_prompt": 0, "temprature": 1.0, "top_p": 1.5},
     "score": {"gamma": 2},
-    "train": {"lr": -1, "kl_coef": 0.1, "ranks": 2},
+    "train": {"lr": -1, "kl_coef": -0.1, "ranks": 2},
     "evaluate": {}
   })");
   const auto problems = problems_of(run);
@@ -136,8 +136,8 @@ BOOST_AUTO_TEST_CASE(every_bad_field_is_named) {
   BOOST_TEST(problem_at(problems, "generate.temprature").find("did you mean \"temperature\"") != std::string::npos);
   BOOST_TEST(problem_at(problems, "models.refs").find("did you mean \"ref\"") != std::string::npos);
   BOOST_TEST(problem_at(problems, "models.actor.init.sede").find("did you mean \"seed\"") != std::string::npos);
-  // kl_coef in train is GRPO's; PPO's is score.kl_coef.
-  BOOST_TEST(problem_at(problems, "train.kl_coef").find("unknown key") != std::string::npos);
+  // Every policy algorithm takes a KL term in its loss; this one is out of bounds.
+  BOOST_TEST(problem_at(problems, "train.kl_coef").find(">= 0") != std::string::npos);
   BOOST_TEST(problem_at(problems, "models.critic").find("required by ppo") != std::string::npos);
 }
 
@@ -216,7 +216,7 @@ BOOST_AUTO_TEST_CASE(math_rule_checks_the_prompts_answers) {
   BOOST_TEST(load_run_file(run).reward.rule == "math");
 
   const std::string bad_prompts =
-      "{\"prompt\": \"1+1=\", \"answer\": 2}\n{\"prompt\": \"a\"}\n\n{\"prompt\": \"b\", \"answer\": \"x+1\"}\n"
+      "{\"prompt\": \"1+1=\", \"answer\": 2}\n{\"prompt\": \"a\"}\n\n{\"prompt\": \"b\", \"answer\": \"many\"}\n"
       "{\"prompt\": \"c\", \"answer\": [1]}\n{\"prompt\": \"past the limit\"}\n";
   run = with_limit("math_bad", 4);
   test::write_file(run.parent_path() / "prompts.jsonl", bad_prompts);
@@ -224,7 +224,7 @@ BOOST_AUTO_TEST_CASE(math_rule_checks_the_prompts_answers) {
   const std::string file = (run.parent_path() / "prompts.jsonl").string();
   BOOST_TEST_REQUIRE(problems.size() == 3u);
   BOOST_TEST(problems[0].find("prompts: " + file + ":2: answer: is missing") == 0u);
-  BOOST_TEST(problems[1].find("prompts: " + file + ":4: answer: is \"x+1\", not a number") == 0u);
+  BOOST_TEST(problems[1].find("prompts: " + file + ":4: answer: is \"many\", not a value") == 0u);
   BOOST_TEST(problems[2].find("prompts: " + file + ":5: answer: is [1] (array)") == 0u);
 
   // The limit stops the check where braid-generate stops reading.
@@ -552,7 +552,8 @@ BOOST_AUTO_TEST_CASE(a_fused_grpo_rollout_needs_whole_groups_per_shard) {
     "prompts": "prompts.jsonl", "iterations": 1, )";
   const auto bad = problems_of(test::run_folder("grpo_split", head + R"("generate": {"ranks": 2,
       "samples_per_prompt": 4, "shard_size": 6}})"));
-  BOOST_TEST(problem_at(bad, "generate.shard_size").find("is 6: a fused GRPO rollout") != std::string::npos);
+  BOOST_TEST(problem_at(bad, "generate.shard_size").find("is 6: a fused rollout with group advantages") !=
+             std::string::npos);
   const auto missing = problems_of(test::run_folder("grpo_nosize", head + R"("generate": {"ranks": 2,
       "samples_per_prompt": 4}})"));
   BOOST_TEST(problem_at(missing, "generate.shard_size").find("missing") != std::string::npos);
@@ -627,4 +628,115 @@ BOOST_AUTO_TEST_CASE(evaluated_iterations) {
     if (evaluates(spec, i)) at.push_back(i);
   }
   BOOST_TEST(at == std::vector<int>({0, 3, 6, 7}), boost::test_tools::per_element());
+}
+
+// The named algorithms: each is braid-score's --algorithm and braid-train's mode; their
+// switches pass on as flags (a boolean as --KEY or --no-KEY, a choice as it is); the
+// settings that cannot be are refused naming the key.
+BOOST_AUTO_TEST_CASE(algorithms_and_their_switches) {
+  const std::string head = R"({"format": "braid.run", "version": 1,
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": 2, )";
+  const RunSpec dapo = load_run_file(test::run_folder("algo_dapo", head + R"("algorithm": "dapo",
+      "score": {"kl_estimator": "k3", "norm_by_std": false, "overlong_buffer": 4},
+      "train": {"clip_high": 0.3, "loss_agg": "seq-mean-token-sum", "kl_coef": 0.01, "normalize_advantages": true,
+                "sequence_ratio": false, "tis_cap": 2}})"));
+  BOOST_TEST(!dapo.uses_critic());
+  BOOST_TEST(flag(dapo.score, "--kl-estimator") == "k3");
+  BOOST_TEST(flag(dapo.score, "--no-norm-by-std") == "");
+  BOOST_TEST(flag(dapo.score, "--overlong-buffer") == "4");
+  BOOST_TEST(flag(dapo.train, "--clip-high") == "0.3");
+  BOOST_TEST(flag(dapo.train, "--loss-agg") == "seq-mean-token-sum");
+  BOOST_TEST(flag(dapo.train, "--normalize-advantages") == "");
+  BOOST_TEST(flag(dapo.train, "--no-sequence-ratio") == "");
+  BOOST_TEST(flag(dapo.train, "--tis-cap") == "2");
+  const Layout layout(test::scratch("algo_dapo") / "out");
+  const Step train = train_step(dapo, layout, {}, 1);
+  const auto& argv = train.pipeline.front().argv;
+  BOOST_TEST(argv[1] == "dapo");
+  BOOST_TEST((std::find(argv.begin(), argv.end(), "--normalize-advantages") != argv.end()));
+  const Step rollout = rollout_step(dapo, layout, {}, 1);
+  const auto& score = rollout.pipeline.back().argv;
+  BOOST_TEST((std::find(score.begin(), score.end(), "dapo") != score.end()));
+
+  for (const char* name : {"grpo", "dr-grpo", "gspo", "rloo", "reinforce++", "reinforce++-baseline"}) {
+    BOOST_TEST(load_run_file(test::run_folder("algo_ok", head + "\"algorithm\": \"" + name + "\"}")).algorithm == name);
+  }
+  const auto unknown = problems_of(test::run_folder("algo_bad", head + R"("algorithm": "sppo"})"));
+  BOOST_TEST(!problem_at(unknown, "algorithm").empty());
+  BOOST_TEST(unknown.size() == 1u);  // not also "models.critic: missing (required by ppo)"
+  const auto critic = problems_of(test::run_folder("algo_critic", head + R"("algorithm": "rloo",
+      "models": {"actor": {"init": {"config": "models/config.json"}}, "critic": "c.h5", "reward": {"rule": "digits"}}})"));
+  BOOST_TEST(problem_at(critic, "models.critic").find("not used by rloo") != std::string::npos);
+  // Clip-higher below the floor's ε, by whichever key sets it.
+  const auto low = problems_of(test::run_folder("algo_clip", head + R"("algorithm": "dapo", "train": {"clip_low": 0.3}})"));
+  BOOST_TEST(problem_at(low, "train.clip_low").find("below its lower") != std::string::npos);
+  const auto high = problems_of(test::run_folder("algo_clip2", head + R"("algorithm": "grpo",
+      "train": {"clip": 0.3, "clip_high": 0.2}})"));
+  BOOST_TEST(!problem_at(high, "train.clip_high").empty());
+  const auto agg = problems_of(test::run_folder("algo_agg", head + R"("algorithm": "grpo",
+      "train": {"loss_agg": "seq-sum", "kl_estimator": "k4", "normalize_advantages": 1}})"));
+  BOOST_TEST(!problem_at(agg, "train.loss_agg").empty());
+  BOOST_TEST(!problem_at(agg, "train.kl_estimator").empty());
+  BOOST_TEST(!problem_at(agg, "train.normalize_advantages").empty());
+  const auto std_of_rloo = problems_of(test::run_folder("algo_std", head + R"("algorithm": "rloo",
+      "score": {"norm_by_std": true}})"));
+  BOOST_TEST(!problem_at(std_of_rloo, "score.norm_by_std").empty());
+  const auto value_clip = problems_of(test::run_folder("algo_vclip", head + R"("algorithm": "gspo",
+      "train": {"value_clip": 0.2}})"));
+  BOOST_TEST(problem_at(value_clip, "train.value_clip").find("unknown key") != std::string::npos);
+}
+
+// The data section: the stream's batch and shuffle go to braid-generate, each iteration's
+// position (i - 1) x batch; a field map or a held-out split adds braid data's step, the
+// rollouts read its train.jsonl and the evaluation its heldout.jsonl.
+BOOST_AUTO_TEST_CASE(the_data_section) {
+  const std::string head = R"({"format": "braid.run", "version": 1, "algorithm": "grpo", "seed": 3,
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "math"}},
+    "prompts": "gsm.jsonl", "iterations": 3, "eval": {"every": 1}, )";
+  const fs::path run = test::run_folder("data_ok", head + R"("data": {"batch_prompts": 2, "fields": {"prompt": "question"},
+      "heldout": 1}})");
+  test::write_file(run.parent_path() / "gsm.jsonl",
+                   "{\"question\": \"1+1=\", \"answer\": \"#### 2\"}\n{\"question\": \"2+2=\", \"answer\": \"#### 4\"}\n"
+                   "{\"question\": \"3+3=\", \"answer\": \"so \\\\boxed{6}\"}\n");
+  const RunSpec spec = load_run_file(run);
+  BOOST_REQUIRE(spec.data.has_value());
+  BOOST_TEST(spec.data->batch_prompts == 2);
+  BOOST_TEST(spec.data->seed == 3u);  // the run's
+  BOOST_TEST(spec.data->shuffle);
+  BOOST_TEST(spec.eval->heldout_split);
+  const Layout layout(run.parent_path() / "out");
+  const auto init = init_steps(spec, layout, {});
+  BOOST_REQUIRE(!init.empty());
+  BOOST_TEST(init.front().name == "data");
+  const auto& argv = init.front().pipeline.front().argv;
+  BOOST_TEST((std::find(argv.begin(), argv.end(), "prompt=question") != argv.end()));
+  BOOST_TEST(init.front().outputs.size() == 2u);
+  const auto gen3 = rollout_step(spec, layout, {}, 3).pipeline.front().argv;
+  const auto at = [&](const std::vector<std::string>& a, const std::string& k) {
+    const auto it = std::find(a.begin(), a.end(), k);
+    return it == a.end() || it + 1 == a.end() ? std::string("<absent>") : *(it + 1);
+  };
+  BOOST_TEST(at(gen3, "--first-prompt") == "4");
+  BOOST_TEST(at(gen3, "--batch-prompts") == "2");
+  BOOST_TEST(at(gen3, "--prompt-seed") == "3");
+  BOOST_TEST(at(gen3, "--prompts") == layout.data_file("train").string());
+  BOOST_TEST(at(eval_step(spec, layout, {}, 1).pipeline.front().argv, "--prompts") == layout.data_file("heldout").string());
+
+  // The field map's missing keys are found in the prompt file when the run file is read.
+  const fs::path bad = test::run_folder("data_bad", head + R"("data": {"batch_prompts": 0, "fields": {"prompt": "q",
+      "query": "x"}, "heldout": 1.5, "shuffle": "yes"}})");
+  test::write_file(bad.parent_path() / "gsm.jsonl", "{\"question\": \"1+1=\", \"answer\": 2}\n");
+  const auto problems = problems_of(bad);
+  BOOST_TEST(!problem_at(problems, "data.batch_prompts").empty());
+  BOOST_TEST(!problem_at(problems, "data.fields.query").empty());
+  BOOST_TEST(!problem_at(problems, "data.heldout").empty());
+  BOOST_TEST(!problem_at(problems, "data.shuffle").empty());
+  BOOST_TEST(problem_at(problems, "prompts").find("q: is missing") != std::string::npos);
+
+  // A held-out count that leaves no line to train on is refused now, not when braid data runs.
+  const fs::path all = test::run_folder("data_all_heldout", head + R"("data": {"batch_prompts": 2, "heldout": 3}})");
+  test::write_file(all.parent_path() / "gsm.jsonl", "{\"prompt\": \"1+1=\", \"answer\": 2}\n\n"
+                                                    "{\"prompt\": \"2+2=\", \"answer\": 4}\n{\"prompt\": \"3+3=\", \"answer\": 6}\n");
+  BOOST_TEST(problem_at(problems_of(all), "data.heldout").find("holding out 3 of 3 lines") != std::string::npos);
 }

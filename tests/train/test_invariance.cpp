@@ -12,6 +12,7 @@
 
 #include "backend/backend.hpp"
 #include "core/rng.hpp"
+#include "train/commands.hpp"
 #include "train/micro_batches.hpp"
 #include "train/objectives.hpp"
 #include "tests/train/uneven_batch.hpp"
@@ -35,10 +36,26 @@ struct Case {
   std::function<std::unique_ptr<train::Objective>()> make;
 };
 
+std::unique_ptr<train::Objective> policy(const char* algorithm, const char* kl_estimator) {
+  train::RlCommand c = train::rl_command(algorithm);
+  c.kl_coef = 0.1;
+  c.kl_estimator = kl_estimator;
+  c.entropy_coef = 0.01;
+  if (c.sequence_ratio) c.clip_low = c.clip_high = 0.2;  // some sequences inside the range, some out
+  train::PolicyObjectiveOptions o = train::actor_objective_options(c);
+  o.head_chunk_rows = 16;
+  return std::make_unique<train::PolicyObjective>(o);
+}
+
 std::vector<Case> cases() {
   return {
       {"ppo actor", false, 1, [] { return std::make_unique<train::PolicyObjective>(train::ppo_actor_options(0.2, 0.01)); }},
       {"grpo actor", false, 1, [] { return std::make_unique<train::PolicyObjective>(train::grpo_actor_options(0.2, 0.1)); }},
+      // Every aggregation, the sequence ratio and each KL estimator (the algorithms' presets
+      // with a KL term and an entropy bonus added).
+      {"dr-grpo: seq-mean-token-sum, k2", false, 1, [] { return policy("dr-grpo", "k2"); }},
+      {"dapo: token-mean, clip-higher, k1", false, 1, [] { return policy("dapo", "k1"); }},
+      {"gspo: sequence ratio, k3", false, 1, [] { return policy("gspo", "k3"); }},
       {"ppo critic", true, 1, [] { return std::make_unique<train::ValueObjective>(0.2); }},
       {"reward model", true, 2, [] { return std::make_unique<train::PairwiseRewardObjective>(); }},
       {"sft", false, 1, [] { return std::make_unique<train::SftObjective>(16); }},
