@@ -406,7 +406,7 @@ std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const
   if (plan.applied && spec.plan_schedule && !spec.schedule) {
     const fs::path spec_file = plan_schedspec_file(layout.out());
     const fs::path schedule = plan_schedule_file(layout.out());
-    const std::string text = widened_schedspec(plan).dump(1) + "\n";
+    const std::string text = plan.schedspec.dump(1) + "\n";
     std::error_code ec;
     if (!fs::is_regular_file(spec_file, ec) || read_text_file(spec_file.string()) != text) {
       fs::create_directories(layout.out());

@@ -280,15 +280,6 @@ fs::path made_plan_file(const fs::path& out) { return out / "plan.json"; }
 fs::path plan_schedspec_file(const fs::path& out) { return out / "plan.schedspec.json"; }
 fs::path plan_schedule_file(const fs::path& out) { return out / "plan.schedule.json"; }
 
-json widened_schedspec(const RunPlan& plan) {
-  json spec = plan.schedspec;
-  const int g = std::max(1, plan.groups);
-  if (g == 1 || !spec.is_object()) return spec;
-  spec["devices"] = spec.value("devices", 1) * g;
-  for (auto& m : spec["models"]) m["replicas"] = m.value("replicas", 1) * g;
-  return spec;
-}
-
 void apply_plan(Checker& c, RunSpec& spec) {
   RunPlan& plan = *spec.run_plan;
   const std::string file = plan.file.string();
@@ -398,7 +389,13 @@ void apply_plan(Checker& c, RunSpec& spec) {
     if (m != plan.m) g.notes.push_back(fmt::format("m {} runs as {} (below the {} replicas)", plan.m, m, gen_replicas));
   }
   // Inference runs on the ranks generation frees when the plan fuses the two, else on its own.
-  const bool fuse = plan.inter_used && gen_replicas > 1;
+  // The fused rollout runs at tp 1 only (lib/fuse): at tp > 1 generation is followed by
+  // braid-score, the migration kept.
+  const bool fuse = plan.inter_used && gen_replicas > 1 && g.tp == 1;
+  if (plan.inter_used && gen_replicas > 1 && g.tp > 1 && !spec.sets("generate.fuse")) {
+    g.notes.push_back(fmt::format("the plan fuses generation and inference, but the fused rollout runs at tp 1 only: "
+                                  "generation at tp {} with its migration, then braid-score", g.tp));
+  }
   if (spec.sets("generate.fuse")) {
     if (spec.fuse != fuse) {
       plan.conflicts.push_back(fmt::format("generate.fuse {} (the run file's) wins over the plan's inter-stage fusion ({})",
@@ -477,9 +474,9 @@ void apply_plan(Checker& c, RunSpec& spec) {
     t.tp = tp;
     t.ranks = plan.schedspec.value("devices", 1) * plan.groups * tp;
     if (plan.groups > 1) {
-      t.notes.push_back(fmt::format("the plan's {} identical fused groups run as one schedule of {} devices (replicas "
-                                    "x {}): braid-train runs one schedule",
-                                    plan.groups, t.ranks / tp, plan.groups));
+      t.notes.push_back(fmt::format("the plan's {} identical fused groups: one group's schedule, run {} times side by "
+                                    "side on {} devices (data parallel between the groups)",
+                                    plan.groups, plan.groups, t.ranks / tp));
     }
     t.notes.push_back("the fused actor+critic pipeline: braid-train --schedule (braid-schedgen of the plan's schedspec); "
                       "its micro-batches are the schedule's");

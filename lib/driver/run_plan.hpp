@@ -83,8 +83,9 @@ struct RunPlan {
   std::vector<std::string> summary() const;
 };
 
-// The files braid run keeps for a plan under OUT: the plan it made, the schedspec of the
-// fused training (widened to the plan's groups) and braid-schedgen's schedule of it.
+// The files braid run keeps for a plan under OUT: the plan it made, the schedspec of one
+// group of the fused training and braid-schedgen's schedule of it (braid-train runs a copy
+// of it per group, data parallel: sched::tile_schedule).
 std::filesystem::path made_plan_file(const std::filesystem::path& out);
 std::filesystem::path plan_schedspec_file(const std::filesystem::path& out);
 std::filesystem::path plan_schedule_file(const std::filesystem::path& out);
@@ -94,10 +95,5 @@ std::filesystem::path plan_schedule_file(const std::filesystem::path& out);
 // run's ranks, tp, micro-batch flags and fusions from it where the run file leaves them
 // out (a key the run file sets wins, recorded in conflicts). Problems go to `c` under "plan".
 void apply_plan(Checker& c, RunSpec& spec);
-
-// The fused training schedule's spec for braid-schedgen: the plan's schedspec with its
-// `groups` identical groups as one (devices and replicas times groups), since braid-train
-// runs one schedule.
-json widened_schedspec(const RunPlan& plan);
 
 }  // namespace braid::driver

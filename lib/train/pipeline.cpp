@@ -57,10 +57,15 @@ void open_stage(PipelineModelState& ms, const sched::Problem& p, int device, bac
 
 }  // namespace
 
-FusedPipeline::FusedPipeline(const sched::LoadedSchedule& schedule, comm::Communicator& comm, backend::Backend& be,
+FusedPipeline::FusedPipeline(const sched::LoadedSchedule& given, comm::Communicator& comm, backend::Backend& be,
                              std::vector<PipelineModel> models, PipelineOptions options)
     : impl_(std::make_unique<Impl>()) {
   Impl& im = *impl_;
+  // A multiple of the schedule's devices runs that many copies of it, data parallel
+  // (sched::tile_schedule: a plan's identical fused groups, scheduled once).
+  const int d0 = given.problem.devices;
+  const int groups = comm.size() > d0 && comm.size() % d0 == 0 ? comm.size() / d0 : 1;
+  const sched::LoadedSchedule schedule = sched::tile_schedule(given, groups);
   im.problem = schedule.problem;
   im.comm = &comm;
   im.be = &be;
@@ -74,7 +79,8 @@ FusedPipeline::FusedPipeline(const sched::LoadedSchedule& schedule, comm::Commun
                                        "(mpirun -np {} with --tp {})",
                                        p.devices, comm.size() * im.opt.tp.size, im.opt.tp.size, comm.size(),
                                        comm.size() == 1 ? "" : "s", p.devices * im.opt.tp.size, im.opt.tp.size)
-                         : fmt::format("the schedule is for {} devices but {} MPI ranks run it (mpirun -np {})",
+                         : fmt::format("the schedule is for {} devices but {} MPI ranks run it (mpirun -np {}, or a "
+                                       "multiple of it: copies of the schedule, data parallel)",
                                        p.devices, comm.size(), p.devices));
   }
   // The streams as braid-schedgen --verify runs them, on every rank (each holds the whole

@@ -458,15 +458,16 @@ BOOST_AUTO_TEST_CASE(run_file_keys_win_over_the_plan) {
 }
 
 // Inter-stage fusion in the plan: migration at its R_t to m replicas, inference inside the
-// fused rollout; tp in generation passes as --tp, ranks = replicas x tp.
+// fused rollout; ranks = replicas x tp. The fused rollout runs at tp 1 only: at tp 2 the
+// generation keeps its migration and braid-score follows, the note saying why.
 BOOST_AUTO_TEST_CASE(a_plan_fuses_generation_and_inference) {
   const std::string fusion = R"({"inter_stage": {"used": true, "replicas": 2, "r_t": 6, "r_t_fraction": 0.375, "m": 1},
                                  "intra_stage": {"used": false}})";
   const fs::path run = plan_run("plan_inter", R"({"samples_per_prompt": 4})", "{}",
-                                plan_json(call_json("actor_gen", 0, 2, 2, 1, 1, 1.5), fusion));
+                                plan_json(call_json("actor_gen", 0, 2, 1, 1, 1, 1.5), fusion));
   const RunSpec spec = load_run_file(run);
-  BOOST_TEST(spec.rollout_ranks == 4);
-  BOOST_TEST(spec.rollout_tp == 2);
+  BOOST_TEST(spec.rollout_ranks == 2);
+  BOOST_TEST(spec.rollout_tp == 1);
   BOOST_TEST(spec.migrate_threshold.value_or("") == "0.375");
   BOOST_TEST(spec.migrate_to.value_or(0) == 1);
   BOOST_TEST(spec.fuse);
@@ -474,13 +475,24 @@ BOOST_AUTO_TEST_CASE(a_plan_fuses_generation_and_inference) {
   BOOST_TEST(has_note(spec.run_plan->score.notes, "inside the fused rollout"));
   const Step rollout = rollout_step(spec, Layout(run.parent_path() / "out"), PlanOptions{}, 1);
   const std::string gen = joined(rollout.pipeline.at(0).argv);
-  BOOST_TEST(gen.rfind("mpirun -np 4 braid-generate ", 0) == 0);
-  BOOST_TEST(gen.find("--migrate-threshold 0.375 --migrate-to 1 --tp 2") != std::string::npos);
+  BOOST_TEST(gen.rfind("mpirun -np 2 braid-generate ", 0) == 0);
+  BOOST_TEST(gen.find("--migrate-threshold 0.375 --migrate-to 1") != std::string::npos);
   BOOST_TEST(gen.find(" -- ") != std::string::npos);  // braid-score's options after "--"
   BOOST_TEST(gen.find("--micro-tokens") != std::string::npos);
+
+  const fs::path run_tp = plan_run("plan_inter_tp", R"({"samples_per_prompt": 4})", "{}",
+                                   plan_json(call_json("actor_gen", 0, 2, 2, 1, 1, 1.5), fusion));
+  const RunSpec tp = load_run_file(run_tp);
+  BOOST_TEST(tp.rollout_ranks == 4);
+  BOOST_TEST(tp.rollout_tp == 2);
+  BOOST_TEST(!tp.fuse);
+  BOOST_TEST(tp.migrate_threshold.value_or("") == "0.375");
+  BOOST_TEST(has_note(tp.run_plan->generate.notes, "the fused rollout runs at tp 1 only"));
+  const Step piped = rollout_step(tp, Layout(run_tp.parent_path() / "out"), PlanOptions{}, 1);
+  BOOST_TEST(joined(piped.pipeline.at(0).argv).find(" -- ") == std::string::npos);
 }
 
-// Intra-stage fusion: the fused schedule made from the plan's schedspec, its groups as one.
+// Intra-stage fusion: the fused schedule made from the plan's schedspec, one group's, run once per group.
 BOOST_AUTO_TEST_CASE(a_plan_fuses_the_training) {
   const std::string fusion = R"({"inter_stage": {"used": false}, "intra_stage": {"used": true, "groups": 2,
     "schedspec": {"format": "braid.schedspec", "version": 1, "devices": 2, "models": [
@@ -491,11 +503,8 @@ BOOST_AUTO_TEST_CASE(a_plan_fuses_the_training) {
   BOOST_TEST(spec.plan_schedule);
   BOOST_TEST(spec.ranks == 4);  // 2 devices x 2 groups
   BOOST_TEST(flag(spec.train, "--micro-tokens") == "<absent>");  // the schedule's micro-batches
-  const json wide = widened_schedspec(*spec.run_plan);
-  BOOST_TEST(wide["devices"].get<int>() == 4);
-  BOOST_TEST(wide["models"][0]["replicas"].get<int>() == 2);
-  BOOST_TEST(wide["models"][1]["replicas"].get<int>() == 2);
-  BOOST_TEST(has_note(spec.run_plan->train.notes, "2 identical fused groups run as one schedule"));
+  BOOST_TEST(spec.run_plan->schedspec["devices"].get<int>() == 2);  // one group's: schedgen refuses replicas sharing a factor
+  BOOST_TEST(has_note(spec.run_plan->train.notes, "2 identical fused groups: one group's schedule, run 2 times"));
 }
 
 // A plan made for another run is refused, naming the experiment's field.
