@@ -300,10 +300,15 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
     const Step train = train_step(spec, layout, opt, i);
     const bool rollout_due = step_due(rollout) || scored_shards_damaged(layout, i, rollout);
     const auto t0 = std::chrono::steady_clock::now();
+    auto since = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    };
+    double rollout_seconds = -1;
     if (rollout_due) {
       log::info("iteration {} of {}: {}", i, spec.iterations, rollout.name);
       execute_step(rollout);
       rolled_out[static_cast<std::size_t>(i)] = true;
+      rollout_seconds = since(t0);
     }
     std::vector<Step> group;
     if (rolled_out[static_cast<std::size_t>(i)] || step_due(train) || checkpoints_damaged(train)) group.push_back(train);
@@ -323,8 +328,13 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
       std::vector<std::string> names;
       for (const Step& s : group) names.push_back(s.name);
       log::info("iteration {} of {}: {}", i, spec.iterations, fmt::join(names, " beside "));
+      const auto t1 = std::chrono::steady_clock::now();
       execute_steps(group);
       if (group.front().name == train.name) ++result.iterations_run;
+      // The steps' wall times, beside the prediction in the report (one after the other only).
+      if (rollout_seconds >= 0 && group.size() == 1 && group.front().name == train.name) {
+        write_step_times(layout, i, rollout_seconds, since(t1));
+      }
     }
     std::vector<fs::path> measured = train.outputs;
     if (evaluates(spec, i)) {
@@ -403,7 +413,9 @@ std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const
     apply_plan(c, spec);
     c.check();
   }
-  if (plan.applied && spec.plan_schedule && !spec.schedule) {
+  // The fused training's schedule: when the run fuses its training, or may run it fused
+  // in its ablation.
+  if (plan.applied && plan.schedspec.is_object() && (spec.plan_schedule || spec.ablation) && !spec.schedule) {
     const fs::path spec_file = plan_schedspec_file(layout.out());
     const fs::path schedule = plan_schedule_file(layout.out());
     const std::string text = plan.schedspec.dump(1) + "\n";
@@ -423,7 +435,14 @@ std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const
     } else {
       lines.push_back(fmt::format("# {}: kept (newer than {})", schedule.string(), spec_file.string()));
     }
-    use_plan_schedule(spec, schedule);
+    plan.schedule_file = schedule;
+    if (spec.plan_schedule) use_plan_schedule(spec, schedule);
+  }
+  if (plan.applied && !plan.predictions.empty()) {
+    const fs::path out = prediction_file(layout.out());
+    fs::create_directories(layout.out());
+    write_text_file(out.string(), record_prediction(spec).dump(2) + "\n");
+    lines.push_back(fmt::format("# {}: the whole iteration predicted, each way", out.string()));
   }
   return lines;
 }

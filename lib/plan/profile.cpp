@@ -71,6 +71,7 @@ ordered_json profile_to_json(const Profile& p) {
     models.push_back(std::move(e));
   }
   j["models"] = std::move(models);
+  if (p.host.measured()) j["host"] = host_to_json(p.host);
   return j;
 }
 
@@ -78,7 +79,7 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   Checker c(file);
   Profile p;
   c.format(doc, "braid.profile", kProfileVersion);
-  c.no_unknown_keys(doc, "", {"format", "version", "source", "hardware", "comm", "models"});
+  c.no_unknown_keys(doc, "", {"format", "version", "source", "hardware", "comm", "models", "host"});
   p.source = c.string(doc, "", "source", {"analytic", "calibrated", "measured"}).value_or("analytic");
   p.hardware = hardware_from_json(c.object(doc, "", "hardware"), c, "hardware");
   const json& comm = c.object(doc, "", "comm");
@@ -126,6 +127,7 @@ Profile profile_from_json(const json& doc, const std::string& file) {
     if (e->contains("spread")) m.spread = (*e)["spread"];
     p.models.push_back(std::move(m));
   }
+  if (doc.is_object() && doc.contains("host")) p.host = host_from_json(c.object(doc, "", "host"), c, "host");
   c.check();
   return p;
 }

@@ -9,6 +9,7 @@
 
 #include "core/json.hpp"
 #include "plan/hardware.hpp"
+#include "plan/host_costs.hpp"
 #include "plan/model_shape.hpp"
 #include "plan/table.hpp"
 
@@ -67,6 +68,7 @@ struct Profile {
   Hardware hardware;
   CommProfile comm;
   std::vector<ModelProfile> models;
+  HostCosts host;      // measured only ("host"): what a run pays outside the passes
 
   // The entry for this shape, or nullptr.
   const ModelProfile* find(const ModelShape& s) const;

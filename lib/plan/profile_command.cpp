@@ -17,6 +17,7 @@
 #include "plan/comm_probe.hpp"
 #include "plan/engine_runner.hpp"
 #include "plan/experiment.hpp"
+#include "plan/host_probe.hpp"
 #include "plan/probes.hpp"
 
 namespace braid::plan {
@@ -160,6 +161,17 @@ int run_profile_measure(const ProfileOptions& o) {
   // Efficiencies against the probes, so `analytic --hardware` on this profile's
   // hardware block predicts other shapes at this machine's speed.
   p.hardware.eff = calibrate_efficiency(p.hardware, p);
+  if (o.host) {
+    log::info("measuring process and MPI start-up, memory first touch and HDF5 files");
+    std::error_code ec;
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    p.host = probe_host({.self = self.empty() ? "braid-profile" : self, .mpirun = o.mpirun, .repeats = o.repeats});
+    log::info("{} cores; process start {:.1f} ms; mpirun -np 1 {:.0f} ms; touch {:.2f} GB/s; HDF5 file {:.1f} ms, "
+              "write {:.2f} GB/s, read {:.2f} GB/s",
+              p.host.cores, p.host.process_start * 1e3, p.host.mpi_start.v.empty() ? 0.0 : p.host.mpi_start.v[0] * 1e3,
+              p.host.touch_bandwidth / 1e9, p.host.file_latency * 1e3, p.host.write_bandwidth / 1e9,
+              p.host.read_bandwidth / 1e9);
+  }
   write_json(o.output, profile_to_json(p));
   return 0;
 }

@@ -10,6 +10,8 @@
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "driver/plan.hpp"
+#include "driver/prediction.hpp"
+#include "plan/analytic_profile.hpp"
 #include "driver/run_file.hpp"
 #include "tests/driver/run_files.hpp"
 
@@ -505,6 +507,66 @@ BOOST_AUTO_TEST_CASE(a_plan_fuses_the_training) {
   BOOST_TEST(flag(spec.train, "--micro-tokens") == "<absent>");  // the schedule's micro-batches
   BOOST_TEST(spec.run_plan->schedspec["devices"].get<int>() == 2);  // one group's: schedgen refuses replicas sharing a factor
   BOOST_TEST(has_note(spec.run_plan->train.notes, "2 identical fused groups: one group's schedule, run 2 times"));
+}
+
+// With the plan's cluster and a profile (here analytic, with host costs), braid run predicts
+// the whole iteration every way the run can take and takes the fastest; a fusion the run
+// file fixes stays fixed, and only the ways with it are weighed.
+BOOST_AUTO_TEST_CASE(the_prediction_chooses_the_fusions) {
+  const std::string fusion = R"({"inter_stage": {"used": false}, "intra_stage": {"used": false, "groups": 1,
+    "schedspec": {"format": "braid.schedspec", "version": 1, "devices": 2, "models": [
+      {"name": "actor", "stages": 2, "replicas": 1, "micro_batches": 2, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]},
+      {"name": "critic", "stages": 2, "replicas": 1, "micro_batches": 2, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]}]}}})";
+  std::string plan = plan_json(call_json("actor_gen", 0, 2, 1, 1, 1, 1.5), fusion);
+  plan.replace(plan.find(R"("experiment": "experiment.json")"), 31,
+               R"("experiment": "experiment.json", "cluster": "cluster.json", "profile": "profile.json")");
+  const fs::path run = plan_run("plan_predicted", R"({"samples_per_prompt": 4})", "{}", plan);
+  const fs::path dir = run.parent_path();
+  test::write_file(dir / "cluster.json", R"({"format": "braid.cluster", "version": 1, "nodes": 1, "devices_per_node": 2})");
+  Checker c("shape");
+  plan::ModelShape shape = plan::shape_from_hf_config(json::parse(kTinyConfig), c, "");
+  plan::ModelShape value = shape;
+  value.value_head = true;
+  plan::Profile profile = plan::analytic_profile(plan::hardware_preset("h100"), {shape, value});
+  profile.host.cores = 2;
+  profile.host.process_start = 0.05;
+  profile.host.mpi_start = {{1, 2}, {0.5, 0.6}};
+  profile.host.touch_bandwidth = profile.host.write_bandwidth = profile.host.read_bandwidth = 1e9;
+  test::write_file(dir / "profile.json", plan::profile_to_json(profile).dump());
+
+  const RunSpec spec = load_run_file(run);
+  const RunPlan& p = *spec.run_plan;
+  BOOST_TEST_REQUIRE(p.predictions.size() == 4u);  // serial, intra-stage, inter-stage, both
+  const auto best = std::min_element(p.predictions.begin(), p.predictions.end(),
+                                     [](const Prediction& a, const Prediction& b) { return a.iteration < b.iteration; });
+  BOOST_TEST(fusions_name(p.chosen) == fusions_name(best->fusions));
+  BOOST_TEST(fusions_name(fusions_of(spec)) == fusions_name(best->fusions));
+  BOOST_TEST(p.choice_reason.find("predicted") != std::string::npos, p.choice_reason);
+  for (const auto& pred : p.predictions) {
+    BOOST_TEST(pred.host);
+    BOOST_TEST(pred.iteration > 0.0);
+    BOOST_TEST(pred.call("actor_gen") > 0.0);
+    // A step's wall time holds its start-up: 2 ranks start under mpirun.
+    BOOST_TEST(pred.steps.front().start >= 0.6 - 1e-12);
+  }
+  // The plan scores on 2 devices: serial, braid-score is a second MPI job after the
+  // generation; the fused rollout scores on generation's ranks and saves its start-up.
+  const Prediction* serial = nullptr;
+  const Prediction* inter = nullptr;
+  for (const auto& pred : p.predictions) {
+    if (pred.fusions == Fusions{}) serial = &pred;
+    if (pred.fusions == Fusions{true, false}) inter = &pred;
+  }
+  BOOST_TEST_REQUIRE((serial && inter));
+  BOOST_TEST(inter->steps.front().seconds < serial->steps.front().seconds);
+
+  // The run file fixes the rollout: only the ways with a piped rollout are weighed.
+  const fs::path fixed = plan_run("plan_predicted_fixed", R"({"samples_per_prompt": 4, "fuse": false})", "{}", plan);
+  for (const char* f : {"cluster.json", "profile.json"}) fs::copy_file(dir / f, fixed.parent_path() / f);
+  const RunSpec fs_ = load_run_file(fixed);
+  BOOST_TEST(fs_.run_plan->predictions.size() == 2u);
+  BOOST_TEST(!fs_.fuse);
+  BOOST_TEST(fs_.run_plan->choice_reason.find("the run file fixes generate.fuse") != std::string::npos);
 }
 
 // A plan made for another run is refused, naming the experiment's field.
