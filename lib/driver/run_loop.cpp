@@ -371,7 +371,25 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
   return result;
 }
 
+void check_output_folder(const fs::path& out) {
+  std::error_code ec;
+  fs::path p = out.empty() ? fs::path(".") : out;
+  while (!p.empty() && !fs::exists(p, ec)) {
+    const fs::path parent = p.has_parent_path() && p.parent_path() != p ? p.parent_path() : fs::path(".");
+    if (parent == p) break;
+    p = parent;
+  }
+  if (!fs::is_directory(p, ec)) {
+    throw UsageError(fmt::format("{}: cannot hold the run's folder {}: it is not a folder", p.string(), out.string()));
+  }
+  if (::access(p.c_str(), W_OK | X_OK) != 0) {
+    throw UsageError(fmt::format("{}: cannot write the run's folder {} there: {}", p.string(), out.string(),
+                                 std::strerror(errno)));
+  }
+}
+
 std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
+  check_output_folder(layout.out());
   std::vector<std::string> lines;
   if (!spec.run_plan) return lines;
   RunPlan& plan = *spec.run_plan;

@@ -526,6 +526,7 @@ void choose_and_lay_out(RunSpec& spec) {
   const std::vector<bool> inter = spec.sets("generate.fuse") ? std::vector<bool>{spec.fuse} : std::vector<bool>{false, true};
   std::vector<bool> intra{false};
   if (spec.schedule) intra = {true};
+  else if (spec.train_fuse) intra = {*spec.train_fuse};
   else if (bp.schedspec.is_object() && spec.uses_critic()) intra = {false, true};
   std::vector<Prediction> predictions;
   std::vector<Fusions> possible;
@@ -556,8 +557,11 @@ void choose_and_lay_out(RunSpec& spec) {
     for (const auto& p : predictions) {
       if (&p != &*best) reason += fmt::format(", {:.3f} s {}", p.iteration, fusions_name(p.fusions));
     }
-    const bool fixed_inter = inter.size() == 1, fixed_intra = intra.size() == 1 && spec.schedule;
-    if (fixed_inter || fixed_intra) reason += " (the run file fixes " + std::string(fixed_inter && fixed_intra ? "both" : fixed_inter ? "generate.fuse" : "train.schedule") + ")";
+    std::vector<std::string> fixed;
+    if (inter.size() == 1) fixed.emplace_back("generate.fuse");
+    if (spec.schedule) fixed.emplace_back("train.schedule");
+    if (spec.train_fuse) fixed.emplace_back("train.fuse");
+    if (!fixed.empty()) reason += fmt::format(" (the run file fixes {})", fmt::join(fixed, " and "));
   } else {
     predictions.clear();
     if (std::find(possible.begin(), possible.end(), choice) == possible.end() && !possible.empty()) choice = possible.front();
@@ -649,6 +653,11 @@ void apply_plan(Checker& c, RunSpec& spec) {
   }
   plan.experiment_doc = std::make_shared<const plan::Experiment>(*experiment);
   choose_and_lay_out(spec);
+  if (spec.train_fuse.value_or(false) && !spec.plan_schedule) {
+    c.fail("train.fuse", fmt::format("{}: fusion.intra_stage has no schedspec: the plan's actor and critic training "
+                                     "cannot run as one pipeline (different meshes, or micro-batches of different sizes)",
+                                     file));
+  }
 }
 
 }  // namespace braid::driver
