@@ -53,14 +53,30 @@ for shape in "${shapes[@]}"; do
   dir="$out/$shape"
   rm -rf "$dir" && mkdir -p "$dir"
   cp "$config" "$dir/config.json"
+  # The start actor's response lengths, measured (as the run samples them), so that the
+  # cost model is tested and not a guess of the lengths: what a user's experiment would
+  # state from a previous run.
+  start="$actor"
+  if [[ -z $start ]]; then start="$dir/start.h5"; braid init -q --config "$dir/config.json" --seed 1 -o "$start" > /dev/null; fi
+  braid-generate -q --actor "$start" --prompts "$task/prompts.jsonl" --limit 128 --samples-per-prompt 4 \
+    --max-new-tokens 20 --temperature 1 --seed 1 --threads 1 -o "$dir/lengths" > /dev/null
+  /usr/bin/python3 - "$dir/lengths" > "$dir/response-lengths.json" <<'PY'
+import glob, json, sys
+import h5py
+lengths = []
+for f in sorted(glob.glob(f"{sys.argv[1]}/gen-*.h5")):
+    with h5py.File(f) as h:
+        off, pl = h["offsets"][()], h["prompt_len"][()]
+        lengths += [int(off[i + 1] - off[i] - pl[i]) for i in range(len(pl))]
+json.dump(lengths, sys.stdout)
+PY
   # The PPO as braid-meshplan sees it (as scripts/demo.sh writes it), this machine as
   # DEVICES devices of one thread, and the run file.
   python3 - "$dir" "$task" "$devices" "$actor" "$iters" <<'PY'
 import json, sys
 d, task, devices, actor, iters = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 rows = [json.loads(l) for l in open(f"{task}/prompts.jsonl")][:128]
-# A warm-started actor answers and stops; a random one runs to the limit.
-responses = [min(20, len(r["answer"].encode()) + 1) for r in rows] if actor else [20] * len(rows)
+responses = json.load(open(f"{d}/response-lengths.json"))
 json.dump({"format": "braid.experiment", "version": 1, "algorithm": "ppo",
            "models": {r: {"config": "config.json"} for r in ("actor", "ref", "critic", "reward")},
            "batch": {"global": 512, "mini": 128}, "ppo_epochs": 2,
@@ -82,7 +98,7 @@ json.dump({"format": "braid.run", "version": 1, "algorithm": "ppo", "models": mo
            "ablation": {"every": 1}}, open(f"{d}/run.json", "w"), indent=1)
 PY
   before=$(cut -d' ' -f1-3 /proc/loadavg)
-  braid-profile measure -q --experiment "$dir/experiment.json" --quick --repeats 3 --threads 1 --max-batch 64 \
+  braid-profile measure -q --experiment "$dir/experiment.json" --quick --repeats 3 --threads 1 --max-batch 256 \
     -o "$dir/profile.json"
   braid run -q "$dir/run.json" -o "$dir/run" > /dev/null
   after=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -32,11 +32,13 @@ std::int64_t flag_int(const ToolFlags& flags, std::string_view flag, std::int64_
 
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>(b <= 0 ? a : (a + b - 1) / b); }
 
-// Bytes of a sample shard per token, as braid-generate writes it (tokens, the actor's
-// logprobs twice, offsets) and as braid-score adds its arrays (the reference's logprobs,
-// values, rewards, advantages, returns): what a file's size is made of.
+// A sample shard as braid-generate writes it (tokens, the actor's logprobs, offsets, the
+// prompts' lines and fields: io/sample_shard.hpp) and as braid-score adds its arrays (the
+// reference's logprobs, values, rewards, advantages, returns): bytes per token, datasets.
 constexpr double kGeneratedBytesPerToken = 16;
 constexpr double kScoredBytesPerToken = 40;
+constexpr double kGeneratedDatasets = 10;
+constexpr double kScoredDatasets = 15;
 
 // What a prediction needs besides the run: the plan's experiment, cluster and profile.
 struct Inputs {
@@ -68,6 +70,7 @@ std::optional<Inputs> load_inputs(const RunPlan& rp, std::string* why) {
 // Per model of the run: the bytes its processes move and touch.
 struct ModelBytes {
   double params = 0;
+  double tensors = 0;
   double file() const { return 4 * params; }          // a checkpoint holds f32 values
   double resident() const { return 8 * params; }      // the compute copy and the f32 gradients
   double optimizer() const { return 8 * params; }     // AdamW's two f32 moments
@@ -96,14 +99,19 @@ class Builder {
  private:
   int batch() const { return in_.experiment.global_batch; }
   double tokens() const { return batch() * cm_.mean_total(); }
-  ModelBytes bytes(const std::string& role) const { return {cm_.model(role).shape.total_params()}; }
+  // A decoder layer is 9 tensors (4 attention products, 3 MLP products, 2 norms); then
+  // the embedding, the final norm and the head.
+  ModelBytes bytes(const std::string& role) const {
+    const auto& shape = cm_.model(role).shape;
+    return {shape.total_params(), 9.0 * static_cast<double>(shape.layers) + 3};
+  }
   bool has(const std::string& role) const { return in_.experiment.model(role) != nullptr; }
   const plan::ModelProfile& prof(const std::string& role) const { return cm_.model(role); }
 
   // A model opened for a pass: its file read, its weights and gradients touched.
   double open(const std::string& role) const {
     const ModelBytes b = bytes(role);
-    return host_.read(b.file()) + host_.touch(b.resident());
+    return host_.read(b.file(), 1, b.tensors) + host_.touch(b.resident());
   }
   // Buffers of a pass over micro-batches of `tokens` tokens (activations of every layer when training).
   double activations(const std::string& role, double tokens, bool training) const {
@@ -156,7 +164,7 @@ class Builder {
     const double gen_setup = open("actor") + host_.touch(kv) +
                              activations("actor", std::min(2048.0, per_replica * cm_.mean_prompt()), false);
     const double gen_files = host_.write(shards / static_cast<double>(replicas) * shard_tokens * kGeneratedBytesPerToken,
-                                         ceil_div(shards, replicas));
+                                         ceil_div(shards, replicas), kGeneratedDatasets);
 
     const auto roles = scored_roles();
     const bool fused = spec_.fuse && replicas > 1;
@@ -173,8 +181,8 @@ class Builder {
       score_setup += open(r) + activations(r, static_cast<double>(micro_tokens), false);
     }
     // Each shard read, scored and written again by the rank that scores it.
-    const double per_shard_files = host_.read(shard_tokens * kGeneratedBytesPerToken) +
-                                   host_.write(shard_tokens * kScoredBytesPerToken);
+    const double per_shard_files = host_.read(shard_tokens * kGeneratedBytesPerToken, 1, kGeneratedDatasets) +
+                                   host_.write(shard_tokens * kScoredBytesPerToken, 1, kScoredDatasets);
 
     std::vector<plan::Task> t;
     std::vector<int> gen_tasks, score_tasks;
@@ -306,16 +314,19 @@ class Builder {
 
     double setup = 0, finish = 0, compute = 0;
     std::vector<std::pair<std::string, double>> calls;
-    const bool resumes = true;  // from iteration 2 on, an optimizer state is read beside each model
+    // Each model: its checkpoint and optimizer state read (the state is there from the
+    // second iteration on, the iterations this predicts), AdamW's moments and the training
+    // activations touched; at the end both written again. A pipeline rank holds its stages.
     for (const auto& r : roles) {
       const ModelBytes b = bytes(r);
-      const double share = fused ? 1.0 / std::max(1, ranks / tp) : 1.0;  // a pipeline rank holds its stages
-      setup += (open(r) + host_.touch(b.optimizer()) + (resumes ? host_.read(b.optimizer()) : 0)) * share +
-               activations(r, static_cast<double>(micro_tokens), true) * share;
-      finish += host_.write(b.file()) + host_.write(b.optimizer());
+      const double share = fused ? 1.0 / std::max(1, ranks / tp) : 1.0;
+      setup += (open(r) + host_.touch(b.optimizer()) + host_.read(b.optimizer(), 1, 2 * b.tensors) +
+                activations(r, static_cast<double>(micro_tokens), true)) * share;
+      finish += host_.write(b.file(), 1, b.tensors) + host_.write(b.optimizer(), 1, 2 * b.tensors);
     }
-    const double reads = host_.read(tokens() * kScoredBytesPerToken, ceil_div(batch(), static_cast<int>(
-                                                                                          flag_int(spec_.generate, "--shard-size", gen::StageOptions{}.shard_size))));
+    const int shards = ceil_div(batch(), static_cast<int>(flag_int(spec_.generate, "--shard-size",
+                                                                   gen::StageOptions{}.shard_size)));
+    const double reads = host_.read(tokens() * kScoredBytesPerToken, shards, kScoredDatasets);
     std::string source;
     if (fused) {
       double sync = 0;

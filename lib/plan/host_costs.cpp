@@ -9,12 +9,12 @@ double HostCosts::start(int ranks, bool mpirun) const {
 
 double HostCosts::touch(double bytes) const { return touch_bandwidth > 0 ? bytes / touch_bandwidth : 0; }
 
-double HostCosts::write(double bytes, int files) const {
-  return files * file_latency + (write_bandwidth > 0 ? bytes / write_bandwidth : 0);
+double HostCosts::write(double bytes, double files, double datasets) const {
+  return files * (file_latency + datasets * dataset_latency) + (write_bandwidth > 0 ? bytes / write_bandwidth : 0);
 }
 
-double HostCosts::read(double bytes, int files) const {
-  return files * file_latency + (read_bandwidth > 0 ? bytes / read_bandwidth : 0);
+double HostCosts::read(double bytes, double files, double datasets) const {
+  return files * (file_latency + datasets * dataset_latency) + (read_bandwidth > 0 ? bytes / read_bandwidth : 0);
 }
 
 ordered_json host_to_json(const HostCosts& h) {
@@ -25,14 +25,15 @@ ordered_json host_to_json(const HostCosts& h) {
           {"mpi_start_ms", mpi},
           {"touch_gbs", h.touch_bandwidth / 1e9},
           {"file_ms", h.file_latency * 1e3},
+          {"dataset_ms", h.dataset_latency * 1e3},
           {"write_gbs", h.write_bandwidth / 1e9},
           {"read_gbs", h.read_bandwidth / 1e9}};
 }
 
 HostCosts host_from_json(const json& j, Checker& c, const std::string& where) {
   HostCosts h;
-  c.no_unknown_keys(j, where, {"cores", "process_start_ms", "mpi_start_ms", "touch_gbs", "file_ms", "write_gbs",
-                               "read_gbs"});
+  c.no_unknown_keys(j, where, {"cores", "process_start_ms", "mpi_start_ms", "touch_gbs", "file_ms", "dataset_ms",
+                               "write_gbs", "read_gbs"});
   const Bounds nonneg{.min = 0};
   const Bounds positive{.min = 0, .exclusive_min = true};
   h.cores = static_cast<int>(c.integer(j, where, "cores", {.min = 1, .max = 1 << 16}).value_or(0));
@@ -54,6 +55,7 @@ HostCosts host_from_json(const json& j, Checker& c, const std::string& where) {
   }
   h.touch_bandwidth = c.number(j, where, "touch_gbs", positive).value_or(1) * 1e9;
   h.file_latency = c.number(j, where, "file_ms", nonneg).value_or(0) / 1e3;
+  h.dataset_latency = c.number(j, where, "dataset_ms", nonneg).value_or(0) / 1e3;
   h.write_bandwidth = c.number(j, where, "write_gbs", positive).value_or(1) * 1e9;
   h.read_bandwidth = c.number(j, where, "read_gbs", positive).value_or(1) * 1e9;
   return h;

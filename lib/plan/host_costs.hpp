@@ -7,7 +7,7 @@
 //
 //   "host": {"cores": 2, "process_start_ms": 28.1,
 //            "mpi_start_ms": {"ranks": [1, 2, 4], "values": [412, 455, 560]},
-//            "touch_gbs": 3.9, "file_ms": 2.1, "write_gbs": 0.9, "read_gbs": 2.4}
+//            "touch_gbs": 3.9, "file_ms": 2.1, "dataset_ms": 0.4, "write_gbs": 0.9, "read_gbs": 2.4}
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,7 @@ struct HostCosts {
   Table1 mpi_start;             // ranks -> s: `mpirun -np R` of a program that starts MPI and ends
   double touch_bandwidth = 0;   // bytes/s: the first write to freshly allocated memory
   double file_latency = 0;      // s per HDF5 file written (create, attributes, seal, rename) or opened
+  double dataset_latency = 0;   // s per dataset of a file written or read, beyond its bytes
   double write_bandwidth = 0;   // bytes/s of datasets written (checksums included)
   double read_bandwidth = 0;    // bytes/s of datasets read (checksums verified)
 
@@ -30,8 +31,9 @@ struct HostCosts {
   // Seconds to start `ranks` processes: one plain process, or an MPI job under mpirun.
   double start(int ranks, bool mpirun) const;
   double touch(double bytes) const;
-  double write(double bytes, int files = 1) const;
-  double read(double bytes, int files = 1) const;
+  // `files` files of `datasets` datasets each, `bytes` in all.
+  double write(double bytes, double files = 1, double datasets = 1) const;
+  double read(double bytes, double files = 1, double datasets = 1) const;
 };
 
 ordered_json host_to_json(const HostCosts& h);

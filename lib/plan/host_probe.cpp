@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -77,13 +79,16 @@ int usable_cores() {
   return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
-// Seconds to allocate and first-touch `bytes` (a zero-filled vector, as the engine's buffers are).
+// Seconds to first-touch `bytes` of fresh memory: pages the kernel maps in on their first
+// write, as a new process's buffers are (a freed and reallocated vector would reuse
+// pages the allocator kept).
 double touch_once(std::size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::runtime_error("cannot map memory to time its first touch");
   const auto t0 = Clock::now();
-  auto v = std::make_unique<std::vector<float>>(bytes / sizeof(float));
+  std::memset(p, 1, bytes);
   const double s = seconds_since(t0);
-  volatile float sink = (*v)[v->size() / 2];
-  (void)sink;
+  ::munmap(p, bytes);
   return s;
 }
 
@@ -91,8 +96,9 @@ struct FileTimes {
   double write = 0, read = 0;
 };
 
-// One weight-shard file of one tensor of `floats` values, written (sealed, renamed) and read back.
-FileTimes file_once(const fs::path& dir, std::size_t floats) {
+// One weight-shard file of `tensors` tensors of `floats` values each, written (sealed,
+// renamed) and read back whole.
+FileTimes file_once(const fs::path& dir, int tensors, std::size_t floats) {
   const fs::path path = dir / "probe.h5";
   std::vector<float> data(floats, 0.5f);
   io::WeightShardMeta meta;
@@ -100,7 +106,7 @@ FileTimes file_once(const fs::path& dir, std::size_t floats) {
   const auto t0 = Clock::now();
   {
     io::WeightShardWriter w(path, meta);
-    w.add("probe", {static_cast<std::int64_t>(floats)}, data);
+    for (int k = 0; k < tensors; ++k) w.add(fmt::format("probe.{}", k), {static_cast<std::int64_t>(floats)}, data);
     w.commit();
   }
   FileTimes t;
@@ -108,7 +114,7 @@ FileTimes file_once(const fs::path& dir, std::size_t floats) {
   const auto t1 = Clock::now();
   {
     const io::WeightShardReader r(path);
-    data = r.read("probe");
+    for (int k = 0; k < tensors; ++k) data = r.read(fmt::format("probe.{}", k));
   }
   t.read = seconds_since(t1);
   fs::remove(path);
@@ -153,16 +159,21 @@ HostCosts probe_host(const HostProbeOptions& o) {
   char tmpl[] = "/tmp/braid-profile-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("cannot make a scratch folder under /tmp");
   const fs::path dir(tmpl);
+  // One small tensor (the file's own cost), 64 small ones (each dataset's) and one of
+  // 64 MiB (the bytes').
+  constexpr int kMany = 64;
   const std::size_t small = 1 << 10, large = 16u << 20;  // floats: 4 KiB and 64 MiB
-  std::vector<double> ws, rs, wl, rl;
+  std::vector<double> w1, r1, wm, rm, wl, rl;
   try {
-    file_once(dir, small);
+    file_once(dir, 1, small);
     for (int i = 0; i < repeats; ++i) {
-      const FileTimes s = file_once(dir, small), l = file_once(dir, large);
-      ws.push_back(s.write);
-      rs.push_back(s.read);
-      wl.push_back(l.write);
-      rl.push_back(l.read);
+      const FileTimes one = file_once(dir, 1, small), many = file_once(dir, kMany, 64), big = file_once(dir, 1, large);
+      w1.push_back(one.write);
+      r1.push_back(one.read);
+      wm.push_back(many.write);
+      rm.push_back(many.read);
+      wl.push_back(big.write);
+      rl.push_back(big.read);
     }
   } catch (...) {
     std::error_code ec;
@@ -172,9 +183,10 @@ HostCosts probe_host(const HostProbeOptions& o) {
   std::error_code ec;
   fs::remove_all(dir, ec);
   const double bytes = static_cast<double>(large - small) * sizeof(float);
-  h.write_bandwidth = bytes / std::max(1e-9, median(wl) - median(ws));
-  h.read_bandwidth = bytes / std::max(1e-9, median(rl) - median(rs));
-  h.file_latency = 0.5 * (median(ws) + median(rs));  // 4 KiB of data: the file's own cost
+  h.write_bandwidth = bytes / std::max(1e-9, median(wl) - median(w1));
+  h.read_bandwidth = bytes / std::max(1e-9, median(rl) - median(r1));
+  h.dataset_latency = std::max(0.0, 0.5 * (median(wm) + median(rm) - median(w1) - median(r1)) / (kMany - 1));
+  h.file_latency = std::max(0.0, 0.5 * (median(w1) + median(r1)) - h.dataset_latency);
   return h;
 }
 

@@ -2,8 +2,9 @@
 // process may use, the wall time of starting a process and of starting an MPI job of 1,
 // 2 and 4 ranks (spawning `SELF noop` and `mpirun -np R SELF mpi-noop`, the hidden verbs
 // of braid-profile), the rate of first-touching fresh memory, and HDF5 files written and
-// read through braid's weight-shard format (a small and a large file: per-file latency
-// and bandwidth from the two). Each figure is the median of `repeats`.
+// read through braid's weight-shard format (a file of one small tensor, of 64 small ones
+// and of one of 64 MiB: the cost of a file, of each dataset in it, and of its bytes).
+// Each figure is the median of `repeats`.
 #pragma once
 
 #include <string>
