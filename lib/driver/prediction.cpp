@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -13,6 +14,7 @@
 #include "plan/cost_model.hpp"
 #include "plan/run_model.hpp"
 #include "sched/bound.hpp"
+#include "sched/lower.hpp"
 #include "sched/problem.hpp"
 #include "sched/schedule_json.hpp"
 #include "score/command.hpp"
@@ -285,6 +287,30 @@ class Builder {
     return 0;
   }
 
+  // Per model of the fused training (by name: actor, critic), the most micro-batches in
+  // flight on one device, as braid-train sizes its activation slots: from the made
+  // schedule's streams, else what a one-forward-one-backward pipeline holds on its first
+  // stage (min(stages, micro-batches) of the plan's schedspec).
+  std::map<std::string, int> pipeline_slots() const {
+    std::map<std::string, int> most;
+    std::error_code ec;
+    if (spec_.schedule && fs::is_regular_file(*spec_.schedule, ec)) {
+      const sched::LoadedSchedule ls = sched::load_schedule(load_json_file(spec_.schedule->string()),
+                                                            spec_.schedule->string());
+      for (std::size_t m = 0; m < ls.problem.spec.models.size(); ++m) {
+        int& slots = most[ls.problem.spec.models[m].name];
+        for (const auto& stream : ls.lowered.streams) {
+          slots = std::max(slots, sched::activations_in_flight(ls.problem, stream, static_cast<int>(m)));
+        }
+      }
+    } else if (spec_.run_plan && spec_.run_plan->schedspec.is_object()) {
+      for (const auto& m : spec_.run_plan->schedspec["models"]) {
+        most[m.value("name", std::string())] = std::min(m.value("stages", 1), m.value("micro_batches", 1));
+      }
+    }
+    return most;
+  }
+
   // The lower bound of a schedule's structure with stage times from this profile.
   double restaged_bound(sched::SchedSpec s) const {
     const int mini = static_cast<int>(flag_int(spec_.train, "--mini-batch", batch()));
@@ -317,11 +343,15 @@ class Builder {
     // Each model: its checkpoint and optimizer state read (the state is there from the
     // second iteration on, the iterations this predicts), AdamW's moments and the training
     // activations touched; at the end both written again. A pipeline rank holds its stages.
+    // The fused pipeline keeps as many activation slots of each model as micro-batches are
+    // in flight on a device (the schedule's streams), each for --micro-tokens.
+    const std::map<std::string, int> slots = fused ? pipeline_slots() : std::map<std::string, int>{};
     for (const auto& r : roles) {
       const ModelBytes b = bytes(r);
       const double share = fused ? 1.0 / std::max(1, ranks / tp) : 1.0;
+      const double slot_count = slots.contains(r) ? std::max(1, slots.at(r)) : 1;
       setup += (open(r) + host_.touch(b.optimizer()) + host_.read(b.optimizer(), 1, 2 * b.tensors) +
-                activations(r, static_cast<double>(micro_tokens), true)) * share;
+                activations(r, static_cast<double>(micro_tokens), true) * slot_count) * share;
       finish += host_.write(b.file(), 1, b.tensors) + host_.write(b.optimizer(), 1, 2 * b.tensors);
     }
     const int shards = ceil_div(batch(), static_cast<int>(flag_int(spec_.generate, "--shard-size",

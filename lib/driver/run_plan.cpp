@@ -485,6 +485,17 @@ void lay_out(RunSpec& spec, const plan::Experiment& experiment, Fusions f) {
     }
     t.notes.push_back("the fused actor+critic pipeline: braid-train --schedule (braid-schedgen of the plan's schedspec); "
                       "its micro-batches are the schedule's");
+    // Each stage's activation slots are sized for --micro-tokens: the schedule's largest
+    // micro-batch (of the model cut into the fewest: replicas x groups x micro-batches) of
+    // the longest sequences, not braid-train's default budget.
+    int parts = 0;
+    for (const auto& m : plan.schedspec["models"]) {
+      const int mine = std::max(1, m.value("replicas", 1) * plan.groups * m.value("micro_batches", 1));
+      parts = parts == 0 ? mine : std::min(parts, mine);
+    }
+    const std::int64_t mini = std::stoll(flag_value(spec.train, "--mini-batch").value_or("0"));
+    t.micro_tokens = ceil_div(mini > 0 ? mini : n, parts) * longest;
+    plan_flag(spec.train, "--micro-tokens", t.micro_tokens, "train.micro_tokens", plan);
     spec.ranks = t.ranks;
     spec.train_tp = tp;
     spec.plan_schedule = true;

@@ -15,18 +15,6 @@
 namespace braid::train {
 namespace {
 
-// How many micro-batches of model m the stream holds activations for at once: from its
-// F to its B on this device.
-int slots_needed(const sched::Problem& p, const std::vector<sched::Instr>& stream, int m) {
-  int live = 0, most = 0;
-  for (const sched::Instr& in : stream) {
-    if (p.model[static_cast<std::size_t>(in.task)] != m) continue;
-    if (in.op == sched::Op::F) most = std::max(most, ++live);
-    if (in.op == sched::Op::B) --live;
-  }
-  return most;
-}
-
 void open_stage(PipelineModelState& ms, const sched::Problem& p, int device, backend::Backend& be,
                 const PipelineOptions& opt) {
   const sched::ModelSpec& spec = p.spec.models[static_cast<std::size_t>(ms.sched_index)];
@@ -121,7 +109,7 @@ FusedPipeline::FusedPipeline(const sched::LoadedSchedule& given, comm::Communica
     ms.spec = std::move(models[static_cast<std::size_t>(im.caller_of[m])]);
     ms.sched_index = static_cast<int>(m);
     open_stage(ms, p, im.device, be, im.opt);
-    const int slots = slots_needed(p, im.stream, ms.sched_index);
+    const int slots = sched::activations_in_flight(p, im.stream, ms.sched_index);
     for (int i = 0; i < slots; ++i) {
       ms.slots.push_back(ms.model->make_activations(
           {.max_tokens = im.opt.max_tokens, .max_sequences = im.opt.max_sequences, .training = true}));

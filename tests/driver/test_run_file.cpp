@@ -499,12 +499,14 @@ BOOST_AUTO_TEST_CASE(a_plan_fuses_the_training) {
   const std::string fusion = R"({"inter_stage": {"used": false}, "intra_stage": {"used": true, "groups": 2,
     "schedspec": {"format": "braid.schedspec", "version": 1, "devices": 2, "models": [
       {"name": "actor", "stages": 2, "replicas": 1, "micro_batches": 4, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]},
-      {"name": "critic", "stages": 2, "replicas": 1, "micro_batches": 4, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]}]}}})";
+      {"name": "critic", "stages": 2, "replicas": 1, "micro_batches": 8, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]}]}}})";
   const fs::path run = plan_run("plan_intra", R"({"samples_per_prompt": 4})", "{}", plan_json(call_json("actor_gen", 0, 4, 1, 1, 2, 1.5), fusion));
   const RunSpec spec = load_run_file(run);
   BOOST_TEST(spec.plan_schedule);
   BOOST_TEST(spec.ranks == 4);  // 2 devices x 2 groups
-  BOOST_TEST(flag(spec.train, "--micro-tokens") == "<absent>");  // the schedule's micro-batches
+  // The activation slots sized for the schedule's largest micro-batch: the actor's, 16 samples over
+  // 2 groups x 4 micro-batches (the critic cuts them into 8), 2 sequences of at most 8 + 8 + 1 tokens.
+  BOOST_TEST(flag(spec.train, "--micro-tokens") == "34");
   BOOST_TEST(spec.run_plan->schedspec["devices"].get<int>() == 2);  // one group's: schedgen refuses replicas sharing a factor
   BOOST_TEST(has_note(spec.run_plan->train.notes, "2 identical fused groups: one group's schedule, run 2 times"));
 }
