@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole iteration, predicted against measured, fused and serial (docs/meshplan.md,
+# The whole iteration, predicted against measured, fused and serial (docs/tools/meshplan.md,
 # "The whole iteration, predicted and measured"). For each shape it measures the models'
 # profile here (braid-profile measure: layer tables and the host costs), runs the PPO with
 # a plan braid run makes (braid-meshplan for this machine as 1 node of DEVICES devices),

@@ -6,7 +6,7 @@
 #   [ITERS=3] bench/plan/predict_stages.sh [MODEL_CONFIG] [PROMPTS] [RESPONSE_TOKENS] [THREADS] [SHARD_SIZE]
 #
 # Defaults: bench/plan/cpu-small.json, 128 prompts, 64 new tokens, 1 thread, shards
-# of 32 (the reference run in docs/meshplan.md). The iteration runs ITERS + 1 times;
+# of 32 (the reference run in docs/tools/meshplan.md). The iteration runs ITERS + 1 times;
 # the first is a warm-up, the table has the median of the rest.
 #
 # Tools from ${BRAID_BIN:-build/bin}; files in ${OUT:-out/predict-stages}/. The
@@ -41,7 +41,7 @@ PY
 common=(--threads "$threads" -q)
 # One iteration's stages, as `braid run` chains them; files of iteration k in $out/it$k.
 # Iteration 0 is a warm-up: a process that starts after the machine sat idle first
-# touches memory the host has taken back (docs/meshplan.md), the cold start that
+# touches memory the host has taken back (docs/notes/meshplan-prediction-accuracy.md), the cold start that
 # every later stage of a loop, started right after the one before, does not pay.
 iteration() {
   local d="$out/it$1"

@@ -19,7 +19,7 @@
 # under mpirun braid-generate and braid-score sum it over their ranks, so it is divided by
 # the ranks; braid-train's rank 0 reports its own) and each stage's wall_seconds (from its
 # first step: process start and model loads not in it). The first iteration is a warm-up
-# (cold memory, docs/meshplan.md); the table is the last iteration's.
+# (cold memory, docs/notes/meshplan-prediction-accuracy.md); the table is the last iteration's.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 run_file="${1:-$root/examples/plan-run/run.json}"

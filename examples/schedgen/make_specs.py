@@ -17,7 +17,7 @@ per-stage forward times as small integers (33B/13B: 5 and 4 at PP 8/4, 5 and 2 a
 PP 8/8; 65B/33B: 2 and 2 at PP 16/8, 2 and 1 at PP 16/16), backward = 2 x forward,
 activation memory 1.95 / 2 (33B/13B at 8/4), 1.95 / 1, 1.64 / 2, 1.64 / 1 per
 micro-batch per stage, as table3int_*.json. Integer costs make most swaps leave
-the makespan unchanged: the flat landscape of docs/schedgen.md.
+the makespan unchanged: the flat landscape of docs/notes/schedgen-latency-search.md.
 
   python3 make_specs.py        # rewrites table3_*.json and table3int_*.json next to this script
 """

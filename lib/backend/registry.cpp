@@ -8,7 +8,7 @@
 
 #ifdef BRAID_HAVE_CUDA
 #include "backend/cuda/cuda_backend.hpp"
-#include "kernels/device.cuh"
+#include "backend/cuda/device_query.hpp"
 #endif
 
 namespace braid::backend {

@@ -1,4 +1,4 @@
-// The whole iteration of a run, predicted as braid run runs it (docs/meshplan.md, "The
+// The whole iteration of a run, predicted as braid run runs it (docs/tools/meshplan.md, "The
 // whole iteration"): every process it starts, each with its start-up (a process, or
 // mpirun's MPI job), its loads and first-touched buffers, its passes (the cost model's,
 // at the layout the tool runs: its ranks, tp, micro-batches), its shard and checkpoint

@@ -1,6 +1,6 @@
 // braid-profile's commands: its flags as a plain struct and one function per verb
 // (analytic, measure, probe, comm), each writing its JSON to o.output. tools/profile/
-// main.cpp only declares the flags. docs/meshplan.md describes the behaviour and
+// main.cpp only declares the flags. docs/tools/profile.md describes the behaviour and
 // docs/formats-plan.md the files.
 #pragma once
 

@@ -174,7 +174,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
   const double mean_dur = std::accumulate(p.dur.begin(), p.dur.end(), 0.0) / std::max(1, p.num_tasks);
   // A typical subtask's duration: hot enough to climb out of the greedy start on
   // integer costs, where the smallest step of the makespan is a whole unit
-  // (docs/schedgen.md measures 0.1 x, 1 x and 2 x on both encodings of Table 3).
+  // (docs/notes/schedgen-latency-search.md measures 0.1 x, 1 x and 2 x on both encodings of Table 3).
   const double t0 = opt.t0 > 0 ? opt.t0 : opt.t0_factor * mean_dur;
   const double eps = opt.epsilon > 0 ? opt.epsilon : t0 * 1e-4;
   const bool bounded = opt.iterations > 0 || opt.time_limit > 0;
@@ -257,7 +257,7 @@ AnnealResult anneal(const Problem& p, const Order& start, double bound, const An
       if (reply.adopt != nullptr && !reached()) {
         // A peer's better schedule becomes this search's best; the walk goes on where it
         // stands and restarts from it at its next reheat (jumping at once, at the present
-        // temperature, melted the peer's colder state: docs/schedgen.md, two ranks).
+        // temperature, melted the peer's colder state: docs/notes/schedgen-two-ranks.md).
         best_order = *reply.adopt;
         best = reply.adopt_makespan;
         best_tie = reply.adopt_tie;
@@ -406,7 +406,7 @@ std::uint64_t memory_pass_iterations(const AnnealOptions& opt, double time_limit
   if (opt.mem_iterations > 0) return opt.mem_iterations;
   // Without a clock, a fixed budget keeps the result a function of the inputs; with
   // one, the pass uses all its time: on Table 3's 16/16 settings the peak keeps
-  // falling well past 20M neighbours (docs/schedgen.md).
+  // falling well past 20M neighbours (docs/notes/schedgen-memory-pass.md).
   return time_limit > 0 ? std::numeric_limits<std::uint64_t>::max() : 20'000'000;
 }
 
@@ -424,7 +424,7 @@ Order lower_memory(const Problem& p, const Order& start, std::uint64_t iteration
   // highest). The level is `level_margin` mean activations below the lowest
   // highest peak met so far, never below the target: the stretches at or near
   // the peak, not all the memory above serial 1F1B's peak, which on the large
-  // settings is most of it (docs/schedgen.md, "The excess near the peak"). A swap
+  // settings is most of it (docs/notes/schedgen-memory-pass.md, "The energy"). A swap
   // changes one level of one device, so all three are kept up to date in O(1),
   // with a rescan of the device only when its sole peak falls (and of every device
   // when the level moves down with a new lowest peak).

@@ -40,19 +40,18 @@ struct SyncReply {
 };
 
 // The share of chain moves among the memory pass's proposals, by default
-// (docs/schedgen.md, "All 24 settings ... with and without chain moves" and
-// "Chain moves timed as one": a tenth since they are timed as one move).
+// (docs/notes/schedgen-memory-pass.md, "Chain moves in the memory pass").
 inline constexpr double kMemChainMoves = 0.1;
 // The memory pass's energy counts the memory that stands above a level this many mean
 // activations below the lowest highest peak the pass has met (never below its target),
-// by default (docs/schedgen.md, "The excess near the peak").
+// by default (docs/notes/schedgen-memory-pass.md, "The energy").
 inline constexpr double kMemLevelMargin = 2.0;
 // The share of the latency search's swaps drawn on a longest path, by default
-// (docs/schedgen.md, "Critical moves").
+// (docs/notes/schedgen-latency-search.md, "Critical moves").
 inline constexpr double kCriticalMoves = 0.75;
 // After a memory pass that ends with time left, every other pass is a polish: this
 // many neighbours from the last pass's result, starting kMemPolishCold times as
-// hot as a pass from a candidate (docs/schedgen.md, "Devices made again exactly").
+// hot as a pass from a candidate (docs/notes/schedgen-exact-search.md).
 inline constexpr std::uint64_t kMemPolish = 5'000'000;
 inline constexpr double kMemPolishCold = 0.2;
 
@@ -95,12 +94,12 @@ struct AnnealOptions {
   // Share of the latency search's proposals that shift one micro-batch's whole chain
   // of forwards (or backwards) one place on every device (ChainMove,
   // sched/timeline.hpp) instead of swapping two neighbours on one; and of the memory
-  // pass's (docs/schedgen.md measures both).
+  // pass's (docs/notes/schedgen-latency-search.md and -memory-pass.md measure both).
   double chain_moves = 0.05;
   double mem_chain_moves = kMemChainMoves;
   // Share of the latency search's swaps drawn at a subtask on a longest path (with
   // its device neighbour before or after it) instead of anywhere: only such swaps can
-  // shorten the makespan (docs/schedgen.md, "Critical moves").
+  // shorten the makespan (docs/notes/schedgen-latency-search.md, "Critical moves").
   double critical_moves = kCriticalMoves;
   // Parallel search: called every sync_every valid neighbours, and at once when this
   // search wants to stop (bound reached, budget spent). Every search of a group makes

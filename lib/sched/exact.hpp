@@ -30,7 +30,7 @@
 // schedules below are many swaps away through longer makespans; this search has no
 // such walls, but its time grows with the grids and the number of subtasks, so it
 // runs on the problems whose grids are small (kExactStates): Table 3's GBS 8, 16
-// and 32 settings (docs/schedgen.md, "Orders searched exactly", "Dead points").
+// and 32 settings (docs/notes/schedgen-exact-search.md).
 #pragma once
 
 #include <cstddef>

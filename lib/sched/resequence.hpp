@@ -14,8 +14,8 @@
 // every window with every level at most X, and a search over the few levels
 // there are gives the lowest such X. The annealer's memory pass moves one
 // adjacent pair at a time and refuses every step that lengthens the makespan, so
-// it may hold a device above what this finds (docs/schedgen.md, "Devices made
-// again exactly").
+// it may hold a device above what this finds
+// (docs/notes/schedgen-exact-search.md).
 //
 // The windows come from the other devices' present times; a device whose new
 // order changes them through a cycle (its output comes back to it through

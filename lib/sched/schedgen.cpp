@@ -46,7 +46,7 @@ constexpr double kBothFirstShare = 0.10;
 // ... and the search from 1F1B then gets at most this share of it: in the 30 s
 // tables the second searches whose schedule won took at most 0.3 of it, and those
 // that ran longer never won, while their time was the memory pass's (real and int
-// 16/8 GBS 64: 9-19 s of 20; docs/schedgen.md, "Chain moves timed as one").
+// 16/8 GBS 64: 9-19 s of 20; docs/notes/schedgen-latency-search.md, "The two starts").
 constexpr double kBothSecondShare = 0.35;
 }  // namespace
 
@@ -99,7 +99,7 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
   // The latency searches first (no memory pass in them), then one memory phase over
   // their results at the best makespan: the memory pass gets the time the latency
   // searches leave of the whole budget (time limit + memory time, 1.5 x the limit by
-  // default), on every rank, and the lowest peak of all wins (docs/schedgen.md).
+  // default), on every rank, and the lowest peak of all wins (docs/tools/schedgen.md).
   const auto began = std::chrono::steady_clock::now();
   const double mem_extra = opt.anneal.mem_time_limit > 0 ? opt.anneal.mem_time_limit : opt.anneal.time_limit / 2;
   const double budget = opt.anneal.time_limit > 0 ? opt.anneal.time_limit + mem_extra : 0.0;
@@ -122,8 +122,8 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
   // kBothSecondShare of it) goes to a search from 1F1B, which tends to reach the
   // bound holding fewer activations, and both schedules go to the memory phase.
   // When the first search was slow, the second would eat the memory pass's time on
-  // the settings that need it most: greedy alone then (docs/schedgen.md, "The
-  // second search only after a quick first").
+  // the settings that need it most: greedy alone then
+  // (docs/notes/schedgen-latency-search.md, "The two starts").
   if (opt.start == "both" && from_greedy && searches.front().any_reached_bound) {
     AnnealOptions second = latency;
     bool run_second = true;

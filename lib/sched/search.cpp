@@ -169,7 +169,7 @@ MemoryPhaseResult parallel_lower_memory(comm::Communicator& world, const Problem
     if (same_time(searches[static_cast<std::size_t>(k)]->best.makespan, fastest)) chosen.push_back(k);
   }
   // Splitting one rank's pass between candidates halves each one's descent, which
-  // costs more than the choice gains (docs/schedgen.md): the candidate that holds the
+  // costs more than the choice gains (docs/notes/schedgen-memory-pass.md): the candidate that holds the
   // fewest activations already goes first, and rank r lowers the r-th (round robin).
   std::stable_sort(chosen.begin(), chosen.end(), [&](int a, int b) {
     return searches[static_cast<std::size_t>(a)]->best.peak_memory < searches[static_cast<std::size_t>(b)]->best.peak_memory;

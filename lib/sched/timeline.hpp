@@ -24,8 +24,8 @@
 // * Each subtask's device neighbours (kept current by every swap), its data
 //   neighbours, its duration and its input's lag sit in one record, so that
 //   timing a subtask reads that record and the two ends it waits for; the
-//   passes are bound by those dependent loads (docs/schedgen.md, "The timing
-//   passes read one record").
+//   passes are bound by those dependent loads
+//   (docs/notes/schedgen-timeline-speed.md).
 // * Activation memory on a device depends only on its order (one subtask at a
 //   time), so the memory cap is an O(1) check at the swap point.
 #pragma once
@@ -205,8 +205,8 @@ class Timeline {
 // backwards) on every stage of its pipeline, each moved one place on its device
 // (later or earlier), so the whole chain shifts against the other work at once.
 // Adjacent swaps make this one device at a time, and each of those steps alone
-// may lengthen the makespan that the whole shift keeps (docs/schedgen.md, "Chain
-// moves"). The annealer plans a move first (which swaps, hence which memory
+// may lengthen the makespan that the whole shift keeps
+// (docs/notes/schedgen-latency-search.md, "Chain moves"). The annealer plans a move first (which swaps, hence which memory
 // levels change: known before any timing), then applies it on a Timeline.
 class ChainMove {
  public:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The tools on a GPU against the same tools on the CPU, on the tiny random model of
-# examples/tiny (docs/gpu.md, "The tools on a GPU"):
+# examples/tiny (docs/gpu.md, "What each test checks", tools_cuda):
 #
 #   sft   braid-train sft, 8 steps, f32 and bf16 weights: the per-step losses and gradient
 #         norms (--stats) within 1e-4 relative in f32 (and the written weights), 3e-2 in bf16

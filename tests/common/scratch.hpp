@@ -1,16 +1,57 @@
-// The per-test scratch folder ctest provides (BRAID_SCRATCH), or "." when run by hand.
+// Where a test writes its files, and where it reads the repository's fixtures.
+//
+// scratch(name) is NAME inside the test's scratch folder: the one ctest gives each entry
+// (BRAID_SCRATCH, a folder under the build tree). A test run by hand, without ctest, gets a
+// folder of its own under the system's temporary directory ($TMPDIR, else /tmp), made on
+// first use and named on stderr: never the working directory, so a run from the repository
+// root leaves nothing in the source tree. The ranks of one mpirun job share that folder
+// (named by the job's PMIx namespace); a process outside mpirun gets a fresh one.
 #pragma once
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 
 namespace braid::test {
 
-inline std::filesystem::path scratch(const std::string& name) {
-  const char* dir = std::getenv("BRAID_SCRATCH");
-  return std::filesystem::path(dir != nullptr ? dir : ".") / name;
+namespace detail {
+
+inline std::filesystem::path make_scratch_folder() {
+  namespace fs = std::filesystem;
+  const fs::path tmp = fs::temp_directory_path();
+  fs::path dir;
+  if (const char* job = std::getenv("PMIX_NAMESPACE"); job != nullptr && *job != '\0') {
+    // Every rank of the job computes the same name; create_directories tolerates the race.
+    dir = tmp / ("braid-test-job-" + std::string(job));
+    fs::create_directories(dir);
+  } else {
+    std::string pattern = (tmp / "braid-test-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr)
+      throw std::system_error(errno, std::generic_category(), "making a scratch folder under " + tmp.string());
+    dir = pattern;
+  }
+  std::cerr << "BRAID_SCRATCH is not set: this test writes under " << dir.string() << "\n";
+  return dir;
 }
+
+}  // namespace detail
+
+// The test's scratch folder itself (created when the fallback is used).
+inline const std::filesystem::path& scratch_root() {
+  static const std::filesystem::path root = [] {
+    const char* dir = std::getenv("BRAID_SCRATCH");
+    return dir != nullptr && *dir != '\0' ? std::filesystem::path(dir) : detail::make_scratch_folder();
+  }();
+  return root;
+}
+
+inline std::filesystem::path scratch(const std::string& name) { return scratch_root() / name; }
 
 inline std::filesystem::path fixture(const std::string& name) {
   const char* dir = std::getenv("BRAID_FIXTURES");

@@ -47,7 +47,11 @@ double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
   return diff / scale;
 }
 
-constexpr double kF32 = 1e-6;     // same product, another summation order at most
+// Same product, another summation order at most: 1e-6 up to one depth slice (2048), and
+// growing as the square root of the depth past it, where the slices' partial sums add up in
+// an order that depends on OpenBLAS's kernel for this CPU (3x80x4500 measured 1.2e-6).
+constexpr double kF32 = 1e-6;
+double f32_bound(std::int64_t k) { return kF32 * std::max(1.0, std::sqrt(double(k) / 2048.0)); }
 constexpr double kBf16 = 2e-2;    // bf16 keeps 8 bits of mantissa: 2^-8 per weight
 
 }  // namespace
@@ -77,7 +81,7 @@ BOOST_AUTO_TEST_CASE(bf16_gemm_matches_f32_gemm_on_rounded_weights) {
       ops.gemm(s.ta, s.tb, s.m, s.n, s.k, 0.5f, a.data(), lda, wr.data(), ldb, 0.25f, ref.data(), s.n);
       ops.gemm(s.ta, s.tb, s.m, s.n, s.k, 0.5f, a.data(), lda, w.data(), ldb, 0.25f, exact.data(), s.n);
       BOOST_TEST_CONTEXT("threads " << threads << " ta " << s.ta << " tb " << s.tb << " " << s.m << "x" << s.n << "x" << s.k) {
-        BOOST_TEST(rel_error(got, ref) < kF32);
+        BOOST_TEST(rel_error(got, ref) < f32_bound(s.k));
         BOOST_TEST(rel_error(got, exact) < kBf16);
         BOOST_TEST(rel_error(got, exact) > 0.0);   // the weights really were rounded
       }

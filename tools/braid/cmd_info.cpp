@@ -13,7 +13,7 @@
 #include "verbs.hpp"
 
 #ifdef BRAID_HAVE_CUDA
-#include "kernels/device.cuh"
+#include "backend/cuda/device_query.hpp"
 #endif
 
 #ifndef BRAID_VERSION

@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
                  "fix the strategy of some calls, NAME=dDtTpP[xM] (NAME a call, e.g. actor_train; a kind: generate, "
                  "inference, train; or all); repeatable, e.g. --fix train=d1t1p2 --fix generate=d1t2p1");
   app.footer("Exit status: 0 plan found; 2 bad input or command line; 3 even the best plan found exceeds device\n"
-             "memory (the plan is still written). Formats: docs/formats-plan.md; how it plans: docs/meshplan.md.");
+             "memory (the plan is still written). Formats: docs/formats-plan.md; how it plans: docs/tools/meshplan.md.");
   return braid::cli::run(app, argc, argv, [&] {
     if (o.profile.empty() && o.hardware.empty()) throw braid::UsageError("give --profile FILE or --hardware h100|h200|FILE");
     return run(o);

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   app.add_option("--start", opt.start,
                  "Anneal from the greedy fusion (the paper's choice), from 1F1B model after model (lower memory, "
                  "slower to the bound), or both: greedy, then, if that reached the bound within a tenth of the budget, "
-                 "1F1B with the budget left (at most 35% of it), the lower peak winning (docs/schedgen.md)")
+                 "1F1B with the budget left (at most 35% of it), the lower peak winning (docs/tools/schedgen.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"both", "greedy", "1f1b"}));
   // Unsigned counts: CLI11 would wrap "-1" to 2^64 - 1 (an endless run), so the sign is checked first.
