@@ -50,7 +50,8 @@ class Layout {
 };
 
 // The files a checkpoint spec stands for: the file itself, else its stage files
-// "x.stage<i>-of-<S>.h5" (as checkpoint::checkpoint_files finds them); empty when neither exists.
+// "x.stage<i>-of-<S>.h5", else every tp rank's "x.tp<r>-of-<N>[.stage..].h5" (as
+// checkpoint::checkpoint_files finds them); empty when they are not all there.
 std::vector<std::filesystem::path> checkpoint_files_of(const std::filesystem::path& spec);
 inline bool checkpoint_present(const std::filesystem::path& spec) { return !checkpoint_files_of(spec).empty(); }
 

@@ -804,7 +804,7 @@ RunSpec load_run_file(const fs::path& path) {
   read_kl_control(c, score, spec);
   const json& train = section("train");
   const auto train_keys = train_settings(spec.algorithm);
-  c.no_unknown_keys(train, "train", keys_of(train_keys, {"schedule", "ranks", "lr_schedule"}));
+  c.no_unknown_keys(train, "train", keys_of(train_keys, {"schedule", "ranks", "lr_schedule", "fuse"}));
   spec.train = read_settings(c, train, "train", train_keys);
   check_clip_range(c, train, spec.algorithm);
   read_lr_schedule(c, train, spec);
@@ -828,6 +828,12 @@ RunSpec load_run_file(const fs::path& path) {
   for (const auto& [name, part] : {std::pair{"generate", &gen}, std::pair{"score", &score}, std::pair{"train", &train}}) {
     if (!part->is_object()) continue;
     for (const auto& item : part->items()) spec.set_keys.push_back(Checker::path(name, item.key()));
+  }
+  if (train.contains("fuse")) {
+    // Whether a plan's actor and critic train as one fused pipeline, fixed instead of predicted.
+    spec.train_fuse = c.boolean(train, "train", "fuse");
+    if (!doc.contains("plan")) c.fail("train.fuse", "only with a \"plan\" (its fused schedule); or give train.schedule");
+    if (train.contains("schedule")) c.fail("train.fuse", "not with train.schedule, which fuses the training already");
   }
   if (doc.contains("plan")) read_plan(c, doc, dir, spec);
   // A plan file is applied now; one braid run makes is applied once made (prepare_plan).

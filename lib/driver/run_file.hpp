@@ -135,6 +135,7 @@ struct RunSpec {
   int ranks = 1;                                  // MPI ranks of training (the fused pipeline, or data parallel)
   int train_tp = 1;                               // braid-train's --tp
   bool plan_schedule = false;                     // the fused schedule is made from the plan (braid run)
+  std::optional<bool> train_fuse;                 // train.fuse: the plan's fused training fixed on or off
   // Pipeline stages the fused pipeline trains (and writes as stage files) each model in.
   int actor_stages = 1;
   int critic_stages = 1;

@@ -359,10 +359,15 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
                                    step.name, needed, (layout.iteration_dir(needed) / "pruned.json").string()));
     };
     if (rollout_due) removed(rollout_policy(spec, i), rollout);
+    auto since = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    };
+    double rollout_seconds = -1;
     if (rollout_due) {
       log::info("iteration {} of {}: {}", i, spec.iterations, rollout.name);
       execute_step(rollout);
       rolled_out[static_cast<std::size_t>(i)] = true;
+      rollout_seconds = since(t0);
     }
     if (dynamic_sampling(spec)) rolled_out[static_cast<std::size_t>(i)] = refill(spec, layout, opt, i) || rolled_out[static_cast<std::size_t>(i)];
     std::vector<Step> group;
@@ -386,8 +391,13 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
       std::vector<std::string> names;
       for (const Step& s : group) names.push_back(s.name);
       log::info("iteration {} of {}: {}", i, spec.iterations, fmt::join(names, " beside "));
+      const auto t1 = std::chrono::steady_clock::now();
       execute_steps(group);
       if (group.front().name == train.name) ++result.iterations_run;
+      // The steps' wall times, beside the prediction in the report (one after the other only).
+      if (rollout_seconds >= 0 && group.size() == 1 && group.front().name == train.name) {
+        write_step_times(layout, i, rollout_seconds, since(t1));
+      }
     }
     std::vector<fs::path> measured = train.outputs;
     if (evaluates(spec, i)) {
@@ -426,7 +436,25 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
   return result;
 }
 
+void check_output_folder(const fs::path& out) {
+  std::error_code ec;
+  fs::path p = out.empty() ? fs::path(".") : out;
+  while (!p.empty() && !fs::exists(p, ec)) {
+    const fs::path parent = p.has_parent_path() && p.parent_path() != p ? p.parent_path() : fs::path(".");
+    if (parent == p) break;
+    p = parent;
+  }
+  if (!fs::is_directory(p, ec)) {
+    throw UsageError(fmt::format("{}: cannot hold the run's folder {}: it is not a folder", p.string(), out.string()));
+  }
+  if (::access(p.c_str(), W_OK | X_OK) != 0) {
+    throw UsageError(fmt::format("{}: cannot write the run's folder {} there: {}", p.string(), out.string(),
+                                 std::strerror(errno)));
+  }
+}
+
 std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
+  check_output_folder(layout.out());
   std::vector<std::string> lines;
   if (!spec.run_plan) return lines;
   RunPlan& plan = *spec.run_plan;
@@ -468,10 +496,12 @@ std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const
     apply_plan(c, spec);
     c.check();
   }
-  if (plan.applied && spec.plan_schedule && !spec.schedule) {
+  // The fused training's schedule: when the run fuses its training, or may run it fused
+  // in its ablation.
+  if (plan.applied && plan.schedspec.is_object() && (spec.plan_schedule || spec.ablation) && !spec.schedule) {
     const fs::path spec_file = plan_schedspec_file(layout.out());
     const fs::path schedule = plan_schedule_file(layout.out());
-    const std::string text = widened_schedspec(plan).dump(1) + "\n";
+    const std::string text = plan.schedspec.dump(1) + "\n";
     std::error_code ec;
     if (!fs::is_regular_file(spec_file, ec) || read_text_file(spec_file.string()) != text) {
       fs::create_directories(layout.out());
@@ -488,7 +518,14 @@ std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const
     } else {
       lines.push_back(fmt::format("# {}: kept (newer than {})", schedule.string(), spec_file.string()));
     }
-    use_plan_schedule(spec, schedule);
+    plan.schedule_file = schedule;
+    if (spec.plan_schedule) use_plan_schedule(spec, schedule);
+  }
+  if (plan.applied && !plan.predictions.empty()) {
+    const fs::path out = prediction_file(layout.out());
+    fs::create_directories(layout.out());
+    write_text_file(out.string(), record_prediction(spec).dump(2) + "\n");
+    lines.push_back(fmt::format("# {}: the whole iteration predicted, each way", out.string()));
   }
   return lines;
 }

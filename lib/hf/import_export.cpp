@@ -1,6 +1,7 @@
 #include "hf/import_export.hpp"
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/whole_tensors.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
@@ -73,18 +74,12 @@ std::vector<std::filesystem::path> import_hf(const std::filesystem::path& hf_dir
 
 std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::path>& shard_paths,
                                              const std::filesystem::path& out_dir, const ExportOptions& opt) {
-  const io::WeightShardSet shards(shard_paths);
-  for (const auto& s : shards.shards()) {
-    if (s.meta().kind != "weights") {
-      throw InputError(s.path().string(), "kind", fmt::format("is \"{}\": only weight shards can be exported", s.meta().kind));
-    }
-    if (s.meta().tp_size != 1) {
-      throw InputError(s.path().string(), "attribute tp_size",
-                       fmt::format("is {}: a tensor-parallel slice; braid reshard --tp 1 joins the slices first",
-                                   s.meta().tp_size));
-    }
+  // A tensor-parallel checkpoint's slices are joined (every rank's files are needed).
+  const checkpoint::WholeTensors shards(shard_paths);
+  if (shards.kind() != "weights") {
+    throw InputError(shards.file().string(), "kind", fmt::format("is \"{}\": only weight shards can be exported", shards.kind()));
   }
-  const model::ModelConfig cfg = checkpoint::config_of(shards);
+  const model::ModelConfig cfg = shards.config();
   if (shards.layer_begin() != 0 || shards.layer_end() != cfg.num_hidden_layers) {
     throw InputError(shard_paths.front().string(), "layer_end",
                      fmt::format("the files hold layers [{}, {}) of a {}-layer model: export needs them all",
@@ -102,7 +97,7 @@ std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::
                                    cfg.vocab_size));
     }
   }
-  json config = parse_json_text(shards.shards().front().meta().model_config, shard_paths.front().string());
+  json config = parse_json_text(shards.meta().model_config, shard_paths.front().string());
   config["torch_dtype"] = opt.dtype == StoreDtype::f32 ? "float32" : "bfloat16";
   if (!config.contains("architectures")) config["architectures"] = {"LlamaForCausalLM"};
   if (!config.contains("model_type")) config["model_type"] = "llama";
@@ -117,7 +112,8 @@ std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::
   Progress progress("export", names.size(), "tensors");
   for (const std::string& name : names) {
     w.add(name, shards.shape(name), [&shards, &progress, name](float* dst) {
-      shards.read(name, dst);
+      const std::vector<float> v = shards.read(name);
+      std::copy(v.begin(), v.end(), dst);
       progress.advance();
     });
   }

@@ -10,6 +10,8 @@
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "driver/plan.hpp"
+#include "driver/prediction.hpp"
+#include "plan/analytic_profile.hpp"
 #include "driver/run_file.hpp"
 #include "tests/driver/run_files.hpp"
 
@@ -458,15 +460,16 @@ BOOST_AUTO_TEST_CASE(run_file_keys_win_over_the_plan) {
 }
 
 // Inter-stage fusion in the plan: migration at its R_t to m replicas, inference inside the
-// fused rollout; tp in generation passes as --tp, ranks = replicas x tp.
+// fused rollout; ranks = replicas x tp. The fused rollout runs at tp 1 only: at tp 2 the
+// generation keeps its migration and braid-score follows, the note saying why.
 BOOST_AUTO_TEST_CASE(a_plan_fuses_generation_and_inference) {
   const std::string fusion = R"({"inter_stage": {"used": true, "replicas": 2, "r_t": 6, "r_t_fraction": 0.375, "m": 1},
                                  "intra_stage": {"used": false}})";
   const fs::path run = plan_run("plan_inter", R"({"samples_per_prompt": 4})", "{}",
-                                plan_json(call_json("actor_gen", 0, 2, 2, 1, 1, 1.5), fusion));
+                                plan_json(call_json("actor_gen", 0, 2, 1, 1, 1, 1.5), fusion));
   const RunSpec spec = load_run_file(run);
-  BOOST_TEST(spec.rollout_ranks == 4);
-  BOOST_TEST(spec.rollout_tp == 2);
+  BOOST_TEST(spec.rollout_ranks == 2);
+  BOOST_TEST(spec.rollout_tp == 1);
   BOOST_TEST(spec.migrate_threshold.value_or("") == "0.375");
   BOOST_TEST(spec.migrate_to.value_or(0) == 1);
   BOOST_TEST(spec.fuse);
@@ -474,28 +477,98 @@ BOOST_AUTO_TEST_CASE(a_plan_fuses_generation_and_inference) {
   BOOST_TEST(has_note(spec.run_plan->score.notes, "inside the fused rollout"));
   const Step rollout = rollout_step(spec, Layout(run.parent_path() / "out"), PlanOptions{}, 1);
   const std::string gen = joined(rollout.pipeline.at(0).argv);
-  BOOST_TEST(gen.rfind("mpirun -np 4 braid-generate ", 0) == 0);
-  BOOST_TEST(gen.find("--migrate-threshold 0.375 --migrate-to 1 --tp 2") != std::string::npos);
+  BOOST_TEST(gen.rfind("mpirun -np 2 braid-generate ", 0) == 0);
+  BOOST_TEST(gen.find("--migrate-threshold 0.375 --migrate-to 1") != std::string::npos);
   BOOST_TEST(gen.find(" -- ") != std::string::npos);  // braid-score's options after "--"
   BOOST_TEST(gen.find("--micro-tokens") != std::string::npos);
+
+  const fs::path run_tp = plan_run("plan_inter_tp", R"({"samples_per_prompt": 4})", "{}",
+                                   plan_json(call_json("actor_gen", 0, 2, 2, 1, 1, 1.5), fusion));
+  const RunSpec tp = load_run_file(run_tp);
+  BOOST_TEST(tp.rollout_ranks == 4);
+  BOOST_TEST(tp.rollout_tp == 2);
+  BOOST_TEST(!tp.fuse);
+  BOOST_TEST(tp.migrate_threshold.value_or("") == "0.375");
+  BOOST_TEST(has_note(tp.run_plan->generate.notes, "the fused rollout runs at tp 1 only"));
+  const Step piped = rollout_step(tp, Layout(run_tp.parent_path() / "out"), PlanOptions{}, 1);
+  BOOST_TEST(joined(piped.pipeline.at(0).argv).find(" -- ") == std::string::npos);
 }
 
-// Intra-stage fusion: the fused schedule made from the plan's schedspec, its groups as one.
+// Intra-stage fusion: the fused schedule made from the plan's schedspec, one group's, run once per group.
 BOOST_AUTO_TEST_CASE(a_plan_fuses_the_training) {
   const std::string fusion = R"({"inter_stage": {"used": false}, "intra_stage": {"used": true, "groups": 2,
     "schedspec": {"format": "braid.schedspec", "version": 1, "devices": 2, "models": [
       {"name": "actor", "stages": 2, "replicas": 1, "micro_batches": 4, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]},
-      {"name": "critic", "stages": 2, "replicas": 1, "micro_batches": 4, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]}]}}})";
+      {"name": "critic", "stages": 2, "replicas": 1, "micro_batches": 8, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]}]}}})";
   const fs::path run = plan_run("plan_intra", R"({"samples_per_prompt": 4})", "{}", plan_json(call_json("actor_gen", 0, 4, 1, 1, 2, 1.5), fusion));
   const RunSpec spec = load_run_file(run);
   BOOST_TEST(spec.plan_schedule);
   BOOST_TEST(spec.ranks == 4);  // 2 devices x 2 groups
-  BOOST_TEST(flag(spec.train, "--micro-tokens") == "<absent>");  // the schedule's micro-batches
-  const json wide = widened_schedspec(*spec.run_plan);
-  BOOST_TEST(wide["devices"].get<int>() == 4);
-  BOOST_TEST(wide["models"][0]["replicas"].get<int>() == 2);
-  BOOST_TEST(wide["models"][1]["replicas"].get<int>() == 2);
-  BOOST_TEST(has_note(spec.run_plan->train.notes, "2 identical fused groups run as one schedule"));
+  // The activation slots sized for the schedule's largest micro-batch: the actor's, 16 samples over
+  // 2 groups x 4 micro-batches (the critic cuts them into 8), 2 sequences of at most 8 + 8 + 1 tokens.
+  BOOST_TEST(flag(spec.train, "--micro-tokens") == "34");
+  BOOST_TEST(spec.run_plan->schedspec["devices"].get<int>() == 2);  // one group's: schedgen refuses replicas sharing a factor
+  BOOST_TEST(has_note(spec.run_plan->train.notes, "2 identical fused groups: one group's schedule, run 2 times"));
+}
+
+// With the plan's cluster and a profile (here analytic, with host costs), braid run predicts
+// the whole iteration every way the run can take and takes the fastest; a fusion the run
+// file fixes stays fixed, and only the ways with it are weighed.
+BOOST_AUTO_TEST_CASE(the_prediction_chooses_the_fusions) {
+  const std::string fusion = R"({"inter_stage": {"used": false}, "intra_stage": {"used": false, "groups": 1,
+    "schedspec": {"format": "braid.schedspec", "version": 1, "devices": 2, "models": [
+      {"name": "actor", "stages": 2, "replicas": 1, "micro_batches": 2, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]},
+      {"name": "critic", "stages": 2, "replicas": 1, "micro_batches": 2, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]}]}}})";
+  std::string plan = plan_json(call_json("actor_gen", 0, 2, 1, 1, 1, 1.5), fusion);
+  plan.replace(plan.find(R"("experiment": "experiment.json")"), 31,
+               R"("experiment": "experiment.json", "cluster": "cluster.json", "profile": "profile.json")");
+  const fs::path run = plan_run("plan_predicted", R"({"samples_per_prompt": 4})", "{}", plan);
+  const fs::path dir = run.parent_path();
+  test::write_file(dir / "cluster.json", R"({"format": "braid.cluster", "version": 1, "nodes": 1, "devices_per_node": 2})");
+  Checker c("shape");
+  plan::ModelShape shape = plan::shape_from_hf_config(json::parse(kTinyConfig), c, "");
+  plan::ModelShape value = shape;
+  value.value_head = true;
+  plan::Profile profile = plan::analytic_profile(plan::hardware_preset("h100"), {shape, value});
+  profile.host.cores = 2;
+  profile.host.process_start = 0.05;
+  profile.host.mpi_start = {{1, 2}, {0.5, 0.6}};
+  profile.host.touch_bandwidth = profile.host.write_bandwidth = profile.host.read_bandwidth = 1e9;
+  test::write_file(dir / "profile.json", plan::profile_to_json(profile).dump());
+
+  const RunSpec spec = load_run_file(run);
+  const RunPlan& p = *spec.run_plan;
+  BOOST_TEST_REQUIRE(p.predictions.size() == 4u);  // serial, intra-stage, inter-stage, both
+  const auto best = std::min_element(p.predictions.begin(), p.predictions.end(),
+                                     [](const Prediction& a, const Prediction& b) { return a.iteration < b.iteration; });
+  BOOST_TEST(fusions_name(p.chosen) == fusions_name(best->fusions));
+  BOOST_TEST(fusions_name(fusions_of(spec)) == fusions_name(best->fusions));
+  BOOST_TEST(p.choice_reason.find("predicted") != std::string::npos, p.choice_reason);
+  for (const auto& pred : p.predictions) {
+    BOOST_TEST(pred.host);
+    BOOST_TEST(pred.iteration > 0.0);
+    BOOST_TEST(pred.call("actor_gen") > 0.0);
+    // A step's wall time holds its start-up: 2 ranks start under mpirun.
+    BOOST_TEST(pred.steps.front().start >= 0.6 - 1e-12);
+  }
+  // The plan scores on 2 devices: serial, braid-score is a second MPI job after the
+  // generation; the fused rollout scores on generation's ranks and saves its start-up.
+  const Prediction* serial = nullptr;
+  const Prediction* inter = nullptr;
+  for (const auto& pred : p.predictions) {
+    if (pred.fusions == Fusions{}) serial = &pred;
+    if (pred.fusions == Fusions{true, false}) inter = &pred;
+  }
+  BOOST_TEST_REQUIRE((serial && inter));
+  BOOST_TEST(inter->steps.front().seconds < serial->steps.front().seconds);
+
+  // The run file fixes the rollout: only the ways with a piped rollout are weighed.
+  const fs::path fixed = plan_run("plan_predicted_fixed", R"({"samples_per_prompt": 4, "fuse": false})", "{}", plan);
+  for (const char* f : {"cluster.json", "profile.json"}) fs::copy_file(dir / f, fixed.parent_path() / f);
+  const RunSpec fs_ = load_run_file(fixed);
+  BOOST_TEST(fs_.run_plan->predictions.size() == 2u);
+  BOOST_TEST(!fs_.fuse);
+  BOOST_TEST(fs_.run_plan->choice_reason.find("the run file fixes generate.fuse") != std::string::npos);
 }
 
 // A plan made for another run is refused, naming the experiment's field.

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <memory>
 
+#include "checkpoint/checkpoint.hpp"
 #include "core/files.hpp"
 #include "hf/import_export.hpp"
 #include "verbs.hpp"
@@ -20,7 +21,10 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
       "export", "Export braid weight shards (all stages of one checkpoint) as a Hugging Face folder: config.json, "
                 "model.safetensors and generation_config.json (with --tokenizer also the tokenizer files and "
                 "special_tokens_map.json), loadable by transformers as it is; prints the files written");
-  sub->add_option("weights", o->shards, "Weight shard files (every stage of the checkpoint)")->required();
+  sub->add_option("weights", o->shards,
+                  "The checkpoint: its name (ckpt.h5, which finds its stage and tensor-parallel files) or every one "
+                  "of its files; a tensor-parallel checkpoint's slices are joined")
+      ->required();
   sub->add_option("-o,--output", o->out, "Output folder (created if missing)")->required();
   sub->add_option("--dtype", o->dtype, "Stored precision")->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
   sub->add_option("--tokenizer", o->tokenizer,
@@ -47,7 +51,10 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   verbs.add(sub, [o] {
-    std::vector<std::filesystem::path> paths(o->shards.begin(), o->shards.end());
+    // A checkpoint's name stands for its files (stage files, every tp rank's).
+    std::vector<std::filesystem::path> paths;
+    for (const auto& spec : o->shards)
+      for (auto& f : checkpoint::checkpoint_files(spec)) paths.push_back(std::move(f));
     const auto files = hf::export_hf(paths, o->out,
                                      {.dtype = o->dtype == "bf16" ? hf::StoreDtype::bf16 : hf::StoreDtype::f32,
                                       .tokenizer = o->tokenizer,
