@@ -31,11 +31,12 @@ enum class Aggregation {
                   // a unit is a sequence with a response
 };
 
-// Row weights for the response tokens of mb: row t − 1 for token t, 0 elsewhere; 1 per
-// token (token_mean) or 1/len for a sequence of len response tokens (sequence_mean), so
-// that the weights of mb add up to its units.
+// Row weights for the learnt response tokens of mb (io::SampleBatch::learnt: all of a
+// response unless its loss_mask says otherwise): row t − 1 for token t, 0 elsewhere; 1
+// per token (token_mean) or 1/len for a sequence of len learnt tokens (sequence_mean),
+// so that the weights of mb add up to its units.
 std::vector<float> response_row_weights(const io::SampleBatch& mb, Aggregation aggregation);
-// Σ of response_row_weights(mb, aggregation), counted from the offsets alone.
+// Σ of response_row_weights(mb, aggregation), counted from the offsets and loss_mask.
 double response_units(const io::SampleBatch& mb, Aggregation aggregation);
 // A per-token array laid onto rows: row t − 1 gets per_token[t] (the last row of a sequence 0).
 std::vector<float> token_array_on_rows(const io::SampleBatch& mb, const std::vector<float>& per_token);
