@@ -185,6 +185,17 @@ ChatText ChatTemplate::render(const Conversation& c, bool add_generation_prompt)
 
 namespace braid::tok {
 
+LearntEncoding encode_learnt(const Tokenizer& tok, const std::string& text, const std::vector<jinja::Span>& spans) {
+  Encoding e = tok.encode_with_offsets(text);
+  LearntEncoding out{std::move(e.ids), std::vector<bool>(e.spans.size(), false)};
+  std::size_t s = 0;
+  for (std::size_t k = 0; k < e.spans.size(); ++k) {
+    while (s < spans.size() && spans[s].end <= e.spans[k].begin) ++s;
+    out.learnt[k] = s < spans.size() && e.spans[k].end > spans[s].begin;
+  }
+  return out;
+}
+
 std::vector<jinja::Span> ChatTemplate::assistant_spans(const Conversation& c, const ChatText& whole,
                                                        const Tokenizer& tok, std::size_t first) const {
   const std::size_t n = c.messages.size();

@@ -17,6 +17,7 @@
 #include "core/json.hpp"
 #include "jinja/template.hpp"
 
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -74,6 +75,16 @@ struct ChatText {
 };
 
 class Tokenizer;
+using TokenId = std::int32_t;
+
+// A rendered text's tokens (encoded as it is, adding nothing) and which of them are
+// learnt: those that cover any of the spans' text (ChatTemplate::assistant_spans, in
+// text order).
+struct LearntEncoding {
+  std::vector<TokenId> ids;
+  std::vector<bool> learnt;
+};
+LearntEncoding encode_learnt(const Tokenizer& tok, const std::string& text, const std::vector<jinja::Span>& spans);
 
 class ChatTemplate {
  public:

@@ -225,15 +225,10 @@ Joined join_conversation(const tok::Tokenizer& tok, const tok::ChatTemplate& t, 
                                                 "this conversation", t.origin())
                                   : std::string("has no assistant turn to learn"));
   }
-  tok::Encoding e = tok.encode_with_offsets(whole.text);
+  tok::LearntEncoding e = tok::encode_learnt(tok, whole.text, spans);
   Joined j;
   j.seq = std::move(e.ids);
-  j.mask.assign(j.seq.size(), 0.0f);
-  std::size_t s = 0;  // spans are in text order, as are the tokens
-  for (std::size_t k = 0; k < j.seq.size(); ++k) {
-    while (s < spans.size() && spans[s].end <= e.spans[k].begin) ++s;
-    if (s < spans.size() && e.spans[k].end > spans[s].begin) j.mask[k] = 1.0f;
-  }
+  j.mask.assign(e.learnt.begin(), e.learnt.end());
   const auto learnt = std::find(j.mask.begin(), j.mask.end(), 1.0f);
   j.prompt_len = static_cast<std::int32_t>(learnt - j.mask.begin());
   j.response_empty = learnt == j.mask.end();
