@@ -181,10 +181,6 @@ ChatText ChatTemplate::render(const Conversation& c, bool add_generation_prompt)
   }
 }
 
-}  // namespace braid::tok
-
-namespace braid::tok {
-
 LearntEncoding encode_learnt(const Tokenizer& tok, const std::string& text, const std::vector<jinja::Span>& spans) {
   Encoding e = tok.encode_with_offsets(text);
   LearntEncoding out{std::move(e.ids), std::vector<bool>(e.spans.size(), false)};
