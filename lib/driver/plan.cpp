@@ -99,6 +99,15 @@ void add_inputs(Step& step, const std::vector<fs::path>& files) {
   }
 }
 
+// The run's tools and template keyword arguments for conversations (braid-generate, braid eval).
+void append_chat(Argv& argv, Step& step, const RunSpec& spec) {
+  if (spec.tools) {
+    argv.insert(argv.end(), {"--tools", spec.tools->string()});
+    add_inputs(step, {*spec.tools});
+  }
+  if (spec.chat_template_kwargs) argv.insert(argv.end(), {"--chat-template-kwargs", *spec.chat_template_kwargs});
+}
+
 Step init_step(const ModelSource& src, const Layout& layout, const PlanOptions& opt, std::string_view name,
                bool value_head) {
   const fs::path out = layout.checkpoint(0, name);
@@ -255,6 +264,7 @@ Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& 
                                        spec.data->batch_prompts));
     }
   }
+  append_chat(gen, step, spec);
   if (spec.migrate_threshold) gen.insert(gen.end(), {"--migrate-threshold", *spec.migrate_threshold});
   if (spec.migrate_to) gen.insert(gen.end(), {"--migrate-to", std::to_string(*spec.migrate_to)});
   append_tp(gen, spec.rollout_tp);
@@ -414,6 +424,7 @@ Step eval_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt
   argv.insert(argv.end(), {"--samples", std::to_string(ev.samples), "--temperature", fmt::format("{}", ev.temperature),
                            "--seed", iteration_seed(spec, i), "--tokenizer", spec.tokenizer});
   if (ev.max_new_tokens > 0) argv.insert(argv.end(), {"--max-new-tokens", std::to_string(ev.max_new_tokens)});
+  append_chat(argv, step, spec);
   if (!ev.by.empty()) argv.insert(argv.end(), {"--by", ev.by});
   if (!ev.k.empty()) argv.insert(argv.end(), {"--k", fmt::format("{}", fmt::join(ev.k, ","))});
   argv.insert(argv.end(), {"-o", out.string()});

@@ -722,6 +722,7 @@ RunSpec load_run_file(const fs::path& path) {
   c.format(doc, kRunFormat, kRunVersion);
   if (!doc.is_object()) c.check();
   c.no_unknown_keys(doc, "", {"format", "version", "comment", "algorithm", "models", "prompts", "tokenizer",
+                              "tools", "chat_template_kwargs",
                               "iterations", "seed", "threads", "device", "dtype", "async", "generate", "score", "train",
                               "mpirun", "plan", "eval", "ablation", "data", "checkpoints"});
   RunSpec spec;
@@ -745,6 +746,15 @@ RunSpec load_run_file(const fs::path& path) {
     spec.tokenizer = *tok == "byte" ? *tok : resolve(dir, *tok).string();
     if (*tok != "byte" && !fs::exists(spec.tokenizer)) c.fail("tokenizer", "no file " + spec.tokenizer);
   }
+  if (doc.contains("tools")) {
+    if (auto tools = c.string(doc, "", "tools")) {
+      spec.tools = resolve(dir, *tools);
+      const json schemas = fs::is_regular_file(*spec.tools) ? json::parse(read_text_file(spec.tools->string()), nullptr, false)
+                                                             : json();
+      if (!schemas.is_array()) c.fail("tools", "must name a JSON file holding an array of tool schemas: " + spec.tools->string());
+    }
+  }
+  if (doc.contains("chat_template_kwargs")) spec.chat_template_kwargs = c.object(doc, "", "chat_template_kwargs").dump();
   spec.iterations = static_cast<int>(c.integer(doc, "", "iterations", {.min = 1, .max = 9999}).value_or(1));
   spec.seed = static_cast<std::uint64_t>(c.integer(doc, "", "seed", {.min = 0}, 0).value_or(0));
   if (doc.contains("threads")) {

@@ -102,6 +102,11 @@ struct RunSpec {
   ModelSource actor, critic, ref, reward;
   std::filesystem::path prompts;
   std::string tokenizer = "byte";   // "byte" or a (resolved) path
+  // Conversations' tools and template keyword arguments for every prompt line without its
+  // own ("tools": a JSON file of tool schemas; "chat_template_kwargs": an object, as JSON
+  // text): braid-generate's and braid eval's --tools and --chat-template-kwargs.
+  std::optional<std::filesystem::path> tools;
+  std::optional<std::string> chat_template_kwargs;
   int iterations = 1;
   std::uint64_t seed = 0;           // generation and training seeds derive from it per iteration
   std::optional<int> threads;

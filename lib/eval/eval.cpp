@@ -16,6 +16,7 @@
 #include "score/math_expr.hpp"
 #include "score/model_passes.hpp"
 #include "score/text_reward.hpp"
+#include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/reference_logprobs.hpp"
 #include "train/train_inputs.hpp"
@@ -186,6 +187,7 @@ ordered_json evaluate_policy(const PolicyEvalOptions& o) {
   gen::SamplingParams sampling{.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p, .seed = o.seed};
   gen::validate(sampling);
   auto reward = make_reward(o);
+  const tok::ChatDefaults chat = tok::chat_defaults(o.model.tools, o.model.chat_template_kwargs);
   auto be = backend::make_backend(o.model.device, o.model.threads);
   auto tokenizer = tok::load_tokenizer(o.model.tokenizer);
   auto policy = checkpoint::open_model(o.model.checkpoint, *be, {}, /*need_lm_head=*/true, false, o.model.dtype);
@@ -194,7 +196,8 @@ ordered_json evaluate_policy(const PolicyEvalOptions& o) {
                                                    .vocab_size = cfg.vocab_size,
                                                    .max_tokens = cfg.max_position_embeddings,
                                                    .limit = o.limit,
-                                                   .chat_template_from = o.model.tokenizer});
+                                                   .chat_template_from = o.model.tokenizer,
+                                                   .chat = chat});
   if (lines.empty()) throw InputError(o.prompts, "", "holds no prompts");
 
   std::vector<gen::Prompt> prompts;
@@ -293,12 +296,13 @@ ordered_json evaluate_policy(const PolicyEvalOptions& o) {
 
 ordered_json evaluate_reward_model(const PairEvalOptions& o) {
   const auto t0 = Clock::now();
+  const tok::ChatDefaults chat = tok::chat_defaults(o.model.tools, o.model.chat_template_kwargs);
   auto be = backend::make_backend(o.model.device, o.model.threads);
   auto tokenizer = tok::load_tokenizer(o.model.tokenizer);
   auto rm = checkpoint::open_model(o.model.checkpoint, *be, {}, false, /*need_value_head=*/true, o.model.dtype);
   const auto& cfg = rm.model->config();
   const io::SampleBatch batch = train::read_preference_jsonl(o.pairs, *tokenizer, cfg.vocab_size,
-                                                             cfg.max_position_embeddings);
+                                                             cfg.max_position_embeddings, o.model.tokenizer, chat);
   const std::size_t pairs = batch.size() / 2;
   if (pairs == 0) throw InputError(o.pairs, "", "holds no preference pairs");
   score::RewardModelPass pass(*rm.model, o.model.micro_tokens);

@@ -35,6 +35,8 @@ inline constexpr int kEvalVersion = 1;
 struct ModelRun {
   std::string checkpoint;
   std::string tokenizer = "byte";
+  std::string tools;                 // a JSON file of tool schemas for conversations without "tools"
+  std::string chat_template_kwargs;  // a JSON object of template keyword arguments, under each line's own
   std::string device = "cpu";
   int threads = 0;
   backend::DType dtype = backend::DType::f32;

@@ -15,6 +15,12 @@ std::size_t first_response_token(const io::SampleBatch& mb, std::size_t i) {
   return std::max(mb.response_begin(i), mb.begin(i) + 1);
 }
 
+std::size_t learnt_tokens(const io::SampleBatch& mb, std::size_t i) {
+  std::size_t n = 0;
+  for (std::size_t t = first_response_token(mb, i); t < mb.end(i); ++t) n += mb.learnt(i, t);
+  return n;
+}
+
 }  // namespace
 
 std::optional<Aggregation> aggregation_named(std::string_view name) {
@@ -36,10 +42,12 @@ const char* to_string(Aggregation a) {
 std::vector<float> response_row_weights(const io::SampleBatch& mb, Aggregation aggregation) {
   std::vector<float> w(mb.token_count(), 0.0f);
   for (std::size_t i = 0; i < mb.size(); ++i) {
-    const std::size_t first = first_response_token(mb, i);
-    if (first >= mb.end(i)) continue;
-    const double each = aggregation == Aggregation::seq_mean_token_mean ? 1.0 / double(mb.end(i) - first) : 1.0;
-    for (std::size_t t = first; t < mb.end(i); ++t) w[t - 1] = static_cast<float>(each);
+    const std::size_t learnt = learnt_tokens(mb, i);
+    if (learnt == 0) continue;
+    const double each = aggregation == Aggregation::seq_mean_token_mean ? 1.0 / double(learnt) : 1.0;
+    for (std::size_t t = first_response_token(mb, i); t < mb.end(i); ++t) {
+      if (mb.learnt(i, t)) w[t - 1] = static_cast<float>(each);
+    }
   }
   return w;
 }
@@ -47,9 +55,8 @@ std::vector<float> response_row_weights(const io::SampleBatch& mb, Aggregation a
 double response_units(const io::SampleBatch& mb, Aggregation aggregation) {
   double units = 0;
   for (std::size_t i = 0; i < mb.size(); ++i) {
-    const std::size_t first = first_response_token(mb, i);
-    if (first >= mb.end(i)) continue;
-    units += aggregation == Aggregation::token_mean ? double(mb.end(i) - first) : 1.0;
+    const std::size_t learnt = learnt_tokens(mb, i);
+    if (learnt > 0) units += aggregation == Aggregation::token_mean ? double(learnt) : 1.0;
   }
   return units;
 }

@@ -40,10 +40,12 @@ enum class Aggregation { token_mean, seq_mean_token_sum, seq_mean_token_mean };
 std::optional<Aggregation> aggregation_named(std::string_view name);
 const char* to_string(Aggregation a);
 
-// Row weights for the response tokens of mb: row t − 1 for token t, 0 elsewhere; 1 per
-// token (token_mean, seq_mean_token_sum) or 1/T_i (seq_mean_token_mean).
+// Row weights for the learnt response tokens of mb (io::SampleBatch::learnt: all of a
+// response unless its loss_mask says otherwise): row t − 1 for token t, 0 elsewhere; 1 per
+// token (token_mean, seq_mean_token_sum) or 1/T_i for a sequence of T_i learnt tokens
+// (seq_mean_token_mean).
 std::vector<float> response_row_weights(const io::SampleBatch& mb, Aggregation aggregation);
-// The units of mb (response tokens, or sequences with a response), from the offsets alone.
+// The units of mb (learnt response tokens, or sequences with one), from the offsets and loss_mask.
 double response_units(const io::SampleBatch& mb, Aggregation aggregation);
 // A per-token array laid onto rows: row t − 1 gets per_token[t] (the last row of a sequence 0).
 std::vector<float> token_array_on_rows(const io::SampleBatch& mb, const std::vector<float>& per_token);

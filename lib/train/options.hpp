@@ -84,6 +84,8 @@ struct TextCommand {
   std::string data;                   // JSON Lines ("-" = stdin)
   std::string model, model_out;       // --actor/--actor-out (sft), --reward/--reward-out (rm)
   std::string tokenizer = "byte";
+  std::string tools;                  // a JSON file of tool schemas for conversations without "tools"
+  std::string chat_template_kwargs;   // a JSON object of template keyword arguments, under each line's own
 };
 
 // braid-train dpo: preference pairs into a policy.

@@ -812,4 +812,31 @@ BOOST_AUTO_TEST_CASE(the_data_section) {
   test::write_file(all.parent_path() / "gsm.jsonl", "{\"prompt\": \"1+1=\", \"answer\": 2}\n\n"
                                                     "{\"prompt\": \"2+2=\", \"answer\": 4}\n{\"prompt\": \"3+3=\", \"answer\": 6}\n");
   BOOST_TEST(problem_at(problems_of(all), "data.heldout").find("holding out 3 of 3 lines") != std::string::npos);
+// Conversations' tools and template keyword arguments for the whole run go to braid-generate
+// and braid eval (a line's own win there); a tools file that is no array of schemas is refused.
+BOOST_AUTO_TEST_CASE(run_tools_and_template_kwargs_reach_generation_and_eval) {
+  const std::string head = R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": 1, "eval": {"prompts": "prompts.jsonl", "rule": "digits"}, )";
+  const fs::path run = test::run_folder("chat_run", head + R"("tools": "tools.json",
+    "chat_template_kwargs": {"enable_thinking": false}})");
+  test::write_file(run.parent_path() / "tools.json", R"([{"type": "function", "function": {"name": "clock"}}])");
+  const RunSpec spec = load_run_file(run);
+  BOOST_TEST(spec.tools.value_or("") == run.parent_path() / "tools.json");
+  BOOST_TEST(spec.chat_template_kwargs.value_or("") == R"({"enable_thinking":false})");
+  const Layout layout(run.parent_path() / "out");
+  const PlanOptions opt;
+  const Step rollout = rollout_step(spec, layout, opt, 1);
+  const std::string gen = joined(rollout.pipeline[0].argv);
+  const std::string want = "--tools " + (run.parent_path() / "tools.json").string() +
+                           R"( --chat-template-kwargs {"enable_thinking":false})";
+  BOOST_TEST(gen.find(want) != std::string::npos, gen);
+  BOOST_TEST(std::count(rollout.inputs.begin(), rollout.inputs.end(), run.parent_path() / "tools.json") == 1);
+  const std::string ev = joined(eval_step(spec, layout, opt, 1).pipeline[0].argv);
+  BOOST_TEST(ev.find(want) != std::string::npos, ev);
+
+  const fs::path bad = test::run_folder("bad_chat_run", head + R"("tools": "prompts.jsonl", "chat_template_kwargs": [1]})");
+  const auto problems = problems_of(bad);
+  BOOST_TEST(problem_at(problems, "tools").find("array of tool schemas") != std::string::npos);
+  BOOST_TEST(!problem_at(problems, "chat_template_kwargs").empty());
 }

@@ -142,3 +142,28 @@ BOOST_AUTO_TEST_CASE(every_objective_gives_one_update_however_the_mini_batch_is_
     }
   }
 }
+
+// The same with a loss_mask that leaves holes in the responses (a conversation's user
+// and tool turns between assistant turns), for the objectives that read it (every one
+// but the reward model, which reads the last token): the same tolerances.
+BOOST_AUTO_TEST_CASE(a_loss_mask_gives_one_update_however_the_mini_batch_is_split) {
+  io::SampleBatch batch = uneven_batch(5);
+  Rng rng(17);
+  auto& mask = batch.loss_mask.emplace(batch.token_count(), 0.0f);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    for (std::size_t t = batch.response_begin(i); t < batch.end(i); ++t) mask[t] = rng.below(3) == 0 ? 0.0f : 1.0f;
+  }
+  for (const Case& c : cases()) {
+    if (c.value_head && c.group == 2) continue;  // the reward model
+    const Result one = step_split(c, batch, 1);
+    const double top = largest(one.grads);
+    BOOST_TEST(top > 1e-3, c.name << ": the gradient is not trivially zero");
+    for (const int pieces : {2, 7}) {
+      const Result split = step_split(c, batch, pieces);
+      const double dg = max_difference(one.grads, split.grads);
+      BOOST_TEST(dg <= 1e-5 * top, c.name << " masked, in " << pieces << ": gradient apart by " << dg);
+      BOOST_TEST(max_difference(one.weights, split.weights) <= 2e-6, c.name << " masked, in " << pieces);
+      BOOST_TEST(split.stats.loss == one.stats.loss, boost::test_tools::tolerance(1e-5));
+    }
+  }
+}

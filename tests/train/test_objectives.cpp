@@ -180,6 +180,38 @@ BOOST_FIXTURE_TEST_CASE(a_missing_array_is_named, Fixture) {
   }
 }
 
+// With a loss_mask, SFT's loss is −Σ of the logprobs of the response tokens the mask
+// keeps, directly computed, its units their count; and the gradient still matches.
+BOOST_FIXTURE_TEST_CASE(sft_with_a_loss_mask_learns_only_the_marked_tokens, Fixture) {
+  model::Model m(tiny(), {.lm_head = true}, *be);
+  m.init_random(12, 0.2);
+  Rng rng(12);
+  io::SampleBatch mb = random_batch(rng, 5);
+  auto& mask = mb.loss_mask.emplace(mb.token_count(), 0.0f);
+  for (auto& x : mask) x = rng.below(2) == 0 ? 0.0f : 1.0f;
+  const auto lp = current_logprobs(m, mb);
+  double direct = 0;
+  int learnt = 0, masked_out = 0;
+  for (std::size_t i = 0; i < mb.size(); ++i) {
+    for (std::size_t t = mb.response_begin(i); t < mb.end(i); ++t) {
+      if (mask[t] == 0.0f) {
+        ++masked_out;
+        continue;
+      }
+      direct -= lp[t];
+      ++learnt;
+    }
+  }
+  BOOST_TEST_REQUIRE(masked_out > 0);
+  train::SftObjective obj(8);
+  auto acts = m.make_activations({.max_tokens = 256, .max_sequences = 16, .training = true});
+  m.forward({mb.tokens, mb.offsets}, acts);
+  const train::LossStats s = obj.loss_and_grad(m, acts, mb, 1.0);
+  BOOST_TEST(s.units == double(learnt));
+  BOOST_TEST(s.loss == direct, boost::test_tools::tolerance(1e-5));
+  check_directional_derivative(m, obj, mb, 106);
+}
+
 BOOST_AUTO_TEST_CASE(response_rows_are_weighted_by_token_or_sequence_mean) {
   io::SampleBatch b;
   b.add(std::vector<std::int32_t>{1, 2, 3, 4, 5}, 2, 0);  // response tokens 2..4 -> rows 1..3
@@ -196,6 +228,12 @@ BOOST_AUTO_TEST_CASE(response_rows_are_weighted_by_token_or_sequence_mean) {
   const auto rows = train::token_array_on_rows(b, arr);
   const std::vector<float> want_rows{11, 12, 13, 14, 0, 21, 22, 0};
   BOOST_TEST(rows == want_rows, boost::test_tools::per_element());
+  // A loss_mask drops token 3 (row 2): the other tokens of its sequence share the mean.
+  b.loss_mask = std::vector<float>{0, 0, 1, 0, 1, 0, 0, 1};
+  const auto masked = train::response_row_weights(b, train::Aggregation::sequence_mean);
+  const std::vector<float> want_masked{0, 0.5f, 0, 0.5f, 0, 0, 1, 0};
+  BOOST_TEST(masked == want_masked, boost::test_tools::per_element());
+  BOOST_TEST(train::response_units(b, train::Aggregation::token_mean) == 3.0);
 }
 
 BOOST_AUTO_TEST_CASE(micro_batches_keep_order_arrays_limits_and_groups) {

@@ -121,6 +121,10 @@ void add_eval_command(CLI::App& app, Verbs& verbs) {
       ->delimiter(',');
   sub->add_option("--by", p.by, "Also break the figures down by this prompt field (e.g. digits)");
   sub->add_option("--tokenizer", p.model.tokenizer, "byte, or a tokenizer.json / HF folder")->capture_default_str();
+  sub->add_option("--tools", p.model.tools, "A JSON file of tool schemas for the conversations without \"tools\"");
+  sub->add_option("--chat-template-kwargs", p.model.chat_template_kwargs,
+                  "Chat template keyword arguments as a JSON object, e.g. '{\"enable_thinking\": false}' (a line's "
+                  "own \"chat_template_kwargs\" win)");
   sub->add_option("--threads", p.model.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
   sub->add_option("--micro-tokens", p.model.micro_tokens, "Tokens per forward micro-batch (--pairs)")
       ->check(CLI::PositiveNumber)->capture_default_str();

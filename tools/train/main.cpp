@@ -183,6 +183,10 @@ int main(int argc, char** argv) {
   for (auto [sub, o] : {std::pair{sft_cmd, &sft}, std::pair{rm_cmd, &rm}, std::pair{dpo_cmd, &dpo.text}}) {
     sub->add_option("--tokenizer", o->tokenizer, "byte, or a tokenizer.json (or a folder holding one)")
         ->capture_default_str();
+    sub->add_option("--tools", o->tools, "A JSON file of tool schemas for the conversations without \"tools\"");
+    sub->add_option("--chat-template-kwargs", o->chat_template_kwargs,
+                    "Chat template keyword arguments as a JSON object, e.g. '{\"enable_thinking\": false}' (a "
+                    "line's own \"chat_template_kwargs\" win)");
     add_common(sub, o->common, sub == dpo_cmd ? 1e-6 : 1e-5);
   }
 
