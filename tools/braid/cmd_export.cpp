@@ -3,6 +3,7 @@
 #include <iostream>
 #include <memory>
 
+#include "core/files.hpp"
 #include "hf/import_export.hpp"
 #include "verbs.hpp"
 
@@ -61,7 +62,7 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
                                       .value_head = o->value_head == "token"      ? hf::ValueHeadClass::token
                                                     : o->value_head == "sequence" ? hf::ValueHeadClass::sequence
                                                                                   : hf::ValueHeadClass::automatic});
-    for (const auto& f : files) std::cout << f.string() << '\n';
+    for (const auto& f : files) std::cout << path_line(f.string()) << '\n';
     return 0;
   });
 }
