@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The default experiment (`make demo`): every stage of braid, end to end, on this machine.
-# Outputs go to ${DEMO_OUT:-out/demo}; the tools are taken from ${BRAID_BIN:-build/bin}.
+# Outputs go to ${DEMO_OUT:-out/demo}; the tools are taken from ${BRAID_BIN:-build/bin}; the
+# model is ${DEMO_CONFIG:-examples/tiny/config.json} (any family of docs/models.md, e.g.
+# examples/tiny-qwen3/config.json or examples/tiny-gemma3/config.json).
 #
 #   1. the build: what braid was built with, and the devices it sees
 #   2. the task: `braid synth` writes a synthetic verifiable task (sort a string of
@@ -47,7 +49,7 @@ braid synth -o "$out/task" --task sort --min-digits 2 --max-digits 16 --tail 1.5
 head -n 3 "$out/task/prompts.jsonl"
 
 step "3. SFT warm start of the tiny byte-level model (32 steps), its held-out accuracy"
-cp examples/tiny/config.json "$out/config.json"
+cp "${DEMO_CONFIG:-examples/tiny/config.json}" "$out/config.json"
 mkdir -p "$out/sft" "$out/rm"
 braid init --config "$out/config.json" --seed 1 -o "$out/sft/actor0.h5" > /dev/null
 braid-train sft "$out/task/sft.jsonl" --actor "$out/sft/actor0.h5" --actor-out "$out/sft/actor.h5" \

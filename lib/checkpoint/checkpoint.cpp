@@ -351,8 +351,12 @@ OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, 
   if (need_value_head && !value) {
     throw InputError(spec.string(), "score.weight", "the model has no value head (a critic or reward model needs one)");
   }
+  const bool value_bias = value && shards.contains("score.bias");   // a token-classification head's
   out.model = std::make_unique<model::Model>(
-      cfg, model::ModelOptions{.layers = layers, .lm_head = lm, .value_head = value, .dtype = dtype, .tp = tp}, be);
+      cfg,
+      model::ModelOptions{
+          .layers = layers, .lm_head = lm, .value_head = value, .value_bias = value_bias, .dtype = dtype, .tp = tp},
+      be);
   if (join) {
     load_weights(*out.model, WholeTensors(all));
   } else {

@@ -94,7 +94,8 @@ std::vector<std::filesystem::path> files_of_tp_rank(const std::vector<std::files
 
 // A model (or a pipeline stage of one: layers) built from the checkpoint's config and
 // loaded from it. The heads follow the checkpoint: an LM head when it holds
-// lm_head.weight or ties its embeddings, a value head when it holds score.weight;
+// lm_head.weight or ties its embeddings, a value head when it holds score.weight (with its
+// bias when it holds score.bias);
 // `need_lm_head` / `need_value_head` make a missing one an InputError naming the file.
 // dtype: the storage type of the model's weights (model::ModelOptions::dtype). tp: the
 // model's tensor-parallel rank and group; it opens that rank's files of a tensor-parallel

@@ -25,7 +25,7 @@ std::uint64_t u(std::int64_t v) { return static_cast<std::uint64_t>(std::max<std
 
 // The stage's layers and this tp rank's share of heads and units, as BasicModel holds them.
 struct Dims {
-  std::int64_t layers, D, qkv, hd_all, heads, inter, vocab;
+  std::int64_t layers, D, qkv, hd_all, heads, kv_heads, inter, vocab;
   bool last;
 };
 
@@ -39,6 +39,7 @@ Dims dims_of(const model::ModelConfig& c, const model::ModelOptions& o) {
           .qkv = (heads + 2 * kv) * hd,
           .hd_all = heads * hd,
           .heads = heads,
+          .kv_heads = kv,
           .inter = (c.intermediate_size + tp - 1) / tp,
           .vocab = c.vocab_size,
           .last = end == c.num_hidden_layers};
@@ -72,8 +73,10 @@ Prediction model_bytes(const ModelSpec& m) {
   Prediction p;
   p.add(fmt::format("{}weights ({})", who, backend::dtype_name(dt)), n * backend::dtype_size(dt));
   p.add(who + "gradients (f32)", n * kF32);
-  // cos and sin, [max_position_embeddings × head_dim / 2] each.
-  p.add(who + "rotary tables", 2 * u(m.config.max_position_embeddings) * u(m.config.head_dim() / 2) * kF32);
+  // cos and sin, [max_position_embeddings × head_dim / 2] each; twice with the sliding
+  // layers' own RoPE (gemma3).
+  const std::uint64_t tables = m.config.has_local_rope() && m.config.sliding_window > 0 ? 2 : 1;
+  p.add(who + "rotary tables", tables * 2 * u(m.config.max_position_embeddings) * u(m.config.head_dim() / 2) * kF32);
   return p;
 }
 
@@ -94,6 +97,18 @@ std::uint64_t activation_bytes(const model::ModelConfig& cfg, const model::Model
   if (d.last) f32 += N * D + N + u(opt.max_sequences) * D;                    // final_out final_rstd last_rows
   if (d.last && mopt.lm_head && !opt.training) f32 += u(opt.max_sequences) * u(d.vocab);  // logits (forward_cached)
   if (opt.training) f32 += N * (3 * D + qkv + att + 2 * I + I);              // out_grad d_res d_ln d_qkv d_att d_gate_up d_act
+  // The pieces of other families (model_impl.hpp).
+  if (cfg.qk_norm) {
+    if (opt.training) f32 += S * N * qkv;                                     // qkv_pre
+    f32 += S * N * (H + u(d.kv_heads));                                       // qk_rstd
+    if (opt.training && mopt.tp.size > 1) f32 += 2 * u(cfg.head_dim());       // d_qk_norm
+  }
+  if (cfg.sandwich_norms) {
+    f32 += S * N * 2 * (D + 1) + N * D;                                       // attn_out rstd_ao mlp_out rstd_mo normed
+    if (opt.training) f32 += N * D;                                           // d_norm_out
+  }
+  const bool score_bias = d.last && mopt.value_head && mopt.value_bias;
+  if (cfg.qkv_bias || cfg.o_bias || cfg.mlp_bias || score_bias) f32 += N;     // ones
   const std::uint64_t i32 = 7 * N;                                            // tokens pos step(5N)
   return f32 * kF32 + i32 * kI32;
 }
@@ -103,8 +118,10 @@ std::int64_t lm_head_chunk_rows(const backend::Backend& be, const model::ModelCo
 }
 
 std::uint64_t lm_head_chunk_bytes(const model::ModelConfig& cfg, std::int64_t chunk_rows) {
-  // logits [chunk × vocab], lse, logprob, entropy [chunk].
-  return (u(chunk_rows) * u(cfg.vocab_size) + 3 * u(chunk_rows)) * kF32;
+  // logits [chunk × vocab] (twice with a final soft-cap: the capped logits kept for the
+  // backward), lse, logprob, entropy [chunk].
+  const std::uint64_t logits = cfg.final_logit_softcapping > 0 ? 2 : 1;
+  return (logits * u(chunk_rows) * u(cfg.vocab_size) + 3 * u(chunk_rows)) * kF32;
 }
 
 Prediction predict_training(const std::vector<TrainedModel>& models, std::int64_t micro_tokens) {
@@ -153,6 +170,7 @@ ModelSpec peek_checkpoint(const std::string& spec, const std::string& role, back
   m.config = checkpoint::config_of(shards);
   m.options.lm_head = shards.contains("lm_head.weight") || m.config.tie_word_embeddings;
   m.options.value_head = shards.contains("score.weight");
+  m.options.value_bias = m.options.value_head && shards.contains("score.bias");
   m.options.dtype = dtype;
   return m;
 }

@@ -6,15 +6,20 @@
 //   weights       parameter_count · size of --dtype (the compute copy)
 //   gradients     parameter_count · 4 (f32, one contiguous buffer; every model has one,
 //                 a model that only scores too)
-//   rotary tables max_position_embeddings · head_dim · 4 (cos and sin)
+//   rotary tables max_position_embeddings · head_dim · 4 (cos and sin; twice for gemma3's
+//                 sliding layers' own RoPE)
 //   optimizer     AdamW: two f32 moments, plus an f32 master copy when the weights are bf16
 //   activations   model::make_activations of the largest micro-batch (lib/model/activations.cpp):
 //                 per token and layer (training keeps every layer, scoring one slot)
 //                 2D (residual, training; D scoring) + 2D (norms) + 2 (rstd) + qkv + H·hd
 //                 (attention out) + H (log-sum-exp) + 3I (gate, up, SwiGLU out), in f32; then
 //                 the last stage's D + 1 per token, D + vocab (LM head) per sequence, and in
-//                 training the backward's 3D + qkv + H·hd + 3I per token
-//   LM-head chunk rl::ChunkedLmHead: chunk_rows · vocab logits + 3 · chunk_rows, in f32
+//                 training the backward's 3D + qkv + H·hd + 3I per token; q/k norms (qwen3,
+//                 gemma3): qkv (training) + H + KV per token and layer; Gemma's norms after
+//                 attention and the MLP: 2D + 2 per token and layer, D per token (and D more
+//                 in training); biases: 1 per token (a column of ones)
+//   LM-head chunk rl::ChunkedLmHead: chunk_rows · vocab logits (twice with a final
+//                 soft-cap) + 3 · chunk_rows, in f32
 //   loss rows     the objective's per-token device arrays (f32 or i32; each grows to at most
 //                 twice the largest micro-batch)
 //

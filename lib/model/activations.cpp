@@ -5,6 +5,7 @@
 
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 namespace braid::model {
 
@@ -49,6 +50,22 @@ BasicActivations<T> BasicModel<T>::make_activations(const ActivationOptions& o) 
   a->rstd2 = backend::Buffer<T>(be, S * N);
   a->gate_up = backend::Buffer<T>(be, S * N * 2 * std::size_t(a->I));
   a->act = backend::Buffer<T>(be, S * N * std::size_t(a->I));
+  if (c.qk_norm) {
+    if (o.training) a->qkv_pre = backend::Buffer<T>(be, S * N * std::size_t(a->QKV));
+    a->qk_rstd = backend::Buffer<T>(be, S * N * std::size_t(m.heads + m.kv_heads));
+  }
+  if (c.sandwich_norms) {
+    a->attn_out = backend::Buffer<T>(be, S * N * D);
+    a->rstd_ao = backend::Buffer<T>(be, S * N);
+    a->mlp_out = backend::Buffer<T>(be, S * N * D);
+    a->rstd_mo = backend::Buffer<T>(be, S * N);
+    a->normed = backend::Buffer<T>(be, N * D);
+  }
+  if (m.biased()) {
+    a->ones = backend::Buffer<T>(be, N);
+    const std::vector<T> one(N, T(1));
+    be.copy_to_device(a->ones.data(), one.data(), N * sizeof(T));
+  }
   if (m.last()) {
     a->final_out = backend::Buffer<T>(be, N * D);
     a->final_rstd = backend::Buffer<T>(be, N);
@@ -63,6 +80,8 @@ BasicActivations<T> BasicModel<T>::make_activations(const ActivationOptions& o) 
     a->d_att = backend::Buffer<T>(be, N * std::size_t(a->HD));
     a->d_gate_up = backend::Buffer<T>(be, N * 2 * std::size_t(a->I));
     a->d_act = backend::Buffer<T>(be, N * std::size_t(a->I));
+    if (c.sandwich_norms) a->d_norm_out = backend::Buffer<T>(be, N * D);
+    if (c.qk_norm && m.tp_split()) a->d_qk_norm = backend::Buffer<T>(be, 2 * std::size_t(c.head_dim()));
   }
   return BasicActivations<T>(std::move(a));
 }

@@ -1,5 +1,6 @@
-// A Llama-style decoder with explicit forward and backward passes per layer and
-// preallocated activations, in the manner of llm.c (no autograd).
+// A decoder of any family of model/config.hpp (Llama, Mistral, Qwen2, Qwen3, Gemma 2 and 3)
+// with explicit forward and backward passes per layer and preallocated activations, in the
+// manner of llm.c (no autograd).
 //
 // A model (or a pipeline stage of one) owns its parameters and their gradients in
 // one contiguous buffer each, viewed as tensors under Hugging Face names. The
@@ -72,6 +73,7 @@ struct ModelOptions {
   LayerRange layers;
   bool lm_head = true;      // lm_head.weight (or the tied embedding) on the last stage
   bool value_head = false;  // score.weight [1 × D] on the last stage (critic, reward model)
+  bool value_bias = false;  // score.bias [1] with the value head (transformers' ...ForTokenClassification)
   // Storage type of the weights the forward and backward read (the compute copy): the
   // model's scalar type (f32; f64 for a double model), or bf16 (half the weight memory; gradients stay f32, and
   // an optimizer keeps an f32 master copy: optim::AdamW).
@@ -82,6 +84,7 @@ struct ModelOptions {
 };
 
 // One parameter tensor, by Hugging Face name ("model.layers.3.self_attn.q_proj.weight",
+// "model.layers.3.self_attn.q_proj.bias", "model.layers.3.self_attn.q_norm.weight",
 // "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "score.weight").
 // data, grad and weights are device memory of the model's backend (host memory on the CPU
 // backend).
@@ -254,8 +257,9 @@ class BasicModel {
   // Bytes of the compute copy of the weights: parameter_count() · size of dtype().
   std::int64_t parameter_bytes() const;
 
-  // Normal(0, std) for matrices (std = 0.02, HF's initializer_range), ones for norms;
-  // the same seed gives the same weights for a tensor whatever the stage and tp split.
+  // Normal(0, std) for matrices (std = 0.02, HF's initializer_range), a gain of one for
+  // norms (stored as 0 where the family's norms compute 1 + w), zeros for biases; the same
+  // seed gives the same weights for a tensor whatever the stage and tp split.
   void init_random(std::uint64_t seed, double std = 0.02);
   void zero_grad();
 
@@ -295,12 +299,13 @@ class BasicModel {
   // embedding), with its storage type; false when the stage has none.
   backend::Weights lm_head_weight() const;
   T* lm_head_grad();
-  // logits[rows × vocab] = hidden[rows × D] · Wᵀ (under tp: every rank's vocabulary slice,
-  // gathered; every rank gets the whole rows).
+  // logits[rows × vocab] = hidden[rows × D] · Wᵀ, soft-capped where the config says
+  // (final_logit_softcapping; under tp: every rank's vocabulary slice, gathered; every rank
+  // gets the whole rows).
   void lm_logits(const T* hidden, std::int64_t rows, T* logits) const;
-  // Per-token scalar values of the value head, values[N], from acts.output().
+  // Per-token scalar values of the value head (plus its bias), values[N], from acts.output().
   void values(const BasicActivations<T>& acts, T* values) const;
-  // Accumulates the value head's backward into acts.output_grad() and score.weight's grad.
+  // Accumulates the value head's backward into acts.output_grad() and score's gradients.
   void values_backward(BasicActivations<T>& acts, const T* d_values);
 
   struct Impl;  // internal: model/model_impl.hpp
@@ -315,5 +320,17 @@ using KVCache = BasicKVCache<float>;
 
 // Parameters of a stage of the model, as BasicModel would hold them.
 std::int64_t parameter_count(const ModelConfig& cfg, const ModelOptions& opt);
+
+// The tensors of a stage as BasicModel would hold them, without building it: Hugging Face
+// names, this tp rank's shapes and the whole model's, in storage order (import and export
+// stream a model tensor by tensor from this list).
+struct TensorInfo {
+  std::string name;
+  std::vector<std::int64_t> shape;        // this tp rank's slice
+  int layer = -1;
+  std::vector<std::int64_t> full_shape;   // at tp 1
+  TpSlice slice;
+};
+std::vector<TensorInfo> tensor_layout(const ModelConfig& cfg, const ModelOptions& opt);
 
 }  // namespace braid::model

@@ -27,10 +27,8 @@ namespace {
 ModelShape shape_from_file(const std::string& path, bool value_head) {
   const json cfg = load_json_file(path);
   Checker c(path);
+  // The config is read as braid-train reads it: what braid cannot run is refused here too.
   ModelShape s = shape_from_hf_config(cfg, c, "");
-  // rope_scaling changes RoPE's angles, not a layer's cost: the profile takes any
-  // scaling braid-train runs, and refuses the ones it does not as braid-train would.
-  model::parse_rope_scaling(cfg, c);
   c.check();
   s.value_head = value_head;
   s.name = std::filesystem::path(path).stem().string() + (value_head ? "-value" : "");

@@ -19,6 +19,7 @@
 #include "score/model_passes.hpp"
 #include "bench/model/shapes.hpp"
 #include "tests/common/scratch.hpp"
+#include "tests/model/family_configs.hpp"
 #include "tests/train/uneven_batch.hpp"
 #include "train/command_steps.hpp"
 #include "train/objectives.hpp"
@@ -171,6 +172,35 @@ BOOST_AUTO_TEST_CASE(each_piece_is_what_the_engine_allocates) {
         braid::rl::ChunkedLmHead<float> head(m);   // its default chunk: the one the prediction assumes
         BOOST_TEST(head.chunk_rows() == mem::lm_head_chunk_rows(b, c));
         BOOST_TEST(b.live() - before == mem::lm_head_chunk_bytes(c, mem::lm_head_chunk_rows(b, c)));
+      }
+    }
+  }
+}
+
+// The families' pieces (biases' column of ones, q/k norms, Gemma's norms, a second rotary
+// table, the capped logits of the LM head), also at tp 2 (a slice's heads; q/k norm grads).
+BOOST_AUTO_TEST_CASE(every_family_is_predicted) {
+  for (const auto& f : braid::test::family_configs({.hidden = 16, .heads = 4, .kv_heads = 2, .head_dim = 6,
+                                                    .inter = 20, .vocab = 97, .layers = 2, .max_positions = 32})) {
+    const model::ModelConfig c = f.parsed();
+    for (const model::ModelOptions& o : {model::ModelOptions{}, model::ModelOptions{.lm_head = false, .value_head = true,
+                                                                                     .value_bias = true},
+                                          model::ModelOptions{.tp = {2, 1, nullptr}}}) {
+      BOOST_TEST_CONTEXT(f.name << ", value head " << o.value_head << ", tp " << o.tp.size) {
+        CountingBackend b;
+        model::Model m(c, o, b);
+        BOOST_TEST(b.live() == mem::model_bytes(spec(c, o)).total());
+        for (const bool training : {true, false}) {
+          const model::ActivationOptions a{.max_tokens = 40, .max_sequences = 7, .training = training};
+          const std::uint64_t before = b.live();
+          auto acts = m.make_activations(a);
+          BOOST_TEST(b.live() - before == mem::activation_bytes(c, o, a), "training " << training);
+        }
+        if (o.lm_head && o.tp.size == 1) {
+          const std::uint64_t before = b.live();
+          braid::rl::ChunkedLmHead<float> head(m);
+          BOOST_TEST(b.live() - before == mem::lm_head_chunk_bytes(c, mem::lm_head_chunk_rows(b, c)));
+        }
       }
     }
   }

@@ -13,14 +13,15 @@ namespace braid::driver {
 void add_export_command(CLI::App& app, Verbs& verbs) {
   struct Opt {
     std::vector<std::string> shards;
-    std::string out, dtype = "f32", tokenizer;
+    std::string out, dtype = "f32", tokenizer, value_head = "auto";
     hf::GenerationDefaults generation;
   };
   auto o = std::make_shared<Opt>();
   auto* sub = app.add_subcommand(
       "export", "Export braid weight shards (all stages of one checkpoint) as a Hugging Face folder: config.json, "
-                "model.safetensors and generation_config.json (with --tokenizer also the tokenizer files and "
-                "special_tokens_map.json), loadable by transformers as it is; prints the files written");
+                "model.safetensors and, for a causal LM, generation_config.json (with --tokenizer also the tokenizer "
+                "files and special_tokens_map.json), loadable by transformers as it is (<Family>ForCausalLM, or a "
+                "reward/value model's classification class); prints the files written");
   sub->add_option("weights", o->shards,
                   "The checkpoint: its name (ckpt.h5, which finds its stage and tensor-parallel files) or every one "
                   "of its files; a tensor-parallel checkpoint's slices are joined")
@@ -32,6 +33,12 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
                   "special_tokens_map.json and tokenizer.model when present; its BOS/EOS/PAD ids go into "
                   "generation_config.json")
       ->check(CLI::ExistingPath);
+  sub->add_option("--value-head", o->value_head,
+                  "A model with a value head and no LM head: as <Family>ForSequenceClassification (a reward model), "
+                  "<Family>ForTokenClassification (a value model; a zero bias where it has none), or auto (the class its "
+                  "config.json names, else token with a score bias, else sequence)")
+      ->check(CLI::IsMember({"auto", "sequence", "token"}))
+      ->capture_default_str();
   sub->add_option("--temperature", o->generation.temperature,
                   "generation_config.json: sampling temperature (0: greedy, do_sample false); braid-generate's default")
       ->check(CLI::NonNegativeNumber)
@@ -58,7 +65,10 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
     const auto files = hf::export_hf(paths, o->out,
                                      {.dtype = o->dtype == "bf16" ? hf::StoreDtype::bf16 : hf::StoreDtype::f32,
                                       .tokenizer = o->tokenizer,
-                                      .generation = o->generation});
+                                      .generation = o->generation,
+                                      .value_head = o->value_head == "token"      ? hf::ValueHeadClass::token
+                                                    : o->value_head == "sequence" ? hf::ValueHeadClass::sequence
+                                                                                  : hf::ValueHeadClass::automatic});
     for (const auto& f : files) std::cout << path_line(f.string()) << '\n';
     return 0;
   });

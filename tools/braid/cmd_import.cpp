@@ -14,8 +14,10 @@ void add_import_command(CLI::App& app, Verbs& verbs) {
   struct Opt { std::string dir, out; int stages = 1; };
   auto o = std::make_shared<Opt>();
   auto* sub = app.add_subcommand(
-      "import", "Import a Hugging Face Llama folder (config.json + model.safetensors, or sharded with "
-                "model.safetensors.index.json; F32/F16/BF16) as braid weight shards; prints the files written");
+      "import", "Import a Hugging Face folder of a Llama, Mistral, Qwen2, Qwen3, Gemma 2 or Gemma 3 model "
+                "(causal LM, or sequence/token classification as a reward/value model; config.json + model.safetensors, "
+                "or sharded with model.safetensors.index.json; F32/F16/BF16) as braid weight shards; prints the files "
+                "written");
   sub->add_option("hf_dir", o->dir, "Hugging Face model folder")->required()->check(CLI::ExistingDirectory);
   sub->add_option("-o,--output", o->out, "Output weight file (with --stages N: NAME.stageI-of-N.h5)")->required();
   sub->add_option("--stages", o->stages, "Write the layers as this many pipeline-stage shards")
