@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint.hpp"
 
 #include "checkpoint/adapters.hpp"
+#include "checkpoint/whole_tensors.hpp"
 
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -161,6 +162,35 @@ void load_weights(model::Model& m, const io::WeightShardSet& shards) {
   }
 }
 
+void load_weights(model::Model& m, const WholeTensors& whole) {
+  if (whole.kind() != "weights") {
+    throw InputError(whole.file().string(), "attribute kind",
+                     fmt::format("is \"{}\": optimizer state, not a model's weights", whole.kind()));
+  }
+  const model::ModelConfig& cfg = m.config();
+  if (model::config_to_json(whole.config()) != model::config_to_json(cfg)) {
+    throw InputError(whole.file().string(), "model_config",
+                     fmt::format("the checkpoint's model config {} differs from the model's {}",
+                                 model::config_to_json(whole.config()).dump(), model::config_to_json(cfg).dump()));
+  }
+  backend::Backend& be = m.backend();
+  for (auto& t : m.tensors()) {
+    if (!whole.contains(t.name)) throw InputError(whole.file().string(), t.name, "tensor is in none of the checkpoint's files");
+    const std::vector<float> part = read_as_slice(whole, t.name, t.full_shape, t.slice);
+    if (be.host_accessible() && t.dtype == backend::DType::f32) {
+      std::copy(part.begin(), part.end(), t.data);
+    } else {
+      model::write_values(be, t, part.data());
+    }
+  }
+}
+
+bool needs_joining(const std::vector<std::filesystem::path>& files, const model::TensorParallel& tp) {
+  if (files.empty()) return false;
+  const int degree = io::WeightShardReader(files.front()).meta().tp_size;
+  return degree != 1 && degree != tp.size;
+}
+
 model::ModelConfig config_of(const io::WeightShardSet& shards) {
   if (shards.shards().empty()) throw UsageError("a checkpoint needs at least one weight file");
   const auto& first = shards.shards().front();
@@ -315,8 +345,12 @@ OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, 
     return out;
   }
   OpenedModel out;
-  out.files = files_of_tp_rank(checkpoint_files(spec), tp);
-  const io::WeightShardSet shards(out.files);
+  const auto all = checkpoint_files(spec);
+  // Files of another tp degree than the model's (neither its own slices nor a whole
+  // checkpoint) are read whole, each tensor joined from every rank's slice.
+  const bool join = needs_joining(all, tp);
+  out.files = join ? all : files_of_tp_rank(all, tp);
+  const io::WeightShardSet shards(join ? files_of_tp_rank(all, {}) : out.files);
   const model::ModelConfig cfg = config_of(shards);
   const auto& first = shards.shards().front();
   try {
@@ -340,7 +374,11 @@ OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, 
           .layers = layers, .lm_head = lm, .value_head = value, .value_bias = value_bias, .dtype = dtype, .tp = tp,
           .lora = lora},
       be);
-  load_weights(*out.model, shards);
+  if (join) {
+    load_weights(*out.model, WholeTensors(all));
+  } else {
+    load_weights(*out.model, shards);
+  }
   if (lora.enabled()) {
     out.model->init_adapters(0);
     out.base = spec;

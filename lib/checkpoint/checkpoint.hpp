@@ -8,8 +8,9 @@
 // Tensor parallelism: a model split over tp ranks (model/tensor_parallel.hpp) saves its
 // slices with tp_rank/tp_size set, each rank to tp_path(out, rank, size) (then split by
 // stage: "ckpt.tp1-of-2.stage0-of-3.h5"). Loading takes the files of the model's own tp
-// rank, or a whole (tp 1) checkpoint, of which each rank reads its slices; other degrees
-// are resharded by files first (checkpoint/reshard.hpp, `braid reshard --tp N`).
+// rank, or a whole (tp 1) checkpoint, of which each rank reads its slices; a checkpoint
+// of another degree is read joined (checkpoint/whole_tensors.hpp), and `braid reshard
+// --tp N` rewrites one at another degree once and for all.
 //
 // Tied embeddings: the last stage of a tied model keeps a copy of
 // model.embed_tokens.weight as its LM head. Only the first stage writes it (one copy
@@ -67,6 +68,14 @@ void require_finite_weights(const model::Model& m, const std::filesystem::path& 
 // slices; InputError naming tp_size for another degree.
 void load_weights(model::Model& m, const io::WeightShardSet& shards);
 
+// The same from a checkpoint of any tp degree (checkpoint/whole_tensors.hpp), each tensor
+// joined from every rank's slice and cut again as the model's own slice.
+class WholeTensors;
+void load_weights(model::Model& m, const WholeTensors& whole);
+// Whether `files` (a checkpoint's, checkpoint_files' answer) are of another tp degree than
+// the model's and not whole: then each tensor is read joined (WholeTensors), not as a file.
+bool needs_joining(const std::vector<std::filesystem::path>& files, const model::TensorParallel& tp);
+
 // The model config the shards were written with (from the first shard).
 model::ModelConfig config_of(const io::WeightShardSet& shards);
 
@@ -91,7 +100,8 @@ std::vector<std::filesystem::path> files_of_tp_rank(const std::vector<std::files
 // `need_lm_head` / `need_value_head` make a missing one an InputError naming the file.
 // dtype: the storage type of the model's weights (model::ModelOptions::dtype). tp: the
 // model's tensor-parallel rank and group; it opens that rank's files of a tensor-parallel
-// checkpoint, or slices a whole one.
+// checkpoint of its degree, or slices a whole one, or joins the slices of a checkpoint
+// of another degree and slices them again (so a tp 2 checkpoint opens in a tp 1 process).
 struct OpenedModel {
   std::unique_ptr<model::Model> model;
   std::vector<std::filesystem::path> files;

@@ -1,6 +1,7 @@
 #include "hf/import_export.hpp"
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/whole_tensors.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
@@ -209,18 +210,12 @@ std::vector<std::filesystem::path> import_hf(const std::filesystem::path& hf_dir
 
 std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::path>& shard_paths,
                                              const std::filesystem::path& out_dir, const ExportOptions& opt) {
-  const io::WeightShardSet shards(shard_paths);
-  for (const auto& s : shards.shards()) {
-    if (s.meta().kind != "weights") {
-      throw InputError(s.path().string(), "kind", fmt::format("is \"{}\": only weight shards can be exported", s.meta().kind));
-    }
-    if (s.meta().tp_size != 1) {
-      throw InputError(s.path().string(), "attribute tp_size",
-                       fmt::format("is {}: a tensor-parallel slice; braid reshard --tp 1 joins the slices first",
-                                   s.meta().tp_size));
-    }
+  // A tensor-parallel checkpoint's slices are joined (every rank's files are needed).
+  const checkpoint::WholeTensors shards(shard_paths);
+  if (shards.kind() != "weights") {
+    throw InputError(shards.file().string(), "kind", fmt::format("is \"{}\": only weight shards can be exported", shards.kind()));
   }
-  const model::ModelConfig cfg = checkpoint::config_of(shards);
+  const model::ModelConfig cfg = shards.config();
   if (shards.layer_begin() != 0 || shards.layer_end() != cfg.num_hidden_layers) {
     throw InputError(shard_paths.front().string(), "layer_end",
                      fmt::format("the files hold layers [{}, {}) of a {}-layer model: export needs them all",
@@ -273,14 +268,18 @@ std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::
     }
   }
 
-  std::filesystem::create_directories(out_dir);
-  SafetensorsWriter w(out_dir / "model.safetensors", opt.dtype);
+  // Every file is written into a temporary folder beside out_dir and moved into it at the end:
+  // a failure part way leaves nothing half-written there.
+  AtomicFolder folder(out_dir);
+  const std::filesystem::path& dir = folder.temp_path();
+  SafetensorsWriter w(dir / "model.safetensors", opt.dtype);
   w.set_metadata("format", "pt");
   const auto names = shards.names();
   Progress progress("export", names.size(), "tensors");
   for (const std::string& name : names) {
     w.add(name, shards.shape(name), [&shards, &progress, name](float* dst) {
-      shards.read(name, dst);
+      const std::vector<float> v = shards.read(name);
+      std::copy(v.begin(), v.end(), dst);
       progress.advance();
     });
   }
@@ -289,17 +288,19 @@ std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::
   if (classifier && token && !score_bias) w.add("score.bias", {1}, &zero);
   w.commit();
   progress.finish();
-  write_text_file((out_dir / "config.json").string(), config.dump(2) + "\n");
-  std::vector<std::filesystem::path> written{out_dir / "config.json", out_dir / "model.safetensors"};
+  write_text_file((dir / "config.json").string(), config.dump(2) + "\n");
+  std::vector<std::filesystem::path> written{dir / "config.json", dir / "model.safetensors"};
 
   if (!classifier) {
-    write_text_file((out_dir / "generation_config.json").string(),
+    write_text_file((dir / "generation_config.json").string(),
                     generation_config_json(config, tk.get(), opt.generation).dump(2) + "\n");
-    written.push_back(out_dir / "generation_config.json");
+    written.push_back(dir / "generation_config.json");
   }
   if (tk) {
-    for (auto& f : export_tokenizer_files(tj, *tk, out_dir, cfg.max_position_embeddings)) written.push_back(std::move(f));
+    for (auto& f : export_tokenizer_files(tj, *tk, dir, cfg.max_position_embeddings)) written.push_back(std::move(f));
   }
+  folder.commit();
+  for (auto& f : written) f = folder.final_of(f);
   return written;
 }
 

@@ -52,17 +52,35 @@ struct CommonTrainOptions {
   std::string created_by;             // the command line
 };
 
+// braid-train's policy modes (ppo, grpo, dr-grpo, dapo, gspo, rloo, reinforce++,
+// reinforce++-baseline): rl_command(name) starts from the algorithm's preset
+// (rl/algorithms.hpp), which the options then change.
 struct RlCommand {
   CommonTrainOptions common;
-  std::string algorithm = "ppo";      // "ppo" | "grpo"
+  std::string algorithm = "ppo";      // a name of rl/algorithms.hpp
   std::vector<std::string> inputs;    // shards, "-" = paths on stdin
   std::string actor, critic, actor_out, critic_out;
   double critic_lr = 5e-5;
-  double clip = 0.2;
+  // The ratio's clip range [1 − clip_low, 1 + clip_high]: each its own option, else --clip,
+  // else the algorithm's (DAPO's clip-higher: 0.2 / 0.28).
+  std::optional<double> clip, clip_low, clip_high;
+  double preset_clip_low = 0.2, preset_clip_high = 0.2;
   double value_clip = 0.2;
   double entropy_coef = 0.0;
-  double kl_coef = 0.04;              // GRPO only
+  double kl_coef = 0.0;               // β of the KL term in the loss (GRPO's 0.04 by its preset)
+  std::string kl_estimator = "k3";    // k1 | k2 | k3
+  std::string loss_agg = "token-mean";  // token-mean | seq-mean-token-sum | seq-mean-token-mean
+  bool sequence_ratio = false;        // GSPO: the sequence's ratio and clip for every token
+  // Truncated importance sampling against the generating engine (0: off): braid-train
+  // recomputes the actor's logprobs before training (the proximal policy π_old the ratio
+  // is taken against) and weighs each token's policy term by min(π_old / μ, tis_cap), μ the
+  // logprob the generator recorded (/logprobs/actor).
+  double tis_cap = 0.0;
   bool normalize_advantages = false;  // whiten advantages over the whole input before training
+  // DAPO's dynamic sampling (train/group_filter.hpp): drop groups whose rewards are all
+  // equal; keep at most max_groups groups (0: all).
+  bool filter_groups = false;
+  std::int64_t max_groups = 0;
   std::string schedule;               // fused pipeline (not in the single-process trainer)
   std::int64_t max_staleness = -1;    // refuse tokens more steps behind the actor; < 0: no bound (train/staleness.hpp)
 };
@@ -72,6 +90,8 @@ struct TextCommand {
   std::string data;                   // JSON Lines ("-" = stdin)
   std::string model, model_out;       // --actor/--actor-out (sft), --reward/--reward-out (rm)
   std::string tokenizer = "byte";
+  std::string tools;                  // a JSON file of tool schemas for conversations without "tools"
+  std::string chat_template_kwargs;   // a JSON object of template keyword arguments, under each line's own
 };
 
 // braid-train dpo: preference pairs into a policy.

@@ -14,6 +14,7 @@
 
 #include "backend/registry.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "checkpoint/optimizer_state.hpp"
 #include "core/log.hpp"
@@ -40,7 +41,7 @@ class FusedSession final : public RlSession {
   explicit FusedSession(const RlCommand& c)
       : c_(c), mpi_(nullptr, nullptr), world_(comm::mpi_world()), mesh_(*world_, c.common.tp),
         be_(backend::make_backend(c.common.device, c.common.threads)),
-        policy_(c.algorithm == "ppo" ? ppo_actor_options(c.clip, c.entropy_coef) : grpo_actor_options(c.clip, c.kl_coef)),
+        policy_(actor_objective_options(c)),
         value_(c.value_clip) {
     // One rank tells the story; the others only warn (and stay quiet under -q). Progress
     // follows the level, so it is drawn once too.
@@ -57,7 +58,7 @@ class FusedSession final : public RlSession {
     comm::Communicator& devices = mesh_.cross_group() ? *mesh_.cross_group() : *own_cross_;
     const model::TensorParallel tp{mesh_.tp_size(), mesh_.tp_rank(), mesh_.tp_group()};
     require_tp_splits(c.actor, tp.size);
-    if (c.algorithm == "ppo") require_tp_splits(c.critic, tp.size);
+    if (trains_critic(c)) require_tp_splits(c.critic, tp.size);
     const auto schedule = sched::load_schedule(load_json_file(c.schedule), c.schedule);
     const optim::AdamWConfig adamw{.weight_decay = c.common.weight_decay, .max_grad_norm = c.common.max_grad_norm};
     std::vector<PipelineModel> models{{"actor", c.actor, &policy_, adamw, c.common.dtype}};
@@ -65,7 +66,7 @@ class FusedSession final : public RlSession {
     outs_ = {c.actor_out};
     calls_ = {"actor_train"};
     lr_ = {c.common.lr};
-    if (c.algorithm == "ppo") {
+    if (trains_critic(c)) {
       models.push_back({"critic", c.critic, &value_, adamw, c.common.dtype});
       specs_.push_back(c.critic);
       outs_.push_back(c.critic_out);
@@ -91,7 +92,7 @@ class FusedSession final : public RlSession {
         log::info("{} is already complete: skipped", outs_[i]);
         for (int r = 0; r < mesh_.tp_size(); ++r) {
           for (const auto& f : checkpoint::stage_paths(checkpoint::tp_path(outs_[i], r, mesh_.tp_size()), pipe_->stages(int(i))))
-            std::cout << f.string() << std::endl;
+            std::cout << path_line(f.string()) << std::endl;
         }
       }
     }
@@ -116,6 +117,9 @@ class FusedSession final : public RlSession {
     return out;
   }
   std::int64_t actor_step() const override { return pipe_->checkpoint_step(0); }
+  std::vector<float> actor_logprobs(const io::SampleBatch&) override {
+    throw UsageError("--tis-cap: not with --schedule (no rank holds the whole actor)");
+  }
   std::string describe() const override {
     if (mesh_.tp_size() > 1) {
       return fmt::format("fused pipeline over {} devices x tp {} ({} ranks; {})", mesh_.devices(), mesh_.tp_size(),
@@ -142,6 +146,8 @@ class FusedSession final : public RlSession {
       }
     }
     // The optimizer state first, then the weights: a checkpoint whose weights exist has its state.
+    // This rank's files appear together (CommitGroup) or not at all.
+    CommitGroup outputs;
     for (std::size_t i = 0; i < outs_.size(); ++i) {
       const int m = static_cast<int>(i);
       if (pipe_->replica(m) != 0) continue;
@@ -152,6 +158,7 @@ class FusedSession final : public RlSession {
     world_->barrier();
     std::vector<std::filesystem::path> out_paths(outs_.begin(), outs_.end());
     const auto files = pipe_->save(out_paths, created_by);
+    outputs.commit();
     world_->barrier();   // every tp rank's files exist before the lead names them
     if (lead()) {
       // Files of another layout under the same names (a whole file an earlier run left
@@ -166,7 +173,7 @@ class FusedSession final : public RlSession {
         }
       }
       for (const auto& out : outs_) remove_other_layouts(out, written);
-      for (const auto& f : files) std::cout << f.string() << std::endl;
+      for (const auto& f : files) std::cout << path_line(f.string()) << std::endl;
     }
   }
 

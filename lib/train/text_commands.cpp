@@ -5,6 +5,7 @@
 #include "checkpoint/adapters.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/command_steps.hpp"
 #include "train/objectives.hpp"
@@ -34,6 +35,7 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
              const std::function<memory::Prediction(const backend::Backend&)>& before_training = {}) {
   const auto t0 = Clock::now();
   check_common(c.common);
+  const tok::ChatDefaults chat = tok::chat_defaults(c.tools, c.chat_template_kwargs);
   check_output_folders({c.model_out, c.common.stats});
   TrainingRanks ranks(c.common.data_parallel, c.common.tp);   // under mpirun: devices x tp (train/ranks.hpp)
   ranks.require_named_inputs({c.data}, "data file");
@@ -56,8 +58,9 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
                                  tok->vocab_size(), cfg.vocab_size));
   }
   const bool pairs = mode != TextMode::sft;
-  io::SampleBatch batch = pairs ? read_preference_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer)
-                                : read_sft_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer);
+  io::SampleBatch batch =
+      pairs ? read_preference_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer, chat)
+            : read_sft_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer, chat);
   log::info("{} {} from {}, {} tokens; {}", pairs ? batch.size() / 2 : batch.size(), pairs ? "pairs" : "examples", c.data,
             batch.token_count(), ranks.describe());
   const std::size_t group = pairs ? 2 : 1;

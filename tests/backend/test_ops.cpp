@@ -570,8 +570,9 @@ OpCase global_sum_squares_case() {
 // The RL losses (backend/losses.hpp): every returned sum and every gradient row. Rows
 // with weight 0 (prompt positions) are mixed in; ratios stay inside the clip range for
 // some rows and outside for others, so both branches run.
-OpCase policy_loss_case(std::string name, be::PolicyLossOptions opt) {
-  return op_case("policy_loss " + name, be::Op::losses, [opt]<typename T>(be::Backend& b) {
+// sequence_ratio: every row's log ρ given (GSPO's per-sequence mean), not logprob − old.
+OpCase policy_loss_case(std::string name, be::PolicyLossOptions opt, bool sequence_ratio = false) {
+  return op_case("policy_loss " + name, be::Op::losses, [opt, sequence_ratio]<typename T>(be::Backend& b) {
     const std::int64_t n = 300;
     std::vector<double> w = random_values(std::size_t(n), 50, 0, 1);
     for (std::size_t i = 0; i < w.size(); i += 7) w[i] = 0;
@@ -583,10 +584,12 @@ OpCase policy_loss_case(std::string name, be::PolicyLossOptions opt) {
     const auto adv = upload<T>(b, random_values(std::size_t(n), 53, -2, 2));
     const auto entropy = upload<T>(b, random_values(std::size_t(n), 54, 0, 3));
     const auto ref = upload<T>(b, random_values(std::size_t(n), 55, -4, -0.1));
+    const auto log_ratio = upload<T>(b, random_values(std::size_t(n), 56, -0.4, 0.4));
     be::Buffer<T> d_lp(b, std::size_t(n)), d_ent(b, std::size_t(n));
     const be::PolicyLossSums r = b.ops<T>().policy_loss(
-        n, {logprob.data(), old_lp.data(), adv.data(), weight.data(), entropy.data(), ref.data()}, opt, 0.25,
-        d_lp.data(), opt.entropy_coef != 0 ? d_ent.data() : nullptr);
+        n, {logprob.data(), old_lp.data(), adv.data(), weight.data(), entropy.data(), ref.data(),
+            sequence_ratio ? log_ratio.data() : nullptr},
+        opt, 0.25, d_lp.data(), opt.entropy_coef != 0 ? d_ent.data() : nullptr);
     Outputs out{{"d_logprob", download(b, d_lp)},
                 {"sums", {r.loss, r.policy_loss, r.weight, r.clipped, r.approx_kl, r.entropy, r.ratio_max}}};
     if (opt.kl_coef != 0) out["kl_ref"] = {r.kl_ref};
@@ -730,6 +733,9 @@ std::vector<OpCase> all_cases() {
   cases.push_back(global_sum_squares_case());
   cases.push_back(policy_loss_case("ppo", {.clip_low = 0.2, .clip_high = 0.28, .entropy_coef = 0.01}));
   cases.push_back(policy_loss_case("grpo", {.clip_low = 0.2, .clip_high = 0.2, .kl_coef = 0.04}));
+  cases.push_back(policy_loss_case("k1", {.kl_coef = 0.1, .kl_estimator = be::KlEstimator::k1}));
+  cases.push_back(policy_loss_case("k2", {.kl_coef = 0.1, .kl_estimator = be::KlEstimator::k2}));
+  cases.push_back(policy_loss_case("gspo", {.clip_low = 0.2, .clip_high = 0.3, .kl_coef = 0.04}, true));
   cases.push_back(value_loss_case(0.2));
   cases.push_back(value_loss_case(0.0));
   cases.push_back(pairwise_and_nll_case());

@@ -328,7 +328,7 @@ BOOST_AUTO_TEST_CASE(slices_saved_at_tp_reshard_to_the_whole_model) {
   BOOST_TEST(io::WeightShardReader(checkpoint::tp_path(dir / "part.h5", r, tp)).meta().tp_rank == r);
   pair.world->barrier();
   if (r == 0) {
-    checkpoint::reshard(checkpoint::checkpoint_files(dir / "part.h5"), dir / "joined.h5", 1, "test");
+    checkpoint::reshard(checkpoint::checkpoint_files(dir / "part.h5"), dir / "joined.h5", {.tp = 1}, "test");
     const io::WeightShardSet want({dir / "whole.h5"}), got({dir / "joined.h5"});
     BOOST_REQUIRE(want.names() == got.names());
     for (const auto& name : want.names()) {

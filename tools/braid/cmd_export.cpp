@@ -4,7 +4,9 @@
 #include <memory>
 
 #include "checkpoint/adapters.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "hf/import_export.hpp"
 #include "hf/peft.hpp"
 #include "verbs.hpp"
@@ -25,7 +27,10 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
                 "files and special_tokens_map.json), loadable by transformers as it is (<Family>ForCausalLM, or a "
                 "reward/value model's classification class); a LoRA adapter file (braid-train --lora-rank) as a PEFT "
                 "adapter folder (adapter_config.json, adapter_model.safetensors); prints the files written");
-  sub->add_option("weights", o->shards, "Weight shard files (every stage of the checkpoint)")->required();
+  sub->add_option("weights", o->shards,
+                  "The checkpoint: its name (ckpt.h5, which finds its stage and tensor-parallel files) or every one "
+                  "of its files; a tensor-parallel checkpoint's slices are joined")
+      ->required();
   sub->add_option("-o,--output", o->out, "Output folder (created if missing)")->required();
   sub->add_flag("--merge", o->merge, "A LoRA adapter file: export its base with the adapters merged into the weights "
                                      "(a whole model) instead of a PEFT adapter folder");
@@ -62,11 +67,18 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
   verbs.add(sub, [o] {
     const bool adapters = o->shards.size() == 1 && checkpoint::read_adapter_file(o->shards.front());
     if (adapters && !o->merge) {
-      for (const auto& f : hf::export_peft(o->shards.front(), o->out)) std::cout << f.string() << '\n';
+      for (const auto& f : hf::export_peft(o->shards.front(), o->out)) std::cout << path_line(f.string()) << '\n';
       return 0;
     }
     if (o->merge && !adapters) throw UsageError("--merge: name one LoRA adapter file");
-    std::vector<std::filesystem::path> paths(o->shards.begin(), o->shards.end());
+    // A checkpoint's name stands for its files (stage files, every tp rank's).
+    std::vector<std::filesystem::path> paths;
+    if (adapters) {
+      paths.emplace_back(o->shards.front());
+    } else {
+      for (const auto& spec : o->shards)
+        for (auto& f : checkpoint::checkpoint_files(spec)) paths.push_back(std::move(f));
+    }
     const hf::ExportOptions opt{.dtype = o->dtype == "bf16" ? hf::StoreDtype::bf16 : hf::StoreDtype::f32,
                                 .tokenizer = o->tokenizer,
                                 .generation = o->generation,
@@ -74,7 +86,7 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
                                               : o->value_head == "sequence" ? hf::ValueHeadClass::sequence
                                                                             : hf::ValueHeadClass::automatic};
     const auto files = adapters ? hf::export_merged(paths.front(), o->out, opt) : hf::export_hf(paths, o->out, opt);
-    for (const auto& f : files) std::cout << f.string() << '\n';
+    for (const auto& f : files) std::cout << path_line(f.string()) << '\n';
     return 0;
   });
 }

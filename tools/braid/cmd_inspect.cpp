@@ -1,7 +1,10 @@
 // braid inspect FILE: what a braid file holds, as text or (--json) as JSON.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
+#include "checkpoint/checkpoint.hpp"
+#include "core/error.hpp"
 #include "io/inspect.hpp"
 #include "verbs.hpp"
 
@@ -23,7 +26,9 @@ void add_inspect_command(CLI::App& app, Verbs& verbs) {
       "Summarise a braid file: sample shard (counts, length distributions, reward and per-token "
       "statistics, the first samples decoded), weight shard (tensors, shapes, layer range) or braid "
       "JSON file (format, keys, key figures)");
-  sub->add_option("file", opt->file, "The file (\"-\": a JSON file on stdin)")->required();
+  sub->add_option("file", opt->file,
+                  "The file (\"-\": a JSON file on stdin; a checkpoint's name: each of its stage and tp files)")
+      ->required();
   sub->add_flag("--json", opt->json, "Print the summary as JSON for scripts");
   sub->add_option("-n,--samples", opt->samples, "Sample shards: how many sequences to decode")
       ->capture_default_str()
@@ -32,12 +37,28 @@ void add_inspect_command(CLI::App& app, Verbs& verbs) {
                   "Sample shards: decode with this tokenizer (\"byte\", a tokenizer.json or its folder); by default "
                   "the one the shard's meta.config records, when it is there");
   verbs.add(sub, [opt] {
-    const auto summary = io::inspect_file(opt->file, {.samples_shown = opt->samples, .tokenizer = opt->tokenizer});
-    if (opt->json) {
-      std::cout << summary.dump(2) << '\n';
-    } else {
-      std::cout << io::render_inspect_text(summary);
+    // A checkpoint's name (no file of its own) stands for its stage and tensor-parallel
+    // files: each is summarised (--json: a list).
+    std::vector<std::string> files{opt->file};
+    std::error_code ec;
+    if (opt->file != "-" && !std::filesystem::exists(opt->file, ec)) {
+      try {
+        files.clear();
+        for (const auto& f : checkpoint::checkpoint_files(opt->file)) files.push_back(f.string());
+      } catch (const InputError&) {
+        files = {opt->file};  // reported as the missing file it is
+      }
     }
+    ordered_json all = ordered_json::array();
+    for (const auto& f : files) {
+      const auto summary = io::inspect_file(f, {.samples_shown = opt->samples, .tokenizer = opt->tokenizer});
+      if (opt->json) {
+        all.push_back(summary);
+      } else {
+        std::cout << io::render_inspect_text(summary);
+      }
+    }
+    if (opt->json) std::cout << (files.size() == 1 ? all.front() : all).dump(2) << '\n';
     return 0;
   });
 }
