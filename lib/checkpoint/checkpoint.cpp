@@ -1,5 +1,6 @@
 #include "checkpoint/checkpoint.hpp"
 
+#include "checkpoint/adapters.hpp"
 #include "checkpoint/whole_tensors.hpp"
 
 #include "core/error.hpp"
@@ -327,7 +328,22 @@ std::vector<std::filesystem::path> files_of_tp_rank(const std::vector<std::files
 }
 
 OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, model::LayerRange layers,
-                       bool need_lm_head, bool need_value_head, backend::DType dtype, model::TensorParallel tp) {
+                       bool need_lm_head, bool need_value_head, backend::DType dtype, model::TensorParallel tp,
+                       const model::LoraOptions& lora) {
+  if (const auto adapters = read_adapter_file(spec)) {
+    const model::LoraOptions& have = adapters->lora;
+    if (lora.enabled() && !model::same_adapters(lora, have)) {
+      throw InputError(spec.string(), "adapter_config",
+                       fmt::format("holds adapters of {} where {} were asked for (leave the LoRA options out to "
+                                   "continue these adapters)",
+                                   model::describe(have), model::describe(lora)));
+    }
+    OpenedModel out = open_model(adapters->base, be, layers, need_lm_head, need_value_head, dtype, tp, have);
+    load_adapters(*out.model, *adapters);
+    out.files.push_back(spec);
+    out.step = adapters->step;
+    return out;
+  }
   OpenedModel out;
   const auto all = checkpoint_files(spec);
   // Files of another tp degree than the model's (neither its own slices nor a whole
@@ -355,12 +371,17 @@ OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, 
   out.model = std::make_unique<model::Model>(
       cfg,
       model::ModelOptions{
-          .layers = layers, .lm_head = lm, .value_head = value, .value_bias = value_bias, .dtype = dtype, .tp = tp},
+          .layers = layers, .lm_head = lm, .value_head = value, .value_bias = value_bias, .dtype = dtype, .tp = tp,
+          .lora = lora},
       be);
   if (join) {
     load_weights(*out.model, WholeTensors(all));
   } else {
     load_weights(*out.model, shards);
+  }
+  if (lora.enabled()) {
+    out.model->init_adapters(0);
+    out.base = spec;
   }
   return out;
 }

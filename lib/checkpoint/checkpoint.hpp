@@ -49,6 +49,7 @@ struct SaveInfo {
   std::int64_t step = 0;
   std::string created_by;     // the command line
   std::string config_json;    // config.json text to store; "" = config_to_json(model config)
+  std::filesystem::path base; // LoRA adapters (checkpoint/adapters.hpp): the base checkpoint they apply to
 };
 
 // Writes the model's stage as one shard, atomically. Files hold f32 whatever the model's
@@ -106,9 +107,14 @@ struct OpenedModel {
   std::vector<std::filesystem::path> files;
   std::int64_t step = 0;       // the checkpoint's training step (first file's)
   std::string config_json;     // the stored config.json text
+  std::filesystem::path base;  // with LoRA adapters: the base checkpoint (spec itself for fresh ones)
 };
+// LoRA (checkpoint/adapters.hpp): spec naming an adapter file opens its base with the file's
+// adapters; `lora` of rank > 0 on a base checkpoint puts fresh adapters on it (B = 0: the
+// base's outputs), and on an adapter file must match the file's options.
 OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, model::LayerRange layers = {},
                        bool need_lm_head = false, bool need_value_head = false,
-                       backend::DType dtype = backend::DType::f32, model::TensorParallel tp = {});
+                       backend::DType dtype = backend::DType::f32, model::TensorParallel tp = {},
+                       const model::LoraOptions& lora = {});
 
 }  // namespace braid::checkpoint

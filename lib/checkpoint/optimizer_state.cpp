@@ -1,6 +1,8 @@
 #include "checkpoint/optimizer_state.hpp"
 
+#include "checkpoint/adapters.hpp"
 #include "checkpoint/whole_tensors.hpp"
+
 #include "core/error.hpp"
 
 #include <fmt/format.h>
@@ -22,7 +24,7 @@ bool is_tied_copy(const model::Model& m, const std::string& name) {
 template <typename Fn>
 void for_each_moment(std::span<const Moment> moments, const model::Model& m, Fn&& fn) {
   std::size_t total = 0;
-  for (const auto& t : m.tensors()) total += static_cast<std::size_t>(t.numel);
+  for (const auto& t : trained_tensors(m)) total += static_cast<std::size_t>(t.numel);
   for (const Moment& moment : moments) {
     if (moment.values.size() != total) {
       throw std::invalid_argument(fmt::format("optimizer moment {} holds {} values where the model has {} parameters",
@@ -30,7 +32,7 @@ void for_each_moment(std::span<const Moment> moments, const model::Model& m, Fn&
     }
   }
   std::size_t offset = 0;
-  for (const auto& t : m.tensors()) {
+  for (const auto& t : trained_tensors(m)) {
     const auto n = static_cast<std::size_t>(t.numel);
     if (!is_tied_copy(m, t.name)) {
       for (const Moment& moment : moments) {

@@ -79,7 +79,10 @@ std::vector<Setting> train_settings(const std::string& algorithm) {
                             {"tis_cap", Setting::number, {.min = 0, .max = 1e6}},
                             {"normalize_advantages", Setting::boolean},
                             {"warmup_steps", Setting::integer, {.min = 0, .max = kMaxCount}},
-                            {"min_lr", Setting::number, {.min = 0, .max = 10}}};
+                            {"min_lr", Setting::number, {.min = 0, .max = 10}},
+                            {"recompute", Setting::integer, {.min = 0, .max = kMaxCount}},  // braid-train --recompute
+                            {"lora_rank", Setting::integer, {.min = 0, .max = 65536}},      // --lora-rank (the actor)
+                            {"lora_alpha", Setting::number, {.min = 0, .max = 1e6, .exclusive_min = true}}};
   const auto a = rl::algorithm_named(algorithm);
   if (a && a->critic) {
     s.push_back({"critic_lr", Setting::number, {.min = 0, .max = 10, .exclusive_min = true}});

@@ -102,6 +102,7 @@ std::string render_weights(const ordered_json& s) {
   }
   if (!s["created_by"].get<std::string>().empty()) out += "  created by: " + s["created_by"].get<std::string>() + "\n";
   if (!s["model_config"].is_null()) out += "  model config: " + one_line(s["model_config"], kConfigChars) + "\n";
+  if (s.contains("adapter_config")) out += "  adapter config: " + one_line(s["adapter_config"], kConfigChars) + "\n";
 
   // Layer tensors are listed once per kind with the layers that have it: 32 layers make 9 lines, not 288.
   static const std::regex layer_re(R"(^model\.layers\.(\d+)\.(.+)$)");
@@ -150,7 +151,7 @@ std::string render_inspect_text(const ordered_json& summary) {
   const std::string kind = summary.value("kind", "");
   if (kind == "samples") return render_samples(summary);
   if (kind == "deferred") return render_deferred(summary);
-  if (kind == "weights" || kind == "optimizer") return render_weights(summary);
+  if (kind == "weights" || kind == "optimizer" || kind == "adapters") return render_weights(summary);
   return render_json(summary);
 }
 

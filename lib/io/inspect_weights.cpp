@@ -26,6 +26,7 @@ ordered_json summarize_weights(const std::string& path) {
   s["tp_size"] = m.tp_size;
   s["created_by"] = m.created_by;
   s["model_config"] = json_or_text(m.model_config);
+  if (!m.adapter_config.empty()) s["adapter_config"] = json_or_text(m.adapter_config);
   std::int64_t parameters = 0;
   ordered_json tensors = ordered_json::array();
   for (const auto& name : r.names()) {

@@ -32,19 +32,21 @@ void add_bias(const typename BasicModel<T>::Impl& m, const typename BasicActivat
 // part). With a norm on the product's output (Gemma), that output is summed first, kept in
 // `pre` with its rstd for the backward, normalised, and then added to the residual.
 template <typename T>
-void residual_product(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, const T* y,
-                      std::int64_t k, backend::Weights w, backend::Weights bias, backend::Weights out_norm,
+void residual_product(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, int l,
+                      LoraSite site, const T* y, std::int64_t k, backend::Weights w, backend::Weights bias, backend::Weights out_norm,
                       const T* in, T* out, T* pre, T* pre_rstd) {
   const std::int64_t N = a.n, D = a.D;
   const bool lead = m.tp().rank == 0;
   if (!out_norm) {
     if (lead && out != in) m.be->copy(out, in, std::size_t(N * D) * sizeof(T));
     m.ops->gemm(false, true, N, D, k, T(1), y, k, w, k, lead ? T(1) : T(0), out, D);
+    lora_forward<T>(m, a, l, site, y, k, out, D);
     if (bias && lead) add_bias<T>(m, a, bias, N, D, out, D);
     tp_all_reduce(*m.be, m.tp(), out, N * D);
     return;
   }
   m.ops->gemm(false, true, N, D, k, T(1), y, k, w, k, T(0), pre, D);
+  lora_forward<T>(m, a, l, site, y, k, pre, D);
   if (bias && lead) add_bias<T>(m, a, bias, N, D, pre, D);
   tp_all_reduce(*m.be, m.tp(), pre, N * D);
   m.ops->rmsnorm_forward(pre, out_norm, m.norm_shape(N, D), a.normed.data(), pre_rstd);
@@ -73,6 +75,7 @@ void layer_forward(const typename BasicModel<T>::Impl& m, typename BasicActivati
 
   ops.rmsnorm_forward(io.x, w.ln1, m.norm_shape(N, D), ln1, rstd1);
   ops.gemm(false, true, N, QKV, D, T(1), ln1, D, w.qkv, D, T(0), qkv, QKV);
+  lora_forward<T>(m, a, l, LoraSite::qkv, ln1, D, qkv, QKV);
   if (w.qkv_bias) add_bias<T>(m, a, w.qkv_bias, N, QKV, qkv, QKV);
   const int hd = c.head_dim();
   if (c.qk_norm) {
@@ -92,16 +95,17 @@ void layer_forward(const typename BasicModel<T>::Impl& m, typename BasicActivati
   const auto [rope_cos, rope_sin] = m.rope_tables(l);
   ops.rope(qkv, N, QKV, m.heads + m.kv_heads, hd, a.pos_ptr, rope_cos, rope_sin, false);
   attend(m.attention_dims(l, QKV, QKV), qkv, att, lse);
-  residual_product<T>(m, a, att, HD, w.o, w.o_bias, w.attn_norm, io.x, io.mid,
+  residual_product<T>(m, a, l, LoraSite::o, att, HD, w.o, w.o_bias, w.attn_norm, io.x, io.mid,
                       c.sandwich_norms ? a.attn_out.data() + s * M * D : nullptr,
                       c.sandwich_norms ? a.rstd_ao.data() + s * M : nullptr);
 
   ops.rmsnorm_forward(io.mid, w.ln2, m.norm_shape(N, D), ln2, rstd2);
   ops.gemm(false, true, N, 2 * I, D, T(1), ln2, D, w.gate_up, D, T(0), gu, 2 * I);
+  lora_forward<T>(m, a, l, LoraSite::gate_up, ln2, D, gu, 2 * I);
   if (w.gate_up_bias) add_bias<T>(m, a, w.gate_up_bias, N, 2 * I, gu, 2 * I);
   if (c.hidden_act == Activation::gelu_tanh) ops.geglu_forward(gu, N, I, act);
   else ops.swiglu_forward(gu, N, I, act);
-  residual_product<T>(m, a, act, I, w.down, w.down_bias, w.mlp_norm, io.mid, io.out,
+  residual_product<T>(m, a, l, LoraSite::down, act, I, w.down, w.down_bias, w.mlp_norm, io.mid, io.out,
                       c.sandwich_norms ? a.mlp_out.data() + s * M * D : nullptr,
                       c.sandwich_norms ? a.rstd_mo.data() + s * M : nullptr);
 }
@@ -162,6 +166,16 @@ void embed(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::
 }  // namespace
 
 template <typename T>
+void layer_forward_packed(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, int l) {
+  const std::int64_t k_off = std::int64_t(m.heads) * m.cfg.head_dim();
+  const std::int64_t v_off = k_off + std::int64_t(m.kv_heads) * m.cfg.head_dim();
+  layer_forward<T>(m, a, l, LayerIo<T>{a.in_at(l), a.mid_at(l), a.in_at(l + 1)},
+                   [&](const backend::AttentionDims& dims, T* qkv, T* att, T* lse) {
+                     m.ops->attention_forward(dims, a.segs, qkv, qkv + k_off, qkv + v_off, att, lse);
+                   });
+}
+
+template <typename T>
 void BasicModel<T>::forward(const Batch& batch, BasicActivations<T>& acts) const {
   const Impl& m = *impl_;
   auto& a = *acts.impl_;
@@ -194,12 +208,14 @@ void BasicModel<T>::forward(const Batch& batch, BasicActivations<T>& acts) const
   const std::int64_t k_off = std::int64_t(m.heads) * m.cfg.head_dim();
   const std::int64_t v_off = k_off + std::int64_t(m.kv_heads) * m.cfg.head_dim();
   for (int l = 0; l < m.layers(); ++l) {
-    LayerIo<T> io{x, x, x};
-    if (a.training) io = {a.resid_at(2 * l), a.resid_at(2 * l + 1), a.resid_at(2 * l + 2)};
-    layer_forward<T>(m, a, l, io, [&](const backend::AttentionDims& dims, T* qkv, T* att, T* lse) {
+    if (a.training) {
+      layer_forward_packed<T>(m, a, l);
+      x = a.in_at(l + 1);
+      continue;
+    }
+    layer_forward<T>(m, a, l, LayerIo<T>{x, x, x}, [&](const backend::AttentionDims& dims, T* qkv, T* att, T* lse) {
       m.ops->attention_forward(dims, a.segs, qkv, qkv + k_off, qkv + v_off, att, lse);
     });
-    x = io.out;
   }
   if (m.last()) {
     m.ops->rmsnorm_forward(x, m.norm, m.norm_shape(N, D), a.final_out.data(), a.final_rstd.data());
@@ -359,6 +375,8 @@ void BasicModel<T>::run_cached(BasicKVCache<T>& cache, BasicActivations<T>& acts
   a.last_was_training_forward = false;
 }
 
+template void layer_forward_packed<float>(const BasicModel<float>::Impl&, BasicActivations<float>::Impl&, int);
+template void layer_forward_packed<double>(const BasicModel<double>::Impl&, BasicActivations<double>::Impl&, int);
 template void BasicModel<float>::forward(const Batch&, BasicActivations<float>&) const;
 template void BasicModel<double>::forward(const Batch&, BasicActivations<double>&) const;
 template void BasicModel<float>::forward_cached(std::span<const std::int32_t>, std::span<const Segment>,

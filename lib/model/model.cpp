@@ -77,6 +77,16 @@ std::uint64_t name_stream(const std::string& s) {
   return h;
 }
 
+std::int64_t largest_tensor(const std::vector<Layout>& lay) {
+  std::int64_t most = 0;
+  for (const Layout& t : lay) {
+    std::int64_t k = 1;
+    for (auto d : t.shape) k *= d;
+    most = std::max(most, k);
+  }
+  return most;
+}
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -147,10 +157,13 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
   const std::size_t elem = backend::dtype_size(m.opt.dtype);
   m.count = total;
   m.params = backend::Buffer<std::byte>(be, std::size_t(total) * elem);
-  m.grads = backend::Buffer<T>(be, std::size_t(total));
+  // A frozen base (LoRA) has no gradients: what the backward and the heads still write for
+  // its tensors goes to one scratch of the largest tensor's size, shared and never read.
+  const bool frozen = opt.lora.enabled();
+  m.grads = backend::Buffer<T>(be, std::size_t(frozen ? largest_tensor(lay) : total));
   std::int64_t off = 0;
   for (const Layout& t : lay) {
-    Tensor<T> x{t.name, t.shape, nullptr, m.grads.data() + off, 1, t.layer};
+    Tensor<T> x{t.name, t.shape, nullptr, m.grads.data() + (frozen ? 0 : off), 1, t.layer};
     x.dtype = m.opt.dtype;
     x.full_shape = t.full_shape;
     x.slice = t.slice;
@@ -231,6 +244,7 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
   };
   tables(false, m.cos, m.sin);
   if (cfg.has_local_rope() && cfg.sliding_window > 0) tables(true, m.cos_local, m.sin_local);
+  build_lora<T>(m);
 }
 
 template <typename T> BasicModel<T>::~BasicModel() = default;
@@ -318,7 +332,10 @@ void BasicModel<T>::init_random(std::uint64_t seed, double std) {
 }
 
 template <typename T>
-void BasicModel<T>::zero_grad() { impl_->grads.zero(); }
+void BasicModel<T>::zero_grad() {
+  impl_->grads.zero();
+  impl_->lora_grads.zero();
+}
 
 template <typename T>
 backend::Weights BasicModel<T>::lm_head_weight() const { return impl_->head; }

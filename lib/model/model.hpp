@@ -51,6 +51,7 @@
 
 #include "backend/backend.hpp"
 #include "model/config.hpp"
+#include "model/lora.hpp"
 #include "model/tensor_parallel.hpp"
 
 #include <cstdint>
@@ -81,6 +82,8 @@ struct ModelOptions {
   // Tensor parallelism (model/tensor_parallel.hpp): this rank's slice of the heads, the MLP
   // units and the vocabulary; tensors are then shaped as the slices.
   TensorParallel tp;
+  // LoRA adapters on the linear layers (model/lora.hpp); the base is then frozen.
+  LoraOptions lora;
 };
 
 // One parameter tensor, by Hugging Face name ("model.layers.3.self_attn.q_proj.weight",
@@ -139,7 +142,15 @@ struct ActivationOptions {
   std::int64_t max_sequences = 1;  // sequences (forward) or segments (forward_cached)
   std::int64_t max_seq_len = 0;    // longest key run attention sees; 0: max_position_embeddings
   bool training = false;           // keep every layer's activations for backward
+  // Training: 0 keeps every layer's activations; k >= 1 keeps only the inputs of the layers
+  // whose index in the whole model is a multiple of k, and backward recomputes their
+  // forward (into one shared slot) just before it goes back through them (k = 1: every
+  // layer). The results are the same bits on a deterministic backend.
+  int recompute = 0;
 };
+
+// Whether layer `layer` (its index in the whole model) is recomputed under recompute = k.
+inline bool recomputed_layer(int layer, int recompute) { return recompute > 0 && layer % recompute == 0; }
 
 // A paged KV cache's shape (make_kv_cache).
 struct KVCacheOptions {
@@ -254,6 +265,22 @@ class BasicModel {
   std::span<T> gradients();
   std::int64_t parameter_count() const;
   backend::DType dtype() const;                 // storage type of the weights (options().dtype)
+
+  // LoRA (options().lora): each adapter's A [rank × in] and B [out × rank], named as the layer
+  // with lora_A / lora_B ("model.layers.3.self_attn.q_proj.lora_A.weight"), layer by layer in
+  // lora_modules()' order, back to back in one buffer of T with their own gradients (an
+  // optimizer over them alone trains the adapters); empty without adapters. With adapters
+  // the base is frozen: backward leaves the base's gradients undefined and computes the
+  // adapters' and the input's.
+  std::vector<Tensor<T>>& adapters();
+  // A uniform in ±1/√in (PEFT's default), B zero (so the adapted model starts as the base),
+  // or B normal(0, b_std) when b_std > 0.
+  void init_adapters(std::uint64_t seed, double b_std = 0);
+  // Off: the forward is the base model's alone (a LoRA run's reference model).
+  void set_adapters_enabled(bool on);
+  bool adapters_enabled() const;
+  // W += s·B·A into each adapted base weight (rounded to its dtype), then the adapters off.
+  void merge_adapters();
   // Bytes of the compute copy of the weights: parameter_count() · size of dtype().
   std::int64_t parameter_bytes() const;
 
@@ -320,6 +347,10 @@ using KVCache = BasicKVCache<float>;
 
 // Parameters of a stage of the model, as BasicModel would hold them.
 std::int64_t parameter_count(const ModelConfig& cfg, const ModelOptions& opt);
+// Parameters of the stage's LoRA adapters (opt.lora; 0 without), and the columns of x·Aᵀ a
+// token keeps per layer (rank × adapters of a layer).
+std::int64_t adapter_count(const ModelConfig& cfg, const ModelOptions& opt);
+std::int64_t adapter_columns(const ModelOptions& opt);
 
 // The tensors of a stage as BasicModel would hold them, without building it: Hugging Face
 // names, this tp rank's shapes and the whole model's, in storage order (import and export

@@ -32,8 +32,11 @@ LoopOptions loop_options(const CommonTrainOptions& c, std::size_t group);
 
 // A checkpoint a mode reads (a model to train, DPO's reference), opened at this rank's
 // tp slice (ranks.tp()): InputError first when its model does not split that many ways.
+// A trained model gets the LoRA adapters of c.lora (fresh ones, A seeded by --seed) or
+// those of the adapter file it names; a model only read (trained = false) gets none.
 checkpoint::OpenedModel open_for_ranks(const std::string& spec, backend::Backend& be, bool need_lm_head,
-                                          bool need_value_head, const CommonTrainOptions& c, const TrainingRanks& ranks);
+                                          bool need_value_head, const CommonTrainOptions& c, const TrainingRanks& ranks,
+                                          bool trained = true);
 
 // A model opened from a checkpoint with its trainer, optimizer state loaded when present.
 struct Trainee {

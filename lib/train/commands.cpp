@@ -2,6 +2,8 @@
 // with --schedule, as one fused pipeline under mpirun (train/rl_session.hpp).
 #include "train/commands.hpp"
 
+#include "checkpoint/adapters.hpp"
+
 #include "backend/registry.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -167,6 +169,13 @@ int run_rl(const RlCommand& c) {
   if (ppo && (c.critic.empty() || c.critic_out.empty())) throw UsageError("ppo needs --critic and --critic-out");
   actor_objective_options(c);  // the options' problems now, before anything is read
   const bool fused = !c.schedule.empty();
+  const bool lora = c.common.lora.enabled() || checkpoint::read_adapter_file(c.actor) ||
+                    checkpoint::read_adapter_file(c.critic);
+  if (lora && ppo) {
+    throw UsageError("ppo: LoRA adapters are not implemented for PPO (its critic's value head would stay frozen); "
+                     "grpo, sft and dpo take --lora-rank");
+  }
+  if (lora && fused) throw UsageError("--schedule: LoRA adapters in the fused pipeline are not implemented");
   if (fused && std::find(c.inputs.begin(), c.inputs.end(), "-") != c.inputs.end()) {
     throw UsageError("--schedule: name the shards as arguments (under mpirun only one rank reads stdin)");
   }

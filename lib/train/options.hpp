@@ -29,6 +29,12 @@ struct CommonTrainOptions {
   int epochs = 1;
   std::size_t mini_batch = 0;         // sequences per optimizer step (rm: pairs); 0 = all
   std::int64_t micro_tokens = 4096;
+  // Activation recomputation (--recompute, model::ActivationOptions::recompute): 0 keeps every
+  // layer's activations; k recomputes the layers whose index is a multiple of k in backward.
+  int recompute = 0;
+  // LoRA adapters on the trained models (--lora-rank > 0, model/lora.hpp): fresh ones on a base
+  // checkpoint, or those of an adapter file given as the model (checkpoint/adapters.hpp).
+  model::LoraOptions lora;
   std::uint64_t seed = 0;
   double max_grad_norm = 1.0;
   double weight_decay = 0.0;
@@ -111,6 +117,7 @@ struct TrainerOptions {
   optim::AdamWConfig adamw;
   optim::LrSchedule lr;
   MicroBatchLimits micro;
+  int recompute = 0;                  // model::ActivationOptions::recompute
   optim::DataParallel data_parallel;
 };
 

@@ -112,7 +112,8 @@ FusedPipeline::FusedPipeline(const sched::LoadedSchedule& given, comm::Communica
     const int slots = sched::activations_in_flight(p, im.stream, ms.sched_index);
     for (int i = 0; i < slots; ++i) {
       ms.slots.push_back(ms.model->make_activations(
-          {.max_tokens = im.opt.max_tokens, .max_sequences = im.opt.max_sequences, .training = true}));
+          {.max_tokens = im.opt.max_tokens, .max_sequences = im.opt.max_sequences, .training = true,
+           .recompute = im.opt.recompute}));
     }
     // Replicas of one stage average their gradients; split is collective, so every rank
     // takes part for every model (a single replica needs no group).

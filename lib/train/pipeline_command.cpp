@@ -77,7 +77,8 @@ class FusedSession final : public RlSession {
                                             PipelineOptions{.schedule_origin = c.schedule,
                                                             .tp = tp,
                                                             .max_tokens = c.common.micro_tokens,
-                                                            .max_sequences = c.common.micro_tokens});
+                                                            .max_sequences = c.common.micro_tokens,
+                                                            .recompute = c.common.recompute});
   }
 
   bool lead() const override { return world_->rank() == 0; }

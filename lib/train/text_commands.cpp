@@ -2,6 +2,7 @@
 #include "train/commands.hpp"
 
 #include "backend/registry.hpp"
+#include "checkpoint/adapters.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "tokenizer/chat_template.hpp"
@@ -104,6 +105,9 @@ int run_sft(const TextCommand& c) {
 }
 
 int run_rm(const TextCommand& c) {
+  if (c.common.lora.enabled() || checkpoint::read_adapter_file(c.model)) {
+    throw UsageError("rm: LoRA adapters are not implemented for a reward model (its value head would stay frozen)");
+  }
   return run_text(c, TextMode::rm, [](Trainee&, backend::Backend&, io::SampleBatch&, const TrainingRanks&) {
     return std::make_unique<PairwiseRewardObjective>();
   });
@@ -121,9 +125,15 @@ int run_dpo(const DpoCommand& c) {
     std::string from = c.text.model;
     std::int64_t step = t.opened.step;
     if (c.ref.empty()) {
-      batch.logprobs_ref = reference_logprobs(*t.opened.model, batch, c.text.common.micro_tokens);
+      // Under LoRA the reference is the base: the policy with its adapters off.
+      model::Model& policy = *t.opened.model;
+      const bool adapted = policy.adapters_enabled();
+      policy.set_adapters_enabled(false);
+      batch.logprobs_ref = reference_logprobs(policy, batch, c.text.common.micro_tokens);
+      policy.set_adapters_enabled(true);
+      if (adapted) from = t.opened.base.string() + " (the base, adapters off)";
     } else {
-      const checkpoint::OpenedModel ref = open_for_ranks(c.ref, be, true, false, c.text.common, ranks);
+      const checkpoint::OpenedModel ref = open_for_ranks(c.ref, be, true, false, c.text.common, ranks, false);
       const std::int32_t vocab = t.opened.model->config().vocab_size;
       if (ref.model->config().vocab_size != vocab) {
         throw InputError(c.ref, "vocab_size",

@@ -41,6 +41,31 @@ void add_common(CLI::App* sub, CommonTrainOptions& o, double default_lr) {
       ->capture_default_str();
   sub->add_option("--micro-tokens", o.micro_tokens, "Tokens per micro-batch (gradients accumulate over them)")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--recompute", o.recompute, "Activation recomputation: 0 keeps every layer's activations for the "
+                                               "backward; k recomputes the layers whose index is a multiple of k "
+                                               "(1: every layer), the same results with less memory and more time")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--lora-rank", o.lora.rank, "LoRA: train adapters of this rank on the linear layers, the base "
+                                              "frozen (0: train every weight); the output is an adapter file naming "
+                                              "its base. A model given as an adapter file continues its adapters")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--lora-alpha", o.lora.alpha, "LoRA: the adapters' scale is alpha / rank (alpha / sqrt(rank) with "
+                                                "--rslora)")
+      ->capture_default_str();
+  sub->add_flag("--rslora", o.lora.rslora, "LoRA: scale the adapters by alpha / sqrt(rank) (rsLoRA)");
+  sub->add_option_function<std::string>(
+         "--lora-targets",
+         [&o](const std::string& list) {
+           try {
+             o.lora.targets = braid::model::parse_lora_targets(list);
+           } catch (const std::invalid_argument& e) {
+             throw CLI::ValidationError("--lora-targets", e.what());
+           }
+         },
+         "LoRA: the linear layers that get adapters, a comma-separated list of q, k, v, o, gate, up, down (or all)")
+      ->default_str("all");
   sub->add_option("--seed", o.seed, "Seed of the mini-batch shuffle")->capture_default_str();
   sub->add_option("--max-grad-norm", o.max_grad_norm, "Clip gradients to this global norm (<= 0: no clipping)")
       ->capture_default_str();
