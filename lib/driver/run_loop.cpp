@@ -445,11 +445,11 @@ void check_output_folder(const fs::path& out) {
     p = parent;
   }
   if (!fs::is_directory(p, ec)) {
-    throw UsageError(fmt::format("{}: cannot hold the run's folder {}: it is not a folder", p.string(), out.string()));
+    throw InputError(p.string(), "", fmt::format("cannot hold the run's folder {}: it is not a folder", out.string()));
   }
   if (::access(p.c_str(), W_OK | X_OK) != 0) {
-    throw UsageError(fmt::format("{}: cannot write the run's folder {} there: {}", p.string(), out.string(),
-                                 std::strerror(errno)));
+    throw InputError(p.string(), "", fmt::format("cannot write the run's folder {} there: {}", out.string(),
+                                                 std::strerror(errno)));
   }
 }
 

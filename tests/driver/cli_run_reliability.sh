@@ -6,6 +6,7 @@
 set -euo pipefail
 S="$BRAID_SCRATCH"
 B="$BRAID_BIN/braid"
+chattr -i "$S/ro" 2> /dev/null || true  # an immutable folder a failed run of this test left
 rm -rf "${S:?}" && mkdir -p "$S" && cd "$S"
 . "$BRAID_SOURCE/tests/common/expect.sh"
 . "$BRAID_SOURCE/tests/driver/tiny_run.sh"
@@ -23,11 +24,12 @@ grep -qF '"out\nline/iter-0001/actor.h5"' run.out || fail "braid run did not pri
 # immutable folder stands in for a read-only one where chattr works; else a non-root chmod).
 mkdir ro
 if chattr +i ro 2> /dev/null; then
-  expect_bad read-only "ro/.braid-run.lock" -- "$B" run run.json -o ro
+  trap 'chattr -i ro 2> /dev/null || true' EXIT
+  expect_bad read-only "ro: cannot write the run's folder ro" -- "$B" run run.json -o ro
   chattr -i ro
 elif [[ $(id -u) != 0 ]]; then
   chmod 555 ro
-  expect_bad read-only "ro/.braid-run.lock" -- "$B" run run.json -o ro
+  expect_bad read-only "ro: cannot write the run's folder ro" -- "$B" run run.json -o ro
   chmod 755 ro
 else
   echo "note: no read-only folder here (root, no chattr): case skipped"
