@@ -30,7 +30,7 @@ bool is_hdf5(const std::string& path) {
 // The braid JSON formats and the newest version of each this braid reads (the
 // readers' own constants live in lib/sched, lib/plan, lib/driver, which io does not
 // depend on; docs/tools/braid.md lists them). braid.eval: lib/eval; braid.report and
-// braid.ablation: lib/driver/report.
+// braid.ablation: lib/driver/report; braid.prediction: lib/driver/prediction.
 struct JsonFormat {
   const char* name;
   int version;
@@ -39,7 +39,7 @@ constexpr JsonFormat kJsonFormats[] = {
     {"braid.schedspec", 1}, {"braid.schedule", 1}, {"braid.plan", 1},  {"braid.experiment", 1},
     {"braid.cluster", 1},   {"braid.profile", 1},  {"braid.probe", 1}, {"braid.comm", 1},
     {"braid.run", 1},       {"braid.stagestats", 1}, {"braid.eval", 1}, {"braid.report", 1},
-    {"braid.ablation", 1},
+    {"braid.ablation", 1},  {"braid.prediction", 1},
 };
 
 // A braid JSON file: an object with a known braid "format" and a version this braid reads.

@@ -14,6 +14,8 @@ mkdir -p examples
 cp -r "$BRAID_SOURCE/examples/plan-run" "$BRAID_SOURCE/examples/tiny" "$BRAID_SOURCE/examples/ppo-tiny" examples/
 
 "$B/braid" run examples/plan-run/run.json -o out --dry-run > dry.txt
+# Its prediction is a braid JSON file braid check and inspect read.
+"$B/braid" check out/prediction.json || fail "braid check refuses out/prediction.json"
 [[ -f out/plan.json ]] || fail "the dry run made no out/plan.json"
 grep -q '^# .*braid-meshplan .*examples/plan-run/experiment.json' dry.txt || fail "the dry run does not show braid-meshplan's line"
 grep -q '^# plan out/plan.json: predicted iteration' dry.txt || fail "no plan summary"
