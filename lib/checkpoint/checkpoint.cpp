@@ -65,6 +65,7 @@ void save_weights(const model::Model& m, const std::filesystem::path& path, cons
   meta.tp_size = m.tensor_parallel().size;
   meta.step = info.step;
   meta.created_by = info.created_by;
+  meta.made_from = info.made_from;
   io::WeightShardWriter w(path, meta);
   backend::Backend& be = m.backend();
   std::vector<float> host;

@@ -48,6 +48,7 @@ struct SaveInfo {
   std::int64_t step = 0;
   std::string created_by;     // the command line
   std::string config_json;    // config.json text to store; "" = config_to_json(model config)
+  std::string made_from;      // what made it (io/fingerprint.hpp), JSON text; "" = not recorded
 };
 
 // Writes the model's stage as one shard, atomically. Files hold f32 whatever the model's

@@ -70,6 +70,7 @@ void save_optimizer_state(std::span<const Moment> moments, std::int64_t step, co
   meta.tp_size = m.tensor_parallel().size;
   meta.step = step;
   meta.created_by = info.created_by;
+  meta.made_from = info.made_from;
   io::WeightShardWriter w(path, meta);
   backend::Backend& be = m.backend();
   std::vector<float> host;

@@ -26,6 +26,7 @@ ordered_json summarize_weights(const std::string& path) {
   s["tp_size"] = m.tp_size;
   s["created_by"] = m.created_by;
   s["model_config"] = json_or_text(m.model_config);
+  s["made_from"] = json_or_text(m.made_from);
   std::int64_t parameters = 0;
   ordered_json tensors = ordered_json::array();
   for (const auto& name : r.names()) {

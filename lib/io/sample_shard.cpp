@@ -10,6 +10,7 @@
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "io/finite.hpp"
+#include "io/fingerprint.hpp"
 #include "io/h5.hpp"
 #include "io/shard_header.hpp"
 
@@ -44,6 +45,8 @@ SampleShardMeta read_meta(const h5::File& f) {
   if (!meta.config.empty() && !json::accept(meta.config)) {
     throw InputError(f.name(), "attribute config", "is not valid JSON text");
   }
+  meta.made_from = f.attr_string("made_from").value_or("");
+  parse_made_from(meta.made_from, f.name());
   return meta;
 }
 
@@ -82,6 +85,7 @@ void write_sample_shard(const std::filesystem::path& path, const SampleBatch& ba
   f.set_attr("policy_step", meta.policy_step);
   f.set_attr("created_by", meta.created_by);
   f.set_attr("config", meta.config);
+  if (!meta.made_from.empty()) f.set_attr("made_from", meta.made_from);
   f.write_1d<std::int32_t>(kTokens, batch.tokens);
   f.write_1d<std::int64_t>(kOffsets, batch.offsets);
   f.write_1d<std::int32_t>(kPromptLen, batch.prompt_len);

@@ -54,6 +54,7 @@ struct WeightShardMeta {
   int tp_size = 1;
   std::int64_t step = 0;          // training step of the weights (optimizer: its step count)
   std::string created_by;         // the command line that wrote it
+  std::string made_from;          // what made it (io/fingerprint.hpp), JSON text ("" = not recorded)
 };
 
 // "<name>.exp_avg", "<name>.exp_avg_sq": the tensors of an optimizer-state file.
