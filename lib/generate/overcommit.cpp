@@ -51,6 +51,8 @@ class OvercommitRun {
     auto actor = checkpoint::open_model(o_.actor, *be, {}, /*need_lm_head=*/true, /*need_value_head=*/false, o_.dtype);
     step_ = actor.step;
     const auto& cfg = actor.model->config();
+    require_positions(o_, cfg);
+    vocab_size_ = cfg.vocab_size;
     require(tokenizer->vocab_size() <= cfg.vocab_size, o_.tokenizer, "",
             fmt::format("has {} tokens, more than the actor's vocab_size {} ({})", tokenizer->vocab_size(),
                         cfg.vocab_size, o_.actor));
@@ -171,7 +173,7 @@ class OvercommitRun {
   }
 
   std::string config_text() const {
-    ordered_json c = stage_config(o_, batch_groups_, stop_);
+    ordered_json c = stage_config(o_, batch_groups_, stop_, vocab_size_);
     c["overcommit"] = o_.overcommit;
     c["resume_deferred"] = o_.resume_deferred;
     return c.dump();
@@ -310,6 +312,7 @@ class OvercommitRun {
   std::vector<std::int32_t> stop_;
   std::vector<PromptLine> lines_;
   std::int64_t batch_groups_ = 0;
+  std::int32_t vocab_size_ = 0;   // the actor's (recorded in meta.config)
   std::int64_t next_prompt_ = 0;
   std::string config_;
   std::map<std::uint64_t, std::vector<std::int64_t>> old_steps_;  // resumed samples' earlier tokens' steps

@@ -65,6 +65,7 @@ class StageRun {
     auto actor = checkpoint::open_model(o_.actor, *be, {}, /*need_lm_head=*/true, /*need_value_head=*/false, o_.dtype,
                                         {.size = ranks_.tp_size(), .rank = ranks_.tp_rank(), .group = ranks_.tp_group()});
     const auto& cfg = actor.model->config();
+    require_positions(o_, cfg);
     require(tokenizer->vocab_size() <= cfg.vocab_size, o_.tokenizer, "",
             fmt::format("has {} tokens, more than the actor's vocab_size {} ({})", tokenizer->vocab_size(),
                         cfg.vocab_size, o_.actor));
@@ -92,7 +93,7 @@ class StageRun {
                       .shard_size = o_.shard_size,
                       .dir = o_.out_dir,
                       .prefix = o_.prefix};
-    const std::string config = stage_config(o_, plan_.prompts, stop).dump();
+    const std::string config = stage_config(o_, plan_.prompts, stop, cfg.vocab_size).dump();
     std::error_code ec;
     std::filesystem::create_directories(o_.out_dir, ec);
     if (ec) throw InputError(o_.out_dir, "", "cannot create the output folder: " + ec.message());
@@ -400,6 +401,11 @@ void validate_stage_options(const StageOptions& o) {
   if (o.max_new_tokens < 1) throw UsageError("--max-new-tokens must be at least 1");
   if (o.max_batch < 1) throw UsageError("--max-batch must be at least 1");
   if (!(o.kv_cache_mb >= 0)) throw UsageError("--kv-cache-mb must be >= 0 (0: from the free memory)");
+  if (o.kv_cache_mb > 0 && o.kv_cache_mb < 1) {
+    throw UsageError(fmt::format("--kv-cache-mb {} is less than 1 MiB, too small to hold a sequence (0: from the free "
+                                 "memory)",
+                                 o.kv_cache_mb));
+  }
   if (o.shard_size < 1) throw UsageError("--shard-size must be at least 1");
   if (o.limit < 0) throw UsageError("--limit must be >= 0 (0: all prompts)");
   if (o.prefix.empty() || o.prefix.find('/') != std::string::npos) {
@@ -413,7 +419,17 @@ void validate_stage_options(const StageOptions& o) {
   validate(o.sampling);
 }
 
-ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop) {
+void require_positions(const StageOptions& o, const model::ModelConfig& cfg) {
+  if (o.max_new_tokens >= cfg.max_position_embeddings) {
+    throw UsageError(fmt::format("--max-new-tokens {} cannot fit: the actor ({}) has {} positions, and a prompt takes at "
+                                 "least one (at most {})",
+                                 o.max_new_tokens, o.actor, cfg.max_position_embeddings,
+                                 cfg.max_position_embeddings - 1));
+  }
+}
+
+ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop,
+                          std::int32_t vocab_size) {
   ordered_json c;
   c["stage"] = "generate";
   c["samples_per_prompt"] = o.samples_per_prompt;
@@ -428,6 +444,7 @@ ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std
   c["actor"] = o.actor;
   c["prompts"] = o.prompts;
   c["prompt_count"] = prompts;
+  c["vocab_size"] = vocab_size;
   return c;
 }
 

@@ -10,6 +10,7 @@
 #include "backend/dtype.hpp"
 #include "core/json.hpp"
 #include "generate/sampler.hpp"
+#include "model/config.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -73,8 +74,12 @@ struct StageHooks {
 void validate_stage_options(const StageOptions& o);
 // The pool's bytes for GenerateOptions::kv_cache_bytes (0: automatic).
 std::int64_t kv_cache_bytes(const StageOptions& o);
-// meta.config of the shards: the stage's settings (JSON), which a rerun compares.
-ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop);
+// UsageError when --max-new-tokens cannot fit the actor's positions (cfg, once it is loaded).
+void require_positions(const StageOptions& o, const model::ModelConfig& cfg);
+// meta.config of the shards: the stage's settings (JSON), which a rerun compares, and the
+// actor's vocab_size (every token id of a shard lies below it: io/sample_shard.hpp).
+ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop,
+                          std::int32_t vocab_size);
 
 // Returns the exit code (0). Errors are exceptions (InputError for bad input).
 int run_generate_stage(const StageOptions& opt, const RankGroup& ranks, const StageHooks& hooks = {});

@@ -56,9 +56,13 @@ ScoreSettings settings_from(const CommandOptions& o) {
     if (o.critic.empty()) throw UsageError("--algorithm ppo needs --critic (its values are GAE's baseline)");
     s.kl_coef = o.kl_coef.value_or(o.ref.empty() ? 0.0 : kDefaultKlCoef);
   } else {
-    if (!o.critic.empty()) log::warn("--algorithm grpo uses no critic: --critic {} is ignored", o.critic);
+    // An option that would be ignored is refused: the user asked for something this does not do.
+    if (!o.critic.empty()) {
+      throw UsageError(fmt::format("--algorithm grpo uses no critic: leave out --critic {}", o.critic));
+    }
     if (o.kl_coef && *o.kl_coef > 0) {
-      log::warn("--algorithm grpo puts the KL term in the loss (braid-train grpo --kl-coef): --kl-coef is ignored here");
+      throw UsageError("--algorithm grpo puts the KL term in the loss (braid-train grpo --kl-coef), not in the "
+                       "reward: leave out --kl-coef here");
     }
     s.kl_coef = 0;
   }

@@ -94,8 +94,11 @@ std::int64_t ShardStream::samples_per_prompt_of(const io::SampleShardMeta& meta,
   const std::int64_t found = samples_per_prompt_in_config(meta.config);
   if (opt_.samples_per_prompt > 0) {
     if (found > 0 && found != opt_.samples_per_prompt) {
-      log::warn("{}: its config says samples_per_prompt {}, --samples-per-prompt says {}: using {}", input, found,
-                opt_.samples_per_prompt, opt_.samples_per_prompt);
+      throw InputError(input, "attribute config",
+                       fmt::format("says samples_per_prompt {}, --samples-per-prompt says {}: GRPO's groups would be "
+                                   "cut otherwise than the generation made them (leave --samples-per-prompt out, or "
+                                   "give {})",
+                                   found, opt_.samples_per_prompt, found));
     }
     return opt_.samples_per_prompt;
   }

@@ -69,6 +69,11 @@ BOOST_AUTO_TEST_CASE(grpo_needs_no_critic_and_takes_no_kl_penalty_here) {
   auto s = braid::score::settings_from(o);
   BOOST_TEST((s.algorithm == braid::score::Algorithm::grpo));
   BOOST_TEST(s.kl_coef == 0.0);
-  o.kl_coef = 0.3;  // the KL term of GRPO lives in braid-train's loss
-  BOOST_TEST(braid::score::settings_from(o).kl_coef == 0.0);
+  // The KL term of GRPO lives in braid-train's loss, and it has no critic: either option
+  // here would be ignored, so it is refused.
+  o.kl_coef = 0.3;
+  expect_usage_error(o, "leave out --kl-coef here");
+  o.kl_coef.reset();
+  o.critic = "critic.h5";
+  expect_usage_error(o, "leave out --critic critic.h5");
 }

@@ -88,4 +88,11 @@ expect_bad nockpt "missing.h5: no such weight file" --actor "$S/missing.h5" --pr
 expect_bad nohead "critic.h5: lm_head.weight: the model has no LM head" --actor "$S/critic.h5" --prompts "$S/prompts.jsonl"
 expect_bad noprompts "nothere.jsonl: cannot open" --actor "$S/actor.h5" --prompts "$S/nothere.jsonl"
 expect_bad threshold "migrate-threshold must be" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" --migrate-threshold 1.5
+# Lengths and sizes the actor cannot hold are refused, not taken (the config has 256 positions).
+expect_bad positions "max-new-tokens 256 cannot fit: the actor" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" \
+  --max-new-tokens 256
+expect_bad huge_length "max-new-tokens 2147483648 cannot fit" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" \
+  --max-new-tokens 2147483648
+expect_bad tiny_cache "kv-cache-mb 1e-09 is less than 1 MiB" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" \
+  --kv-cache-mb 1e-9
 echo "cli_generate: ok"
