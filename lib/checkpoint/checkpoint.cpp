@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
+#include <string_view>
 
 namespace braid::checkpoint {
 
@@ -50,6 +52,37 @@ namespace {
 // The copy of the embedding a tied last stage holds as its head: written by the first stage only.
 bool is_tied_head_copy(const model::Model& m, const std::string& name) {
   return name == "model.embed_tokens.weight" && !m.is_first_stage();
+}
+
+// "model.layers.12.mlp.up_proj.weight" -> "mlp.up_proj.weight"; "" for a tensor outside the layers.
+std::string layer_suffix(const std::string& name) {
+  constexpr std::string_view kLayers = "model.layers.";
+  if (!name.starts_with(kLayers)) return "";
+  const auto dot = name.find('.', kLayers.size());
+  return dot == std::string::npos ? "" : name.substr(dot + 1);
+}
+
+// A tensor of the checkpoint that no model of its config holds (a bias of a layout braid
+// does not know, a typo) would be dropped without a word by loading: refused instead.
+// Tensors of other stages' layers and heads are another model's or stage's, not unknown.
+void refuse_unknown_tensors(const model::Model& m, const io::WeightShardSet& shards) {
+  std::set<std::string> layer_tensors;
+  for (const auto& t : m.tensors()) {
+    if (const auto suffix = layer_suffix(t.name); !suffix.empty()) layer_tensors.insert(suffix);
+  }
+  static const std::set<std::string> kOutside = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+                                                 "score.weight"};
+  for (const auto& s : shards.shards()) {
+    for (const auto& name : s.names()) {
+      const auto suffix = layer_suffix(name);
+      const bool known = suffix.empty() ? kOutside.count(name) > 0 : layer_tensors.empty() || layer_tensors.count(suffix) > 0;
+      if (!known) {
+        throw InputError(s.path().string(), name,
+                         "is not a tensor of this model (its model_config holds no such parameter): loading would "
+                         "drop it");
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -129,6 +162,7 @@ void load_weights(model::Model& m, const io::WeightShardSet& shards) {
                                  "makes the files of another tp degree)",
                                  file_rank, file_tp, tp.rank, tp.size, tp.size));
   }
+  refuse_unknown_tensors(m, shards);
   const bool slicing = file_tp == 1 && tp.size > 1;
   backend::Backend& be = m.backend();
   std::vector<float> host;

@@ -176,10 +176,12 @@ std::string render_json(const ordered_json& s) {
 
 std::string render_inspect_text(const ordered_json& summary) {
   const std::string kind = summary.value("kind", "");
-  if (kind == "samples") return render_samples(summary);
-  if (kind == "deferred") return render_deferred(summary);
-  if (kind == "weights" || kind == "optimizer") return render_weights(summary);
-  return render_json(summary);
+  std::string out = kind == "samples"    ? render_samples(summary)
+                    : kind == "deferred" ? render_deferred(summary)
+                    : kind == "weights" || kind == "optimizer" ? render_weights(summary)
+                                                               : render_json(summary);
+  for (const auto& p : summary.value("problems", ordered_json::array())) out += "  PROBLEM: " + p.get<std::string>() + "\n";
+  return out;
 }
 
 }  // namespace braid::io

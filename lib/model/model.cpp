@@ -80,6 +80,13 @@ std::int64_t parameter_count(const ModelConfig& cfg, const ModelOptions& opt) {
   return n;
 }
 
+std::vector<TensorShape> tensor_shapes(const ModelConfig& cfg, const ModelOptions& opt) {
+  const int end = opt.layers.end < 0 ? cfg.num_hidden_layers : opt.layers.end;
+  std::vector<TensorShape> out;
+  for (Layout& t : layout(cfg, opt, opt.layers.begin, end)) out.push_back({std::move(t.name), std::move(t.shape)});
+  return out;
+}
+
 template <typename T>
 BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backend::Backend& be)
     : impl_(std::make_unique<Impl>()) {

@@ -316,4 +316,13 @@ using KVCache = BasicKVCache<float>;
 // Parameters of a stage of the model, as BasicModel would hold them.
 std::int64_t parameter_count(const ModelConfig& cfg, const ModelOptions& opt);
 
+// The tensors a model (or a stage) of cfg with opt holds, by name, in storage order, each
+// shaped as it is stored (a tp rank's slice under opt.tp), without building the model:
+// what a checkpoint of it must hold (`braid check`).
+struct TensorShape {
+  std::string name;
+  std::vector<std::int64_t> shape;
+};
+std::vector<TensorShape> tensor_shapes(const ModelConfig& cfg, const ModelOptions& opt);
+
 }  // namespace braid::model

@@ -2,6 +2,8 @@
 #include <iostream>
 #include <memory>
 
+#include "checkpoint/weight_layout.hpp"
+#include "core/log.hpp"
 #include "io/inspect.hpp"
 #include "verbs.hpp"
 
@@ -22,7 +24,9 @@ void add_inspect_command(CLI::App& app, Verbs& verbs) {
       "inspect",
       "Summarise a braid file: sample shard (counts, length distributions, reward and per-token "
       "statistics, the first samples decoded), weight shard (tensors, shapes, layer range) or braid "
-      "JSON file (format, keys, key figures)");
+      "JSON file (format, keys, key figures), with what made it (tool, options, inputs, fingerprint). A file "
+      "with problems (a NaN tensor, a tensor missing or of another shape) is shown, its problems named, and "
+      "exits 2");
   sub->add_option("file", opt->file, "The file (\"-\": a JSON file on stdin)")->required();
   sub->add_flag("--json", opt->json, "Print the summary as JSON for scripts");
   sub->add_option("-n,--samples", opt->samples, "Sample shards: how many sequences to decode")
@@ -32,13 +36,20 @@ void add_inspect_command(CLI::App& app, Verbs& verbs) {
                   "Sample shards: decode with this tokenizer (\"byte\", a tokenizer.json or its folder); by default "
                   "the one the shard's meta.config records, when it is there");
   verbs.add(sub, [opt] {
-    const auto summary = io::inspect_file(opt->file, {.samples_shown = opt->samples, .tokenizer = opt->tokenizer});
+    auto summary = io::inspect_file(opt->file, {.samples_shown = opt->samples, .tokenizer = opt->tokenizer});
+    // A weight shard's tensors against its model_config, as braid check reads them.
+    if (io::is_weight_shard(opt->file)) {
+      for (const auto& p : checkpoint::layout_problems(io::WeightShardReader(opt->file))) summary["problems"].push_back(p);
+    }
     if (opt->json) {
       std::cout << summary.dump(2) << '\n';
     } else {
       std::cout << io::render_inspect_text(summary);
     }
-    return 0;
+    // A file with problems is shown, and said to be bad: exit 2, each problem on stderr.
+    const auto problems = summary.value("problems", ordered_json::array());
+    for (const auto& p : problems) log::error("{}: {}", opt->file, p.get<std::string>());
+    return problems.empty() ? 0 : 2;
   });
 }
 
