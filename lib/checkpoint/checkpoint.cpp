@@ -313,6 +313,19 @@ std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path&
   return files;
 }
 
+bool checkpoint_exists(const std::filesystem::path& spec) {
+  try {
+    checkpoint_files(spec);
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+std::string made_from_of(const std::filesystem::path& spec) {
+  return io::WeightShardReader(checkpoint_files(spec).front()).meta().made_from;
+}
+
 std::vector<std::filesystem::path> files_of_tp_rank(const std::vector<std::filesystem::path>& files,
                                                     const model::TensorParallel& tp) {
   if (files.size() <= 1) return files;

@@ -70,6 +70,13 @@ void load_weights(model::Model& m, const io::WeightShardSet& shards);
 // The model config the shards were written with (from the first shard).
 model::ModelConfig config_of(const io::WeightShardSet& shards);
 
+// Whether checkpoint_files(spec) finds files (without the error when it does not).
+bool checkpoint_exists(const std::filesystem::path& spec);
+
+// The record of what made a checkpoint (its first file's made_from attribute; "" when it
+// has none). InputError as checkpoint_files and the reader.
+std::string made_from_of(const std::filesystem::path& spec);
+
 // The files of the checkpoint a user names: the file itself when it exists, else the
 // stage files stage_path(spec, *, S) of one S (all S of them must exist), else the files
 // of every rank of a tensor-parallel checkpoint, tp_path(spec, r, N) for r < N (each one

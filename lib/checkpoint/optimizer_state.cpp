@@ -40,15 +40,6 @@ void for_each_moment(std::span<const Moment> moments, const model::Model& m, Fn&
   }
 }
 
-bool has_stage_files(const std::filesystem::path& p) {
-  try {
-    checkpoint_files(p);
-    return true;
-  } catch (const InputError&) {
-    return false;
-  }
-}
-
 }  // namespace
 
 std::filesystem::path optimizer_state_path(const std::filesystem::path& checkpoint) {
@@ -84,8 +75,12 @@ void save_optimizer_state(std::span<const Moment> moments, std::int64_t step, co
 
 std::optional<std::int64_t> load_optimizer_state(std::span<const Moment> moments, const model::Model& m,
                                                  const std::filesystem::path& checkpoint) {
-  const std::filesystem::path spec = optimizer_state_path(checkpoint);
-  if (!has_stage_files(spec)) return std::nullopt;
+  return load_optimizer_state_file(moments, m, optimizer_state_path(checkpoint));
+}
+
+std::optional<std::int64_t> load_optimizer_state_file(std::span<const Moment> moments, const model::Model& m,
+                                                      const std::filesystem::path& spec) {
+  if (!checkpoint_exists(spec)) return std::nullopt;
   const model::TensorParallel& tp = m.tensor_parallel();
   const io::WeightShardSet shards(files_of_tp_rank(checkpoint_files(spec), tp));
   for (const auto& s : shards.shards()) {

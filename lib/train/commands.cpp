@@ -13,6 +13,7 @@
 #include "train/train_inputs.hpp"
 
 #include <algorithm>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -22,6 +23,23 @@ namespace braid::train {
 using namespace steps;
 
 namespace {
+
+// The arguments with "-" replaced by the shard paths read from stdin (one a line).
+std::vector<std::string> paths_from_stdin(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const std::string& a : args) {
+    if (a != "-") {
+      out.push_back(a);
+      continue;
+    }
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) out.push_back(line);
+    }
+  }
+  return out;
+}
 
 // Actor (and critic) as Trainers in this process; under mpirun, devices x tp
 // (train/ranks.hpp).
@@ -45,9 +63,13 @@ class ProcessSession final : public RlSession {
     }
   }
   bool lead() const override { return ranks_.lead(); }
-  bool already_done() override { return steps::already_done(trainees_, ranks_); }
-  void prepare() override {
+  bool already_done(const std::vector<ordered_json>& made_from, bool force) override {
+    for (std::size_t i = 0; i < trainees_.size(); ++i) trainees_[i]->made_from = made_from[i];
+    return steps::already_done(trainees_, ranks_, force);
+  }
+  void prepare(const std::vector<StateSource>& states) override {
     const bool ppo = c_.algorithm == "ppo";
+    for (std::size_t i = 0; i < trainees_.size(); ++i) trainees_[i]->state = states[i];
     attach(actor_, std::make_unique<PolicyObjective>(ppo ? ppo_actor_options(c_.clip, c_.entropy_coef)
                                                          : grpo_actor_options(c_.clip, c_.kl_coef)),
            trainer_options(c_.common, c_.common.lr, 1, ranks_.comm()));
@@ -66,7 +88,8 @@ class ProcessSession final : public RlSession {
   std::string describe() const override { return ranks_.describe(); }
   backend::Backend& backend() override { return *be_; }
   TrainingEngine& engine() override { return *engine_; }
-  void save(const std::string& created_by) override {
+  void save(const std::string& created_by, const std::vector<ordered_json>& made_from) override {
+    for (std::size_t i = 0; i < trainees_.size(); ++i) trainees_[i]->made_from = made_from[i];
     log_device_peak(*be_, predicted_);
     save_all(trainees_, created_by, ranks_);
   }
@@ -109,13 +132,31 @@ int run_rl(const RlCommand& c) {
     throw UsageError("--schedule: name the shards as arguments (under mpirun only one rank reads stdin)");
   }
   std::unique_ptr<RlSession> session = fused ? make_fused_session(c) : std::make_unique<ProcessSession>(c);
-  if (session->already_done()) return 0;
-  session->prepare();
+  // Where each model's AdamW state comes from, and the record each output gets.
+  std::vector<StateSource> states{optimizer_state_source(c.common.optimizer_state, c.algorithm, c.actor)};
+  if (ppo) states.push_back(optimizer_state_source(c.critic_optimizer_state, c.algorithm, c.critic));
+  auto made_from = [&](const std::vector<std::filesystem::path>& shards) {
+    io::MadeFrom m = command_record(c.algorithm, c.common);
+    m.add_input("actor", checkpoint::checkpoint_files(c.actor));
+    if (ppo) m.add_input("critic", checkpoint::checkpoint_files(c.critic));
+    m.add_input("shards", shards);
+    std::vector<ordered_json> out{output_record(m, "actor", states[0])};
+    if (ppo) out.push_back(output_record(m, "critic", states[1]));
+    return out;
+  };
+  // An output already there is compared with what these shards make (paths on stdin are
+  // read first): kept when the same made it, else refused or (--force) trained again.
+  std::vector<std::string> inputs = c.inputs;
+  if (checkpoint::checkpoint_exists(c.actor_out) || (ppo && checkpoint::checkpoint_exists(c.critic_out))) {
+    inputs = paths_from_stdin(inputs);
+    if (session->already_done(made_from({inputs.begin(), inputs.end()}), c.common.force)) return 0;
+  }
+  session->prepare(states);
 
   const auto configs = session->configs();
   Staleness staleness;
   TrainingShards shards =
-      read_training_shards(c.inputs, required_arrays(c), [&](const std::filesystem::path& p, const io::SampleBatch& b, std::size_t first) {
+      read_training_shards(inputs, required_arrays(c), [&](const std::filesystem::path& p, const io::SampleBatch& b, std::size_t first) {
         // configs() holds the actor's, then the critic's (PPO): say which one is too small.
         for (std::size_t m = 0; m < configs.size(); ++m) {
           check_sequences_fit(b, first, configs[m], p.string(), m == 0 ? "actor" : "critic");
@@ -134,7 +175,7 @@ int run_rl(const RlCommand& c) {
   }
   prepare_advantages(c, session->backend(), shards.batch);
   const auto records = run_loop(shards.batch, session->engine(), loop_options(c.common, 1), c.common);
-  session->save(c.common.created_by);
+  session->save(c.common.created_by, made_from(shards.files));
   if (session->lead()) write_stats(c.common, t0, shards.batch, records, {{"staleness", staleness.to_json()}});
   return 0;
 }

@@ -28,9 +28,31 @@ enum class TextMode { sft, rm, dpo };
 using PrepareObjective = std::function<std::unique_ptr<Objective>(Trainee& t, backend::Backend& be, io::SampleBatch& batch,
                                                                   const TrainingRanks& ranks)>;
 
-// before_training: DPO's reference pass, for the device-memory check.
+const char* mode_name(TextMode mode) { return mode == TextMode::sft ? "sft" : mode == TextMode::rm ? "rm" : "dpo"; }
+
+// What makes the output: the options, the model, the data (its content, or unknown when
+// read from stdin), the tokenizer and DPO's reference.
+io::MadeFrom text_record(const TextCommand& c, TextMode mode, const std::string& ref) {
+  io::MadeFrom m = command_record(mode_name(mode), c.common);
+  m.add_input("model", checkpoint::checkpoint_files(c.model));
+  if (c.data == "-") {
+    m.add_input_stdin("data");
+  } else {
+    m.add_input("data", {c.data});
+  }
+  if (c.tokenizer == "byte") {
+    m.add_input_value("tokenizer", c.tokenizer);
+  } else {
+    m.add_input("tokenizer", {c.tokenizer});
+  }
+  if (!ref.empty()) m.add_input("ref", checkpoint::checkpoint_files(ref));
+  return m;
+}
+
+// before_training: DPO's reference pass, for the device-memory check. ref: DPO's --ref.
 int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepare,
-             const std::function<memory::Prediction(const backend::Backend&)>& before_training = {}) {
+             const std::function<memory::Prediction(const backend::Backend&)>& before_training = {},
+             const std::string& ref = "") {
   const auto t0 = Clock::now();
   check_common(c.common);
   check_output_folders({c.model_out, c.common.stats});
@@ -46,8 +68,10 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
       require_device_memory(*be, c.common, {{c.model, policy ? "policy" : "reward model", kind}}, before_training);
   Trainee t{open_for_ranks(c.model, *be, policy, !policy, c.common, ranks), nullptr, nullptr, c.model, c.model_out,
             policy ? "actor_train" : "reward_train"};
+  t.state = optimizer_state_source(c.common.optimizer_state, mode_name(mode), c.model);
+  t.made_from = output_record(text_record(c, mode, ref), policy ? "actor" : "reward", t.state);
   std::vector<Trainee*> trainees{&t};
-  if (already_done(trainees, ranks)) return 0;
+  if (already_done(trainees, ranks, c.common.force)) return 0;
   const auto tok = tok::load_tokenizer(c.tokenizer);
   const auto& cfg = t.opened.model->config();
   if (tok->vocab_size() > cfg.vocab_size) {
@@ -135,7 +159,7 @@ int run_dpo(const DpoCommand& c) {
     log::info("reference logprobs of {} sequences from {} (step {}) in {:.2f} s", batch.size(), from, step,
               std::chrono::duration<double>(Clock::now() - t_ref).count());
     return std::make_unique<DpoObjective>(opt);
-  }, [&](const backend::Backend& be) { return dpo_reference_memory(be, c); });
+  }, [&](const backend::Backend& be) { return dpo_reference_memory(be, c); }, c.ref);
 }
 
 }  // namespace braid::train

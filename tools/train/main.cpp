@@ -50,7 +50,22 @@ void add_common(CLI::App* sub, CommonTrainOptions& o, double default_lr) {
   braid::backend::add_device_option(*sub, o.device);
   braid::backend::add_dtype_option(*sub, o.dtype);
   sub->add_option("--stats", o.stats, "Write timings and per-step losses (braid.stagestats JSON) to this file");
+  sub->add_flag("--force", o.force, "Train even when an output is already there, made from other inputs or options "
+                                    "(without it such an output is refused, naming what differs; one made from the "
+                                    "same is kept and training skipped)");
+  sub->add_option("--optimizer-state", o.optimizer_state,
+                  "The trained model's AdamW state: auto (the state beside the input checkpoint when this mode of "
+                  "braid-train made it; a new stage, as DPO or PPO after SFT, starts fresh), fresh, or the path of a "
+                  "state file (or of the checkpoint it lies beside)")
+      ->capture_default_str();
 }
+
+// The options an output's record leaves out: the outputs, the inputs (recorded by their
+// contents), and the settings that change how the work is cut, not its result.
+const std::vector<std::string> kNotInRecord = {
+    "shards", "data", "--actor", "--critic", "--reward", "--ref", "--tokenizer", "--optimizer-state",
+    "--critic-optimizer-state", "--actor-out", "--critic-out", "--reward-out", "--stats", "--threads", "--device",
+    "--tp", "--micro-tokens", "--schedule", "--force"};
 
 std::string shell_quote(const std::string& s) {
   if (!s.empty() && s.find_first_of(" \t\n'\"\\$`*?!;&|<>()") == std::string::npos) return s;
@@ -102,6 +117,9 @@ int main(int argc, char** argv) {
   ppo_cmd->add_option("--critic-lr", ppo.critic_lr, "The critic's learning rate")->capture_default_str();
   ppo_cmd->add_option("--value-clip", ppo.value_clip, "ε of the clipped value loss (<= 0: unclipped)")
       ->capture_default_str();
+  ppo_cmd->add_option("--critic-optimizer-state", ppo.critic_optimizer_state,
+                      "The critic's AdamW state, as --optimizer-state is the actor's")
+      ->capture_default_str();
   grpo_cmd->add_option("--kl-coef", grpo.kl_coef, "β of the KL penalty to the reference (needs /logprobs/ref)")
       ->capture_default_str();
 
@@ -139,7 +157,14 @@ int main(int argc, char** argv) {
   // MPI starts only after parsing: the launcher says which rank prints usage.
   braid::cli::set_first_process(braid::comm::launcher_rank() == 0);
   return braid::cli::run(app, argc, argv, [&] {
-    for (auto* o : {&ppo.common, &grpo.common, &sft.common, &rm.common, &dpo.text.common}) o->created_by = command_line;
+    for (auto [sub, o] : {std::pair{ppo_cmd, &ppo.common}, std::pair{grpo_cmd, &grpo.common},
+                          std::pair{sft_cmd, &sft.common}, std::pair{rm_cmd, &rm.common},
+                          std::pair{dpo_cmd, &dpo.text.common}}) {
+      o->created_by = command_line;
+      if (!sub->parsed()) continue;
+      o->option_values = braid::cli::option_values(*sub, kNotInRecord);
+      o->options_given = braid::cli::options_given(*sub, kNotInRecord);
+    }
     if (ppo_cmd->parsed()) return braid::train::run_rl(ppo);
     if (grpo_cmd->parsed()) return braid::train::run_rl(grpo);
     if (sft_cmd->parsed()) return braid::train::run_sft(sft);
