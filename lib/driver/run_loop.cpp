@@ -1,7 +1,5 @@
 #include "driver/run_loop.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -101,27 +99,6 @@ void write_metrics_file(const Layout& layout, int iterations) {
   }
   write_text_file(layout.metrics_file().string(), text);
 }
-
-// Two drivers in one folder would run the same steps at once and overwrite each
-// other's files; the kernel drops the lock when the process ends, however it ends.
-class FolderLock {
- public:
-  explicit FolderLock(const fs::path& out) {
-    const fs::path path = out / ".braid-run.lock";
-    fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw std::runtime_error(fmt::format("cannot open {}: {}", path.string(), std::strerror(errno)));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      ::close(fd_);
-      throw UsageError(fmt::format("another braid run is working in {} (it holds {})", out.string(), path.string()));
-    }
-  }
-  ~FolderLock() { ::close(fd_); }
-  FolderLock(const FolderLock&) = delete;
-  FolderLock& operator=(const FolderLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
 
 // Whether argv[0] would start: a path that is executable, or a name found on PATH.
 bool can_start(const std::string& program) {
@@ -277,7 +254,6 @@ void execute_steps(const std::vector<Step>& steps) {
 RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
   RunResult result;
   fs::create_directories(layout.out());
-  const FolderLock lock(layout.out());
   std::vector<Step> first = init_steps(spec, layout, opt);
   first.push_back(rollout_step(spec, layout, opt, 1));
   first.push_back(train_step(spec, layout, opt, 1));

@@ -48,7 +48,8 @@ struct RunResult {
 // line depends on the plan. Throws StageFailed when a tool fails.
 std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const PlanOptions& opt);
 
-// Runs every due step of every iteration, writes each iteration's metrics.json
+// Runs every due step of every iteration (the caller holds the folder: driver/run_lock.hpp),
+// writes each iteration's metrics.json
 // and OUT/metrics.jsonl, and logs one summary line per iteration trained now.
 RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions& opt);
 

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "core/log.hpp"
+#include "driver/run_lock.hpp"
 #include "driver/run_loop.hpp"
 #include "verbs.hpp"
 
@@ -24,6 +25,8 @@ int run_run(const RunOptions& o) {
   // The stage tools talk as much as braid itself was asked to.
   if (log::level() == log::Level::quiet) plan.verbosity.emplace_back("-q");
   if (log::level() == log::Level::debug) plan.verbosity.emplace_back("-v");
+  // One driver per folder, from the plan on (driver/run_lock.hpp).
+  const RunLock lock(o.out, "braid run");
   try {
     // A plan (made now when the run file asks for one) lays out every command below.
     const auto made = prepare_plan(spec, Layout(o.out), plan);
