@@ -19,6 +19,7 @@
 #include "driver/metrics.hpp"
 #include "driver/report.hpp"
 #include "driver/shell.hpp"
+#include "driver/step_identity.hpp"
 #include "driver/verify.hpp"
 
 namespace braid::driver {
@@ -180,6 +181,30 @@ bool checkpoints_damaged(const Step& step) {
   return true;
 }
 
+// An iteration's training that looks done but is not this run's (driver/step_identity.hpp):
+// another checkpoint in its place is removed, so that the step is done again; checkpoints
+// trained with other options than the run file gives now are refused unless --force.
+bool train_not_this_runs(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, const Step& train, int i) {
+  if (const auto why = foreign_checkpoints(spec, layout, opt, i)) {
+    log::warn("{}: {}; it is done again", train.name, *why);
+  } else if (const auto changed = changed_train_options(spec, layout, opt, i); !changed.empty()) {
+    const std::string list = fmt::format("{}", fmt::join(changed, "; "));
+    if (!opt.force) {
+      throw InputError(layout.checkpoint(i, "actor").string(), "made_from",
+                       fmt::format("iteration {} was trained with other options than the run file gives now ({}): "
+                                   "braid run --force trains it again, with every iteration after it, or use "
+                                   "another output folder",
+                                   i, list));
+    }
+    log::warn("{}: trained with other options ({}); it is done again (--force)", train.name, list);
+  } else {
+    return false;
+  }
+  remove_files(train.outputs);
+  remove_files(train.stale);
+  return true;
+}
+
 // An iteration's rollout that looks done but whose scored shards are not all there and
 // good: the bad shards and score.stats.json are removed, so generate | score runs again
 // (keeping the complete shards) and training after it.
@@ -282,7 +307,10 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
       rolled_out[static_cast<std::size_t>(i)] = true;
     }
     std::vector<Step> group;
-    if (rolled_out[static_cast<std::size_t>(i)] || step_due(train) || checkpoints_damaged(train)) group.push_back(train);
+    if (rolled_out[static_cast<std::size_t>(i)] || step_due(train) || checkpoints_damaged(train) ||
+        train_not_this_runs(spec, layout, opt, train, i)) {
+      group.push_back(train);
+    }
     // Async: the next rollout reads nothing this training writes (rollout_policy), so the
     // two run at once, as two processes (pipelines) side by side.
     if (spec.async && i < spec.iterations) {
