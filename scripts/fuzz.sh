@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 seconds=${1:-600}
 [[ $# -gt 0 ]] && shift
-all=(sample_shard weight_shard safetensors tokenizer run_file schedspec schedule experiment profile model_config)
+all=(sample_shard weight_shard safetensors tokenizer jinja run_file schedspec schedule experiment profile model_config)
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all[@]}")
 jobs=${FUZZ_JOBS:-2}
@@ -33,6 +33,13 @@ seeds() {
     sample_shard|weight_shard) ls "$f"/io/*.h5 "$f"/model/*.h5 "$root"/fuzz/seeds/sample_shard/*.h5 "$root"/fuzz/seeds/weight_shard/*.h5 ;;
     safetensors) ls "$f"/hf/*.safetensors "$f"/hf/tiny_llama/*.safetensors ;;
     tokenizer) ls "$f"/tokenizer/*/tokenizer.json ;;
+    jinja) mkdir -p "$build/seeds-jinja"  # the chat templates of the real models' fixtures
+      python3 -c 'import json, sys, os
+for p in sys.argv[2:]:
+    name = os.path.basename(os.path.dirname(p))
+    open(os.path.join(sys.argv[1], name + ".jinja"), "w").write(json.load(open(p))["chat_template"])' \
+        "$build/seeds-jinja" "$f"/chat/models/*/tokenizer_config.json
+      ls "$build"/seeds-jinja/*.jinja ;;
     run_file) ls "$e"/ppo-tiny/run.json "$f"/io/bad_json*.json ;;
     schedspec) ls "$f"/sched/*.json "$e"/schedgen/*.json ;;
     schedule) ls "$f"/io/schedule.json ;;
@@ -45,7 +52,7 @@ seeds() {
 # A dictionary for the JSON readers: JSON's tokens and every key the seeds use.
 dict_for() {
   local out=$build/corpus/$1.dict
-  case $1 in sample_shard|weight_shard|safetensors) return ;; esac
+  case $1 in sample_shard|weight_shard|safetensors|jinja) return ;; esac
   {
     printf '%s\n' 'kw1="true"' 'kw2="false"' 'kw3="null"' 'p1="{"' 'p2="}"' 'p3="["' 'p4="]"' 'p5=":"' 'p6=","' \
       'n1="-1"' 'n2="0"' 'n3="1e309"' 'n4="-0.0"' 'n5="4294967296"' 'n6="9223372036854775808"' 'n7="1.5"'

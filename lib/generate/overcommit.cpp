@@ -62,7 +62,8 @@ class OvercommitRun {
                                        .vocab_size = cfg.vocab_size,
                                        .max_tokens = cfg.max_position_embeddings,
                                        .limit = o_.limit,
-                                       .chat_template_from = o_.tokenizer});
+                                       .chat_template_from = o_.tokenizer,
+                                       .chat = tok::chat_defaults(o_.tools, o_.chat_template_kwargs)});
     batch_groups_ = static_cast<std::int64_t>(lines_.size());
     config_ = config_text();
 

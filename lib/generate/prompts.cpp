@@ -36,6 +36,8 @@ std::string type_name(const json& v) { return v.is_null() ? "null" : v.type_name
 // The keys that hold the prompt itself; every other key of a line is an extra field.
 constexpr const char* kTextKeys[] = {"prompt", "text"};
 constexpr const char* kPromptKeys[] = {"prompt", "text", "tokens", "messages"};
+// The keys of a conversation beside its messages; they are not extra fields either.
+constexpr const char* kChatKeys[] = {"tools", "chat_template_kwargs"};
 
 // The file's chat template, read from the tokenizer's tokenizer_config.json when a first
 // "messages" line asks for it (nullptr, with the reason in `c`, where there is none).
@@ -56,18 +58,19 @@ bool add_ids(const std::vector<std::int32_t>& ids, const PromptFileOptions& opt,
   return true;
 }
 
-// A chat prompt: the conversation rendered by the model's template with the generation
-// prompt, then encoded as it is (the template writes BOS itself, as transformers'
-// apply_chat_template(tokenize=True) does).
-void read_messages(const json& messages, const PromptFileOptions& opt, const ChatTemplateOf& chat, Checker& c,
+// A chat prompt: the line's conversation (messages, tools, chat_template_kwargs) rendered
+// by the model's template with the generation prompt, then encoded as it is (the template
+// writes BOS itself, as transformers' apply_chat_template(tokenize=True) does). `line` is
+// the line's text, read again keeping the key order of its objects (tool schemas are
+// printed in the order given).
+void read_messages(std::string_view line, const PromptFileOptions& opt, const ChatTemplateOf& chat, Checker& c,
                    PromptLine& out) {
-  std::vector<tok::ChatMessage> conversation;
   std::string text;
   try {
-    conversation = tok::chat_messages_of(messages);
+    const tok::Conversation conversation = tok::conversation_of_line(ordered_json::parse(line), opt.chat);
     const tok::ChatTemplate* t = chat(c);
     if (t == nullptr) return;
-    text = t->render(conversation, /*add_generation_prompt=*/true);
+    text = t->render(conversation, /*add_generation_prompt=*/true).text;
   } catch (const tok::ChatError& e) {
     c.fail(e.field(), e.what());
     return;
@@ -78,10 +81,12 @@ void read_messages(const json& messages, const PromptFileOptions& opt, const Cha
 }
 
 // Reads one line's object into `out`; problems go to `c` as "field: problem".
-void read_line(const json& obj, const PromptFileOptions& opt, const ChatTemplateOf& chat, Checker& c, PromptLine& out) {
+void read_line(std::string_view line, const json& obj, const PromptFileOptions& opt, const ChatTemplateOf& chat, Checker& c,
+               PromptLine& out) {
   json extra = json::object();
   for (const auto& [key, value] : obj.items()) {
-    if (std::find(std::begin(kPromptKeys), std::end(kPromptKeys), key) == std::end(kPromptKeys)) extra[key] = value;
+    const bool chat_key = obj.contains("messages") && std::find(std::begin(kChatKeys), std::end(kChatKeys), key) != std::end(kChatKeys);
+    if (!chat_key && std::find(std::begin(kPromptKeys), std::end(kPromptKeys), key) == std::end(kPromptKeys)) extra[key] = value;
   }
   out.extra = extra.dump();
   if (auto it = obj.find("id"); it != obj.end()) {
@@ -108,7 +113,7 @@ void read_line(const json& obj, const PromptFileOptions& opt, const ChatTemplate
   const auto text = text_key ? obj.find(text_key) : obj.end();
   const auto tokens = obj.find("tokens");
   if (const auto messages = obj.find("messages"); messages != obj.end()) {
-    read_messages(*messages, opt, chat, c, out);
+    read_messages(line, opt, chat, c, out);
     if (!c.ok()) return;
   } else if (tokens != obj.end()) {
     if (!tokens->is_array()) {
@@ -141,15 +146,9 @@ void read_line(const json& obj, const PromptFileOptions& opt, const ChatTemplate
       return;
     }
     if (opt.tokenizer == nullptr) throw std::logic_error("read_prompts: a text prompt needs a tokenizer");
-    if (auto bos = opt.tokenizer->bos()) {
-      if (*bos >= opt.vocab_size) {
-        c.fail(text_key, fmt::format("the tokenizer's BOS {} is outside the model's vocabulary [0, {})", *bos,
-                                   opt.vocab_size));
-        return;
-      }
-      out.tokens.push_back(*bos);
-    }
-    if (!add_ids(opt.tokenizer->encode(s), opt, text_key, c, out)) return;
+    // The special tokens transformers' tokenizer(text) adds: BOS for most models, none
+    // for Qwen's.
+    if (!add_ids(tok::encode_text(*opt.tokenizer, s), opt, text_key, c, out)) return;
   }
   const auto n = static_cast<std::int64_t>(out.tokens.size());
   if (opt.max_tokens > 0 && n >= opt.max_tokens) {
@@ -180,7 +179,7 @@ std::vector<PromptLine> parse_prompts(std::string_view text, const std::string& 
     PromptLine p{.line = line_no};
     try {
       const json obj = json::parse(line);
-      if (obj.is_object()) read_line(obj, opt, chat_template, c, p);
+      if (obj.is_object()) read_line(line, obj, opt, chat_template, c, p);
       else c.fail("", "expected a JSON object like {\"prompt\": \"...\"}, found " + type_name(obj));
     } catch (const json::parse_error& e) {
       c.fail("", "not valid JSON: " + parse_message(e));

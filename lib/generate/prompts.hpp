@@ -1,6 +1,7 @@
 // Prompt files for braid-generate: JSON Lines, one prompt per line,
 //
-//   {"prompt": "What is 6*7?", "answer": 42}   encoded, the tokenizer's BOS put in front
+//   {"prompt": "What is 6*7?", "answer": 42}   encoded with the special tokens transformers'
+//                                              tokenizer(text) adds (BOS for most models)
 //   {"text": "Count to ten:"}                  the same ("text" and "prompt" are one field)
 //   {"tokens": [256, 67, 111], "id": 7}        ids as they are (no BOS added)
 //   {"messages": [{"role": "system", "content": "Be terse."},
@@ -9,7 +10,10 @@
 //                                              (tokenizer_config.json beside the tokenizer,
 //                                              tokenizer/chat_template.hpp) with the
 //                                              generation prompt, encoded as it is: the
-//                                              template writes BOS itself
+//                                              template writes BOS itself; beside
+//                                              "messages", "tools" (JSON schemas) and
+//                                              "chat_template_kwargs" ({"enable_thinking":
+//                                              false}) go to the template
 //
 // with an optional "id" (a string or an integer) that names the prompt in messages.
 // Every other key is an extra field ("answer", "level", ...): the line's extra fields,
@@ -22,6 +26,8 @@
 // chat_template the tokenizer_config.json does not have, or braid does not recognise,
 // is an InputError naming that file.
 #pragma once
+
+#include "tokenizer/chat_template.hpp"
 
 #include <cstdint>
 #include <string>
@@ -47,6 +53,7 @@ struct PromptFileOptions {
   std::int64_t max_tokens = 0;                // a prompt must have fewer tokens than this (0: no cap)
   std::int64_t limit = 0;                     // read only the first `limit` prompts (0: all)
   std::string chat_template_from;             // the tokenizer (spec or path) whose chat template renders "messages"
+  tok::ChatDefaults chat;                     // tools and template keyword arguments of lines without their own
 };
 
 // The prompts of a file ("-": stdin). InputError listing every bad line.

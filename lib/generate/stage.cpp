@@ -81,7 +81,8 @@ class StageRun {
                                                         .vocab_size = cfg.vocab_size,
                                                         .max_tokens = cfg.max_position_embeddings,
                                                         .limit = o_.limit,
-                                                        .chat_template_from = o_.tokenizer});
+                                                        .chat_template_from = o_.tokenizer,
+                                                        .chat = tok::chat_defaults(o_.tools, o_.chat_template_kwargs)});
     for (const PromptLine& line : lines) {
       for (int k = 0; k < o_.samples_per_prompt; ++k) {
         prompts_.push_back({.sample_id = static_cast<std::uint64_t>(prompts_.size()), .tokens = line.tokens});

@@ -27,6 +27,8 @@ struct StageOptions {
   std::string prompts;               // JSON Lines (prompts.hpp)
   std::string out_dir;
   std::string tokenizer = "byte";
+  std::string tools;                 // a JSON file of tool schemas for conversations without their own
+  std::string chat_template_kwargs;  // a JSON object of template keyword arguments, under each line's own
   std::string prefix = "gen";
   std::string stats;                 // braid.stagestats JSON ("" = none, "-" = stdout is not allowed)
   int samples_per_prompt = 1;

@@ -26,6 +26,8 @@ class ByteTokenizer final : public Tokenizer {
   std::optional<TokenId> bos() const override { return kBos; }
   std::optional<TokenId> eos() const override { return kEos; }
   std::optional<TokenId> pad() const override { return kPad; }
+  std::vector<TokenId> specials_before() const override { return {kBos}; }
+  std::vector<TokenId> specials_after() const override { return {}; }
   std::string describe() const override { return "byte"; }
 };
 

@@ -1,36 +1,30 @@
-// A model's chat template (tokenizer_config.json's "chat_template"), rendered the way
-// Hugging Face transformers renders it with apply_chat_template(messages,
-// add_generation_prompt=...).
+// A model's chat template, rendered as Hugging Face transformers' apply_chat_template
+// renders it: the template's Jinja text run by braid's Jinja engine (lib/jinja, jinja2's
+// semantics in transformers' environment) with the variables transformers passes:
+// messages, tools (null when none), documents (null), add_generation_prompt, the
+// special tokens tokenizer_config.json sets (bos_token, eos_token, unk_token,
+// pad_token, ..., additional_special_tokens) and the conversation's template keyword
+// arguments (chat_template_kwargs, such as {"enable_thinking": false}).
 //
-// braid has no Jinja engine. It recognises the templates of the families it knows by
-// their text (chat_template_known.cpp: Llama 3, Mistral [INST] with and without the
-// system turn folded into the last user turn, ChatML with and without Qwen2's default
-// system turn, Gemma) and renders each with a small renderer that reproduces it: the
-// template's own BOS/EOS text, its trimming, its role-alternation and system-turn
-// rules, and its error messages. Text that matches none of them is refused with an
-// InputError naming the file and listing what is supported, rather than rendered
-// approximately. Whitespace that Jinja would drop (inside tags, around "-" trimmed
-// tags, comments) and the spelling of string literals ('\n' or a newline) do not
-// affect recognition.
+// The template comes from tokenizer_config.json's "chat_template" (a string, or a list
+// of {"name", "template"} of which "default" is taken), else from a chat_template.jinja
+// beside it, as transformers reads them.
 //
-// Only the roles "system", "user" and "assistant" and string contents are accepted.
+// The rendered text is encoded as it is (transformers' apply_chat_template(tokenize=
+// True) adds no special tokens: the template writes its BOS itself where it has one).
 #pragma once
 
 #include "core/json.hpp"
+#include "jinja/template.hpp"
 
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace braid::tok {
 
-struct ChatMessage {
-  std::string role;
-  std::string content;
-};
-
-// A conversation the template refuses; field says where ("messages[2].role").
+// A conversation the template refuses (its raise_exception, or an error the template
+// meets on this conversation); field says where ("messages", "messages[2].role").
 class ChatError : public std::runtime_error {
  public:
   ChatError(std::string field, const std::string& problem) : std::runtime_error(problem), field_(std::move(field)) {}
@@ -40,43 +34,64 @@ class ChatError : public std::runtime_error {
   std::string field_;
 };
 
-enum class ChatFamily {
-  llama3,          // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>, BOS before the first turn
-  mistral,         // BOS [INST] user [/INST]assistant</s>, strict alternation, no system turn
-  mistral_folded,  // BOS [INST] user[/INST] assistant</s>; a leading system turn joins the last user turn
-  chatml,          // <|im_start|>role\n...<|im_end|>\n
-  qwen2,           // ChatML with "You are a helpful assistant." when no system turn is given
-  gemma,           // BOS <start_of_turn>user|model\n...<end_of_turn>\n, no system turn
+// A conversation as transformers takes it: messages (each an object with a "role" and,
+// unless it carries "tool_calls", a "content"; other keys such as "tool_calls", "name",
+// "tool_call_id", "reasoning_content" go to the template as they are), tools (JSON
+// schemas, or null), and keyword arguments for the template (an object).
+struct Conversation {
+  ordered_json messages = ordered_json::array();
+  ordered_json tools;
+  ordered_json kwargs = ordered_json::object();
+};
+
+// Checks the shape of a conversation's parts (ChatError naming the field: "messages[1].
+// role", "tools", "chat_template_kwargs"); tools and kwargs may be null.
+Conversation conversation_of(const ordered_json& messages, const ordered_json& tools, const ordered_json& kwargs);
+
+// The tools and template keyword arguments of a run, for lines without their own.
+struct ChatDefaults {
+  ordered_json tools;
+  ordered_json kwargs = ordered_json::object();
+};
+
+// A run's defaults from the command line: a JSON file of tool schemas ("" : none) and a
+// JSON object of template keyword arguments ("" : none). UsageError naming the option.
+ChatDefaults chat_defaults(const std::string& tools_file, const std::string& kwargs_json);
+
+// The conversation of one line of data: its messages (line[messages_key]), its "tools"
+// (else the run's) and its "chat_template_kwargs" over the run's. ChatError naming the
+// field.
+Conversation conversation_of_line(const ordered_json& line, const ChatDefaults& run, const char* messages_key = "messages");
+
+// The text a template rendered, and the byte ranges its {% generation %} blocks wrote.
+struct ChatText {
+  std::string text;
+  std::vector<jinja::Span> generation;
 };
 
 class ChatTemplate {
  public:
-  // Recognises cfg["chat_template"] (a string, or a list of {"name", "template"} of which
-  // "default" is taken) and reads the bos_token/eos_token the template uses. InputError
-  // naming origin and the field when it is missing, unrecognised or lacks a token.
+  // The template of a tokenizer_config.json read from `origin` (its folder holds a
+  // chat_template.jinja when cfg has no chat_template). InputError naming origin and
+  // the field when there is none or it does not parse (with the line and column).
   static ChatTemplate from_config(const json& cfg, const std::string& origin);
-  // tokenizer_config.json beside the tokenizer: `tokenizer` is a tokenizer.json path
-  // or a folder holding one ("byte" has no chat template: InputError).
+  // tokenizer_config.json beside the tokenizer: `tokenizer` is a tokenizer.json path or
+  // a folder holding one ("byte" has no chat template: UsageError).
   static ChatTemplate load(const std::string& tokenizer);
 
-  // The conversation rendered as text (special tokens written out, "<|begin_of_text|>"),
-  // to be encoded without adding BOS. ChatError when the template refuses it.
-  std::string render(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
+  // The conversation rendered. ChatError when the template refuses it.
+  ChatText render(const Conversation& c, bool add_generation_prompt) const;
 
-  ChatFamily family() const { return family_; }
-  const std::string& name() const { return name_; }      // "llama3", "mistral", ...
-  const std::string& origin() const { return origin_; }  // the tokenizer_config.json read
+  const std::string& origin() const { return origin_; }  // the file the template came from
+  bool has_generation_blocks() const { return template_.has_generation(); }
+  // Limits and the clock strftime_now reads (tests fix it).
+  jinja::RenderOptions& options() { return options_; }
 
  private:
-  ChatFamily family_ = ChatFamily::chatml;
-  std::string name_, origin_, bos_, eos_;
+  std::string origin_;
+  jinja::Template template_;
+  jinja::Value specials_ = jinja::Value::dict();
+  jinja::RenderOptions options_;
 };
-
-// The families braid renders, for messages ("llama3, mistral, ...").
-std::string supported_chat_templates();
-
-// The messages of a JSON array [{"role": ..., "content": ...}, ...]; ChatError naming
-// the element and field ("messages[1].content") otherwise.
-std::vector<ChatMessage> chat_messages_of(const json& messages);
 
 }  // namespace braid::tok

@@ -8,7 +8,14 @@
 //
 // Added tokens (<|begin_of_text|>, <s>, ...) are matched literally in the text
 // before anything else, longest first. Their lstrip/rstrip/single_word flags are
-// ignored, and so is the post_processor: encode() adds no BOS (tokenizer.hpp).
+// ignored. encode() adds no special tokens (tokenizer.hpp); specials_before() and
+// specials_after() say which transformers' tokenizer(text) adds, decided as
+// transformers decides them: the post_processor of tokenizer.json (TemplateProcessing,
+// also inside a Sequence; Bert/RobertaProcessing), except for the tokenizer classes
+// whose fast tokenizer rebuilds it (Llama, Gemma, CodeLlama): there add_bos_token
+// (default true) and add_eos_token (default false) of tokenizer_config.json with its
+// bos_token and eos_token. bos(), eos() and pad() are the tokens tokenizer_config.json
+// names (null or absent: none); no token is ever found by its name in the vocabulary.
 // Unicode normalizers (NFC, NFKC, NFD, NFKD) run on ICU; there invalid UTF-8 in the
 // text becomes U+FFFD, as it would on its way into HF's Rust strings.
 // Unsupported components (Lowercase, WordPiece, ...) are refused with an
@@ -29,8 +36,8 @@ namespace braid::tok {
 
 class HfTokenizer final : public Tokenizer {
  public:
-  // Reads tokenizer.json at path, and BOS/EOS/PAD names from a
-  // tokenizer_config.json beside it when there is one.
+  // Reads tokenizer.json at path, and the special tokens of the tokenizer_config.json
+  // beside it when there is one.
   static std::unique_ptr<HfTokenizer> load(const std::string& path);
   // origin names the document in error messages.
   HfTokenizer(const json& doc, const std::string& origin);
@@ -42,11 +49,15 @@ class HfTokenizer final : public Tokenizer {
   std::optional<TokenId> bos() const override { return bos_; }
   std::optional<TokenId> eos() const override { return eos_; }
   std::optional<TokenId> pad() const override { return pad_; }
+  std::vector<TokenId> specials_before() const override { return before_; }
+  std::vector<TokenId> specials_after() const override { return after_; }
   std::string describe() const override;
 
-  // Names BOS/EOS/PAD by token text (tokenizer_config.json's bos_token, ...).
-  void set_special(std::optional<std::string> bos, std::optional<std::string> eos,
-                   std::optional<std::string> pad);
+  // The special tokens of a tokenizer_config.json (cfg) read from `origin`: bos_token,
+  // eos_token, pad_token, and for the classes that rebuild the post-processor,
+  // add_bos_token and add_eos_token. InputError naming the field when it names a token
+  // the tokenizer does not have.
+  void read_config(const json& cfg, const std::string& origin);
 
  private:
   struct NormStep {
@@ -75,6 +86,7 @@ class HfTokenizer final : public Tokenizer {
   void read_pre_tokenizer(const json& p, const std::string& where, Checker& c);
   void read_decoder(const json& d, const std::string& where, Checker& c);
   void read_added_tokens(const json& doc, Checker& c);
+  void read_post_processor(const json& p, const std::string& where, Checker& c);
 
   // Text on its way through the steps, with the [begin, end) bytes of the original
   // text each of its bytes came from (for offsets).
@@ -88,7 +100,6 @@ class HfTokenizer final : public Tokenizer {
   void normalize(Aligned& text) const;
   std::vector<Aligned> pre_tokenize(Aligned text, bool first_segment) const;
   void encode_segment(std::string_view text, std::size_t offset, bool first_segment, Encoding& out) const;
-  std::optional<TokenId> find_special(const std::vector<std::string>& names) const;
 
   BpeModel model_;
   std::vector<NormStep> normalizer_;
@@ -98,6 +109,7 @@ class HfTokenizer final : public Tokenizer {
   std::unordered_set<TokenId> special_;
   bool byte_level_ = false;
   std::optional<TokenId> bos_, eos_, pad_;
+  std::vector<TokenId> before_, after_;
 };
 
 }  // namespace braid::tok

@@ -29,12 +29,23 @@ std::optional<std::pair<std::string, bool>> read_pattern(const json& obj, const 
   return std::nullopt;
 }
 
-std::optional<std::string> special_name(const json& cfg, const char* key) {
+// A special token of tokenizer_config.json: a string, {"content": ...}, or null.
+std::optional<std::string> special_name(const json& cfg, const char* key, const std::string& origin) {
   auto it = cfg.find(key);
-  if (it == cfg.end()) return std::nullopt;
+  if (it == cfg.end() || it->is_null()) return std::nullopt;
   if (it->is_string()) return it->get<std::string>();
   if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
-  return std::nullopt;
+  throw InputError(origin, key, "must be a string, {\"content\": \"...\"} or null");
+}
+
+// The tokenizer classes whose fast tokenizer rebuilds the post-processor from
+// add_bos_token and add_eos_token (transformers' update_post_processor).
+bool rebuilds_post_processor(const std::string& cls) {
+  for (const char* c : {"LlamaTokenizer", "LlamaTokenizerFast", "GemmaTokenizer", "GemmaTokenizerFast",
+                        "CodeLlamaTokenizer", "CodeLlamaTokenizerFast"}) {
+    if (cls == c) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -42,10 +53,7 @@ std::optional<std::string> special_name(const json& cfg, const char* key) {
 std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::string& path) {
   auto tk = std::make_unique<HfTokenizer>(load_json_file(path), path);
   const auto cfg_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
-  if (std::filesystem::exists(cfg_path)) {
-    const json cfg = load_json_file(cfg_path.string());
-    tk->set_special(special_name(cfg, "bos_token"), special_name(cfg, "eos_token"), special_name(cfg, "pad_token"));
-  }
+  if (std::filesystem::exists(cfg_path)) tk->read_config(load_json_file(cfg_path.string()), cfg_path.string());
   return tk;
 }
 
@@ -57,26 +65,98 @@ HfTokenizer::HfTokenizer(const json& doc, const std::string& origin) {
   if (doc.contains("pre_tokenizer")) read_pre_tokenizer(doc["pre_tokenizer"], "pre_tokenizer", c);
   if (doc.contains("decoder")) read_decoder(doc["decoder"], "decoder", c);
   read_added_tokens(doc, c);
+  if (doc.contains("post_processor")) read_post_processor(doc["post_processor"], "post_processor", c);
   c.check();
   byte_level_ = std::any_of(pre_tokenizer_.begin(), pre_tokenizer_.end(),
                             [](const PreStep& s) { return s.kind == PreStep::byte_level; });
-  bos_ = find_special({"<|begin_of_text|>", "<s>", "<|startoftext|>", "<bos>"});
-  eos_ = find_special({"<|end_of_text|>", "</s>", "<|endoftext|>", "<eos>"});
-  pad_ = find_special({"<pad>", "<|pad|>", "<|finetune_right_pad_id|>"});
 }
 
-std::optional<TokenId> HfTokenizer::find_special(const std::vector<std::string>& names) const {
-  for (const auto& n : names) {
-    if (const auto* id = model_.id_of(n)) return *id;
+void HfTokenizer::read_config(const json& cfg, const std::string& origin) {
+  if (!cfg.is_object()) throw InputError(origin, "", "must be a JSON object");
+  auto token = [&](const char* key) -> std::optional<TokenId> {
+    const auto name = special_name(cfg, key, origin);
+    if (!name) return std::nullopt;
+    const TokenId* id = model_.id_of(*name);
+    if (id == nullptr) throw InputError(origin, key, fmt::format("names \"{}\", a token tokenizer.json does not have", *name));
+    return *id;
+  };
+  bos_ = token("bos_token");
+  eos_ = token("eos_token");
+  pad_ = token("pad_token");
+  const std::string cls = cfg.value("tokenizer_class", json("")).is_string() ? cfg.value("tokenizer_class", "") : "";
+  if (!rebuilds_post_processor(cls)) return;
+  auto flag = [&](const char* key, bool def) {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || it->is_null()) return def;
+    if (!it->is_boolean()) throw InputError(origin, key, "must be true or false");
+    return it->get<bool>();
+  };
+  const bool add_bos = flag("add_bos_token", true), add_eos = flag("add_eos_token", false);
+  if (add_bos && !bos_) throw InputError(origin, "bos_token", fmt::format("is null while add_bos_token is true ({} adds a BOS)", cls));
+  if (add_eos && !eos_) throw InputError(origin, "eos_token", fmt::format("is null while add_eos_token is true ({} adds an EOS)", cls));
+  before_.clear();
+  after_.clear();
+  if (add_bos) before_.push_back(*bos_);
+  if (add_eos) after_.push_back(*eos_);
+}
+
+void HfTokenizer::read_post_processor(const json& p, const std::string& where, Checker& c) {
+  if (p.is_null()) return;
+  const std::string type = p.is_object() ? c.string(p, where, "type", {}, "").value_or("") : "";
+  if (type == "Sequence" && p.contains("processors") && p["processors"].is_array()) {
+    for (std::size_t i = 0; i < p["processors"].size(); ++i) {
+      read_post_processor(p["processors"][i], fmt::format("{}.processors[{}]", where, i), c);
+    }
+  } else if (type == "ByteLevel") {
+    // Offsets only.
+  } else if (type == "TemplateProcessing") {
+    // The special tokens of "single" before and after the sequence $A.
+    const json& single = p.value("single", json());
+    const json& specials = p.value("special_tokens", json::object());
+    if (!single.is_array()) {
+      c.fail(where + ".single", "must be an array");
+      return;
+    }
+    bool seen_sequence = false;
+    for (std::size_t i = 0; i < single.size(); ++i) {
+      const json& piece = single[i];
+      const std::string at = fmt::format("{}.single[{}]", where, i);
+      if (piece.is_object() && piece.contains("Sequence")) {
+        seen_sequence = true;
+        continue;
+      }
+      if (!piece.is_object() || !piece.contains("SpecialToken") || !piece["SpecialToken"].contains("id") ||
+          !piece["SpecialToken"]["id"].is_string()) {
+        c.fail(at, "must be {\"Sequence\": ...} or {\"SpecialToken\": {\"id\": ...}}");
+        continue;
+      }
+      const std::string name = piece["SpecialToken"]["id"].get<std::string>();
+      const json& entry = specials.is_object() ? specials.value(name, json()) : json();
+      if (!entry.is_object() || !entry.contains("ids") || !entry["ids"].is_array()) {
+        c.fail(fmt::format("{}.special_tokens", where), fmt::format("has no ids for \"{}\"", name));
+        continue;
+      }
+      for (const json& id : entry["ids"]) {
+        if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX) {
+          c.fail(fmt::format("{}.special_tokens", where), fmt::format("\"{}\" has an id that is not a token id", name));
+          break;
+        }
+        (seen_sequence ? after_ : before_).push_back(id.get<TokenId>());
+      }
+    }
+  } else if (type == "BertProcessing" || type == "RobertaProcessing") {
+    auto pair = [&](const char* key) -> std::optional<TokenId> {
+      const json& v = p.value(key, json());
+      if (v.is_array() && v.size() == 2 && v[1].is_number_integer()) return v[1].get<TokenId>();
+      c.fail(where + "." + key, "must be [token, id]");
+      return std::nullopt;
+    };
+    if (auto cls = pair("cls")) before_.push_back(*cls);
+    if (auto sep = pair("sep")) after_.push_back(*sep);
+  } else {
+    c.fail(where, fmt::format("post_processor type \"{}\" is not supported (braid reads Sequence, ByteLevel, "
+                              "TemplateProcessing, BertProcessing, RobertaProcessing)", type));
   }
-  return std::nullopt;
-}
-
-void HfTokenizer::set_special(std::optional<std::string> bos, std::optional<std::string> eos,
-                              std::optional<std::string> pad) {
-  if (bos) bos_ = find_special({*bos});
-  if (eos) eos_ = find_special({*eos});
-  if (pad) pad_ = find_special({*pad});
 }
 
 void HfTokenizer::read_normalizer(const json& n, const std::string& where, Checker& c) {

@@ -7,6 +7,15 @@
 
 namespace braid::tok {
 
+std::vector<TokenId> encode_text(const Tokenizer& tok, std::string_view text) {
+  std::vector<TokenId> ids = tok.specials_before();
+  const auto body = tok.encode(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  const auto after = tok.specials_after();
+  ids.insert(ids.end(), after.begin(), after.end());
+  return ids;
+}
+
 JoinedEncoding encode_joined(const Tokenizer& tok, std::string_view prompt, std::string_view response) {
   std::string text;
   text.reserve(prompt.size() + response.size());

@@ -2,8 +2,8 @@
 // picks an implementation: "byte" (the default, byte_tokenizer.hpp) or a Hugging
 // Face tokenizer.json (hf_tokenizer.hpp).
 //
-// encode() never adds BOS/EOS: callers that want them prepend bos() themselves,
-// so that a prompt file's ids mean the same whatever the tokenizer's template.
+// encode() never adds special tokens; encode_text() adds those transformers'
+// tokenizer(text) adds (specials_before() and specials_after()).
 #pragma once
 
 #include <cstdint>
@@ -43,12 +43,21 @@ class Tokenizer {
   // One more than the largest id this tokenizer can produce (a model's
   // vocab_size must be at least this).
   virtual std::int32_t vocab_size() const = 0;
+  // The tokenizer's BOS, EOS (the end of a generation and of an SFT example) and PAD.
   virtual std::optional<TokenId> bos() const = 0;
   virtual std::optional<TokenId> eos() const = 0;
   virtual std::optional<TokenId> pad() const = 0;
+  // The special tokens put before and after a text's ids by transformers'
+  // tokenizer(text) (add_special_tokens=True): [BOS] and [] for most models, [] and []
+  // for Qwen's.
+  virtual std::vector<TokenId> specials_before() const = 0;
+  virtual std::vector<TokenId> specials_after() const = 0;
   // A short description for logs ("byte", "hf-bpe(byte-level) 50257 tokens").
   virtual std::string describe() const = 0;
 };
+
+// A text's ids with the special tokens transformers' tokenizer(text) adds around them.
+std::vector<TokenId> encode_text(const Tokenizer& tok, std::string_view text);
 
 // prompt + response encoded as one text, so that the tokens at the boundary are those
 // Hugging Face makes of the whole (no SentencePiece "▁" of a response encoded on its

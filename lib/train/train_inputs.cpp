@@ -109,6 +109,7 @@ namespace {
 struct TextLine {
   std::int64_t line = 0;
   json obj;
+  std::string text;  // the line as read, for conversations (parsed again keeping key order)
 };
 
 // Every non-blank line as a JSON object with exactly the keys of one of `shapes` (the
@@ -116,6 +117,8 @@ struct TextLine {
 // shapes' checked by the caller); one InputError for all bad lines.
 std::vector<TextLine> read_lines(const std::string& path, const std::vector<std::vector<std::string>>& shapes,
                                  bool messages_allowed = false) {
+  // A conversation's tools and template keyword arguments may stand beside any shape.
+  static const std::vector<std::string> chat_keys = {"tools", "chat_template_kwargs"};
   const std::string text = read_text_file(path);
   Checker c(path);
   std::vector<TextLine> out;
@@ -141,8 +144,10 @@ std::vector<TextLine> read_lines(const std::string& path, const std::vector<std:
         if (!(messages_allowed && obj.contains(k) && obj[k].is_array())) c.string(obj, where, k);
       }
     }
-    c.no_unknown_keys(obj, where, *shape);
-    out.push_back({n, std::move(obj)});
+    std::vector<std::string> allowed = *shape;
+    allowed.insert(allowed.end(), chat_keys.begin(), chat_keys.end());
+    c.no_unknown_keys(obj, where, allowed);
+    out.push_back({n, std::move(obj), line});
   }
   c.check();
   if (out.empty()) throw InputError(path, "", "holds no examples");
@@ -163,9 +168,10 @@ void check_sequence(Checker& c, const std::string& where, const std::vector<std:
 }
 
 // A prompt and a completion as one sequence: the two texts encoded as one (token
-// boundaries as Hugging Face makes them), BOS in front when `bos` (plain text; a chat
-// template writes its own), EOS behind when `eos`; prompt_len covers BOS and every
-// token that covers prompt text only.
+// boundaries as Hugging Face makes them), the special tokens transformers' tokenizer(text)
+// puts in front (BOS for most models) when `bos` (plain text; a chat template writes its
+// own), EOS behind when `eos` (as TRL appends eos_token to a completion); prompt_len
+// covers those and every token that covers prompt text only.
 struct Joined {
   std::vector<std::int32_t> seq;
   std::int32_t prompt_len = 0;
@@ -175,7 +181,7 @@ struct Joined {
 Joined join(const tok::Tokenizer& tok, const std::string& prompt, const std::string& completion, bool bos, bool eos) {
   const tok::JoinedEncoding e = tok::encode_joined(tok, prompt, completion);
   Joined j;
-  if (bos && tok.bos()) j.seq.push_back(*tok.bos());
+  if (bos) j.seq = tok.specials_before();
   j.prompt_len = static_cast<std::int32_t>(j.seq.size() + e.prompt_tokens);
   j.seq.insert(j.seq.end(), e.ids.begin(), e.ids.end());
   j.response_empty = e.prompt_tokens == e.ids.size();
@@ -201,26 +207,40 @@ class LazyChatTemplate {
   std::optional<tok::ChatTemplate> t_;
 };
 
-// A conversation ending in an assistant turn, split as TRL splits it: the prompt is the
-// conversation without that turn rendered with the generation prompt, the completion
-// the rest of the whole conversation's rendering (the template's end-of-turn included).
-// ChatError when the template does not render the prompt as the start of the whole.
-std::pair<std::string, std::string> split_conversation(const tok::ChatTemplate& t, const json& messages,
-                                                       const char* key) {
-  auto m = tok::chat_messages_of(messages);
-  if (m.back().role != "assistant") {
-    throw tok::ChatError(fmt::format("{}[{}].role", key, m.size() - 1),
-                         "the last message must be the assistant's, the turn to learn");
+// A conversation ending in an assistant turn, split into the text before that turn and
+// the turn itself. Where the template marks the assistant's text with {% generation %}
+// (transformers' assistant masks), the turn is its last such block to the end; otherwise,
+// as TRL splits a prompt-completion conversation, the prompt is the conversation without
+// that turn rendered with the generation prompt and the completion the rest of the whole
+// conversation's rendering (the template's end-of-turn included). ChatError when the
+// template does not render the prompt as the start of the whole. `n_prompt` messages
+// make the prompt.
+std::pair<std::string, std::string> split_conversation(const tok::ChatTemplate& t, const tok::Conversation& c,
+                                                       std::size_t n_prompt, const std::string& key) {
+  const std::size_t n = c.messages.size();
+  if (c.messages[n - 1].value("role", "") != "assistant") {
+    throw tok::ChatError(fmt::format("{}[{}].role", key, n - 1), "the last message must be the assistant's, the turn to learn");
   }
-  std::string whole = t.render(m, false);
-  std::string prompt = m.size() > 1 ? t.render(std::span(m).first(m.size() - 1), true) : std::string();
-  if (!whole.starts_with(prompt)) {
-    throw tok::ChatError(key, fmt::format("the {} template renders the conversation without its last turn "
-                                          "differently from the start of the whole ({}), so no prompt/response split "
-                                          "exists: give the prompt and response as text",
-                                          t.name(), t.origin()));
+  const tok::ChatText whole = t.render(c, false);
+  if (t.has_generation_blocks()) {
+    if (whole.generation.empty()) {
+      throw tok::ChatError(key, fmt::format("the chat template ({}) marks no {{% generation %}} text in this conversation",
+                                            t.origin()));
+    }
+    const std::size_t at = whole.generation.back().begin;
+    return {whole.text.substr(0, at), whole.text.substr(at)};
   }
-  return {prompt, whole.substr(prompt.size())};
+  tok::Conversation head = c;
+  head.messages = ordered_json::array();
+  for (std::size_t i = 0; i < n_prompt; ++i) head.messages.push_back(c.messages[i]);
+  const std::string prompt = n_prompt > 0 ? t.render(head, true).text : std::string();
+  if (!whole.text.starts_with(prompt)) {
+    throw tok::ChatError(key, fmt::format("the chat template ({}) renders the conversation without its last turn "
+                                          "differently from the start of the whole, so no prompt/response split exists: "
+                                          "give the prompt and response as text",
+                                          t.origin()));
+  }
+  return {prompt, whole.text.substr(prompt.size())};
 }
 
 }  // namespace
@@ -228,6 +248,7 @@ std::pair<std::string, std::string> split_conversation(const tok::ChatTemplate& 
 io::SampleBatch read_sft_jsonl(const std::string& path, const tok::Tokenizer& tok, std::int32_t vocab_size,
                                std::int64_t max_len, const std::string& chat_template_from) {
   const auto lines = read_lines(path, {{"prompt", "response"}, {"messages"}});
+  const tok::ChatDefaults run;
   LazyChatTemplate chat(chat_template_from);
   Checker c(path);
   io::SampleBatch b;
@@ -237,7 +258,8 @@ io::SampleBatch read_sft_jsonl(const std::string& path, const tok::Tokenizer& to
     if (l.obj.contains("messages")) {
       try {
         const tok::ChatTemplate& t = chat.get();
-        const auto [prompt, response] = split_conversation(t, l.obj["messages"], "messages");
+        const tok::Conversation conv = tok::conversation_of_line(ordered_json::parse(l.text), run);
+        const auto [prompt, response] = split_conversation(t, conv, conv.messages.size() - 1, "messages");
         j = join(tok, prompt, response, false, false);
       } catch (const tok::ChatError& e) {
         c.fail(where + "." + e.field(), e.what());
@@ -259,30 +281,25 @@ io::SampleBatch read_sft_jsonl(const std::string& path, const tok::Tokenizer& to
 
 // A preference pair's prompt conversation with one completion (a string: the
 // assistant's answer; an array: the messages that follow), split as split_conversation does.
-std::pair<std::string, std::string> split_preference(const tok::ChatTemplate& t, const json& prompt,
-                                                     const json& completion, const char* key) {
-  auto m = tok::chat_messages_of(prompt);
-  const std::size_t n = m.size();
+std::pair<std::string, std::string> split_preference(const tok::ChatTemplate& t, const ordered_json& line,
+                                                     const char* key) {
+  tok::Conversation c = tok::conversation_of_line(line, {}, "prompt");
+  const std::size_t n = c.messages.size();
+  const ordered_json& completion = line[key];
   if (completion.is_string()) {
-    m.push_back({"assistant", completion.get<std::string>()});
+    c.messages.push_back({{"role", "assistant"}, {"content", completion.get<std::string>()}});
   } else {
     try {
-      for (auto& x : tok::chat_messages_of(completion)) m.push_back(std::move(x));
+      const tok::Conversation more = tok::conversation_of(completion, ordered_json(), ordered_json());
+      for (const auto& m : more.messages) c.messages.push_back(m);
     } catch (const tok::ChatError& e) {
       throw tok::ChatError(key + e.field().substr(std::string("messages").size()), e.what());
     }
   }
-  if (m.back().role != "assistant") {
+  if (c.messages.back().value("role", "") != "assistant") {
     throw tok::ChatError(key, "must end with the assistant's message, the turn compared");
   }
-  const std::string whole = t.render(m, false);
-  const std::string prompt_text = t.render(std::span(m).first(n), true);
-  if (!whole.starts_with(prompt_text)) {
-    throw tok::ChatError(key, fmt::format("the {} template renders the prompt differently from the start of the whole "
-                                          "conversation ({}), so no prompt/completion split exists: give them as text",
-                                          t.name(), t.origin()));
-  }
-  return {prompt_text, whole.substr(prompt_text.size())};
+  return split_conversation(t, c, n, key);
 }
 
 io::SampleBatch read_preference_jsonl(const std::string& path, const tok::Tokenizer& tok, std::int32_t vocab_size,
@@ -298,14 +315,12 @@ io::SampleBatch read_preference_jsonl(const std::string& path, const tok::Tokeni
       Joined j;
       if (conversation) {
         try {
-          const auto [prompt, completion] = split_preference(chat.get(), l.obj["prompt"], l.obj[key], key);
+          const auto [prompt, completion] = split_preference(chat.get(), ordered_json::parse(l.text), key);
           j = join(tok, prompt, completion, false, false);
         } catch (const tok::ChatError& e) {
           // Problems of the prompt's messages are the same for both completions: named once.
-          const bool prompt_problem = e.field().starts_with("messages");
-          if (!prompt_problem || std::string(key) == "chosen") {
-            c.fail(fmt::format("line {}.{}", l.line, prompt_problem ? "prompt" + e.field().substr(8) : e.field()), e.what());
-          }
+          const bool prompt_problem = e.field().starts_with("prompt");
+          if (!prompt_problem || std::string(key) == "chosen") c.fail(fmt::format("line {}.{}", l.line, e.field()), e.what());
           continue;  // c.check() below throws: the batch is never used
         }
       } else {

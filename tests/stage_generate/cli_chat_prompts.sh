@@ -55,23 +55,33 @@ set +e
 rc=$?
 set -e
 [ "$rc" -eq 2 ] || fail "bad conversations: exit $rc, expected 2"
-grep -q "bad.jsonl:2: messages\[1\].role: Conversation roles must alternate" "$S/err" || fail "alternation not named: $(cat "$S/err")"
+grep -q "bad.jsonl:2: messages: Conversation roles must alternate" "$S/err" || fail "alternation not named: $(cat "$S/err")"
 grep -q "bad.jsonl:3: messages\[0\].content: is missing" "$S/err" || fail "missing content not named: $(cat "$S/err")"
 [ ! -e "$S/bad" ] || [ -z "$(ls -A "$S/bad")" ] || fail "bad prompts left shards behind"
 
-# A template braid does not render: exit 2 naming tokenizer_config.json and chat_template.
+# Any template renders (here one the family fixtures do not have), with tools and keyword
+# arguments per line; one that does not parse exits 2 naming tokenizer_config.json, the line
+# and the column.
 mkdir -p "$S/odd"
 cp "$T/tokenizer.json" "$S/odd/"
 python3 -c "
 import json, sys
 c = json.load(open('$T/tokenizer_config.json'))
-c['chat_template'] = '{% for m in messages %}{{ m.content }}{% endfor %}'
+c['chat_template'] = '{% for m in messages %}{{ m.content }}|{% endfor %}{{ tools | length }}{{ flag }}'
+json.dump(c, open('$S/odd/tokenizer_config.json', 'w'))"
+printf '%s\n' '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}], "chat_template_kwargs": {"flag": "F"}}' > "$S/odd.jsonl"
+"$BRAID_BIN/braid" tokenize --tokenizer "$S/odd" --prompts "$S/odd.jsonl" > "$S/odd.out" || fail "braid tokenize refused"
+python3 -c "import json; d = json.load(open('$S/odd.out')); assert d['decoded'] == 'hi|1F', d" || fail "tools and kwargs: $(cat "$S/odd.out")"
+python3 -c "
+import json
+c = json.load(open('$S/odd/tokenizer_config.json'))
+c['chat_template'] = '{% for m in messages %}\n{{ m.content }\n{% endfor %}'
 json.dump(c, open('$S/odd/tokenizer_config.json', 'w'))"
 set +e
 "$G" -q --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" --tokenizer "$S/odd" -o "$S/odd_out" 2> "$S/err"
 rc=$?
 set -e
-[ "$rc" -eq 2 ] || fail "unknown template: exit $rc, expected 2"
-grep -q "odd/tokenizer_config.json: chat_template: is not a template braid can render" "$S/err" ||
-  fail "unknown template not named: $(cat "$S/err")"
+[ "$rc" -eq 2 ] || fail "a template that does not parse: exit $rc, expected 2"
+grep -q "odd/tokenizer_config.json: chat_template: does not parse: .*(chat_template):2:" "$S/err" ||
+  fail "template error not named: $(cat "$S/err")"
 echo "cli_chat_prompts: ok"

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 using braid::gen::parse_prompts;
@@ -85,7 +86,8 @@ BOOST_FIXTURE_TEST_CASE(every_bad_line_is_listed, Fixture) {
 
 BOOST_FIXTURE_TEST_CASE(text_encoding_past_the_model_vocabulary_is_refused, Fixture) {
   opt.vocab_size = 100;  // 'x' is 120
-  BOOST_TEST(has(error_of("{\"text\": \"x\"}", opt), "p.jsonl:1: text: the tokenizer's BOS 256 is outside"));
+  // The byte tokenizer's BOS (256), which tokenizer(text) puts in front, is past it.
+  BOOST_TEST(has(error_of("{\"text\": \"x\"}", opt), "p.jsonl:1: text: encodes to id 256, outside the model's vocabulary"));
 }
 
 BOOST_FIXTURE_TEST_CASE(prompt_is_text_and_every_other_key_is_an_extra_field, Fixture) {
@@ -138,9 +140,7 @@ BOOST_AUTO_TEST_CASE(chat_prompts_are_rendered_by_the_models_template) {
                                   .chat_template_from = chat_dir(family)};
       if (family == "gemma") {  // Gemma has no system turn: the template's refusal, naming line and field
         const std::string e = error_of("{\"text\": \"x\"}\n{\"messages\": " + messages.dump() + "}", opt);
-        BOOST_TEST(has(e, "p.jsonl:2"));
-        BOOST_TEST(has(e, "messages[0].role"));
-        BOOST_TEST(has(e, "System role not supported"));
+        BOOST_TEST(has(e, "p.jsonl:2: messages: System role not supported"));
         continue;
       }
       const auto ps = parse_prompts("{\"messages\": " + messages.dump() + ", \"answer\": 42, \"id\": \"c1\"}", "p.jsonl", opt);
@@ -178,8 +178,9 @@ BOOST_AUTO_TEST_CASE(bad_chat_prompts_name_file_line_and_field) {
       "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"prompt\": \"b\"}\n",
       opt);
   BOOST_TEST(has(e, "p.jsonl:2: messages[0].content: is missing"));
-  BOOST_TEST(has(e, "p.jsonl:3: messages[0].role: is \"robot\""));
-  BOOST_TEST(has(e, "p.jsonl:4: messages[1].role: Conversation roles must alternate"));
+  // Roles are the template's to judge, as in transformers: this one wants user first.
+  BOOST_TEST(has(e, "p.jsonl:3: messages: Conversation roles must alternate"));
+  BOOST_TEST(has(e, "p.jsonl:4: messages: Conversation roles must alternate"));
   BOOST_TEST(has(e, "p.jsonl:5: messages: must be an array"));
   BOOST_TEST(has(e, "p.jsonl:6"));
   BOOST_TEST(!has(e, "p.jsonl:1"));
@@ -189,20 +190,73 @@ BOOST_AUTO_TEST_CASE(bad_chat_prompts_name_file_line_and_field) {
                                  {.tokenizer = byte.get(), .vocab_size = 259, .chat_template_from = "byte"});
   BOOST_TEST(has(b, "p.jsonl:1"));
   BOOST_TEST(has(b, "the byte tokenizer has none"));
-  // A tokenizer whose tokenizer_config.json has an unknown template: that file is named.
+  // A template that does not parse: that file is named, with the line and column; one that
+  // fails on a line's conversation: the line is named, and the place in the template.
   const std::string scratch = std::string(std::getenv("BRAID_SCRATCH")) + "/odd_template";
   std::filesystem::create_directories(scratch);
   std::filesystem::copy_file(chat_dir("mistral") + "/tokenizer.json", scratch + "/tokenizer.json",
                              std::filesystem::copy_options::overwrite_existing);
   braid::json cfg = braid::load_json_file(chat_dir("mistral") + "/tokenizer_config.json");
-  cfg["chat_template"] = "{% for m in messages %}{{ m['content'] + custom_var }}{% endfor %}";
+  cfg["chat_template"] = "{% for m in messages %}\n{{ m['content'] }\n{% endfor %}";
   std::ofstream(scratch + "/tokenizer_config.json") << cfg.dump();
+  const PromptFileOptions odd{.tokenizer = tok.get(), .vocab_size = tok->vocab_size(), .chat_template_from = scratch};
   try {
-    parse_prompts("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}", "p.jsonl",
-                  {.tokenizer = tok.get(), .vocab_size = tok->vocab_size(), .chat_template_from = scratch});
-    BOOST_ERROR("an unknown template was accepted");
+    parse_prompts("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}", "p.jsonl", odd);
+    BOOST_ERROR("a template that does not parse was accepted");
   } catch (const braid::InputError& err) {
     BOOST_TEST(has(err.file(), "tokenizer_config.json"));
     BOOST_TEST(err.field() == "chat_template");
+    BOOST_TEST(has(err.what(), "(chat_template):2:"));
   }
+  cfg["chat_template"] = "{% for m in messages %}{{ m['content'] + custom_var }}{% endfor %}";
+  std::ofstream(scratch + "/tokenizer_config.json", std::ios::trunc) << cfg.dump();
+  const std::string r = error_of("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}", odd);
+  BOOST_TEST(has(r, "p.jsonl:1: messages:"));
+  BOOST_TEST(has(r, "(chat_template):1:"));
+  BOOST_TEST(has(r, "'custom_var' is undefined"));
+}
+
+// Prompt lines of real models' tokenizers (tests/fixtures/tokenizer/real), read as
+// braid-generate reads them: text gets what transformers' tokenizer(text) adds, and no
+// more; a conversation gets nothing added.
+BOOST_AUTO_TEST_CASE(prompt_lines_start_as_transformers_starts_them) {
+  const std::string real = std::string(std::getenv("BRAID_FIXTURES")) + "/tokenizer/real/";
+  const std::vector<std::pair<std::string, std::optional<std::int32_t>>> first = {
+      {"qwen3", std::nullopt}, {"llama3.2", 128000}, {"gemma3", 2}, {"llama2", 1}};
+  for (const auto& [name, bos] : first) {
+    BOOST_TEST_CONTEXT(name) {
+      const auto tok = braid::tok::load_tokenizer(real + name);
+      const PromptFileOptions opt{.tokenizer = tok.get(), .vocab_size = tok->vocab_size(), .chat_template_from = real + name};
+      const auto ps = parse_prompts("{\"prompt\": \"hi\"}", "p.jsonl", opt);
+      std::vector<std::int32_t> want = tok->encode("hi");
+      if (bos) want.insert(want.begin(), *bos);
+      BOOST_TEST(ps[0].tokens == want, boost::test_tools::per_element());
+      // Qwen's ordinary "<s>" (128245) is never put in front.
+      BOOST_TEST(ps[0].tokens.front() != 128245);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(tools_and_template_keyword_arguments_per_line_and_per_run) {
+  const std::string qwen3 = std::string(std::getenv("BRAID_FIXTURES")) + "/tokenizer/real/qwen3";
+  const std::string scratch = std::string(std::getenv("BRAID_SCRATCH")) + "/tools.json";
+  std::ofstream(scratch) << R"([{"type": "function", "function": {"name": "zeta", "description": "z", "parameters": {}}}])";
+  const auto tok = braid::tok::load_tokenizer(qwen3);
+  PromptFileOptions opt{.tokenizer = tok.get(), .vocab_size = tok->vocab_size(), .chat_template_from = qwen3,
+                        .chat = braid::tok::chat_defaults(scratch, R"({"enable_thinking": false})")};
+  const auto ps = parse_prompts(
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"chat_template_kwargs\": {\"enable_thinking\": true}, "
+      "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"alpha\", \"parameters\": {}}}], \"answer\": 1}\n",
+      "p.jsonl", opt);
+  const std::string run = tok->decode(ps[0].tokens, false), own = tok->decode(ps[1].tokens, false);
+  // The run's tools and its enable_thinking=false (an empty think block opens the answer).
+  BOOST_TEST(has(run, "{\"type\": \"function\", \"function\": {\"name\": \"zeta\", \"description\": \"z\", \"parameters\": {}}}"));
+  BOOST_TEST(run.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"), run);
+  // A line's own tools and keyword arguments win; they are not extra fields.
+  BOOST_TEST(has(own, "\"name\": \"alpha\""));
+  BOOST_TEST(!has(own, "zeta"));
+  BOOST_TEST(own.ends_with("<|im_start|>assistant\n"), own);
+  BOOST_TEST(ps[1].extra == R"({"answer":1})");
+  BOOST_CHECK_THROW(braid::tok::chat_defaults("", "[1]"), braid::UsageError);
 }

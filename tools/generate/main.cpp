@@ -36,11 +36,16 @@ int main(int argc, char** argv) {
   app.add_option("--actor", o.actor, "Policy checkpoint (a .h5 file or the stem of its stage files); needs an LM head")
       ->required();
   app.add_option("--prompts", o.prompts,
-                 "JSON Lines, one prompt a line: {\"text\": \"...\"} (BOS put in front) or {\"tokens\": [ids]}, "
+                 "JSON Lines, one prompt a line: {\"text\": \"...\"} (with the special tokens the tokenizer puts "
+                 "around a text), {\"tokens\": [ids]} or {\"messages\": [...]} (rendered by the chat template), "
                  "optional \"id\"; '-' for stdin")
       ->required();
   app.add_option("-o,--output", o.out_dir, "Folder for the shards (created if missing)")->required();
   app.add_option("--tokenizer", o.tokenizer, "'byte' or a tokenizer.json (or its folder)")->capture_default_str();
+  app.add_option("--tools", o.tools, "A JSON file of tool schemas for the conversations (\"messages\" lines) without \"tools\"");
+  app.add_option("--chat-template-kwargs", o.chat_template_kwargs,
+                 "A JSON object of chat-template keyword arguments, e.g. '{\"enable_thinking\": false}' (a line's own "
+                 "\"chat_template_kwargs\" win)");
   app.add_option("--samples-per-prompt", o.samples_per_prompt, "Samples of each prompt (a GRPO group)")
       ->capture_default_str();
   app.add_option("--max-new-tokens", o.max_new_tokens, "Response tokens at most (EOS ends a sample earlier)")
