@@ -166,12 +166,36 @@ std::string fingerprint_of(const ordered_json& made_from) {
   return hash_text(canonical(made_from).dump());
 }
 
+namespace {
+
+bool all_strings(const ordered_json& v) {
+  return std::all_of(v.begin(), v.end(), [](const ordered_json& x) { return x.is_string(); });
+}
+
+// An input as MadeFrom writes it: a value, or files each with its digest.
+bool is_input(const ordered_json& in) {
+  if (in.is_string()) return true;
+  return in.is_array() && std::all_of(in.begin(), in.end(), [](const ordered_json& f) {
+           return f.is_object() && f.value("file", ordered_json()).is_string() &&
+                  f.value("digest", ordered_json()).is_string();
+         });
+}
+
+}  // namespace
+
 std::optional<ordered_json> parse_made_from(const std::string& text, const std::string& origin) {
   if (text.empty()) return std::nullopt;
   ordered_json doc = ordered_json::parse(text, nullptr, false);
-  if (!doc.is_object() || !doc.contains("tool") || !doc["tool"].is_string() || !doc.contains("inputs") ||
-      !doc["inputs"].is_object() || !doc.contains("options") || !doc["options"].is_object()) {
-    throw InputError(origin, "made_from", "is not a record of what made the file (an object with tool, options, inputs)");
+  const auto field = [&](const char* key) { return doc.is_object() ? doc.value(key, ordered_json()) : ordered_json(); };
+  const ordered_json inputs = field("inputs"), options = field("options"), given = field("given");
+  const bool good = doc.is_object() && field("tool").is_string() && options.is_object() && all_strings(options) &&
+                    inputs.is_object() && std::all_of(inputs.begin(), inputs.end(), is_input) &&
+                    (given.is_null() || (given.is_array() && all_strings(given))) &&
+                    (field("output").is_null() || field("output").is_string());
+  if (!good) {
+    throw InputError(origin, "made_from",
+                     "is not a record of what made the file (an object with tool, options and inputs: "
+                     "docs/formats.md, \"What made a file\")");
   }
   return doc;
 }

@@ -109,7 +109,10 @@ BOOST_AUTO_TEST_CASE(a_sealed_file_is_known_by_its_contents) {
 BOOST_AUTO_TEST_CASE(a_record_that_is_not_one_is_refused_by_name) {
   BOOST_TEST(!parse_made_from("", "f.h5").has_value());
   BOOST_TEST(parse_made_from(record("1e-3", text_file("d.jsonl", "x")).to_json().dump(), "f.h5").has_value());
-  for (const char* bad : {"{", "[]", "{\"tool\": 3, \"options\": {}, \"inputs\": {}}", "{\"tool\": \"t\"}"}) {
+  for (const char* bad : {"{", "[]", "{\"tool\": 3, \"options\": {}, \"inputs\": {}}", "{\"tool\": \"t\"}",
+                          "{\"tool\": \"t\", \"options\": {\"--lr\": 1}, \"inputs\": {}}",
+                          "{\"tool\": \"t\", \"options\": {}, \"inputs\": {\"data\": [{\"file\": 1}]}}",
+                          "{\"tool\": \"t\", \"options\": {}, \"inputs\": {}, \"given\": [null]}"}) {
     BOOST_TEST_INFO(bad);
     try {
       parse_made_from(bad, "f.h5");
