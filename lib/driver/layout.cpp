@@ -1,5 +1,6 @@
 #include "driver/layout.hpp"
 
+#include <algorithm>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -16,6 +17,17 @@ fs::path Layout::stats_file(int iteration, std::string_view stage) const {
 
 fs::path Layout::checkpoint(int iteration, std::string_view model) const {
   return iteration_dir(iteration) / fmt::format("{}.h5", model);
+}
+
+std::vector<fs::path> scored_shards(const Layout& layout, int iteration) {
+  std::vector<fs::path> shards;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(layout.scored_dir(iteration), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("scored-") && name.ends_with(".h5")) shards.push_back(e.path());
+  }
+  std::sort(shards.begin(), shards.end());
+  return shards;
 }
 
 std::vector<fs::path> checkpoint_files_of(const fs::path& spec) {

@@ -45,6 +45,9 @@ class Layout {
   std::filesystem::path out_;
 };
 
+// Iteration i's scored shards (scored_dir's scored-*.h5), sorted: what its training reads.
+std::vector<std::filesystem::path> scored_shards(const Layout& layout, int iteration);
+
 // The files a checkpoint spec stands for: the file itself, else its stage files
 // "x.stage<i>-of-<S>.h5" (as checkpoint::checkpoint_files finds them); empty when neither exists.
 std::vector<std::filesystem::path> checkpoint_files_of(const std::filesystem::path& spec);

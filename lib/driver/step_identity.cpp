@@ -34,18 +34,6 @@ std::vector<std::string> recorded_digests(const ordered_json& record, const std:
   return out;
 }
 
-// The iteration's scored shards, as braid-train is given them (the glob, sorted).
-std::vector<fs::path> scored_shards(const Layout& layout, int iteration) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(layout.scored_dir(iteration), ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.starts_with("scored-") && name.ends_with(".h5")) out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // What is wrong with one model's checkpoint of iteration i, if anything.
 std::optional<std::string> foreign(const RunSpec& spec, const Layout& layout, const std::string& model, int i) {
   const fs::path out = layout.checkpoint(i, model);
