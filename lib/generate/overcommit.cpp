@@ -66,6 +66,7 @@ class OvercommitRun {
                                        .chat = tok::chat_defaults(o_.tools, o_.chat_template_kwargs)});
     batch_groups_ = static_cast<std::int64_t>(lines_.size());
     config_ = config_text();
+    made_from_ = generation_record(o_, ordered_json::parse(config_));
 
     // 1. What the previous iteration left: resumed first, in sample-id order.
     std::vector<Prompt> prompts;
@@ -278,7 +279,8 @@ class OvercommitRun {
       b.origin->back() = io::PromptOrigin{.line = line.line, .extra = line.extra};
     }
     const auto path = std::filesystem::path(o_.out_dir) / fmt::format("{}-{:05}.h5", o_.prefix, rank_.shards_written);
-    io::write_sample_shard(path, b, {.policy_step = step_, .created_by = o_.created_by, .config = config_});
+    io::write_sample_shard(path, b,
+                           {.policy_step = step_, .created_by = o_.created_by, .config = config_, .made_from = made_from_});
     ++rank_.shards_written;
     shard_.clear();
     print_line(path.string());
@@ -316,6 +318,7 @@ class OvercommitRun {
   std::int32_t vocab_size_ = 0;   // the actor's (recorded in meta.config)
   std::int64_t next_prompt_ = 0;
   std::string config_;
+  std::string made_from_;   // the shards' record (generation_record)
   std::map<std::uint64_t, std::vector<std::int64_t>> old_steps_;  // resumed samples' earlier tokens' steps
   std::vector<Finished> pending_finished_;
   std::map<std::int64_t, std::vector<Finished>> groups_;  // finished samples of groups not in the batch

@@ -2,6 +2,7 @@
 
 #include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
@@ -13,6 +14,7 @@
 #include "generate/prompts.hpp"
 #include "generate/shard_plan.hpp"
 #include "generate/stage_stats.hpp"
+#include "io/fingerprint.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <fmt/format.h>
@@ -94,12 +96,16 @@ class StageRun {
                       .shard_size = o_.shard_size,
                       .dir = o_.out_dir,
                       .prefix = o_.prefix};
-    const std::string config = stage_config(o_, plan_.prompts, stop, cfg.vocab_size).dump();
+    const ordered_json config_doc = stage_config(o_, plan_.prompts, stop, cfg.vocab_size);
+    const std::string config = config_doc.dump();
+    made_from_ = generation_record(o_, config_doc);
     std::error_code ec;
     std::filesystem::create_directories(o_.out_dir, ec);
     if (ec) throw InputError(o_.out_dir, "", "cannot create the output folder: " + ec.message());
 
-    collector_.emplace(plan_, io::SampleShardMeta{.policy_step = actor.step, .created_by = o_.created_by, .config = config},
+    collector_.emplace(plan_,
+                       io::SampleShardMeta{.policy_step = actor.step, .created_by = o_.created_by, .config = config,
+                                           .made_from = made_from_},
                        [this](const std::filesystem::path& path, const io::SampleBatch& b) {
                          ready(plan_.shard_of(b.sample_id.front()), path);
                          log::debug("{}wrote {} ({} samples)", who(), path.string(), b.size());
@@ -176,7 +182,7 @@ class StageRun {
     std::vector<Prompt> mine;
     for (std::int64_t k = ranks_.rank(); k < plan_.shards(); k += ranks_.size()) {
       std::string why;
-      const ShardState state = check_existing_shard(plan_, k, prompts_, config, step, &why, origins_);
+      const ShardState state = check_existing_shard(plan_, k, prompts_, config, step, &why, origins_, made_from_);
       if (state == ShardState::complete) {
         ++stats_.shards_skipped;
         if (writer()) log::info("{}{} is complete: skipped", who(), plan_.path(k).string());
@@ -375,6 +381,7 @@ class StageRun {
   const StageHooks& hooks_;
   std::vector<Prompt> prompts_;  // by sample id
   std::vector<io::PromptOrigin> origins_;  // by sample id: the prompt line and its extra fields
+  std::string made_from_;                   // the shards' record (generation_record)
   ShardPlan plan_;
   std::optional<ShardCollector> collector_;
   std::optional<Progress> progress_;
@@ -418,6 +425,27 @@ void validate_stage_options(const StageOptions& o) {
     throw UsageError(fmt::format("--overcommit runs in one process, without --tp (got --tp {})", o.tp));
   }
   validate(o.sampling);
+}
+
+std::string generation_record(const StageOptions& o, const ordered_json& config) {
+  io::MadeFrom m("braid-generate");
+  for (const auto& [key, value] : config.items()) {
+    if (key == "stage" || key == "actor" || key == "prompts" || key == "tokenizer" || value.is_object()) continue;
+    m.set_option(key, value.is_string() ? value.get<std::string>() : cli::canonical_value(value.dump()));
+  }
+  m.add_input("actor", checkpoint::checkpoint_files(o.actor));
+  if (o.prompts == "-") {
+    m.add_input_stdin("prompts");
+  } else {
+    m.add_input("prompts", {o.prompts});
+  }
+  if (o.tokenizer == "byte") {
+    m.add_input_value("tokenizer", o.tokenizer);
+  } else {
+    m.add_input("tokenizer", {o.tokenizer});
+  }
+  m.set_output("samples");
+  return m.to_json().dump();
 }
 
 void require_positions(const StageOptions& o, const model::ModelConfig& cfg) {

@@ -83,6 +83,11 @@ void require_positions(const StageOptions& o, const model::ModelConfig& cfg);
 ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop,
                           std::int32_t vocab_size);
 
+// What made the shards, as their made_from attribute (io/fingerprint.hpp): "braid-generate",
+// the settings of `config` (stage_config's, file names left out), the actor, prompts and
+// tokenizer by content.
+std::string generation_record(const StageOptions& o, const ordered_json& config);
+
 // Returns the exit code (0). Errors are exceptions (InputError for bad input).
 int run_generate_stage(const StageOptions& opt, const RankGroup& ranks, const StageHooks& hooks = {});
 

@@ -45,6 +45,15 @@ diff want.out rerun.out || fail "the rerun does not report every output"
 [[ $(grep -c "skipped$" rerun.err) == 2 ]] || { cat rerun.err; fail "the rerun should skip two shards"; }
 [[ $(stat -c %Y scored/scored-00000.h5) == $(date -d 2000-01-01 +%s) ]] || fail "a finished output was rewritten"
 "$FIX" check ppo 0.1 0.99 0.9 12 scored/*.h5 || fail "PPO arrays after the rerun"
+# Each output records what made it: another setting or another critic is refused by name, not skipped.
+"$BRAID" inspect scored/scored-00000.h5 | grep -q "made from: braid-score, output scored" ||
+  fail "inspect does not show what made the scored shard"
+expect_bad rescore_kl scored/scored-00000.h5 "option kl_coef: 0.1 there, 0.2 now" -- \
+  "$SCORE" $(cat gen.list) -o scored --ref actor.h5 --critic critic.h5 --reward rm.h5 \
+  --kl-coef 0.2 --gamma 0.99 --lambda 0.9
+expect_bad rescore_critic "input critic: critic.h5 there, rm.h5 now, with other contents" -- \
+  "$SCORE" $(cat gen.list) -o scored --ref actor.h5 --critic rm.h5 --reward rm.h5 \
+  --kl-coef 0.1 --gamma 0.99 --lambda 0.9
 
 # --- GRPO with a rule reward, shards arriving out of order through the pipe.
 tac gen.list | "$SCORE" - -o grpo --algorithm grpo --ref actor.h5 --reward-rule digits -q > grpo.out
