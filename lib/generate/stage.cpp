@@ -434,16 +434,8 @@ std::string generation_record(const StageOptions& o, const ordered_json& config)
     m.set_option(key, value.is_string() ? value.get<std::string>() : cli::canonical_value(value.dump()));
   }
   m.add_input("actor", checkpoint::checkpoint_files(o.actor));
-  if (o.prompts == "-") {
-    m.add_input_stdin("prompts");
-  } else {
-    m.add_input("prompts", {o.prompts});
-  }
-  if (o.tokenizer == "byte") {
-    m.add_input_value("tokenizer", o.tokenizer);
-  } else {
-    m.add_input("tokenizer", {o.tokenizer});
-  }
+  m.add_input_path("prompts", o.prompts);
+  m.add_tokenizer(o.tokenizer);
   m.set_output("samples");
   return m.to_json().dump();
 }

@@ -147,6 +147,22 @@ void MadeFrom::add_input_value(const std::string& role, const std::string& value
 
 void MadeFrom::add_input_stdin(const std::string& role) { doc_["inputs"][role] = kStdin; }
 
+void MadeFrom::add_input_path(const std::string& role, const std::string& path) {
+  if (path == "-") {
+    add_input_stdin(role);
+  } else {
+    add_input(role, {path});
+  }
+}
+
+void MadeFrom::add_tokenizer(const std::string& tokenizer) {
+  if (tokenizer == "byte") {
+    add_input_value("tokenizer", tokenizer);
+  } else {
+    add_input("tokenizer", {tokenizer});
+  }
+}
+
 void MadeFrom::set_output(const std::string& role) { doc_["output"] = role; }
 
 ordered_json MadeFrom::to_json() const {

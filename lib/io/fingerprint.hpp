@@ -48,6 +48,11 @@ class MadeFrom {
   // An input read from standard input: its content cannot be read again to compare, so a
   // record holding one never equals another (made_from_differences says so).
   void add_input_stdin(const std::string& role);
+  // A file named on a command line: "-" is standard input (add_input_stdin), else the file.
+  void add_input_path(const std::string& role, const std::string& path);
+  // A tokenizer as the tools take it: "byte" (braid's byte tokenizer, a value), else its
+  // tokenizer.json or folder by content.
+  void add_tokenizer(const std::string& tokenizer);
   // Which of the tool's outputs this record is for ("actor", "critic").
   void set_output(const std::string& role);
 

@@ -106,13 +106,7 @@ io::MadeFrom score_record(const CommandOptions& o, const json& config, bool use_
   if (!o.ref.empty()) m.add_input("ref", checkpoint::checkpoint_files(o.ref));
   if (use_critic) m.add_input("critic", checkpoint::checkpoint_files(o.critic));
   if (!o.reward.empty()) m.add_input("reward", checkpoint::checkpoint_files(o.reward));
-  if (text_reward) {
-    if (o.tokenizer == "byte") {
-      m.add_input_value("tokenizer", o.tokenizer);
-    } else {
-      m.add_input("tokenizer", {o.tokenizer});
-    }
-  }
+  if (text_reward) m.add_tokenizer(o.tokenizer);
   m.set_output("scored");
   return m;
 }

@@ -35,16 +35,8 @@ const char* mode_name(TextMode mode) { return mode == TextMode::sft ? "sft" : mo
 io::MadeFrom text_record(const TextCommand& c, TextMode mode, const std::string& ref) {
   io::MadeFrom m = command_record(mode_name(mode), c.common);
   m.add_input("model", checkpoint::checkpoint_files(c.model));
-  if (c.data == "-") {
-    m.add_input_stdin("data");
-  } else {
-    m.add_input("data", {c.data});
-  }
-  if (c.tokenizer == "byte") {
-    m.add_input_value("tokenizer", c.tokenizer);
-  } else {
-    m.add_input("tokenizer", {c.tokenizer});
-  }
+  m.add_input_path("data", c.data);
+  m.add_tokenizer(c.tokenizer);
   if (!ref.empty()) m.add_input("ref", checkpoint::checkpoint_files(ref));
   return m;
 }
