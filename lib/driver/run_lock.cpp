@@ -140,9 +140,11 @@ std::vector<pid_t> flock_holders(int fd) {
 }
 
 [[noreturn]] void refuse(const fs::path& out, const std::string& holder) {
-  throw UsageError(fmt::format("{}: {} is working in this run folder; a second run in it would train the same "
-                               "iterations beside the first (wait for it to end, or use another output folder)",
-                               out.string(), holder));
+  // InputError (exit 2): the command line is right, the folder is busy.
+  throw InputError(out.string(), "",
+                   fmt::format("{} is working in this run folder; a second run in it would train the same iterations "
+                               "beside the first (wait for it to end, or use another output folder)",
+                               holder));
 }
 
 // Who keeps the folder lock (fd) from being taken: the owner line's driver when it runs,
@@ -161,15 +163,16 @@ std::string holder_of_lock(const fs::path& out, int fd) {
 enum class Settled { taken, inherited };
 
 // The owner line for `me`: written when the folder is free (no line, or a stale one);
-// left as it is when it names `me` or a driver that started this process. UsageError
+// left as it is when it names `me` or a driver that started this process. InputError
 // naming the owner when another driver that runs holds it, or one on another host.
 Settled settle_owner(const fs::path& out, const RunOwner& me) {
   const OwnerFile f(owner_path(out));
   if (const auto cur = f.read()) {
     if (cur->host != me.host) {
-      throw UsageError(fmt::format("{}: {} holds this run folder; braid cannot tell from host {} whether it still "
-                                   "runs (remove {} once it has ended)",
-                                   out.string(), describe(*cur), me.host, owner_path(out).string()));
+      throw InputError(out.string(), "",
+                       fmt::format("{} holds this run folder; braid cannot tell from host {} whether it still runs "
+                                   "(remove {} once it has ended)",
+                                   describe(*cur), me.host, owner_path(out).string()));
     }
     if (same_process(*cur, me.pid, me.start)) return Settled::taken;
     if (alive(*cur)) {

@@ -33,7 +33,7 @@ struct RunOwner {
 // The owner of process `pid` as recorded: this host, its start time.
 RunOwner owner_of(pid_t pid, const std::string& what);
 
-// braid run's hold on OUT (created if missing) for this object's life: UsageError (exit 2)
+// braid run's hold on OUT (created if missing) for this object's life: InputError (exit 2)
 // naming the holder when another driver holds the folder or a tool still writes in it;
 // a stale owner is taken over. The owner line is removed when the object goes, if it is
 // this process's.
@@ -52,7 +52,7 @@ class RunLock {
 
 // A Makefile recipe's claim on OUT for `owner` (its make): a shared flock on `fd` (the
 // recipe shell's descriptor of OUT/.braid-run.lock, which its tools inherit, so the lock
-// lasts as long as they run) and the owner line. UsageError naming the holder as RunLock.
+// lasts as long as they run) and the owner line. InputError naming the holder as RunLock.
 void claim_for_recipe(const std::filesystem::path& out, const RunOwner& owner, int fd);
 
 // The lock file a Makefile's recipes open (OUT/.braid-run.lock).
