@@ -42,12 +42,20 @@ void wait_all(std::span<Request> requests) {
   for (Request& r : requests) r.wait();
 }
 
-void wait_asleep(Request& r) {
+void PendingOp::wait_asleep() {
   for (int spin = 0; spin < 64; ++spin) {
-    if (r.test()) return;
+    if (test()) return;
   }
-  while (!r.test()) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  while (!test()) std::this_thread::sleep_for(std::chrono::microseconds(500));
 }
+
+void Request::wait_asleep() {
+  if (!op_) return;
+  op_->wait_asleep();
+  op_.reset();
+}
+
+void wait_asleep(Request& r) { r.wait_asleep(); }
 
 void Communicator::broadcast(std::string& text, int root) {
   std::int64_t n = static_cast<std::int64_t>(text.size());

@@ -59,6 +59,8 @@ class PendingOp {
   virtual ~PendingOp() = default;
   virtual void wait() = 0;
   virtual bool test() = 0;   // true once complete (then wait() returns at once)
+  // wait() that sleeps between polls (comm::wait_asleep); by default test() every 0.5 ms.
+  virtual void wait_asleep();
 };
 
 // A nonblocking send or receive. Move-only; waits in its destructor if still pending,
@@ -74,16 +76,18 @@ class Request {
   bool active() const { return op_ != nullptr; }
   void wait();
   bool test();
+  void wait_asleep();
 
  private:
   std::unique_ptr<PendingOp> op_;
 };
 
 void wait_all(std::span<Request> requests);
-// Waits for r asleep (after a short spin, polling every 0.5 ms) and without the
-// BRAID_COMM_TIMEOUT deadline of wait(): for a rank that is done and waits on peers
-// still working for as long as they need (a migration sender, a scorer whose ranks
-// still generate), so that it leaves its core to them.
+// Waits for r asleep (after a short spin, polling every 0.5 ms): for a rank that is done
+// and waits on peers still working (a migration sender, a scorer whose ranks still
+// generate), so that it leaves its core to them. Such a wait may last as long as the
+// slowest peer's work, so its deadline (comm/mpi.hpp) is BRAID_COMM_TIMEOUT when that is
+// set, and kDefaultIdleTimeoutSeconds otherwise.
 void wait_asleep(Request& r);
 
 // Element types a reduction understands, and the reductions.

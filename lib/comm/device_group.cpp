@@ -72,6 +72,10 @@ class StagedPending final : public PendingOp {
     inner_.wait();
     land();
   }
+  void wait_asleep() override {
+    inner_.wait_asleep();
+    land();
+  }
   bool test() override {
     if (!inner_.test()) return false;
     land();

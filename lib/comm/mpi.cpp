@@ -9,9 +9,12 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -38,11 +41,11 @@ int count_of(std::size_t bytes, const char* what) {
   return static_cast<int>(bytes);
 }
 
-// BRAID_COMM_TIMEOUT (seconds; 0 waits forever), read once per process.
-double comm_timeout() {
-  static const double seconds = [] {
+// BRAID_COMM_TIMEOUT (seconds; 0 waits forever), read once per process; nullopt when unset.
+std::optional<double> comm_timeout_set() {
+  static const std::optional<double> seconds = []() -> std::optional<double> {
     const char* text = std::getenv("BRAID_COMM_TIMEOUT");
-    if (text == nullptr || *text == '\0') return kDefaultTimeoutSeconds;
+    if (text == nullptr || *text == '\0') return std::nullopt;
     char* end = nullptr;
     const double v = std::strtod(text, &end);
     if (end == text || *end != '\0' || !std::isfinite(v) || v < 0) {
@@ -53,6 +56,49 @@ double comm_timeout() {
   }();
   return seconds;
 }
+
+double comm_timeout() { return comm_timeout_set().value_or(kDefaultTimeoutSeconds); }
+double idle_timeout() { return comm_timeout_set().value_or(kDefaultIdleTimeoutSeconds); }
+
+// Ends the process when the blocking MPI call it watches has not returned within
+// comm_timeout() seconds: such calls (MPI_Init, MPI_Comm_dup, ...) take no request to poll,
+// and a peer that stopped leaves them waiting forever. mpirun then ends the other ranks.
+class Watchdog {
+ public:
+  Watchdog(const char* what, int rank) : what_(what), rank_(rank) {
+    const double limit = comm_timeout();
+    if (limit <= 0) return;
+    thread_ = std::thread([this, limit] {
+      std::unique_lock lock(mu_);
+      if (cv_.wait_for(lock, std::chrono::duration<double>(limit), [this] { return done_; })) return;
+      std::fprintf(stderr,
+                   "error: rank %d: %s did not return in %.6g s (BRAID_COMM_TIMEOUT): a peer stopped answering; "
+                   "ending the job\n",
+                   rank_, what_, limit);
+      std::fflush(stderr);
+      std::_Exit(kTimeoutExitCode);
+    });
+  }
+  ~Watchdog() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+ private:
+  const char* what_;
+  int rank_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
 
 // What a wait is for, to name it when a peer stops answering.
 struct WaitFor {
@@ -67,12 +113,24 @@ int world_rank() {
   return r;
 }
 
+// Ends the whole job after a wait of `waited` seconds on `what` (with its peer, when known).
+[[noreturn]] void end_job_after(const std::string& what, double waited) {
+  std::fprintf(stderr,
+               "error: rank %d: %s made no progress for %.6g s (BRAID_COMM_TIMEOUT): a peer stopped answering; "
+               "ending the job\n",
+               world_rank(), what.c_str(), waited);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, kTimeoutExitCode);
+  std::_Exit(kTimeoutExitCode);
+}
+
 // Completes req by polling MPI_Test: a short spin (the fast path), then sleeps of
-// growing length up to a millisecond. With no completion for comm_timeout() seconds
-// it names this rank, the peer and the operation and ends the whole job.
-void wait_for(MPI_Request* req, const WaitFor& what) {
+// growing length up to a millisecond (asleep: a short spin, then sleeps of 0.5 ms). With no
+// completion for comm_timeout() seconds (asleep: idle_timeout()) it names this rank, the
+// peer and the operation and ends the whole job.
+void wait_for(MPI_Request* req, const WaitFor& what, bool asleep = false) {
   using Clock = std::chrono::steady_clock;
-  const double limit = comm_timeout();
+  const double limit = asleep ? idle_timeout() : comm_timeout();
   const auto t0 = Clock::now();
   auto sleep = std::chrono::microseconds(0);
   for (std::uint64_t polls = 0;; ++polls) {
@@ -84,13 +142,11 @@ void wait_for(MPI_Request* req, const WaitFor& what) {
     if (limit > 0 && waited >= limit) {
       std::string peer = what.peer >= 0 ? fmt::format(" with rank {}", what.peer) : std::string(" (collective)");
       if (what.tag >= 0) peer += fmt::format(" (tag {})", what.tag);
-      std::fprintf(stderr,
-                   "error: rank %d: %s%s made no progress for %.6g s (BRAID_COMM_TIMEOUT): a peer stopped "
-                   "answering; ending the job\n",
-                   world_rank(), what.op, peer.c_str(), waited);
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, kTimeoutExitCode);
-      std::_Exit(kTimeoutExitCode);
+      end_job_after(what.op + peer, waited);
+    }
+    if (asleep) {
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      continue;
     }
     if (waited < 1e-3) continue;  // spin for the first millisecond
     sleep = std::min(std::chrono::microseconds(1000), std::max(std::chrono::microseconds(20), sleep * 2));
@@ -103,6 +159,7 @@ class MpiPending final : public PendingOp {
   MPI_Request req = MPI_REQUEST_NULL;
   WaitFor what{"wait"};
   void wait() override { wait_for(&req, what); }
+  void wait_asleep() override { wait_for(&req, what, /*asleep=*/true); }
   bool test() override {
     int done = 0;
     check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
@@ -260,6 +317,7 @@ class MpiCommunicator final : public Communicator {
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;
+    const Watchdog watch("MPI_Comm_split", world_rank());
     check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub), "MPI_Comm_split");
     if (sub == MPI_COMM_NULL) return nullptr;
     return std::make_unique<MpiCommunicator>(sub);
@@ -293,12 +351,23 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
+IdleDeadline::IdleDeadline(std::string what)
+    : what_(std::move(what)), limit_(idle_timeout()), last_(std::chrono::steady_clock::now()) {}
+
+void IdleDeadline::progressed() { last_ = std::chrono::steady_clock::now(); }
+
+void IdleDeadline::check() const {
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count();
+  if (limit_ > 0 && waited >= limit_) end_job_after(what_, waited);
+}
+
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int up = 0;
   MPI_Initialized(&up);
   if (!up) {
     // Only the calling thread talks MPI; the compute thread pool never does.
     int provided = 0;
+    const Watchdog watch("MPI_Init", launcher_rank());
     check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
     owner_ = true;
   }
@@ -310,11 +379,18 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
 MpiRuntime::~MpiRuntime() {
   int down = 0;
   MPI_Finalized(&down);
-  if (owner_ && !down) MPI_Finalize();
+  if (!owner_ || down) return;
+  std::optional<Watchdog> watch;
+  try {
+    watch.emplace("MPI_Finalize", world_rank());
+  } catch (const UsageError&) {  // a bad BRAID_COMM_TIMEOUT, refused already: nothing to watch with
+  }
+  MPI_Finalize();
 }
 
 std::unique_ptr<Communicator> mpi_world() {
   MPI_Comm dup = MPI_COMM_NULL;
+  const Watchdog watch("MPI_Comm_dup", world_rank());
   check(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup");
   return std::make_unique<MpiCommunicator>(dup);
 }

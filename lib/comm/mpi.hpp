@@ -5,6 +5,7 @@
 
 #include "comm/communicator.hpp"
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -14,9 +15,31 @@ namespace braid::comm {
 // its operation; one that makes no progress for BRAID_COMM_TIMEOUT seconds (default
 // kDefaultTimeoutSeconds; 0 waits forever) prints which rank waited for what, with which
 // peer (world ranks), and ends the whole job with kTimeoutExitCode. A value that is not
-// a number >= 0 is refused (UsageError: exit 2) when a communicator is made.
+// a number >= 0 is refused (UsageError: exit 2) when MPI starts or a communicator is made.
+// A sleeping wait (comm::wait_asleep: a rank done with its part, waiting for peers still
+// at work) has BRAID_COMM_TIMEOUT's deadline when it is set, kDefaultIdleTimeoutSeconds
+// when it is not. The calls of MPI that block without a request (MPI_Init, creating and
+// splitting communicators, MPI_Finalize) are watched by a thread that ends the process
+// after the same time (a peer stopped before MPI_Init leaves the others inside it).
 inline constexpr double kDefaultTimeoutSeconds = 300;
+inline constexpr double kDefaultIdleTimeoutSeconds = 3600;
 inline constexpr int kTimeoutExitCode = 1;
+
+// For a rank that polls requests itself (test() in a loop, between work of its own) instead
+// of waiting on one: the sleeping wait's deadline over the whole loop. progressed() when
+// something completed; check() past the deadline names this rank and `what` it waited for
+// and ends the job as a wait does. MPI must be initialised.
+class IdleDeadline {
+ public:
+  explicit IdleDeadline(std::string what);
+  void progressed();
+  void check() const;
+
+ private:
+  std::string what_;
+  double limit_;
+  std::chrono::steady_clock::time_point last_;
+};
 
 // MPI_Init_thread on construction unless MPI is already up (then it leaves MPI alone),
 // MPI_Finalize on destruction if it initialised it. One per process, in main (or in

@@ -12,7 +12,7 @@ namespace braid {
 namespace {
 
 // Line and column of a byte offset, for parse error messages.
-std::pair<std::size_t, std::size_t> line_col(const std::string& text, std::size_t byte) {
+std::pair<std::size_t, std::size_t> line_col(std::string_view text, std::size_t byte) {
   std::size_t line = 1, col = 1;
   for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
     if (text[i] == '\n') {
@@ -57,11 +57,32 @@ std::string format_number(double v) {
   return fmt::format("{:g}", v);
 }
 
-}  // namespace
+// The offset of the bracket that first nests deeper than kMaxJsonDepth, or npos. Brackets
+// inside strings do not count; unbalanced text is left to the parser to name.
+std::size_t too_deep_at(std::string_view text) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      if (ch == '\\') ++i;
+      else if (ch == '"') in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxJsonDepth) return i;
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
 
-json parse_json_text(const std::string& text, const std::string& origin) {
+template <class Json>
+Json parse_checked(std::string_view text, const std::string& origin) {
+  check_json_depth(text, origin);
   try {
-    return json::parse(text);
+    return Json::parse(text);
   } catch (const json::parse_error& e) {
     auto [line, col] = line_col(text, e.byte > 0 ? e.byte - 1 : 0);
     std::string what = e.what();
@@ -75,6 +96,31 @@ json parse_json_text(const std::string& text, const std::string& origin) {
     auto bracket = what.find("] ");
     throw InputError(origin, "", "not valid JSON: " + (bracket == std::string::npos ? what : what.substr(bracket + 2)));
   }
+}
+
+}  // namespace
+
+std::optional<std::string> json_depth_problem(std::string_view text) {
+  const std::size_t at = too_deep_at(text);
+  if (at == std::string_view::npos) return std::nullopt;
+  auto [line, col] = line_col(text, at);
+  return fmt::format("line {}, column {}: JSON nested deeper than {} levels of arrays and objects", line, col,
+                     kMaxJsonDepth);
+}
+
+void check_json_depth(std::string_view text, const std::string& origin) {
+  if (auto problem = json_depth_problem(text)) throw InputError(origin, std::vector<std::string>{*problem});
+}
+
+json parse_json_text(std::string_view text, const std::string& origin) { return parse_checked<json>(text, origin); }
+
+ordered_json parse_ordered_json_text(std::string_view text, const std::string& origin) {
+  return parse_checked<ordered_json>(text, origin);
+}
+
+json parse_json_or_discarded(std::string_view text) {
+  if (too_deep_at(text) != std::string_view::npos) return json::value_t::discarded;
+  return json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
 json load_json_file(const std::string& path) {

@@ -25,10 +25,26 @@ namespace braid {
 using json = nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
 
+// How deep arrays and objects may nest in any JSON braid reads. nlohmann's parser takes any
+// depth, but copying, comparing or printing a document recurses once per level: a line
+// nested 100,000 deep ended a tool by a stack overflow (SIGSEGV). No file braid reads
+// nests past a dozen levels.
+inline constexpr int kMaxJsonDepth = 512;
+
 // Parses a JSON file ("-": stdin). Syntax errors become InputError with line and column.
 json load_json_file(const std::string& path);
-// Parses text that came from `origin` (a file name, used in messages).
-json parse_json_text(const std::string& text, const std::string& origin);
+// Parses text that came from `origin` (a file name, used in messages). Syntax errors, a
+// number beyond double's range and nesting deeper than kMaxJsonDepth are InputErrors.
+json parse_json_text(std::string_view text, const std::string& origin);
+ordered_json parse_ordered_json_text(std::string_view text, const std::string& origin);
+// nlohmann's json::parse(text, nullptr, false) for text from outside (a shard's stored
+// config, a scorer's answer): a discarded value when the text is not JSON or nests deeper
+// than kMaxJsonDepth.
+json parse_json_or_discarded(std::string_view text);
+// "line L, column C: JSON nested deeper than ..." when text nests deeper than
+// kMaxJsonDepth, nullopt otherwise; check_json_depth throws it as an InputError naming origin.
+std::optional<std::string> json_depth_problem(std::string_view text);
+void check_json_depth(std::string_view text, const std::string& origin);
 
 struct Bounds {
   std::optional<double> min;          // inclusive

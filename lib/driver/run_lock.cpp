@@ -76,13 +76,23 @@ std::string describe(const RunOwner& o) {
   return fmt::format("{} (pid {} on host {})", o.what.empty() ? "a braid run" : o.what, o.pid, o.host);
 }
 
+// One of the folder's lock files, opened (created when missing; a link is not followed).
+// A read-only folder, or a folder where the file goes, is the user's to fix: InputError.
+int open_lock_file(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw InputError(path.string(), "", fmt::format("cannot open the run folder's lock file: {}{}", std::strerror(errno),
+                                                    errno == EISDIR ? " (it is a folder: remove it)" : ""));
+  }
+  return fd;
+}
+
 // The owner line's file, opened and locked exclusively while it is read and rewritten
 // (briefly: the holders of the folder lock it only to look).
 class OwnerFile {
  public:
   explicit OwnerFile(const fs::path& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw InputError(path.string(), "", fmt::format("cannot open: {}", std::strerror(errno)));
+    fd_ = open_lock_file(path);
     while (::flock(fd_, LOCK_EX) != 0) {
       if (errno != EINTR) throw InputError(path.string(), "", fmt::format("cannot lock: {}", std::strerror(errno)));
     }
@@ -197,8 +207,7 @@ RunOwner owner_of(pid_t pid, const std::string& what) {
 RunLock::RunLock(const fs::path& out, const std::string& what) : owner_file_(owner_path(out)) {
   fs::create_directories(out);
   const fs::path path = run_lock_file(out);
-  fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw InputError(path.string(), "", fmt::format("cannot open: {}", std::strerror(errno)));
+  fd_ = open_lock_file(path);
   try {
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) refuse(out, holder_of_lock(out, fd_));
     owns_ = settle_owner(out, owner_of(::getpid(), what)) == Settled::taken;

@@ -88,15 +88,33 @@ std::vector<std::string> expand_shards(const Command& c) {
   return argv;
 }
 
+// An iteration's metrics.json as a JSON object; nullopt when it is missing, unreadable or
+// damaged (not JSON, not an object: a disk that filled, an edit), which the run redoes.
+std::optional<ordered_json> read_iteration_metrics(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) return std::nullopt;
+  try {
+    ordered_json m = parse_ordered_json_text(read_text_file(p.string()), p.string());
+    if (m.is_object()) return m;
+  } catch (const InputError&) {
+  }
+  return std::nullopt;
+}
+
+// A damaged metrics.json is removed, with a warning, so that it is made again.
+void remove_damaged_metrics(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::exists(p, ec) || read_iteration_metrics(p)) return;
+  log::warn("{} is damaged (not a JSON object); it is made again", p.string());
+  fs::remove(p, ec);
+}
+
 // OUT/metrics.jsonl: every iteration's metrics.json so far, one line each.
 void write_metrics_file(const Layout& layout, int iterations) {
   std::string text;
   if (auto start = start_metrics(layout)) text += start->dump() + "\n";
-  std::error_code ec;
   for (int i = 1; i <= iterations; ++i) {
-    const fs::path p = layout.iteration_metrics(i);
-    if (!fs::is_regular_file(p, ec)) continue;
-    text += ordered_json::parse(read_text_file(p.string())).dump() + "\n";
+    if (auto m = read_iteration_metrics(layout.iteration_metrics(i))) text += m->dump() + "\n";
   }
   write_text_file(layout.metrics_file().string(), text);
 }
@@ -287,6 +305,7 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
   for (const auto& step : init_steps(spec, layout, opt)) {
     if (step_due(step) || checkpoints_damaged(step)) execute_step(step);
   }
+  for (int i = 1; i <= spec.iterations; ++i) remove_damaged_metrics(layout.iteration_metrics(i));
   // rolled_out[i]: iteration i's rollout ran now, so its training must too.
   std::vector<bool> rolled_out(static_cast<std::size_t>(spec.iterations) + 2, false);
   if (evaluates(spec, 0)) {

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/limits.hpp"
 
 namespace braid::eval {
 namespace {
@@ -188,6 +189,15 @@ ordered_json write_synth(const SynthOptions& o, const SynthCounts& counts, const
                                 {"--heldout", counts.heldout}}) {
     if (n < 0) throw UsageError(fmt::format("{} must not be negative, got {}", name, n));
   }
+  // Every item and every line is held in memory until its file is written: refused from its
+  // predicted size (a SynthItem, its texts and a JSON line of some 100 bytes around them,
+  // twice for a pair) before anything is drawn.
+  const double per_item = double(sizeof(SynthItem)) + 4.0 * o.max_digits + 256.0;
+  const double items = double(counts.prompts) + double(counts.sft) + 2.0 * double(counts.pairs) + 3.0 * double(counts.heldout);
+  const double bytes = per_item * items;
+  require_host_memory(bytes >= 1.8e19 ? UINT64_MAX : static_cast<std::uint64_t>(bytes), "", "--prompts, --sft, --pairs, --heldout",
+                      fmt::format("{} prompts, {} SFT examples, {} pairs and {} held-out items", counts.prompts,
+                                  counts.sft, counts.pairs, counts.heldout));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw InputError(dir.string(), "", "cannot create the output folder: " + ec.message());

@@ -123,10 +123,13 @@ class FusedScoring {
   }
 
   // The board: takes every message that has arrived, then answers the ranks that asked.
-  void serve(bool board_free = false) {
+  // Returns how many messages it took.
+  int serve(bool board_free = false) {
+    int taken = 0;
     for (int r = 1; r < ranks_; ++r) {
       auto& request = posted_[static_cast<std::size_t>(r)];
       while (request.active() && request.test()) {
+        ++taken;
         const Message m = inbox_[static_cast<std::size_t>(r)];
         if (m[0] == kReported) board_.reported(m[1]);
         if (m[0] == kGenerationDone) board_.generation_done();
@@ -140,6 +143,7 @@ class FusedScoring {
       }
     }
     for (const auto& a : board_.answers(board_free)) answer(a.rank, a.shard ? Message{kGive, *a.shard} : Message{kNoMore, 0});
+    return taken;
   }
 
   void score(std::int64_t shard) {
@@ -157,14 +161,19 @@ class FusedScoring {
     report_mine();
     if (is_board()) {
       board_.generation_done();
+      // Polled, not waited on: the sleeping wait's deadline over the loop, so that a rank
+      // that stopped does not leave the board polling forever.
+      comm::IdleDeadline idle("the board's wait for the other ranks' shards and byes");
       for (;;) {
-        serve(/*board_free=*/true);
+        if (serve(/*board_free=*/true) > 0) idle.progressed();
         drop_sent();
         if (auto k = board_.take()) {
           score(*k);
+          idle.progressed();
           continue;
         }
         if (board_.over() && byes_ == ranks_ - 1) break;
+        idle.check();
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
       log::info("{}every shard is scored ({} reported)", who(), board_.shards_reported());

@@ -177,13 +177,18 @@ std::vector<PromptLine> parse_prompts(std::string_view text, const std::string& 
   for_each_jsonl_line(text, opt.limit, [&](std::int64_t line_no, std::string_view line) {
     Checker c(origin);
     PromptLine p{.line = line_no};
-    try {
-      const json obj = json::parse(line);
-      if (obj.is_object()) read_line(line, obj, opt, chat_template, c, p);
-      else c.fail("", "expected a JSON object like {\"prompt\": \"...\"}, found " + type_name(obj));
-    } catch (const json::parse_error& e) {
-      c.fail("", "not valid JSON: " + parse_message(e));
+    json obj;
+    std::optional<std::string> bad = json_depth_problem(line);
+    if (!bad) {
+      try {
+        obj = json::parse(line);
+      } catch (const json::exception& e) {  // a syntax error, or a number beyond double's range (1e400)
+        bad = "not valid JSON: " + parse_message(e);
+      }
     }
+    if (bad) c.fail("", *bad);
+    else if (obj.is_object()) read_line(line, obj, opt, chat_template, c, p);
+    else c.fail("", "expected a JSON object like {\"prompt\": \"...\"}, found " + type_name(obj));
     if (c.ok()) {
       prompts.push_back(std::move(p));
       return;

@@ -5,6 +5,7 @@
 #include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/limits.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
 #include "generate/collector.hpp"
@@ -40,7 +41,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 // One write() per line: lines of different ranks (or of a pipe's other writers)
 // never interleave mid-line.
-void print_line(const std::string& text) { write_stdout_line(text, "a shard path"); }
+void print_line(const std::string& path) { write_stdout_line(path_line(path), "a shard path"); }
 
 void validate(const StageOptions& o, const RankGroup& ranks) {
   validate_stage_options(o);
@@ -85,6 +86,15 @@ class StageRun {
                                                         .limit = o_.limit,
                                                         .chat_template_from = o_.tokenizer,
                                                         .chat = tok::chat_defaults(o_.tools, o_.chat_template_kwargs)});
+    // Each sample holds its prompt's tokens and extra fields: their total is known before any
+    // is copied (--samples-per-prompt 1e9 would otherwise end in "out of memory").
+    std::uint64_t bytes = 0;
+    for (const PromptLine& line : lines) {
+      bytes += (sizeof(Prompt) + sizeof(io::PromptOrigin) + line.tokens.size() * sizeof(std::int32_t) + line.extra.size()) *
+               static_cast<std::uint64_t>(o_.samples_per_prompt);
+    }
+    require_host_memory(bytes, "--samples-per-prompt", "",
+                        fmt::format("{} prompts x {} samples", lines.size(), o_.samples_per_prompt));
     for (const PromptLine& line : lines) {
       for (int k = 0; k < o_.samples_per_prompt; ++k) {
         prompts_.push_back({.sample_id = static_cast<std::uint64_t>(prompts_.size()), .tokens = line.tokens});
@@ -405,7 +415,9 @@ void validate_stage_options(const StageOptions& o) {
   if (o.actor.empty()) throw UsageError("--actor CKPT is required");
   if (o.prompts.empty()) throw UsageError("--prompts FILE is required");
   if (o.out_dir.empty()) throw UsageError("-o DIR is required");
-  if (o.samples_per_prompt < 1) throw UsageError("--samples-per-prompt must be at least 1");
+  if (o.samples_per_prompt < 1 || o.samples_per_prompt > kMaxSamplesPerPrompt) {
+    throw UsageError(fmt::format("--samples-per-prompt must be in [1, {}]", kMaxSamplesPerPrompt));
+  }
   if (o.max_new_tokens < 1) throw UsageError("--max-new-tokens must be at least 1");
   if (o.max_batch < 1) throw UsageError("--max-batch must be at least 1");
   if (!(o.kv_cache_mb >= 0)) throw UsageError("--kv-cache-mb must be >= 0 (0: from the free memory)");

@@ -22,6 +22,9 @@ namespace braid::gen {
 
 class RankGroup;
 
+// The most samples of one prompt (a GRPO group) braid-generate takes.
+inline constexpr int kMaxSamplesPerPrompt = 65536;
+
 struct StageOptions {
   std::string actor;                 // checkpoint spec (checkpoint::open_model)
   std::string prompts;               // JSON Lines (prompts.hpp)
@@ -31,7 +34,7 @@ struct StageOptions {
   std::string chat_template_kwargs;  // a JSON object of template keyword arguments, under each line's own
   std::string prefix = "gen";
   std::string stats;                 // braid.stagestats JSON ("" = none, "-" = stdout is not allowed)
-  int samples_per_prompt = 1;
+  int samples_per_prompt = 1;         // in [1, kMaxSamplesPerPrompt]
   std::int64_t max_new_tokens = 64;
   SamplingParams sampling{.temperature = 1.0, .top_k = 0, .top_p = 1.0, .seed = 0};
   int max_batch = 32;

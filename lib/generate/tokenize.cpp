@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/json.hpp"
 #include "generate/prompts.hpp"
 #include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -56,6 +57,10 @@ std::vector<ordered_json> tokenize(const TokenizeOptions& o) {
     Checker c(o.chat);
     for_each_jsonl_line(read_text_file(o.chat), 0, [&](std::int64_t line_no, std::string_view line) {
       const std::string where = fmt::format("line {}", line_no);
+      if (const auto deep = json_depth_problem(line)) {
+        c.fail(where, "is not JSON (" + *deep + ")");
+        return;
+      }
       try {
         const auto conv = tok::conversation_of_line(ordered_json::parse(line), {});
         const tok::ChatText r = chat.render(conv, o.generation_prompt);

@@ -107,8 +107,11 @@ std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::
   if (!config.contains("architectures")) config["architectures"] = {"LlamaForCausalLM"};
   if (!config.contains("model_type")) config["model_type"] = "llama";
 
-  std::filesystem::create_directories(out_dir);
-  SafetensorsWriter w(out_dir / "model.safetensors", opt.dtype);
+  // Every file is written into a temporary folder beside out_dir and moved into it at the end:
+  // a failure part way leaves nothing half-written there.
+  AtomicFolder folder(out_dir);
+  const std::filesystem::path& dir = folder.temp_path();
+  SafetensorsWriter w(dir / "model.safetensors", opt.dtype);
   w.set_metadata("format", "pt");
   const auto names = shards.names();
   Progress progress("export", names.size(), "tensors");
@@ -120,15 +123,17 @@ std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::
   }
   w.commit();
   progress.finish();
-  write_text_file((out_dir / "config.json").string(), config.dump(2) + "\n");
-  std::vector<std::filesystem::path> written{out_dir / "config.json", out_dir / "model.safetensors"};
+  write_text_file((dir / "config.json").string(), config.dump(2) + "\n");
+  std::vector<std::filesystem::path> written{dir / "config.json", dir / "model.safetensors"};
 
-  write_text_file((out_dir / "generation_config.json").string(),
+  write_text_file((dir / "generation_config.json").string(),
                   generation_config_json(config, tk.get(), opt.generation).dump(2) + "\n");
-  written.push_back(out_dir / "generation_config.json");
+  written.push_back(dir / "generation_config.json");
   if (tk) {
-    for (auto& f : export_tokenizer_files(tj, *tk, out_dir, cfg.max_position_embeddings)) written.push_back(std::move(f));
+    for (auto& f : export_tokenizer_files(tj, *tk, dir, cfg.max_position_embeddings)) written.push_back(std::move(f));
   }
+  folder.commit();
+  for (auto& f : written) f = folder.final_of(f);
   return written;
 }
 

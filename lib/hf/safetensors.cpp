@@ -38,6 +38,7 @@ int dtype_size(const std::string& dtype) {
 
 SafetensorsReader::SafetensorsReader(std::filesystem::path path) : path_(std::move(path)) {
   const std::string file = path_.string();
+  require_regular_file(file);
   in_.open(path_, std::ios::binary);
   if (!in_) throw InputError(file, "", "cannot open the file");
   std::error_code ec;

@@ -43,7 +43,10 @@ DeferredArrays read_deferred_file(const std::filesystem::path& path) {
   d.next_prompt = f.attr_int("next_prompt").value_or(-1);
   if (d.next_prompt < 0) throw InputError(file, "attribute next_prompt", "is missing or negative");
   d.config = f.attr_string("config").value_or("");
-  if (!json::accept(d.config)) throw InputError(file, "attribute config", "is not valid JSON text");
+  if (parse_json_or_discarded(d.config).is_discarded()) {
+    throw InputError(file, "attribute config",
+                     fmt::format("is not valid JSON text (or nests deeper than {} levels)", kMaxJsonDepth));
+  }
   d.tokens = f.read_1d<std::int32_t>("tokens");
   d.offsets = f.read_1d<std::int64_t>("offsets");
   d.prompt_len = f.read_1d<std::int32_t>("prompt_len");

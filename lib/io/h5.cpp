@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "io/h5_guard.hpp"
 
 namespace braid::io::h5 {
@@ -207,9 +208,7 @@ File File::create(const std::filesystem::path& actual, std::string name) {
 File File::open_read(const std::filesystem::path& path) {
   silence_errors();
   const std::string name = path.string();
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw InputError(name, "", "no such file");
-  if (std::filesystem::is_directory(path, ec)) throw InputError(name, "", "is a folder, not a file");
+  require_regular_file(name);  // a FIFO would block the open, /dev/zero never end the probe's read
   // libhdf5 parses only what braid vouches for: a sealed file whose seal matches, or an
   // unsealed one that a child process has read whole without crashing (h5_guard.hpp).
   if (const auto seal = read_seal(path, name)) {

@@ -34,9 +34,11 @@ namespace braid::io::h5 {
 namespace {
 
 constexpr std::string_view kSealMagic = "BRAID-SEAL 1 ";
-// The child's instructions: the file to read, and the pid of the process that waits for it.
-constexpr const char* kProbeFileEnv = "BRAID_INTERNAL_H5_PROBE_FILE";
-constexpr const char* kProbeParentEnv = "BRAID_INTERNAL_H5_PROBE_PARENT";
+// The child's instructions, on its command line: {exe, kProbeArg, file, pid of the waiting
+// parent}. Not the environment, which a user's shell (or a tool's parent) passes on: a
+// variable left set there made every tool a probe that exited 0 at once. A command line of
+// this exact form, its pid the parent's, is not one a user types by accident.
+constexpr const char* kProbeArg = "\x01braid-h5-probe";
 
 // A file descriptor closed when it goes out of scope.
 struct Fd {
@@ -150,9 +152,8 @@ bool probing = false;
 
 // Runs in the child, before main: reads the file whole, then exits 0 whatever HDF5 said.
 // Only a crash (a signal, a sanitizer's report) or a hang tells the parent anything.
-[[noreturn]] void run_probe_child(const char* path, const char* parent) {
+[[noreturn]] void run_probe_child(const char* path) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (parent == nullptr || std::to_string(::getppid()) != parent) ::_exit(0);  // the waiter is gone
   H5Eset_auto(H5E_DEFAULT, nullptr, nullptr);
   probing = true;
   // First exactly as braid reads its files (braid check's full read: header, every checksum,
@@ -170,11 +171,14 @@ bool probing = false;
   ::_exit(0);
 }
 
-// A process started with kProbeFileEnv set is a probe child: it never reaches main.
-[[maybe_unused]] const bool probe_child_checked = [] {
-  if (const char* path = std::getenv(kProbeFileEnv)) run_probe_child(path, std::getenv(kProbeParentEnv));
-  return true;
-}();
+// A process started as {exe, kProbeArg, file, parent pid} by its parent is a probe child: it
+// never reaches main. glibc hands .init_array functions the program's argc and argv.
+void probe_if_asked(int argc, char** argv, char**) {
+  if (argc == 4 && std::strcmp(argv[1], kProbeArg) == 0 && std::to_string(::getppid()) == argv[3]) {
+    run_probe_child(argv[2]);
+  }
+}
+[[gnu::used, gnu::section(".init_array")]] void (*probe_hook)(int, char**, char**) = probe_if_asked;
 
 double probe_timeout_seconds(std::uint64_t file_bytes) {
   if (const char* text = std::getenv("BRAID_H5_PROBE_TIMEOUT")) {
@@ -279,25 +283,17 @@ void probe_unsealed(const std::filesystem::path& path, const std::string& name) 
   std::error_code ec;
 
   // The child is this very program started again (a fresh process: no threads, no HDF5 lock
-  // held, no sanitizer or fuzzer state), which the environment turns into a probe before main.
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "BRAID_INTERNAL_H5_PROBE_", 24) != 0) env_strings.emplace_back(*e);
-  }
-  env_strings.push_back(std::string(kProbeFileEnv) + "=" + std::filesystem::absolute(path, ec).string());
-  env_strings.push_back(std::string(kProbeParentEnv) + "=" + std::to_string(::getpid()));
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string exe = "/proc/self/exe";
-  char* argv[] = {exe.data(), nullptr};
+  // held, no sanitizer or fuzzer state), which its command line turns into a probe before main.
+  std::string exe = "/proc/self/exe", marker = kProbeArg, file = std::filesystem::absolute(path, ec).string(),
+              parent = std::to_string(::getpid());
+  char* argv[] = {exe.data(), marker.data(), file.data(), parent.data(), nullptr};
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, envp.data());
+  const int rc = ::posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     throw InputError(name, "", std::string("is not sealed by braid, and the process that checks such files "

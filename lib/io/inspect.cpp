@@ -21,6 +21,8 @@ bool is_hdf5(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw InputError(path, "", "no such file");
   if (std::filesystem::is_directory(path, ec)) throw InputError(path, "", "is a folder, not a file");
+  // A device or FIFO is no HDF5 file; the text reader refuses or times it out.
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
   h5::silence_errors();
   return H5Fis_hdf5(path.c_str()) > 0;
 }

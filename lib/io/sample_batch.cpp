@@ -8,7 +8,7 @@ namespace braid::io {
 
 std::optional<std::string> extra_problem(std::span<const PromptOrigin> origins) {
   for (std::size_t i = 0; i < origins.size(); ++i) {
-    const json v = json::parse(origins[i].extra, nullptr, /*allow_exceptions=*/false);
+    const json v = parse_json_or_discarded(origins[i].extra);
     if (!v.is_object()) {
       return fmt::format("/prompt/extra: sequence {} holds {}, expected the text of a JSON object", i,
                          v.is_discarded() ? "text that is not JSON" : "JSON that is not an object");

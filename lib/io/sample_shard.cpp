@@ -42,8 +42,9 @@ SampleShardMeta read_meta(const h5::File& f) {
   meta.policy_step = f.attr_int("policy_step").value_or(0);
   meta.created_by = f.attr_string("created_by").value_or("");
   meta.config = f.attr_string("config").value_or("");
-  if (!meta.config.empty() && !json::accept(meta.config)) {
-    throw InputError(f.name(), "attribute config", "is not valid JSON text");
+  if (!meta.config.empty() && parse_json_or_discarded(meta.config).is_discarded()) {
+    throw InputError(f.name(), "attribute config",
+                     fmt::format("is not valid JSON text (or nests deeper than {} levels)", kMaxJsonDepth));
   }
   meta.made_from = f.attr_string("made_from").value_or("");
   parse_made_from(meta.made_from, f.name());

@@ -38,8 +38,17 @@ struct WeightShardWriter::Impl {
   std::string meta_kind;  // for the message that refuses a non-finite tensor
   std::int64_t meta_step = 0;
 
+  // The path, once meta can be written: a step out of range is refused before any file exists.
+  static const std::filesystem::path& checked(const std::filesystem::path& path, const WeightShardMeta& meta) {
+    if (meta.step < 0 || meta.step > kMaxStep) {
+      throw InputError(path.string(), "attribute step", fmt::format("would be {}, outside [0, {}]", meta.step, kMaxStep));
+    }
+    return path;
+  }
+
   Impl(const std::filesystem::path& path, const WeightShardMeta& meta)
-      : out(path), file(h5::File::create(out.temp_path(), path.string())), meta_kind(meta.kind), meta_step(meta.step) {
+      : out(checked(path, meta)), file(h5::File::create(out.temp_path(), path.string())), meta_kind(meta.kind),
+        meta_step(meta.step) {
     if (meta.kind != "weights" && meta.kind != "optimizer") {
       throw std::invalid_argument("WeightShardMeta::kind must be \"weights\" or \"optimizer\", not " + meta.kind);
     }
@@ -114,8 +123,10 @@ struct WeightShardReader::Impl {
       throw InputError(fname, "attribute kind", "is \"" + meta.kind + "\", expected \"weights\" or \"optimizer\"");
     }
     meta.model_config = file.attr_string("model_config").value_or("");
-    if (!meta.model_config.empty() && !json::accept(meta.model_config)) {
-      throw InputError(fname, "attribute model_config", "is not valid JSON text");
+    const json cfg = meta.model_config.empty() ? json() : parse_json_or_discarded(meta.model_config);
+    if (cfg.is_discarded()) {
+      throw InputError(fname, "attribute model_config",
+                       fmt::format("is not valid JSON text (or nests deeper than {} levels)", kMaxJsonDepth));
     }
     meta.layer_begin = static_cast<int>(int_attr("layer_begin", 0));
     const std::int64_t layer_end = int_attr("layer_end", 0);
@@ -128,10 +139,11 @@ struct WeightShardReader::Impl {
     meta.created_by = file.attr_string("created_by").value_or("");
     meta.made_from = file.attr_string("made_from").value_or("");
     parse_made_from(meta.made_from, fname);
-    if (meta.step < 0) throw InputError(fname, "attribute step", fmt::format("is {}, must be >= 0", meta.step));
+    if (meta.step < 0 || meta.step > kMaxStep) {
+      throw InputError(fname, "attribute step", fmt::format("is {}, must be in [0, {}]", meta.step, kMaxStep));
+    }
     // The layers must lie in the model: [layer_begin, layer_end) within num_hidden_layers.
     if (!meta.model_config.empty()) {
-      const json cfg = json::parse(meta.model_config);
       const auto n = cfg.is_object() ? cfg.find("num_hidden_layers") : cfg.end();
       if (cfg.is_object() && n != cfg.end() && n->is_number_integer() && layer_end > n->get<std::int64_t>()) {
         throw InputError(fname, "attribute layer_end",

@@ -43,6 +43,11 @@ std::int64_t numel(const Shape& shape);
 // "[4096, 11008]"
 std::string shape_string(const Shape& shape);
 
+// The largest step a weight shard holds: 2^53 - 1, exact as a JSON number (metrics, stats) and
+// far from int64's end, so that counting one more step never wraps. Read and write refuse
+// more (a file whose step is 2^63 - 1 trained into a negative step).
+inline constexpr std::int64_t kMaxStep = (std::int64_t{1} << 53) - 1;
+
 struct WeightShardMeta {
   std::string kind = "weights";   // "weights" or "optimizer"
   std::string model_config;       // the Hugging Face config.json, as JSON text ("" = none)
@@ -52,7 +57,7 @@ struct WeightShardMeta {
   bool has_head = false;          // model.norm.weight and lm_head.weight (or value_head.*) are here
   int tp_rank = 0;                // tensor-parallel slice of this shard
   int tp_size = 1;
-  std::int64_t step = 0;          // training step of the weights (optimizer: its step count)
+  std::int64_t step = 0;          // training step of the weights (optimizer: its step count), in [0, kMaxStep]
   std::string created_by;         // the command line that wrote it
   std::string made_from;          // what made it (io/fingerprint.hpp), JSON text ("" = not recorded)
 };

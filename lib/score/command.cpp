@@ -184,7 +184,7 @@ ordered_json ScoreSession::stats(double wall_seconds) const {
   return stage_stats(*p_->scorer, p_->stream->totals(), wall_seconds);
 }
 
-void print_path_line(const std::string& path) { write_stdout_line(path, "a scored shard's path"); }
+void print_path_line(const std::string& path) { write_stdout_line(path_line(path), "a scored shard's path"); }
 
 int run_command(const CommandOptions& o, comm::Communicator* world) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -237,7 +237,7 @@ int run_command(const CommandOptions& o, comm::Communicator* world) {
     while (std::getline(std::cin, line)) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.empty()) continue;
-      session.add(line);
+      session.add(path_from_line(line, "<stdin>"));
     }
   } else {
     for (const auto& in : mine) session.add(in);

@@ -1,6 +1,7 @@
 #include "score/scorer_process.hpp"
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "core/log.hpp"
 
@@ -116,9 +117,16 @@ void ScorerProcess::start() {
   std::string sh = "/bin/sh", dash_c = "-c", cmd = opt_.command;
   char* argv[] = {sh.data(), dash_c.data(), cmd.data(), nullptr};
 
+  // A process group of its own: whatever the command starts (a pipeline, a script's
+  // children) is stopped with it, and none is left behind holding the pipes.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, "/bin/sh", &actions, nullptr, argv, envp.data());
+  const int rc = posix_spawn(&pid, "/bin/sh", &actions, &attr, argv, envp.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   ::close(in[0]);
   ::close(out[1]);
   if (rc != 0) {
@@ -129,6 +137,7 @@ void ScorerProcess::start() {
                                  opt_.dir.empty() ? "" : fmt::format(" in {}", opt_.dir), std::strerror(rc)));
   }
   pid_ = pid;
+  end_group_on_signals(pid_);  // our own death by SIGINT/SIGTERM/SIGHUP ends the group too
   to_child_ = in[1];
   from_child_ = out[0];
   ::fcntl(to_child_, F_SETFL, ::fcntl(to_child_, F_GETFL) | O_NONBLOCK);
@@ -145,9 +154,21 @@ std::string ScorerProcess::wait_status(double seconds) {
   if (pid_ <= 0) return "not started";
   const auto until = Clock::now() + std::chrono::duration<double>(seconds);
   while (!exited_) {
-    const pid_t r = ::waitpid(pid_, &status_, WNOHANG);
-    if (r == pid_ || (r < 0 && errno != EINTR)) {
+    siginfo_t info{};
+    const int r = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (r == 0 && info.si_pid == pid_) {
+      // Ended. What it started goes with it: its group, whose id cannot be taken by another
+      // process while the leader is not reaped yet.
+      ::kill(-pid_, SIGKILL);
+      while (::waitpid(pid_, &status_, 0) < 0 && errno == EINTR) {
+      }
       exited_ = true;
+      forget_group_on_signals(pid_);
+      break;
+    }
+    if (r < 0 && errno != EINTR) {
+      exited_ = true;
+      forget_group_on_signals(pid_);
       break;
     }
     if (Clock::now() >= until) return "still running";
@@ -159,9 +180,9 @@ std::string ScorerProcess::wait_status(double seconds) {
 void ScorerProcess::stop() {
   close_input();
   if (wait_status(0.5) != "still running") return;
-  ::kill(pid_, SIGTERM);
+  ::kill(-pid_, SIGTERM);
   if (wait_status(2.0) != "still running") return;
-  ::kill(pid_, SIGKILL);
+  ::kill(-pid_, SIGKILL);
   wait_status(1e9);
 }
 
@@ -231,7 +252,7 @@ std::vector<double> ScorerProcess::exchange(std::span<const std::string> lines, 
       if (i == lines.size()) {
         fail(fmt::format("answered more lines than the {} it was given (the extra one: {})", lines.size(), shown(line)));
       }
-      const json v = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      const json v = parse_json_or_discarded(line);
       if (!v.is_number() && !non_finite_number(line)) {
         fail(fmt::format("answered line {} of {}{} with {}, expected a number (one reward per line)", i + 1,
                          lines.size(), name(i), shown(line)));

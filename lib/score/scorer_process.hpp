@@ -12,6 +12,10 @@
 // gets PYTHONUNBUFFERED=1 (unless set), so a Python scorer's print() reaches us without
 // an explicit flush; a scorer in another language must flush after each answer.
 //
+// The command runs in a process group of its own: when it is stopped (a timeout, a bad
+// answer, our exit) or ends, the whole group is killed and the command reaped, so no child
+// of it is left running with our pipes; our death by SIGINT/SIGTERM/SIGHUP ends it too.
+//
 // Every failure is an InputError naming --reward-cmd and the command: a command that
 // cannot start, exits or closes its output before answering every line (too few lines,
 // with its exit status), answers a line that is not a JSON number (garbage), a number
@@ -57,7 +61,7 @@ class ScorerProcess {
   // "exit code 3" / "killed by signal 9", waiting up to the timeout for the exit.
   std::string wait_status(double seconds);
   void close_input();
-  void stop();  // SIGTERM, then SIGKILL, and reap
+  void stop();  // SIGTERM to its group, then SIGKILL, and reap
 
   ScorerOptions opt_;
   pid_t pid_ = -1;

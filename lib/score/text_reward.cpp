@@ -129,7 +129,7 @@ std::string scorer_line(const TextSample& s) {
 std::vector<std::string> math_prompt_problems(std::string_view text, const std::string& origin, std::int64_t limit) {
   std::vector<std::string> out;
   for_each_jsonl_line(text, limit, [&](std::int64_t line_no, std::string_view line) {
-    const json obj = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const json obj = parse_json_or_discarded(line);
     std::string problem;
     if (obj.is_object() && !expected_answer(obj, &problem)) {
       out.push_back(fmt::format("{}:{}: answer: {}", origin, line_no, problem));

@@ -34,8 +34,8 @@ BpeModel::BpeModel(const json& model, Checker& checker) : file_(checker.file()) 
     return;
   }
   for (auto& [token, id] : vocab_it->items()) {
-    if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX) {
-      checker.fail(fmt::format("model.vocab[\"{}\"]", token), "id must be a non-negative 32-bit integer");
+    if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > kMaxTokenId) {
+      checker.fail(fmt::format("model.vocab[\"{}\"]", token), fmt::format("id must be an integer in [0, {}]", kMaxTokenId));
       continue;
     }
     add_token(token, id.get<TokenId>());

@@ -3,6 +3,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/json.hpp"
 
 #include <fmt/format.h>
 
@@ -59,13 +60,15 @@ Conversation conversation_of(const ordered_json& messages, const ordered_json& t
 ChatDefaults chat_defaults(const std::string& tools_file, const std::string& kwargs_json) {
   ChatDefaults d;
   if (!tools_file.empty()) {
-    d.tools = ordered_json::parse(read_text_file(tools_file), nullptr, false);
+    const std::string text = read_text_file(tools_file);
+    if (!json_depth_problem(text)) d.tools = ordered_json::parse(text, nullptr, false);
     if (d.tools.is_discarded() || !d.tools.is_array()) {
       throw UsageError(fmt::format("--tools: {} must hold a JSON array of tool schemas", tools_file));
     }
   }
   if (!kwargs_json.empty()) {
-    d.kwargs = ordered_json::parse(kwargs_json, nullptr, false);
+    d.kwargs = json_depth_problem(kwargs_json) ? ordered_json(ordered_json::value_t::discarded)
+                                               : ordered_json::parse(kwargs_json, nullptr, false);
     if (d.kwargs.is_discarded() || !d.kwargs.is_object()) {
       throw UsageError(fmt::format("--chat-template-kwargs must be a JSON object such as {{\"enable_thinking\": false}}, "
                                    "got {}", kwargs_json));

@@ -266,8 +266,12 @@ void HfTokenizer::read_added_tokens(const json& doc, Checker& c) {
     const json& t = (*it)[i];
     const std::string where = fmt::format("added_tokens[{}]", i);
     if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
-        !t["content"].is_string() || t["id"].get<std::int64_t>() < 0) {
-      c.fail(where, "must have a non-negative integer \"id\" and a string \"content\"");
+        !t["content"].is_string() || t["id"].get<std::int64_t>() < 0 || t["id"].get<std::int64_t>() > kMaxTokenId) {
+      c.fail(where, fmt::format("must have an integer \"id\" in [0, {}] and a string \"content\"", kMaxTokenId));
+      continue;
+    }
+    if (t["content"].get<std::string>().empty()) {  // it would match everywhere and consume nothing
+      c.fail(where + ".content", "is empty: an added token must have some text");
       continue;
     }
     const auto id = t["id"].get<TokenId>();

@@ -17,6 +17,10 @@
 namespace braid::tok {
 
 using TokenId = std::int32_t;
+// The largest id a tokenizer file may give a token: one below the largest vocab_size a model
+// config may have (2^24, lib/model). A tokenizer keeps a table indexed by id, so an id of 1e9
+// would ask for tens of GB before anything could check it against a model.
+inline constexpr TokenId kMaxTokenId = (TokenId{1} << 24) - 1;
 
 // The bytes [begin, end) of the encoded text a token stands for (Hugging Face's
 // offsets): characters a normalizer adds (a SentencePiece "▁" in front) count as the

@@ -107,13 +107,27 @@ std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& e
 }
 
 void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by, const TrainingRanks& ranks) {
+  // All or nothing: every model's weights are checked before any file is written, and the
+  // files appear together (a critic that diverged, or a disk that fills on its state,
+  // leaves the new actor unwritten too).
   for (Trainee* t : trainees) {
-    const auto files = save_checkpoint(*t->opened.model, t->trainer->optimizer(), t->out,
-                                       {.step = t->opened.step + 1, .created_by = created_by,
-                                        .config_json = t->opened.config_json, .made_from = t->made_from.dump()},
-                                       ranks.writes_checkpoints());
-    if (!ranks.lead()) continue;
-    log::info("{}: wrote {} (step {}) and {}{}", t->call, files[0].string(), t->opened.step + 1, files[1].string(),
+    const model::TensorParallel& tp = t->opened.model->tensor_parallel();
+    checkpoint::require_finite_weights(*t->opened.model, checkpoint::tp_path(t->out, tp.rank, tp.size),
+                                       t->opened.step + 1);
+  }
+  CommitGroup outputs;
+  std::vector<std::vector<std::filesystem::path>> saved;
+  for (Trainee* t : trainees) {
+    saved.push_back(save_checkpoint(*t->opened.model, t->trainer->optimizer(), t->out,
+                                    {.step = t->opened.step + 1, .created_by = created_by,
+                                     .config_json = t->opened.config_json, .made_from = t->made_from.dump()},
+                                    ranks.writes_checkpoints()));
+  }
+  outputs.commit();
+  for (std::size_t i = 0; i < trainees.size() && ranks.lead(); ++i) {
+    const Trainee* t = trainees[i];
+    log::info("{}: wrote {} (step {}) and {}{}", t->call, saved[i][0].string(), t->opened.step + 1,
+              saved[i][1].string(),
               ranks.tp().size > 1 ? fmt::format(", and the slices of the other {} tp ranks", ranks.tp().size - 1) : "");
   }
   // Every tp rank's files exist before the lead names them.
@@ -126,7 +140,7 @@ void save_all(const std::vector<Trainee*>& trainees, const std::string& created_
     // A name written before in another layout (a whole file beside these tp files, stage
     // files of an earlier --schedule run) would be what the next reader loads.
     remove_other_layouts(t->out, written);
-    for (const auto& f : files) std::cout << f.string() << std::endl;
+    for (const auto& f : files) std::cout << path_line(f.string()) << std::endl;
   }
 }
 
@@ -167,8 +181,9 @@ bool already_done(const std::vector<Trainee*>& trainees, const TrainingRanks& ra
   if (!ranks.all(complete)) return false;
   if (!ranks.lead()) return true;
   for (const Trainee* t : trainees) {
-    log::info("{}: {} is already complete (step {}), made from the same inputs and options: skipped", t->call, t->out, t->opened.step + 1);
-    for (const auto& f : ranks.files(t->out)) std::cout << f.string() << std::endl;
+    log::info("{}: {} is already complete (step {}), made from the same inputs and options: skipped", t->call, t->out,
+              t->opened.step + 1);
+    for (const auto& f : ranks.files(t->out)) std::cout << path_line(f.string()) << std::endl;
   }
   return true;
 }

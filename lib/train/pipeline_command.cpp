@@ -14,6 +14,7 @@
 
 #include "backend/registry.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "checkpoint/optimizer_state.hpp"
 #include "core/log.hpp"
@@ -90,7 +91,7 @@ class FusedSession final : public RlSession {
         log::info("{} is already complete, made from the same inputs and options: skipped", outs_[i]);
         for (int r = 0; r < mesh_.tp_size(); ++r) {
           for (const auto& f : checkpoint::stage_paths(checkpoint::tp_path(outs_[i], r, mesh_.tp_size()), pipe_->stages(int(i))))
-            std::cout << f.string() << std::endl;
+            std::cout << path_line(f.string()) << std::endl;
         }
       }
     }
@@ -141,6 +142,8 @@ class FusedSession final : public RlSession {
       }
     }
     // The optimizer state first, then the weights: a checkpoint whose weights exist has its state.
+    // This rank's files appear together (CommitGroup) or not at all.
+    CommitGroup outputs;
     for (std::size_t i = 0; i < outs_.size(); ++i) {
       const int m = static_cast<int>(i);
       if (pipe_->replica(m) != 0) continue;
@@ -152,6 +155,7 @@ class FusedSession final : public RlSession {
     world_->barrier();
     std::vector<std::filesystem::path> out_paths(outs_.begin(), outs_.end());
     const auto files = pipe_->save(out_paths, created_by, records);
+    outputs.commit();
     world_->barrier();   // every tp rank's files exist before the lead names them
     if (lead()) {
       // Files of another layout under the same names (a whole file an earlier run left
@@ -166,7 +170,7 @@ class FusedSession final : public RlSession {
         }
       }
       for (const auto& out : outs_) remove_other_layouts(out, written);
-      for (const auto& f : files) std::cout << f.string() << std::endl;
+      for (const auto& f : files) std::cout << path_line(f.string()) << std::endl;
     }
   }
 

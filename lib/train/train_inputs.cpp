@@ -97,7 +97,7 @@ TrainingShards read_training_shards(const std::vector<std::string>& args, std::s
     std::string line;
     while (std::getline(std::cin, line)) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (!line.empty()) one(line);
+      if (!line.empty()) one(path_from_line(line, "<stdin>"));
     }
   }
   if (out.files.empty()) throw UsageError("no input shards (name them, or '-' to read their paths from stdin)");
@@ -127,7 +127,7 @@ std::vector<TextLine> read_lines(const std::string& path, const std::vector<std:
   for (std::int64_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = fmt::format("line {}", n);
-    json obj = json::parse(line, nullptr, false);
+    json obj = parse_json_or_discarded(line);
     if (obj.is_discarded() || !obj.is_object()) {
       c.fail(where, "is not a JSON object");
       continue;

@@ -61,9 +61,81 @@ BOOST_AUTO_TEST_CASE(an_abandoned_file_leaves_nothing) {
   BOOST_TEST(temps_in(path.parent_path(), "abandoned.txt") == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(committing_nothing_is_an_error) {
-  AtomicFile f(scratch("empty.txt"));
-  BOOST_CHECK_THROW(f.commit(), std::runtime_error);
+// The temp file exists from the constructor on, made exclusively (a file or link already at
+// its name is never written through) under a name whose last part is random: another process
+// cannot plant a link where a writer will write.
+BOOST_AUTO_TEST_CASE(the_temp_file_is_made_exclusively_under_an_unguessable_name) {
+  const auto path = scratch("excl.txt");
+  AtomicFile a(path), b(path);
+  for (const AtomicFile* f : {&a, &b}) {
+    BOOST_TEST(fs::is_regular_file(fs::symlink_status(f->temp_path())));
+    BOOST_TEST(fs::file_size(f->temp_path()) == 0u);
+  }
+  BOOST_TEST(a.temp_path() != b.temp_path());
+  const std::string prefix = ".excl.txt.tmp-" + std::to_string(getpid()) + "-";
+  BOOST_TEST(a.temp_path().filename().string().rfind(prefix, 0) == 0u);
+  // Not a counter: the two suffixes are far apart (equal odds of any 64-bit value).
+  const auto suffix = [&](const AtomicFile& f) { return std::stoull(f.temp_path().filename().string().substr(prefix.size())); };
+  BOOST_TEST((suffix(a) > suffix(b) ? suffix(a) - suffix(b) : suffix(b) - suffix(a)) > 1000u);
+  // Committing the empty file makes an empty file.
+  a.commit();
+  BOOST_TEST(fs::is_regular_file(path));
+  BOOST_TEST(fs::file_size(path) == 0u);
+}
+
+// A training step's files appear together or not at all.
+BOOST_AUTO_TEST_CASE(a_commit_group_renames_all_or_none) {
+  const auto x = scratch("group-x.txt"), y = scratch("group-y.txt");
+  fs::remove(x);
+  fs::remove(y);
+  {
+    CommitGroup group;
+    write_text_file(x.string(), "x");
+    BOOST_TEST(!fs::exists(x));  // finished, not yet renamed
+    try {
+      AtomicFile f(y);
+      write_all(f, "y");
+      throw InputError(y.string(), "", "diverged");
+    } catch (const InputError&) {
+    }
+  }  // destroyed uncommitted: x's finished temp goes too
+  BOOST_TEST(!fs::exists(x));
+  BOOST_TEST(temps_in(x.parent_path(), "group-x.txt") == 0u);
+  {
+    CommitGroup group;
+    write_text_file(x.string(), "x");
+    write_text_file(y.string(), "y");
+    BOOST_TEST(!fs::exists(x));
+    group.commit();
+  }
+  BOOST_TEST(read_text_file(x.string()) == "x");
+  BOOST_TEST(read_text_file(y.string()) == "y");
+  write_text_file(x.string(), "after");  // no group: renamed at once
+  BOOST_TEST(read_text_file(x.string()) == "after");
+}
+
+// braid export's folder: nothing under the final name until commit, then every file.
+BOOST_AUTO_TEST_CASE(an_atomic_folder_appears_whole_or_not_at_all) {
+  const auto dir = scratch("folder-out");
+  fs::remove_all(dir);
+  try {
+    AtomicFolder f(dir / "");  // "folder-out/" names the folder
+    write_text_file((f.temp_path() / "a.json").string(), "{}");
+    BOOST_TEST(!fs::exists(dir));
+    throw std::runtime_error("export failed");
+  } catch (const std::runtime_error&) {
+  }
+  BOOST_TEST(!fs::exists(dir));
+  BOOST_TEST(temps_in(dir.parent_path(), "folder-out") == 0u);
+  for (int round = 0; round < 2; ++round) {  // into a new folder, then into the existing one
+    AtomicFolder f(dir);
+    const auto a = f.temp_path() / "a.json";
+    write_text_file(a.string(), std::to_string(round));
+    BOOST_TEST(f.final_of(a) == dir / "a.json");
+    f.commit();
+    BOOST_TEST(read_text_file((dir / "a.json").string()) == std::to_string(round));
+    BOOST_TEST(temps_in(dir.parent_path(), "folder-out") == 0u);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_folder_is_an_input_error_naming_the_file) {

@@ -108,6 +108,30 @@ BOOST_AUTO_TEST_CASE(a_number_beyond_double_is_an_input_error) {
   BOOST_CHECK_THROW(load_json_file(path), InputError);
 }
 
+// A document nested 100,000 deep parsed (nlohmann's parser keeps its own stack) and then
+// crashed its reader by a stack overflow in a recursive copy, comparison or dump. Depth past
+// kMaxJsonDepth is refused where it starts; brackets inside strings do not count.
+BOOST_AUTO_TEST_CASE(nesting_past_the_limit_is_an_input_error_naming_where) {
+  const std::string deep = "{\"a\": 1,\n \"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  try {
+    parse_json_text(deep, "deep.json");
+    BOOST_FAIL("a document nested 100,000 deep parsed");
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    BOOST_TEST(msg.find("deep.json: line 2, column") == 0u, msg);
+    BOOST_TEST(msg.find("nested deeper than 512 levels") != std::string::npos, msg);
+  }
+  BOOST_TEST(parse_json_or_discarded(deep).is_discarded());
+  BOOST_CHECK_THROW(parse_ordered_json_text(deep, "deep.json"), InputError);
+  const std::string at_limit = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  BOOST_TEST(parse_json_text(at_limit, "ok.json").is_array());
+  BOOST_TEST(!json_depth_problem(at_limit).has_value());
+  BOOST_TEST(json_depth_problem("[" + at_limit + "]").has_value());
+  // Brackets in strings, escaped quotes included, are text.
+  const std::string in_string = "[\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"]";
+  BOOST_TEST(parse_json_text(in_string, "s.json").at(0).get<std::string>().size() == 2001u);
+}
+
 BOOST_AUTO_TEST_CASE(typed_reads_return_values_and_defaults) {
   const json doc = json::parse(R"({"a": 3, "b": 2.5, "c": "x", "d": true, "e": [1, 2], "f": 4.0})");
   Checker c("inline");

@@ -108,6 +108,16 @@ rerun "flipped byte in a scored shard" "iteration 1 generate \| score: out/iter-
 truncate -s 100 out/iter-0000/critic.h5
 rerun "truncated start critic" "init critic: out/iter-0000/critic.h5: .*it is done again" "iteration 1 of 2" "iteration 2 of 2"
 
+# A damaged metrics.json (a disk that filled mid-write, an edit) is made again, with a
+# warning; it blocked every rerun (exit 1, "internal error: parse_error").
+touch -r out/iter-0001/metrics.json stamp
+truncate -s 20 out/iter-0001/metrics.json
+touch -r stamp out/iter-0001/metrics.json
+rerun "truncated metrics.json" "out/iter-0001/metrics.json is damaged"
+"$PY" -c 'import json, sys; m = json.load(open(sys.argv[1])); assert "sequences" in m' out/iter-0001/metrics.json ||
+  fail "the remade metrics.json is not whole"
+[ "$(wc -l < out/metrics.jsonl)" -ge 2 ] || fail "metrics.jsonl lacks the remade iteration"
+
 # braid-train checks its output folders before it trains: a missing one is named, exit 2.
 rc=0
 "$BRAID_BIN/braid-train" ppo out/iter-0001/scored/scored-*.h5 --actor out/iter-0000/actor.h5 \

@@ -2,8 +2,9 @@
 # A disk that fills while a stage writes: braid init, braid-generate and braid-train
 # exit 2 naming the file and the reason, leave nothing under the output name and
 # remove their temp files; no signal deaths. The full disk is simulated by a file
-# size cap (ulimit -f) with SIGXFSZ ignored, so a write past it fails with EFBIG
-# ("File too large") the way a full disk fails with ENOSPC. Temp files left by a
+# size cap (ulimit -f); the tools ignore SIGXFSZ themselves (it killed braid init and
+# braid-train, leaving temp files), so a write past it fails with EFBIG ("File too
+# large") the way a full disk fails with ENOSPC. Temp files left by a
 # killed writer (SIGKILL: no handler runs) are removed by the next run writing the
 # same output.
 set -euo pipefail
@@ -18,7 +19,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 capped() {
   local kib=$1 name=$2 output=$3; shift 4
   set +e
-  ( trap '' XFSZ; ulimit -f "$kib"; exec "$@" ) > "$name.out" 2> "$name.err"
+  ( ulimit -f "$kib"; exec "$@" ) > "$name.out" 2> "$name.err"
   local rc=$?
   set -e
   [[ $rc == 2 ]] || { cat "$name.err" >&2; fail "$name: exit $rc, expected 2 (over 128: a signal)"; }
@@ -31,12 +32,7 @@ capped() {
   [[ -z $temps ]] || fail "$name: temp files left: $temps"
 }
 
-"$B/braid" -q init -c "$CONFIG" --seed 1 -o actor.h5 > /dev/null
-"$B/braid" -q init -c "$CONFIG" --seed 2 --value-head --no-lm-head -o critic.h5 > /dev/null
-for i in 1 2 3 4; do echo "{\"text\": \"prompt $i\"}"; done > prompts.jsonl
-"$B/braid-generate" -q --actor actor.h5 --prompts prompts.jsonl -o gen --max-new-tokens 6 --threads 1 > /dev/null
-"$B/braid-score" -q gen/gen-00000.h5 -o scored --ref actor.h5 --critic critic.h5 --reward-rule length:32 \
-  --threads 1 > /dev/null
+. "$BRAID_SOURCE/tests/io/tiny_scored.sh"
 
 # --- A weight shard (3 MB) that cannot be finished.
 capped 64 init full-init.h5 -- "$B/braid" -q init -c "$CONFIG" --seed 1 -o full-init.h5

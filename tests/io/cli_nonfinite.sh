@@ -23,12 +23,7 @@ expect_check_problem() {
     { cat check.err >&2; fail "braid check -v $file does not name $field"; }
 }
 
-"$B/braid" -q init -c "$CONFIG" --seed 1 -o actor.h5 > /dev/null
-"$B/braid" -q init -c "$CONFIG" --seed 2 --value-head --no-lm-head -o critic.h5 > /dev/null
-for i in 1 2 3 4; do echo "{\"text\": \"prompt $i\"}"; done > prompts.jsonl
-"$B/braid-generate" -q --actor actor.h5 --prompts prompts.jsonl -o gen --max-new-tokens 6 --threads 1 > /dev/null
-"$B/braid-score" -q gen/gen-00000.h5 -o scored --ref actor.h5 --critic critic.h5 --reward-rule length:32 \
-  --threads 1 > /dev/null
+. "$BRAID_SOURCE/tests/io/tiny_scored.sh"
 "$B/braid" check actor.h5 critic.h5 gen/gen-00000.h5 scored/scored-00000.h5 || fail "the good files do not check"
 
 # --- A weight shard with one NaN tensor: refused by every tool that loads weights.

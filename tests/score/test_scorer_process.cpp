@@ -13,7 +13,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <sys/types.h>
 
 using namespace braid;
 using namespace braid::score;
@@ -134,6 +137,29 @@ BOOST_AUTO_TEST_CASE(a_silent_scorer_times_out) {
   const std::string e = failure("sleep 30", 2, 0.5);
   BOOST_TEST(has(e, "gave no answer for 0.5 s (0 of 2 rewards so far"), e);
   BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10.0);
+}
+
+// A scorer that timed out was stopped, but only /bin/sh got the signal: what the command
+// started kept running, holding the pipes (a caller reading our output waited for it).
+// Its whole process group is ended now and nothing of it is left.
+BOOST_AUTO_TEST_CASE(a_timed_out_scorer_is_ended_with_what_it_started) {
+  const auto pid_file = test::scratch("scorer-child.pid");
+  std::filesystem::remove(pid_file);
+  const std::string e = failure("sleep 30 & echo $! > '" + pid_file.string() + "'; wait", 2, 0.5);
+  BOOST_TEST(has(e, "gave no answer for 0.5 s"), e);
+  std::ifstream in(pid_file);
+  pid_t child = 0;
+  BOOST_REQUIRE(in >> child);
+  // Ended and reaped (by init, its parent once the shell is gone): no such process, or a
+  // zombie for the moment it takes init to reap it.
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string pid_text, name, state;
+    gone = !(stat >> pid_text >> name >> state) || state == "Z";
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  BOOST_TEST(gone, "the scorer's child " << child << " is still running");
 }
 
 BOOST_AUTO_TEST_CASE(a_scorer_that_fails_at_the_end_is_a_warning) {

@@ -87,7 +87,7 @@ expect_bad token "badtoken.jsonl:3: tokens\[2\]: 259 is outside the model's voca
 expect_bad empty "empty.jsonl:1: text: is empty" --actor "$S/actor.h5" --prompts "$S/empty.jsonl"
 expect_bad nockpt "missing.h5: no such weight file" --actor "$S/missing.h5" --prompts "$S/prompts.jsonl"
 expect_bad nohead "critic.h5: lm_head.weight: the model has no LM head" --actor "$S/critic.h5" --prompts "$S/prompts.jsonl"
-expect_bad noprompts "nothere.jsonl: cannot open" --actor "$S/actor.h5" --prompts "$S/nothere.jsonl"
+expect_bad noprompts "nothere.jsonl: no such file" --actor "$S/actor.h5" --prompts "$S/nothere.jsonl"
 expect_bad threshold "migrate-threshold must be" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" --migrate-threshold 1.5
 # A rerun whose actor has other weights under the same name and step is refused: the
 # shards record the actor's content (made_from), not only its path and step.

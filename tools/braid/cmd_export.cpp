@@ -3,6 +3,7 @@
 #include <iostream>
 #include <memory>
 
+#include "core/files.hpp"
 #include "hf/import_export.hpp"
 #include "verbs.hpp"
 
@@ -51,7 +52,7 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
                                      {.dtype = o->dtype == "bf16" ? hf::StoreDtype::bf16 : hf::StoreDtype::f32,
                                       .tokenizer = o->tokenizer,
                                       .generation = o->generation});
-    for (const auto& f : files) std::cout << f.string() << '\n';
+    for (const auto& f : files) std::cout << path_line(f.string()) << '\n';
     return 0;
   });
 }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/files.hpp"
 #include "hf/import_export.hpp"
 #include "verbs.hpp"
 
@@ -23,7 +24,7 @@ void add_import_command(CLI::App& app, Verbs& verbs) {
     const auto files = hf::import_hf(o->dir, o->out,
                                      {.stages = o->stages,
                                       .created_by = fmt::format("braid import {} --stages {} -o {}", o->dir, o->stages, o->out)});
-    for (const auto& f : files) std::cout << f.string() << '\n';
+    for (const auto& f : files) std::cout << path_line(f.string()) << '\n';
     return 0;
   });
 }

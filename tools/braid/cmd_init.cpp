@@ -6,13 +6,16 @@
 
 #include <fmt/format.h>
 
+#include "core/files.hpp"
 #include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "core/limits.hpp"
 #include "core/log.hpp"
 #include "io/fingerprint.hpp"
+#include "memory/prediction.hpp"
 #include "model/config.hpp"
 #include "model/model.hpp"
 #include "verbs.hpp"
@@ -47,14 +50,20 @@ int run_init(const InitOptions& o) {
   const std::string record = made_from.to_json().dump();
   for (int s = 0; s < o.stages; ++s) {
     // One stage in memory at a time; the seed gives each tensor the same values whatever the split.
-    model::Model m(cfg, {.layers = ranges[static_cast<std::size_t>(s)], .lm_head = !o.no_lm_head, .value_head = o.value_head},
-                   *be);
+    const model::ModelOptions mopt{.layers = ranges[static_cast<std::size_t>(s)], .lm_head = !o.no_lm_head,
+                                   .value_head = o.value_head};
+    // A config whose values are each in range can still describe a model no memory holds:
+    // refused from its predicted size before anything is allocated.
+    const memory::Prediction need = memory::model_bytes({.role = "", .config = cfg, .options = mopt});
+    require_host_memory(need.total(), o.config, "",
+                        fmt::format("the model{} ({})", o.stages > 1 ? fmt::format(" stage {}", s) : "", need.describe()));
+    model::Model m(cfg, mopt, *be);
     m.init_random(o.seed, o.init_std);
     const auto path = checkpoint::stage_path(o.out, s, o.stages);
     checkpoint::save_weights(m, path, {.step = 0, .created_by = cmd, .config_json = doc.dump(), .made_from = record});
     log::info("wrote {} (layers {}..{}, {} parameters)", path.string(), m.layer_begin(), m.layer_end() - 1,
               m.parameter_count());
-    std::cout << path.string() << '\n';
+    std::cout << path_line(path.string()) << '\n';
   }
   return 0;
 }

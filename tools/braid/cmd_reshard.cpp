@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 
+#include "core/files.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/reshard.hpp"
 #include "verbs.hpp"
@@ -33,7 +34,7 @@ void add_reshard_command(CLI::App& app, Verbs& verbs) {
     for (const auto& spec : o->in) cmd += " " + spec;
     cmd += fmt::format(" --tp {} -o {}", o->tp, o->out);
     for (const auto& f : checkpoint::reshard(files, o->out, o->tp, cmd))
-      std::cout << f.string() << '\n';
+      std::cout << path_line(f.string()) << '\n';
     return 0;
   });
 }

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <memory>
 
+#include "core/files.hpp"
 #include "core/log.hpp"
 #include "driver/run_lock.hpp"
 #include "driver/run_loop.hpp"
@@ -42,8 +43,8 @@ int run_run(const RunOptions& o) {
     }
     const RunResult r = run_loop(spec, Layout(o.out), plan);
     if (r.iterations_run == 0) log::info("all {} iterations were already complete in {}", spec.iterations, o.out);
-    std::cout << r.actor.string() << '\n';
-    if (!r.critic.empty()) std::cout << r.critic.string() << '\n';
+    std::cout << path_line(r.actor.string()) << '\n';
+    if (!r.critic.empty()) std::cout << path_line(r.critic.string()) << '\n';
   } catch (const StageFailed& e) {
     log::error("{}", e.what());
     return e.exit_code();

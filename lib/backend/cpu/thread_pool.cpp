@@ -1,5 +1,12 @@
 #include "backend/cpu/thread_pool.hpp"
 
+#include "core/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <system_error>
+
 namespace braid::backend::cpu {
 namespace {
 
@@ -21,10 +28,25 @@ constexpr int kSpins = 2000;  // some microseconds of pause before sleeping
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  if (threads > kMaxThreads) {
+    throw UsageError(fmt::format("--threads {}: at most {} CPU threads", threads, kMaxThreads));
+  }
+  try {
+    workers_.reserve(static_cast<std::size_t>(std::max(threads - 1, 0)));
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::system_error& e) {
+    // The workers started wait on wake_: they must be stopped and joined before the
+    // members go (destroying a condition variable with waiters blocks forever).
+    const std::size_t started = workers_.size();
+    stop_workers();
+    throw UsageError(fmt::format("--threads {}: only {} threads could be started ({}); ask for fewer", threads,
+                                 started + 1, e.what()));
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -32,6 +54,7 @@ ThreadPool::~ThreadPool() {
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 void ThreadPool::work(Job& job) {

@@ -19,7 +19,10 @@ namespace braid::backend::cpu {
 class ThreadPool {
  public:
   using Body = std::function<void(std::int64_t begin, std::int64_t end)>;
+  static constexpr int kMaxThreads = 1024;
 
+  // UsageError (exit 2) for more than kMaxThreads, or when the system cannot start them
+  // all (a memory or process limit): the threads started are stopped first.
   explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -43,6 +46,7 @@ class ThreadPool {
 
   void work(Job& job);
   void worker_loop();
+  void stop_workers();
 
   std::vector<std::thread> workers_;
   std::mutex job_mu_;                 // one job at a time
