@@ -75,29 +75,32 @@ bool ShardStream::already_done(const std::string& input, const std::filesystem::
   if (!std::filesystem::exists(out)) return false;
   const io::SampleShardInfo in = io::probe_sample_shard(input);
   skipped_sequences_ = in.sequences;
+  io::SampleShardInfo done;
   try {
-    const io::SampleShardInfo done = io::probe_sample_shard(out);
-    const auto has = [&](const char* name) {
-      return std::find(done.token_arrays.begin(), done.token_arrays.end(), name) != done.token_arrays.end();
-    };
-    if (done.sequences == in.sequences && done.has_reward && has("advantages") && has("returns")) {
-      if (record.empty()) return true;
-      const auto there = io::parse_made_from(done.meta.made_from, out.string());
-      const auto diff = there ? io::made_from_differences(*there, record)
-                              : std::vector<std::string>{"it records nothing of what made it (a braid before "
-                                                         "records, or another tool)"};
-      if (diff.empty()) return true;
-      throw InputError(out.string(), "made_from",
-                       fmt::format("is already there, made from other inputs or settings: {}. Remove it, or write "
-                                   "to another -o folder",
-                                   fmt::join(diff, "; ")));
-    }
-    log::warn("{} exists but is not a scoring of {} ({} of {} sequences, or arrays missing): scoring again",
-              out.string(), input, done.sequences, in.sequences);
+    done = io::probe_sample_shard(out);
   } catch (const InputError& e) {
     log::warn("{} exists but cannot be read ({}): scoring again", out.string(), e.what());
+    return false;
   }
-  return false;
+  const auto has = [&](const char* name) {
+    return std::find(done.token_arrays.begin(), done.token_arrays.end(), name) != done.token_arrays.end();
+  };
+  if (done.sequences != in.sequences || !done.has_reward || !has("advantages") || !has("returns")) {
+    log::warn("{} exists but is not a scoring of {} ({} of {} sequences, or arrays missing): scoring again",
+              out.string(), input, done.sequences, in.sequences);
+    return false;
+  }
+  if (record.empty()) return true;
+  // A whole scoring made from other inputs or settings is not damage to score over: refused.
+  const auto there = io::parse_made_from(done.meta.made_from, out.string());
+  const auto diff = there ? io::made_from_differences(*there, record)
+                          : std::vector<std::string>{"it records nothing of what made it (a braid before records, or "
+                                                     "another tool)"};
+  if (diff.empty()) return true;
+  throw InputError(out.string(), "made_from",
+                   fmt::format("is already there, made from other inputs or settings: {}. Remove it, or write to "
+                               "another -o folder",
+                               fmt::join(diff, "; ")));
 }
 
 bool ShardStream::writes() const { return !opt_.tp_group || opt_.tp_group->rank() == 0; }
