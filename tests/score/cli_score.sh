@@ -46,7 +46,8 @@ diff want.out rerun.out || fail "the rerun does not report every output"
 [[ $(stat -c %Y scored/scored-00000.h5) == $(date -d 2000-01-01 +%s) ]] || fail "a finished output was rewritten"
 "$FIX" check ppo 0.1 0.99 0.9 12 scored/*.h5 || fail "PPO arrays after the rerun"
 # Each output records what made it: another setting or another critic is refused by name, not skipped.
-"$BRAID" inspect scored/scored-00000.h5 | grep -q "made from: braid-score, output scored" ||
+"$BRAID" inspect scored/scored-00000.h5 > scored0.txt
+grep -q "made from: braid-score, output scored" scored0.txt ||
   fail "inspect does not show what made the scored shard"
 expect_bad rescore_kl scored/scored-00000.h5 "option kl_coef: 0.1 there, 0.2 now" -- \
   "$SCORE" $(cat gen.list) -o scored --ref actor.h5 --critic critic.h5 --reward rm.h5 \
