@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The default experiment (`make demo`): every stage of braid, end to end, on this machine.
-# Outputs go to ${DEMO_OUT:-out/demo}; the tools are taken from ${BRAID_BIN:-build/bin}.
+# Outputs go to ${DEMO_OUT:-out/demo}; the tools are taken from ${BRAID_BIN:-build/bin}; the
+# model is ${DEMO_CONFIG:-examples/tiny/config.json} (any family of docs/models.md, e.g.
+# examples/tiny-qwen3/config.json or examples/tiny-gemma3/config.json).
 #
 #   1. the build: what braid was built with, and the devices it sees
 #   2. the task: `braid synth` writes a synthetic verifiable task (sort a string of
@@ -11,17 +13,16 @@
 #      held-out accuracy (braid eval)
 #   4. a reward model trained on the task's preference pairs (braid-train rm), and its
 #      accuracy on held-out pairs (braid eval --pairs)
-#   5. the tiny model's layer costs measured on this machine (braid-profile measure),
-#      braid-meshplan's plan of the PPO below on this machine (1 node, 2 devices): its
-#      predicted iteration time with the fusions and without; the fused actor+critic
-#      training schedule on the 2 devices (braid-schedgen, from the plan's training costs)
-#   6. PPO from the warm start (examples/demo/ppo.json): `braid run` drives the rollout on
-#      2 ranks under mpirun with migration and inter-stage fusion (the freed rank scores
-#      finished shards; the math verifier against each prompt's answer), then the fused
-#      training pipeline (braid-train --schedule under mpirun -np 2, intra-stage fusion),
-#      and braid eval on the held-out prompts every 2 iterations; every 4th iteration runs
-#      again with the fusions off (the ablation, measured in the same run, beside the
-#      plan's prediction); the held-out accuracy rises; OUT/ppo/report.svg draws every figure
+#   5. the tiny model's layer costs and this machine's fixed costs (process and MPI start-up,
+#      memory first touch, HDF5 files) measured here (braid-profile measure)
+#   6. PPO from the warm start (examples/demo/ppo.json): `braid run` has braid-meshplan plan
+#      it for this machine (1 node, 2 devices), predicts the whole iteration each way it can
+#      run (the rollout on 2 ranks fused with scoring or piped into braid-score; the actor
+#      and critic trained as one fused pipeline or data parallel) and runs the fastest; the
+#      math verifier against each prompt's answer; braid eval on the held-out prompts every
+#      2 iterations; every 4th iteration runs again the other way (the ablation, measured
+#      in the same run beside the prediction of each way); the held-out accuracy rises;
+#      OUT/ppo/report.svg draws every figure, the prediction beside the measurement
 #   7. what the run wrote: a scored sample shard and the last actor checkpoint
 #   8. the RLHFuse paper's LLaMA-65B actor / 33B critic on 32x8 H100, planned from an
 #      analytic H100 profile (braid-profile analytic, braid-meshplan)
@@ -48,7 +49,7 @@ braid synth -o "$out/task" --task sort --min-digits 2 --max-digits 16 --tail 1.5
 head -n 3 "$out/task/prompts.jsonl"
 
 step "3. SFT warm start of the tiny byte-level model (32 steps), its held-out accuracy"
-cp examples/tiny/config.json "$out/config.json"
+cp "${DEMO_CONFIG:-examples/tiny/config.json}" "$out/config.json"
 mkdir -p "$out/sft" "$out/rm"
 braid init --config "$out/config.json" --seed 1 -o "$out/sft/actor0.h5" > /dev/null
 braid-train sft "$out/task/sft.jsonl" --actor "$out/sft/actor0.h5" --actor-out "$out/sft/actor.h5" \
@@ -62,7 +63,7 @@ braid-train rm "$out/task/pairs.jsonl" --reward "$out/rm/reward0.h5" --reward-ou
   --lr 3e-3 --mini-batch 64 --epochs 4 --seed 1 > /dev/null
 braid eval "$out/rm/reward.h5" --pairs "$out/task/heldout-pairs.jsonl" -o "$out/rm/eval.json"
 
-step "5. the tiny model's layer costs measured on this machine; the PPO's plan and training schedule on 2 devices"
+step "5. the tiny model's layer costs and this machine's fixed costs, measured here"
 # The PPO of step 6 as braid-meshplan sees it: its four models (the tiny config), 128
 # prompts x 4 samples, mini-batches of 128, 2 epochs, the task's prompt and answer
 # lengths; this machine as a cluster of 1 node with 2 devices (one rank each).
@@ -84,41 +85,11 @@ cluster = {"format": "braid.cluster", "version": 1, "name": "this machine: 1 nod
            "nodes": 1, "devices_per_node": 2, "device_memory_gb": 4}
 json.dump(cluster, open(f"{out}/cluster-here.json", "w"), indent=1)
 PY
-braid-profile measure --experiment "$out/ppo-experiment.json" --quick --repeats 3 --threads 1 -o "$out/tiny-profile.json"
+braid-profile measure --experiment "$out/ppo-experiment.json" --quick --repeats 3 --threads 1 --max-batch 64 \
+  -o "$out/tiny-profile.json"
 braid inspect "$out/tiny-profile.json" | head -n 12
-braid-meshplan "$out/ppo-experiment.json" "$out/cluster-here.json" --profile "$out/tiny-profile.json" \
-  --time-limit 5 -q -o "$out/ppo-plan.json"
-/usr/bin/env python3 - "$out/ppo-plan.json" <<'PY'
-import json, sys
-p = json.load(open(sys.argv[1]))
-pr, fusion = p["predicted"], p.get("fusion", {})
-used = [name for name in ("inter_stage", "intra_stage") if fusion.get(name, {}).get("used")]
-print(f"braid-meshplan predicts an iteration of {pr['fused_s']:.2f} s with fusion, {pr['serial_s']:.2f} s serial "
-      f"(fusions it uses: {', '.join(used) or 'none'})")
-PY
 
-# The PPO's fused actor+critic training pipeline on the 2 devices: each model in 2 stages,
-# 4 micro-batches per optimizer step, each stage's forward and backward times from the
-# plan's training calls (a third forward, two thirds backward), scheduled by braid-schedgen.
-/usr/bin/env python3 - "$out" <<'PY'
-import json, sys
-out = sys.argv[1]
-plan, experiment = json.load(open(f"{out}/ppo-plan.json")), json.load(open(f"{out}/ppo-experiment.json"))
-calls = {c["name"]: c for c in plan["calls"]}
-steps = experiment["ppo_epochs"] * experiment["batch"]["global"] // experiment["batch"]["mini"]
-models = []
-for name in ("actor", "critic"):
-    call = calls[f"{name}_train"]
-    ms = 1000 * call["time_s"] * call["strategy"]["dp"] / (steps * 4)  # one micro-batch on one device
-    models.append({"name": name, "stages": 2, "micro_batches": 4, "fwd": [ms / 6] * 2, "bwd": [ms / 3] * 2,
-                   "act_mem": max(call["memory_gb"]["active"], 1e-3)})
-spec = {"format": "braid.schedspec", "version": 1, "devices": 2, "models": models}
-json.dump(spec, open(f"{out}/ppo-schedspec.json", "w"), indent=1)
-PY
-braid-schedgen "$out/ppo-schedspec.json" --time-limit 2 -q -o "$out/ppo-schedule.json"
-braid-schedgen --verify "$out/ppo-schedule.json"
-
-step "6. PPO from the warm start on 2 ranks with both fusions, and the ablation (examples/demo/ppo.json)"
+step "6. PPO from the warm start, planned for 2 devices, the fusions chosen by the prediction (examples/demo/ppo.json)"
 cp examples/demo/ppo.json "$out/ppo.json"
 braid run "$out/ppo.json" -o "$out/ppo"
 /usr/bin/env python3 - "$out/ppo/metrics.jsonl" <<'PY' || true
@@ -132,26 +103,26 @@ for r in rows:
     kl = f"{r['kl']:7.3f}" if "kl" in r else f"{'':7}"
     print(f"{r['iteration']:>9}  {rew}  {kl}  {acc}")
 PY
-/usr/bin/env python3 - "$out"/ppo/iter-*/ablation.json <<'PY' || true
-import json, sys
-print("ablation           variant  generate  score  train  total (measured, s)  predicted (s)")
-for f in sys.argv[1:]:
+/usr/bin/env python3 - "$out/ppo" <<'PY' || true
+import glob, json, sys
+run = sys.argv[1]
+p = json.load(open(f"{run}/prediction.json"))
+print(f"the way braid run took: {p['chosen']} ({p['reason']})")
+print("ablation  way           rollout  train  iteration (measured s)  predicted s")
+for f in sorted(glob.glob(f"{run}/iter-*/ablation.json")):
     a = json.load(open(f))
     for v in a["variants"]:
-        m, p = v["measured"], v.get("predicted", {})
-        pred = f"{p['total']:13.2f}" if "total" in p else ""
-        print(f"{a['iteration']:>8}  {v['name']:>16}  {m.get('generate', 0):8.2f}  {m.get('score', 0):5.2f}  "
-              f"{m.get('train', 0):5.2f}  {m['total']:19.2f}  {pred}")
+        m, pr = v["measured"], v.get("predicted", {})
+        print(f"{a['iteration']:>8}  {v['name']:<12} {m.get('rollout_step', 0):7.2f}  {m.get('train_step', 0):5.2f}  "
+              f"{m['total']:21.2f}  {pr.get('total', float('nan')):11.2f}")
 PY
 echo "the report: $out/ppo/report.svg and $out/ppo/report.json"
 
 step "7. what the run wrote: a scored sample shard, the last actor"
 last=$(ls -d "$out"/ppo/iter-* | tail -n 1)
 braid inspect "$(ls "$last"/scored/*.h5 | head -n 1)" | head -n 16
-# The fused pipeline writes each model as the stage files of its schedule (docs/tools/run.md).
-actor=$last/actor.h5
-[[ -f $actor ]] || actor=$(echo "$last"/actor.stage0-of-*.h5)
-braid inspect "$actor" | head -n 6
+# The checkpoint's name stands for its files (the fused pipeline writes stage files).
+braid inspect "$last/actor.h5" | head -n 6
 
 step "8. RLHFuse's 65B actor / 33B critic on 32x8 H100: profile and plan"
 braid-profile analytic --hardware h100 --experiment examples/plan/rlhfuse-65b-33b-len1024.json \
@@ -165,6 +136,6 @@ braid-schedgen --verify "$out/schedule.json"
 braid inspect "$out/schedule.json"
 
 step "10. every file checked"
-files=("$out"/tiny-profile.json "$out"/ppo-plan.json "$out"/ppo-schedule.json "$out"/h100-profile.json "$out"/plan.json "$out"/schedule.json "$out"/ppo.json "$out"/sft/eval.json "$out"/rm/eval.json "$out"/ppo/report.json "$out"/sft/actor.h5 "$out"/rm/reward.h5 "$last"/*.h5 "$last"/scored/*.h5 "$last"/samples/*.h5)
+files=("$out"/tiny-profile.json "$out"/ppo/plan.json "$out"/ppo/prediction.json "$out"/h100-profile.json "$out"/plan.json "$out"/schedule.json "$out"/ppo.json "$out"/sft/eval.json "$out"/rm/eval.json "$out"/ppo/report.json "$out"/sft/actor.h5 "$out"/rm/reward.h5 "$last"/*.h5 "$last"/scored/*.h5 "$last"/samples/*.h5)
 braid check -v "${files[@]}"
 echo "all ${#files[@]} files are complete braid files; outputs in $out/"

@@ -5,11 +5,12 @@
 # prefix alone (CUDA on, sm_90 SASS + PTX), builds what the chosen parts need, runs them and
 # writes every log to OUTDIR (docs/gpu.md says what each one measures).
 #
-#   bench/gpu/run.sh OUTDIR [PART...]   PART: tests, ops, train, generate, decode, nccl, tools
-#                                       (default: tests ops train)
+#   bench/gpu/run.sh OUTDIR [PART...]   PART: tests, ops, train, generate, decode, nccl, tools,
+#                                       families (default: tests ops train)
 #
-#   tests  the GPU tests (backend ops f32 and bf16, registry, model parity f32 and bf16):
-#          tests.log (ctest's summary, then each test's figures at message level)
+#   tests  the GPU tests (backend ops f32 and bf16, registry, model parity f32 and bf16, the
+#          families' parity suite against its PyTorch reference): tests.log (ctest's summary,
+#          then each test's figures at message level)
 #   ops    bench_gpu's products and attention, then PyTorch's on the same shapes: ops.log
 #   train  the 1B model (bench_config "1b") at 4 x 2048 tokens in bf16: braid's training step
 #          and scoring passes beside PyTorch's (bf16 autocast, fused AdamW, SDPA) and the GPU's
@@ -25,6 +26,11 @@
 #   tools  braid-train (sft, rm, dpo, ppo, grpo), braid-score, braid-generate and braid-profile
 #          measure with --device cuda against --device cpu on a tiny random model (loss curves,
 #          outputs, the memory prediction and refusal): tools.log
+#   families  every model family (docs/models.md) on the GPU: the parity suite against its
+#          PyTorch reference and the device-against-CPU model parity (f32, bf16), then against
+#          transformers itself (bench/gpu/hf_families.py: from_config, save_pretrained, braid
+#          import, logits and scores compared; braid export loaded back by from_pretrained),
+#          braid on cuda and on the CPU: families.log
 #
 # Always: run.log (this script's output: the machine, the libraries CMake found, each part's
 # exit) and build.log (configure and build). A part that fails is reported and the next one
@@ -37,7 +43,7 @@
 # BRAID_CUDA_GEMM / BRAID_CUDA_ATTENTION (passed on: docs/gpu.md).
 # Exit status: 0 when every chosen part passed, 1 otherwise, 2 on bad usage.
 set -uo pipefail
-[[ $# -ge 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR [tests] [ops] [train] [generate] [decode] [nccl] [tools]" >&2; exit 2; }
+[[ $# -ge 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR [tests] [ops] [train] [generate] [decode] [nccl] [tools] [families]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$1" || exit 2
 out=$(cd "$1" && pwd)
@@ -45,14 +51,15 @@ shift
 parts=("$@")
 [[ ${#parts[@]} -gt 0 ]] || parts=(tests ops train)
 # What each part builds (and needs built to run: its executables land in tests/, bench/ or bin/).
-declare -A part_targets=([tests]="test_backend_ops test_backend_registry test_model_parity" [ops]="bench_gpu"
+declare -A part_targets=([tests]="test_backend_ops test_backend_registry test_model_parity test_family_parity" [ops]="bench_gpu"
                          [train]="bench_gpu" [generate]="test_paged_ops test_generate_device"
                          [decode]="bench_gpu_decode"
                          [nccl]="test_nccl test_gpu_group compare_outputs braid braid-train braid-score braid-generate"
-                         [tools]="braid braid-train braid-score braid-generate braid-profile compare_outputs")
+                         [tools]="braid braid-train braid-score braid-generate braid-profile compare_outputs"
+                         [families]="braid model_outputs test_family_parity test_model_parity")
 want_targets=()
 for p in "${parts[@]}"; do
-  [[ -n ${part_targets[$p]:-} ]] || { echo "run.sh: unknown part '$p' (tests, ops, train, generate, decode, nccl, tools)" >&2; exit 2; }
+  [[ -n ${part_targets[$p]:-} ]] || { echo "run.sh: unknown part '$p' (tests, ops, train, generate, decode, nccl, tools, families)" >&2; exit 2; }
   # shellcheck disable=SC2206
   want_targets+=(${part_targets[$p]})
 done
@@ -174,11 +181,11 @@ built() { local t; for t in ${part_targets[$1]}; do [[ -x $build/tests/$t || -x 
 
 part_tests() {
   local log=$out/tests.log rc
-  ctest --test-dir "$build" -R '^(backend_ops_|backend_registry|model_parity_)' --output-on-failure > "$log" 2>&1
+  ctest --test-dir "$build" -R '^(backend_ops_|backend_registry|model_parity_|family_parity_)' --output-on-failure > "$log" 2>&1
   rc=$?
   tail -15 "$log"
   # The tests skip (exit 77) whenever make_backend throws: on a GPU machine a skip is a failure.
-  if nvidia-smi -L > /dev/null 2>&1 && grep -qE '(backend_ops_cuda|model_parity_cuda).*Skipped' "$log"; then
+  if nvidia-smi -L > /dev/null 2>&1 && grep -qE '(backend_ops_cuda|model_parity_cuda|family_parity_cuda).*Skipped' "$log"; then
     echo "FAIL: a GPU is present but CUDA tests were skipped (see the 'skipped:' reason below)"
     rc=1
   fi
@@ -334,6 +341,33 @@ part_tools() {
   # The test skips (exit 77) when make_backend("cuda") throws: on a GPU machine a skip is a failure.
   if nvidia-smi -L > /dev/null 2>&1 && grep -qE 'tools_cuda.*Skipped|skipped:' "$log"; then
     echo "FAIL: a GPU is present but the tools test was skipped"
+    rc=1
+  fi
+  return $rc
+}
+
+# Every family: its reference's parity suite and the device-against-CPU parity on cuda, then
+# transformers itself (needs transformers, torch and safetensors in python3).
+part_families() {
+  local log=$out/families.log rc=0 t d
+  {
+    export BRAID_FIXTURES=$root/tests/fixtures
+    "$build/tests/test_family_parity" --log_level=message -- --backend=cuda-f32
+    echo "test_family_parity cuda-f32: exit $?"
+    for t in cuda-f32 cuda-bf16; do
+      "$build/tests/test_model_parity" --run_test=every_family_same_numbers --log_level=message -- --backend=$t
+      echo "test_model_parity every_family $t: exit $?"
+    done
+    for d in cuda cpu; do
+      python3 "$root/bench/gpu/hf_families.py" --braid "$build/bin/braid" --outputs "$build/tests/model_outputs" \
+        --device $d
+      echo "hf_families.py --device $d: exit $?"
+    done
+  } > "$log" 2>&1
+  grep -E "exit [0-9]+|^family|^[a-z0-9_]+ +[0-9.e+-]+ |FAILED|failed:|worst relative error|skipped:" "$log"
+  grep -E 'exit [0-9]+$' "$log" | grep -qvE 'exit 0$' && rc=1
+  if nvidia-smi -L > /dev/null 2>&1 && grep -qE 'exit 77$' "$log"; then
+    echo "FAIL: a GPU is present but a families test was skipped"
     rc=1
   fi
   return $rc

@@ -40,17 +40,6 @@ void Ops<T>::embedding_forward(const std::int32_t* ids, std::int64_t n, Weights 
 }
 
 template <typename T>
-void Ops<T>::rmsnorm_forward(const T* x, Weights w, std::int64_t n, std::int64_t dim, double eps, T* y, T* rstd) {
-  rmsnorm_forward(x, same_type(w, "rmsnorm_forward"), n, dim, eps, y, rstd);
-}
-
-template <typename T>
-void Ops<T>::rmsnorm_backward(const T* x, Weights w, const T* rstd, const T* dy, std::int64_t n, std::int64_t dim,
-                              T* dx, T* dw) {
-  rmsnorm_backward(x, same_type(w, "rmsnorm_backward"), rstd, dy, n, dim, dx, dw);
-}
-
-template <typename T>
 void Ops<T>::linear_backward(std::int64_t n, std::int64_t out, std::int64_t in, const T* d_y, Weights w, const T* x,
                              T beta_x, T* d_x, T* d_w) {
   gemm(false, false, n, in, out, T(1), d_y, out, w, in, beta_x, d_x, in);

@@ -1,5 +1,5 @@
 // The one interface the model runs on: device memory, streams and events to order
-// work, and the small set of ops a Llama decoder needs (in the manner of ggml's backends).
+// work, and the small set of ops the decoders need (in the manner of ggml's backends).
 // The CPU backend (OpenBLAS + its own thread pool) implements every op for float and double;
 // double exists so that gradients can be checked by finite differences. A GPU
 // backend would implement Ops<float> only and answer supports(op, f64) = false.
@@ -29,6 +29,7 @@
 #include "backend/dtype.hpp"
 #include "backend/losses.hpp"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -66,6 +67,30 @@ struct AttentionDims {
   std::int64_t q_stride = 0;    // elements between rows of q (and of d_q)
   std::int64_t kv_stride = 0;   // elements between rows of k, v (and of d_k, d_v)
   // out, d_out rows are n_heads * head_dim wide; lse rows n_heads wide.
+  // The score of query q and key k is s = scale · q·k (scale 0: 1/√head_dim), then, with
+  // softcap > 0, softcap · tanh(s / softcap) (Gemma 2). window > 0: a query at position p
+  // sees only the keys at positions p − window < j <= p (sliding-window attention).
+  double scale = 0;
+  double softcap = 0;
+  std::int64_t window = 0;
+  double score_scale() const { return scale > 0 ? scale : 1.0 / std::sqrt(double(head_dim)); }
+  // The first key position a query at position p sees.
+  std::int64_t first_key(std::int64_t p) const { return window > 0 && p >= window ? p - window + 1 : 0; }
+};
+
+// The rows an RMSNorm normalises: `rows` rows of `groups` vectors of `dim` elements (a row's
+// vectors adjacent, rows `stride` elements apart; the heads of q in a fused q|k|v row are
+// groups of one row), each vector y = x / rms(x) · (w + weight_offset), rstd[row · groups +
+// group] = 1 / rms. The gain w has dim elements, shared by every vector.
+struct NormShape {
+  std::int64_t rows = 0;
+  std::int64_t dim = 0;
+  int groups = 1;
+  std::int64_t stride = 0;       // 0: groups · dim
+  double eps = 1e-6;
+  double weight_offset = 0;      // Gemma's RMSNorm: (1 + w)
+  bool accumulate = true;        // backward: dx += the gradient; false: dx = it (dx may be dy)
+  std::int64_t row_stride() const { return stride > 0 ? stride : std::int64_t(groups) * dim; }
 };
 
 // One layer of a paged KV cache (docs/engine-io.md): keys and values live in fixed-size
@@ -163,11 +188,21 @@ class Ops {
   virtual void embedding_backward(const std::int32_t* ids, std::int64_t n, const T* d_out,
                                   std::int64_t dim, T* d_table) = 0;
 
-  // y = x / rms(x) · w per row; rstd[i] = 1/rms. Backward accumulates into dx and dw.
-  virtual void rmsnorm_forward(const T* x, const T* w, std::int64_t n, std::int64_t dim, double eps,
-                               T* y, T* rstd) = 0;
-  virtual void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, std::int64_t n,
-                                std::int64_t dim, T* dx, T* dw) = 0;
+  // RMSNorm of the rows NormShape describes, with the gain w stored as w.type (a backend
+  // answers supports(rmsnorm, bf16)). y may be x. Backward: dw += Σ dy·x̂ over every vector;
+  // dx += (or = , see NormShape::accumulate) the input gradient.
+  virtual void rmsnorm_forward(const T* x, Weights w, const NormShape& s, T* y, T* rstd) = 0;
+  virtual void rmsnorm_backward(const T* x, Weights w, const T* rstd, const T* dy, const NormShape& s, T* dx,
+                                T* dw) = 0;
+  // The plain case: y = x / rms(x) · w per row of dim; rstd[i] = 1/rms. Backward
+  // accumulates into dx and dw.
+  void rmsnorm_forward(const T* x, Weights w, std::int64_t n, std::int64_t dim, double eps, T* y, T* rstd) {
+    rmsnorm_forward(x, w, NormShape{.rows = n, .dim = dim, .eps = eps}, y, rstd);
+  }
+  void rmsnorm_backward(const T* x, Weights w, const T* rstd, const T* dy, std::int64_t n, std::int64_t dim, T* dx,
+                        T* dw) {
+    rmsnorm_backward(x, w, rstd, dy, NormShape{.rows = n, .dim = dim}, dx, dw);
+  }
 
   // Rotary embedding in place, Hugging Face Llama convention (rotate_half): for the
   // n_heads heads of each row (row stride `stride`), pairs (j, j + head_dim/2) turn by
@@ -176,8 +211,9 @@ class Ops {
   virtual void rope(T* x, std::int64_t n, std::int64_t stride, int n_heads, int head_dim,
                     const std::int32_t* pos, const T* cos, const T* sin, bool inverse) = 0;
 
-  // Causal grouped-query attention, softmax(q·kᵀ/√d)·v. lse[row × n_heads + h] keeps the
-  // log-sum-exp for the backward, which recomputes the probabilities (nothing T×T is kept).
+  // Causal grouped-query attention, softmax(scores)·v with the scores of AttentionDims
+  // (q·kᵀ/√d unless it says otherwise). lse[row × n_heads + h] keeps the log-sum-exp for the
+  // backward, which recomputes the probabilities (nothing T×T is kept).
   virtual void attention_forward(const AttentionDims& dims, std::span<const AttentionSegment> segs,
                                  const T* q, const T* k, const T* v, T* out, T* lse) = 0;
   // Writes d_q; accumulates d_k, d_v (key rows as in the forward).
@@ -190,11 +226,20 @@ class Ops {
   // Writes d_gate_up.
   virtual void swiglu_backward(const T* gate_up, const T* d_out, std::int64_t n, std::int64_t inter,
                                T* d_gate_up) = 0;
+  // GeGLU (Gemma): out = gelu_tanh(gate) · up, gelu_tanh(x) = ½x(1 + tanh(√(2/π)(x + 0.044715x³)))
+  // (PyTorch's gelu(approximate="tanh")). Same layout as swiglu; backward writes d_gate_up.
+  virtual void geglu_forward(const T* gate_up, std::int64_t n, std::int64_t inter, T* out) = 0;
+  virtual void geglu_backward(const T* gate_up, const T* d_out, std::int64_t n, std::int64_t inter,
+                              T* d_gate_up) = 0;
 
   // y += alpha · x;  x *= alpha;  Σ x².
   virtual void axpy(std::int64_t n, T alpha, const T* x, T* y) = 0;
   virtual void scale(std::int64_t n, T alpha, T* x) = 0;
   virtual double sum_squares(std::int64_t n, const T* x) = 0;
+  // Soft-capping in place (Gemma's final logits): x = cap · tanh(x / cap). Its backward turns
+  // d (the gradient of the capped values y) into the gradient of x: d *= 1 − (y / cap)².
+  virtual void softcap(std::int64_t n, double cap, T* x) = 0;
+  virtual void softcap_backward(std::int64_t n, double cap, const T* y, T* d) = 0;
 
   // Per row of logits [rows × vocab]: lse, logprob of targets[i], entropy of softmax.
   virtual void softmax_stats(const T* logits, std::int64_t rows, std::int64_t vocab,
@@ -255,16 +300,13 @@ class Ops {
   virtual double global_sum_squares(std::span<const std::span<const T>> xs) = 0;
 
   // ---- Ops whose weight operand carries its type (see Weights) ----
-  // The same products as above with the weights W (B of gemm, the embedding table, the norm
-  // gain) stored as w.type; computed and accumulated in T. Where w.type is T's own type they
+  // The same products as above with the weights W (B of gemm, the embedding table) stored as
+  // w.type; computed and accumulated in T. Where w.type is T's own type they
   // are the plain ops; a backend answers supports(op, bf16) for the others. The defaults
   // here take T only.
   virtual void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
                     const T* a, std::int64_t lda, Weights b, std::int64_t ldb, T beta, T* c, std::int64_t ldc);
   virtual void embedding_forward(const std::int32_t* ids, std::int64_t n, Weights table, std::int64_t dim, T* out);
-  virtual void rmsnorm_forward(const T* x, Weights w, std::int64_t n, std::int64_t dim, double eps, T* y, T* rstd);
-  virtual void rmsnorm_backward(const T* x, Weights w, const T* rstd, const T* dy, std::int64_t n,
-                                std::int64_t dim, T* dx, T* dw);
   // The two products of a linear layer's backward, for y[n × out] = x[n × in] · Wᵀ with W
   // [out × in] (every operand compact: row strides out or in):
   //   d_x  = d_y · W + beta_x · d_x     [n × in]

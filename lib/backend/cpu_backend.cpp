@@ -36,13 +36,12 @@ class CpuOps final : public Ops<T> {
                           T* d_table) override {
     cpu::embedding_backward<T>(ids, n, d_out, dim, d_table);
   }
-  void rmsnorm_forward(const T* x, const T* w, std::int64_t n, std::int64_t dim, double eps, T* y,
-                       T* rstd) override {
-    cpu::rmsnorm_forward<T>(x, w, n, dim, eps, y, rstd);
+  void rmsnorm_forward(const T* x, Weights w, const NormShape& s, T* y, T* rstd) override {
+    cpu::rmsnorm_forward_weights<T>(x, w, s, y, rstd);
   }
-  void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, std::int64_t n, std::int64_t dim,
-                        T* dx, T* dw) override {
-    cpu::rmsnorm_backward<T>(x, w, rstd, dy, n, dim, dx, dw);
+  void rmsnorm_backward(const T* x, Weights w, const T* rstd, const T* dy, const NormShape& s, T* dx,
+                        T* dw) override {
+    cpu::rmsnorm_backward_weights<T>(x, w, rstd, dy, s, dx, dw);
   }
   void rope(T* x, std::int64_t n, std::int64_t stride, int n_heads, int head_dim, const std::int32_t* pos,
             const T* cos, const T* sin, bool inverse) override {
@@ -64,9 +63,20 @@ class CpuOps final : public Ops<T> {
                        T* d_gate_up) override {
     cpu::swiglu_backward<T>(gate_up, d_out, n, inter, d_gate_up);
   }
+  void geglu_forward(const T* gate_up, std::int64_t n, std::int64_t inter, T* out) override {
+    cpu::geglu_forward<T>(gate_up, n, inter, out);
+  }
+  void geglu_backward(const T* gate_up, const T* d_out, std::int64_t n, std::int64_t inter,
+                      T* d_gate_up) override {
+    cpu::geglu_backward<T>(gate_up, d_out, n, inter, d_gate_up);
+  }
   void axpy(std::int64_t n, T alpha, const T* x, T* y) override { cpu::axpy<T>(n, alpha, x, y); }
   void scale(std::int64_t n, T alpha, T* x) override { cpu::scale<T>(n, alpha, x); }
   double sum_squares(std::int64_t n, const T* x) override { return cpu::sum_squares<T>(n, x); }
+  void softcap(std::int64_t n, double cap, T* x) override { cpu::softcap<T>(n, cap, x); }
+  void softcap_backward(std::int64_t n, double cap, const T* y, T* d) override {
+    cpu::softcap_backward<T>(n, cap, y, d);
+  }
   void softmax_stats(const T* logits, std::int64_t rows, std::int64_t vocab, const std::int32_t* targets,
                      T* lse, T* logprob, T* entropy) override {
     cpu::softmax_stats<T>(logits, rows, vocab, targets, lse, logprob, entropy);
@@ -126,14 +136,6 @@ class CpuOps final : public Ops<T> {
   void embedding_forward(const std::int32_t* ids, std::int64_t n, Weights table, std::int64_t dim,
                          T* out) override {
     cpu::embedding_forward_weights<T>(ids, n, table, dim, out);
-  }
-  void rmsnorm_forward(const T* x, Weights w, std::int64_t n, std::int64_t dim, double eps, T* y,
-                       T* rstd) override {
-    cpu::rmsnorm_forward_weights<T>(x, w, n, dim, eps, y, rstd);
-  }
-  void rmsnorm_backward(const T* x, Weights w, const T* rstd, const T* dy, std::int64_t n, std::int64_t dim,
-                        T* dx, T* dw) override {
-    cpu::rmsnorm_backward_weights<T>(x, w, rstd, dy, n, dim, dx, dw);
   }
   void convert(std::int64_t n, const void* src, DType src_type, void* dst, DType dst_type) override {
     cpu::convert(n, src, src_type, dst, dst_type);

@@ -29,15 +29,35 @@ struct PolicyRow {
   double pg = 0;         // its clipped policy-gradient term
   double grad = 0;       // ∂ℓ/∂logp
   double ratio = 0, log_ratio = 0;
-  double kl_ref = 0;     // k3 (with kl_coef)
+  double kl_ref = 0;     // the KL estimate k (with kl_coef)
   bool clipped = false;
 };
 
+// The estimate k of KL(π‖π_ref) from d = logp − ref, and ∂k/∂logp (backend/losses.hpp).
+struct KlTerm {
+  double value = 0, grad = 0;
+};
+BRAID_HOST_DEVICE inline KlTerm kl_term(double d, KlEstimator estimator) {
+  switch (estimator) {
+    case KlEstimator::k1: return {d, 1.0};
+    case KlEstimator::k2: return {0.5 * d * d, d};
+    case KlEstimator::k3: break;
+  }
+  const double e = ::exp(-d);
+  return {e + d - 1.0, 1.0 - e};
+}
+
+// Row i's log ρ: the given log_ratio, else logprob − old_logprob.
+template <typename T>
+BRAID_HOST_DEVICE inline double row_log_ratio(const PolicyLossRows<T>& in, std::int64_t i) {
+  return in.log_ratio ? double(in.log_ratio[i]) : double(in.logprob[i]) - double(in.old_logprob[i]);
+}
+
 // `entropy`: the row's entropy (0 without one); `ref_logp` is read with kl_coef only.
-BRAID_HOST_DEVICE inline PolicyRow policy_row(double logp, double old_logp, double advantage, double entropy,
+BRAID_HOST_DEVICE inline PolicyRow policy_row(double logp, double log_ratio, double advantage, double entropy,
                                               double ref_logp, const PolicyLossOptions& opt) {
   PolicyRow r;
-  r.log_ratio = logp - old_logp;
+  r.log_ratio = log_ratio;
   r.ratio = ::exp(r.log_ratio);
   const double unclipped = -advantage * r.ratio;
   const double clipped_term = -advantage * clamp(r.ratio, 1.0 - opt.clip_low, 1.0 + opt.clip_high);
@@ -47,11 +67,10 @@ BRAID_HOST_DEVICE inline PolicyRow policy_row(double logp, double old_logp, doub
   r.grad = r.clipped ? 0.0 : -advantage * r.ratio;
   r.loss = r.pg - opt.entropy_coef * entropy;
   if (opt.kl_coef != 0) {
-    const double diff = ref_logp - logp;
-    const double e = ::exp(diff);
-    r.kl_ref = e - diff - 1.0;
-    r.loss += opt.kl_coef * r.kl_ref;
-    r.grad += opt.kl_coef * (1.0 - e);
+    const KlTerm k = kl_term(logp - ref_logp, opt.kl_estimator);
+    r.kl_ref = k.value;
+    r.loss += opt.kl_coef * k.value;
+    r.grad += opt.kl_coef * k.grad;
   }
   return r;
 }

@@ -8,9 +8,14 @@
 // is Σ_r weight_r · ℓ_r; each op writes d[r] = scale · ∂loss/∂x_r and returns weighted
 // sums (not means), so that micro-batches add up into their mini-batch.
 //
-// Policy (Schulman et al. 2017; per-token ratio ρ = exp(logp − logp_old)):
-//   ℓ = max(−A·ρ, −A·clip(ρ, 1−ε_low, 1+ε_high)) − c_H · H + β · k3
-//   k3 = exp(ref − logp) − (ref − logp) − 1     (DeepSeekMath's unbiased KL estimator)
+// Policy (Schulman et al. 2017; per-token ratio ρ = exp(logp − logp_old), or with a
+// per-row log_ratio given, ρ = exp(log_ratio) — GSPO's sequence ratio, whose gradient
+// with respect to the row's logp is taken as ρ, Zheng et al. 2025's GSPO-token form):
+//   ℓ = max(−A·ρ, −A·clip(ρ, 1−ε_low, 1+ε_high)) − c_H · H + β · k
+// k estimates KL(π‖π_ref) from d = logp − ref (Schulman's "Approximating KL divergence"):
+//   k1 = d                                       ∂k1/∂logp = 1
+//   k2 = ½·d²                                    ∂k2/∂logp = d
+//   k3 = exp(−d) + d − 1                         ∂k3/∂logp = 1 − exp(−d)   (DeepSeekMath's)
 // Value (clipped around the values the samples were scored with):
 //   ℓ = ½ · max((V − R)², (V_old + clip(V − V_old, −ε, ε) − R)²)      (clip <= 0: ½ (V − R)²)
 // Pairwise (Bradley–Terry, InstructGPT): ℓ = −log σ(r_chosen − r_rejected) per pair.
@@ -31,11 +36,14 @@
 
 namespace braid::backend {
 
+enum class KlEstimator { k1, k2, k3 };
+
 struct PolicyLossOptions {
   double clip_low = 0.2;      // ε below 1
   double clip_high = 0.2;     // ε above 1
   double entropy_coef = 0.0;  // c_H: > 0 rewards entropy (needs the entropy)
   double kl_coef = 0.0;       // β: KL to the reference policy (needs ref_logprob)
+  KlEstimator kl_estimator = KlEstimator::k3;
 };
 
 template <typename T>
@@ -46,6 +54,7 @@ struct PolicyLossRows {
   const T* weight = nullptr;
   const T* entropy = nullptr;      // optional: the current policy's entropy
   const T* ref_logprob = nullptr;  // required when kl_coef != 0
+  const T* log_ratio = nullptr;    // optional: log ρ per row, instead of logprob − old_logprob
 };
 
 // Σ over rows of weight × ...; ratio_max is the largest ρ over counted rows.
@@ -56,7 +65,7 @@ struct PolicyLossSums {
   double clipped = 0;      // Σ w over rows where the clipped branch was taken (no gradient)
   double approx_kl = 0;    // Σ w·k3 of old vs current: (ρ − 1) − log ρ
   double entropy = 0;      // Σ w·H (0 without the entropy)
-  double kl_ref = 0;       // Σ w·k3 of ref vs current (0 without kl_coef)
+  double kl_ref = 0;       // Σ w·k (the chosen estimator) of current vs ref (0 without kl_coef)
   double ratio_max = 0;
 };
 

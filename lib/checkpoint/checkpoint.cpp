@@ -1,5 +1,8 @@
 #include "checkpoint/checkpoint.hpp"
 
+#include "checkpoint/adapters.hpp"
+#include "checkpoint/whole_tensors.hpp"
+
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "io/finite.hpp"
@@ -8,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <set>
 #include <string_view>
 
@@ -65,22 +69,22 @@ std::string layer_suffix(const std::string& name) {
 // A tensor of the checkpoint that no model of its config holds (a bias of a layout braid
 // does not know, a typo) would be dropped without a word by loading: refused instead.
 // Tensors of other stages' layers and heads are another model's or stage's, not unknown.
-void refuse_unknown_tensors(const model::Model& m, const io::WeightShardSet& shards) {
+// `file_of(name)`: the file that holds it, for the message.
+void refuse_unknown_tensors(const model::Model& m, const std::vector<std::string>& names,
+                            const std::function<std::string(const std::string&)>& file_of) {
   std::set<std::string> layer_tensors;
   for (const auto& t : m.tensors()) {
     if (const auto suffix = layer_suffix(t.name); !suffix.empty()) layer_tensors.insert(suffix);
   }
   static const std::set<std::string> kOutside = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
-                                                 "score.weight"};
-  for (const auto& s : shards.shards()) {
-    for (const auto& name : s.names()) {
-      const auto suffix = layer_suffix(name);
-      const bool known = suffix.empty() ? kOutside.count(name) > 0 : layer_tensors.empty() || layer_tensors.count(suffix) > 0;
-      if (!known) {
-        throw InputError(s.path().string(), name,
-                         "is not a tensor of this model (its model_config holds no such parameter): loading would "
-                         "drop it");
-      }
+                                                 "score.weight", "score.bias"};
+  for (const auto& name : names) {
+    const auto suffix = layer_suffix(name);
+    const bool known = suffix.empty() ? kOutside.count(name) > 0 : layer_tensors.empty() || layer_tensors.count(suffix) > 0;
+    if (!known) {
+      throw InputError(file_of(name), name,
+                       "is not a tensor of this model (its model_config holds no such parameter): loading would "
+                       "drop it");
     }
   }
 }
@@ -162,7 +166,9 @@ void load_weights(model::Model& m, const io::WeightShardSet& shards) {
                                  "makes the files of another tp degree)",
                                  file_rank, file_tp, tp.rank, tp.size, tp.size));
   }
-  refuse_unknown_tensors(m, shards);
+  for (const auto& s : shards.shards()) {
+    refuse_unknown_tensors(m, s.names(), [&](const std::string&) { return s.path().string(); });
+  }
   const bool slicing = file_tp == 1 && tp.size > 1;
   backend::Backend& be = m.backend();
   std::vector<float> host;
@@ -192,6 +198,36 @@ void load_weights(model::Model& m, const io::WeightShardSet& shards) {
       model::write_values(be, t, host.data());
     }
   }
+}
+
+void load_weights(model::Model& m, const WholeTensors& whole) {
+  if (whole.kind() != "weights") {
+    throw InputError(whole.file().string(), "attribute kind",
+                     fmt::format("is \"{}\": optimizer state, not a model's weights", whole.kind()));
+  }
+  const model::ModelConfig& cfg = m.config();
+  if (model::config_to_json(whole.config()) != model::config_to_json(cfg)) {
+    throw InputError(whole.file().string(), "model_config",
+                     fmt::format("the checkpoint's model config {} differs from the model's {}",
+                                 model::config_to_json(whole.config()).dump(), model::config_to_json(cfg).dump()));
+  }
+  refuse_unknown_tensors(m, whole.names(), [&](const std::string& name) { return whole.holder(name).path().string(); });
+  backend::Backend& be = m.backend();
+  for (auto& t : m.tensors()) {
+    if (!whole.contains(t.name)) throw InputError(whole.file().string(), t.name, "tensor is in none of the checkpoint's files");
+    const std::vector<float> part = read_as_slice(whole, t.name, t.full_shape, t.slice);
+    if (be.host_accessible() && t.dtype == backend::DType::f32) {
+      std::copy(part.begin(), part.end(), t.data);
+    } else {
+      model::write_values(be, t, part.data());
+    }
+  }
+}
+
+bool needs_joining(const std::vector<std::filesystem::path>& files, const model::TensorParallel& tp) {
+  if (files.empty()) return false;
+  const int degree = io::WeightShardReader(files.front()).meta().tp_size;
+  return degree != 1 && degree != tp.size;
 }
 
 model::ModelConfig config_of(const io::WeightShardSet& shards) {
@@ -344,10 +380,29 @@ std::vector<std::filesystem::path> files_of_tp_rank(const std::vector<std::files
 }
 
 OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, model::LayerRange layers,
-                       bool need_lm_head, bool need_value_head, backend::DType dtype, model::TensorParallel tp) {
+                       bool need_lm_head, bool need_value_head, backend::DType dtype, model::TensorParallel tp,
+                       const model::LoraOptions& lora) {
+  if (const auto adapters = read_adapter_file(spec)) {
+    const model::LoraOptions& have = adapters->lora;
+    if (lora.enabled() && !model::same_adapters(lora, have)) {
+      throw InputError(spec.string(), "adapter_config",
+                       fmt::format("holds adapters of {} where {} were asked for (leave the LoRA options out to "
+                                   "continue these adapters)",
+                                   model::describe(have), model::describe(lora)));
+    }
+    OpenedModel out = open_model(adapters->base, be, layers, need_lm_head, need_value_head, dtype, tp, have);
+    load_adapters(*out.model, *adapters);
+    out.files.push_back(spec);
+    out.step = adapters->step;
+    return out;
+  }
   OpenedModel out;
-  out.files = files_of_tp_rank(checkpoint_files(spec), tp);
-  const io::WeightShardSet shards(out.files);
+  const auto all = checkpoint_files(spec);
+  // Files of another tp degree than the model's (neither its own slices nor a whole
+  // checkpoint) are read whole, each tensor joined from every rank's slice.
+  const bool join = needs_joining(all, tp);
+  out.files = join ? all : files_of_tp_rank(all, tp);
+  const io::WeightShardSet shards(join ? files_of_tp_rank(all, {}) : out.files);
   const model::ModelConfig cfg = config_of(shards);
   const auto& first = shards.shards().front();
   try {
@@ -364,9 +419,22 @@ OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, 
   if (need_value_head && !value) {
     throw InputError(spec.string(), "score.weight", "the model has no value head (a critic or reward model needs one)");
   }
+  const bool value_bias = value && shards.contains("score.bias");   // a token-classification head's
   out.model = std::make_unique<model::Model>(
-      cfg, model::ModelOptions{.layers = layers, .lm_head = lm, .value_head = value, .dtype = dtype, .tp = tp}, be);
-  load_weights(*out.model, shards);
+      cfg,
+      model::ModelOptions{
+          .layers = layers, .lm_head = lm, .value_head = value, .value_bias = value_bias, .dtype = dtype, .tp = tp,
+          .lora = lora},
+      be);
+  if (join) {
+    load_weights(*out.model, WholeTensors(all));
+  } else {
+    load_weights(*out.model, shards);
+  }
+  if (lora.enabled()) {
+    out.model->init_adapters(0);
+    out.base = spec;
+  }
   return out;
 }
 

@@ -8,8 +8,9 @@
 // Tensor parallelism: a model split over tp ranks (model/tensor_parallel.hpp) saves its
 // slices with tp_rank/tp_size set, each rank to tp_path(out, rank, size) (then split by
 // stage: "ckpt.tp1-of-2.stage0-of-3.h5"). Loading takes the files of the model's own tp
-// rank, or a whole (tp 1) checkpoint, of which each rank reads its slices; other degrees
-// are resharded by files first (checkpoint/reshard.hpp, `braid reshard --tp N`).
+// rank, or a whole (tp 1) checkpoint, of which each rank reads its slices; a checkpoint
+// of another degree is read joined (checkpoint/whole_tensors.hpp), and `braid reshard
+// --tp N` rewrites one at another degree once and for all.
 //
 // Tied embeddings: the last stage of a tied model keeps a copy of
 // model.embed_tokens.weight as its LM head. Only the first stage writes it (one copy
@@ -49,6 +50,7 @@ struct SaveInfo {
   std::string created_by;     // the command line
   std::string config_json;    // config.json text to store; "" = config_to_json(model config)
   std::string made_from;      // what made it (io/fingerprint.hpp), JSON text; "" = not recorded
+  std::filesystem::path base; // LoRA adapters (checkpoint/adapters.hpp): the base checkpoint they apply to
 };
 
 // Writes the model's stage as one shard, atomically. Files hold f32 whatever the model's
@@ -66,6 +68,14 @@ void require_finite_weights(const model::Model& m, const std::filesystem::path& 
 // are those of m's tp rank, or of a whole (tp 1) checkpoint, whose tensors are read as m's
 // slices; InputError naming tp_size for another degree.
 void load_weights(model::Model& m, const io::WeightShardSet& shards);
+
+// The same from a checkpoint of any tp degree (checkpoint/whole_tensors.hpp), each tensor
+// joined from every rank's slice and cut again as the model's own slice.
+class WholeTensors;
+void load_weights(model::Model& m, const WholeTensors& whole);
+// Whether `files` (a checkpoint's, checkpoint_files' answer) are of another tp degree than
+// the model's and not whole: then each tensor is read joined (WholeTensors), not as a file.
+bool needs_joining(const std::vector<std::filesystem::path>& files, const model::TensorParallel& tp);
 
 // The model config the shards were written with (from the first shard).
 model::ModelConfig config_of(const io::WeightShardSet& shards);
@@ -93,19 +103,26 @@ std::vector<std::filesystem::path> files_of_tp_rank(const std::vector<std::files
 
 // A model (or a pipeline stage of one: layers) built from the checkpoint's config and
 // loaded from it. The heads follow the checkpoint: an LM head when it holds
-// lm_head.weight or ties its embeddings, a value head when it holds score.weight;
+// lm_head.weight or ties its embeddings, a value head when it holds score.weight (with its
+// bias when it holds score.bias);
 // `need_lm_head` / `need_value_head` make a missing one an InputError naming the file.
 // dtype: the storage type of the model's weights (model::ModelOptions::dtype). tp: the
 // model's tensor-parallel rank and group; it opens that rank's files of a tensor-parallel
-// checkpoint, or slices a whole one.
+// checkpoint of its degree, or slices a whole one, or joins the slices of a checkpoint
+// of another degree and slices them again (so a tp 2 checkpoint opens in a tp 1 process).
 struct OpenedModel {
   std::unique_ptr<model::Model> model;
   std::vector<std::filesystem::path> files;
   std::int64_t step = 0;       // the checkpoint's training step (first file's)
   std::string config_json;     // the stored config.json text
+  std::filesystem::path base;  // with LoRA adapters: the base checkpoint (spec itself for fresh ones)
 };
+// LoRA (checkpoint/adapters.hpp): spec naming an adapter file opens its base with the file's
+// adapters; `lora` of rank > 0 on a base checkpoint puts fresh adapters on it (B = 0: the
+// base's outputs), and on an adapter file must match the file's options.
 OpenedModel open_model(const std::filesystem::path& spec, backend::Backend& be, model::LayerRange layers = {},
                        bool need_lm_head = false, bool need_value_head = false,
-                       backend::DType dtype = backend::DType::f32, model::TensorParallel tp = {});
+                       backend::DType dtype = backend::DType::f32, model::TensorParallel tp = {},
+                       const model::LoraOptions& lora = {});
 
 }  // namespace braid::checkpoint

@@ -1,5 +1,8 @@
 #include "checkpoint/optimizer_state.hpp"
 
+#include "checkpoint/adapters.hpp"
+#include "checkpoint/whole_tensors.hpp"
+
 #include "core/error.hpp"
 
 #include <fmt/format.h>
@@ -21,7 +24,7 @@ bool is_tied_copy(const model::Model& m, const std::string& name) {
 template <typename Fn>
 void for_each_moment(std::span<const Moment> moments, const model::Model& m, Fn&& fn) {
   std::size_t total = 0;
-  for (const auto& t : m.tensors()) total += static_cast<std::size_t>(t.numel);
+  for (const auto& t : trained_tensors(m)) total += static_cast<std::size_t>(t.numel);
   for (const Moment& moment : moments) {
     if (moment.values.size() != total) {
       throw std::invalid_argument(fmt::format("optimizer moment {} holds {} values where the model has {} parameters",
@@ -29,7 +32,7 @@ void for_each_moment(std::span<const Moment> moments, const model::Model& m, Fn&
     }
   }
   std::size_t offset = 0;
-  for (const auto& t : m.tensors()) {
+  for (const auto& t : trained_tensors(m)) {
     const auto n = static_cast<std::size_t>(t.numel);
     if (!is_tied_copy(m, t.name)) {
       for (const Moment& moment : moments) {
@@ -82,14 +85,29 @@ std::optional<std::int64_t> load_optimizer_state_file(std::span<const Moment> mo
                                                       const std::filesystem::path& spec) {
   if (!checkpoint_exists(spec)) return std::nullopt;
   const model::TensorParallel& tp = m.tensor_parallel();
-  const io::WeightShardSet shards(files_of_tp_rank(checkpoint_files(spec), tp));
+  const auto all = checkpoint_files(spec);
+  if (needs_joining(all, tp)) {
+    // A state of another tp degree: each moment joined from every rank's slice, cut as the model's.
+    const WholeTensors whole(all);
+    if (whole.kind() != "optimizer") {
+      throw InputError(whole.file().string(), "kind", fmt::format("is \"{}\", expected \"optimizer\"", whole.kind()));
+    }
+    backend::Backend& be = m.backend();
+    for_each_moment(moments, m, [&](const auto& t, const std::string& name, float* moment, std::size_t n) {
+      if (!whole.contains(name)) throw InputError(spec.string(), name, "optimizer state is missing this tensor");
+      const std::vector<float> part = read_as_slice(whole, name, t.full_shape, t.slice);
+      be.copy_to_device(moment, part.data(), n * sizeof(float));
+    });
+    return whole.meta().step;
+  }
+  const io::WeightShardSet shards(files_of_tp_rank(all, tp));
   for (const auto& s : shards.shards()) {
     if (s.meta().kind != "optimizer") {
       throw InputError(s.path().string(), "kind", fmt::format("is \"{}\", expected \"optimizer\"", s.meta().kind));
     }
   }
   // The state of the model's own tp slice loads as it is; a whole (tp 1) state loads
-  // into any tp rank, each moment read as the rank's slice. Other degrees are resharded.
+  // into any tp rank, each moment read as the rank's slice.
   const io::WeightShardMeta& head = shards.shards().front().meta();
   if (head.tp_size != 1 && (head.tp_size != tp.size || head.tp_rank != tp.rank)) {
     throw InputError(shards.shards().front().path().string(), "attribute tp_size",

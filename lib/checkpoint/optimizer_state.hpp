@@ -11,8 +11,7 @@
 // Tensor parallelism: a tp rank's state holds the moments of its slices, with tp_rank
 // and tp_size set like its weights, at tp_path(optimizer_state_path(out), rank, size)
 // ("ckpt.optim.tp1-of-2.h5"); a whole (tp 1) state loads into any tp rank (each moment
-// read as the rank's slice), another degree is resharded first (braid reshard, as the
-// weights).
+// read as the rank's slice), a state of another degree is joined and cut again.
 #pragma once
 
 #include "checkpoint/checkpoint.hpp"
@@ -44,8 +43,8 @@ void save_optimizer_state(std::span<const Moment> moments, std::int64_t step, co
 // Loads optimizer_state_path(checkpoint) (a file or its stage files) into the moments
 // when it exists and returns its step count; nullopt (moments untouched) when there is
 // none. InputError naming the file and tensor for a file of another kind, a missing
-// tensor or a shape that differs from the model's, and naming tp_size for the state of
-// another tp degree than the model's (other than 1).
+// tensor or a shape that differs from the model's. A state of another tp degree than the
+// model's is read joined (checkpoint/whole_tensors.hpp).
 std::optional<std::int64_t> load_optimizer_state(std::span<const Moment> moments, const model::Model& m,
                                                  const std::filesystem::path& checkpoint);
 // The same from the state `state` itself (an optimizer-state file, or the stem of its stage

@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "checkpoint/adapters.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "io/h5.hpp"
@@ -21,17 +22,51 @@ namespace {
 
 using Shapes = std::map<std::string, io::Shape>;
 
-// The tensors the shard's model and layers call for.
+// The tensor (or its moment) is in the shard.
+bool holds(const io::WeightShardReader& r, const std::string& name) {
+  return r.contains(name) || r.contains(io::optimizer_tensor_name(name, "exp_avg"));
+}
+
+// The LoRA adapters the shard holds: an adapter file's, as its adapter_config names them; an
+// optimizer state's (which records no options) as its moments show them: the modules of
+// the lora_A tensors there, the rank of their rows. nullopt for a model's weights or state.
+std::optional<model::LoraOptions> adapters_held(const io::WeightShardReader& r) {
+  if (r.meta().kind == "adapters") return read_adapter_file(r.path())->lora;
+  static const std::string kA = ".lora_A.weight";
+  model::LoraOptions lora;
+  for (const auto& name : r.names()) {
+    const auto at = name.find(kA + ".");
+    if (at == std::string::npos) continue;
+    const std::string module = name.substr(name.rfind('.', at - 1) + 1, at - name.rfind('.', at - 1) - 1);
+    if (std::find(lora.targets.begin(), lora.targets.end(), module) == lora.targets.end()) lora.targets.push_back(module);
+    if (lora.rank == 0 && !r.shape(name).empty()) lora.rank = static_cast<int>(r.shape(name).front());
+  }
+  if (lora.targets.empty()) return std::nullopt;
+  // In lora_modules()' order, as the model lays them out.
+  std::vector<std::string> ordered;
+  for (const auto& m : model::lora_modules()) {
+    if (std::find(lora.targets.begin(), lora.targets.end(), m) != lora.targets.end()) ordered.push_back(m);
+  }
+  lora.targets = ordered;
+  return lora;
+}
+
+// The tensors the shard's model and layers call for (its adapters, for an adapter file or
+// their optimizer state).
 Shapes expected_tensors(const io::WeightShardReader& r, const model::ModelConfig& cfg) {
   const io::WeightShardMeta& meta = r.meta();
   const bool last = meta.layer_end == cfg.num_hidden_layers;
-  const bool lm = r.contains("lm_head.weight") || r.contains(io::optimizer_tensor_name("lm_head.weight", "exp_avg")) ||
-                  cfg.tie_word_embeddings;
-  const bool value = r.contains("score.weight") || r.contains(io::optimizer_tensor_name("score.weight", "exp_avg"));
-  const model::ModelOptions opt{.layers = {meta.layer_begin, meta.layer_end}, .lm_head = lm, .value_head = value,
-                                .tp = {meta.tp_size, meta.tp_rank, nullptr}};
+  const bool lm = holds(r, "lm_head.weight") || cfg.tie_word_embeddings;
+  const bool value = holds(r, "score.weight");
+  model::ModelOptions opt{.layers = {meta.layer_begin, meta.layer_end}, .lm_head = lm, .value_head = value,
+                          .value_bias = value && holds(r, "score.bias"), .tp = {meta.tp_size, meta.tp_rank, nullptr}};
   Shapes out;
-  for (auto& t : model::tensor_shapes(cfg, opt)) {
+  if (const auto lora = adapters_held(r)) {
+    opt.lora = *lora;
+    for (auto& t : model::adapter_layout(cfg, opt)) out[t.name] = io::Shape(t.shape.begin(), t.shape.end());
+    return out;
+  }
+  for (auto& t : model::tensor_layout(cfg, opt)) {
     // A tied last stage's copy of the embedding is written by the first stage only.
     if (t.name == "model.embed_tokens.weight" && meta.layer_begin > 0) continue;
     out[t.name] = io::Shape(t.shape.begin(), t.shape.end());
@@ -58,6 +93,8 @@ std::vector<std::string> layout_problems(const io::WeightShardReader& r) {
   Shapes want;
   try {
     want = expected_tensors(r, cfg);
+  } catch (const InputError& e) {
+    return {e.what()};   // an adapter file's adapter_config
   } catch (const std::invalid_argument& e) {
     return {fmt::format("model_config: {} (tp slice {} of {})", e.what(), meta.tp_rank, meta.tp_size)};
   }

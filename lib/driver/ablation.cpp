@@ -1,6 +1,7 @@
 #include "driver/ablation.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <system_error>
 
@@ -9,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
+#include "driver/prediction.hpp"
 #include "driver/report.hpp"
 #include "driver/run_loop.hpp"
 
@@ -27,18 +29,19 @@ double stage_seconds(const fs::path& stats) {
   return doc["wall_seconds"].get<double>();
 }
 
-// braid-meshplan's predicted iteration times (plan's predicted.fused_s, .serial_s).
-struct Prediction {
+// braid-meshplan's predicted iteration times (plan's predicted.fused_s, .serial_s), for a
+// run without a plan of its own that names one in "ablation.plan".
+struct PlanTotals {
   double fused = 0, serial = 0;
 };
 
-Prediction read_prediction(const fs::path& plan) {
+PlanTotals read_plan_totals(const fs::path& plan) {
   const json doc = load_json_file(plan.string());
   Checker c(plan.string());
   c.format(doc, "braid.plan", 1);
   if (!doc.is_object()) c.check();
   const json& p = c.object(doc, "", "predicted");
-  Prediction out;
+  PlanTotals out;
   if (p.is_object()) {
     out.fused = c.number(p, "predicted", "fused_s", {.min = 0}).value_or(0);
     out.serial = c.number(p, "predicted", "serial_s", {.min = 0}).value_or(0);
@@ -61,10 +64,56 @@ void link_inputs(const Layout& layout, const Layout& scratch, int i, const RunSp
   }
 }
 
+// One way's measured figures: each tool's wall_seconds (a fused rollout's scoring inside
+// its generation's), the steps' wall times and their sum (the total), each call's seconds.
+ordered_json measured(const RunSpec& way, const Layout& layout, int i) {
+  ordered_json m = ordered_json::object();
+  m["generate"] = stage_seconds(layout.stats_file(i, "generate"));
+  if (!way.fuse) m["score"] = stage_seconds(layout.stats_file(i, "score"));
+  m["train"] = stage_seconds(layout.stats_file(i, "train"));
+  const ordered_json steps = step_times(layout, i);
+  if (steps.is_object()) {
+    m["rollout_step"] = steps["rollout"];
+    m["train_step"] = steps["train"];
+    m["total"] = steps["rollout"].get<double>() + steps["train"].get<double>();
+  } else {
+    // Steps not timed (a run resumed inside the iteration): the tools' own times.
+    const double rollout = way.fuse ? m["generate"].get<double>()
+                                    : std::max(m["generate"].get<double>(), m["score"].get<double>());
+    m["total"] = rollout + m["train"].get<double>();
+  }
+  return m;
+}
+
+// The prediction of one way, as the variant's "predicted" and "calls.predicted".
+void add_prediction(ordered_json& variant, const RunSpec& way) {
+  if (!way.run_plan || !way.run_plan->applied) return;
+  const auto p = predict_iteration(way);
+  if (!p) return;
+  ordered_json pred = {{"total", p->iteration}};
+  for (const auto& s : p->steps) pred[s.name + "_step"] = s.seconds;
+  variant["predicted"] = pred;
+  ordered_json calls = ordered_json::object();
+  for (const auto& [name, seconds] : p->calls) calls[name] = seconds;
+  variant["calls"]["predicted"] = calls;
+}
+
+ordered_json variant(const RunSpec& way, const Layout& layout, int i) {
+  std::vector<std::string> fusions;
+  const Fusions f = fusions_of(way);
+  if (f.inter) fusions.emplace_back("inter_stage");
+  if (f.intra) fusions.emplace_back("intra_stage");
+  ordered_json v = {{"name", fusions_name(f)}, {"fusions", fusions}, {"measured", measured(way, layout, i)}};
+  v["calls"] = {{"measured", measured_calls(layout, i)}};
+  add_prediction(v, way);
+  return v;
+}
+
 }  // namespace
 
 bool ablates(const RunSpec& spec, int i) {
   if (!spec.ablation || i < 1 || i > spec.iterations) return false;
+  if (!other_way(spec)) return false;
   const AblationSpec& a = *spec.ablation;
   if (a.every > 0 && i % a.every == 0) return true;
   return std::find(a.iterations.begin(), a.iterations.end(), i) != a.iterations.end();
@@ -88,38 +137,44 @@ RunSpec serial_spec(const RunSpec& spec) {
   return s;
 }
 
+std::optional<RunSpec> other_way(const RunSpec& spec) {
+  const Fusions chosen = fusions_of(spec);
+  if (spec.run_plan && spec.run_plan->applied && spec.run_plan->base) {
+    const RunPlan& plan = *spec.run_plan;
+    if (!(chosen == Fusions{})) return variant_spec(spec, Fusions{});
+    // Serial chosen: every fusion the run can take (those the prediction considered).
+    Fusions all{};
+    for (const auto& p : plan.predictions) {
+      all.inter = all.inter || p.fusions.inter;
+      all.intra = all.intra || p.fusions.intra;
+    }
+    if (plan.predictions.empty()) {
+      all = {spec.rollout_ranks > 1 && spec.rollout_tp == 1, plan.schedspec.is_object() && spec.uses_critic()};
+    }
+    if (all.intra && !plan.schedule_file) all.intra = false;  // no schedule made (yet): braid run makes it first
+    if (all == Fusions{}) return std::nullopt;
+    RunSpec s = variant_spec(spec, all);
+    if (!(fusions_of(s) == all)) return std::nullopt;
+    return s;
+  }
+  if (chosen == Fusions{}) return std::nullopt;
+  return serial_spec(spec);
+}
+
 Layout ablation_layout(const Layout& layout, int i) { return Layout(layout.iteration_dir(i) / "ablation"); }
 
 std::vector<Step> ablation_steps(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i) {
-  const RunSpec serial = serial_spec(spec);
+  const auto other = other_way(spec);
+  if (!other) return {};
   const Layout scratch = ablation_layout(layout, i);
-  const Step rollout = rollout_step(serial, scratch, opt, i);
-  // generate | score split in two steps, one after the other: generation, then scoring
-  // of every shard it wrote.
-  Step gen{.name = fmt::format("iteration {} ablation: serial generate", i), .pipeline = {rollout.pipeline.at(0)},
-           .inputs = rollout.inputs, .outputs = {scratch.stats_file(i, "generate")},
-           .stale = {scratch.samples_dir(i), scratch.stats_file(i, "generate")}, .restart = true};
-  Command score;
-  if (!rollout.then.empty()) {
-    score = rollout.then.front();  // braid-score under mpirun: it lists the shards already
-  } else {
-    score = rollout.pipeline.at(1);
-    score.argv.erase(score.argv.begin() + 1);  // "-": the shards are listed instead
-    score.shards_from = scratch.samples_dir(i);
-    score.shards_pattern = "gen-*.h5";
-    score.shards_at = 1;
-  }
-  Step sc{.name = fmt::format("iteration {} ablation: serial score", i), .pipeline = {score},
-          .inputs = {scratch.stats_file(i, "generate")}, .outputs = {scratch.stats_file(i, "score")},
-          .stale = {scratch.scored_dir(i), scratch.stats_file(i, "score")}, .restart = true};
-  for (const auto& in : rollout.inputs) {
-    if (std::find(sc.inputs.begin(), sc.inputs.end(), in) == sc.inputs.end()) sc.inputs.push_back(in);
-  }
-  if (!spec.schedule) return {gen, sc};  // training is unfused in both: the iteration's own is the serial one's
-  Step train = train_step(serial, scratch, opt, i);
-  train.name = fmt::format("iteration {} ablation: serial train", i);
+  const std::string way = fusions_name(fusions_of(*other));
+  Step rollout = rollout_step(*other, scratch, opt, i);
+  rollout.name = fmt::format("iteration {} ablation: {} rollout", i, way);
+  rollout.restart = true;
+  Step train = train_step(*other, scratch, opt, i);
+  train.name = fmt::format("iteration {} ablation: {} train", i, way);
   train.restart = true;
-  return {gen, sc, train};
+  return {rollout, train};
 }
 
 bool ablation_complete(const Layout& layout, int i) {
@@ -135,78 +190,35 @@ bool ablation_complete(const Layout& layout, int i) {
 }
 
 ordered_json ablation_document(const RunSpec& spec, const Layout& layout, int i) {
+  const auto other = other_way(spec);
+  if (!other) throw std::logic_error("ablation_document: no other way to run");
   const Layout scratch = ablation_layout(layout, i);
-  ordered_json fused_m = ordered_json::object();
-  const double fg = stage_seconds(layout.stats_file(i, "generate"));
-  const double ft = stage_seconds(layout.stats_file(i, "train"));
-  fused_m["generate"] = fg;  // fused: the scoring ran inside the generation's processes
-  double fused_total = fg + ft;
-  if (!spec.fuse) {
-    const double fs_ = stage_seconds(layout.stats_file(i, "score"));
-    fused_m["score"] = fs_;  // a pipe: scoring overlapped the generation; the longer of the two counts
-    fused_total = std::max(fg, fs_) + ft;
-  }
-  fused_m["train"] = ft;
-  fused_m["total"] = fused_total;
-  const double sg = stage_seconds(scratch.stats_file(i, "generate"));
-  const double ss = stage_seconds(scratch.stats_file(i, "score"));
-  const double st = spec.schedule ? stage_seconds(scratch.stats_file(i, "train")) : ft;
-  ordered_json serial_m = {{"generate", sg}, {"score", ss}, {"train", st}, {"total", sg + ss + st}};
-
-  std::vector<std::string> fusions;
-  if (spec.fuse) fusions.emplace_back("inter_stage");
-  if (spec.schedule) fusions.emplace_back("intra_stage");
-  ordered_json fused = {{"name", "fused"}, {"fusions", fusions}, {"measured", fused_m}};
-  ordered_json serial = {{"name", "serial"}, {"fusions", json::array()}, {"measured", serial_m}};
-
+  ordered_json own = variant(spec, layout, i);
+  ordered_json again = variant(*other, scratch, i);
   ordered_json settings = {{"rollout_ranks", spec.rollout_ranks},
                            {"migrate_threshold", spec.migrate_threshold.value_or("")},
                            {"migrate_to", spec.migrate_to.value_or(0)},
                            {"fuse", spec.fuse},
                            {"train_schedule", spec.schedule ? spec.schedule->string() : std::string()},
                            {"threads", spec.threads.value_or(0)},
-                           {"timing", "each stage's wall_seconds from its stats file (from its first step: process "
-                                      "start and model loads not included)"},
-                           {"serial_rerun", scratch.iteration_dir(i).lexically_relative(layout.out()).string()},
-                           {"serial_train", spec.schedule ? "re-run without the schedule"
-                                                          : "the iteration's own (training is unfused in both)"}};
-  if (spec.fuse && spec.schedule) {
-    settings["one_fusion_off"] = "the variants with one fusion put together from the measured stages (rollout and "
-                                 "training run one after the other)";
-  }
+                           {"timing", "total: the rollout's and the training's wall time as braid run ran them "
+                                      "(process start, model loads and files included); generate, score, train: each "
+                                      "tool's wall_seconds from its stats file"},
+                           {"rerun", scratch.iteration_dir(i).lexically_relative(layout.out()).string()}};
   ordered_json doc = {{"format", kAblationFormat}, {"version", kReportVersion}, {"iteration", i}, {"settings", settings}};
-  if (spec.ablation && spec.ablation->plan) {
-    const Prediction p = read_prediction(*spec.ablation->plan);
-    fused["predicted"] = {{"total", p.fused}};
-    serial["predicted"] = {{"total", p.serial}};
+  if (!own.contains("predicted") && spec.ablation && spec.ablation->plan) {
+    const PlanTotals p = read_plan_totals(*spec.ablation->plan);
+    const bool own_fused = !(fusions_of(spec) == Fusions{});
+    own["predicted"] = {{"total", own_fused ? p.fused : p.serial}};
+    again["predicted"] = {{"total", own_fused ? p.serial : p.fused}};
     doc["prediction"] = {{"tool", "braid-meshplan"}, {"plan", spec.ablation->plan->string()},
                          {"fused_s", p.fused}, {"serial_s", p.serial}};
+  } else if (own.contains("predicted")) {
+    doc["prediction"] = {{"tool", "braid run"}, {"file", prediction_file(layout.out()).string()}};
   }
-  ordered_json variants = ordered_json::array({fused});
-  if (spec.fuse && spec.schedule) {
-    // One fusion off at a time: the stages run one after the other, so each such variant is
-    // the measured stages put together (the rollout of one, the training of the other).
-    auto mixed = [&](const char* name, const char* fusion, bool fused_rollout) {
-      ordered_json m = ordered_json::object();
-      double rollout = 0;
-      if (fused_rollout) {
-        m["generate"] = fg;
-        rollout = fg;
-      } else {
-        m["generate"] = sg;
-        m["score"] = ss;
-        rollout = sg + ss;
-      }
-      const double train = fused_rollout ? st : ft;
-      m["train"] = train;
-      m["total"] = rollout + train;
-      return ordered_json{{"name", name}, {"fusions", {fusion}}, {"measured", m}};
-    };
-    variants.push_back(mixed("inter-stage only", "inter_stage", true));
-    variants.push_back(mixed("intra-stage only", "intra_stage", false));
-  }
-  variants.push_back(serial);
-  doc["variants"] = variants;
+  // The fused way first, then the serial one.
+  const bool own_first = !(fusions_of(spec) == Fusions{});
+  doc["variants"] = own_first ? ordered_json::array({own, again}) : ordered_json::array({again, own});
   return doc;
 }
 
@@ -215,20 +227,21 @@ void run_ablation(const RunSpec& spec, const Layout& layout, const PlanOptions& 
   std::error_code ec;
   fs::remove_all(scratch.iteration_dir(i), ec);  // an interrupted re-run is timed again whole
   link_inputs(layout, scratch, i, spec);
+  std::vector<double> seconds;
   for (const Step& step : ablation_steps(spec, layout, opt, i)) {
     log::info("{}", step.name);
+    const auto t0 = std::chrono::steady_clock::now();
     execute_step(step);
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  if (seconds.size() == 2) write_step_times(scratch, i, seconds[0], seconds[1]);
   const ordered_json doc = ablation_document(spec, layout, i);
   write_text_file(layout.ablation_file(i).string(), doc.dump(2) + "\n");
-  const auto& v = doc["variants"];
-  const auto& last = v.back();
-  log::info("iteration {} ablation: fused {:.2f} s, serial {:.2f} s (measured){}", i,
-            v[0]["measured"]["total"].get<double>(), last["measured"]["total"].get<double>(),
-            v[0].contains("predicted") ? fmt::format("; predicted fused {:.2f} s, serial {:.2f} s",
-                                                     v[0]["predicted"]["total"].get<double>(),
-                                                     last["predicted"]["total"].get<double>())
-                                       : std::string());
+  for (const auto& v : doc["variants"]) {
+    log::info("iteration {} ablation: {} {:.2f} s measured{}", i, v["name"].get<std::string>(),
+              v["measured"]["total"].get<double>(),
+              v.contains("predicted") ? fmt::format(", {:.2f} s predicted", v["predicted"]["total"].get<double>()) : "");
+  }
 }
 
 }  // namespace braid::driver

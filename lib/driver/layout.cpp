@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/checkpoint.hpp"
+#include "core/error.hpp"
+
 namespace braid::driver {
 
 namespace fs = std::filesystem;
@@ -19,6 +22,8 @@ fs::path Layout::checkpoint(int iteration, std::string_view model) const {
   return iteration_dir(iteration) / fmt::format("{}.h5", model);
 }
 
+fs::path Layout::data_file(std::string_view name) const { return out_ / "data" / fmt::format("{}.jsonl", name); }
+
 std::vector<fs::path> scored_shards(const Layout& layout, int iteration) {
   std::vector<fs::path> shards;
   std::error_code ec;
@@ -31,27 +36,16 @@ std::vector<fs::path> scored_shards(const Layout& layout, int iteration) {
 }
 
 std::vector<fs::path> checkpoint_files_of(const fs::path& spec) {
+  // The file, or every stage file of one split, or every tp rank's files (each whole or in
+  // stages): as every reader finds them (checkpoint::checkpoint_files); none when some are missing.
   std::error_code ec;
   if (fs::is_regular_file(spec, ec)) return {spec};
-  // Stage files of one split: "x.stage0-of-4.h5" ... "x.stage3-of-4.h5".
-  const fs::path dir = spec.has_parent_path() ? spec.parent_path() : fs::path(".");
-  const std::string first_prefix = spec.stem().string() + ".stage0-of-";
-  if (!fs::is_directory(dir, ec)) return {};
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(first_prefix, 0) != 0 || !name.ends_with(".h5")) continue;
-    const std::string count = name.substr(first_prefix.size(), name.size() - first_prefix.size() - 3);
-    if (count.empty() || count.size() > 5 || count.find_first_not_of("0123456789") != std::string::npos) continue;
-    const int stages = std::stoi(count);
-    std::vector<fs::path> files;
-    for (int s = 0; s < stages; ++s) {
-      fs::path p = dir / fmt::format("{}.stage{}-of-{}.h5", spec.stem().string(), s, stages);
-      if (!fs::is_regular_file(p, ec)) break;
-      files.push_back(std::move(p));
-    }
-    if (static_cast<int>(files.size()) == stages) return files;
+  if (!fs::is_directory(spec.has_parent_path() ? spec.parent_path() : fs::path("."), ec)) return {};
+  try {
+    return checkpoint::checkpoint_files(spec);
+  } catch (const InputError&) {
+    return {};
   }
-  return {};
 }
 
 std::vector<fs::path> stage_files(const fs::path& checkpoint, int stages) {

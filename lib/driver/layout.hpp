@@ -10,6 +10,7 @@
 //   OUT/iter-0001/metrics.json          the iteration's summary; OUT/metrics.jsonl gathers them
 //   OUT/iter-0001/ablation.json         stage times with each fusion on and off (when measured)
 //   OUT/report.json, OUT/report.svg     every iteration so far, as numbers and as a picture
+//   OUT/data/train.jsonl, heldout.jsonl the prompts with the run file's field map and held-out split
 #pragma once
 
 #include <filesystem>
@@ -40,6 +41,9 @@ class Layout {
   std::filesystem::path ablation_file(int iteration) const { return iteration_dir(iteration) / "ablation.json"; }
   std::filesystem::path report_json() const { return out_ / "report.json"; }
   std::filesystem::path report_svg() const { return out_ / "report.svg"; }
+  // braid data's files of a run with a field map or a held-out split: "train", "heldout"
+  // -> OUT/data/<name>.jsonl.
+  std::filesystem::path data_file(std::string_view name) const;
 
  private:
   std::filesystem::path out_;
@@ -49,7 +53,8 @@ class Layout {
 std::vector<std::filesystem::path> scored_shards(const Layout& layout, int iteration);
 
 // The files a checkpoint spec stands for: the file itself, else its stage files
-// "x.stage<i>-of-<S>.h5" (as checkpoint::checkpoint_files finds them); empty when neither exists.
+// "x.stage<i>-of-<S>.h5", else every tp rank's "x.tp<r>-of-<N>[.stage..].h5" (as
+// checkpoint::checkpoint_files finds them); empty when they are not all there.
 std::vector<std::filesystem::path> checkpoint_files_of(const std::filesystem::path& spec);
 inline bool checkpoint_present(const std::filesystem::path& spec) { return !checkpoint_files_of(spec).empty(); }
 

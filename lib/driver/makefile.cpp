@@ -114,6 +114,16 @@ std::string rule(const Step& step, const RunSpec& spec, const Tools& tools) {
 }  // namespace
 
 std::string makefile_text(const RunSpec& spec, const Layout& layout, const MakefileOptions& opt) {
+  if (spec.checkpoints) {
+    throw InputError(spec.file.string(), "checkpoints",
+                     "the checkpoints of earlier iterations are a Makefile's targets, which make would train again "
+                     "once removed: run it with braid run (or leave the section out)");
+  }
+  if (spec.data && spec.data->dynamic_rounds > 0) {
+    throw InputError(spec.file.string(), "data.dynamic_sampling",
+                     "a Makefile holds every command beforehand, and whether an iteration rolls out again depends on "
+                     "the rewards of its first rollout: run it with braid run (or \"dynamic_sampling\": false)");
+  }
   if (spec.kl_target && spec.iterations > 1) {
     throw InputError(spec.file.string(), "score.kl_target",
                      "a Makefile holds every command beforehand, and the adaptive KL coefficient of each iteration "

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/files.hpp"
 #include "io/sample_shard.hpp"
 
 namespace braid::driver {
@@ -57,8 +58,8 @@ std::optional<json> eval_figures(const Layout& layout, int iteration) {
 ordered_json eval_summary(const json& ev) {
   ordered_json e = ordered_json::object();
   for (const auto& [k, v] : ev.items()) {
-    if (k == "accuracy" || k.starts_with("pass@") || k == "mean_reward" || k == "mean_response_length" ||
-        k == "prompts" || k == "samples_per_prompt" || k == "greedy") {
+    if (k == "accuracy" || k.starts_with("pass@") || k.starts_with("maj@") || k == "pass_at_k" || k == "maj_at_k" ||
+        k == "mean_reward" || k == "mean_response_length" || k == "prompts" || k == "samples_per_prompt" || k == "greedy") {
       e[k] = v;
     }
   }
@@ -137,8 +138,15 @@ ordered_json iteration_metrics(const Layout& layout, int iteration, std::optiona
   // A fused rollout scores inside braid-generate's processes: generate's wall time already
   // holds the scoring, so the two are not to be added (the report draws score inside generate).
   if (fused_rollout(generate_stats)) m["rollout"] = "fused";
-  if (generate_stats.contains("overcommit") && generate_stats["overcommit"].is_object()) {
-    m["overcommit"] = ordered_json::parse(generate_stats["overcommit"].dump());
+  for (const char* block : {"overcommit", "data"}) {  // the prompt stream's position, overcommit's figures
+    if (generate_stats.contains(block) && generate_stats[block].is_object()) {
+      m[block] = ordered_json::parse(generate_stats[block].dump());
+    }
+  }
+  // Dynamic sampling's rounds (driver/dynamic_sampling.hpp) and the groups braid-train kept.
+  if (const fs::path rounds = layout.iteration_dir(iteration) / "data.json"; fs::is_regular_file(rounds)) {
+    m["dynamic_sampling"] = ordered_json::parse(read_text_file(rounds.string()));
+    if (train_stats.contains("groups")) m["dynamic_sampling"]["trained_groups"] = ordered_json::parse(train_stats["groups"].dump());
   }
   if (train_stats.contains("staleness") && train_stats["staleness"].is_object()) {
     m["staleness"] = ordered_json::parse(train_stats["staleness"].dump());

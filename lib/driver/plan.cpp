@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "driver/dynamic_sampling.hpp"
 #include "driver/kl_control.hpp"
+#include "driver/retention.hpp"
 
 namespace braid::driver {
 namespace {
@@ -19,7 +21,7 @@ using Argv = std::vector<std::string>;
 void append(Argv& argv, const ToolFlags& flags) {
   for (const auto& [flag, value] : flags) {
     argv.push_back(flag);
-    argv.push_back(value);
+    if (!value.empty()) argv.push_back(value);  // a switch has none
   }
 }
 
@@ -97,6 +99,15 @@ void add_inputs(Step& step, const std::vector<fs::path>& files) {
   }
 }
 
+// The run's tools and template keyword arguments for conversations (braid-generate, braid eval).
+void append_chat(Argv& argv, Step& step, const RunSpec& spec) {
+  if (spec.tools) {
+    argv.insert(argv.end(), {"--tools", spec.tools->string()});
+    add_inputs(step, {*spec.tools});
+  }
+  if (spec.chat_template_kwargs) argv.insert(argv.end(), {"--chat-template-kwargs", *spec.chat_template_kwargs});
+}
+
 Step init_step(const ModelSource& src, const Layout& layout, const PlanOptions& opt, std::string_view name,
                bool value_head) {
   const fs::path out = layout.checkpoint(0, name);
@@ -112,6 +123,21 @@ Step init_step(const ModelSource& src, const Layout& layout, const PlanOptions& 
               .inputs = {src.path},
               .outputs = {out},
               .stale = {}};
+}
+
+// braid data: the run file's prompts through its field map, split into train and held-out.
+Step data_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
+  const DataSpec& d = *spec.data;
+  Argv argv = {opt.tools.braid, "data", spec.prompts.string(), "-o", layout.data_file("train").parent_path().string(),
+               "--seed", std::to_string(d.seed)};
+  for (const auto& f : d.fields) argv.insert(argv.end(), {"--field", f});
+  if (d.heldout.count > 0) argv.insert(argv.end(), {"--heldout", std::to_string(d.heldout.count)});
+  if (d.heldout.fraction > 0) argv.insert(argv.end(), {"--heldout", fmt::format("{}", d.heldout.fraction)});
+  argv.insert(argv.end(), opt.verbosity.begin(), opt.verbosity.end());
+  std::vector<fs::path> outputs = {layout.data_file("train")};
+  if (d.heldout.any()) outputs.push_back(layout.data_file("heldout"));
+  return Step{.name = "data", .pipeline = {Command{.stage = "data", .argv = std::move(argv)}}, .inputs = {spec.prompts},
+              .outputs = outputs, .stale = outputs};
 }
 
 }  // namespace
@@ -158,8 +184,22 @@ std::optional<fs::path> reward_checkpoint(const RunSpec& spec, const Layout& lay
   return std::nullopt;
 }
 
+fs::path rollout_prompts(const RunSpec& spec, const Layout& layout) {
+  return spec.data && spec.data->prepared() ? layout.data_file("train") : spec.prompts;
+}
+
+std::optional<std::int64_t> first_prompt(const RunSpec& spec, const Layout& layout, int iteration, int round) {
+  if (!spec.data) return 0;
+  const std::int64_t batch = spec.data->batch_prompts;
+  if (!dynamic_sampling(spec)) return std::int64_t(iteration - 1) * batch;
+  const auto first = dynamic_first_prompt(layout, iteration);
+  if (!first) return std::nullopt;
+  return *first + std::int64_t(round) * batch;
+}
+
 std::vector<Step> init_steps(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
   std::vector<Step> steps;
+  if (spec.data && spec.data->prepared()) steps.push_back(data_step(spec, layout, opt));
   using K = ModelSource::Kind;
   if (spec.actor.kind == K::init) steps.push_back(init_step(spec.actor, layout, opt, "actor", false));
   if (spec.uses_critic() && spec.critic.kind == K::init) {
@@ -172,27 +212,59 @@ std::vector<Step> init_steps(const RunSpec& spec, const Layout& layout, const Pl
 
 int rollout_policy(const RunSpec& spec, int i) { return std::max(0, spec.async ? i - 2 : i - 1); }
 
-Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i) {
+Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i, int round) {
   const int policy = rollout_policy(spec, i);
   const fs::path actor = actor_after(spec, layout, policy);
-  const fs::path gen_stats = layout.stats_file(i, "generate");
-  const fs::path score_stats = layout.stats_file(i, "score");
-  Step step{.name = fmt::format("iteration {} generate | score", i), .pipeline = {}, .inputs = {},
-            .outputs = {gen_stats, score_stats},
-            .stale = {layout.samples_dir(i), layout.scored_dir(i), gen_stats, score_stats}};
+  // A dynamic-sampling round beyond the first writes beside it: gen-rR-*, scored-rR-*.
+  const std::string tag = round > 0 ? fmt::format("-r{}", round) : "";
+  const fs::path gen_stats = layout.stats_file(i, "generate" + tag);
+  const fs::path score_stats = layout.stats_file(i, "score" + tag);
+  Step step{.name = fmt::format("iteration {} generate | score{}", i, round > 0 ? fmt::format(" (round {})", round) : ""),
+            .pipeline = {}, .inputs = {}, .outputs = {gen_stats, score_stats},
+            .stale = {gen_stats, score_stats}};
+  if (round == 0) {
+    // Done again: every round of the iteration with it (their shards share the folders).
+    step.stale.insert(step.stale.begin(), {layout.samples_dir(i), layout.scored_dir(i)});
+    for (int r = 1; dynamic_sampling(spec) && r < spec.data->dynamic_rounds; ++r) {
+      step.stale.push_back(layout.stats_file(i, fmt::format("generate-r{}", r)));
+      step.stale.push_back(layout.stats_file(i, fmt::format("score-r{}", r)));
+    }
+    if (dynamic_sampling(spec)) step.stale.push_back(dynamic_record(layout, i));
+  }
+  if (round > 0) add_inputs(step, {layout.stats_file(i, round == 1 ? "score" : fmt::format("score-r{}", round - 1))});
+  if (round == 0 && i > 1 && dynamic_sampling(spec)) add_inputs(step, {dynamic_record(layout, i - 1)});
 
   add_inputs(step, model_files(spec, layout, "actor", policy));
-  add_inputs(step, {spec.prompts});
+  const fs::path prompts = rollout_prompts(spec, layout);
+  add_inputs(step, {prompts});
 
   // With overcommit, sample ids run on across iterations, so one seed gives every sample its
   // own stream and a deferred sample continues its own (docs/overlap.md).
   Argv gen;
   if (spec.rollout_ranks > 1) gen = mpirun_prefix(spec, opt, spec.rollout_ranks);
   add_notes(step, spec, &RunPlan::generate, "braid-generate", spec.rollout_ranks, spec.rollout_tp);
-  gen.insert(gen.end(), {opt.tools.generate, "--actor", actor.string(), "--prompts", spec.prompts.string(),
+  gen.insert(gen.end(), {opt.tools.generate, "--actor", actor.string(), "--prompts", prompts.string(),
                          "-o", layout.samples_dir(i).string(), "--tokenizer", spec.tokenizer,
                          "--seed", iteration_seed(spec, spec.overcommit ? 0 : i), "--stats", gen_stats.string()});
   append(gen, spec.generate);
+  if (spec.data) {
+    // The stream: this iteration's batch (under overcommit its position is the deferred file's).
+    const auto first = first_prompt(spec, layout, i, round);
+    if (!spec.overcommit && (!first || *first > 0)) {
+      gen.insert(gen.end(), {"--first-prompt", first ? std::to_string(*first)
+                                                     : fmt::format("<from iteration {}'s data.json>", i - 1)});
+    }
+    if (spec.data->batch_prompts > 0) gen.insert(gen.end(), {"--batch-prompts", std::to_string(spec.data->batch_prompts)});
+    if (spec.data->shuffle) gen.insert(gen.end(), {"--prompt-seed", std::to_string(spec.data->seed)});
+    if (round > 0) gen.insert(gen.end(), {"--prefix", "gen" + tag});
+    if (dynamic_sampling(spec) && round == 0) {
+      step.notes.push_back(fmt::format("# iteration {}: dynamic sampling: up to {} more rounds of {} prompts while fewer "
+                                       "than {} groups have rewards not all equal",
+                                       i, spec.data->dynamic_rounds - 1, spec.data->batch_prompts,
+                                       spec.data->batch_prompts));
+    }
+  }
+  append_chat(gen, step, spec);
   if (spec.migrate_threshold) gen.insert(gen.end(), {"--migrate-threshold", *spec.migrate_threshold});
   if (spec.migrate_to) gen.insert(gen.end(), {"--migrate-to", std::to_string(*spec.migrate_to)});
   append_tp(gen, spec.rollout_tp);
@@ -211,6 +283,7 @@ Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& 
 
   Argv score = {opt.tools.score, "-", "-o", layout.scored_dir(i).string(), "--tokenizer", spec.tokenizer,
                 "--algorithm", spec.algorithm, "--stats", score_stats.string()};
+  if (round > 0) score.insert(score.end(), {"--prefix", "scored" + tag});
   if (auto ref = ref_checkpoint(spec, layout)) {
     score.insert(score.end(), {"--ref", ref->string()});
     add_inputs(step, start_files(*ref));
@@ -279,16 +352,18 @@ std::vector<fs::path> trained_checkpoints(const RunSpec& spec, const Layout& lay
 }
 
 Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i) {
-  const auto outputs = trained_checkpoints(spec, layout, i);
+  // Checkpoints the retention removed (driver/retention.hpp) were made: nothing to make again.
+  const auto outputs = pruned(layout, i) ? std::vector<fs::path>{} : trained_checkpoints(spec, layout, i);
   Step step{.name = fmt::format("iteration {} train", i), .pipeline = {}, .inputs = {layout.stats_file(i, "score")},
             .outputs = outputs, .stale = outputs};
   add_inputs(step, model_files(spec, layout, "actor", i - 1));
   for (std::string_view model : {"actor", "critic"}) {
     if (model == "critic" && !spec.uses_critic()) continue;
     const int stages = model == "actor" ? spec.actor_stages : spec.critic_stages;
+    if (pruned(layout, i)) break;
     for (const auto& f : stage_files(optimizer_path(layout.checkpoint(i, model)), stages)) step.stale.push_back(f);
   }
-  step.stale.push_back(layout.stats_file(i, "train"));
+  if (!pruned(layout, i)) step.stale.push_back(layout.stats_file(i, "train"));
 
   Argv argv;
   if (spec.schedule || spec.ranks > 1) argv = mpirun_prefix(spec, opt, spec.ranks);
@@ -309,6 +384,11 @@ Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& op
   }
   // Async: the samples come from the actor one step behind this one, never more.
   if (spec.async) argv.insert(argv.end(), {"--max-staleness", "1"});
+  // Dynamic sampling: every round's shards, groups of equal rewards dropped, the first batch of the rest.
+  if (dynamic_sampling(spec)) {
+    argv.insert(argv.end(), {"--filter-groups", "--max-groups", std::to_string(spec.data->batch_prompts)});
+    add_inputs(step, {dynamic_record(layout, i)});
+  }
   append(argv, spec.train);
   // An LR decay spans the whole run: this iteration and those after it, each as long.
   const bool decays = std::any_of(spec.train.begin(), spec.train.end(), [](const auto& f) {
@@ -330,10 +410,11 @@ bool evaluates(const RunSpec& spec, int iteration) {
 Step eval_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i) {
   const EvalSpec& ev = *spec.eval;
   const fs::path out = layout.eval_file(i);
-  Step step{.name = fmt::format("iteration {} eval", i), .pipeline = {}, .inputs = {ev.prompts}, .outputs = {out},
+  const fs::path prompts = ev.heldout_split ? layout.data_file("heldout") : ev.prompts;
+  Step step{.name = fmt::format("iteration {} eval", i), .pipeline = {}, .inputs = {prompts}, .outputs = {out},
             .stale = {out}};
   add_inputs(step, model_files(spec, layout, "actor", i));
-  Argv argv = {opt.tools.braid, "eval", actor_after(spec, layout, i).string(), "--prompts", ev.prompts.string()};
+  Argv argv = {opt.tools.braid, "eval", actor_after(spec, layout, i).string(), "--prompts", prompts.string()};
   if (!ev.rule.empty()) {
     argv.insert(argv.end(), {"--reward-rule", ev.rule});
   } else {
@@ -343,7 +424,9 @@ Step eval_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt
   argv.insert(argv.end(), {"--samples", std::to_string(ev.samples), "--temperature", fmt::format("{}", ev.temperature),
                            "--seed", iteration_seed(spec, i), "--tokenizer", spec.tokenizer});
   if (ev.max_new_tokens > 0) argv.insert(argv.end(), {"--max-new-tokens", std::to_string(ev.max_new_tokens)});
+  append_chat(argv, step, spec);
   if (!ev.by.empty()) argv.insert(argv.end(), {"--by", ev.by});
+  if (!ev.k.empty()) argv.insert(argv.end(), {"--k", fmt::format("{}", fmt::join(ev.k, ","))});
   argv.insert(argv.end(), {"-o", out.string()});
   append_common(argv, spec, opt);
   step.pipeline.push_back(Command{.stage = "eval", .argv = std::move(argv)});

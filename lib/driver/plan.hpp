@@ -76,14 +76,22 @@ std::filesystem::path critic_after(const RunSpec& spec, const Layout& layout, in
 std::optional<std::filesystem::path> ref_checkpoint(const RunSpec& spec, const Layout& layout);
 std::optional<std::filesystem::path> reward_checkpoint(const RunSpec& spec, const Layout& layout);
 
-// `braid init` of each model the run file gives an "init" block (iteration 0).
+// `braid init` of each model the run file gives an "init" block, and braid data of a run
+// file's field map or held-out split (iteration 0).
 std::vector<Step> init_steps(const RunSpec& spec, const Layout& layout, const PlanOptions& opt);
+// The prompt file the rollouts read: braid data's OUT/data/train.jsonl, or the run file's own.
+std::filesystem::path rollout_prompts(const RunSpec& spec, const Layout& layout);
+// The stream position iteration i's batch (its dynamic-sampling round `round`) starts at:
+// (i − 1) · batch, or under dynamic sampling where iteration i − 1 stopped (nullopt while
+// that is not known: it has not rolled out).
+std::optional<std::int64_t> first_prompt(const RunSpec& spec, const Layout& layout, int iteration, int round = 0);
 // The actor (and critic) iteration i generates and scores with: that of iteration i-1, or
 // under "async" of i-2 (the one-step asynchronous mode: i's rollout runs while i-1 trains).
 int rollout_policy(const RunSpec& spec, int iteration);
 
-// Iteration i (from 1): generate | score, then train.
-Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int iteration);
+// Iteration i (from 1): generate | score, then train. Under dynamic sampling round r > 0 is
+// another rollout of the iteration, over the next batch of prompts (driver/dynamic_sampling.hpp).
+Step rollout_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int iteration, int round = 0);
 Step train_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int iteration);
 
 // The steps in the order `braid run` runs them, the steps of a group at once: sync,

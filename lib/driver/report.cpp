@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
+#include "driver/prediction.hpp"
 #include "sched/schedule.hpp"
 #include "sched/schedule_json.hpp"
 #include "sched/svg.hpp"
@@ -71,7 +72,8 @@ struct Range {
 };
 
 // The frame, title, y ticks and x ticks of a chart over iterations [x0, x1].
-void frame(std::string& s, const Panel& p, const std::string& title, Range y, int x0, int x1) {
+void frame(std::string& s, const Panel& p, const std::string& title, Range y, int x0, int x1,
+           const char* x_label = "iteration") {
   s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"13\" font-weight=\"bold\">{}</text>\n", num(p.x + 4), num(p.y + 16),
                    esc(title));
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#bbb\"/>\n", num(p.plot_x()),
@@ -91,8 +93,8 @@ void frame(std::string& s, const Panel& p, const std::string& title, Range y, in
     s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{}</text>\n", num(px),
                      num(p.plot_y() + p.plot_h() + 13), i);
   }
-  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\" fill=\"#555\">iteration</text>\n",
-                   num(p.plot_x() + p.plot_w() / 2), num(p.plot_y() + p.plot_h() + 26));
+  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\" fill=\"#555\">{}</text>\n",
+                   num(p.plot_x() + p.plot_w() / 2), num(p.plot_y() + p.plot_h() + 26), x_label);
 }
 
 struct Point {
@@ -154,6 +156,35 @@ void line_chart(std::string& s, const Panel& p, const std::string& title, const 
   s += "</g>\n";
 }
 
+// Held-out pass@k against k, one curve per evaluated iteration (lighter for the earlier):
+// <g id="chart-pass-at-k"> with a <path class="series"> per iteration (data-series "iteration N").
+void pass_at_k_chart(std::string& s, const Panel& p, const ordered_json& rows) {
+  std::vector<std::pair<int, std::vector<double>>> curves;
+  std::size_t n = 1;
+  for (const auto& r : rows) {
+    if (!r.contains("heldout_pass_at_k")) continue;
+    curves.emplace_back(r["iteration"].get<int>(), r["heldout_pass_at_k"].get<std::vector<double>>());
+    n = std::max(n, curves.back().second.size());
+  }
+  s += "<g id=\"chart-pass-at-k\">\n";
+  frame(s, p, "held-out pass@k against k (later iterations darker)", Range{0, 1}, 1,
+        static_cast<int>(std::max<std::size_t>(n, 2)), "k");
+  const double span = double(std::max<std::size_t>(n, 2) - 1);
+  for (std::size_t c = 0; c < curves.size(); ++c) {
+    const double shade = curves.size() > 1 ? double(c) / double(curves.size() - 1) : 1.0;
+    const std::string colour = fmt::format("rgb({},{},{})", int(200 - 150 * shade), int(200 - 170 * shade), int(230 - 80 * shade));
+    std::string d;
+    for (std::size_t k = 0; k < curves[c].second.size(); ++k) {
+      d += fmt::format("{}{} {}", k == 0 ? "M" : " L", num(p.plot_x() + p.plot_w() * double(k) / span),
+                       num(p.plot_y() + p.plot_h() * (1 - curves[c].second[k])));
+    }
+    s += fmt::format("<path class=\"series\" data-series=\"iteration {}\" d=\"{}\" fill=\"none\" stroke=\"{}\" "
+                     "stroke-width=\"2\"><title>iteration {}</title></path>\n",
+                     curves[c].first, d, colour, curves[c].first);
+  }
+  s += "</g>\n";
+}
+
 // Whether a stage of this row is drawn inside the one before it instead of on top: the
 // scoring of a fused rollout ran inside the generation's wall time.
 bool nested_stage(const ordered_json& row, std::string_view stage) {
@@ -209,6 +240,42 @@ void stage_chart(std::string& s, const Panel& p, const ordered_json& rows, int x
   s += "</g>\n";
 }
 
+// Each iteration's wall time (its rollout and training steps as braid run ran them) beside
+// the prediction of the way it ran: two series in one chart, the prediction dashed.
+void prediction_chart(std::string& s, const Panel& p, const ordered_json& rows, int x0, int x1) {
+  const auto measured = series_of(rows, "iteration_seconds");
+  const auto predicted = series_of(rows, "iteration_predicted");
+  std::vector<Point> both = measured;
+  both.insert(both.end(), predicted.begin(), predicted.end());
+  const Range y = range_of(both, std::nullopt);
+  s += "<g id=\"chart-iteration_seconds\">\n";
+  frame(s, p, "iteration seconds: measured, predicted (dashed)", y, x0, x1);
+  const int span = std::max(1, x1 - x0);
+  auto px = [&](int i) { return p.plot_x() + p.plot_w() * (i - x0) / span; };
+  auto py = [&](double v) { return p.plot_y() + p.plot_h() * (1 - (v - y.lo) / (y.hi - y.lo)); };
+  for (const auto& [key, pts, dash] : {std::tuple{"iteration_seconds", &measured, ""},
+                                       std::tuple{"iteration_predicted", &predicted, " stroke-dasharray=\"5,3\""}}) {
+    if (pts->empty()) continue;
+    std::string d;
+    for (std::size_t k = 0; k < pts->size(); ++k) {
+      d += fmt::format("{}{} {}", k == 0 ? "M" : " L", num(px((*pts)[k].iteration)), num(py((*pts)[k].value)));
+    }
+    s += fmt::format("<path class=\"series\" data-series=\"{}\" d=\"{}\" fill=\"none\" stroke=\"#252525\" "
+                     "stroke-width=\"2\"{}/>\n",
+                     key, d, dash);
+    for (const auto& pt : *pts) {
+      s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"#252525\"><title>iteration {} {}: {:.3f} s</title>"
+                       "</circle>\n",
+                       num(px(pt.iteration)), num(py(pt.value)), pt.iteration, key, pt.value);
+    }
+  }
+  if (measured.empty() && predicted.empty()) {
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#999\" text-anchor=\"middle\">not measured</text>\n",
+                     num(p.plot_x() + p.plot_w() / 2), num(p.plot_y() + p.plot_h() / 2));
+  }
+  s += "</g>\n";
+}
+
 // One ablation: a row per variant, its measured stage times stacked, its predicted total
 // as an outlined bar beneath.
 double ablation_panel(std::string& s, double y0, const ordered_json& ab) {
@@ -224,7 +291,7 @@ double ablation_panel(std::string& s, double y0, const ordered_json& ab) {
   const double h = 40 + row * static_cast<double>(variants.size()) + 20;
   s += fmt::format("<g id=\"ablation-{}\" class=\"ablation\">\n", ab.value("iteration", 0));
   s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"13\" font-weight=\"bold\">ablation, iteration {}: stage times "
-                   "measured with each fusion on and off (filled), braid-meshplan's prediction (outlined)</text>\n",
+                   "measured with each fusion on and off (filled; grey: start-up, loads, files), predicted (outlined)</text>\n",
                    num(kMargin + 4), num(y0 + 16), ab.value("iteration", 0));
   double y = y0 + 30;
   for (const auto& v : variants) {
@@ -243,6 +310,12 @@ double ablation_panel(std::string& s, double y0, const ordered_json& ab) {
       base += t;
     }
     const double total = m.value("total", base);
+    if (total > base) {
+      // What the steps took beyond the tools' own times: process start, loads, files.
+      s += fmt::format("<rect class=\"measured other\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"16\" fill=\"#d9d9d9\"><title>{} "
+                       "start-up, loads and files: {:.2f} s</title></rect>\n",
+                       num(kMargin + left + w * base / top), num(y), num(w * (total - base) / top), esc(name), total - base);
+    }
     s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\">{:.2f} s</text>\n", num(kMargin + left + w * total / top + 4),
                      num(y + 12), total);
     if (v.contains("predicted") && v["predicted"].contains("total")) {
@@ -291,7 +364,62 @@ void check_seconds(Checker& c, const json& obj, const std::string& where, bool n
   if (need_total && !obj.contains("total")) c.fail(Checker::path(where, "total"), "missing (required)");
 }
 
+// The prediction of the way the run runs (OUT/prediction.json's variant of its fusions), or null.
+ordered_json chosen_prediction(const RunSpec& spec, const Layout& layout) {
+  const auto doc = read_json_if_there(prediction_file(layout.out()));
+  if (!doc || !doc->contains("variants") || !(*doc)["variants"].is_array()) return nullptr;
+  const std::string name = fusions_name(fusions_of(spec));
+  for (const auto& v : (*doc)["variants"]) {
+    if (v.is_object() && v.value("name", "") == name) return ordered_json::parse(v.dump());
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+fs::path step_times_file(const Layout& layout, int i) { return layout.iteration_dir(i) / "steps.json"; }
+
+void write_step_times(const Layout& layout, int i, double rollout, double train) {
+  const ordered_json j = {{"rollout", rollout}, {"train", train}};
+  write_text_file(step_times_file(layout, i).string(), j.dump() + "\n");
+}
+
+ordered_json step_times(const Layout& layout, int i) {
+  try {
+    const auto doc = read_json_if_there(step_times_file(layout, i));
+    if (!doc || !doc->is_object()) return nullptr;
+    for (const char* k : {"rollout", "train"}) {
+      if (!doc->contains(k) || !(*doc)[k].is_number()) return nullptr;
+    }
+    return ordered_json{{"rollout", (*doc)["rollout"].get<double>()}, {"train", (*doc)["train"].get<double>()}};
+  } catch (const InputError&) {
+    return nullptr;  // a damaged file is no measurement
+  }
+}
+
+ordered_json measured_calls(const Layout& layout, int i) {
+  ordered_json out = ordered_json::object();
+  for (const char* stage : {"generate", "score", "train"}) {
+    std::optional<json> doc;
+    try {
+      doc = read_json_if_there(layout.stats_file(i, stage));
+    } catch (const InputError&) {
+      continue;
+    }
+    if (!doc || !doc->contains("calls") || !(*doc)["calls"].is_object()) continue;
+    // braid-score sums its calls' seconds over its ranks: per rank, as a plan predicts them.
+    double ranks = 1;
+    if (std::string_view(stage) == "score" && doc->contains("ranks") && (*doc)["ranks"].is_array()) {
+      ranks = std::max<double>(1, static_cast<double>((*doc)["ranks"].size()));
+    }
+    for (const auto& [name, call] : (*doc)["calls"].items()) {
+      if (call.is_object() && call.contains("seconds") && call["seconds"].is_number()) {
+        out[name] = call["seconds"].get<double>() / ranks;
+      }
+    }
+  }
+  return out;
+}
 
 ordered_json read_ablation(const fs::path& path) {
   const json doc = load_json_file(path.string());
@@ -303,7 +431,15 @@ ordered_json read_ablation(const fs::path& path) {
   const auto variants = c.array_items(doc, "", "variants");
   if (doc.contains("variants") && variants.empty()) c.fail("variants", "is empty: give at least one variant");
   for (const auto& [where, v] : variants) {
-    c.no_unknown_keys(*v, where, {"name", "fusions", "measured", "predicted"});
+    c.no_unknown_keys(*v, where, {"name", "fusions", "measured", "predicted", "calls"});
+    if (v->contains("calls")) {
+      const json& calls = (*v)["calls"];
+      const std::string cw = Checker::path(where, "calls");
+      if (!calls.is_object()) c.fail(cw, "expected an object: measured and predicted seconds per call");
+      for (const char* k : {"measured", "predicted"}) {
+        if (calls.is_object() && calls.contains(k)) check_seconds(c, calls[k], Checker::path(cw, k), false);
+      }
+    }
     c.string(*v, where, "name");
     if (v->contains("fusions") && !(*v)["fusions"].is_array()) c.fail(Checker::path(where, "fusions"), "expected an array of names");
     if (!v->contains("measured")) {
@@ -350,12 +486,16 @@ ordered_json build_report(const RunSpec& spec, const Layout& layout, int last) {
   report["iterations_planned"] = spec.iterations;
   if (spec.eval) {
     ordered_json h;
-    h["prompts"] = spec.eval->prompts.string();
+    h["prompts"] = spec.eval->heldout_split ? layout.data_file("heldout").string() : spec.eval->prompts.string();
     h["samples_per_prompt"] = spec.eval->samples;
     h["greedy"] = spec.eval->temperature <= 0;
     h["every"] = spec.eval->every;
     h["reward"] = spec.eval->rule.empty() ? ordered_json{{"command", spec.eval->command}} : ordered_json{{"rule", spec.eval->rule}};
     report["heldout"] = h;
+  }
+  const ordered_json predicted = chosen_prediction(spec, layout);
+  if (const auto doc = read_json_if_there(prediction_file(layout.out()))) {
+    report["prediction"] = ordered_json::parse(doc->dump());
   }
   ordered_json rows = ordered_json::array();
   for (int i = 0; i <= last; ++i) {
@@ -370,6 +510,9 @@ ordered_json build_report(const RunSpec& spec, const Layout& layout, int last) {
     row["heldout_accuracy"] = ev ? number_or_null(*ev, "accuracy") : ordered_json(nullptr);
     if (ev && spec.eval && spec.eval->samples > 1) {
       row["heldout_pass_at_n"] = number_or_null(*ev, fmt::format("pass@{}", spec.eval->samples));
+      for (const char* key : {"pass_at_k", "maj_at_k"}) {
+        if (ev->contains(key) && (*ev)[key].is_array()) row[std::string("heldout_") + key] = (*ev)[key];
+      }
     }
     row["mean_response_length"] = number_or_null(m, "mean_response_length");
     row["entropy"] = m.contains("train") ? number_or_null(m["train"], "actor_train.entropy") : ordered_json(nullptr);
@@ -382,6 +525,21 @@ ordered_json build_report(const RunSpec& spec, const Layout& layout, int last) {
     if (ev && ev->contains("seconds") && (*ev)["seconds"].is_number()) seconds["eval"] = (*ev)["seconds"];
     row["seconds"] = seconds;
     if (m.contains("rollout") && m["rollout"].is_string()) row["rollout"] = m["rollout"];
+    if (i > 0) {
+      // The iteration's wall time and each call's, beside the prediction of the way it ran.
+      const ordered_json steps = step_times(layout, i);
+      if (steps.is_object()) {
+        row["steps"] = steps;
+        row["iteration_seconds"] = steps["rollout"].get<double>() + steps["train"].get<double>();
+      }
+      const ordered_json calls = measured_calls(layout, i);
+      if (!calls.empty()) row["calls"] = calls;
+      if (predicted.is_object()) {
+        row["predicted"] = {{"iteration", predicted["iteration"]}, {"steps", predicted["steps"]},
+                            {"calls", predicted["calls"]}};
+        row["iteration_predicted"] = predicted["iteration"];
+      }
+    }
     rows.push_back(row);
   }
   report["iterations"] = rows;
@@ -429,7 +587,11 @@ std::string report_svg(const ordered_json& report, const std::string& schedule_s
   line_chart(body, panel(3), "mean response length (tokens)", "mean_response_length", rows, x0, x1, "#006d2c");
   line_chart(body, panel(4), "policy entropy (per token)", "entropy", rows, x0, x1, "#8c510a");
   stage_chart(body, panel(5), rows, x0, x1);
-  y += 3 * (kPanelH + 10) + 10;
+  prediction_chart(body, panel(6), rows, x0, x1);
+  if (std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.contains("heldout_pass_at_k"); })) {
+    pass_at_k_chart(body, panel(7), rows);
+  }
+  y += 4 * (kPanelH + 10) + 10;
   if (!schedule_svg.empty()) {
     const auto at = schedule_svg.find("<svg");
     const std::string inner = at == std::string::npos ? schedule_svg : schedule_svg.substr(at);

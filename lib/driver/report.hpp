@@ -53,6 +53,19 @@ std::string report_svg(const ordered_json& report, const std::string& schedule_s
 // nullopt with *why set when the file cannot be read.
 std::optional<std::string> schedule_file_svg(const std::filesystem::path& schedule, std::string* why);
 
+// OUT/iter-i/steps.json: the wall times of the iteration's rollout and training steps as
+// braid run ran them (process start, loads and files included), {"rollout": s, "train": s};
+// written when both ran in one go.
+std::filesystem::path step_times_file(const Layout& layout, int iteration);
+void write_step_times(const Layout& layout, int iteration, double rollout, double train);
+// The object, or null when the file is not there.
+ordered_json step_times(const Layout& layout, int iteration);
+
+// Each call's seconds as its tool's --stats reports it (actor_gen: the slowest rank's
+// generation; ref_inf, critic_inf, reward_inf: summed over braid-score's ranks, divided by
+// them; actor_train, critic_train: braid-train's, a fused pipeline's step time for both).
+ordered_json measured_calls(const Layout& layout, int iteration);
+
 // build_report + report_svg into OUT/report.json and OUT/report.svg.
 void write_report(const RunSpec& spec, const Layout& layout, int last);
 

@@ -8,7 +8,9 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
+#include "data/fields.hpp"
 #include "driver/layout.hpp"
+#include "rl/algorithms.hpp"
 #include "score/command.hpp"
 #include "score/text_reward.hpp"
 
@@ -23,51 +25,68 @@ namespace fs = std::filesystem;
 constexpr double kMaxLength = 2147483647.0;  // 2^31 - 1
 constexpr double kMaxCount = 2147483647.0;
 
-// One option of a stage tool that the run file may set: its key in the run file,
-// whether it is an integer, and its bounds. The flag is the key with dashes.
+// One option of a stage tool that the run file may set: its key in the run file, its
+// kind, and its bounds or choices. The flag is the key with dashes; a boolean is the
+// flag alone (true) or with "no-" (false).
 struct Setting {
+  enum Kind { integer, number, choice, boolean };
   const char* key;
-  bool integer;
-  Bounds bounds;
+  Kind kind;
+  Bounds bounds = {};
+  std::vector<std::string> choices = {};
 };
 
 const std::vector<Setting>& generate_settings() {
   static const std::vector<Setting> s = {
-      {"samples_per_prompt", true, {.min = 1, .max = kMaxCount}},
-      {"max_new_tokens", true, {.min = 1, .max = kMaxLength}},
-      {"temperature", false, {.min = 0, .max = 100}},
-      {"top_p", false, {.min = 0, .max = 1, .exclusive_min = true}},
-      {"top_k", true, {.min = 0, .max = kMaxLength}},
-      {"max_batch", true, {.min = 1, .max = kMaxCount}},
-      {"shard_size", true, {.min = 1, .max = kMaxCount}},
-      {"limit", true, {.min = 1, .max = kMaxLength}},
+      {"samples_per_prompt", Setting::integer, {.min = 1, .max = kMaxCount}},
+      {"max_new_tokens", Setting::integer, {.min = 1, .max = kMaxLength}},
+      {"temperature", Setting::number, {.min = 0, .max = 100}},
+      {"top_p", Setting::number, {.min = 0, .max = 1, .exclusive_min = true}},
+      {"top_k", Setting::integer, {.min = 0, .max = kMaxLength}},
+      {"max_batch", Setting::integer, {.min = 1, .max = kMaxCount}},
+      {"shard_size", Setting::integer, {.min = 1, .max = kMaxCount}},
+      {"limit", Setting::integer, {.min = 1, .max = kMaxLength}},
   };
   return s;
 }
 
 const std::vector<Setting>& score_settings() {
   static const std::vector<Setting> s = {
-      {"kl_coef", false, {.min = 0, .max = 100}},
-      {"gamma", false, {.min = 0, .max = 1}},
-      {"lambda", false, {.min = 0, .max = 1}}};
+      {"kl_coef", Setting::number, {.min = 0, .max = 100}},
+      {"kl_estimator", Setting::choice, {}, {"k1", "k2", "k3"}},
+      {"gamma", Setting::number, {.min = 0, .max = 1}},
+      {"lambda", Setting::number, {.min = 0, .max = 1}},
+      {"norm_by_std", Setting::boolean},
+      {"overlong_buffer", Setting::integer, {.min = 0, .max = kMaxLength}},
+      {"overlong_penalty", Setting::number, {.min = 0, .max = 100, .exclusive_min = true}}};
   return s;
 }
 
-// PPO trains a critic beside the actor; GRPO has none but may hold the actor near the ref by a KL term.
+// Every policy algorithm's loss takes the same switches; PPO trains a critic beside the actor.
 std::vector<Setting> train_settings(const std::string& algorithm) {
-  std::vector<Setting> s = {{"lr", false, {.min = 0, .max = 10, .exclusive_min = true}},
-                            {"epochs", true, {.min = 1, .max = 1000}},
-                            {"mini_batch", true, {.min = 1, .max = kMaxCount}},
-                            {"micro_tokens", true, {.min = 1, .max = kMaxLength}},
-                            {"clip", false, {.min = 0, .max = 100, .exclusive_min = true}},
-                            {"entropy_coef", false, {.min = 0, .max = 100}},
-                            {"warmup_steps", true, {.min = 0, .max = kMaxCount}},
-                            {"min_lr", false, {.min = 0, .max = 10}}};
-  if (algorithm == "grpo") {
-    s.push_back({"kl_coef", false, {.min = 0, .max = 100}});
-  } else {
-    s.push_back({"critic_lr", false, {.min = 0, .max = 10, .exclusive_min = true}});
-    s.push_back({"value_clip", false, {.min = 0, .max = 100, .exclusive_min = true}});
+  std::vector<Setting> s = {{"lr", Setting::number, {.min = 0, .max = 10, .exclusive_min = true}},
+                            {"epochs", Setting::integer, {.min = 1, .max = 1000}},
+                            {"mini_batch", Setting::integer, {.min = 1, .max = kMaxCount}},
+                            {"micro_tokens", Setting::integer, {.min = 1, .max = kMaxLength}},
+                            {"clip", Setting::number, {.min = 0, .max = 100, .exclusive_min = true}},
+                            {"clip_low", Setting::number, {.min = 0, .max = 100, .exclusive_min = true}},
+                            {"clip_high", Setting::number, {.min = 0, .max = 100, .exclusive_min = true}},
+                            {"loss_agg", Setting::choice, {}, {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean"}},
+                            {"entropy_coef", Setting::number, {.min = 0, .max = 100}},
+                            {"kl_coef", Setting::number, {.min = 0, .max = 100}},
+                            {"kl_estimator", Setting::choice, {}, {"k1", "k2", "k3"}},
+                            {"sequence_ratio", Setting::boolean},
+                            {"tis_cap", Setting::number, {.min = 0, .max = 1e6}},
+                            {"normalize_advantages", Setting::boolean},
+                            {"warmup_steps", Setting::integer, {.min = 0, .max = kMaxCount}},
+                            {"min_lr", Setting::number, {.min = 0, .max = 10}},
+                            {"recompute", Setting::integer, {.min = 0, .max = kMaxCount}},  // braid-train --recompute
+                            {"lora_rank", Setting::integer, {.min = 0, .max = 65536}},      // --lora-rank (the actor)
+                            {"lora_alpha", Setting::number, {.min = 0, .max = 1e6, .exclusive_min = true}}};
+  const auto a = rl::algorithm_named(algorithm);
+  if (a && a->critic) {
+    s.push_back({"critic_lr", Setting::number, {.min = 0, .max = 10, .exclusive_min = true}});
+    s.push_back({"value_clip", Setting::number, {.min = 0, .max = 100, .exclusive_min = true}});
   }
   return s;
 }
@@ -90,10 +109,21 @@ ToolFlags read_settings(Checker& c, const json& obj, const std::string& where, c
   if (!obj.is_object()) return flags;
   for (const auto& s : settings) {
     if (!obj.contains(s.key)) continue;
-    if (s.integer) {
-      if (auto v = c.integer(obj, where, s.key, s.bounds)) flags.emplace_back(flag_of(s.key), fmt::format("{}", *v));
-    } else {
-      if (auto v = c.number(obj, where, s.key, s.bounds)) flags.emplace_back(flag_of(s.key), fmt::format("{}", *v));
+    switch (s.kind) {
+      case Setting::integer:
+        if (auto v = c.integer(obj, where, s.key, s.bounds)) flags.emplace_back(flag_of(s.key), fmt::format("{}", *v));
+        break;
+      case Setting::number:
+        if (auto v = c.number(obj, where, s.key, s.bounds)) flags.emplace_back(flag_of(s.key), fmt::format("{}", *v));
+        break;
+      case Setting::choice:
+        if (auto v = c.string(obj, where, s.key, s.choices)) flags.emplace_back(flag_of(s.key), *v);
+        break;
+      case Setting::boolean:
+        if (auto v = c.boolean(obj, where, s.key)) {
+          flags.emplace_back(*v ? flag_of(s.key) : "--no-" + flag_of(s.key).substr(2), "");
+        }
+        break;
     }
   }
   return flags;
@@ -264,6 +294,18 @@ void check_prompts_for_reward(Checker& c, const RunSpec& spec) {
   std::string text;
   try {
     text = read_text_file(spec.prompts.string());
+    if (spec.data && !spec.data->fields.empty()) {
+      // The lines as the run reads them: through data.fields (each line's problems named by braid data).
+      data::FieldMap map;
+      for (const auto& f : spec.data->fields) data::add_field(map, f);
+      std::string mapped;
+      for (const auto& line : data::map_lines(text, spec.prompts.string(), map)) mapped += line + "\n";
+      text = std::move(mapped);
+    }
+  } catch (const InputError& e) {
+    for (const auto& p : e.problems()) c.fail("prompts", p + " (data.fields)");
+    if (e.problems().empty()) c.fail("prompts", e.what());
+    return;
   } catch (const std::exception& e) {
     c.fail("prompts", e.what());
     return;
@@ -274,6 +316,24 @@ void check_prompts_for_reward(Checker& c, const RunSpec& spec) {
     c.fail("prompts", problems[i] + " (models.reward.rule is math)");
   }
   if (problems.size() > kListed) c.fail("prompts", fmt::format("(the first {} shown; {} lines in all)", kListed, problems.size()));
+}
+
+// The ratio's clip range: braid-train refuses a clip-higher below the floor's ε; the run
+// file is refused now, naming the key that sets it.
+void check_clip_range(Checker& c, const json& train, const std::string& algorithm) {
+  const auto a = rl::algorithm_named(algorithm);
+  if (!a || !train.is_object()) return;
+  const auto number = [&](const char* key) -> std::optional<double> {
+    return train.contains(key) && train[key].is_number() ? std::optional(train[key].get<double>()) : std::nullopt;
+  };
+  const auto clip = number("clip");
+  const double low = number("clip_low").value_or(clip.value_or(a->clip_low));
+  const double high = number("clip_high").value_or(clip.value_or(a->clip_high));
+  if (high >= low) return;
+  const char* key = train.contains("clip_high") ? "train.clip_high" : train.contains("clip_low") ? "train.clip_low" : "train.clip";
+  c.fail(key, fmt::format("the clip range's upper ε {} is below its lower ε {} ({}'s clip-higher is {} / {}): "
+                          "clip_high must be at least clip_low",
+                          high, low, algorithm, a->clip_low, a->clip_high));
 }
 
 // train.lr_schedule: braid-train's --lr-schedule; a decay spans the whole run (plan.cpp
@@ -300,10 +360,11 @@ void read_kl_control(Checker& c, const json& score, RunSpec& spec) {
   spec.kl_horizon = c.number(score, "score", "kl_horizon", {.min = 0, .max = 1e12, .exclusive_min = true}, 10000.0)
                         .value_or(10000.0);
   if (!spec.uses_critic()) {
-    c.fail("score.kl_target", "adapts PPO's KL penalty in the reward (braid-score --kl-coef); grpo's KL term is "
-                              "train.kl_coef, which stays fixed");
+    c.fail("score.kl_target", fmt::format("adapts PPO's KL penalty in the reward (braid-score --kl-coef); under {} "
+                                          "the KL coefficients (score.kl_coef, train.kl_coef) stay fixed",
+                                          spec.algorithm));
   }
-  spec.kl_coef_start = score::kDefaultKlCoef;
+  spec.kl_coef_start = score::default_kl_coef(spec.algorithm);
   auto coef = std::find_if(spec.score.begin(), spec.score.end(), [](const auto& f) { return f.first == "--kl-coef"; });
   if (coef != spec.score.end()) {
     spec.kl_coef_start = std::stod(coef->second);
@@ -424,9 +485,11 @@ void check_fused_grpo(Checker& c, const json& gen, const RunSpec& spec) {
     return gen.is_object() && gen.contains(key) && gen[key].is_number_integer() ? gen[key].get<std::int64_t>() : 0;
   };
   const std::int64_t group = int_of("samples_per_prompt"), shard = int_of("shard_size");
-  if (spec.fuse && spec.algorithm == "grpo" && group > 1 && (shard <= 0 || shard % group != 0)) {
+  const auto algorithm = rl::algorithm_named(spec.algorithm);
+  const bool grouped = algorithm && rl::grouped(algorithm->estimator);
+  if (spec.fuse && grouped && group > 1 && (shard <= 0 || shard % group != 0)) {
     c.fail("generate.shard_size",
-           fmt::format("{}: a fused GRPO rollout scores each shard on one rank, so a shard must hold whole groups: "
+           fmt::format("{}: a fused rollout with group advantages scores each shard on one rank, so a shard must hold whole groups: "
                        "give a multiple of samples_per_prompt ({}), or \"fuse\": false",
                        shard > 0 ? fmt::format("is {}", shard) : std::string("missing"), group));
   }
@@ -452,15 +515,114 @@ void read_mpirun(Checker& c, const json& mpi, const fs::path& dir, RunSpec& spec
   }
 }
 
+// The "data" section: the prompt stream each iteration takes from (batch_prompts, shuffle,
+// seed), and braid data's field map and held-out split.
+void read_data(Checker& c, const json& doc, RunSpec& spec) {
+  const json& d = c.object(doc, "", "data");
+  if (!d.is_object()) return;
+  c.no_unknown_keys(d, "data", {"batch_prompts", "shuffle", "seed", "fields", "heldout", "dynamic_sampling"});
+  DataSpec ds;
+  ds.batch_prompts = c.integer(d, "data", "batch_prompts", {.min = 1, .max = kMaxCount}, 0).value_or(0);
+  ds.shuffle = c.boolean(d, "data", "shuffle", true).value_or(true);
+  ds.seed = static_cast<std::uint64_t>(c.integer(d, "data", "seed", {.min = 0}, std::int64_t(spec.seed)).value_or(0));
+  if (d.contains("fields")) {
+    const json& f = c.object(d, "data", "fields");
+    if (f.is_object()) {
+      data::FieldMap map;
+      for (const auto& [name, key] : f.items()) {
+        const std::string at = Checker::path("data.fields", name);
+        if (!key.is_string()) {
+          c.fail(at, "expected the prompt file's key (a string)");
+          continue;
+        }
+        if (auto problem = data::add_field(map, name + "=" + key.get<std::string>())) c.fail(at, *problem);
+        ds.fields.push_back(name + "=" + key.get<std::string>());
+      }
+    }
+  }
+  if (d.contains("heldout")) {
+    const json& h = d["heldout"];
+    if (h.is_number_integer()) {
+      ds.heldout.count = c.integer(d, "data", "heldout", {.min = 1, .max = kMaxCount}).value_or(0);
+    } else {
+      ds.heldout.fraction = c.number(d, "data", "heldout", {.min = 0, .max = 1, .exclusive_min = true}).value_or(0);
+      if (ds.heldout.fraction >= 1) c.fail("data.heldout", "a fraction below 1, or a count of lines");
+    }
+  }
+  // Dynamic sampling: on by default under dapo (3 rounds) where it can run; true/false or
+  // {"max_rounds": N} to choose.
+  constexpr int kDefaultRounds = 3;
+  const auto algorithm = rl::algorithm_named(spec.algorithm);
+  const std::string cannot = [&]() -> std::string {
+    if (ds.batch_prompts == 0) return "needs data.batch_prompts (the batch it refills)";
+    if (!algorithm || !rl::grouped(algorithm->estimator)) {
+      return fmt::format("drops groups of equal rewards: {} has no groups", spec.algorithm);
+    }
+    if (spec.overcommit) return "not with generate.overcommit (choose one)";
+    if (spec.async) return "not with \"async\"";
+    if (spec.rollout_ranks > 1) return "runs the piped rollout: not with generate.ranks > 1";
+    return "";
+  }();
+  if (!d.contains("dynamic_sampling")) {
+    if (algorithm && algorithm->filter_groups && cannot.empty()) ds.dynamic_rounds = kDefaultRounds;
+  } else {
+    const json& v = d["dynamic_sampling"];
+    if (v.is_boolean()) {
+      ds.dynamic_rounds = v.get<bool>() ? kDefaultRounds : 0;
+    } else if (v.is_object()) {
+      c.no_unknown_keys(v, "data.dynamic_sampling", {"max_rounds"});
+      ds.dynamic_rounds = static_cast<int>(
+          c.integer(v, "data.dynamic_sampling", "max_rounds", {.min = 1, .max = 100}, kDefaultRounds).value_or(kDefaultRounds));
+    } else {
+      c.fail("data.dynamic_sampling", "expected true, false or {\"max_rounds\": N}");
+    }
+    if (ds.dynamic_rounds > 0 && !cannot.empty()) c.fail("data.dynamic_sampling", cannot);
+  }
+  spec.data = ds;
+}
+
+// data.heldout must leave lines to train on: checked against the prompt file now, not when
+// braid data runs.
+void check_heldout(Checker& c, const RunSpec& spec) {
+  if (!spec.data || !spec.data->heldout.any() || !fs::is_regular_file(spec.prompts)) return;
+  std::int64_t lines = 0;
+  try {
+    for_each_jsonl_line(read_text_file(spec.prompts.string()), 0, [&](std::int64_t, std::string_view) { ++lines; });
+    spec.data->heldout.of(lines);
+  } catch (const std::exception& e) {
+    c.fail("data.heldout", fmt::format("{} ({})", e.what(), spec.prompts.string()));
+  }
+}
+
+// The "checkpoints" section: save_every and keep_last (driver/retention.hpp).
+void read_checkpoints(Checker& c, const json& doc, RunSpec& spec) {
+  const json& k = c.object(doc, "", "checkpoints");
+  if (!k.is_object()) return;
+  c.no_unknown_keys(k, "checkpoints", {"save_every", "keep_last"});
+  CheckpointSpec cs;
+  cs.save_every = static_cast<int>(c.integer(k, "checkpoints", "save_every", {.min = 1, .max = 9999}, 0).value_or(0));
+  cs.keep_last = static_cast<int>(c.integer(k, "checkpoints", "keep_last", {.min = 1, .max = 9999}, 0).value_or(0));
+  if (!k.contains("save_every") && !k.contains("keep_last")) {
+    c.fail("checkpoints", "give \"save_every\" and/or \"keep_last\", or leave the section out");
+  }
+  if (spec.async && cs.keep_last == 1) {
+    c.fail("checkpoints.keep_last", "is 1, but under \"async\" the next rollout samples with the checkpoint before the "
+                                    "newest: keep at least 2");
+  }
+  spec.checkpoints = cs;
+}
+
 // The "eval" section: the prompts to evaluate on and how; the reward that decides right
 // from wrong is the section's rule or command, else the run's own when it is one.
 void read_eval(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec) {
   const json& e = c.object(doc, "", "eval");
   if (!e.is_object()) return;
   c.no_unknown_keys(e, "eval", {"prompts", "every", "samples", "temperature", "max_new_tokens", "rule", "command",
-                                "timeout", "by"});
+                                "timeout", "by", "k"});
   EvalSpec ev;
-  if (auto p = c.string(e, "eval", "prompts")) {
+  if (!e.contains("prompts") && spec.data && spec.data->heldout.any()) {
+    ev.heldout_split = true;  // data.heldout's lines, split off by braid data
+  } else if (auto p = c.string(e, "eval", "prompts")) {
     ev.prompts = resolve(dir, *p);
     if (!fs::is_regular_file(ev.prompts)) c.fail("eval.prompts", "no file " + ev.prompts.string());
   }
@@ -469,6 +631,18 @@ void read_eval(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec) 
   ev.temperature = c.number(e, "eval", "temperature", {.min = 0, .max = 100}, 0).value_or(0);
   ev.max_new_tokens = c.integer(e, "eval", "max_new_tokens", {.min = 1, .max = kMaxLength}, 0).value_or(0);
   if (e.contains("by")) ev.by = c.string(e, "eval", "by").value_or("");
+  if (e.contains("k")) {
+    for (const auto& [field, item] : c.array_items(e, "eval", "k")) {
+      if (!item->is_number_integer() || item->get<long long>() < 1) {
+        c.fail(field, "expected a number of samples k >= 1 (pass@k, maj@k)");
+      } else if (item->get<long long>() > ev.samples) {
+        c.fail(field, fmt::format("k = {} is above eval.samples ({}): pass@k and maj@k need k <= n", item->get<long long>(),
+                                  ev.samples));
+      } else {
+        ev.k.push_back(item->get<int>());
+      }
+    }
+  }
   if (e.contains("rule") && e.contains("command")) c.fail("eval", "give one of \"rule\" and \"command\", not both");
   if (e.contains("timeout") && !e.contains("command")) c.fail("eval.timeout", "only with \"command\"");
   if (e.contains("rule")) {
@@ -537,6 +711,9 @@ void read_ablation_spec(Checker& c, const json& doc, const fs::path& dir, RunSpe
     }
   }
   if (spec.async) c.fail("ablation", "not with \"async\": an asynchronous iteration has no serial twin to time");
+  if (spec.data && spec.data->dynamic_rounds > 0) {
+    c.fail("ablation", "not with data.dynamic_sampling: its refill rounds are decided as the iteration runs");
+  }
   spec.ablation = ab;
 }
 
@@ -548,12 +725,20 @@ RunSpec load_run_file(const fs::path& path) {
   c.format(doc, kRunFormat, kRunVersion);
   if (!doc.is_object()) c.check();
   c.no_unknown_keys(doc, "", {"format", "version", "comment", "algorithm", "models", "prompts", "tokenizer",
+                              "tools", "chat_template_kwargs",
                               "iterations", "seed", "threads", "device", "dtype", "async", "generate", "score", "train",
-                              "mpirun", "plan", "eval", "ablation"});
+                              "mpirun", "plan", "eval", "ablation", "data", "checkpoints"});
   RunSpec spec;
   spec.file = path;
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  spec.algorithm = c.string(doc, "", "algorithm", {"ppo", "grpo"}, "ppo").value_or("ppo");
+  if (auto a = c.string(doc, "", "algorithm", rl::algorithm_names(), "ppo")) {
+    spec.algorithm = *a;
+  } else {
+    // Reported; the rest is read as PPO's when the file gives a critic, else as GRPO's, so
+    // that the one mistake is not reported again as a critic missing or not used.
+    const json* models = doc.contains("models") ? &doc["models"] : nullptr;
+    spec.algorithm = models != nullptr && models->is_object() && models->contains("critic") ? "ppo" : "grpo";
+  }
   read_models(c, doc, dir, spec);
 
   if (auto prompts = c.string(doc, "", "prompts")) {
@@ -564,6 +749,15 @@ RunSpec load_run_file(const fs::path& path) {
     spec.tokenizer = *tok == "byte" ? *tok : resolve(dir, *tok).string();
     if (*tok != "byte" && !fs::exists(spec.tokenizer)) c.fail("tokenizer", "no file " + spec.tokenizer);
   }
+  if (doc.contains("tools")) {
+    if (auto tools = c.string(doc, "", "tools")) {
+      spec.tools = resolve(dir, *tools);
+      const json schemas = fs::is_regular_file(*spec.tools) ? json::parse(read_text_file(spec.tools->string()), nullptr, false)
+                                                             : json();
+      if (!schemas.is_array()) c.fail("tools", "must name a JSON file holding an array of tool schemas: " + spec.tools->string());
+    }
+  }
+  if (doc.contains("chat_template_kwargs")) spec.chat_template_kwargs = c.object(doc, "", "chat_template_kwargs").dump();
   spec.iterations = static_cast<int>(c.integer(doc, "", "iterations", {.min = 1, .max = 9999}).value_or(1));
   spec.seed = static_cast<std::uint64_t>(c.integer(doc, "", "seed", {.min = 0}, 0).value_or(0));
   if (doc.contains("threads")) {
@@ -612,11 +806,20 @@ RunSpec load_run_file(const fs::path& path) {
   const json& score = section("score");
   c.no_unknown_keys(score, "score", keys_of(score_settings(), {"kl_target", "kl_horizon"}));
   spec.score = read_settings(c, score, "score", score_settings());
+  if (score.contains("norm_by_std")) {
+    const auto algorithm = rl::algorithm_named(spec.algorithm);
+    if (algorithm && algorithm->estimator != rl::Estimator::group) {
+      c.fail("score.norm_by_std", fmt::format("{} has no group-mean advantages to scale (grpo, dr-grpo, dapo, gspo, "
+                                              "reinforce++-baseline have)",
+                                              spec.algorithm));
+    }
+  }
   read_kl_control(c, score, spec);
   const json& train = section("train");
   const auto train_keys = train_settings(spec.algorithm);
-  c.no_unknown_keys(train, "train", keys_of(train_keys, {"schedule", "ranks", "lr_schedule"}));
+  c.no_unknown_keys(train, "train", keys_of(train_keys, {"schedule", "ranks", "lr_schedule", "fuse"}));
   spec.train = read_settings(c, train, "train", train_keys);
+  check_clip_range(c, train, spec.algorithm);
   read_lr_schedule(c, train, spec);
   if (train.contains("schedule")) {
     if (auto s = c.string(train, "train", "schedule")) {
@@ -624,6 +827,9 @@ RunSpec load_run_file(const fs::path& path) {
       read_schedule(c, *spec.schedule, spec, train.contains("ranks"));
     }
   }
+  if (doc.contains("data")) read_data(c, doc, spec);
+  check_heldout(c, spec);
+  if (doc.contains("checkpoints")) read_checkpoints(c, doc, spec);
   check_prompts_for_reward(c, spec);
   if (doc.contains("eval")) read_eval(c, doc, dir, spec);
   if (doc.contains("ablation")) read_ablation_spec(c, doc, dir, spec);
@@ -635,6 +841,12 @@ RunSpec load_run_file(const fs::path& path) {
   for (const auto& [name, part] : {std::pair{"generate", &gen}, std::pair{"score", &score}, std::pair{"train", &train}}) {
     if (!part->is_object()) continue;
     for (const auto& item : part->items()) spec.set_keys.push_back(Checker::path(name, item.key()));
+  }
+  if (train.contains("fuse")) {
+    // Whether a plan's actor and critic train as one fused pipeline, fixed instead of predicted.
+    spec.train_fuse = c.boolean(train, "train", "fuse");
+    if (!doc.contains("plan")) c.fail("train.fuse", "only with a \"plan\" (its fused schedule); or give train.schedule");
+    if (train.contains("schedule")) c.fail("train.fuse", "not with train.schedule, which fuses the training already");
   }
   if (doc.contains("plan")) read_plan(c, doc, dir, spec);
   // A plan file is applied now; one braid run makes is applied once made (prepare_plan).

@@ -12,7 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "data/split.hpp"
 #include "driver/run_plan.hpp"
+#include "rl/algorithms.hpp"
 
 namespace braid::driver {
 
@@ -38,8 +40,9 @@ struct ModelSource {
   std::optional<double> command_timeout;  // command: seconds to wait for each answer
 };
 
-// A stage tool's option as the run file sets it: "--max-new-tokens", "24".
-// Only what the run file names is passed on; everything else keeps the tool's default.
+// A stage tool's option as the run file sets it: "--max-new-tokens", "24"; a switch
+// ("--normalize-advantages", "--no-norm-by-std") has the value "". Only what the run file
+// names is passed on; everything else keeps the tool's default.
 using ToolFlags = std::vector<std::pair<std::string, std::string>>;
 
 // Held-out evaluation during the run (the run file's "eval"; docs/formats-run.md):
@@ -56,6 +59,8 @@ struct EvalSpec {
   std::filesystem::path command_dir;
   std::optional<double> command_timeout;
   std::string by;                    // a prompt field to break the figures down by
+  std::vector<int> k;                // pass@K and maj@K reported for these K (braid eval --k)
+  bool heldout_split = false;        // prompts: the data section's held-out split (made into OUT/data/)
 };
 
 // The ablation in one run (the run file's "ablation"; driver/ablation.hpp): the iterations
@@ -67,12 +72,41 @@ struct AblationSpec {
   std::optional<std::filesystem::path> plan;
 };
 
+// The prompt dataset (the run file's "data"; docs/formats-run.md, lib/data): the field map
+// and held-out split braid data applies first (into OUT/data/), and the stream each
+// iteration takes its prompts from: batch_prompts of them from position (i − 1) · batch,
+// epochs of a seeded shuffle. Without a "data" section every iteration takes every prompt.
+struct DataSpec {
+  std::int64_t batch_prompts = 0;   // prompts an iteration takes (0: every prompt read)
+  bool shuffle = true;              // each epoch in its own seeded order
+  std::uint64_t seed = 0;           // the shuffle's and the split's (default: the run's seed)
+  std::vector<std::string> fields;  // "prompt=question", ... (data/fields.hpp)
+  data::HeldOut heldout;
+  // DAPO's dynamic sampling (driver/dynamic_sampling.hpp): up to this many rollouts of
+  // batch_prompts an iteration while too few groups have unequal rewards (0: off).
+  int dynamic_rounds = 0;
+  // Whether braid data prepares the file first (a field map or a held-out split).
+  bool prepared() const { return !fields.empty() || heldout.any(); }
+};
+
+// Which iterations' checkpoints the run keeps (the run file's "checkpoints";
+// driver/retention.hpp): every save_every-th and the last, at most keep_last of them.
+struct CheckpointSpec {
+  int save_every = 0;   // 0: only the last iteration is saved
+  int keep_last = 0;    // 0: every saved one
+};
+
 struct RunSpec {
   std::filesystem::path file;       // the run file itself
-  std::string algorithm = "ppo";    // "ppo" or "grpo"
+  std::string algorithm = "ppo";    // a name of rl/algorithms.hpp
   ModelSource actor, critic, ref, reward;
   std::filesystem::path prompts;
   std::string tokenizer = "byte";   // "byte" or a (resolved) path
+  // Conversations' tools and template keyword arguments for every prompt line without its
+  // own ("tools": a JSON file of tool schemas; "chat_template_kwargs": an object, as JSON
+  // text): braid-generate's and braid eval's --tools and --chat-template-kwargs.
+  std::optional<std::filesystem::path> tools;
+  std::optional<std::string> chat_template_kwargs;
   int iterations = 1;
   std::uint64_t seed = 0;           // generation and training seeds derive from it per iteration
   std::optional<int> threads;
@@ -106,6 +140,7 @@ struct RunSpec {
   int ranks = 1;                                  // MPI ranks of training (the fused pipeline, or data parallel)
   int train_tp = 1;                               // braid-train's --tp
   bool plan_schedule = false;                     // the fused schedule is made from the plan (braid run)
+  std::optional<bool> train_fuse;                 // train.fuse: the plan's fused training fixed on or off
   // Pipeline stages the fused pipeline trains (and writes as stage files) each model in.
   int actor_stages = 1;
   int critic_stages = 1;
@@ -116,12 +151,17 @@ struct RunSpec {
   // iteration i-1 while iteration i trains.
   bool async = false;
   std::optional<EvalSpec> eval;
+  std::optional<DataSpec> data;
+  std::optional<CheckpointSpec> checkpoints;  // absent: every iteration's checkpoints stay
   std::optional<AblationSpec> ablation;   // absent: off
 
   // The keys the run file sets ("generate.ranks", "train.micro_tokens", ...): they win over a plan.
   std::vector<std::string> set_keys;
 
-  bool uses_critic() const { return algorithm == "ppo"; }
+  bool uses_critic() const {
+    const auto a = rl::algorithm_named(algorithm);
+    return a && a->critic;
+  }
   bool sets(std::string_view key) const;
 };
 

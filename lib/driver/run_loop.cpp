@@ -16,7 +16,9 @@
 #include "core/files.hpp"
 #include "core/log.hpp"
 #include "driver/ablation.hpp"
+#include "driver/dynamic_sampling.hpp"
 #include "driver/metrics.hpp"
+#include "driver/retention.hpp"
 #include "driver/report.hpp"
 #include "driver/shell.hpp"
 #include "driver/step_identity.hpp"
@@ -187,9 +189,11 @@ void remove_files(const std::vector<fs::path>& files) {
 // are not all good: its outputs and leftovers are removed, so that it is due again, and
 // every later step with it, since they read what it rewrites.
 bool checkpoints_damaged(const Step& step) {
-  std::vector<fs::path> files = step.outputs;
-  for (const auto& f : step.stale) {
-    if (f.extension() == ".h5") files.push_back(f);
+  std::vector<fs::path> files;
+  for (const auto* list : {&step.outputs, &step.stale}) {
+    for (const auto& f : *list) {
+      if (f.extension() == ".h5" && std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
+    }
   }
   const auto why = damaged_checkpoint(files);
   if (!why) return false;
@@ -234,6 +238,30 @@ bool scored_shards_damaged(const Layout& layout, int iteration, const Step& roll
   remove_files(damaged);
   remove_files({layout.stats_file(iteration, "score")});
   return true;
+}
+
+// Dynamic sampling: more rounds of iteration i's rollout while too few of its groups have
+// rewards that are not all equal (driver/dynamic_sampling.hpp); then its data.json. Whether
+// a round ran now.
+bool refill(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i) {
+  bool ran = false;
+  for (int r = 1; r < spec.data->dynamic_rounds; ++r) {
+    const Step round = rollout_step(spec, layout, opt, i, r);
+    if (!step_due(round)) continue;  // done before (a resumed run)
+    const RoundCount c = count_groups(layout, i);
+    if (c.kept >= spec.data->batch_prompts) break;
+    log::info("iteration {}: {} of {} groups have rewards not all equal, {} wanted: round {} over {} more prompts", i,
+              c.kept, c.groups, spec.data->batch_prompts, r, spec.data->batch_prompts);
+    execute_step(round);
+    ran = true;
+  }
+  const auto d = record_rounds(spec, layout, i);
+  if (d["kept"].get<std::int64_t>() < spec.data->batch_prompts) {
+    log::warn("iteration {}: {} groups with rewards not all equal after {} rounds, fewer than the {} wanted: it trains "
+              "on those",
+              i, d["kept"].get<std::int64_t>(), d["rounds"].get<int>(), spec.data->batch_prompts);
+  }
+  return ran;
 }
 
 }  // namespace
@@ -320,14 +348,29 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
     const Step train = train_step(spec, layout, opt, i);
     const bool rollout_due = step_due(rollout) || scored_shards_damaged(layout, i, rollout);
     const auto t0 = std::chrono::steady_clock::now();
+    const auto removed = [&](int needed, const Step& step) {
+      if (!pruned(layout, needed)) return;
+      throw InputError(spec.file.string(), "checkpoints",
+                       fmt::format("{} must run again, but the checkpoints of iteration {} it starts from were removed "
+                                   "(checkpoints.save_every / keep_last; {}): run it again in a new folder, or keep more",
+                                   step.name, needed, (layout.iteration_dir(needed) / "pruned.json").string()));
+    };
+    if (rollout_due) removed(rollout_policy(spec, i), rollout);
+    auto since = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    };
+    double rollout_seconds = -1;
     if (rollout_due) {
       log::info("iteration {} of {}: {}", i, spec.iterations, rollout.name);
       execute_step(rollout);
       rolled_out[static_cast<std::size_t>(i)] = true;
+      rollout_seconds = since(t0);
     }
+    if (dynamic_sampling(spec)) rolled_out[static_cast<std::size_t>(i)] = refill(spec, layout, opt, i) || rolled_out[static_cast<std::size_t>(i)];
     std::vector<Step> group;
     if (rolled_out[static_cast<std::size_t>(i)] || step_due(train) || checkpoints_damaged(train) ||
         train_not_this_runs(spec, layout, opt, train, i)) {
+      removed(i - 1, train);
       group.push_back(train);
     }
     // Async: the next rollout reads nothing this training writes (rollout_policy), so the
@@ -346,8 +389,13 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
       std::vector<std::string> names;
       for (const Step& s : group) names.push_back(s.name);
       log::info("iteration {} of {}: {}", i, spec.iterations, fmt::join(names, " beside "));
+      const auto t1 = std::chrono::steady_clock::now();
       execute_steps(group);
       if (group.front().name == train.name) ++result.iterations_run;
+      // The steps' wall times, beside the prediction in the report (one after the other only).
+      if (rollout_seconds >= 0 && group.size() == 1 && group.front().name == train.name) {
+        write_step_times(layout, i, rollout_seconds, since(t1));
+      }
     }
     std::vector<fs::path> measured = train.outputs;
     if (evaluates(spec, i)) {
@@ -376,6 +424,8 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
       run_ablation(spec, layout, opt, i);
       write_report(spec, layout, i);
     }
+    // Iteration i is complete: the checkpoints no step will read again go (driver/retention.hpp).
+    if (!pruned(layout, i)) prune_checkpoints(spec, layout, i);
   }
   write_metrics_file(layout, spec.iterations);
   write_report(spec, layout, spec.iterations);  // rewritten only when it differs: a finished run's stays
@@ -384,7 +434,25 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
   return result;
 }
 
+void check_output_folder(const fs::path& out) {
+  std::error_code ec;
+  fs::path p = out.empty() ? fs::path(".") : out;
+  while (!p.empty() && !fs::exists(p, ec)) {
+    const fs::path parent = p.has_parent_path() && p.parent_path() != p ? p.parent_path() : fs::path(".");
+    if (parent == p) break;
+    p = parent;
+  }
+  if (!fs::is_directory(p, ec)) {
+    throw UsageError(fmt::format("{}: cannot hold the run's folder {}: it is not a folder", p.string(), out.string()));
+  }
+  if (::access(p.c_str(), W_OK | X_OK) != 0) {
+    throw UsageError(fmt::format("{}: cannot write the run's folder {} there: {}", p.string(), out.string(),
+                                 std::strerror(errno)));
+  }
+}
+
 std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
+  check_output_folder(layout.out());
   std::vector<std::string> lines;
   if (!spec.run_plan) return lines;
   RunPlan& plan = *spec.run_plan;
@@ -426,10 +494,12 @@ std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const
     apply_plan(c, spec);
     c.check();
   }
-  if (plan.applied && spec.plan_schedule && !spec.schedule) {
+  // The fused training's schedule: when the run fuses its training, or may run it fused
+  // in its ablation.
+  if (plan.applied && plan.schedspec.is_object() && (spec.plan_schedule || spec.ablation) && !spec.schedule) {
     const fs::path spec_file = plan_schedspec_file(layout.out());
     const fs::path schedule = plan_schedule_file(layout.out());
-    const std::string text = widened_schedspec(plan).dump(1) + "\n";
+    const std::string text = plan.schedspec.dump(1) + "\n";
     std::error_code ec;
     if (!fs::is_regular_file(spec_file, ec) || read_text_file(spec_file.string()) != text) {
       fs::create_directories(layout.out());
@@ -446,7 +516,14 @@ std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const
     } else {
       lines.push_back(fmt::format("# {}: kept (newer than {})", schedule.string(), spec_file.string()));
     }
-    use_plan_schedule(spec, schedule);
+    plan.schedule_file = schedule;
+    if (spec.plan_schedule) use_plan_schedule(spec, schedule);
+  }
+  if (plan.applied && !plan.predictions.empty()) {
+    const fs::path out = prediction_file(layout.out());
+    fs::create_directories(layout.out());
+    write_text_file(out.string(), record_prediction(spec).dump(2) + "\n");
+    lines.push_back(fmt::format("# {}: the whole iteration predicted, each way", out.string()));
   }
   return lines;
 }

@@ -48,6 +48,11 @@ struct RunResult {
 // line depends on the plan. Throws StageFailed when a tool fails.
 std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const PlanOptions& opt);
 
+// Whether OUT can hold the run's files: OUT a folder, or one that can be made (its nearest
+// existing parent a folder this process may write in). UsageError naming the path
+// otherwise, before anything runs: braid run and --dry-run alike.
+void check_output_folder(const std::filesystem::path& out);
+
 // Runs every due step of every iteration (the caller holds the folder: driver/run_lock.hpp),
 // writes each iteration's metrics.json
 // and OUT/metrics.jsonl, and logs one summary line per iteration trained now.

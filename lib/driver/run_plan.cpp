@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "driver/layout.hpp"
+#include "driver/prediction.hpp"
 #include "driver/run_file.hpp"
 #include "io/weight_shard.hpp"
 #include "plan/experiment.hpp"
@@ -91,6 +92,34 @@ std::optional<fs::path> find_experiment(const json& plan, const fs::path& plan_f
   return std::nullopt;
 }
 
+// The cluster and profile a plan was made from, for the run's prediction: the request's,
+// else the plan's inputs (found as they are, beside the plan, or from the current folder;
+// "analytic:NAME" is an analytic profile of hardware NAME).
+void find_inputs(const json& plan, RunPlan& rp) {
+  if (rp.request) {
+    rp.cluster = rp.request->cluster;
+    rp.profile = rp.request->profile;
+    rp.hardware = rp.request->hardware;
+    return;
+  }
+  const json inputs = plan.contains("inputs") && plan["inputs"].is_object() ? plan["inputs"] : json::object();
+  auto find = [&](const char* key) -> std::optional<fs::path> {
+    if (!inputs.contains(key) || !inputs[key].is_string()) return std::nullopt;
+    const fs::path p(inputs[key].get<std::string>());
+    std::error_code ec;
+    if (p.is_absolute()) return fs::is_regular_file(p, ec) ? std::optional(p) : std::nullopt;
+    for (const fs::path& base : {rp.file.parent_path(), fs::path(".")}) {
+      const fs::path candidate = (base.empty() ? p : base / p).lexically_normal();
+      if (fs::is_regular_file(candidate, ec)) return candidate;
+    }
+    return std::nullopt;
+  };
+  rp.cluster = find("cluster");
+  rp.profile = find("profile");
+  const std::string named = inputs.value("profile", std::string());
+  if (!rp.profile && named.rfind("analytic:", 0) == 0) rp.hardware = named.substr(9);
+}
+
 // Samples of one iteration as the run generates them: prompt lines (the first
 // generate.limit) times generate.samples_per_prompt (braid-generate's default 1).
 std::int64_t run_samples(const RunSpec& spec, std::int64_t* prompts_out) {
@@ -98,6 +127,7 @@ std::int64_t run_samples(const RunSpec& spec, std::int64_t* prompts_out) {
   if (auto v = flag_value(spec.generate, "--limit")) limit = std::stoll(*v);
   std::int64_t prompts = 0;
   for_each_jsonl_line(read_text_file(spec.prompts.string()), limit, [&](std::int64_t, std::string_view) { ++prompts; });
+  if (spec.data && spec.data->batch_prompts > 0) prompts = spec.data->batch_prompts;  // the data section's batch
   *prompts_out = prompts;
   const std::int64_t per = std::stoll(flag_value(spec.generate, "--samples-per-prompt").value_or("1"));
   return prompts * per;
@@ -143,8 +173,9 @@ std::string shape_text(const plan::ModelShape& s) {
 
 // Every difference between the run and the experiment the plan was made for.
 void check_experiment(Checker& c, const RunSpec& spec, const plan::Experiment& e, const std::string& file) {
+  // An experiment's grpo stands for every algorithm without a critic (the same calls).
   const std::string algorithm = e.algorithm == plan::Algorithm::ppo ? "ppo" : "grpo";
-  if (algorithm != spec.algorithm) {
+  if ((e.algorithm == plan::Algorithm::ppo) != spec.uses_critic()) {
     c.fail("plan", fmt::format("{}: algorithm: is {}, but the run's is {}", file, algorithm, spec.algorithm));
   }
   struct Role {
@@ -269,6 +300,7 @@ std::vector<std::string> RunPlan::summary() const {
     }
     for (const auto& n : s.notes) lines.push_back("#     " + n);
   };
+  if (!choice_reason.empty()) lines.push_back(fmt::format("#   fusions: {} ({})", fusions_name(chosen), choice_reason));
   stage("braid-generate", generate);
   stage("braid-score", score);
   stage("braid-train", train);
@@ -279,86 +311,45 @@ std::vector<std::string> RunPlan::summary() const {
 fs::path made_plan_file(const fs::path& out) { return out / "plan.json"; }
 fs::path plan_schedspec_file(const fs::path& out) { return out / "plan.schedspec.json"; }
 fs::path plan_schedule_file(const fs::path& out) { return out / "plan.schedule.json"; }
+fs::path prediction_file(const fs::path& out) { return out / "prediction.json"; }
 
-json widened_schedspec(const RunPlan& plan) {
-  json spec = plan.schedspec;
-  const int g = std::max(1, plan.groups);
-  if (g == 1 || !spec.is_object()) return spec;
-  spec["devices"] = spec.value("devices", 1) * g;
-  for (auto& m : spec["models"]) m["replicas"] = m.value("replicas", 1) * g;
-  return spec;
+ordered_json record_prediction(const RunSpec& spec) {
+  const RunPlan& plan = *spec.run_plan;
+  std::vector<Prediction> now;
+  for (const auto& p : plan.predictions) {
+    // Again with the fused training's schedule, now that it is made.
+    auto again = predict_iteration(variant_spec(spec, p.fusions));
+    now.push_back(again ? std::move(*again) : p);
+  }
+  return prediction_document(now, plan.chosen, plan.choice_reason);
 }
 
-void apply_plan(Checker& c, RunSpec& spec) {
+// Lays the run out on the plan's calls with the fusions `f` (each where the run can take
+// it): every stage tool's ranks, tp and micro-batch flags, the rollout fused or piped, the
+// training fused or data parallel; where the run differs from the plan, notes; keys the run
+// file sets win (conflicts).
+namespace {
+void lay_out(RunSpec& spec, const plan::Experiment& experiment, Fusions f) {
   RunPlan& plan = *spec.run_plan;
-  const std::string file = plan.file.string();
-  json doc;
-  try {
-    doc = load_json_file(file);
-  } catch (const std::exception& e) {
-    c.fail("plan", e.what());
-    return;
-  }
-  if (!doc.is_object() || doc.value("format", "") != "braid.plan") {
-    c.fail("plan", file + " is not a braid.plan (braid-meshplan's output)");
-    return;
-  }
-  const std::size_t before = c.problems().size();
-  plan.calls = read_calls(c, doc, file);
-  const json predicted = doc.contains("predicted") && doc["predicted"].is_object() ? doc["predicted"] : json::object();
-  plan.iteration_s = predicted.value("iteration_s", 0.0);
-  plan.serial_s = predicted.value("serial_s", 0.0);
-  if (doc.contains("memory") && doc["memory"].is_object() && doc["memory"].value("oom", false)) {
-    c.fail("plan", file + ": memory.oom: the plan does not fit in the cluster's memory (braid-meshplan exit 3)");
-  }
-  const json fusion = doc.contains("fusion") && doc["fusion"].is_object() ? doc["fusion"] : json::object();
-  const json inter = fusion.contains("inter_stage") && fusion["inter_stage"].is_object() ? fusion["inter_stage"] : json::object();
-  const json intra = fusion.contains("intra_stage") && fusion["intra_stage"].is_object() ? fusion["intra_stage"] : json::object();
-  plan.inter_used = inter.value("used", false);
-  plan.r_t_fraction = inter.value("r_t_fraction", 0.0);
-  plan.m = inter.value("m", 0);
-  plan.intra_used = intra.value("used", false) && intra.contains("schedspec") && intra["schedspec"].is_object();
-  plan.groups = std::max(1, intra.value("groups", 1));
-  if (plan.intra_used) plan.schedspec = intra["schedspec"];
-
-  // The experiment it was made for: the same run, or refused.
-  if (!plan.experiment) plan.experiment = find_experiment(doc, plan.file);
-  std::optional<plan::Experiment> experiment;
-  if (!plan.experiment) {
-    c.fail("plan", fmt::format("{}: inputs.experiment: {}; name the braid.experiment it was made for: "
-                               "\"plan\": {{\"file\": ..., \"experiment\": ...}}",
-                               file,
-                               doc.contains("inputs") && doc["inputs"].is_object() && doc["inputs"].contains("experiment")
-                                   ? "not found beside the plan or in the current folder"
-                                   : "missing"));
-  } else {
-    try {
-      experiment = plan::load_experiment(plan.experiment->string());
-      check_experiment(c, spec, *experiment, plan.experiment->string());
-    } catch (const InputError& e) {
-      c.fail("plan", e.what());
-    }
-  }
-  if (c.problems().size() > before || !experiment) return;
-
+  plan.generate = {};
+  plan.score = {};
+  plan.train = {};
+  plan.conflicts.clear();
   // Sequence lengths as the planner sees them (its quantiles of the experiment's
   // distributions), for the micro-batch flags that are token budgets.
-  const int n = experiment->global_batch;
+  const int n = experiment.global_batch;
   double mean = 0;
-  for (int v : experiment->prompt_len.quantiles(n)) mean += v;
-  for (int v : experiment->response_len.quantiles(n)) mean += v;
+  for (int v : experiment.prompt_len.quantiles(n)) mean += v;
+  for (int v : experiment.response_len.quantiles(n)) mean += v;
   mean /= std::max(1, n);
-  double longest_response = experiment->response_len.upper();
+  double longest_response = experiment.response_len.upper();
   if (auto v = flag_value(spec.generate, "--max-new-tokens")) longest_response = std::max(longest_response, std::stod(*v));
-  const auto longest = static_cast<std::int64_t>(std::ceil(experiment->prompt_len.upper() + longest_response + 1));
+  const auto longest = static_cast<std::int64_t>(std::ceil(experiment.prompt_len.upper() + longest_response + 1));
   auto tokens = [&](std::int64_t sequences) { return static_cast<std::int64_t>(std::ceil(sequences * mean)); };
 
   // Generation.
   const PlannedCall* gen = plan.call("actor_gen");
-  if (gen == nullptr) {
-    c.fail("plan", file + ": calls: no actor_gen call");
-    return;
-  }
+  if (gen == nullptr) return;  // refused by apply_plan
   StageLayout& g = plan.generate;
   g.calls = {gen->name};
   const int replicas = gen->dp * gen->pp;
@@ -382,7 +373,7 @@ void apply_plan(Checker& c, RunSpec& spec) {
   const int gen_replicas = g.ranks / g.tp;
   g.max_batch = std::max<std::int64_t>(1, ceil_div(ceil_div(n, gen_replicas), gen->micro_batches));
   plan_flag(spec.generate, "--max-batch", g.max_batch, "generate.max_batch", plan);
-  if (plan.inter_used && gen_replicas > 1) {
+  if (f.inter && plan.inter_used && gen_replicas > 1) {
     const int m = std::min(std::max(1, plan.m), gen_replicas - 1);
     std::string text = fmt::format("{}", plan.r_t_fraction);
     if (text.find_first_of(".eE") == std::string::npos) text += ".0";
@@ -398,7 +389,13 @@ void apply_plan(Checker& c, RunSpec& spec) {
     if (m != plan.m) g.notes.push_back(fmt::format("m {} runs as {} (below the {} replicas)", plan.m, m, gen_replicas));
   }
   // Inference runs on the ranks generation frees when the plan fuses the two, else on its own.
-  const bool fuse = plan.inter_used && gen_replicas > 1;
+  // The fused rollout runs at tp 1 only (lib/fuse): at tp > 1 generation is followed by
+  // braid-score, the migration kept.
+  const bool fuse = f.inter && gen_replicas > 1 && g.tp == 1;
+  if (f.inter && gen_replicas > 1 && g.tp > 1 && !spec.sets("generate.fuse")) {
+    g.notes.push_back(fmt::format("generation and inference fused, but the fused rollout runs at tp 1 only: "
+                                  "generation at tp {}{}, then braid-score", g.tp, spec.migrate_threshold ? " with its migration" : ""));
+  }
   if (spec.sets("generate.fuse")) {
     if (spec.fuse != fuse) {
       plan.conflicts.push_back(fmt::format("generate.fuse {} (the run file's) wins over the plan's inter-stage fusion ({})",
@@ -459,12 +456,19 @@ void apply_plan(Checker& c, RunSpec& spec) {
     if (pc != nullptr && (std::string_view(name) == "actor_train" || spec.uses_critic())) train.push_back(pc);
   }
   for (const auto* pc : train) t.calls.push_back(pc->name);
+  if (!f.intra) {
+    // Unfused: whatever fused schedule there was (the run file's or the plan's) is left out.
+    spec.schedule.reset();
+    spec.plan_schedule = false;
+    spec.actor_stages = 1;
+    spec.critic_stages = 1;
+  }
   if (spec.schedule) {
     if (plan.intra_used) plan.conflicts.push_back("train.schedule (the run file's) wins over the plan's fused training");
     if (!plan.intra_used) plan.conflicts.push_back("train.schedule (the run file's) fuses the training the plan does not");
     t.ranks = spec.ranks;
     t.notes.push_back("the run file's train.schedule, on its " + std::to_string(spec.ranks) + " ranks");
-  } else if (plan.intra_used && spec.uses_critic()) {
+  } else if (f.intra && plan.schedspec.is_object() && spec.uses_critic()) {
     int tp = 1;
     for (const auto& m : plan.schedspec["models"]) tp = std::max(tp, m.value("tp", 1));
     for (const auto& m : plan.schedspec["models"]) {
@@ -477,12 +481,23 @@ void apply_plan(Checker& c, RunSpec& spec) {
     t.tp = tp;
     t.ranks = plan.schedspec.value("devices", 1) * plan.groups * tp;
     if (plan.groups > 1) {
-      t.notes.push_back(fmt::format("the plan's {} identical fused groups run as one schedule of {} devices (replicas "
-                                    "x {}): braid-train runs one schedule",
-                                    plan.groups, t.ranks / tp, plan.groups));
+      t.notes.push_back(fmt::format("the plan's {} identical fused groups: one group's schedule, run {} times side by "
+                                    "side on {} devices (data parallel between the groups)",
+                                    plan.groups, plan.groups, t.ranks / tp));
     }
     t.notes.push_back("the fused actor+critic pipeline: braid-train --schedule (braid-schedgen of the plan's schedspec); "
                       "its micro-batches are the schedule's");
+    // Each stage's activation slots are sized for --micro-tokens: the schedule's largest
+    // micro-batch (of the model cut into the fewest: replicas x groups x micro-batches) of
+    // the longest sequences, not braid-train's default budget.
+    int parts = 0;
+    for (const auto& m : plan.schedspec["models"]) {
+      const int mine = std::max(1, m.value("replicas", 1) * plan.groups * m.value("micro_batches", 1));
+      parts = parts == 0 ? mine : std::min(parts, mine);
+    }
+    const std::int64_t mini = std::stoll(flag_value(spec.train, "--mini-batch").value_or("0"));
+    t.micro_tokens = ceil_div(mini > 0 ? mini : n, parts) * longest;
+    plan_flag(spec.train, "--micro-tokens", t.micro_tokens, "train.micro_tokens", plan);
     spec.ranks = t.ranks;
     spec.train_tp = tp;
     spec.plan_schedule = true;
@@ -512,6 +527,150 @@ void apply_plan(Checker& c, RunSpec& spec) {
     spec.train_tp = t.tp;
   }
   plan.applied = true;
+}
+
+// The fusions to run: each as the run file fixes it; the others as the prediction says
+// (the fastest whole iteration of every way the run can take), or as the plan has them
+// when nothing can be predicted (a plan without a profile braid can read).
+void choose_and_lay_out(RunSpec& spec) {
+  const auto base = std::make_shared<const RunSpec>(spec);
+  const RunPlan& bp = *base->run_plan;
+  const plan::Experiment& e = *bp.experiment_doc;
+  const std::vector<bool> inter = spec.sets("generate.fuse") ? std::vector<bool>{spec.fuse} : std::vector<bool>{false, true};
+  std::vector<bool> intra{false};
+  if (spec.schedule) intra = {true};
+  else if (spec.train_fuse) intra = {*spec.train_fuse};
+  else if (bp.schedspec.is_object() && spec.uses_critic()) intra = {false, true};
+  std::vector<Prediction> predictions;
+  std::vector<Fusions> possible;
+  std::string why;
+  bool predicted = true;
+  for (bool a : inter) {
+    for (bool b : intra) {
+      RunSpec s = *base;
+      lay_out(s, e, {a, b});
+      const Fusions f = fusions_of(s);
+      if (!(f == Fusions{a, b})) continue;  // not a way this run can take (one rank, tp > 1, GRPO ...)
+      possible.push_back(f);
+      if (!predicted) continue;
+      if (auto p = predict_iteration(s, &why)) {
+        predictions.push_back(std::move(*p));
+      } else {
+        predicted = false;
+      }
+    }
+  }
+  Fusions choice{bp.inter_used, bp.intra_used};
+  std::string reason;
+  if (predicted && !predictions.empty()) {
+    const auto best = std::min_element(predictions.begin(), predictions.end(),
+                                       [](const Prediction& x, const Prediction& y) { return x.iteration < y.iteration; });
+    choice = best->fusions;
+    reason = fmt::format("predicted {:.3f} s an iteration {}", best->iteration, fusions_name(choice));
+    for (const auto& p : predictions) {
+      if (&p != &*best) reason += fmt::format(", {:.3f} s {}", p.iteration, fusions_name(p.fusions));
+    }
+    std::vector<std::string> fixed;
+    if (inter.size() == 1) fixed.emplace_back("generate.fuse");
+    if (spec.schedule) fixed.emplace_back("train.schedule");
+    if (spec.train_fuse) fixed.emplace_back("train.fuse");
+    if (!fixed.empty()) reason += fmt::format(" (the run file fixes {})", fmt::join(fixed, " and "));
+  } else {
+    predictions.clear();
+    if (std::find(possible.begin(), possible.end(), choice) == possible.end() && !possible.empty()) choice = possible.front();
+    reason = fmt::format("the plan's fusions ({}); nothing predicted: {}", fusions_name(choice),
+                         why.empty() ? "no way to run" : why);
+  }
+  spec = *base;
+  lay_out(spec, e, choice);
+  RunPlan& plan = *spec.run_plan;
+  plan.base = base;
+  plan.chosen = choice;
+  plan.choice_reason = reason;
+  plan.predictions = std::move(predictions);
+}
+
+}  // namespace
+
+RunSpec variant_spec(const RunSpec& spec, Fusions f) {
+  const RunPlan& plan = *spec.run_plan;
+  RunSpec s = *plan.base;
+  lay_out(s, *plan.experiment_doc, f);
+  RunPlan& sp = *s.run_plan;
+  sp.base = plan.base;
+  sp.chosen = f;
+  sp.schedule_file = plan.schedule_file;
+  if (s.plan_schedule && plan.schedule_file) use_plan_schedule(s, *plan.schedule_file);
+  return s;
+}
+
+void apply_plan(Checker& c, RunSpec& spec) {
+  RunPlan& plan = *spec.run_plan;
+  const std::string file = plan.file.string();
+  json doc;
+  try {
+    doc = load_json_file(file);
+  } catch (const std::exception& e) {
+    c.fail("plan", e.what());
+    return;
+  }
+  if (!doc.is_object() || doc.value("format", "") != "braid.plan") {
+    c.fail("plan", file + " is not a braid.plan (braid-meshplan's output)");
+    return;
+  }
+  const std::size_t before = c.problems().size();
+  plan.calls = read_calls(c, doc, file);
+  const json predicted = doc.contains("predicted") && doc["predicted"].is_object() ? doc["predicted"] : json::object();
+  plan.iteration_s = predicted.value("iteration_s", 0.0);
+  plan.serial_s = predicted.value("serial_s", 0.0);
+  if (doc.contains("memory") && doc["memory"].is_object() && doc["memory"].value("oom", false)) {
+    c.fail("plan", file + ": memory.oom: the plan does not fit in the cluster's memory (braid-meshplan exit 3)");
+  }
+  const json fusion = doc.contains("fusion") && doc["fusion"].is_object() ? doc["fusion"] : json::object();
+  const json inter = fusion.contains("inter_stage") && fusion["inter_stage"].is_object() ? fusion["inter_stage"] : json::object();
+  const json intra = fusion.contains("intra_stage") && fusion["intra_stage"].is_object() ? fusion["intra_stage"] : json::object();
+  plan.inter_used = inter.value("used", false);
+  plan.r_t_fraction = inter.value("r_t_fraction", 0.0);
+  plan.m = inter.value("m", 0);
+  // The fused training's schedspec is there whenever actor and critic train on one mesh with
+  // micro-batches that fit one pipeline, fused by the plan or not: a prediction may fuse it.
+  const bool has_schedspec = intra.contains("schedspec") && intra["schedspec"].is_object();
+  plan.intra_used = intra.value("used", false) && has_schedspec;
+  plan.groups = std::max(1, intra.value("groups", 1));
+  if (has_schedspec) plan.schedspec = intra["schedspec"];
+  find_inputs(doc, plan);
+
+  // The experiment it was made for: the same run, or refused.
+  if (!plan.experiment) plan.experiment = find_experiment(doc, plan.file);
+  std::optional<plan::Experiment> experiment;
+  if (!plan.experiment) {
+    c.fail("plan", fmt::format("{}: inputs.experiment: {}; name the braid.experiment it was made for: "
+                               "\"plan\": {{\"file\": ..., \"experiment\": ...}}",
+                               file,
+                               doc.contains("inputs") && doc["inputs"].is_object() && doc["inputs"].contains("experiment")
+                                   ? "not found beside the plan or in the current folder"
+                                   : "missing"));
+  } else {
+    try {
+      experiment = plan::load_experiment(plan.experiment->string());
+      check_experiment(c, spec, *experiment, plan.experiment->string());
+    } catch (const InputError& e) {
+      c.fail("plan", e.what());
+    }
+  }
+  if (c.problems().size() > before || !experiment) return;
+
+  if (plan.call("actor_gen") == nullptr) {
+    c.fail("plan", file + ": calls: no actor_gen call");
+    return;
+  }
+  plan.experiment_doc = std::make_shared<const plan::Experiment>(*experiment);
+  choose_and_lay_out(spec);
+  if (spec.train_fuse.value_or(false) && !spec.plan_schedule) {
+    c.fail("train.fuse", fmt::format("{}: fusion.intra_stage has no schedspec: the plan's actor and critic training "
+                                     "cannot run as one pipeline (different meshes, or micro-batches of different sizes)",
+                                     file));
+  }
 }
 
 }  // namespace braid::driver

@@ -17,12 +17,18 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/json.hpp"
+#include "driver/prediction.hpp"
+
+namespace braid::plan {
+struct Experiment;
+}
 
 namespace braid::driver {
 
@@ -77,27 +83,48 @@ struct RunPlan {
   StageLayout generate, score, train;
   std::vector<std::string> conflicts;               // run-file keys that won over the plan
 
+  // What the whole iteration is predicted from (driver/prediction.hpp): the plan's cluster
+  // and profile (a file, or analytic hardware).
+  std::optional<std::filesystem::path> cluster, profile;
+  std::string hardware;
+  std::shared_ptr<const plan::Experiment> experiment_doc;
+  // The fusions the run takes, why, and the prediction of every way it could take (empty
+  // when nothing could be predicted: then the plan's own fusions).
+  Fusions chosen;
+  std::string choice_reason;
+  std::vector<Prediction> predictions;
+  // The run before the plan laid it out (variant_spec lays it out another way), and the
+  // fused training's schedule once braid-schedgen made it.
+  std::shared_ptr<const RunSpec> base;
+  std::optional<std::filesystem::path> schedule_file;
+
   const PlannedCall* call(std::string_view name) const;
   // The summary shown by --dry-run, braid makefile and the log: the plan, each call's
   // layout beside what runs it, conflicts.
   std::vector<std::string> summary() const;
 };
 
-// The files braid run keeps for a plan under OUT: the plan it made, the schedspec of the
-// fused training (widened to the plan's groups) and braid-schedgen's schedule of it.
+// The files braid run keeps for a plan under OUT: the plan it made, the schedspec of one
+// group of the fused training and braid-schedgen's schedule of it (braid-train runs a copy
+// of it per group, data parallel: sched::tile_schedule).
 std::filesystem::path made_plan_file(const std::filesystem::path& out);
 std::filesystem::path plan_schedspec_file(const std::filesystem::path& out);
 std::filesystem::path plan_schedule_file(const std::filesystem::path& out);
+// OUT/prediction.json: the whole-iteration prediction of every way considered
+// (braid.prediction, driver/prediction.hpp), made again once the fused schedule is there.
+std::filesystem::path prediction_file(const std::filesystem::path& out);
+ordered_json record_prediction(const RunSpec& spec);
 
 // Reads the plan file, checks it against the run (its experiment's algorithm, batch,
-// epochs and model shapes; every mismatch named by the experiment's field), and sets the
-// run's ranks, tp, micro-batch flags and fusions from it where the run file leaves them
-// out (a key the run file sets wins, recorded in conflicts). Problems go to `c` under "plan".
+// epochs and model shapes; every mismatch named by the experiment's field), chooses the
+// fusions (those the run file fixes; else the fastest way by the whole-iteration
+// prediction, driver/prediction.hpp; else the plan's), and sets the run's ranks, tp,
+// micro-batch flags and fusions from it where the run file leaves them out (a key the run
+// file sets wins, recorded in conflicts). Problems go to `c` under "plan".
 void apply_plan(Checker& c, RunSpec& spec);
 
-// The fused training schedule's spec for braid-schedgen: the plan's schedspec with its
-// `groups` identical groups as one (devices and replicas times groups), since braid-train
-// runs one schedule.
-json widened_schedspec(const RunPlan& plan);
+// The run laid out on its plan with the fusions `f` instead of the chosen ones (the
+// ablation's other way); the fused training takes plan.schedule_file.
+RunSpec variant_spec(const RunSpec& spec, Fusions f);
 
 }  // namespace braid::driver

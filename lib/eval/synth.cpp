@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -73,8 +74,27 @@ SynthItem make_item(SynthTask task, const SynthOptions& o, Rng& rng) {
       item.answer = add_strings(a, b);
       break;
     }
+    case SynthTask::frac: {
+      // A fraction of `digits`-digit numbers with a common factor, so that there is something to reduce.
+      const std::int64_t top = std::stoll(a), bottom = std::stoll(digits_of(rng, item.digits));
+      const std::int64_t k = static_cast<std::int64_t>(rng.between(2, 9));
+      item.prompt = fmt::format("frac {}/{}=", top * k, bottom * k);
+      const std::int64_t g = std::gcd(top, bottom);
+      item.answer = bottom / g == 1 ? std::to_string(top / g) : fmt::format("\\frac{{{}}}{{{}}}", top / g, bottom / g);
+      break;
+    }
   }
   return item;
+}
+
+// A response in the format: the answer alone, after "#### ", or in \boxed{}.
+std::string response_of(const std::string& answer, SynthFormat format) {
+  switch (format) {
+    case SynthFormat::plain: return answer;
+    case SynthFormat::gsm8k: return "#### " + answer;
+    case SynthFormat::math: return "\\boxed{" + answer + "}";
+  }
+  return answer;
 }
 
 ordered_json line(std::initializer_list<std::pair<const char*, ordered_json>> fields) {
@@ -89,7 +109,15 @@ SynthTask parse_synth_task(const std::string& name) {
   if (name == "sort") return SynthTask::sort;
   if (name == "reverse") return SynthTask::reverse;
   if (name == "add") return SynthTask::add;
-  throw UsageError(fmt::format("--task: unknown task '{}' (sort, reverse or add)", name));
+  if (name == "frac") return SynthTask::frac;
+  throw UsageError(fmt::format("--task: unknown task '{}' (sort, reverse, add or frac)", name));
+}
+
+SynthFormat parse_synth_format(const std::string& name) {
+  if (name == "plain") return SynthFormat::plain;
+  if (name == "gsm8k") return SynthFormat::gsm8k;
+  if (name == "math") return SynthFormat::math;
+  throw UsageError(fmt::format("--format: unknown format '{}' (plain, gsm8k or math)", name));
 }
 
 const char* to_string(SynthTask t) {
@@ -97,6 +125,7 @@ const char* to_string(SynthTask t) {
     case SynthTask::sort: return "sort";
     case SynthTask::reverse: return "reverse";
     case SynthTask::add: return "add";
+    case SynthTask::frac: return "frac";
   }
   return "?";
 }
@@ -108,6 +137,10 @@ void validate(const SynthOptions& o) {
     throw UsageError(fmt::format("--max-digits {} is below --min-digits {}", o.max_digits, o.min_digits));
   }
   const bool has_add = std::find(o.tasks.begin(), o.tasks.end(), SynthTask::add) != o.tasks.end();
+  const bool has_frac = std::find(o.tasks.begin(), o.tasks.end(), SynthTask::frac) != o.tasks.end();
+  if (has_frac && o.max_digits > 6) {
+    throw UsageError(fmt::format("--max-digits {} is above 6 for frac (its numbers are operands times 2-9)", o.max_digits));
+  }
   const int limit = has_add ? kMaxAnswerDigits - 1 : kMaxAnswerDigits;
   if (o.max_digits > limit) {
     throw UsageError(fmt::format("--max-digits {} is above {}: the math verifier compares answers of at most {} digits{}",
@@ -128,6 +161,17 @@ std::vector<SynthItem> synth_items(const SynthOptions& o, std::uint64_t stream, 
 }
 
 std::string corrupt_answer(const std::string& answer, Rng& rng) {
+  if (answer.find_first_not_of("0123456789") != std::string::npos) {
+    // A LaTeX answer (\frac{3}{4}): one of its digits changed, which changes a reduced fraction's value.
+    std::vector<std::size_t> at;
+    for (std::size_t i = 0; i < answer.size(); ++i) {
+      if (answer[i] >= '1' && answer[i] <= '9') at.push_back(i);
+    }
+    std::string s = answer;
+    const std::size_t i = at[rng.below(at.size())];
+    s[i] = static_cast<char>('1' + (s[i] - '0' + rng.below(8)) % 9);
+    return s;
+  }
   for (;;) {
     std::string s = answer;
     const std::size_t i = rng.below(s.size());
@@ -153,32 +197,49 @@ std::string corrupt_answer(const std::string& answer, Rng& rng) {
   }
 }
 
-std::string prompt_lines(const std::vector<SynthItem>& items, const std::string& id_prefix) {
+std::string prompt_lines(const std::vector<SynthItem>& items, const std::string& id_prefix, SynthFormat format) {
   std::string out;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const auto& it = items[i];
-    out += line({{"id", fmt::format("{}{:05d}", id_prefix, i)},
-                 {"prompt", it.prompt},
-                 {"answer", it.answer},
-                 {"task", to_string(it.task)},
-                 {"digits", it.digits}})
-               .dump() +
-           "\n";
+    const std::string id = fmt::format("{}{:05d}", id_prefix, i);
+    // The worked solution a GSM8K or MATH line carries: the prompt with its answer.
+    const std::string worked = it.prompt + it.answer;
+    ordered_json l;
+    switch (format) {
+      case SynthFormat::plain:
+        l = line({{"id", id}, {"prompt", it.prompt}, {"answer", it.answer}});
+        break;
+      case SynthFormat::gsm8k:
+        l = line({{"id", id}, {"question", it.prompt}, {"answer", worked + "\n" + response_of(it.answer, format)}});
+        break;
+      case SynthFormat::math:
+        l = line({{"id", id}, {"problem", it.prompt}, {"solution", worked + " so " + response_of(it.answer, format)}});
+        break;
+    }
+    l["task"] = to_string(it.task);
+    l["digits"] = it.digits;
+    out += l.dump() + "\n";
   }
   return out;
 }
 
-std::string sft_lines(const std::vector<SynthItem>& items) {
+std::string sft_lines(const std::vector<SynthItem>& items, SynthFormat format) {
   std::string out;
-  for (const auto& it : items) out += line({{"prompt", it.prompt}, {"response", it.answer}}).dump() + "\n";
+  for (const auto& it : items) {
+    out += line({{"prompt", it.prompt}, {"response", response_of(it.answer, format)}}).dump() + "\n";
+  }
   return out;
 }
 
-std::string pair_lines(const std::vector<SynthItem>& items, std::uint64_t seed) {
+std::string pair_lines(const std::vector<SynthItem>& items, std::uint64_t seed, SynthFormat format) {
   Rng rng(seed, kCorruptStream);
   std::string out;
   for (const auto& it : items) {
-    out += line({{"prompt", it.prompt}, {"chosen", it.answer}, {"rejected", corrupt_answer(it.answer, rng)}}).dump() + "\n";
+    out += line({{"prompt", it.prompt},
+                 {"chosen", response_of(it.answer, format)},
+                 {"rejected", response_of(corrupt_answer(it.answer, rng), format)}})
+               .dump() +
+           "\n";
   }
   return out;
 }
@@ -204,11 +265,11 @@ ordered_json write_synth(const SynthOptions& o, const SynthCounts& counts, const
   const auto prompts = synth_items(o, kPromptStream, counts.prompts);
   const auto heldout = synth_items(o, kHeldoutStream, counts.heldout);
   const std::vector<std::pair<std::string, std::string>> files = {
-      {"prompts.jsonl", prompt_lines(prompts, "train-")},
-      {"sft.jsonl", sft_lines(synth_items(o, kSftStream, counts.sft))},
-      {"pairs.jsonl", pair_lines(synth_items(o, kPairStream, counts.pairs), o.seed)},
-      {"heldout.jsonl", prompt_lines(heldout, "heldout-")},
-      {"heldout-pairs.jsonl", pair_lines(heldout, o.seed + 1)},
+      {"prompts.jsonl", prompt_lines(prompts, "train-", o.format)},
+      {"sft.jsonl", sft_lines(synth_items(o, kSftStream, counts.sft), o.format)},
+      {"pairs.jsonl", pair_lines(synth_items(o, kPairStream, counts.pairs), o.seed, o.format)},
+      {"heldout.jsonl", prompt_lines(heldout, "heldout-", o.format)},
+      {"heldout-pairs.jsonl", pair_lines(heldout, o.seed + 1, o.format)},
   };
   ordered_json summary;
   summary["format"] = "braid.synth";
@@ -216,6 +277,7 @@ ordered_json write_synth(const SynthOptions& o, const SynthCounts& counts, const
   ordered_json tasks = ordered_json::array();
   for (auto t : o.tasks) tasks.push_back(to_string(t));
   summary["tasks"] = tasks;
+  summary["shape"] = o.format == SynthFormat::plain ? "plain" : o.format == SynthFormat::gsm8k ? "gsm8k" : "math";
   summary["min_digits"] = o.min_digits;
   summary["max_digits"] = o.max_digits;
   summary["tail"] = o.tail;

@@ -4,6 +4,8 @@
 //   sort     "sort 5183=" -> "8531"     the digits in descending order
 //   reverse  "rev 5183="  -> "3815"     the digits backwards
 //   add      "add 51+83=" -> "134"      the sum of two numbers
+//   frac     "frac 6/8="  -> "\frac{3}{4}"  the fraction in lowest terms, as LaTeX (an integer
+//                                       when it is one): MATH-like answers that are no integers
 //
 // The number of digits n is drawn from a Pareto (power-law) tail clipped to
 // [min_digits, max_digits]: P(n >= k) = (min_digits / k)^tail. Most items are short, a few
@@ -17,7 +19,10 @@
 // for braid-generate and `--reward-rule math`, SFT lines {"prompt","response"}, and
 // preference pairs {"prompt","chosen","rejected"} for braid-train rm / dpo, whose rejected
 // completion is the answer with one mistake (a digit changed, two swapped, one dropped or
-// doubled).
+// doubled). In a dataset's own shape (SynthFormat) the prompt lines are GSM8K's
+// {"question", "answer": "<worked>\n#### <answer>"} or MATH's {"problem", "solution":
+// "<worked> \boxed{<answer>}"}, and responses end the same way ("#### 134", "\boxed{134}"),
+// as a model trained on those datasets answers.
 #pragma once
 
 #include <cstdint>
@@ -30,13 +35,19 @@
 
 namespace braid::eval {
 
-enum class SynthTask { sort, reverse, add };
-// "sort" | "reverse" | "add"; UsageError naming --task otherwise.
+enum class SynthTask { sort, reverse, add, frac };
+// "sort" | "reverse" | "add" | "frac"; UsageError naming --task otherwise.
 SynthTask parse_synth_task(const std::string& name);
 const char* to_string(SynthTask t);
 
+// The files' shape: braid's own keys, or a dataset's (above).
+enum class SynthFormat { plain, gsm8k, math };
+// "plain" | "gsm8k" | "math"; UsageError naming --format otherwise.
+SynthFormat parse_synth_format(const std::string& name);
+
 struct SynthOptions {
   std::vector<SynthTask> tasks = {SynthTask::sort};  // items cycle through them
+  SynthFormat format = SynthFormat::plain;
   int min_digits = 1;
   int max_digits = 12;     // at most 18 (the verifier's limit); add: the longer operand's digits + 1 <= 18
   double tail = 1.5;       // Pareto shape: smaller is a heavier tail
@@ -60,10 +71,11 @@ std::vector<SynthItem> synth_items(const SynthOptions& o, std::uint64_t stream, 
 // The answer with one mistake, never equal to it as a number (deterministic in rng).
 std::string corrupt_answer(const std::string& answer, Rng& rng);
 
-// The JSON Lines forms of items; `id_prefix` names them ("train-", "heldout-").
-std::string prompt_lines(const std::vector<SynthItem>& items, const std::string& id_prefix);
-std::string sft_lines(const std::vector<SynthItem>& items);
-std::string pair_lines(const std::vector<SynthItem>& items, std::uint64_t seed);
+// The JSON Lines forms of items in a format; `id_prefix` names them ("train-", "heldout-").
+std::string prompt_lines(const std::vector<SynthItem>& items, const std::string& id_prefix,
+                         SynthFormat format = SynthFormat::plain);
+std::string sft_lines(const std::vector<SynthItem>& items, SynthFormat format = SynthFormat::plain);
+std::string pair_lines(const std::vector<SynthItem>& items, std::uint64_t seed, SynthFormat format = SynthFormat::plain);
 
 struct SynthCounts {
   std::int64_t prompts = 256;   // RL prompts (prompts.jsonl)

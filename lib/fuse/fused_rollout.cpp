@@ -8,6 +8,7 @@
 #include "fuse/score_board.hpp"
 #include "generate/migrate.hpp"
 #include "generate/shard_plan.hpp"
+#include "rl/algorithms.hpp"
 #include "score/options.hpp"
 #include "score/ranks.hpp"
 #include "score/stage_stats.hpp"
@@ -312,12 +313,13 @@ void validate(const gen::StageOptions& g, const score::CommandOptions& s) {
         "(mpirun ... braid-generate --tp N ... | braid-score - ...), or score them with mpirun ... braid-score --tp N",
         std::max(g.tp, s.tp)));
   }
-  if (s.algorithm == "grpo" && g.shard_size % g.samples_per_prompt != 0) {
+  const auto algorithm = rl::algorithm_named(s.algorithm);
+  if (algorithm && rl::grouped(algorithm->estimator) && g.shard_size % g.samples_per_prompt != 0) {
     throw UsageError(fmt::format(
-        "fused scoring under --algorithm grpo needs whole groups in every shard (each shard's scorer computes its "
+        "fused scoring under --algorithm {} needs whole groups in every shard (each shard's scorer computes its "
         "groups' advantages alone): --shard-size {} is not a multiple of --samples-per-prompt {}; give --shard-size "
         "{}, or score in a pipe (braid-generate ... | braid-score - ...)",
-        g.shard_size, g.samples_per_prompt,
+        s.algorithm, g.shard_size, g.samples_per_prompt,
         std::max(1, g.shard_size / g.samples_per_prompt) * g.samples_per_prompt));
   }
   if (s.out_dir.empty()) throw UsageError("the braid-score options after '--' need -o DIR");

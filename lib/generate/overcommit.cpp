@@ -64,7 +64,9 @@ class OvercommitRun {
                                        .limit = o_.limit,
                                        .chat_template_from = o_.tokenizer,
                                        .chat = tok::chat_defaults(o_.tools, o_.chat_template_kwargs)});
-    batch_groups_ = static_cast<std::int64_t>(lines_.size());
+    const auto read = static_cast<std::int64_t>(lines_.size());
+    batch_groups_ = o_.batch_prompts > 0 ? o_.batch_prompts : read;
+    order_.emplace(prompt_order(o_, read));
     config_ = config_text();
     made_from_ = generation_record(o_, ordered_json::parse(config_));
 
@@ -104,6 +106,7 @@ class OvercommitRun {
       }
     }
     stats_.fresh = fresh * o_.samples_per_prompt;
+    first_prompt_ = cursor;
     next_prompt_ = cursor + fresh;
     log::info("overcommit: a batch of {} groups x {} samples; {} groups started ({} fresh from prompt {}, {} carried: "
               "{} samples resumed with {} tokens kept, {} finished waiting for their group)",
@@ -225,7 +228,8 @@ class OvercommitRun {
   }
 
   std::int64_t group_of(std::uint64_t id) const { return static_cast<std::int64_t>(id) / o_.samples_per_prompt; }
-  const PromptLine& line_of(std::int64_t p) const { return lines_[static_cast<std::size_t>(p % batch_groups_)]; }
+  // Stream position p's prompt (data/order.hpp).
+  const PromptLine& line_of(std::int64_t p) const { return lines_[static_cast<std::size_t>(order_->line_at(p))]; }
   bool batch_full() const { return static_cast<std::int64_t>(batch_.size()) >= batch_groups_; }
 
   std::vector<std::int64_t> steps_of(std::uint64_t id, std::size_t tokens) {
@@ -301,6 +305,7 @@ class OvercommitRun {
                                      {"deferred_partial", stats_.deferred_partial},
                                      {"deferred_finished", stats_.deferred_finished},
                                      {"next_prompt", next_prompt_}};
+    doc["data"] = stream_stats(o_, static_cast<std::int64_t>(lines_.size()), first_prompt_, next_prompt_ - first_prompt_);
     if (!o_.stats.empty()) write_text_file(o_.stats, doc.dump(2) + "\n");
   }
 
@@ -316,7 +321,9 @@ class OvercommitRun {
   std::vector<PromptLine> lines_;
   std::int64_t batch_groups_ = 0;
   std::int32_t vocab_size_ = 0;   // the actor's (recorded in meta.config)
+  mutable std::optional<data::EpochOrder> order_;  // its epochs' permutations are made when first asked
   std::int64_t next_prompt_ = 0;
+  std::int64_t first_prompt_ = 0;
   std::string config_;
   std::string made_from_;   // the shards' record (generation_record)
   std::map<std::uint64_t, std::vector<std::int64_t>> old_steps_;  // resumed samples' earlier tokens' steps

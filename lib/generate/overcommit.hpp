@@ -40,6 +40,7 @@ int run_overcommit_stage(const StageOptions& opt, const RankGroup& ranks);
 
 // The sample-deciding settings a deferred file must share with the run that resumes it.
 inline constexpr const char* kDeferredSettingKeys[] = {"samples_per_prompt", "tokenizer", "max_new_tokens",
-                                                        "temperature", "top_p", "top_k", "seed", "stop_tokens"};
+                                                        "temperature", "top_p", "top_k", "seed", "stop_tokens",
+                                                        "batch_prompts", "prompt_seed"};
 
 }  // namespace braid::gen

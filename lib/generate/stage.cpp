@@ -80,12 +80,14 @@ class StageRun {
     std::string text;
     if (ranks_.rank() == 0) text = read_text_file(o_.prompts);
     ranks_.broadcast(text);
-    const auto lines = parse_prompts(text, o_.prompts, {.tokenizer = tokenizer.get(),
-                                                        .vocab_size = cfg.vocab_size,
-                                                        .max_tokens = cfg.max_position_embeddings,
-                                                        .limit = o_.limit,
-                                                        .chat_template_from = o_.tokenizer,
-                                                        .chat = tok::chat_defaults(o_.tools, o_.chat_template_kwargs)});
+    const auto read = parse_prompts(text, o_.prompts, {.tokenizer = tokenizer.get(),
+                                                       .vocab_size = cfg.vocab_size,
+                                                       .max_tokens = cfg.max_position_embeddings,
+                                                       .limit = o_.limit,
+                                                       .chat_template_from = o_.tokenizer,
+                                                       .chat = tok::chat_defaults(o_.tools, o_.chat_template_kwargs)});
+    const auto lines = batch_lines(o_, read);
+    lines_read_ = static_cast<std::int64_t>(read.size());
     // Each sample holds its prompt's tokens and extra fields: their total is known before any
     // is copied (--samples-per-prompt 1e9 would otherwise end in "out of memory").
     std::uint64_t bytes = 0;
@@ -377,6 +379,7 @@ class StageRun {
     }
     auto doc = stage_stats(all, mig, wall);
     doc["tp"] = ranks_.tp_size();
+    doc["data"] = stream_stats(o_, lines_read_, o_.first_prompt, plan_.prompts);
     const auto& call = doc["calls"]["actor_gen"];
     log::info("{} samples, {} response tokens in {:.1f} s ({}); {} shards written, {} skipped as complete",
               doc["sequences"].get<std::int64_t>(), call["response_tokens"].get<std::int64_t>(),
@@ -403,6 +406,7 @@ class StageRun {
   std::int64_t sampled_ = 0;
   std::uint64_t progress_total_ = 0;
   std::vector<Prompt> unused_;  // a run that is never stopped leaves nothing here
+  std::int64_t lines_read_ = 0;
 };
 
 }  // namespace
@@ -428,6 +432,8 @@ void validate_stage_options(const StageOptions& o) {
   }
   if (o.shard_size < 1) throw UsageError("--shard-size must be at least 1");
   if (o.limit < 0) throw UsageError("--limit must be >= 0 (0: all prompts)");
+  if (o.first_prompt < 0) throw UsageError("--first-prompt must be >= 0 (a position of the prompt stream)");
+  if (o.batch_prompts < 0) throw UsageError("--batch-prompts must be >= 0 (0: every prompt read)");
   if (o.prefix.empty() || o.prefix.find('/') != std::string::npos) {
     throw UsageError(fmt::format("--prefix must be a plain file name prefix, got '{}'", o.prefix));
   }
@@ -478,7 +484,38 @@ ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std
   c["prompts"] = o.prompts;
   c["prompt_count"] = prompts;
   c["vocab_size"] = vocab_size;
+  if (o.first_prompt > 0 || o.batch_prompts > 0 || o.prompt_seed) {
+    c["first_prompt"] = o.first_prompt;
+    c["batch_prompts"] = o.batch_prompts;
+    c["prompt_seed"] = o.prompt_seed ? json(*o.prompt_seed) : json(nullptr);
+  }
   return c;
+}
+
+data::EpochOrder prompt_order(const StageOptions& o, std::int64_t lines) {
+  return data::EpochOrder(lines, o.prompt_seed.has_value(), o.prompt_seed.value_or(0));
+}
+
+std::vector<PromptLine> batch_lines(const StageOptions& o, const std::vector<PromptLine>& all) {
+  const auto n = static_cast<std::int64_t>(all.size());
+  if (o.first_prompt == 0 && (o.batch_prompts == 0 || o.batch_prompts == n) && !o.prompt_seed) return all;
+  data::EpochOrder order = prompt_order(o, n);
+  std::vector<PromptLine> out;
+  for (const std::int64_t line : order.lines_at(o.first_prompt, o.batch_prompts > 0 ? o.batch_prompts : n)) {
+    out.push_back(all[static_cast<std::size_t>(line)]);
+  }
+  return out;
+}
+
+ordered_json stream_stats(const StageOptions& o, std::int64_t lines, std::int64_t first, std::int64_t taken) {
+  ordered_json d;
+  d["first_prompt"] = first;
+  d["epoch"] = lines > 0 ? first / lines : 0;
+  d["prompts"] = taken;
+  d["lines"] = lines;
+  d["next_prompt"] = first + taken;
+  d["shuffled"] = o.prompt_seed.has_value();
+  return d;
 }
 
 int run_generate_stage(const StageOptions& opt, const RankGroup& ranks, const StageHooks& hooks) {

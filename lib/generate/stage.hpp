@@ -9,12 +9,15 @@
 
 #include "backend/dtype.hpp"
 #include "core/json.hpp"
+#include "data/order.hpp"
+#include "generate/prompts.hpp"
 #include "generate/sampler.hpp"
 #include "model/config.hpp"
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +47,13 @@ struct StageOptions {
   bool cuda_graphs = true;
   int shard_size = 16;
   std::int64_t limit = 0;            // first N prompts (0: all)
+  // The prompt stream (data/order.hpp) over the prompts read: this call's batch is
+  // batch_prompts of them (0: all) from stream position first_prompt, epoch after epoch
+  // in file order or, with a prompt seed, in each epoch's seeded shuffle. With overcommit
+  // the batch is batch_prompts groups and the position comes from the deferred file.
+  std::int64_t first_prompt = 0;
+  std::int64_t batch_prompts = 0;
+  std::optional<std::uint64_t> prompt_seed;
   int threads = 0;                   // CPU backend threads (0: all cores)
   std::string device = "cpu";        // backend/registry.hpp
   backend::DType dtype = backend::DType::f32;   // storage of the actor's weights (--dtype)
@@ -90,6 +100,15 @@ ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std
 // the settings of `config` (stage_config's, file names left out), the actor, prompts and
 // tokenizer by content.
 std::string generation_record(const StageOptions& o, const ordered_json& config);
+
+// The stream of o's prompts over `lines` read (data/order.hpp).
+data::EpochOrder prompt_order(const StageOptions& o, std::int64_t lines);
+// Without overcommit: the lines of this call's batch, positions [first_prompt, first_prompt
+// + batch) of the stream (batch: batch_prompts, or every line).
+std::vector<PromptLine> batch_lines(const StageOptions& o, const std::vector<PromptLine>& all);
+// The "data" figures of a call's stats: the stream position and epoch it started at, the
+// prompts it took, the lines read and the next position.
+ordered_json stream_stats(const StageOptions& o, std::int64_t lines, std::int64_t first, std::int64_t taken);
 
 // Returns the exit code (0). Errors are exceptions (InputError for bad input).
 int run_generate_stage(const StageOptions& opt, const RankGroup& ranks, const StageHooks& hooks = {});

@@ -31,6 +31,7 @@ ordered_json describe(const tok::Tokenizer& t, const std::vector<std::int32_t>& 
 std::vector<ordered_json> tokenize(const TokenizeOptions& o) {
   const int inputs = int(o.text.has_value()) + int(!o.prompts.empty()) + int(!o.chat.empty()) + int(!o.ids.empty());
   if (inputs != 1) throw UsageError("give one input: a TEXT, --prompts FILE, --chat FILE or --decode IDS");
+  const tok::ChatDefaults run = tok::chat_defaults(o.tools, o.chat_template_kwargs);
   auto t = tok::load_tokenizer(o.tokenizer);
   std::vector<ordered_json> out;
   if (o.text) {
@@ -46,7 +47,8 @@ std::vector<ordered_json> tokenize(const TokenizeOptions& o) {
     }
     out.push_back(describe(*t, o.ids));
   } else if (!o.prompts.empty()) {
-    const auto lines = read_prompts(o.prompts, {.tokenizer = t.get(), .vocab_size = t->vocab_size(), .chat_template_from = o.tokenizer});
+    const auto lines = read_prompts(o.prompts, {.tokenizer = t.get(), .vocab_size = t->vocab_size(),
+                                                 .chat_template_from = o.tokenizer, .chat = run});
     for (const auto& p : lines) {
       ordered_json j = {{"line", p.line}, {"id", p.id}};
       j.update(describe(*t, p.tokens));
@@ -62,7 +64,7 @@ std::vector<ordered_json> tokenize(const TokenizeOptions& o) {
         return;
       }
       try {
-        const auto conv = tok::conversation_of_line(ordered_json::parse(line), {});
+        const auto conv = tok::conversation_of_line(ordered_json::parse(line), run);
         const tok::ChatText r = chat.render(conv, o.generation_prompt);
         ordered_json j = {{"line", line_no}, {"text", r.text}};
         j.update(describe(*t, t->encode(r.text)));
@@ -70,6 +72,16 @@ std::vector<ordered_json> tokenize(const TokenizeOptions& o) {
           ordered_json spans = ordered_json::array();
           for (const auto& s : r.generation) spans.push_back({s.begin, s.end});
           j["generation"] = std::move(spans);
+        }
+        if (!o.generation_prompt) {
+          const auto learnt = chat.assistant_spans(conv, r, *t);
+          ordered_json ranges = ordered_json::array();
+          for (const auto& s : learnt) ranges.push_back({s.begin, s.end});
+          j["learnt"] = std::move(ranges);
+          const tok::LearntEncoding e = tok::encode_learnt(*t, r.text, learnt);
+          ordered_json mask = ordered_json::array();
+          for (const bool b : e.learnt) mask.push_back(b ? 1 : 0);
+          j["loss_mask"] = std::move(mask);
         }
         out.push_back(std::move(j));
       } catch (const ordered_json::parse_error& e) {

@@ -130,6 +130,7 @@ std::string render_weights(const ordered_json& s) {
   if (!s["created_by"].get<std::string>().empty()) out += "  created by: " + s["created_by"].get<std::string>() + "\n";
   if (!s["model_config"].is_null()) out += "  model config: " + one_line(s["model_config"], kConfigChars) + "\n";
   out += made_from_lines(s);
+  if (s.contains("adapter_config")) out += "  adapter config: " + one_line(s["adapter_config"], kConfigChars) + "\n";
 
   // Layer tensors are listed once per kind with the layers that have it: 32 layers make 9 lines, not 288.
   static const std::regex layer_re(R"(^model\.layers\.(\d+)\.(.+)$)");
@@ -178,8 +179,8 @@ std::string render_inspect_text(const ordered_json& summary) {
   const std::string kind = summary.value("kind", "");
   std::string out = kind == "samples"    ? render_samples(summary)
                     : kind == "deferred" ? render_deferred(summary)
-                    : kind == "weights" || kind == "optimizer" ? render_weights(summary)
-                                                               : render_json(summary);
+                    : kind == "weights" || kind == "optimizer" || kind == "adapters" ? render_weights(summary)
+                                                                                     : render_json(summary);
   for (const auto& p : summary.value("problems", ordered_json::array())) out += "  PROBLEM: " + p.get<std::string>() + "\n";
   return out;
 }

@@ -29,6 +29,7 @@ ordered_json summarize_weights(const std::string& path) {
   s["created_by"] = m.created_by;
   s["model_config"] = json_or_text(m.model_config);
   s["made_from"] = json_or_text(m.made_from);
+  if (!m.adapter_config.empty()) s["adapter_config"] = json_or_text(m.adapter_config);
   std::int64_t parameters = 0;
   ordered_json tensors = ordered_json::array();
   ordered_json problems = ordered_json::array();   // a NaN or Inf, named by the reader

@@ -18,13 +18,14 @@ std::optional<std::string> extra_problem(std::span<const PromptOrigin> origins) 
   return std::nullopt;
 }
 
-const std::array<TokenArrayField, 5>& token_array_fields() {
-  static const std::array<TokenArrayField, 5> fields{{
+const std::array<TokenArrayField, 6>& token_array_fields() {
+  static const std::array<TokenArrayField, 6> fields{{
       {"logprobs/actor", &SampleBatch::logprobs_actor},
       {"logprobs/ref", &SampleBatch::logprobs_ref},
       {"values", &SampleBatch::values},
       {"advantages", &SampleBatch::advantages},
       {"returns", &SampleBatch::returns},
+      {"loss_mask", &SampleBatch::loss_mask},
   }};
   return fields;
 }

@@ -44,6 +44,10 @@ struct SampleBatch {
   std::optional<std::vector<float>> values;          // critic's value at the position that produced token t
   std::optional<std::vector<float>> advantages;      // GAE advantage of token t
   std::optional<std::vector<float>> returns;         // value target of token t
+  // Which response tokens training learns: token t where loss_mask[t] is not 0 (a
+  // conversation's assistant turns, not the user and tool turns between them). Absent:
+  // every response token.
+  std::optional<std::vector<float>> loss_mask;
   // The actor's training step that sampled token t (0 on the prompt). Absent in shards
   // from before it was kept: every token then comes from the shard's meta.policy_step.
   // A sample deferred across iterations (overcommit) holds tokens of several steps.
@@ -69,6 +73,10 @@ struct SampleBatch {
   std::span<const std::int32_t> response(std::size_t i) const;
   // The response part of a per-token array (one of the members above).
   std::span<const float> response_of(const std::vector<float>& per_token, std::size_t i) const;
+  // Whether token t is learnt: a response token not masked out by loss_mask.
+  bool learnt(std::size_t i, std::size_t t) const {
+    return t >= response_begin(i) && t < end(i) && (!loss_mask || (*loss_mask)[t] != 0.0f);
+  }
 
   // Every broken invariant, each naming the dataset ("/offsets: ..."); empty when valid.
   std::vector<std::string> problems() const;
@@ -79,7 +87,7 @@ struct TokenArrayField {
   const char* path;  // "logprobs/actor"
   std::optional<std::vector<float>> SampleBatch::*member;
 };
-const std::array<TokenArrayField, 5>& token_array_fields();
+const std::array<TokenArrayField, 6>& token_array_fields();
 
 // The sizes a shard's datasets have, enough to check the layout without reading
 // the per-token data. problems() of a batch and the shard reader both use it.

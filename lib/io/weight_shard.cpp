@@ -49,8 +49,9 @@ struct WeightShardWriter::Impl {
   Impl(const std::filesystem::path& path, const WeightShardMeta& meta)
       : out(checked(path, meta)), file(h5::File::create(out.temp_path(), path.string())), meta_kind(meta.kind),
         meta_step(meta.step) {
-    if (meta.kind != "weights" && meta.kind != "optimizer") {
-      throw std::invalid_argument("WeightShardMeta::kind must be \"weights\" or \"optimizer\", not " + meta.kind);
+    if (meta.kind != "weights" && meta.kind != "optimizer" && meta.kind != "adapters") {
+      throw std::invalid_argument("WeightShardMeta::kind must be \"weights\", \"optimizer\" or \"adapters\", not " +
+                                  meta.kind);
     }
     write_header(file, kWeightsFormat, kWeightsVersion);
     file.set_attr("kind", meta.kind);
@@ -64,6 +65,7 @@ struct WeightShardWriter::Impl {
     file.set_attr("step", meta.step);
     file.set_attr("created_by", meta.created_by);
     if (!meta.made_from.empty()) file.set_attr("made_from", meta.made_from);
+    if (!meta.adapter_config.empty()) file.set_attr("adapter_config", meta.adapter_config);
   }
 };
 
@@ -119,8 +121,13 @@ struct WeightShardReader::Impl {
     const std::string& fname = file.name();
     auto int_attr = [&](const char* attr, std::int64_t dflt) { return file.attr_int(attr).value_or(dflt); };
     meta.kind = file.attr_string("kind").value_or("weights");
-    if (meta.kind != "weights" && meta.kind != "optimizer") {
-      throw InputError(fname, "attribute kind", "is \"" + meta.kind + "\", expected \"weights\" or \"optimizer\"");
+    if (meta.kind != "weights" && meta.kind != "optimizer" && meta.kind != "adapters") {
+      throw InputError(fname, "attribute kind",
+                       "is \"" + meta.kind + "\", expected \"weights\", \"optimizer\" or \"adapters\"");
+    }
+    meta.adapter_config = file.attr_string("adapter_config").value_or("");
+    if (meta.kind == "adapters" && parse_json_or_discarded(meta.adapter_config).is_discarded()) {
+      throw InputError(fname, "attribute adapter_config", "is missing or not valid JSON text");
     }
     meta.model_config = file.attr_string("model_config").value_or("");
     const json cfg = meta.model_config.empty() ? json() : parse_json_or_discarded(meta.model_config);

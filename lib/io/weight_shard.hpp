@@ -49,7 +49,7 @@ std::string shape_string(const Shape& shape);
 inline constexpr std::int64_t kMaxStep = (std::int64_t{1} << 53) - 1;
 
 struct WeightShardMeta {
-  std::string kind = "weights";   // "weights" or "optimizer"
+  std::string kind = "weights";   // "weights", "optimizer" or "adapters" (LoRA, checkpoint/adapters.hpp)
   std::string model_config;       // the Hugging Face config.json, as JSON text ("" = none)
   int layer_begin = 0;            // decoder layers [layer_begin, layer_end) are in this shard
   int layer_end = 0;
@@ -60,6 +60,7 @@ struct WeightShardMeta {
   std::int64_t step = 0;          // training step of the weights (optimizer: its step count), in [0, kMaxStep]
   std::string created_by;         // the command line that wrote it
   std::string made_from;          // what made it (io/fingerprint.hpp), JSON text ("" = not recorded)
+  std::string adapter_config;     // "adapters": their options and base checkpoint, as JSON text
 };
 
 // "<name>.exp_avg", "<name>.exp_avg_sq": the tensors of an optimizer-state file.

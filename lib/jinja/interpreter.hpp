@@ -73,6 +73,7 @@ class Interpreter {
   std::string out_;
   std::string* target_ = &out_;  // the text being written: out_, or a capture
   std::vector<Span> generation_;
+  std::vector<std::optional<Span>> item_spans_;  // one per opt_.tracked_items
   std::int64_t steps_ = 0;
   int depth_ = 0;
 };

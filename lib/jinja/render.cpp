@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace braid::jinja {
@@ -20,6 +21,13 @@ Error::Error(Kind kind, std::string origin, int line, int column, std::string co
       message_(std::move(message)) {}
 
 namespace {
+
+// The object a dict or list value is (its identity), else null.
+const void* identity(const Value& v) {
+  if (v.is_list()) return v.as_list().get();
+  if (v.is_dict() || v.is_namespace()) return v.as_dict().get();
+  return nullptr;
+}
 
 bool any_generation(const Body& body) {
   for (const auto& s : body) {
@@ -133,7 +141,8 @@ std::int64_t int_of(const Value& v) { return v.is_bool() ? std::int64_t(v.as_boo
 
 }  // namespace
 
-Interpreter::Interpreter(const std::string& origin, const RenderOptions& options) : origin_(origin), opt_(options) {}
+Interpreter::Interpreter(const std::string& origin, const RenderOptions& options)
+    : origin_(origin), opt_(options), item_spans_(options.tracked_items.size()) {}
 
 void Interpreter::fail(Where at, const std::string& construct, Error::Kind kind, const std::string& message) const {
   throw Error(kind, origin_, at.line, at.column, construct, message);
@@ -176,7 +185,7 @@ Rendered Interpreter::run(const Body& body, const Value& variables) {
   } catch (const LimitPassed& e) {
     throw Error(Error::limit, origin_, 0, 0, "", e.message);
   }
-  return {std::move(out_), std::move(generation_)};
+  return {std::move(out_), std::move(generation_), std::move(item_spans_)};
 }
 
 Value Interpreter::lookup(const std::string& name, const Scope& scope) const {
@@ -405,7 +414,20 @@ void Interpreter::exec_for(const Stmt& s, const std::shared_ptr<Scope>& scope) {
             return a.positional[static_cast<std::size_t>(i) % a.positional.size()];
           }));
     it->vars["loop"] = loop;
-    if (exec(s.body, it) == Flow::break_) break;
+    const Value& item = items[static_cast<std::size_t>(i)];
+    std::size_t tracked = opt_.tracked_items.size();
+    if (target_ == &out_ && identity(item)) {
+      for (tracked = 0; tracked < opt_.tracked_items.size(); ++tracked) {
+        if (identity(opt_.tracked_items[tracked]) == identity(item)) break;
+      }
+    }
+    const std::size_t begin = out_.size();
+    const Flow flow = exec(s.body, it);
+    if (tracked < item_spans_.size() && out_.size() > begin) {
+      auto& span = item_spans_[tracked];
+      span = span ? Span{std::min(span->begin, begin), out_.size()} : Span{begin, out_.size()};
+    }
+    if (flow == Flow::break_) break;
   }
 }
 

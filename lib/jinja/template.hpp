@@ -24,6 +24,7 @@
 #include <ctime>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -62,20 +63,28 @@ struct Limits {
   std::int64_t max_range = 100'000;                // items of range(), as jinja2's sandbox
 };
 
-struct RenderOptions {
-  Limits limits;
-  // The time strftime_now formats (local time, as datetime.now()); unset: now.
-  std::function<std::time_t()> now;
-};
-
 // Byte offsets [begin, end) of the text a {% generation %} block wrote.
 struct Span {
   std::size_t begin = 0, end = 0;
 };
 
+struct RenderOptions {
+  Limits limits;
+  // The time strftime_now formats (local time, as datetime.now()); unset: now.
+  std::function<std::time_t()> now;
+  // Items (dicts or lists, such as the messages passed) whose text is wanted: see
+  // Rendered::item_spans.
+  std::vector<Value> tracked_items;
+};
+
 struct Rendered {
   std::string text;
   std::vector<Span> generation;
+  // One per RenderOptions::tracked_items: the bytes written into the output (not into a
+  // {% set %} block) while a {% for %} loop's current item was that very item (the same
+  // object, not an equal one; a slice such as messages[1:] holds the same objects),
+  // from the first such byte to the last; nullopt when none was written.
+  std::vector<std::optional<Span>> item_spans;
 };
 
 class Template {

@@ -6,15 +6,25 @@
 //   weights       parameter_count · size of --dtype (the compute copy)
 //   gradients     parameter_count · 4 (f32, one contiguous buffer; every model has one,
 //                 a model that only scores too)
-//   rotary tables max_position_embeddings · head_dim · 4 (cos and sin)
+//   rotary tables max_position_embeddings · head_dim · 4 (cos and sin; twice for gemma3's
+//                 sliding layers' own RoPE)
 //   optimizer     AdamW: two f32 moments, plus an f32 master copy when the weights are bf16
+//                 (LoRA: two moments of each f32 adapter parameter, the base frozen)
+//   adapters      LoRA: adapter parameters · 8 (f32 values and gradients); per token and
+//                 slot rank · adapters of a layer, and rank more in training
 //   activations   model::make_activations of the largest micro-batch (lib/model/activations.cpp):
-//                 per token and layer (training keeps every layer, scoring one slot)
+//                 per token and layer (training keeps every layer, scoring one slot; with
+//                 recompute k the layers not recomputed and one shared slot, and the residual
+//                 per token and layer D + one D per slot)
 //                 2D (residual, training; D scoring) + 2D (norms) + 2 (rstd) + qkv + H·hd
 //                 (attention out) + H (log-sum-exp) + 3I (gate, up, SwiGLU out), in f32; then
 //                 the last stage's D + 1 per token, D + vocab (LM head) per sequence, and in
-//                 training the backward's 3D + qkv + H·hd + 3I per token
-//   LM-head chunk rl::ChunkedLmHead: chunk_rows · vocab logits + 3 · chunk_rows, in f32
+//                 training the backward's 3D + qkv + H·hd + 3I per token; q/k norms (qwen3,
+//                 gemma3): qkv (training) + H + KV per token and layer; Gemma's norms after
+//                 attention and the MLP: 2D + 2 per token and layer, D per token (and D more
+//                 in training); biases: 1 per token (a column of ones)
+//   LM-head chunk rl::ChunkedLmHead: chunk_rows · vocab logits (twice with a final
+//                 soft-cap) + 3 · chunk_rows, in f32
 //   loss rows     the objective's per-token device arrays (f32 or i32; each grows to at most
 //                 twice the largest micro-batch)
 //
@@ -83,7 +93,8 @@ struct TrainedModel {
   int loss_rows = 0;                     // per-token device arrays of the objective
 };
 // The models trained together (PPO: actor and critic, both resident), micro_tokens each.
-Prediction predict_training(const std::vector<TrainedModel>& models, std::int64_t micro_tokens);
+// recompute: model::ActivationOptions::recompute (--recompute).
+Prediction predict_training(const std::vector<TrainedModel>& models, std::int64_t micro_tokens, int recompute = 0);
 
 // One model a scoring run passes over (braid-score's reference, critic, reward model; or
 // DPO's reference before training): model, inference activations of the largest
@@ -103,7 +114,9 @@ Prediction predict_scoring(const std::vector<ScoredModel>& models, MicroBatchSha
 // ---- before loading ----------------------------------------------------------------------
 // The model a checkpoint (a file, stage files or tp files, as checkpoint::open_model takes
 // them) would be built as, from its config and tensor names alone: no weight is read.
-ModelSpec peek_checkpoint(const std::string& spec, const std::string& role, backend::DType dtype);
+// An adapter file: its base with the file's adapters; `lora`: adapters put on a base.
+ModelSpec peek_checkpoint(const std::string& spec, const std::string& role, backend::DType dtype,
+                          const model::LoraOptions& lora = {});
 
 // InputError("--device NAME", "device memory", …) naming every part of `p`, its total, the
 // free memory and `advice` (what to change) when p.total() > mem.free; nothing otherwise.

@@ -5,6 +5,7 @@
 
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 namespace braid::model {
 
@@ -21,7 +22,18 @@ BasicActivations<T> BasicModel<T>::make_activations(const ActivationOptions& o) 
   a->max_tokens = o.max_tokens;
   a->max_seqs = o.max_sequences;
   a->layers = m.layers();
-  a->slots = o.training ? m.layers() : 1;
+  if (o.recompute < 0) throw std::invalid_argument("make_activations: recompute must be >= 0");
+  a->slots = 1;
+  if (o.training) {
+    int kept = 0;
+    for (int l = 0; l < m.layers(); ++l) {
+      const bool again = recomputed_layer(m.begin + l, o.recompute);
+      a->recompute.push_back(again);
+      a->slot_of.push_back(again ? -1 : kept++);
+    }
+    a->slots = kept + (kept < m.layers() ? 1 : 0);
+    for (int& s : a->slot_of) if (s < 0) s = kept;   // the recomputed layers' shared slot
+  }
   a->D = c.hidden_size;
   // This tp rank's share of the heads and intermediate units (all of them at tp 1).
   a->QKV = int(m.qkv_rows());
@@ -39,7 +51,7 @@ BasicActivations<T> BasicModel<T>::make_activations(const ActivationOptions& o) 
   a->tokens = backend::Buffer<std::int32_t>(be, N);
   a->pos = backend::Buffer<std::int32_t>(be, N);
   a->step = backend::Buffer<std::int32_t>(be, 5 * N);
-  a->resid = backend::Buffer<T>(be, (o.training ? 2 * S + 1 : 1) * N * D);
+  a->resid = backend::Buffer<T>(be, (o.training ? std::size_t(m.layers()) + 1 + S : 1) * N * D);
   a->ln1 = backend::Buffer<T>(be, S * N * D);
   a->rstd1 = backend::Buffer<T>(be, S * N);
   a->qkv = backend::Buffer<T>(be, S * N * std::size_t(a->QKV));
@@ -49,6 +61,26 @@ BasicActivations<T> BasicModel<T>::make_activations(const ActivationOptions& o) 
   a->rstd2 = backend::Buffer<T>(be, S * N);
   a->gate_up = backend::Buffer<T>(be, S * N * 2 * std::size_t(a->I));
   a->act = backend::Buffer<T>(be, S * N * std::size_t(a->I));
+  if (c.qk_norm) {
+    if (o.training) a->qkv_pre = backend::Buffer<T>(be, S * N * std::size_t(a->QKV));
+    a->qk_rstd = backend::Buffer<T>(be, S * N * std::size_t(m.heads + m.kv_heads));
+  }
+  if (c.sandwich_norms) {
+    a->attn_out = backend::Buffer<T>(be, S * N * D);
+    a->rstd_ao = backend::Buffer<T>(be, S * N);
+    a->mlp_out = backend::Buffer<T>(be, S * N * D);
+    a->rstd_mo = backend::Buffer<T>(be, S * N);
+    a->normed = backend::Buffer<T>(be, N * D);
+  }
+  if (m.lora_cols > 0) {
+    a->lora_u = backend::Buffer<T>(be, S * N * std::size_t(m.lora_cols));
+    if (o.training) a->lora_du = backend::Buffer<T>(be, N * std::size_t(m.opt.lora.rank));
+  }
+  if (m.biased()) {
+    a->ones = backend::Buffer<T>(be, N);
+    const std::vector<T> one(N, T(1));
+    be.copy_to_device(a->ones.data(), one.data(), N * sizeof(T));
+  }
   if (m.last()) {
     a->final_out = backend::Buffer<T>(be, N * D);
     a->final_rstd = backend::Buffer<T>(be, N);
@@ -63,6 +95,8 @@ BasicActivations<T> BasicModel<T>::make_activations(const ActivationOptions& o) 
     a->d_att = backend::Buffer<T>(be, N * std::size_t(a->HD));
     a->d_gate_up = backend::Buffer<T>(be, N * 2 * std::size_t(a->I));
     a->d_act = backend::Buffer<T>(be, N * std::size_t(a->I));
+    if (c.sandwich_norms) a->d_norm_out = backend::Buffer<T>(be, N * D);
+    if (c.qk_norm && m.tp_split()) a->d_qk_norm = backend::Buffer<T>(be, 2 * std::size_t(c.head_dim()));
   }
   return BasicActivations<T>(std::move(a));
 }

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -18,49 +19,95 @@ struct LayerIo {
   T* out;      // after the MLP (may alias mid)
 };
 
-// One decoder layer. attend(qkv, att, lse) runs attention on the layer's q|k|v rows.
+// y[n × dim] (rows ld apart) += the bias in every row: a product with the activations' column
+// of ones, so that it runs on any backend and with the bias stored as any weight type.
+template <typename T>
+void add_bias(const typename BasicModel<T>::Impl& m, const typename BasicActivations<T>::Impl& a, backend::Weights bias,
+              std::int64_t n, std::int64_t dim, T* y, std::int64_t ld) {
+  m.ops->gemm(false, false, n, dim, 1, T(1), a.ones.data(), 1, bias, dim, T(1), y, ld);
+}
+
+// A row-parallel product into the residual stream: out = in + y·Wᵀ (+ bias), the sum over the
+// tp ranks made by one all-reduce (tp rank 0 adds the residual and the bias, every rank its
+// part). With a norm on the product's output (Gemma), that output is summed first, kept in
+// `pre` with its rstd for the backward, normalised, and then added to the residual.
+template <typename T>
+void residual_product(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, int l,
+                      LoraSite site, const T* y, std::int64_t k, backend::Weights w, backend::Weights bias, backend::Weights out_norm,
+                      const T* in, T* out, T* pre, T* pre_rstd) {
+  const std::int64_t N = a.n, D = a.D;
+  const bool lead = m.tp().rank == 0;
+  if (!out_norm) {
+    if (lead && out != in) m.be->copy(out, in, std::size_t(N * D) * sizeof(T));
+    m.ops->gemm(false, true, N, D, k, T(1), y, k, w, k, lead ? T(1) : T(0), out, D);
+    lora_forward<T>(m, a, l, site, y, k, out, D);
+    if (bias && lead) add_bias<T>(m, a, bias, N, D, out, D);
+    tp_all_reduce(*m.be, m.tp(), out, N * D);
+    return;
+  }
+  m.ops->gemm(false, true, N, D, k, T(1), y, k, w, k, T(0), pre, D);
+  lora_forward<T>(m, a, l, site, y, k, pre, D);
+  if (bias && lead) add_bias<T>(m, a, bias, N, D, pre, D);
+  tp_all_reduce(*m.be, m.tp(), pre, N * D);
+  m.ops->rmsnorm_forward(pre, out_norm, m.norm_shape(N, D), a.normed.data(), pre_rstd);
+  if (out != in) m.be->copy(out, in, std::size_t(N * D) * sizeof(T));
+  m.ops->axpy(N * D, T(1), a.normed.data(), out);
+}
+
+// One decoder layer. attend(dims, qkv, att, lse) runs attention on the layer's q|k|v rows.
 template <typename T, typename Attend>
 void layer_forward(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, int l,
                    LayerIo<T> io, Attend&& attend) {
   backend::Ops<T>& ops = *m.ops;
   const LayerWeights<backend::Weights>& w = m.w[std::size_t(l)];
   const ModelConfig& c = m.cfg;
-  const std::int64_t N = a.n, D = a.D, QKV = a.QKV, HD = a.HD, I = a.I;
+  const std::int64_t N = a.n, D = a.D, QKV = a.QKV, HD = a.HD, I = a.I, M = a.max_tokens;
   const std::int64_t s = a.slot(l);
-  T* ln1 = a.ln1.data() + s * a.max_tokens * D;
-  T* rstd1 = a.rstd1.data() + s * a.max_tokens;
-  T* qkv = a.qkv.data() + s * a.max_tokens * QKV;
-  T* att = a.att.data() + s * a.max_tokens * HD;
-  T* lse = a.lse.data() + s * a.max_tokens * a.H;
-  T* ln2 = a.ln2.data() + s * a.max_tokens * D;
-  T* rstd2 = a.rstd2.data() + s * a.max_tokens;
-  T* gu = a.gate_up.data() + s * a.max_tokens * 2 * I;
-  T* act = a.act.data() + s * a.max_tokens * I;
+  T* ln1 = a.ln1.data() + s * M * D;
+  T* rstd1 = a.rstd1.data() + s * M;
+  T* qkv = a.qkv.data() + s * M * QKV;
+  T* att = a.att.data() + s * M * HD;
+  T* lse = a.lse.data() + s * M * a.H;
+  T* ln2 = a.ln2.data() + s * M * D;
+  T* rstd2 = a.rstd2.data() + s * M;
+  T* gu = a.gate_up.data() + s * M * 2 * I;
+  T* act = a.act.data() + s * M * I;
 
-  ops.rmsnorm_forward(io.x, w.ln1, N, D, c.rms_norm_eps, ln1, rstd1);
+  ops.rmsnorm_forward(io.x, w.ln1, m.norm_shape(N, D), ln1, rstd1);
   ops.gemm(false, true, N, QKV, D, T(1), ln1, D, w.qkv, D, T(0), qkv, QKV);
+  lora_forward<T>(m, a, l, LoraSite::qkv, ln1, D, qkv, QKV);
+  if (w.qkv_bias) add_bias<T>(m, a, w.qkv_bias, N, QKV, qkv, QKV);
   const int hd = c.head_dim();
+  if (c.qk_norm) {
+    // Each head of q and of k normalised (Qwen3, Gemma 3); training keeps what came in.
+    const T* in = qkv;
+    if (a.training) {
+      T* pre = a.qkv_pre.data() + s * M * QKV;
+      m.be->copy(pre, qkv, std::size_t(N * QKV) * sizeof(T));
+      in = pre;
+    }
+    T* rstd = a.qk_rstd.data() + s * M * (m.heads + m.kv_heads);
+    const std::int64_t k_off = std::int64_t(m.heads) * hd;
+    ops.rmsnorm_forward(in, w.q_norm, m.head_norm(N, false, QKV), qkv, rstd);
+    ops.rmsnorm_forward(in + k_off, w.k_norm, m.head_norm(N, true, QKV), qkv + k_off, rstd + N * m.heads);
+  }
   // The query heads and then the key heads, adjacent in a qkv row: one call rotates both.
-  ops.rope(qkv, N, QKV, m.heads + m.kv_heads, hd, a.pos_ptr, m.cos.data(), m.sin.data(), false);
-  attend(qkv, att, lse);
-  // Row-parallel out-projection: every tp rank adds its heads' part, tp rank 0 also the
-  // residual, and one all-reduce makes the sum (a no-op at tp 1).
-  const bool lead = m.tp().rank == 0;
-  if (lead && io.mid != io.x) m.be->copy(io.mid, io.x, std::size_t(N * D) * sizeof(T));
-  ops.gemm(false, true, N, D, HD, T(1), att, HD, w.o, HD, lead ? T(1) : T(0), io.mid, D);
-  tp_all_reduce(*m.be, m.tp(), io.mid, N * D);
+  const auto [rope_cos, rope_sin] = m.rope_tables(l);
+  ops.rope(qkv, N, QKV, m.heads + m.kv_heads, hd, a.pos_ptr, rope_cos, rope_sin, false);
+  attend(m.attention_dims(l, QKV, QKV), qkv, att, lse);
+  residual_product<T>(m, a, l, LoraSite::o, att, HD, w.o, w.o_bias, w.attn_norm, io.x, io.mid,
+                      c.sandwich_norms ? a.attn_out.data() + s * M * D : nullptr,
+                      c.sandwich_norms ? a.rstd_ao.data() + s * M : nullptr);
 
-  ops.rmsnorm_forward(io.mid, w.ln2, N, D, c.rms_norm_eps, ln2, rstd2);
+  ops.rmsnorm_forward(io.mid, w.ln2, m.norm_shape(N, D), ln2, rstd2);
   ops.gemm(false, true, N, 2 * I, D, T(1), ln2, D, w.gate_up, D, T(0), gu, 2 * I);
-  ops.swiglu_forward(gu, N, I, act);
-  if (lead && io.out != io.mid) m.be->copy(io.out, io.mid, std::size_t(N * D) * sizeof(T));
-  ops.gemm(false, true, N, D, I, T(1), act, I, w.down, I, lead ? T(1) : T(0), io.out, D);
-  tp_all_reduce(*m.be, m.tp(), io.out, N * D);
-}
-
-template <typename T>
-backend::AttentionDims dims_of(const typename BasicModel<T>::Impl& m, std::int64_t q_stride, std::int64_t kv_stride) {
-  return {m.heads, m.kv_heads, m.cfg.head_dim(), q_stride, kv_stride};
+  lora_forward<T>(m, a, l, LoraSite::gate_up, ln2, D, gu, 2 * I);
+  if (w.gate_up_bias) add_bias<T>(m, a, w.gate_up_bias, N, 2 * I, gu, 2 * I);
+  if (c.hidden_act == Activation::gelu_tanh) ops.geglu_forward(gu, N, I, act);
+  else ops.swiglu_forward(gu, N, I, act);
+  residual_product<T>(m, a, l, LoraSite::down, act, I, w.down, w.down_bias, w.mlp_norm, io.mid, io.out,
+                      c.sandwich_norms ? a.mlp_out.data() + s * M * D : nullptr,
+                      c.sandwich_norms ? a.rstd_mo.data() + s * M : nullptr);
 }
 
 template <typename T>
@@ -71,6 +118,13 @@ void check_tokens(const typename BasicModel<T>::Impl& m, std::span<const std::in
     if (tokens[i] < 0 || tokens[i] >= m.cfg.vocab_size)
       throw std::invalid_argument(
           fmt::format("forward: token {} at row {} is outside the vocabulary of {}", tokens[i], i, m.cfg.vocab_size));
+}
+
+// Gemma's embeddings are scaled by √hidden_size (as transformers, the factor rounded to the
+// activations' type).
+template <typename T>
+void scale_embeddings(const typename BasicModel<T>::Impl& m, std::int64_t N, T* x) {
+  if (m.cfg.scale_embeddings) m.ops->scale(N * m.cfg.hidden_size, T(std::sqrt(double(m.cfg.hidden_size))), x);
 }
 
 // x[N × D] = the embedding rows of the tokens. Vocabulary-parallel under tp: each rank
@@ -85,6 +139,7 @@ void embed(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::
   if (!m.tp_split()) {
     m.be->copy_to_device(a.tokens.data(), tokens.data(), std::size_t(N) * sizeof(std::int32_t));
     m.ops->embedding_forward(a.tokens.data(), N, m.embed, D, x);
+    scale_embeddings<T>(m, N, x);
     return;
   }
   std::vector<std::int32_t> local(static_cast<std::size_t>(N));
@@ -105,9 +160,20 @@ void embed(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::
   }
   if (N > done) m.be->fill_zero(x + done * D, std::size_t((N - done) * D) * sizeof(T));
   tp_all_reduce(*m.be, m.tp(), x, N * D);
+  scale_embeddings<T>(m, N, x);
 }
 
 }  // namespace
+
+template <typename T>
+void layer_forward_packed(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, int l) {
+  const std::int64_t k_off = std::int64_t(m.heads) * m.cfg.head_dim();
+  const std::int64_t v_off = k_off + std::int64_t(m.kv_heads) * m.cfg.head_dim();
+  layer_forward<T>(m, a, l, LayerIo<T>{a.in_at(l), a.mid_at(l), a.in_at(l + 1)},
+                   [&](const backend::AttentionDims& dims, T* qkv, T* att, T* lse) {
+                     m.ops->attention_forward(dims, a.segs, qkv, qkv + k_off, qkv + v_off, att, lse);
+                   });
+}
 
 template <typename T>
 void BasicModel<T>::forward(const Batch& batch, BasicActivations<T>& acts) const {
@@ -139,19 +205,20 @@ void BasicModel<T>::forward(const Batch& batch, BasicActivations<T>& acts) const
   const std::int64_t D = a.D;
   T* x = a.resid_at(0);
   if (m.first()) embed<T>(m, a, batch.tokens, N, x);
-  const auto dims = dims_of<T>(m, a.QKV, a.QKV);
   const std::int64_t k_off = std::int64_t(m.heads) * m.cfg.head_dim();
   const std::int64_t v_off = k_off + std::int64_t(m.kv_heads) * m.cfg.head_dim();
   for (int l = 0; l < m.layers(); ++l) {
-    LayerIo<T> io{x, x, x};
-    if (a.training) io = {a.resid_at(2 * l), a.resid_at(2 * l + 1), a.resid_at(2 * l + 2)};
-    layer_forward<T>(m, a, l, io, [&](T* qkv, T* att, T* lse) {
+    if (a.training) {
+      layer_forward_packed<T>(m, a, l);
+      x = a.in_at(l + 1);
+      continue;
+    }
+    layer_forward<T>(m, a, l, LayerIo<T>{x, x, x}, [&](const backend::AttentionDims& dims, T* qkv, T* att, T* lse) {
       m.ops->attention_forward(dims, a.segs, qkv, qkv + k_off, qkv + v_off, att, lse);
     });
-    x = io.out;
   }
   if (m.last()) {
-    m.ops->rmsnorm_forward(x, m.norm, N, D, m.cfg.rms_norm_eps, a.final_out.data(), a.final_rstd.data());
+    m.ops->rmsnorm_forward(x, m.norm, m.norm_shape(N, D), a.final_out.data(), a.final_rstd.data());
     a.output_ptr = a.final_out.data();
   } else {
     a.output_ptr = x;
@@ -266,17 +333,20 @@ void BasicModel<T>::run_cached(BasicKVCache<T>& cache, BasicActivations<T>& acts
   const std::int64_t N = a.n, n_seg = a.n_seg, D = a.D, row = kv.row;
   T* x = a.resid_at(0);  // in place through every layer
   if (m.first()) {
-    if (m.tp_split()) embed<T>(m, a, a.host_tokens, N, x);
-    else m.ops->embedding_forward(a.step_at(0), N, m.embed, D, x);
+    if (m.tp_split()) {
+      embed<T>(m, a, a.host_tokens, N, x);
+    } else {
+      m.ops->embedding_forward(a.step_at(0), N, m.embed, D, x);
+      scale_embeddings<T>(m, N, x);
+    }
   }
-  const auto dims = dims_of<T>(m, a.QKV, a.QKV);
   const std::int64_t k_off = std::int64_t(m.heads) * m.cfg.head_dim();
   const std::int64_t v_off = k_off + row;
   const backend::PagedRows paged{.block_tables = kv.tables.data(), .max_blocks = kv.max_blocks,
                                  .row_seq = a.step_at(3), .row_ctx = a.step_at(4), .max_context = kv.max_len};
   for (int l = 0; l < m.layers(); ++l) {
     const backend::PagedKV layer = kv.layer(l);
-    layer_forward<T>(m, a, l, LayerIo<T>{x, x, x}, [&](T* qkv, T* att, T* lse) {
+    layer_forward<T>(m, a, l, LayerIo<T>{x, x, x}, [&](const backend::AttentionDims& dims, T* qkv, T* att, T* lse) {
       m.ops->paged_kv_write(N, qkv + k_off, qkv + v_off, a.QKV, a.step_at(2), layer);
       if (!a.segs.empty()) m.ops->attention_forward(dims, a.segs, qkv, qkv + k_off, qkv + v_off, att, lse);
       if (a.paged_rows > 0 || a.all_decode) m.ops->paged_attention(dims, N, qkv, layer, paged, att);
@@ -294,7 +364,7 @@ void BasicModel<T>::run_cached(BasicKVCache<T>& cache, BasicActivations<T>& acts
       }
       last = a.last_rows.data();
     }
-    m.ops->rmsnorm_forward(last, m.norm, rows, D, m.cfg.rms_norm_eps, a.final_out.data(), a.final_rstd.data());
+    m.ops->rmsnorm_forward(last, m.norm, m.norm_shape(rows, D), a.final_out.data(), a.final_rstd.data());
     if (a.has_logits) lm_logits(a.final_out.data(), rows, a.logits.data());
     a.output_ptr = a.final_out.data();
     a.n_out = rows;
@@ -305,6 +375,8 @@ void BasicModel<T>::run_cached(BasicKVCache<T>& cache, BasicActivations<T>& acts
   a.last_was_training_forward = false;
 }
 
+template void layer_forward_packed<float>(const BasicModel<float>::Impl&, BasicActivations<float>::Impl&, int);
+template void layer_forward_packed<double>(const BasicModel<double>::Impl&, BasicActivations<double>::Impl&, int);
 template void BasicModel<float>::forward(const Batch&, BasicActivations<float>&) const;
 template void BasicModel<double>::forward(const Batch&, BasicActivations<double>&) const;
 template void BasicModel<float>::forward_cached(std::span<const std::int32_t>, std::span<const Segment>,

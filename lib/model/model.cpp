@@ -15,15 +15,11 @@
 namespace braid::model {
 namespace {
 
-struct Layout {
-  std::string name;
-  std::vector<std::int64_t> shape;   // this tp rank's slice
-  int layer;
-  std::vector<std::int64_t> full_shape{};
-  TpSlice slice{};
-};
+using Layout = TensorInfo;
 
-// The stage's tensors in storage order. Within a layer q, k, v and gate, up are adjacent.
+// The stage's tensors in storage order. Within a layer q, k, v and gate, up are adjacent, and
+// so are their biases. The pieces of other families come where they act; a Llama stage's
+// order is Llama's (input norm, q, k, v, o, norm, gate, up, down).
 std::vector<Layout> layout(const ModelConfig& c, const ModelOptions& o, int begin, int end) {
   const std::int64_t D = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const std::int64_t hd = c.head_dim(), H = c.num_attention_heads, KV = c.num_key_value_heads;
@@ -37,16 +33,34 @@ std::vector<Layout> layout(const ModelConfig& c, const ModelOptions& o, int begi
     out.push_back({p + "self_attn.q_proj.weight", {H * hd, D}, l});
     out.push_back({p + "self_attn.k_proj.weight", {KV * hd, D}, l});
     out.push_back({p + "self_attn.v_proj.weight", {KV * hd, D}, l});
+    if (c.qkv_bias) {
+      out.push_back({p + "self_attn.q_proj.bias", {H * hd}, l});
+      out.push_back({p + "self_attn.k_proj.bias", {KV * hd}, l});
+      out.push_back({p + "self_attn.v_proj.bias", {KV * hd}, l});
+    }
+    if (c.qk_norm) {
+      out.push_back({p + "self_attn.q_norm.weight", {hd}, l});
+      out.push_back({p + "self_attn.k_norm.weight", {hd}, l});
+    }
     out.push_back({p + "self_attn.o_proj.weight", {D, H * hd}, l});
+    if (c.o_bias) out.push_back({p + "self_attn.o_proj.bias", {D}, l});
     out.push_back({p + "post_attention_layernorm.weight", {D}, l});
+    if (c.sandwich_norms) out.push_back({p + "pre_feedforward_layernorm.weight", {D}, l});
     out.push_back({p + "mlp.gate_proj.weight", {I, D}, l});
     out.push_back({p + "mlp.up_proj.weight", {I, D}, l});
+    if (c.mlp_bias) {
+      out.push_back({p + "mlp.gate_proj.bias", {I}, l});
+      out.push_back({p + "mlp.up_proj.bias", {I}, l});
+    }
     out.push_back({p + "mlp.down_proj.weight", {D, I}, l});
+    if (c.mlp_bias) out.push_back({p + "mlp.down_proj.bias", {D}, l});
+    if (c.sandwich_norms) out.push_back({p + "post_feedforward_layernorm.weight", {D}, l});
   }
   if (last) {
     out.push_back({"model.norm.weight", {D}, -1});
     if (o.lm_head && !c.tie_word_embeddings) out.push_back({"lm_head.weight", {V, D}, -1});
     if (o.value_head) out.push_back({"score.weight", {1, D}, -1});
+    if (o.value_head && o.value_bias) out.push_back({"score.bias", {1}, -1});
   }
   // Tensor parallelism: each rank holds a slice along one axis (model/tensor_parallel.hpp).
   for (Layout& t : out) {
@@ -63,11 +77,25 @@ std::uint64_t name_stream(const std::string& s) {
   return h;
 }
 
+std::int64_t largest_tensor(const std::vector<Layout>& lay) {
+  std::int64_t most = 0;
+  for (const Layout& t : lay) {
+    std::int64_t k = 1;
+    for (auto d : t.shape) k *= d;
+    most = std::max(most, k);
+  }
+  return most;
+}
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
+
+std::vector<TensorInfo> tensor_layout(const ModelConfig& cfg, const ModelOptions& opt) {
+  return layout(cfg, opt, opt.layers.begin, opt.layers.end < 0 ? cfg.num_hidden_layers : opt.layers.end);
+}
 
 std::int64_t parameter_count(const ModelConfig& cfg, const ModelOptions& opt) {
   const int end = opt.layers.end < 0 ? cfg.num_hidden_layers : opt.layers.end;
@@ -78,13 +106,6 @@ std::int64_t parameter_count(const ModelConfig& cfg, const ModelOptions& opt) {
     n += k;
   }
   return n;
-}
-
-std::vector<TensorShape> tensor_shapes(const ModelConfig& cfg, const ModelOptions& opt) {
-  const int end = opt.layers.end < 0 ? cfg.num_hidden_layers : opt.layers.end;
-  std::vector<TensorShape> out;
-  for (Layout& t : layout(cfg, opt, opt.layers.begin, end)) out.push_back({std::move(t.name), std::move(t.shape)});
-  return out;
 }
 
 template <typename T>
@@ -101,8 +122,9 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
     throw std::invalid_argument(fmt::format("layer range [{}, {}) is not inside a model of {} layers", m.begin,
                                             m.end, cfg.num_hidden_layers));
   if (cfg.hidden_size <= 0 || cfg.num_attention_heads <= 0 || cfg.num_key_value_heads <= 0 ||
-      cfg.num_attention_heads % cfg.num_key_value_heads != 0 || cfg.hidden_size % cfg.num_attention_heads != 0 ||
-      cfg.head_dim() % 2 != 0)
+      cfg.num_attention_heads % cfg.num_key_value_heads != 0 ||
+      (cfg.head_dim_override == 0 && cfg.hidden_size % cfg.num_attention_heads != 0) || cfg.head_dim() % 2 != 0 ||
+      (cfg.sliding_window > 0 && int(cfg.sliding_layers.size()) != cfg.num_hidden_layers))
     throw std::invalid_argument("model config has inconsistent head counts or sizes");
   check_tensor_parallel(cfg, opt.tp.size);
   if (opt.tp.rank < 0 || opt.tp.rank >= opt.tp.size)
@@ -135,10 +157,13 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
   const std::size_t elem = backend::dtype_size(m.opt.dtype);
   m.count = total;
   m.params = backend::Buffer<std::byte>(be, std::size_t(total) * elem);
-  m.grads = backend::Buffer<T>(be, std::size_t(total));
+  // A frozen base (LoRA) has no gradients: what the backward and the heads still write for
+  // its tensors goes to one scratch of the largest tensor's size, shared and never read.
+  const bool frozen = opt.lora.enabled();
+  m.grads = backend::Buffer<T>(be, std::size_t(frozen ? largest_tensor(lay) : total));
   std::int64_t off = 0;
   for (const Layout& t : lay) {
-    Tensor<T> x{t.name, t.shape, nullptr, m.grads.data() + off, 1, t.layer};
+    Tensor<T> x{t.name, t.shape, nullptr, m.grads.data() + (frozen ? 0 : off), 1, t.layer};
     x.dtype = m.opt.dtype;
     x.full_shape = t.full_shape;
     x.slice = t.slice;
@@ -160,10 +185,19 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
       auto set = [&](backend::Weights& wp, T*& gp) { wp = wt; gp = t.grad; };
       if (ends_with(t.name, "input_layernorm.weight")) set(w.ln1, g.ln1);
       else if (ends_with(t.name, "q_proj.weight")) set(w.qkv, g.qkv);
+      else if (ends_with(t.name, "q_proj.bias")) set(w.qkv_bias, g.qkv_bias);
+      else if (ends_with(t.name, "q_norm.weight")) set(w.q_norm, g.q_norm);
+      else if (ends_with(t.name, "k_norm.weight")) set(w.k_norm, g.k_norm);
       else if (ends_with(t.name, "o_proj.weight")) set(w.o, g.o);
+      else if (ends_with(t.name, "o_proj.bias")) set(w.o_bias, g.o_bias);
+      else if (ends_with(t.name, "post_attention_layernorm.weight") && cfg.sandwich_norms) set(w.attn_norm, g.attn_norm);
       else if (ends_with(t.name, "post_attention_layernorm.weight")) set(w.ln2, g.ln2);
+      else if (ends_with(t.name, "pre_feedforward_layernorm.weight")) set(w.ln2, g.ln2);
       else if (ends_with(t.name, "gate_proj.weight")) set(w.gate_up, g.gate_up);
+      else if (ends_with(t.name, "gate_proj.bias")) set(w.gate_up_bias, g.gate_up_bias);
       else if (ends_with(t.name, "down_proj.weight")) set(w.down, g.down);
+      else if (ends_with(t.name, "down_proj.bias")) set(w.down_bias, g.down_bias);
+      else if (ends_with(t.name, "post_feedforward_layernorm.weight")) set(w.mlp_norm, g.mlp_norm);
     } else if (t.name == "model.embed_tokens.weight") {
       m.embed = wt;
       m.embed_g = t.grad;
@@ -176,6 +210,9 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
     } else if (t.name == "score.weight") {
       m.score = wt;
       m.score_g = t.grad;
+    } else if (t.name == "score.bias") {
+      m.score_bias = wt;
+      m.score_bias_g = t.grad;
     }
   }
   if (m.last() && opt.lm_head && cfg.tie_word_embeddings) {
@@ -187,20 +224,27 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
     if (!(m.last() && opt.lm_head && cfg.tie_word_embeddings)) { m.embed = {}; m.embed_g = nullptr; }
   }
 
-  // Rotary tables in double from Hugging Face's inv_freq (θ^(−2j/d), rope_scaling applied).
-  const int half = cfg.head_dim() / 2;
-  const std::int64_t P = cfg.max_position_embeddings;
-  const std::vector<double> inv_freq = rope_inv_freq(cfg);
-  std::vector<T> c(std::size_t(P * half)), s(std::size_t(P * half));
-  for (std::int64_t p = 0; p < P; ++p)
-    for (int j = 0; j < half; ++j) {
-      c[std::size_t(p * half + j)] = T(std::cos(double(p) * inv_freq[std::size_t(j)]));
-      s[std::size_t(p * half + j)] = T(std::sin(double(p) * inv_freq[std::size_t(j)]));
-    }
-  m.cos = backend::Buffer<T>(be, c.size());
-  m.sin = backend::Buffer<T>(be, s.size());
-  be.copy_to_device(m.cos.data(), c.data(), c.size() * sizeof(T));
-  be.copy_to_device(m.sin.data(), s.data(), s.size() * sizeof(T));
+  // Rotary tables in double from Hugging Face's inv_freq (θ^(−2j/d), rope_scaling applied),
+  // times the rope's attention factor (yarn): cos and sin of every position.
+  auto tables = [&](bool local, backend::Buffer<T>& cos_out, backend::Buffer<T>& sin_out) {
+    const int half = cfg.head_dim() / 2;
+    const std::int64_t P = cfg.max_position_embeddings;
+    const std::vector<double> inv_freq = rope_inv_freq(cfg, local);
+    const double factor = rope_attention_factor(cfg, local);
+    std::vector<T> c(std::size_t(P * half)), s(std::size_t(P * half));
+    for (std::int64_t p = 0; p < P; ++p)
+      for (int j = 0; j < half; ++j) {
+        c[std::size_t(p * half + j)] = T(std::cos(double(p) * inv_freq[std::size_t(j)]) * factor);
+        s[std::size_t(p * half + j)] = T(std::sin(double(p) * inv_freq[std::size_t(j)]) * factor);
+      }
+    cos_out = backend::Buffer<T>(be, c.size());
+    sin_out = backend::Buffer<T>(be, s.size());
+    be.copy_to_device(cos_out.data(), c.data(), c.size() * sizeof(T));
+    be.copy_to_device(sin_out.data(), s.data(), s.size() * sizeof(T));
+  };
+  tables(false, m.cos, m.sin);
+  if (cfg.has_local_rope() && cfg.sliding_window > 0) tables(true, m.cos_local, m.sin_local);
+  build_lora<T>(m);
 }
 
 template <typename T> BasicModel<T>::~BasicModel() = default;
@@ -270,8 +314,10 @@ void BasicModel<T>::init_random(std::uint64_t seed, double std) {
   std::vector<T> host;
   for (Tensor<T>& t : m.tensors) {
     host.assign(std::size_t(t.numel), T(0));
-    if (t.shape.size() == 1) {
-      std::fill(host.begin(), host.end(), T(1));
+    if (ends_with(t.name, ".bias")) {
+      // zeros
+    } else if (t.shape.size() == 1) {
+      std::fill(host.begin(), host.end(), T(1.0 - m.cfg.norm_weight_offset));   // a gain of one
     } else {
       // The whole tensor's values, then this rank's slice: the same weights at any tp.
       std::int64_t full = 1;
@@ -286,7 +332,10 @@ void BasicModel<T>::init_random(std::uint64_t seed, double std) {
 }
 
 template <typename T>
-void BasicModel<T>::zero_grad() { impl_->grads.zero(); }
+void BasicModel<T>::zero_grad() {
+  impl_->grads.zero();
+  impl_->lora_grads.zero();
+}
 
 template <typename T>
 backend::Weights BasicModel<T>::lm_head_weight() const { return impl_->head; }
@@ -298,8 +347,10 @@ void BasicModel<T>::lm_logits(const T* hidden, std::int64_t rows, T* logits) con
   const Impl& m = *impl_;
   if (!m.head) throw std::logic_error("lm_logits: this stage has no LM head");
   const std::int64_t D = m.cfg.hidden_size, V = m.cfg.vocab_size;
+  const double cap = m.cfg.final_logit_softcapping;
   if (!m.tp_split()) {
     m.ops->gemm(false, true, rows, V, D, T(1), hidden, D, m.head, D, T(0), logits, V);
+    if (cap > 0) m.ops->softcap(rows * V, cap, logits);
     return;
   }
   // Vocabulary-parallel head: each rank's columns of the logits, gathered (what sampling
@@ -309,6 +360,7 @@ void BasicModel<T>::lm_logits(const T* hidden, std::int64_t rows, T* logits) con
   const std::int64_t Vl = m.vocab_end - m.vocab_begin;
   backend::Buffer<T> part(*m.be, std::size_t(rows * Vl));
   m.ops->gemm(false, true, rows, Vl, D, T(1), hidden, D, m.head, D, T(0), part.data(), Vl);
+  if (cap > 0) m.ops->softcap(rows * Vl, cap, part.data());
   // Rank r's part [rows × V_r] lies at rows · (its first vocabulary row).
   std::vector<T> parts(std::size_t(rows * V)), out(std::size_t(rows * V));
   m.be->copy_to_host(parts.data() + rows * m.vocab_begin, part.data(), std::size_t(rows * Vl) * sizeof(T));
@@ -330,8 +382,9 @@ template <typename T>
 void BasicModel<T>::values(const BasicActivations<T>& acts, T* values) const {
   const Impl& m = *impl_;
   if (!m.score) throw std::logic_error("values: this stage has no value head");
-  const std::int64_t D = m.cfg.hidden_size;
-  m.ops->gemm(false, true, acts.impl_->n_out, 1, D, T(1), acts.output(), D, m.score, D, T(0), values, 1);
+  const std::int64_t D = m.cfg.hidden_size, n = acts.impl_->n_out;
+  m.ops->gemm(false, true, n, 1, D, T(1), acts.output(), D, m.score, D, T(0), values, 1);
+  if (m.score_bias) m.ops->gemm(false, false, n, 1, 1, T(1), acts.impl_->ones.data(), 1, m.score_bias, 1, T(1), values, 1);
 }
 
 template <typename T>
@@ -341,6 +394,7 @@ void BasicModel<T>::values_backward(BasicActivations<T>& acts, const T* d_values
   const std::int64_t D = m.cfg.hidden_size, N = acts.impl_->n;
   m.ops->gemm(false, false, N, D, 1, T(1), d_values, 1, m.score, D, T(1), acts.output_grad(), D);
   m.ops->gemm(true, false, 1, D, N, T(1), d_values, 1, acts.output(), D, T(1), m.score_g, D);
+  if (m.score_bias) m.ops->gemm(true, false, 1, 1, N, T(1), d_values, 1, acts.impl_->ones.data(), 1, T(1), m.score_bias_g, 1);
 }
 
 template class BasicModel<float>;

@@ -1,5 +1,6 @@
-// A Llama-style decoder with explicit forward and backward passes per layer and
-// preallocated activations, in the manner of llm.c (no autograd).
+// A decoder of any family of model/config.hpp (Llama, Mistral, Qwen2, Qwen3, Gemma 2 and 3)
+// with explicit forward and backward passes per layer and preallocated activations, in the
+// manner of llm.c (no autograd).
 //
 // A model (or a pipeline stage of one) owns its parameters and their gradients in
 // one contiguous buffer each, viewed as tensors under Hugging Face names. The
@@ -50,6 +51,7 @@
 
 #include "backend/backend.hpp"
 #include "model/config.hpp"
+#include "model/lora.hpp"
 #include "model/tensor_parallel.hpp"
 
 #include <cstdint>
@@ -72,6 +74,7 @@ struct ModelOptions {
   LayerRange layers;
   bool lm_head = true;      // lm_head.weight (or the tied embedding) on the last stage
   bool value_head = false;  // score.weight [1 × D] on the last stage (critic, reward model)
+  bool value_bias = false;  // score.bias [1] with the value head (transformers' ...ForTokenClassification)
   // Storage type of the weights the forward and backward read (the compute copy): the
   // model's scalar type (f32; f64 for a double model), or bf16 (half the weight memory; gradients stay f32, and
   // an optimizer keeps an f32 master copy: optim::AdamW).
@@ -79,9 +82,12 @@ struct ModelOptions {
   // Tensor parallelism (model/tensor_parallel.hpp): this rank's slice of the heads, the MLP
   // units and the vocabulary; tensors are then shaped as the slices.
   TensorParallel tp;
+  // LoRA adapters on the linear layers (model/lora.hpp); the base is then frozen.
+  LoraOptions lora;
 };
 
 // One parameter tensor, by Hugging Face name ("model.layers.3.self_attn.q_proj.weight",
+// "model.layers.3.self_attn.q_proj.bias", "model.layers.3.self_attn.q_norm.weight",
 // "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "score.weight").
 // data, grad and weights are device memory of the model's backend (host memory on the CPU
 // backend).
@@ -136,7 +142,15 @@ struct ActivationOptions {
   std::int64_t max_sequences = 1;  // sequences (forward) or segments (forward_cached)
   std::int64_t max_seq_len = 0;    // longest key run attention sees; 0: max_position_embeddings
   bool training = false;           // keep every layer's activations for backward
+  // Training: 0 keeps every layer's activations; k >= 1 keeps only the inputs of the layers
+  // whose index in the whole model is a multiple of k, and backward recomputes their
+  // forward (into one shared slot) just before it goes back through them (k = 1: every
+  // layer). The results are the same bits on a deterministic backend.
+  int recompute = 0;
 };
+
+// Whether layer `layer` (its index in the whole model) is recomputed under recompute = k.
+inline bool recomputed_layer(int layer, int recompute) { return recompute > 0 && layer % recompute == 0; }
 
 // A paged KV cache's shape (make_kv_cache).
 struct KVCacheOptions {
@@ -251,11 +265,28 @@ class BasicModel {
   std::span<T> gradients();
   std::int64_t parameter_count() const;
   backend::DType dtype() const;                 // storage type of the weights (options().dtype)
+
+  // LoRA (options().lora): each adapter's A [rank × in] and B [out × rank], named as the layer
+  // with lora_A / lora_B ("model.layers.3.self_attn.q_proj.lora_A.weight"), layer by layer in
+  // lora_modules()' order, back to back in one buffer of T with their own gradients (an
+  // optimizer over them alone trains the adapters); empty without adapters. With adapters
+  // the base is frozen: backward leaves the base's gradients undefined and computes the
+  // adapters' and the input's.
+  std::vector<Tensor<T>>& adapters();
+  // A uniform in ±1/√in (PEFT's default), B zero (so the adapted model starts as the base),
+  // or B normal(0, b_std) when b_std > 0.
+  void init_adapters(std::uint64_t seed, double b_std = 0);
+  // Off: the forward is the base model's alone (a LoRA run's reference model).
+  void set_adapters_enabled(bool on);
+  bool adapters_enabled() const;
+  // W += s·B·A into each adapted base weight (rounded to its dtype), then the adapters off.
+  void merge_adapters();
   // Bytes of the compute copy of the weights: parameter_count() · size of dtype().
   std::int64_t parameter_bytes() const;
 
-  // Normal(0, std) for matrices (std = 0.02, HF's initializer_range), ones for norms;
-  // the same seed gives the same weights for a tensor whatever the stage and tp split.
+  // Normal(0, std) for matrices (std = 0.02, HF's initializer_range), a gain of one for
+  // norms (stored as 0 where the family's norms compute 1 + w), zeros for biases; the same
+  // seed gives the same weights for a tensor whatever the stage and tp split.
   void init_random(std::uint64_t seed, double std = 0.02);
   void zero_grad();
 
@@ -295,12 +326,13 @@ class BasicModel {
   // embedding), with its storage type; false when the stage has none.
   backend::Weights lm_head_weight() const;
   T* lm_head_grad();
-  // logits[rows × vocab] = hidden[rows × D] · Wᵀ (under tp: every rank's vocabulary slice,
-  // gathered; every rank gets the whole rows).
+  // logits[rows × vocab] = hidden[rows × D] · Wᵀ, soft-capped where the config says
+  // (final_logit_softcapping; under tp: every rank's vocabulary slice, gathered; every rank
+  // gets the whole rows).
   void lm_logits(const T* hidden, std::int64_t rows, T* logits) const;
-  // Per-token scalar values of the value head, values[N], from acts.output().
+  // Per-token scalar values of the value head (plus its bias), values[N], from acts.output().
   void values(const BasicActivations<T>& acts, T* values) const;
-  // Accumulates the value head's backward into acts.output_grad() and score.weight's grad.
+  // Accumulates the value head's backward into acts.output_grad() and score's gradients.
   void values_backward(BasicActivations<T>& acts, const T* d_values);
 
   struct Impl;  // internal: model/model_impl.hpp
@@ -315,14 +347,25 @@ using KVCache = BasicKVCache<float>;
 
 // Parameters of a stage of the model, as BasicModel would hold them.
 std::int64_t parameter_count(const ModelConfig& cfg, const ModelOptions& opt);
+// Parameters of the stage's LoRA adapters (opt.lora; 0 without), and the columns of x·Aᵀ a
+// token keeps per layer (rank × adapters of a layer).
+std::int64_t adapter_count(const ModelConfig& cfg, const ModelOptions& opt);
+std::int64_t adapter_columns(const ModelOptions& opt);
 
-// The tensors a model (or a stage) of cfg with opt holds, by name, in storage order, each
-// shaped as it is stored (a tp rank's slice under opt.tp), without building the model:
-// what a checkpoint of it must hold (`braid check`).
-struct TensorShape {
+// The tensors of a stage as BasicModel would hold them, without building it: Hugging Face
+// names, this tp rank's shapes and the whole model's, in storage order (import and export
+// stream a model tensor by tensor from this list).
+struct TensorInfo {
   std::string name;
-  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> shape;        // this tp rank's slice
+  int layer = -1;
+  std::vector<std::int64_t> full_shape;   // at tp 1
+  TpSlice slice;
 };
-std::vector<TensorShape> tensor_shapes(const ModelConfig& cfg, const ModelOptions& opt);
+std::vector<TensorInfo> tensor_layout(const ModelConfig& cfg, const ModelOptions& opt);
+// The stage's LoRA adapters (opt.lora) as adapters() would hold them, without building the
+// model: "<module>.lora_A.weight" [rank × in], "<module>.lora_B.weight" [out × rank], in
+// storage order (none without adapters). What an adapter file must hold (`braid check`).
+std::vector<TensorInfo> adapter_layout(const ModelConfig& cfg, const ModelOptions& opt);
 
 }  // namespace braid::model

@@ -5,22 +5,48 @@
 #include "model/model.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 namespace braid::model {
 
 // One decoder layer's weights (P = backend::Weights: the typed compute copy) or gradients
 // (P = T*) inside the contiguous buffers. q|k|v and gate|up are adjacent tensors, so each
-// pair is one fused matrix.
+// pair is one fused matrix (and their biases one fused bias). Pieces a family does not have
+// stay null.
 template <typename P>
 struct LayerWeights {
-  P ln1{};      // input_layernorm [D]
-  P qkv{};      // q_proj, k_proj, v_proj stacked: [(H + 2KV)·hd × D]
-  P o{};        // o_proj [D × H·hd]
-  P ln2{};      // post_attention_layernorm [D]
-  P gate_up{};  // gate_proj, up_proj stacked: [2I × D]
-  P down{};     // down_proj [D × I]
+  P ln1{};           // input_layernorm [D]
+  P qkv{};           // q_proj, k_proj, v_proj stacked: [(H + 2KV)·hd × D]
+  P qkv_bias{};      // their biases stacked: [(H + 2KV)·hd]
+  P q_norm{};        // q_norm, k_norm: each head's RMSNorm gain [hd]
+  P k_norm{};
+  P o{};             // o_proj [D × H·hd]
+  P o_bias{};        // [D]
+  P attn_norm{};     // Gemma's post_attention_layernorm: on attention's output [D]
+  P ln2{};           // the MLP's input norm [D]: post_attention_layernorm (Llama), pre_feedforward_layernorm (Gemma)
+  P gate_up{};       // gate_proj, up_proj stacked: [2I × D]
+  P gate_up_bias{};  // [2I]
+  P down{};          // down_proj [D × I]
+  P down_bias{};     // [D]
+  P mlp_norm{};      // Gemma's post_feedforward_layernorm [D]
+};
+
+// Where a layer's adapters add to: the q|k|v product, o, the gate|up product, down.
+enum class LoraSite { qkv, o, gate_up, down };
+inline constexpr int kLoraSites = 4;
+
+// One adapter (model/lora.hpp): y[:, col .. col + out) += s·(x·Aᵀ)·Bᵀ, its x·Aᵀ kept in the
+// activations' lora_u at column u.
+template <typename T>
+struct LoraPiece {
+  T* A = nullptr;   // [rank × in]
+  T* B = nullptr;   // [out × rank]
+  T* dA = nullptr;
+  T* dB = nullptr;
+  std::int64_t in = 0, out = 0, col = 0, u = 0;
 };
 
 template <typename T>
@@ -44,7 +70,19 @@ struct BasicModel<T>::Impl {
   W norm;       T* norm_g = nullptr;
   W head;       T* head_g = nullptr;   // LM head (may alias the embedding)
   W score;      T* score_g = nullptr;
-  backend::Buffer<T> cos, sin;                  // [max_position_embeddings × hd/2]
+  W score_bias; T* score_bias_g = nullptr;
+  // [max_position_embeddings × hd/2], times the rope's attention factor; the sliding
+  // layers' own where the config has a local RoPE (gemma3), else empty.
+  backend::Buffer<T> cos, sin, cos_local, sin_local;
+  // LoRA (model/lora.cpp): the adapters' values and gradients, their tensors, each layer's
+  // pieces by site, and the columns of x·Aᵀ a token holds per layer (rank × adapters).
+  backend::Buffer<T> lora_params, lora_grads;
+  std::vector<Tensor<T>> adapters;
+  std::vector<std::array<std::vector<LoraPiece<T>>, kLoraSites>> lora;
+  std::int64_t lora_cols = 0;
+  bool adapters_on = true;
+  bool frozen() const { return opt.lora.enabled(); }
+  bool adapting() const { return lora_cols > 0 && adapters_on; }
 
   bool first() const { return begin == 0; }
   bool last() const { return end == cfg.num_hidden_layers; }
@@ -52,6 +90,26 @@ struct BasicModel<T>::Impl {
   const TensorParallel& tp() const { return opt.tp; }
   bool tp_split() const { return opt.tp.size > 1; }
   std::int64_t qkv_rows() const { return std::int64_t(heads + 2 * kv_heads) * cfg.head_dim(); }
+  // An RMSNorm over rows of `dim` with the config's eps and gain offset.
+  backend::NormShape norm_shape(std::int64_t rows, std::int64_t dim) const {
+    return {.rows = rows, .dim = dim, .eps = cfg.rms_norm_eps, .weight_offset = cfg.norm_weight_offset};
+  }
+  // The q (k: the key) heads of a fused q|k|v buffer's rows as one RMSNorm each (qk_norm).
+  backend::NormShape head_norm(std::int64_t rows, bool keys, std::int64_t stride) const {
+    return {.rows = rows, .dim = cfg.head_dim(), .groups = keys ? kv_heads : heads, .stride = stride,
+            .eps = cfg.rms_norm_eps, .weight_offset = cfg.norm_weight_offset};
+  }
+  // Layer l's attention (this rank's heads): its scale, soft-cap and window.
+  backend::AttentionDims attention_dims(int l, std::int64_t q_stride, std::int64_t kv_stride) const {
+    return {heads, kv_heads, cfg.head_dim(), q_stride, kv_stride, cfg.attention_scale(), cfg.attn_logit_softcapping,
+            cfg.is_sliding(begin + l) ? cfg.sliding_window : 0};
+  }
+  // Layer l's rotary tables.
+  std::pair<const T*, const T*> rope_tables(int l) const {
+    if (cos_local.size() > 0 && cfg.is_sliding(begin + l)) return {cos_local.data(), sin_local.data()};
+    return {cos.data(), sin.data()};
+  }
+  bool biased() const { return cfg.qkv_bias || cfg.o_bias || cfg.mlp_bias || score_bias; }
 };
 
 // Per-layer activation slots; in inference mode one slot serves every layer.
@@ -60,7 +118,10 @@ struct BasicActivations<T>::Impl {
   backend::Backend* be = nullptr;
   bool training = false;
   std::int64_t max_tokens = 0, max_seqs = 0;
-  int layers = 0, slots = 0;           // slots = layers (training) or 1
+  int layers = 0, slots = 0;           // slots = layers (training) or 1; with recompute, the kept
+                                       // layers and one shared slot for the recomputed ones
+  std::vector<int> slot_of;            // training: each layer's slot
+  std::vector<char> recompute;         // training: the layers backward recomputes
   int D = 0, QKV = 0, HD = 0, H = 0, I = 0, V = 0;
   bool has_logits = false;
 
@@ -84,19 +145,50 @@ struct BasicActivations<T>::Impl {
   std::vector<std::pair<std::int64_t, std::int64_t>> owned_runs;
   backend::Buffer<std::int32_t> tokens, pos;
 
-  // resid: training: 2·layers + 1 rows of N × D (input, then mid and out of each layer);
-  // inference: one N × D stream updated in place.
+  // resid: training: layers + 1 rows of N × D (each layer's input, then the last one's
+  // output), then one row per slot (each layer's mid-point, after attention); inference:
+  // one N × D stream updated in place.
   backend::Buffer<T> resid;
   backend::Buffer<T> ln1, rstd1, qkv, att, lse, ln2, rstd2, gate_up, act;
+  // Families beyond Llama (empty when the config has no such piece): q|k|v before the q/k
+  // norms (training) and the norms' rstd [heads + kv heads per row]; Gemma's attention and
+  // MLP outputs before their norms, with rstd, and a row of the normalised output.
+  backend::Buffer<T> qkv_pre, qk_rstd, attn_out, rstd_ao, mlp_out, rstd_mo, normed;
+  backend::Buffer<T> ones;                       // [N] of 1: biases are added as ones · biasᵀ
   backend::Buffer<T> final_out, final_rstd;      // last stage
   backend::Buffer<T> last_rows;                  // forward_cached: last token rows [segs × D]
   backend::Buffer<T> logits;                     // forward_cached: [segs × V]
   backend::Buffer<T> out_grad, d_res, d_ln, d_qkv, d_att, d_gate_up, d_act;  // training
+  backend::Buffer<T> d_norm_out;                 // training, Gemma: the gradient of a norm's input [N × D]
+  backend::Buffer<T> d_qk_norm;                  // training, qk_norm under tp: this pass's q/k norm gradients [2 hd]
+  backend::Buffer<T> lora_u;                     // LoRA: x·Aᵀ of each adapter [slots × N × lora_cols]
+  backend::Buffer<T> lora_du;                    // LoRA, training: an adapter's d(x·Aᵀ) [N × rank]
 
   T* resid_at(int i) { return resid.data() + std::int64_t(i) * max_tokens * D; }
-  std::int64_t slot(int l) const { return training ? l : 0; }
+  T* in_at(int l) { return resid_at(l); }                                   // training: layer l's input (l = layers: the output)
+  T* mid_at(int l) { return resid_at(layers + 1 + slot_of[std::size_t(l)]); }   // training
+  std::int64_t slot(int l) const { return training ? slot_of[std::size_t(l)] : 0; }
   const T* output_ptr = nullptr;
 };
+
+// Layer l of a training forward over whole sequences (forward.cpp): from a.in_at(l) through
+// a.mid_at(l) to a.in_at(l + 1), its activations in the layer's slot. backward calls it again
+// for a layer whose activations were not kept (ActivationOptions::recompute).
+template <typename T>
+void layer_forward_packed(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, int l);
+
+// LoRA (lora.cpp). build_lora lays out the adapters of a model under construction.
+// lora_forward adds layer l's adapters at `site` to y (rows ldy apart) from their input x
+// (rows ldx apart), keeping x·Aᵀ in the layer's slot; lora_backward accumulates their
+// gradients from dy and adds their share of the input's gradient into dx (rows ldx apart).
+template <typename T>
+void build_lora(typename BasicModel<T>::Impl& m);
+template <typename T>
+void lora_forward(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, int l, LoraSite site,
+                  const T* x, std::int64_t ldx, T* y, std::int64_t ldy);
+template <typename T>
+void lora_backward(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, int l, LoraSite site,
+                   const T* x, std::int64_t ldx, const T* dy, std::int64_t ldy, T* dx);
 
 // The paged KV cache: one pool of blocks per stage (every layer's keys, then every layer's
 // values), a block table per slot, a free list. The host keeps the tables and uploads them

@@ -15,9 +15,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Rows and columns of a 2-D tensor (a 1-D one is a single row).
+// Rows and columns of a 2-D tensor (a 1-D one, a bias, is a column: split along axis 0 it
+// is cut into runs of elements).
 std::pair<std::int64_t, std::int64_t> rows_cols(const std::vector<std::int64_t>& shape) {
-  if (shape.size() == 1) return {1, shape[0]};
+  if (shape.size() == 1) return {shape[0], 1};
   if (shape.size() != 2) throw std::invalid_argument("tensor-parallel slices are of 1-D or 2-D tensors");
   return {shape[0], shape[1]};
 }
@@ -54,15 +55,19 @@ TpSlice tp_slice(const ModelConfig& c, const std::string& name, const std::vecto
     const auto [b, e] = split_range(units, size, rank);
     return TpSlice{axis, b, e};
   };
-  if (ends_with(name, "self_attn.q_proj.weight")) return by_heads(0, c.num_attention_heads);
-  if (ends_with(name, "self_attn.k_proj.weight") || ends_with(name, "self_attn.v_proj.weight"))
-    return by_heads(0, c.num_key_value_heads);
+  // Column-parallel matrices and their biases are cut along their rows (a bias's elements).
+  for (const char* kind : {".weight", ".bias"}) {
+    const std::string k(kind);
+    if (ends_with(name, "self_attn.q_proj" + k)) return by_heads(0, c.num_attention_heads);
+    if (ends_with(name, "self_attn.k_proj" + k) || ends_with(name, "self_attn.v_proj" + k))
+      return by_heads(0, c.num_key_value_heads);
+    if (ends_with(name, "mlp.gate_proj" + k) || ends_with(name, "mlp.up_proj" + k))
+      return by_units(0, c.intermediate_size);
+  }
   if (ends_with(name, "self_attn.o_proj.weight")) return by_heads(1, c.num_attention_heads);
-  if (ends_with(name, "mlp.gate_proj.weight") || ends_with(name, "mlp.up_proj.weight"))
-    return by_units(0, c.intermediate_size);
   if (ends_with(name, "mlp.down_proj.weight")) return by_units(1, c.intermediate_size);
   if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return by_units(0, c.vocab_size);
-  return s;  // norms, score.weight: replicated
+  return s;  // norms (q_norm, k_norm included), the biases of o_proj and down_proj, score: replicated
 }
 
 template <typename T>

@@ -9,7 +9,10 @@
 //   gate_proj, up_proj       column-parallel: intermediate units split_range(I, tp, r)
 //   down_proj                row-parallel: the same units as columns
 //   embed_tokens, lm_head    vocabulary-parallel: rows split_range(V, tp, r)
-//   norms, score.weight      replicated (every rank holds all of it)
+//   q/k/v and gate/up biases cut as their matrices' rows
+//   norms (q_norm, k_norm too), o_proj and down_proj biases, score: replicated (every rank
+//                            holds all of it; q_norm's and k_norm's gradients, which each
+//                            rank's heads contribute to, are summed over the group)
 //
 // A slice is contiguous along one axis of the full Hugging Face tensor, so a rank's
 // slices are what WeightShardReader::read_slice reads, and the parts of ranks 0..tp-1

@@ -26,18 +26,21 @@ double median(std::vector<double> v) {
 Roofline layer_forward_cost(const ModelShape& s, int dtype_bytes, double tokens, double seq_len) {
   const double h = static_cast<double>(s.hidden);
   Roofline r;
-  // Causal attention: each token attends to seq_len/2 keys on average, QK^T and AV.
-  r.flops = 2.0 * tokens * s.layer_matmul_params() + 2.0 * tokens * seq_len * h;
+  // Causal attention: each token attends to seq_len/2 keys on average (a sliding layer at
+  // most its window's), QK^T and AV over the heads' width.
+  r.flops = 2.0 * tokens * s.layer_matmul_params() + 4.0 * tokens * s.attended_keys(seq_len) * s.attention_dim();
   r.bytes = dtype_bytes * (s.layer_params() + kActTrafficPerHidden * tokens * h);
   return r;
 }
 
 Roofline layer_decode_cost(const ModelShape& s, int dtype_bytes, double batch, double kv_len) {
   const double h = static_cast<double>(s.hidden);
+  // A sliding layer reads only its window's keys (the cache keeps them all: kv_per_token).
+  const double keys = s.decode_keys(kv_len);
   Roofline r;
-  r.flops = 2.0 * batch * s.layer_matmul_params() + 4.0 * batch * kv_len * h;
+  r.flops = 2.0 * batch * s.layer_matmul_params() + 4.0 * batch * keys * s.attention_dim();
   r.bytes = dtype_bytes * (s.layer_params() + kActTrafficPerHidden * batch * h) +
-            batch * kv_len * 2.0 * s.kv_dim() * dtype_bytes;
+            batch * keys * 2.0 * s.kv_dim() * dtype_bytes;
   return r;
 }
 

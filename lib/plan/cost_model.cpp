@@ -186,6 +186,8 @@ CostModel::StageTimes CostModel::train_stages(const std::string& role, int stage
       f += m.head_fwd.at(tokens) / tp;
       b += m.head_bwd.at(tokens) / tp;
       act += tokens * out * 4.0 / tp;  // fp32 logits kept for the loss
+      // What a real training step pays beyond the tables, per micro-batch (measured).
+      b += m.train_extra.micro + m.train_extra.token * tokens;
     }
     st.fwd.push_back(f);
     st.bwd.push_back(b);
@@ -195,7 +197,7 @@ CostModel::StageTimes CostModel::train_stages(const std::string& role, int stage
   const double stage_params = m.shape.total_params() / stages / tp;
   const bool dp_inter = spans && tp * dp > cl_.devices_per_node;
   // Gradient all-reduce of fp32 gradients, then Adam streams weights, gradients and states.
-  st.sync = allreduce(4.0 * stage_params, dp, dp_inter) +
+  st.sync = m.train_extra.step + allreduce(4.0 * stage_params, dp, dp_inter) +
             stage_params * (m.memory.weights + m.memory.gradients + 2.0 * m.memory.optimizer / dp) /
                 m.shape.layer_params() / (prof_.hardware.mem_bandwidth * prof_.hardware.eff.memory);
   return st;

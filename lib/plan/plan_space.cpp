@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
 
 namespace braid::plan {
 namespace {
@@ -35,8 +40,45 @@ std::vector<Entry> pareto(std::vector<Entry> all) {
 
 }  // namespace
 
-PlanSpace::PlanSpace(const CostModel& cm, FusionSettings fusion)
+bool Pin::matches(const Call& c) const {
+  return calls == "all" || calls == c.name || calls == kind_name(c.kind);
+}
+
+bool Pin::matches(const Strategy& s) const {
+  return s.dp == dp && s.tp == tp && s.pp == pp && (micro == 0 || s.micro == micro);
+}
+
+Pin parse_pin(const std::string& text) {
+  Pin p;
+  const auto eq = text.find('=');
+  int used = 0;
+  const std::string rest = eq == std::string::npos ? "" : text.substr(eq + 1);
+  bool ok = eq != std::string::npos && eq > 0 &&
+            std::sscanf(rest.c_str(), "d%dt%dp%d%n", &p.dp, &p.tp, &p.pp, &used) == 3 && p.dp > 0 && p.tp > 0 && p.pp > 0;
+  if (ok && static_cast<std::size_t>(used) < rest.size()) {
+    int more = 0;
+    ok = std::sscanf(rest.c_str() + used, "x%d%n", &p.micro, &more) == 1 && p.micro > 0 &&
+         static_cast<std::size_t>(used + more) == rest.size();
+  }
+  if (!ok) {
+    throw UsageError(fmt::format("--fix {}: expected NAME=dDtTpP or NAME=dDtTpPxM (NAME a call such as actor_train, "
+                                 "a kind: generate, inference, train, or all), e.g. train=d1t2p1",
+                                 text));
+  }
+  p.calls = text.substr(0, eq);
+  return p;
+}
+
+PlanSpace::PlanSpace(const CostModel& cm, FusionSettings fusion, const std::vector<Pin>& pins)
     : cm_(cm), fusion_(fusion), calls_(dataflow_calls(cm.experiment())) {
+  for (const auto& pin : pins) {
+    if (std::none_of(calls_.begin(), calls_.end(), [&](const Call& c) { return pin.matches(c); })) {
+      std::string names;
+      for (const auto& c : calls_) names += (names.empty() ? "" : ", ") + c.name;
+      throw UsageError(fmt::format("--fix {}=...: no such call (the calls: {}; or generate, inference, train, all)",
+                                   pin.calls, names));
+    }
+  }
   const Cluster& cl = cm.cluster();
   meshes_ = allowed_meshes(cl.nodes, cl.devices_per_node);
   std::map<int, int> shape_id;
@@ -55,7 +97,11 @@ PlanSpace::PlanSpace(const CostModel& cm, FusionSettings fusion)
       // Time and memory depend on the mesh's size and whether it spans nodes, which size decides.
       const Mesh rep = meshes_[static_cast<std::size_t>(meshes_of_shape_[s].front())];
       std::vector<Entry> all;
-      for (const auto& st : cm.strategies(call, rep.count)) all.push_back({st, cm.estimate(call, rep, st)});
+      for (const auto& st : cm.strategies(call, rep.count)) {
+        const bool allowed = std::all_of(pins.begin(), pins.end(),
+                                         [&](const Pin& p) { return !p.matches(call) || p.matches(st); });
+        if (allowed) all.push_back({st, cm.estimate(call, rep, st)});
+      }
       per_shape.push_back(pareto(std::move(all)));
     }
     entries_.push_back(std::move(per_shape));
@@ -65,6 +111,11 @@ PlanSpace::PlanSpace(const CostModel& cm, FusionSettings fusion)
     for (std::size_t m = 0; m < meshes_.size(); ++m) {
       const auto& es = entries_[c][static_cast<std::size_t>(shape_of_mesh_[m])];
       for (std::size_t e = 0; e < es.size(); ++e) opts.push_back({static_cast<int>(m), static_cast<int>(e)});
+    }
+    if (opts.empty() && std::any_of(pins.begin(), pins.end(), [&](const Pin& p) { return p.matches(calls_[c]); })) {
+      throw UsageError(fmt::format("--fix: {} has no such strategy on this cluster (its micro-batches, the model's "
+                                   "heads and layers, and the mesh sizes a cluster of {} x {} allows decide)",
+                                   calls_[c].name, cm.cluster().nodes, cm.cluster().devices_per_node));
     }
     options_.push_back(std::move(opts));
   }

@@ -54,9 +54,23 @@ struct Evaluation {
   std::vector<double> realloc;                 // weight redistribution before each call
 };
 
+// A strategy the user fixes for some calls (braid-meshplan --fix NAME=dDtTpP[xM]): NAME is
+// a call (actor_train), a kind (generate, inference, train) or "all"; the micro-batch
+// count is free when not given. Only meshes and strategies that match stay in the space.
+struct Pin {
+  std::string calls;
+  int dp = 1, tp = 1, pp = 1;
+  int micro = 0;  // 0: any
+  bool matches(const Call& c) const;
+  bool matches(const Strategy& s) const;
+};
+// "actor_train=d1t2p1", "train=d2t1p1x4"; UsageError naming the text otherwise.
+Pin parse_pin(const std::string& text);
+
 class PlanSpace {
  public:
-  PlanSpace(const CostModel& cm, FusionSettings fusion);
+  // UsageError when a pin names no call of the experiment or leaves a call no option.
+  PlanSpace(const CostModel& cm, FusionSettings fusion, const std::vector<Pin>& pins = {});
 
   const CostModel& cost_model() const { return cm_; }
   const std::vector<Call>& calls() const { return calls_; }

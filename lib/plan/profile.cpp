@@ -67,10 +67,15 @@ ordered_json profile_to_json(const Profile& p) {
     e["head_bwd"] = table_to_json(m.head_bwd, "tokens");
     e["layer_decode"] = table_to_json(m.layer_decode, "batch", "kv_len");
     if (!m.sample.v.empty()) e["sample"] = table_to_json(m.sample, "rows");
+    const auto& x = m.train_extra;
+    if (x.micro > 0 || x.token > 0 || x.step > 0) {
+      e["train_extra"] = {{"micro_ms", x.micro * 1e3}, {"token_us", x.token * 1e6}, {"step_ms", x.step * 1e3}};
+    }
     if (!m.spread.is_null()) e["spread"] = m.spread;
     models.push_back(std::move(e));
   }
   j["models"] = std::move(models);
+  if (p.host.measured()) j["host"] = host_to_json(p.host);
   return j;
 }
 
@@ -78,7 +83,7 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   Checker c(file);
   Profile p;
   c.format(doc, "braid.profile", kProfileVersion);
-  c.no_unknown_keys(doc, "", {"format", "version", "source", "hardware", "comm", "models"});
+  c.no_unknown_keys(doc, "", {"format", "version", "source", "hardware", "comm", "models", "host"});
   p.source = c.string(doc, "", "source", {"analytic", "calibrated", "measured"}).value_or("analytic");
   p.hardware = hardware_from_json(c.object(doc, "", "hardware"), c, "hardware");
   const json& comm = c.object(doc, "", "comm");
@@ -90,7 +95,7 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   for (const auto& [w, e] : c.array_items(doc, "", "models", 1)) {
     ModelProfile m;
     c.no_unknown_keys(*e, w, {"name", "shape", "bs_max", "memory_bytes", "layer_fwd", "layer_bwd", "layer_prefill", "embedding_fwd",
-                              "embedding_bwd", "head_fwd", "head_bwd", "layer_decode", "sample", "spread"});
+                              "embedding_bwd", "head_fwd", "head_bwd", "layer_decode", "sample", "spread", "train_extra"});
     m.name = c.string(*e, w, "name").value_or("");
     const json& shape = c.object(*e, w, "shape");
     m.shape = shape_from_hf_config(shape, c, Checker::path(w, "shape"));
@@ -124,8 +129,17 @@ Profile profile_from_json(const json& doc, const std::string& file) {
     m.head_bwd = t1("head_bwd");
     if (e->contains("sample")) m.sample = table1_from_json(c.object(*e, w, "sample"), c, Checker::path(w, "sample"), "rows");
     if (e->contains("spread")) m.spread = (*e)["spread"];
+    if (e->contains("train_extra")) {
+      const std::string xw = Checker::path(w, "train_extra");
+      const json& x = c.object(*e, w, "train_extra");
+      c.no_unknown_keys(x, xw, {"micro_ms", "token_us", "step_ms"});
+      m.train_extra.micro = c.number(x, xw, "micro_ms", nonneg).value_or(0) / 1e3;
+      m.train_extra.token = c.number(x, xw, "token_us", nonneg).value_or(0) / 1e6;
+      m.train_extra.step = c.number(x, xw, "step_ms", nonneg).value_or(0) / 1e3;
+    }
     p.models.push_back(std::move(m));
   }
+  if (doc.is_object() && doc.contains("host")) p.host = host_from_json(c.object(doc, "", "host"), c, "host");
   c.check();
   return p;
 }

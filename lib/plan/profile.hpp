@@ -9,6 +9,7 @@
 
 #include "core/json.hpp"
 #include "plan/hardware.hpp"
+#include "plan/host_costs.hpp"
 #include "plan/model_shape.hpp"
 #include "plan/table.hpp"
 
@@ -46,6 +47,11 @@ struct ModelProfile {
   // before it existed, and then costs nothing.
   Table1 sample;
   double bs_max = 1;    // decode batch beyond which a step stops being nearly constant
+  // What a real training step costs beyond the tables (measured; plan/train_probe.hpp): per
+  // micro-batch, per token of a micro-batch, per optimizer step. Zero when not measured.
+  struct TrainExtra {
+    double micro = 0, token = 0, step = 0;  // seconds
+  } train_extra;
   LayerMemory memory;
   ordered_json spread;  // measured only: relative spread (max-min)/median per table
 
@@ -67,6 +73,7 @@ struct Profile {
   Hardware hardware;
   CommProfile comm;
   std::vector<ModelProfile> models;
+  HostCosts host;      // measured only ("host"): what a run pays outside the passes
 
   // The entry for this shape, or nullptr.
   const ModelProfile* find(const ModelShape& s) const;

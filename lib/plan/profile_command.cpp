@@ -17,7 +17,9 @@
 #include "plan/comm_probe.hpp"
 #include "plan/engine_runner.hpp"
 #include "plan/experiment.hpp"
+#include "plan/host_probe.hpp"
 #include "plan/probes.hpp"
+#include "plan/train_probe.hpp"
 
 namespace braid::plan {
 namespace {
@@ -25,10 +27,8 @@ namespace {
 ModelShape shape_from_file(const std::string& path, bool value_head) {
   const json cfg = load_json_file(path);
   Checker c(path);
+  // The config is read as braid-train reads it: what braid cannot run is refused here too.
   ModelShape s = shape_from_hf_config(cfg, c, "");
-  // rope_scaling changes RoPE's angles, not a layer's cost: the profile takes any
-  // scaling braid-train runs, and refuses the ones it does not as braid-train would.
-  model::parse_rope_scaling(cfg, c);
   c.check();
   s.value_head = value_head;
   s.name = std::filesystem::path(path).stem().string() + (value_head ? "-value" : "");
@@ -155,11 +155,31 @@ int run_profile_measure(const ProfileOptions& o) {
     auto runner = make_engine_runner(s, *be, lim);
     p.models.push_back(measure_model(s, *runner, 4, mo));
     bar.finish();
+    // The trainer's own costs beyond the tables (a whole model of the shape: skipped for
+    // shapes whose f32 weights pass 2 GiB, where one layer is all the tables need).
+    if (s.total_params() * 4 < 2e9) {
+      measure_train_extra(p.models.back(), *be, o.repeats);
+      const auto& x = p.models.back().train_extra;
+      log::info("{}: training beyond the tables: {:.3f} ms a micro-batch, {:.2f} us a token, {:.3f} ms a step", s.name,
+                x.micro * 1e3, x.token * 1e6, x.step * 1e3);
+    }
     log::info("{}: BS_max {}", s.name, p.models.back().bs_max);
   }
   // Efficiencies against the probes, so `analytic --hardware` on this profile's
   // hardware block predicts other shapes at this machine's speed.
   p.hardware.eff = calibrate_efficiency(p.hardware, p);
+  if (o.host) {
+    log::info("measuring process and MPI start-up, memory first touch and HDF5 files");
+    std::error_code ec;
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    p.host = probe_host({.self = self.empty() ? "braid-profile" : self, .mpirun = o.mpirun, .repeats = o.repeats});
+    log::info("{} cores; process start {:.1f} ms; mpirun -np 1 {:.0f} ms; touch {:.2f} GB/s; HDF5 file {:.1f} ms, "
+              "dataset {:.2f} ms, write {:.2f} GB/s, read {:.2f} GB/s",
+              p.host.cores, p.host.process_start * 1e3, p.host.mpi_start.v.empty() ? 0.0 : p.host.mpi_start.v[0] * 1e3,
+              p.host.touch_bandwidth / 1e9, p.host.file_latency * 1e3, p.host.dataset_latency * 1e3,
+              p.host.write_bandwidth / 1e9,
+              p.host.read_bandwidth / 1e9);
+  }
   write_json(o.output, profile_to_json(p));
   return 0;
 }

@@ -29,6 +29,8 @@ struct ProfileOptions {
   backend::DType dtype = backend::DType::f32;  // measure: the decoder layers' weights
   int max_batch = 0;  // decode batch grid's top; 0: the grid's default
   double comm_max_mb = 64;
+  bool host = true;   // measure: also the host costs of a run (plan/host_probe.hpp)
+  std::vector<std::string> mpirun = {"mpirun", "--oversubscribe"};  // measure: how MPI jobs are started
 };
 
 // The profile a given hardware would measure (roofline model), as braid.profile.

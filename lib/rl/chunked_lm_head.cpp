@@ -31,6 +31,8 @@ ChunkedLmHead<T>::ChunkedLmHead(const model::BasicModel<T>& m, std::int64_t chun
     : ChunkedLmHead(m.backend(), m.vocab_slice().second - m.vocab_slice().first, m.config().hidden_size, chunk_rows) {
   tp_ = m.tensor_parallel();
   vocab_begin_ = m.vocab_slice().first;
+  softcap_ = m.config().final_logit_softcapping;
+  if (softcap_ > 0) capped_ = backend::Buffer<T>(*be_, std::size_t(chunk_ * vocab_));
   if (tp_.size > 1) {
     if (!tp_.group) throw std::logic_error("ChunkedLmHead: a tensor-parallel model without its tp group");
     targets_ = backend::Buffer<std::int32_t>(*be_, std::size_t(chunk_));
@@ -98,6 +100,7 @@ void ChunkedLmHead<T>::forward(const T* hidden, std::int64_t rows, backend::Weig
     const std::int64_t n = std::min(chunk_, rows - r0);
     ops.gemm(false, true, n, vocab_, hidden_, T(1), hidden + r0 * hidden_, hidden_, weight, hidden_, T(0),
              logits_.data(), vocab_);
+    if (softcap_ > 0) ops.softcap(n * vocab_, softcap_, logits_.data());
     if (tp_.size > 1) {
       vocab_parallel_targets(targets ? targets + r0 : nullptr, n, false);
       ops.softmax_stats(logits_.data(), n, vocab_, targets_.data(), lse_.data(), logprob_.data(), entropy_.data());
@@ -119,6 +122,14 @@ void ChunkedLmHead<T>::backward(const T* hidden, std::int64_t rows, backend::Wei
     const T* h = hidden + r0 * hidden_;
     const std::int32_t* t = targets ? targets + r0 : nullptr;
     ops.gemm(false, true, n, vocab_, hidden_, T(1), h, hidden_, weight, hidden_, T(0), logits_.data(), vocab_);
+    if (softcap_ > 0) {
+      ops.softcap(n * vocab_, softcap_, logits_.data());
+      be_->copy(capped_.data(), logits_.data(), std::size_t(n * vocab_) * sizeof(T));
+    }
+    // d_logits of the capped logits back through the cap (after the softmax's backward).
+    auto uncap = [&] {
+      if (softcap_ > 0) ops.softcap_backward(n * vocab_, softcap_, capped_.data(), logits_.data());
+    };
     if (tp_.size > 1) {
       vocab_parallel_targets(t, n, true);
       ops.softmax_stats(logits_.data(), n, vocab_, targets_.data(), lse_.data(), logprob_.data(), entropy_.data());
@@ -130,6 +141,7 @@ void ChunkedLmHead<T>::backward(const T* hidden, std::int64_t rows, backend::Wei
         if (g >= 0 && !(g >= vocab_begin_ && g < vocab_begin_ + vocab_))
           ops.axpy(1, T(-1), d_logprob + r0 + i, logits_.data() + i * vocab_);
       }
+      uncap();
       // d_hidden is the sum of every rank's d_logits · W slice.
       ops.gemm(false, false, n, hidden_, vocab_, T(1), logits_.data(), vocab_, weight, hidden_, T(0),
                d_hidden_.data(), hidden_);
@@ -141,6 +153,7 @@ void ChunkedLmHead<T>::backward(const T* hidden, std::int64_t rows, backend::Wei
     ops.softmax_stats(logits_.data(), n, vocab_, t, lse_.data(), nullptr, entropy_.data());
     ops.softmax_stats_backward(logits_.data(), n, vocab_, t, lse_.data(), entropy_.data(),
                                d_logprob ? d_logprob + r0 : nullptr, d_entropy ? d_entropy + r0 : nullptr);
+    uncap();
     ops.linear_backward(n, vocab_, hidden_, logits_.data(), weight, h, T(1), d_hidden + r0 * hidden_, d_weight);
   }
 }

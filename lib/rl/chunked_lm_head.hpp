@@ -30,7 +30,9 @@ class ChunkedLmHead {
   ChunkedLmHead(backend::Backend& be, std::int64_t vocab, std::int64_t hidden,
                 std::int64_t chunk_rows = 0);
   // The head of the model's last stage: its vocabulary slice and tp group under tensor
-  // parallelism, the whole vocabulary otherwise.
+  // parallelism, the whole vocabulary otherwise; the logits soft-capped where the model's
+  // config says (final_logit_softcapping, Gemma), the backward then keeping a second chunk
+  // of logits.
   ChunkedLmHead(const model::BasicModel<T>& m, std::int64_t chunk_rows = 0);
 
   // targets, logprob, entropy and the gradients are device memory of the backend.
@@ -59,7 +61,9 @@ class ChunkedLmHead {
   std::int64_t vocab_, hidden_, chunk_;   // vocab_: this rank's rows of W
   model::TensorParallel tp_;
   std::int64_t vocab_begin_ = 0;
+  double softcap_ = 0;                     // final_logit_softcapping (0: none)
   backend::Buffer<T> logits_, lse_, logprob_, entropy_, d_hidden_;
+  backend::Buffer<T> capped_;              // the backward's capped logits (softcap_ > 0)
   backend::Buffer<std::int32_t> targets_;
   std::vector<std::int32_t> host_targets_;   // the global targets of the chunk (-1: none)
 };

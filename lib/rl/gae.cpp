@@ -1,5 +1,7 @@
 #include "rl/gae.hpp"
 
+#include "backend/loss_rows.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,7 +12,7 @@
 namespace braid::rl {
 
 void kl_penalised_rewards(std::span<const float> logp_actor, std::span<const float> logp_ref, float reward,
-                          double kl_coef, std::span<double> out) {
+                          double kl_coef, backend::KlEstimator estimator, std::span<double> out) {
   const std::size_t n = logp_actor.size();
   if (out.size() != n) throw std::invalid_argument("kl_penalised_rewards: out differs in length from logp_actor");
   const bool with_kl = kl_coef != 0.0;
@@ -18,9 +20,23 @@ void kl_penalised_rewards(std::span<const float> logp_actor, std::span<const flo
     throw std::invalid_argument("kl_penalised_rewards: a KL penalty needs reference logprobs for every token");
   }
   for (std::size_t t = 0; t < n; ++t) {
-    out[t] = with_kl ? -kl_coef * (double(logp_actor[t]) - double(logp_ref[t])) : 0.0;
+    out[t] = with_kl ? -kl_coef * backend::rows::kl_term(double(logp_actor[t]) - double(logp_ref[t]), estimator).value
+                     : 0.0;
   }
   if (n > 0) out[n - 1] += double(reward);
+}
+
+double sequence_kl_penalty(std::span<const float> logp_actor, std::span<const float> logp_ref, double kl_coef,
+                           backend::KlEstimator estimator) {
+  if (kl_coef == 0.0) return 0.0;
+  if (logp_ref.size() != logp_actor.size()) {
+    throw std::invalid_argument("sequence_kl_penalty: a KL penalty needs reference logprobs for every token");
+  }
+  double sum = 0;
+  for (std::size_t t = 0; t < logp_actor.size(); ++t) {
+    sum += backend::rows::kl_term(double(logp_actor[t]) - double(logp_ref[t]), estimator).value;
+  }
+  return kl_coef * sum;
 }
 
 void gae(std::span<const double> rewards, std::span<const float> values, double gamma, double lambda,
@@ -47,7 +63,7 @@ PpoAdvantageSummary ppo_advantages(const PpoAdvantageInputs& in, const PpoAdvant
   const SequenceLayout& l = in.layout;
   l.check(what);
   l.check_per_token(what, "logprobs_actor", in.logprobs_actor.size());
-  l.check_per_token(what, "values", in.values.size());
+  if (!in.values.empty()) l.check_per_token(what, "values", in.values.size());
   if (opt.kl_coef != 0.0 || !in.logprobs_ref.empty()) l.check_per_token(what, "logprobs_ref", in.logprobs_ref.size());
   if (in.rewards.size() != l.size()) {
     throw std::invalid_argument(
@@ -61,14 +77,17 @@ PpoAdvantageSummary ppo_advantages(const PpoAdvantageInputs& in, const PpoAdvant
   PpoAdvantageSummary s;
   double kl_sum = 0, reward_sum = 0, adv_sum = 0, ret_sum = 0;
   std::vector<double> rewards;
+  std::vector<float> zeros;
   for (std::size_t i = 0; i < l.size(); ++i) {
     const std::size_t r0 = l.response_begin(i), n = l.response_length(i);
     const auto actor = in.logprobs_actor.subspan(r0, n);
     const auto ref = in.logprobs_ref.empty() ? std::span<const float>{} : in.logprobs_ref.subspan(r0, n);
     rewards.assign(n, 0.0);
     kl_penalised_rewards(actor, opt.kl_coef != 0.0 ? ref : std::span<const float>{}, in.rewards[i], opt.kl_coef,
-                         rewards);
-    gae(rewards, in.values.subspan(r0, n), opt.gamma, opt.lambda, advantages.subspan(r0, n), returns.subspan(r0, n));
+                         opt.kl_estimator, rewards);
+    zeros.assign(n, 0.0f);
+    gae(rewards, in.values.empty() ? std::span<const float>(zeros) : in.values.subspan(r0, n), opt.gamma, opt.lambda,
+        advantages.subspan(r0, n), returns.subspan(r0, n));
     reward_sum += in.rewards[i];
     for (std::size_t t = 0; t < n; ++t) {
       if (!ref.empty()) kl_sum += double(actor[t]) - double(ref[t]);

@@ -8,17 +8,31 @@
 
 namespace braid::rl {
 
-std::vector<double> group_advantages(std::span<const float> rewards, double eps) {
+std::vector<double> group_advantages(std::span<const float> rewards, const GroupOptions& opt) {
+  if (opt.estimator != Estimator::group && opt.estimator != Estimator::leave_one_out) {
+    throw std::invalid_argument("group_advantages: the estimator is not a group's (group, leave_one_out)");
+  }
   std::vector<double> out(rewards.size(), 0.0);
   if (rewards.empty()) return out;
+  const double n = double(rewards.size());
   double mean = 0;
   for (float r : rewards) mean += r;
-  mean /= double(rewards.size());
+  mean /= n;
+  if (opt.estimator == Estimator::leave_one_out) {
+    for (std::size_t i = 0; i < rewards.size(); ++i) {
+      out[i] = rewards.size() == 1 ? double(rewards[i]) : (double(rewards[i]) - mean) * n / (n - 1);
+    }
+    return out;
+  }
   double var = 0;
   for (float r : rewards) var += (r - mean) * (r - mean);
-  const double stdev = std::sqrt(var / double(rewards.size()));
-  for (std::size_t i = 0; i < rewards.size(); ++i) out[i] = (rewards[i] - mean) / (stdev + eps);
+  const double scale = opt.std_normalize ? 1.0 / (std::sqrt(var / n) + opt.eps) : 1.0;
+  for (std::size_t i = 0; i < rewards.size(); ++i) out[i] = (rewards[i] - mean) * scale;
   return out;
+}
+
+bool rewards_all_equal(std::span<const float> rewards) {
+  return std::all_of(rewards.begin(), rewards.end(), [&](float r) { return r == rewards.front(); });
 }
 
 GroupRewards::GroupRewards(std::int64_t samples_per_prompt) : per_group_(samples_per_prompt) {
@@ -44,7 +58,7 @@ std::int64_t GroupRewards::count(std::int64_t group) const {
 
 bool GroupRewards::complete(std::int64_t group) const { return count(group) == per_group_; }
 
-double GroupRewards::advantage(std::int64_t sample_id, double eps) const {
+double GroupRewards::advantage(std::int64_t sample_id, const GroupOptions& opt) const {
   const std::int64_t g = group_of(sample_id);
   if (!complete(g)) {
     throw std::logic_error(fmt::format("group {} has {} of its {} samples", g, count(g), per_group_));
@@ -57,7 +71,7 @@ double GroupRewards::advantage(std::int64_t sample_id, double eps) const {
     if (members[i].first == sample_id) self = i;
   }
   if (self == members.size()) throw std::logic_error(fmt::format("sample {} has no recorded reward", sample_id));
-  return group_advantages(rewards, eps)[self];
+  return group_advantages(rewards, opt)[self];
 }
 
 std::vector<std::int64_t> GroupRewards::incomplete_groups() const {
@@ -69,7 +83,7 @@ std::vector<std::int64_t> GroupRewards::incomplete_groups() const {
 }
 
 void broadcast_group_advantages(const SequenceLayout& layout, std::span<const std::int64_t> sample_ids,
-                                const GroupRewards& groups, double eps, std::span<float> advantages) {
+                                const GroupRewards& groups, const GroupOptions& opt, std::span<float> advantages) {
   constexpr const char* what = "broadcast_group_advantages";
   layout.check(what);
   layout.check_per_token(what, "advantages", advantages.size());
@@ -78,7 +92,7 @@ void broadcast_group_advantages(const SequenceLayout& layout, std::span<const st
   }
   std::fill(advantages.begin(), advantages.end(), 0.0f);
   for (std::size_t i = 0; i < layout.size(); ++i) {
-    const float a = float(groups.advantage(sample_ids[i], eps));
+    const float a = float(groups.advantage(sample_ids[i], opt));
     std::fill(advantages.begin() + std::ptrdiff_t(layout.response_begin(i)),
               advantages.begin() + std::ptrdiff_t(layout.end(i)), a);
   }

@@ -1,14 +1,18 @@
-// GRPO's group-relative advantages (DeepSeekMath; the systems-for-LLM-RL notes):
-// the samples of one prompt form a group G, and each sample's advantage is its reward
-// against the group's
+// Group-relative advantages: the samples of one prompt form a group G, and each sample's
+// advantage is its reward against the group's, broadcast to every response token of the
+// sample (returns = advantages; no critic):
 //
-//   A_i = (R_i - mean_G) / (std_G + eps),   std_G = sqrt(Σ (R_j - mean_G)² / |G|)
+//   group, std_normalize (GRPO, DeepSeekMath):  A_i = (R_i - mean_G) / (std_G + eps),
+//                                               std_G = sqrt(Σ (R_j - mean_G)² / |G|)
+//   group (Dr. GRPO, REINFORCE++-baseline):     A_i = R_i - mean_G
+//   leave_one_out (RLOO, Ahmadian et al. 2024): A_i = R_i - Σ_{j≠i} R_j / (|G| - 1)
+//                                               (= |G| / (|G| - 1) · (R_i - mean_G); R_i when |G| = 1)
 //
-// broadcast to every response token of sample i (returns = advantages; no critic).
 // A group is sample_id / samples_per_prompt; groups may arrive over several shards,
 // so the rewards are collected in a GroupRewards table until each group is whole.
 #pragma once
 
+#include "rl/algorithms.hpp"
 #include "rl/sequence_layout.hpp"
 
 #include <cstdint>
@@ -18,8 +22,17 @@
 
 namespace braid::rl {
 
-// The advantages of one whole group's rewards.
-std::vector<double> group_advantages(std::span<const float> rewards, double eps);
+struct GroupOptions {
+  Estimator estimator = Estimator::group;  // group or leave_one_out
+  bool std_normalize = true;               // group: divide by std_G + eps
+  double eps = 1e-6;
+};
+
+// The advantages of one whole group's rewards. std::invalid_argument for an estimator
+// that is not a group's.
+std::vector<double> group_advantages(std::span<const float> rewards, const GroupOptions& opt);
+// Whether a group's rewards are all equal (every advantage 0: DAPO's dynamic sampling drops it).
+bool rewards_all_equal(std::span<const float> rewards);
 
 class GroupRewards {
  public:
@@ -37,7 +50,7 @@ class GroupRewards {
   // Samples of the group recorded so far.
   std::int64_t count(std::int64_t group) const;
   // The sample's advantage; std::logic_error when its group is not complete.
-  double advantage(std::int64_t sample_id, double eps) const;
+  double advantage(std::int64_t sample_id, const GroupOptions& opt) const;
   // Groups that have some samples but not all, in increasing order.
   std::vector<std::int64_t> incomplete_groups() const;
 
@@ -52,6 +65,6 @@ class GroupRewards {
 // (std::logic_error naming the group otherwise); std::invalid_argument when the
 // lengths do not fit the layout.
 void broadcast_group_advantages(const SequenceLayout& layout, std::span<const std::int64_t> sample_ids,
-                                const GroupRewards& groups, double eps, std::span<float> advantages);
+                                const GroupRewards& groups, const GroupOptions& opt, std::span<float> advantages);
 
 }  // namespace braid::rl

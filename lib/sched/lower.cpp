@@ -20,6 +20,16 @@ bool parse_op(const std::string& name, Op* op) {
   return false;
 }
 
+int activations_in_flight(const Problem& p, const std::vector<Instr>& stream, int model) {
+  int live = 0, most = 0;
+  for (const Instr& in : stream) {
+    if (p.model[static_cast<std::size_t>(in.task)] != model) continue;
+    if (in.op == Op::F) most = std::max(most, ++live);
+    if (in.op == Op::B) --live;
+  }
+  return most;
+}
+
 Lowered lower(const Problem& p, const Order& order, const Timing& timing) {
   const auto n = static_cast<std::size_t>(p.num_tasks);
   const int pools = 2 * static_cast<int>(p.spec.models.size());

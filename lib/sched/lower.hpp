@@ -42,4 +42,8 @@ inline int pool_of(int model, Kind kind) { return 2 * model + (kind == Kind::B ?
 // `timing` must be evaluate(p, order) of a valid order.
 Lowered lower(const Problem& p, const Order& order, const Timing& timing);
 
+// How many micro-batches of model `model` a device's stream holds activations for at
+// once (from each F to its B): the activation slots a runtime keeps for it there.
+int activations_in_flight(const Problem& p, const std::vector<Instr>& stream, int model);
+
 }  // namespace braid::sched

@@ -153,4 +153,26 @@ LoadedSchedule load_schedule(const json& doc, const std::string& origin) {
   return out;
 }
 
+LoadedSchedule tile_schedule(const LoadedSchedule& one, int groups) {
+  if (groups <= 1) return one;
+  SchedSpec spec = one.problem.spec;
+  const int d0 = spec.devices;
+  spec.devices *= groups;
+  for (auto& m : spec.models) m.replicas *= groups;
+  LoadedSchedule out{build_problem(spec), {}, one.makespan};
+  const std::int32_t task_shift = d0 * one.problem.per_device;
+  for (int k = 0; k < groups; ++k) {
+    for (int d = 0; d < d0; ++d) {
+      std::vector<Instr> stream = one.lowered.streams[static_cast<std::size_t>(d)];
+      for (Instr& in : stream) {
+        in.task += k * task_shift;
+        if (in.peer >= 0) in.peer += k * d0;
+      }
+      out.lowered.streams.push_back(std::move(stream));
+      out.lowered.buffers.push_back(one.lowered.buffers[static_cast<std::size_t>(d)]);
+    }
+  }
+  return out;
+}
+
 }  // namespace braid::sched

@@ -37,4 +37,14 @@ struct LoadedSchedule {
 };
 LoadedSchedule load_schedule(const json& doc, const std::string& origin);
 
+// `groups` identical copies of a schedule side by side: devices and every model's replicas
+// times `groups`, group k on devices k·D .. (k+1)·D - 1 running device d's stream with
+// its subtasks and peers moved there. braid-schedgen refuses such a spec (its replicas
+// share the factor: the search would split it into identical independent problems), so a
+// plan whose fused training splits into groups is scheduled once, for one group, and run
+// as this: the copies are data parallel, each stage's gradients summed over the
+// replicas of every group. Problem::device_of places replica r on devices r·stages.., so
+// group k's replicas are k·K .. (k+1)·K - 1 of the widened problem.
+LoadedSchedule tile_schedule(const LoadedSchedule& one, int groups);
+
 }  // namespace braid::sched

@@ -14,7 +14,6 @@ rl::PpoAdvantageSummary ppo_advantages(io::SampleBatch& b, const rl::PpoAdvantag
     if (!present) throw std::invalid_argument(fmt::format("PPO advantages need /{}, which the batch lacks", name));
   };
   need(b.logprobs_actor.has_value(), "logprobs/actor");
-  need(b.values.has_value(), "values");
   need(b.reward.has_value(), "reward");
   if (opt.kl_coef != 0.0) need(b.logprobs_ref.has_value(), "logprobs/ref");
 
@@ -23,7 +22,7 @@ rl::PpoAdvantageSummary ppo_advantages(io::SampleBatch& b, const rl::PpoAdvantag
                                   .logprobs_actor = *b.logprobs_actor,
                                   .logprobs_ref = b.logprobs_ref ? std::span<const float>(*b.logprobs_ref)
                                                                  : std::span<const float>{},
-                                  .values = *b.values,
+                                  .values = b.values ? std::span<const float>(*b.values) : std::span<const float>{},
                                   .rewards = *b.reward};
   const rl::PpoAdvantageSummary s = rl::ppo_advantages(in, opt, advantages, returns);
   b.advantages = std::move(advantages);
@@ -31,9 +30,9 @@ rl::PpoAdvantageSummary ppo_advantages(io::SampleBatch& b, const rl::PpoAdvantag
   return s;
 }
 
-void grpo_advantages(io::SampleBatch& b, const rl::GroupRewards& groups, double eps) {
+void group_advantages(io::SampleBatch& b, const rl::GroupRewards& groups, const rl::GroupOptions& opt) {
   std::vector<float> advantages(b.token_count());
-  rl::broadcast_group_advantages(layout_of(b), b.sample_id, groups, eps, advantages);
+  rl::broadcast_group_advantages(layout_of(b), b.sample_id, groups, opt, advantages);
   b.returns = advantages;
   b.advantages = std::move(advantages);
 }

@@ -13,12 +13,12 @@ namespace braid::score {
 rl::SequenceLayout layout_of(const io::SampleBatch& b);
 
 // Fills b.advantages and b.returns (prompt positions 0) from b.logprobs_actor,
-// b.logprobs_ref (needed when kl_coef != 0), b.values and b.reward.
-// std::invalid_argument naming the missing array.
+// b.logprobs_ref (needed when kl_coef != 0), b.values (absent: V = 0, the returns-to-go
+// with λ = 1) and b.reward. std::invalid_argument naming the missing array.
 rl::PpoAdvantageSummary ppo_advantages(io::SampleBatch& b, const rl::PpoAdvantageOptions& opt);
 
 // Fills b.advantages and b.returns (equal; prompt positions 0) from the table, which must
 // hold every group of the batch complete (std::logic_error naming the group otherwise).
-void grpo_advantages(io::SampleBatch& b, const rl::GroupRewards& groups, double eps);
+void group_advantages(io::SampleBatch& b, const rl::GroupRewards& groups, const rl::GroupOptions& opt);
 
 }  // namespace braid::score

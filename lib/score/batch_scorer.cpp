@@ -6,12 +6,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
 namespace braid::score {
-
-const char* to_string(Algorithm a) { return a == Algorithm::ppo ? "ppo" : "grpo"; }
 
 BatchScorer::BatchScorer(const ScoreModels& models, const ScoreSettings& settings)
     : models_(models), settings_(settings) {
@@ -23,14 +22,14 @@ BatchScorer::BatchScorer(const ScoreModels& models, const ScoreSettings& setting
   }
   if (models.rule) wrapped_rule_ = wrap_rule_reward(*models.rule);
   text_ = models.rule ? wrapped_rule_.get() : models.text;
-  if (settings.algorithm == Algorithm::ppo && models.critic == nullptr) {
+  if (settings.uses_critic() && models.critic == nullptr) {
     throw std::invalid_argument("BatchScorer: PPO needs a critic");
   }
-  if (settings.kl_coef != 0.0 && (models.ref == nullptr || settings.algorithm != Algorithm::ppo)) {
-    throw std::invalid_argument("BatchScorer: a KL penalty needs PPO and a reference model");
+  if (settings.kl_coef != 0.0 && models.ref == nullptr) {
+    throw std::invalid_argument("BatchScorer: a KL penalty needs a reference model");
   }
   if (models.ref) ref_ = std::make_unique<ReferencePass>(*models.ref, settings.micro_tokens);
-  if (models.critic && settings.algorithm == Algorithm::ppo) {
+  if (models.critic && settings.uses_critic()) {
     critic_ = std::make_unique<ValuePass>(*models.critic, settings.micro_tokens);
   }
   if (models.reward) reward_ = std::make_unique<RewardModelPass>(*models.reward, settings.micro_tokens);
@@ -105,7 +104,22 @@ void BatchScorer::finish() {
   if (text_) text_->finish();
 }
 
-rl::PpoAdvantageSummary BatchScorer::score(io::SampleBatch& b, const std::string& file, const std::string& prompts) {
+float BatchScorer::group_reward(const io::SampleBatch& b, std::size_t i) const {
+  const float r = (*b.reward)[i];
+  if (settings_.kl_coef == 0.0) return r;
+  return static_cast<float>(r - rl::sequence_kl_penalty(b.response_of(*b.logprobs_actor, i),
+                                                        b.response_of(*b.logprobs_ref, i), settings_.kl_coef,
+                                                        settings_.kl_estimator));
+}
+
+double overlong_reward(std::int64_t response_tokens, std::int64_t max_new_tokens, std::int64_t buffer, double factor) {
+  const std::int64_t excess = response_tokens - (max_new_tokens - buffer);
+  if (buffer <= 0 || excess <= 0) return 0.0;
+  return -factor * std::min(1.0, double(excess) / double(buffer));
+}
+
+rl::PpoAdvantageSummary BatchScorer::score(io::SampleBatch& b, const std::string& file, const std::string& prompts,
+                                           std::int64_t max_new_tokens) {
   std::vector<TextSample> samples;
   if (text_) {
     samples = text_samples(b, *models_.tokenizer, file, prompts);
@@ -143,10 +157,30 @@ rl::PpoAdvantageSummary BatchScorer::score(io::SampleBatch& b, const std::string
     rule_timing_.sequences += static_cast<std::int64_t>(b.size());
     rule_timing_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  if (settings_.algorithm == Algorithm::ppo) {
-    return ppo_advantages(b, {.kl_coef = settings_.kl_coef, .gamma = settings_.gamma, .lambda = settings_.lambda});
+  const bool shaped = settings_.overlong_buffer > 0 || (settings_.overlong_buffer < 0 && settings_.overlong_fraction > 0);
+  if (shaped) {
+    const std::int64_t buffer = settings_.overlong_buffer_for(max_new_tokens);
+    if (max_new_tokens <= 0 || buffer >= max_new_tokens) {
+      throw InputError(file.empty() ? "the shard" : file, "attribute config",
+                       max_new_tokens <= 0
+                           ? std::string("does not say the generation's max_new_tokens, which the overlong reward "
+                                         "shaping counts back from (--overlong-buffer 0 turns it off)")
+                           : fmt::format("max_new_tokens is {}: an overlong buffer of {} tokens leaves no length "
+                                         "unpenalised (--overlong-buffer)",
+                                         max_new_tokens, buffer));
+    }
+    // A fraction of a short cap can round to no buffer: no shaping then.
+    for (std::size_t i = 0; buffer > 0 && i < b.size(); ++i) {
+      (*b.reward)[i] += static_cast<float>(overlong_reward(static_cast<std::int64_t>(b.response_length(i)),
+                                                           max_new_tokens, buffer, settings_.overlong_penalty));
+    }
   }
-  return {};
+  if (settings_.grouped()) return {};
+  // GAE over the critic's values, or (returns-to-go) over none with λ = 1.
+  return ppo_advantages(b, {.kl_coef = settings_.kl_coef,
+                            .gamma = settings_.gamma,
+                            .lambda = settings_.uses_critic() ? settings_.lambda : 1.0,
+                            .kl_estimator = settings_.kl_estimator});
 }
 
 PassTiming BatchScorer::ref_timing() const { return ref_ ? ref_->timing() : PassTiming{}; }

@@ -35,9 +35,20 @@
 
 namespace braid::score {
 
+double default_kl_coef(const std::string& algorithm) {
+  const auto a = rl::algorithm_named(algorithm);
+  return a && a->kl_reward_coef ? *a->kl_reward_coef : 0.0;
+}
+
 ScoreSettings settings_from(const CommandOptions& o) {
+  const auto algorithm = rl::algorithm_named(o.algorithm);
+  if (!algorithm) {
+    throw UsageError(fmt::format("--algorithm: unknown '{}' (algorithms: {})", o.algorithm, rl::algorithm_list()));
+  }
   ScoreSettings s;
-  s.algorithm = o.algorithm == "grpo" ? Algorithm::grpo : Algorithm::ppo;
+  s.algorithm = o.algorithm;
+  s.estimator = algorithm->estimator;
+  s.std_normalize = o.std_normalize.value_or(algorithm->std_normalize);
   s.gamma = o.gamma;
   s.lambda = o.lambda;
   s.std_eps = o.std_eps;
@@ -54,20 +65,26 @@ ScoreSettings settings_from(const CommandOptions& o) {
     throw UsageError(fmt::format("--kl-coef {} needs --ref (the KL penalty is against the reference model); "
                                  "without a reference, leave --kl-coef out or set it to 0", *o.kl_coef));
   }
-  if (s.algorithm == Algorithm::ppo) {
+  const auto estimator = rl::kl_estimator_named(o.kl_estimator);
+  if (!estimator) throw UsageError(fmt::format("--kl-estimator: '{}' is not k1, k2 or k3", o.kl_estimator));
+  s.kl_estimator = *estimator;
+  s.kl_coef = o.kl_coef.value_or(o.ref.empty() ? 0.0 : default_kl_coef(o.algorithm));
+  if (s.uses_critic()) {
     if (o.critic.empty()) throw UsageError("--algorithm ppo needs --critic (its values are GAE's baseline)");
-    s.kl_coef = o.kl_coef.value_or(o.ref.empty() ? 0.0 : kDefaultKlCoef);
-  } else {
+  } else if (!o.critic.empty()) {
     // An option that would be ignored is refused: the user asked for something this does not do.
-    if (!o.critic.empty()) {
-      throw UsageError(fmt::format("--algorithm grpo uses no critic: leave out --critic {}", o.critic));
-    }
-    if (o.kl_coef && *o.kl_coef > 0) {
-      throw UsageError("--algorithm grpo puts the KL term in the loss (braid-train grpo --kl-coef), not in the "
-                       "reward: leave out --kl-coef here");
-    }
-    s.kl_coef = 0;
+    throw UsageError(fmt::format("--algorithm {} uses no critic: leave out --critic {}", o.algorithm, o.critic));
   }
+  if (o.std_normalize && s.estimator != rl::Estimator::group) {
+    throw UsageError(fmt::format("--norm-by-std / --no-norm-by-std: --algorithm {} has no group-mean advantages to "
+                                 "scale (grpo, dr-grpo, dapo, gspo, reinforce++-baseline have)",
+                                 o.algorithm));
+  }
+  if (o.overlong_buffer && *o.overlong_buffer < 0) throw UsageError("--overlong-buffer must be >= 0 tokens (0: off)");
+  if (!(o.overlong_penalty > 0)) throw UsageError("--overlong-penalty must be > 0");
+  s.overlong_buffer = o.overlong_buffer.value_or(-1);
+  s.overlong_fraction = algorithm->overlong_fraction;
+  s.overlong_penalty = o.overlong_penalty;
   return s;
 }
 
@@ -77,13 +94,20 @@ namespace {
 json score_config(const CommandOptions& o, const ScoreSettings& s, const std::vector<checkpoint::OpenedModel*>& opened) {
   json c;
   c["stage"] = "score";
-  c["algorithm"] = to_string(s.algorithm);
-  if (s.algorithm == Algorithm::ppo) {
-    c["kl_coef"] = s.kl_coef;
-    c["gamma"] = s.gamma;
-    c["lambda"] = s.lambda;
+  c["algorithm"] = s.algorithm;
+  c["kl_coef"] = s.kl_coef;
+  if (s.kl_coef != 0) c["kl_estimator"] = rl::to_string(s.kl_estimator);
+  if (s.grouped()) {
+    c["std_normalize"] = s.std_normalize;
+    if (s.std_normalize) c["std_eps"] = s.std_eps;
   } else {
-    c["std_eps"] = s.std_eps;
+    c["gamma"] = s.gamma;
+    if (s.uses_critic()) c["lambda"] = s.lambda;
+  }
+  if (s.overlong_buffer > 0 || (s.overlong_buffer < 0 && s.overlong_fraction > 0)) {
+    c["overlong"] = {{"buffer", s.overlong_buffer > 0 ? json(s.overlong_buffer) : json(nullptr)},
+                     {"fraction", s.overlong_buffer > 0 ? json(nullptr) : json(s.overlong_fraction)},
+                     {"penalty", s.overlong_penalty}};
   }
   if (!o.ref.empty()) c["ref"] = {{"checkpoint", o.ref}, {"step", opened[0]->step}};
   if (!o.critic.empty() && opened[1]) c["critic"] = {{"checkpoint", o.critic}, {"step", opened[1]->step}};
@@ -140,13 +164,13 @@ ScoreSession::ScoreSession(const CommandOptions& o, std::function<void(const std
   p.be = backend::make_backend(o.device, o.threads);
   p.predicted = require_device_memory(*p.be, o, p.settings);   // before loading (a GPU; not the CPU)
   if (!o.ref.empty()) p.ref = checkpoint::open_model(o.ref, *p.be, {}, /*need_lm_head=*/true, false, o.dtype, tp);
-  const bool use_critic = p.settings.algorithm == Algorithm::ppo;
+  const bool use_critic = p.settings.uses_critic();
   if (use_critic) p.critic = checkpoint::open_model(o.critic, *p.be, {}, false, /*need_value_head=*/true, o.dtype, tp);
   if (!o.reward.empty()) {
     p.reward = checkpoint::open_model(o.reward, *p.be, {}, false, /*need_value_head=*/true, o.dtype, tp);
   }
   if (tp.rank == 0) {
-    log::info("scoring with {} ({} threads{}): ref {}, critic {}, reward {}", to_string(p.settings.algorithm),
+    log::info("scoring with {} ({} threads{}): ref {}, critic {}, reward {}", p.settings.algorithm,
               p.be->threads(), tp.size > 1 ? fmt::format(", models split over tp {}", tp.size) : "", o.ref.empty() ? "none" : o.ref, use_critic ? o.critic : "none",
               !o.reward.empty() ? o.reward
               : !o.reward_rule.empty() ? "rule " + o.reward_rule

@@ -23,7 +23,9 @@ class Communicator;
 
 namespace braid::score {
 
-inline constexpr double kDefaultKlCoef = 0.05;
+// braid-score's --kl-coef when it is not given and there is a reference model: the
+// algorithm's (rl/algorithms.hpp: PPO 0.05, REINFORCE++ and RLOO 0.01, the others 0).
+double default_kl_coef(const std::string& algorithm);
 
 struct CommandOptions {
   std::vector<std::string> inputs;   // shard paths, or the single "-" (paths on stdin)
@@ -33,11 +35,15 @@ struct CommandOptions {
   std::string reward_cmd_dir;        // its working directory ("" = ours)
   double reward_cmd_timeout = 600;   // seconds to wait for its next answer
   std::string tokenizer = "byte";
-  std::string algorithm = "ppo";
-  std::optional<double> kl_coef;     // unset: kDefaultKlCoef with a reference, 0 without
+  std::string algorithm = "ppo";      // a name of rl/algorithms.hpp
+  std::optional<double> kl_coef;     // unset: default_kl_coef(algorithm) with a reference, 0 without
+  std::string kl_estimator = "k1";   // of the KL penalty in the rewards
   double gamma = 1.0;
   double lambda = 0.95;
   double std_eps = 1e-6;
+  std::optional<bool> std_normalize; // group estimators; unset: the algorithm's
+  std::optional<std::int64_t> overlong_buffer;  // tokens; unset: the algorithm's fraction of max_new_tokens
+  double overlong_penalty = 1.0;
   std::int64_t samples_per_prompt = 0;
   std::int64_t micro_tokens = 4096;
   std::string prefix = "scored";
@@ -50,7 +56,7 @@ struct CommandOptions {
 };
 
 // The settings the flags mean. UsageError (exit 2, naming the flags) for a combination
-// that cannot run; a warning for flags GRPO ignores (--critic, --kl-coef).
+// that cannot run; a warning for flags the algorithm ignores (--critic without one).
 ScoreSettings settings_from(const CommandOptions& o);
 
 // One braid-score run's models, scorer and shard stream, fed shard paths by its caller:

@@ -29,7 +29,7 @@ memory::Prediction scoring_memory(const backend::Backend& be, const CommandOptio
     const memory::ModelSpec ref = memory::peek_checkpoint(o.ref, "reference", o.dtype);
     models.push_back({.model = ref, .lm_head_chunk_rows = memory::lm_head_chunk_rows(be, ref.config), .output_rows = 2});
   }
-  if (s.algorithm == Algorithm::ppo) {
+  if (s.uses_critic()) {
     models.push_back({.model = memory::peek_checkpoint(o.critic, "critic", o.dtype), .output_rows = 1});
   }
   if (!o.reward.empty()) {

@@ -107,19 +107,7 @@ bool brace_group(std::string_view& s, std::string_view& inside) {
 
 // The text of one number with the wrapping and decoration a grader ignores removed.
 std::string normalised(std::string_view text) {
-  std::string s(trim(text));
-  for (bool changed = true; changed;) {
-    changed = false;
-    const std::string_view v = s;
-    for (auto [open, close] : std::array<std::pair<std::string_view, std::string_view>, 3>{
-             {{"\\(", "\\)"}, {"\\[", "\\]"}, {"$", "$"}}}) {
-      if (v.size() >= open.size() + close.size() && starts_with(v, open) && ends_with(v, close)) {
-        s = std::string(trim(v.substr(open.size(), v.size() - open.size() - close.size())));
-        changed = true;
-        break;
-      }
-    }
-  }
+  std::string s = unwrap_delimiters(text);
   replace_all(s, "{,}", ",");
   for (std::string_view gone : {"\\$", "$", "\\,", "\\!", "\\ ", "\\left", "\\right"}) replace_all(s, gone, "");
   s = std::string(trim(s));
@@ -128,6 +116,8 @@ std::string normalised(std::string_view text) {
   while (!s.empty() && s.back() == '.') s.pop_back();
   return std::string(trim(s));
 }
+
+}  // namespace
 
 // The last number in text (a \frac, a fraction a/b or a decimal, with its sign), as written.
 std::optional<std::string> last_number(std::string_view text) {
@@ -164,7 +154,22 @@ std::optional<std::string> marked_answer(std::string_view response) {
   return std::nullopt;
 }
 
-}  // namespace
+std::string unwrap_delimiters(std::string_view text) {
+  std::string s(trim(text));
+  for (bool changed = true; changed;) {
+    changed = false;
+    const std::string_view v = s;
+    for (auto [open, close] : std::array<std::pair<std::string_view, std::string_view>, 3>{
+             {{"\\(", "\\)"}, {"\\[", "\\]"}, {"$", "$"}}}) {
+      if (v.size() >= open.size() + close.size() && starts_with(v, open) && ends_with(v, close)) {
+        s = std::string(trim(v.substr(open.size(), v.size() - open.size() - close.size())));
+        changed = true;
+        break;
+      }
+    }
+  }
+  return s;
+}
 
 std::string to_string(const Rational& r) {
   return r.den == 1 ? std::to_string(r.num) : fmt::format("{}/{}", r.num, r.den);
@@ -217,44 +222,6 @@ std::optional<Rational> final_answer_value(std::string_view response) {
   if (auto v = parse_number(*answer)) return v;
   if (auto inner = last_number(*answer)) return parse_number(*inner);
   return std::nullopt;
-}
-
-std::optional<Rational> expected_answer(const json& extra, std::string* problem) {
-  const auto fail = [&](std::string why) -> std::optional<Rational> {
-    if (problem) *problem = std::move(why);
-    return std::nullopt;
-  };
-  constexpr const char* kForms = "a number, or a string holding one (\"42\", \"1,234\", \"3/4\", \"\\\\frac{3}{4}\", \"... #### 42\")";
-  if (!extra.is_object() || !extra.contains("answer")) {
-    return fail("is missing: --reward-rule math compares each response's final answer with it");
-  }
-  const json& a = extra["answer"];
-  if (a.is_number_integer()) {
-    if (a.is_number_unsigned() && a.get<std::uint64_t>() > std::uint64_t(INT64_MAX)) {
-      return fail(fmt::format("is {}, too large to compare exactly", a.dump()));
-    }
-    return Rational{a.get<std::int64_t>(), 1};
-  }
-  if (a.is_number_float()) {
-    if (auto v = parse_number(a.dump())) return v;
-    return fail(fmt::format("is {}, a number the math rule cannot compare exactly (give it as a string, e.g. \"0.25\")",
-                            a.dump()));
-  }
-  if (a.is_string()) {
-    const auto& s = a.get_ref<const std::string&>();
-    if (auto v = parse_number(s)) return v;
-    if (auto marked = marked_answer(s)) {
-      if (auto v = parse_number(*marked)) return v;
-    }
-    const std::string shown = s.size() > 40 ? s.substr(0, 40) + "..." : s;
-    return fail(fmt::format("is {}, not a number: expected {}", json(shown).dump(), kForms));
-  }
-  return fail(fmt::format("is {} ({}), expected {}", a.dump(), a.is_null() ? "null" : a.type_name(), kForms));
-}
-
-double math_reward(std::string_view response, const Rational& expected) {
-  const auto got = final_answer_value(response);
-  return got && *got == expected ? 1.0 : 0.0;
 }
 
 }  // namespace braid::score

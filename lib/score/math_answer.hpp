@@ -18,8 +18,6 @@
 // apples", "\boxed{x = 5}"), its last number is taken.
 #pragma once
 
-#include "core/json.hpp"
-
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,6 +33,9 @@ struct Rational {
 };
 std::string to_string(const Rational& r);  // "12", "-3/4"
 
+// text without the math delimiters around it ($...$, \\(...\\), \\[...\\], nested), trimmed.
+std::string unwrap_delimiters(std::string_view text);
+
 // The value of text that is one number (after the normalisation above); nullopt otherwise.
 std::optional<Rational> parse_number(std::string_view text);
 
@@ -44,12 +45,14 @@ std::optional<std::string> final_answer(std::string_view response);
 // The value of the final answer; nullopt when there is none or it holds no number.
 std::optional<Rational> final_answer_value(std::string_view response);
 
-// A prompt line's "answer" among its extra fields: a JSON number, or a string holding
-// one ("42", "1,234", "3/4", "\\frac{3}{4}", "#### 42"). nullopt with *problem set
-// ("is missing ...", "is \"x+1\", not a number ...") otherwise.
-std::optional<Rational> expected_answer(const json& extra, std::string* problem);
+// The answer marked by "####" (the rest of its line) or by the last \boxed{...} (braces
+// balanced, nested ones too); nullopt when neither is there.
+std::optional<std::string> marked_answer(std::string_view text);
 
-// 1 when the response's final answer equals `expected`, else 0.
-double math_reward(std::string_view response, const Rational& expected);
+// The last number in text (a \frac, a fraction a/b or a decimal, with its sign), as written.
+std::optional<std::string> last_number(std::string_view text);
+
+// Comparing answers that are not plain numbers (LaTeX values, intervals, sets, ...), the
+// prompt line's expected answer and the reward: score/math_expr.hpp.
 
 }  // namespace braid::score

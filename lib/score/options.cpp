@@ -2,6 +2,7 @@
 
 #include "backend/device_option.hpp"
 #include "backend/dtype_option.hpp"
+#include "rl/algorithms.hpp"
 
 namespace braid::score {
 namespace {
@@ -40,17 +41,35 @@ void add_score_options(CLI::App& app, CommandOptions& o) {
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--tokenizer", o.tokenizer, "Tokenizer that decodes prompts and responses for --reward-rule and "
                                              "--reward-cmd (byte or a tokenizer.json)")->capture_default_str();
-  app.add_option("--algorithm", o.algorithm, "ppo (critic + GAE) or grpo (group advantages, no critic)")
-      ->check(CLI::IsMember({"ppo", "grpo"}))->capture_default_str();
+  app.add_option("--algorithm", o.algorithm,
+                 "How rewards become advantages: ppo (critic + GAE), grpo, dr-grpo, dapo, gspo (group advantages), "
+                 "rloo (leave-one-out baseline), reinforce++ (returns-to-go), reinforce++-baseline (group mean)")
+      ->check(CLI::IsMember(rl::algorithm_names()))->capture_default_str();
   app.add_option("--kl-coef", o.kl_coef,
-                 "PPO per-token KL penalty coefficient (default 0.05 with --ref, 0 without)")
+                 "KL penalty in the rewards against --ref: per token (ppo, reinforce++), or summed over the response "
+                 "and taken off its reward (group advantages). Default with --ref: ppo 0.05, rloo and reinforce++ "
+                 "0.01, the others 0; without --ref 0")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--kl-estimator", o.kl_estimator, "The penalty's estimate of KL from d = logp - ref_logp: k1 (d), "
+                                                   "k2 (d^2/2) or k3 (exp(-d) + d - 1)")
+      ->check(CLI::IsMember({"k1", "k2", "k3"}))->capture_default_str();
+  app.add_flag_callback("--norm-by-std", [&o] { o.std_normalize = true; },
+                        "Group-mean advantages: divide by the group's std (the default of grpo, dapo, gspo)");
+  app.add_flag_callback("--no-norm-by-std", [&o] { o.std_normalize = false; },
+                        "Group-mean advantages: do not (the default of dr-grpo, reinforce++-baseline)");
+  app.add_option("--overlong-buffer", o.overlong_buffer,
+                 "DAPO's overlong reward shaping: a response within this many tokens of the generation's "
+                 "max_new_tokens loses reward linearly, --overlong-penalty at the cap (0: off; default dapo 20% of "
+                 "max_new_tokens, the others off)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--overlong-penalty", o.overlong_penalty, "The reward lost at max_new_tokens")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--gamma", o.gamma, "GAE discount")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--lambda", o.lambda, "GAE lambda")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--std-eps", o.std_eps, "GRPO: advantage = (reward - group mean) / (group std + this)")
+  app.add_option("--std-eps", o.std_eps, "Group advantages: (reward - group mean) / (group std + this)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--samples-per-prompt", o.samples_per_prompt,
-                 "GRPO group size (default: samples_per_prompt of the shards' generate config)")
+                 "Group size of group advantages (default: samples_per_prompt of the shards' generate config)")
       ->check(CLI::PositiveNumber);
   app.add_option("--micro-tokens", o.micro_tokens, "Tokens in one forward pass of a model")
       ->check(CLI::PositiveNumber)->capture_default_str();

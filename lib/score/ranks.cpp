@@ -76,9 +76,9 @@ std::vector<std::string> inputs_of_rank(const CommandOptions& o, const ScoreSett
   std::vector<std::int64_t> sequences;
   std::vector<std::vector<std::int64_t>> ids(o.inputs.size());
   std::int64_t group = 0;
-  if (settings.algorithm == Algorithm::grpo) group = o.samples_per_prompt;
+  if (settings.grouped()) group = o.samples_per_prompt;
   for (std::size_t i = 0; i < o.inputs.size(); ++i) {
-    if (settings.algorithm != Algorithm::grpo) {
+    if (!settings.grouped()) {
       sequences.push_back(io::probe_sample_shard(o.inputs[i]).sequences);
       continue;
     }

@@ -42,16 +42,28 @@ std::string forward_config(const std::string& input_config, const json& score_co
   return history.dump();
 }
 
-std::int64_t samples_per_prompt_in_config(const std::string& config) {
+namespace {
+
+// An integer setting of the generation a shard came from (its meta.config, or the
+// "generate" entry of a history); 0 when it does not say.
+std::int64_t generate_setting(const std::string& config, const char* key) {
   if (config.empty()) return 0;
   const json cfg = json::parse(config, nullptr, /*allow_exceptions=*/false);
   for (const json* obj : {&cfg, cfg.is_object() && cfg.contains("generate") ? &cfg["generate"] : nullptr}) {
-    if (obj && obj->is_object() && obj->contains("samples_per_prompt") && (*obj)["samples_per_prompt"].is_number_integer()) {
-      return (*obj)["samples_per_prompt"].get<std::int64_t>();
+    if (obj && obj->is_object() && obj->contains(key) && (*obj)[key].is_number_integer()) {
+      return (*obj)[key].get<std::int64_t>();
     }
   }
   return 0;
 }
+
+}  // namespace
+
+std::int64_t samples_per_prompt_in_config(const std::string& config) {
+  return generate_setting(config, "samples_per_prompt");
+}
+
+std::int64_t max_new_tokens_in_config(const std::string& config) { return generate_setting(config, "max_new_tokens"); }
 
 std::string prompts_file_of(const std::string& config) {
   const json cfg = json::parse(config, nullptr, /*allow_exceptions=*/false);
@@ -127,7 +139,7 @@ std::int64_t ShardStream::samples_per_prompt_of(const io::SampleShardMeta& meta,
 void ShardStream::record_rewards(const io::SampleBatch& b, const std::string& input) {
   for (std::size_t i = 0; i < b.size(); ++i) {
     const std::int64_t id = b.sample_id[i];
-    if (!groups_->add(id, (*b.reward)[i])) {
+    if (!groups_->add(id, scorer_->group_reward(b, i))) {
       throw InputError(input, "/sample_id",
                        fmt::format("sample {} (sequence {}) was already read from {}", id, i, sample_origin_[id]));
     }
@@ -150,7 +162,7 @@ void ShardStream::write_ready_groups() {
       ++it;
       continue;
     }
-    grpo_advantages(it->shard.batch, *groups_, scorer_->settings().std_eps);
+    group_advantages(it->shard.batch, *groups_, scorer_->settings().group_options());
     write(it->output, it->shard, it->input);
     it = pending_.erase(it);
   }
@@ -163,7 +175,7 @@ void ShardStream::add(const std::string& input) {
                                             out.string(), it->second));
   }
   outputs_[out] = input;
-  const bool grpo = scorer_->settings().algorithm == Algorithm::grpo;
+  const bool grpo = scorer_->settings().grouped();
 
   // One decision per tp group, its rank 0's: a rank that looked after rank 0 had
   // written the output would skip passes the others run.
@@ -196,7 +208,7 @@ void ShardStream::add(const std::string& input) {
   io::SampleBatch& b = shard.batch;
   scorer_->check(b, input);
   if (grpo && !groups_) groups_.emplace(samples_per_prompt_of(shard.meta, input));
-  scorer_->score(b, input, prompts_file_of(shard.meta.config));
+  scorer_->score(b, input, prompts_file_of(shard.meta.config), max_new_tokens_in_config(shard.meta.config));
 
   totals_.sequences += static_cast<std::int64_t>(b.size());
   totals_.tokens += static_cast<std::int64_t>(b.token_count());

@@ -6,8 +6,9 @@
 // name without a trailing -<digits> becomes <prefix>-<name>.h5). Each output is
 // written atomically and reported (on_output) the moment it is committed.
 //
-// PPO writes each output as soon as its input is scored. GRPO needs every sample of a
-// group (sample_id / samples_per_prompt) for the group's mean and spread, and a group
+// PPO (and REINFORCE++) writes each output as soon as its input is scored. A group
+// estimator (GRPO, RLOO, ...) needs every sample of a group (sample_id /
+// samples_per_prompt) for the group's mean and spread, and a group
 // may straddle shards: a scored shard waits in memory until every group it touches is
 // whole, then is written; shards that become ready together are written in the order
 // their inputs came. At the end of the input, a group still incomplete is an error
@@ -81,6 +82,9 @@ std::string forward_config(const std::string& input_config, const json& score_co
 // samples_per_prompt of the generation a shard came from (its meta.config, or the
 // "generate" entry of a history); 0 when it does not say.
 std::int64_t samples_per_prompt_in_config(const std::string& config);
+
+// max_new_tokens of the generation a shard came from; 0 when it does not say.
+std::int64_t max_new_tokens_in_config(const std::string& config);
 
 // The prompt file a shard was generated from, as braid-generate was given it (its
 // meta.config, or the "generate" entry of a history); "" when it does not say.

@@ -2,7 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/json.hpp"
-#include "score/math_answer.hpp"
+#include "score/math_expr.hpp"
 #include "score/rule_reward.hpp"
 
 #include <fmt/format.h>

@@ -4,9 +4,11 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace braid::tok {
@@ -165,18 +167,85 @@ ChatText ChatTemplate::render(const Conversation& c, bool add_generation_prompt)
   auto& d = *vars.as_dict();
   for (const auto& [k, v] : specials_.as_dict()->items()) d.set(k, v);
   for (auto it = c.kwargs.begin(); it != c.kwargs.end(); ++it) d.set(it.key(), jinja::Value::from_json(it.value()));
-  d.set("messages", jinja::Value::from_json(c.messages));
+  const jinja::Value messages = jinja::Value::from_json(c.messages);
+  d.set("messages", messages);
   d.set("tools", jinja::Value::from_json(c.tools));
   d.set("documents", jinja::None{});
   d.set("add_generation_prompt", add_generation_prompt);
+  jinja::RenderOptions options = options_;
+  options.tracked_items = messages.as_list()->items;
   try {
-    jinja::Rendered r = template_.render(vars, options_);
-    return {std::move(r.text), std::move(r.generation)};
+    jinja::Rendered r = template_.render(vars, options);
+    return {std::move(r.text), std::move(r.generation), std::move(r.item_spans)};
   } catch (const jinja::Error& e) {
     // The template's own refusal reads as transformers reports it; any other error says
     // where in the template it happened.
     throw ChatError("messages", e.kind() == jinja::Error::raised ? e.message() : std::string(e.what()));
   }
+}
+
+LearntEncoding encode_learnt(const Tokenizer& tok, const std::string& text, const std::vector<jinja::Span>& spans) {
+  Encoding e = tok.encode_with_offsets(text);
+  LearntEncoding out{std::move(e.ids), std::vector<bool>(e.spans.size(), false)};
+  std::size_t s = 0;
+  for (std::size_t k = 0; k < e.spans.size(); ++k) {
+    while (s < spans.size() && spans[s].end <= e.spans[k].begin) ++s;
+    out.learnt[k] = s < spans.size() && e.spans[k].end > spans[s].begin;
+  }
+  return out;
+}
+
+std::vector<jinja::Span> ChatTemplate::assistant_spans(const Conversation& c, const ChatText& whole,
+                                                       const Tokenizer& tok, std::size_t first) const {
+  const std::size_t n = c.messages.size();
+  std::optional<std::size_t> from;  // where message `first` begins in whole
+  for (std::size_t i = first; i < n && !from; ++i) {
+    if (whole.messages[i]) from = whole.messages[i]->begin;
+  }
+  std::vector<jinja::Span> out;
+  if (has_generation_blocks()) {
+    for (const jinja::Span& g : whole.generation) {
+      if (from && g.begin >= *from) out.push_back(g);
+    }
+    return out;
+  }
+  for (std::size_t i = first; i < n; ++i) {
+    if (c.messages[i].value("role", "") != "assistant") continue;
+    const std::string at = fmt::format("messages[{}]", i);
+    const auto& span = whole.messages[i];
+    if (!span) throw ChatError(at, fmt::format("the chat template ({}) writes no text for this assistant turn", origin_));
+    Conversation head = c;
+    head.messages = ordered_json::array();
+    for (std::size_t k = 0; k < i; ++k) head.messages.push_back(c.messages[k]);
+    std::string before, prompted;
+    try {
+      before = render(head, false).text;
+      prompted = render(head, true).text;
+    } catch (const ChatError& e) {
+      throw ChatError(at, fmt::format("the chat template ({}) renders no conversation before this assistant turn, so "
+                                      "the turn's header is not known: {}",
+                                      origin_, e.what()));
+    }
+    if (!prompted.starts_with(before)) {
+      throw ChatError(at, fmt::format("the chat template ({}) renders the conversation before this turn differently "
+                                      "with the generation prompt than without, so the turn's header is not known",
+                                      origin_));
+    }
+    const std::string_view header = std::string_view(prompted).substr(before.size());
+    const std::string_view turn = std::string_view(whole.text).substr(span->begin, span->end - span->begin);
+    std::size_t shared = 0;
+    while (shared < header.size() && shared < turn.size() && header[shared] == turn[shared]) ++shared;
+    if (shared < header.size()) {
+      // The turn leaves the prompt inside it: keep only the prompt's tokens it holds whole.
+      std::size_t cut = 0;
+      for (const TokenSpan& t : tok.encode_with_offsets(header).spans) {
+        if (t.end <= shared) cut = std::max(cut, t.end);
+      }
+      shared = cut;
+    }
+    if (span->begin + shared < span->end) out.push_back({span->begin + shared, span->end});
+  }
+  return out;
 }
 
 }  // namespace braid::tok

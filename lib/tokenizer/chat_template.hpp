@@ -17,6 +17,8 @@
 #include "core/json.hpp"
 #include "jinja/template.hpp"
 
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -63,11 +65,26 @@ ChatDefaults chat_defaults(const std::string& tools_file, const std::string& kwa
 // field.
 Conversation conversation_of_line(const ordered_json& line, const ChatDefaults& run, const char* messages_key = "messages");
 
-// The text a template rendered, and the byte ranges its {% generation %} blocks wrote.
+// The text a template rendered, the byte ranges its {% generation %} blocks wrote, and
+// for each message the text the template wrote while its loop was at that message
+// (jinja::Rendered::item_spans; nullopt where it wrote none).
 struct ChatText {
   std::string text;
   std::vector<jinja::Span> generation;
+  std::vector<std::optional<jinja::Span>> messages;
 };
+
+class Tokenizer;
+using TokenId = std::int32_t;
+
+// A rendered text's tokens (encoded as it is, adding nothing) and which of them are
+// learnt: those that cover any of the spans' text (ChatTemplate::assistant_spans, in
+// text order).
+struct LearntEncoding {
+  std::vector<TokenId> ids;
+  std::vector<bool> learnt;
+};
+LearntEncoding encode_learnt(const Tokenizer& tok, const std::string& text, const std::vector<jinja::Span>& spans);
 
 class ChatTemplate {
  public:
@@ -81,6 +98,22 @@ class ChatTemplate {
 
   // The conversation rendered. ChatError when the template refuses it.
   ChatText render(const Conversation& c, bool add_generation_prompt) const;
+
+  // The text of the assistant turns of c, from its message `first` on, in `whole` (c
+  // rendered without the generation prompt): what a model trained on the conversation
+  // learns. Where the template marks the assistant's text with {% generation %}
+  // (transformers' assistant masks), those blocks. Otherwise each assistant message's
+  // text (what the template wrote for it, its end of turn included) without the turn's
+  // header: the longest start of the generation prompt (the conversation before the
+  // turn rendered with add_generation_prompt, less that rendered without) the text
+  // begins with, cut back to a boundary of that prompt's tokens (tok) where the text
+  // departs from it inside one. A header that differs from the generation prompt, as
+  // Qwen3's earlier turns without the thinking its prompt opens with, thus stays out,
+  // and an earlier turn rendered otherwise within the whole (its thinking dropped) is
+  // found as the whole has it. ChatError naming the message when the template writes
+  // nothing for an assistant message, or renders no conversation before it.
+  std::vector<jinja::Span> assistant_spans(const Conversation& c, const ChatText& whole, const Tokenizer& tok,
+                                           std::size_t first = 0) const;
 
   const std::string& origin() const { return origin_; }  // the file the template came from
   bool has_generation_blocks() const { return template_.has_generation(); }

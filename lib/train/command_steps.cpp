@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "checkpoint/adapters.hpp"
 #include "checkpoint/optimizer_state.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
@@ -34,6 +35,7 @@ TrainerOptions trainer_options(const CommonTrainOptions& c, double lr, std::size
   t.adamw.weight_decay = c.weight_decay;
   t.lr = lr_schedule(c, lr);
   t.micro = {.max_tokens = c.micro_tokens, .max_sequences = 0, .group = group};
+  t.recompute = c.recompute;
   return t;
 }
 
@@ -42,9 +44,19 @@ LoopOptions loop_options(const CommonTrainOptions& c, std::size_t group) {
 }
 
 checkpoint::OpenedModel open_for_ranks(const std::string& spec, backend::Backend& be, bool need_lm_head,
-                                          bool need_value_head, const CommonTrainOptions& c, const TrainingRanks& ranks) {
+                                          bool need_value_head, const CommonTrainOptions& c, const TrainingRanks& ranks,
+                                          bool trained) {
   ranks.require_splits(spec);
-  return checkpoint::open_model(spec, be, {}, need_lm_head, need_value_head, c.dtype, ranks.tp());
+  const bool adapter_file = checkpoint::read_adapter_file(spec).has_value();
+  if (!trained && adapter_file) {
+    throw InputError(spec, "kind", "is a LoRA adapter file: name its base, or the adapters merged (braid export --merge)");
+  }
+  if (adapter_file && ranks.tp().size > 1) throw UsageError("LoRA adapters under tensor parallelism (--tp) are not implemented");
+  checkpoint::OpenedModel out = checkpoint::open_model(spec, be, {}, need_lm_head, need_value_head, c.dtype, ranks.tp(),
+                                                       trained ? c.lora : model::LoraOptions{});
+  // Fresh adapters: A seeded by --seed, B zero.
+  if (trained && c.lora.enabled() && !adapter_file) out.model->init_adapters(c.seed);
+  return out;
 }
 
 void load_state(optim::AdamW& opt, const model::Model& m, const std::string& call, const StateSource& state) {
@@ -120,7 +132,8 @@ void save_all(const std::vector<Trainee*>& trainees, const std::string& created_
   for (Trainee* t : trainees) {
     saved.push_back(save_checkpoint(*t->opened.model, t->trainer->optimizer(), t->out,
                                     {.step = t->opened.step + 1, .created_by = created_by,
-                                     .config_json = t->opened.config_json, .made_from = t->made_from.dump()},
+                                     .config_json = t->opened.config_json, .made_from = t->made_from.dump(),
+                                     .base = t->opened.base},
                                     ranks.writes_checkpoints()));
   }
   outputs.commit();
@@ -160,6 +173,17 @@ io::MadeFrom command_record(const std::string& mode, const CommonTrainOptions& c
   return m;
 }
 
+void add_checkpoint_input(io::MadeFrom& m, const std::string& role, const std::string& spec) {
+  m.add_input(role, checkpoint::checkpoint_files(spec));
+  if (const auto adapters = checkpoint::read_adapter_file(spec)) {
+    m.add_input(role + " base", checkpoint::checkpoint_files(adapters->base));
+  }
+}
+
+model::LoraOptions fresh_adapters(const CommonTrainOptions& c, const std::string& spec) {
+  return c.lora.enabled() && !checkpoint::read_adapter_file(spec) ? c.lora : model::LoraOptions{};
+}
+
 ordered_json output_record(io::MadeFrom record, const std::string& role, const StateSource& state) {
   if (state.state) {
     record.add_input("optimizer_state", checkpoint::checkpoint_files(*state.state));
@@ -190,6 +214,13 @@ bool already_done(const std::vector<Trainee*>& trainees, const TrainingRanks& ra
 
 void check_common(const CommonTrainOptions& c) {
   if (c.micro_tokens < 1) throw UsageError("--micro-tokens must be at least 1");
+  try {
+    model::check_lora(c.lora);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--lora-*: {}", e.what()));
+  }
+  if (c.lora.enabled() && c.tp > 1) throw UsageError("LoRA adapters under tensor parallelism (--tp) are not implemented");
+  if (c.recompute < 0) throw UsageError("--recompute must be >= 0 (0: keep every layer's activations)");
   if (c.epochs < 1) throw UsageError("--epochs must be at least 1");
   if (c.stats == "-") throw UsageError("--stats cannot be stdout (stdout lists the checkpoints written)");
   if (c.lr_schedule != "constant" && c.lr_schedule != "cosine" && c.lr_schedule != "linear") {
@@ -206,7 +237,7 @@ void check_common(const CommonTrainOptions& c) {
 namespace {
 
 memory::TrainedModel trained_model(const backend::Backend& be, const TrainedCheckpoint& t, const CommonTrainOptions& c) {
-  memory::TrainedModel m{.model = memory::peek_checkpoint(t.checkpoint, t.role, c.dtype)};
+  memory::TrainedModel m{.model = memory::peek_checkpoint(t.checkpoint, t.role, c.dtype, c.lora)};
   // The objectives' LM-head chunk: their option, or the backend's default when 0.
   auto chunk = [&](std::int64_t asked) { return asked > 0 ? asked : memory::lm_head_chunk_rows(be, m.model.config); };
   // The per-token device arrays (DeviceRows) of each objective in train/objectives.hpp;
@@ -242,7 +273,7 @@ std::optional<memory::Prediction> require_device_memory(const backend::Backend& 
   if (!be.device_memory()) return std::nullopt;
   std::vector<memory::TrainedModel> models;
   for (const TrainedCheckpoint& t : trained) models.push_back(trained_model(be, t, c));
-  memory::Prediction p = memory::predict_training(models, c.micro_tokens);
+  memory::Prediction p = memory::predict_training(models, c.micro_tokens, c.recompute);
   if (before_training) {
     memory::Prediction before = before_training(be);
     if (before.total() > p.total()) p = std::move(before);
@@ -250,11 +281,13 @@ std::optional<memory::Prediction> require_device_memory(const backend::Backend& 
   std::uint64_t per_token = 0;
   for (const memory::TrainedModel& m : models) {
     per_token += memory::activation_bytes(m.model.config, m.model.options,
-                                          {.max_tokens = 1, .max_sequences = 1, .training = true});
+                                          {.max_tokens = 1, .max_sequences = 1, .training = true,
+                                           .recompute = c.recompute});
   }
   std::string advice = fmt::format("Lower --micro-tokens (now {}; the activations take about {} a token)",
                                    c.micro_tokens, gib(per_token));
   if (c.dtype != backend::DType::bf16) advice += ", or store the weights in bf16 (--dtype bf16)";
+  if (c.recompute != 1) advice += ", or recompute every layer's activations in the backward (--recompute 1)";
   memory::require_fits(p, be, c.device, advice);
   return p;
 }

@@ -2,7 +2,9 @@
 //
 //   ppo   scored shards → actor (clipped policy loss) and critic (clipped value loss),
 //         one AdamW step each per mini-batch
-//   grpo  scored shards → actor (clipped policy loss + β·KL to ref, sequence mean)
+//   grpo, dr-grpo, dapo, gspo, rloo, reinforce++, reinforce++-baseline
+//         scored shards → actor: the policy loss under each algorithm's preset
+//         (rl/algorithms.hpp; aggregation, clip range, KL, sequence ratio, whitening)
 //   sft   {"prompt","response"} lines → actor (NLL of the response)
 //   rm    {"prompt","chosen","rejected"} lines → reward model (−log σ(r_c − r_r))
 //   dpo   {"prompt","chosen","rejected"} lines → actor (DPO or IPO against the reference's
@@ -16,6 +18,7 @@
 #include "backend/dtype.hpp"
 #include "backend/backend.hpp"
 #include "io/sample_batch.hpp"
+#include "train/objectives.hpp"
 #include "train/options.hpp"
 
 #include <cstdint>
@@ -23,6 +26,15 @@
 #include <vector>
 
 namespace braid::train {
+
+// A policy mode's command with the defaults of its algorithm's preset; UsageError for a
+// name that is not an algorithm.
+RlCommand rl_command(const std::string& algorithm);
+// The actor's objective the options ask for; UsageError naming the option for one that
+// cannot be (--clip-high below --clip-low, an unknown --loss-agg or --kl-estimator, ...).
+PolicyObjectiveOptions actor_objective_options(const RlCommand& c);
+// Whether the mode trains a critic (ppo).
+bool trains_critic(const RlCommand& c);
 
 int run_rl(const RlCommand& c);
 // The per-token arrays a mode's shards must hold.

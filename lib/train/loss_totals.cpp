@@ -12,14 +12,17 @@ bool LossTotals::is_max(const std::string& metric) {
 }
 
 void LossTotals::add(const LossStats& s) {
+  const double metric_units = s.metric_units < 0 ? s.units : s.metric_units;
   std::map<std::string, double> sums;
-  for (const auto& [k, v] : s.metrics) sums[k] = is_max(k) ? v : v * s.units;
-  merge(s.loss, s.units, sums);
+  for (const auto& [k, v] : s.metrics) sums[k] = is_max(k) ? v : v * metric_units;
+  merge(s.loss, s.units, metric_units, sums);
 }
 
-void LossTotals::merge(double loss_sum, double units, const std::map<std::string, double>& metric_sums) {
+void LossTotals::merge(double loss_sum, double units, double metric_units,
+                       const std::map<std::string, double>& metric_sums) {
   loss_ += loss_sum;
   units_ += units;
+  metric_units_ += metric_units;
   for (const auto& [k, v] : metric_sums) {
     const auto it = metrics_.find(k);
     if (it == metrics_.end()) metrics_[k] = v;
@@ -31,9 +34,10 @@ void LossTotals::merge(double loss_sum, double units, const std::map<std::string
 LossStats LossTotals::mean() const {
   LossStats s;
   s.units = units_;
+  s.metric_units = metric_units_;
   if (units_ <= 0) return s;
   s.loss = loss_ / units_;
-  for (const auto& [k, v] : metrics_) s.metrics[k] = is_max(k) ? v : v / units_;
+  for (const auto& [k, v] : metrics_) s.metrics[k] = is_max(k) ? v : (metric_units_ > 0 ? v / metric_units_ : 0.0);
   return s;
 }
 
@@ -44,12 +48,13 @@ LossTotals LossTotals::over_ranks(comm::Communicator& comm, const LossTotals& mi
   for (int r = 0; r < comm.size(); ++r) {
     std::string text;
     if (r == comm.rank()) {
-      json j = {{"loss", mine.loss_}, {"units", mine.units_}, {"metrics", mine.metrics_}};
+      json j = {{"loss", mine.loss_}, {"units", mine.units_}, {"metric_units", mine.metric_units_},
+                {"metrics", mine.metrics_}};
       text = j.dump();
     }
     comm.broadcast(text, r);
     const json j = json::parse(text);
-    all.merge(j.at("loss").get<double>(), j.at("units").get<double>(),
+    all.merge(j.at("loss").get<double>(), j.at("units").get<double>(), j.at("metric_units").get<double>(),
               j.at("metrics").get<std::map<std::string, double>>());
   }
   return all;

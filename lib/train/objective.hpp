@@ -33,22 +33,26 @@ namespace braid::train {
 struct LossStats {
   double loss = 0;        // Σ over the micro-batch's units of each one's loss (not divided)
   double units = 0;       // the units it sums over (= the objective's units(mb))
-  // Objective-specific (clip fraction, KL, ...): means over the micro-batch's units; a
-  // name ending in "_max" is a maximum instead.
+  // Objective-specific (clip fraction, KL, ...): means over metric_units (< 0: over the
+  // units; a policy loss summed per sequence reports token means); a name ending in
+  // "_max" is a maximum instead.
   std::map<std::string, double> metrics;
+  double metric_units = -1;
 };
 
 // Micro-batches' LossStats added up into their mini-batch's: loss and metrics as means
-// over all units (metrics weighted by each micro-batch's units; "_max" ones by max).
+// over all units (metrics weighted by each micro-batch's metric units; "_max" ones by max).
 class LossTotals {
  public:
   void add(const LossStats& s);
-  // The running sums: Σ loss, Σ units, and per metric Σ value · units (or the max).
+  // The running sums: Σ loss, Σ units, Σ metric units, and per metric Σ value · metric
+  // units (or the max).
   const std::map<std::string, double>& metric_sums() const { return metrics_; }
   double loss_sum() const { return loss_; }
   double units() const { return units_; }
+  double metric_units() const { return metric_units_; }
   // Adds sums of that form (another rank's, say) to these.
-  void merge(double loss_sum, double units, const std::map<std::string, double>& metric_sums);
+  void merge(double loss_sum, double units, double metric_units, const std::map<std::string, double>& metric_sums);
   // loss = Σ loss / Σ units; metrics likewise (0 when there are no units).
   LossStats mean() const;
 
@@ -59,8 +63,8 @@ class LossTotals {
   static LossTotals over_ranks(comm::Communicator& comm, const LossTotals& mine);
 
  private:
-  double loss_ = 0, units_ = 0;
-  std::map<std::string, double> metrics_;   // Σ metric · units, or the max
+  double loss_ = 0, units_ = 0, metric_units_ = 0;
+  std::map<std::string, double> metrics_;   // Σ metric · metric units, or the max
 };
 
 class Objective {

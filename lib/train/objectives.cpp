@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace braid::train {
@@ -14,15 +15,39 @@ std::size_t first_response_token(const io::SampleBatch& mb, std::size_t i) {
   return std::max(mb.response_begin(i), mb.begin(i) + 1);
 }
 
+std::size_t learnt_tokens(const io::SampleBatch& mb, std::size_t i) {
+  std::size_t n = 0;
+  for (std::size_t t = first_response_token(mb, i); t < mb.end(i); ++t) n += mb.learnt(i, t);
+  return n;
+}
+
 }  // namespace
+
+std::optional<Aggregation> aggregation_named(std::string_view name) {
+  for (const Aggregation a : {Aggregation::token_mean, Aggregation::seq_mean_token_sum, Aggregation::seq_mean_token_mean}) {
+    if (name == to_string(a)) return a;
+  }
+  return std::nullopt;
+}
+
+const char* to_string(Aggregation a) {
+  switch (a) {
+    case Aggregation::token_mean: return "token-mean";
+    case Aggregation::seq_mean_token_sum: return "seq-mean-token-sum";
+    case Aggregation::seq_mean_token_mean: return "seq-mean-token-mean";
+  }
+  return "?";
+}
 
 std::vector<float> response_row_weights(const io::SampleBatch& mb, Aggregation aggregation) {
   std::vector<float> w(mb.token_count(), 0.0f);
   for (std::size_t i = 0; i < mb.size(); ++i) {
-    const std::size_t first = first_response_token(mb, i);
-    if (first >= mb.end(i)) continue;
-    const double each = aggregation == Aggregation::token_mean ? 1.0 : 1.0 / double(mb.end(i) - first);
-    for (std::size_t t = first; t < mb.end(i); ++t) w[t - 1] = static_cast<float>(each);
+    const std::size_t learnt = learnt_tokens(mb, i);
+    if (learnt == 0) continue;
+    const double each = aggregation == Aggregation::seq_mean_token_mean ? 1.0 / double(learnt) : 1.0;
+    for (std::size_t t = first_response_token(mb, i); t < mb.end(i); ++t) {
+      if (mb.learnt(i, t)) w[t - 1] = static_cast<float>(each);
+    }
   }
   return w;
 }
@@ -30,11 +55,29 @@ std::vector<float> response_row_weights(const io::SampleBatch& mb, Aggregation a
 double response_units(const io::SampleBatch& mb, Aggregation aggregation) {
   double units = 0;
   for (std::size_t i = 0; i < mb.size(); ++i) {
-    const std::size_t first = first_response_token(mb, i);
-    if (first >= mb.end(i)) continue;
-    units += aggregation == Aggregation::token_mean ? double(mb.end(i) - first) : 1.0;
+    const std::size_t learnt = learnt_tokens(mb, i);
+    if (learnt > 0) units += aggregation == Aggregation::token_mean ? double(learnt) : 1.0;
   }
   return units;
+}
+
+std::vector<float> sequence_log_ratios(const io::SampleBatch& mb, std::span<const float> logprob_rows,
+                                       std::span<const float> old_rows) {
+  if (logprob_rows.size() != mb.token_count() || old_rows.size() != mb.token_count()) {
+    throw std::invalid_argument(fmt::format("sequence_log_ratios: {} and {} rows for {} tokens", logprob_rows.size(),
+                                            old_rows.size(), mb.token_count()));
+  }
+  constexpr double kMaxLogRatio = 10.0;  // exp(10) ≈ 2.2e4: far outside any clip range, still finite
+  std::vector<float> out(mb.token_count(), 0.0f);
+  for (std::size_t i = 0; i < mb.size(); ++i) {
+    const std::size_t first = first_response_token(mb, i);
+    if (first >= mb.end(i)) continue;
+    double sum = 0;
+    for (std::size_t t = first; t < mb.end(i); ++t) sum += double(logprob_rows[t - 1]) - double(old_rows[t - 1]);
+    const auto mean = static_cast<float>(std::min(kMaxLogRatio, sum / double(mb.end(i) - first)));
+    for (std::size_t t = first; t < mb.end(i); ++t) out[t - 1] = mean;
+  }
+  return out;
 }
 
 std::vector<float> token_array_on_rows(const io::SampleBatch& mb, const std::vector<float>& per_token) {
@@ -97,11 +140,10 @@ PolicyObjectiveOptions ppo_actor_options(double clip, double entropy_coef) {
   return o;
 }
 
-PolicyObjectiveOptions grpo_actor_options(double clip, double kl_coef) {
-  PolicyObjectiveOptions o;
-  o.loss.clip_low = o.loss.clip_high = clip;
+PolicyObjectiveOptions grpo_actor_options(double clip, double kl_coef, double entropy_coef) {
+  PolicyObjectiveOptions o = ppo_actor_options(clip, entropy_coef);
   o.loss.kl_coef = kl_coef;
-  o.aggregation = Aggregation::sequence_mean;
+  o.aggregation = Aggregation::seq_mean_token_mean;
   return o;
 }
 
@@ -127,17 +169,27 @@ LossStats PolicyObjective::loss_and_grad(model::Model& m, model::Activations& ac
   const bool entropy_grad = opt_.loss.entropy_coef != 0;
   float* d_logprob = d_logprob_.room(be, n);
   float* d_entropy = entropy_grad ? d_entropy_.room(be, n) : nullptr;
+  const float* log_ratio = nullptr;
+  if (opt_.sequence_ratio) {
+    // A sequence's ratio needs all its rows' logprobs: n floats to the host and back.
+    std::vector<float> rows(n);
+    be.copy_to_host(rows.data(), logprob, n * sizeof(float));
+    log_ratio = log_ratio_.upload(be, sequence_log_ratios(mb, rows, old));
+  }
   const backend::PolicyLossSums r = be.ops<float>().policy_loss(
       static_cast<std::int64_t>(n),
       {.logprob = logprob, .old_logprob = old_.upload(be, old), .advantages = adv_.upload(be, adv),
        .weight = weight_.upload(be, weight), .entropy = entropy,
-       .ref_logprob = ref.empty() ? nullptr : ref_.upload(be, ref)},
+       .ref_logprob = ref.empty() ? nullptr : ref_.upload(be, ref), .log_ratio = log_ratio},
       opt_.loss, scale, d_logprob, d_entropy);
   rl::token_logprobs_backward<float>(m, acts, *head_, targets, d_logprob, d_entropy);
 
   LossStats s;
   s.loss = r.loss;
-  s.units = r.weight;
+  s.units = units(mb);
+  // Metrics are means over the weighted rows (tokens, or under seq_mean_token_mean
+  // sequences), whatever the loss's units.
+  s.metric_units = r.weight;
   const double w = r.weight > 0 ? r.weight : 1.0;
   s.metrics = {{"policy_loss", r.policy_loss / w}, {"clip_fraction", r.clipped / w}, {"approx_kl", r.approx_kl / w},
                {"entropy", r.entropy / w}, {"ratio_max", r.ratio_max}};
@@ -253,7 +305,7 @@ LossStats DpoObjective::loss_and_grad(model::Model& m, model::Activations& acts,
   const double pairs = units(mb);  // refuses an odd count
   const auto ref = token_array_on_rows(mb, need(mb.logprobs_ref, "logprobs/ref", kName));
   const auto weight =
-      response_row_weights(mb, opt_.length_normalize ? Aggregation::sequence_mean : Aggregation::token_mean);
+      response_row_weights(mb, opt_.length_normalize ? Aggregation::seq_mean_token_mean : Aggregation::token_mean);
   const std::size_t n = mb.token_count();
   backend::Backend& be = m.backend();
   if (!head_) head_ = make_head(m, opt_.head_chunk_rows);

@@ -20,25 +20,40 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
 #include <vector>
 
 namespace braid::train {
 
-// How the per-token losses become one number (over the whole mini-batch: objective.hpp).
-enum class Aggregation {
-  token_mean,     // Σ over response tokens / their count (PPO); a unit is a response token
-  sequence_mean,  // mean over sequences of each one's token mean (GRPO, DeepSeekMath eq. 3);
-                  // a unit is a sequence with a response
-};
+// How the per-token losses become one number over the whole mini-batch (objective.hpp),
+// verl's loss_agg_mode: with ℓ_{i,t} the loss of response token t of sequence i, T_i its
+// response tokens and G the mini-batch's sequences with a response,
+//
+//   token_mean           Σ_i Σ_t ℓ_{i,t} / Σ_i T_i           a unit is a response token (PPO, DAPO)
+//   seq_mean_token_sum   Σ_i Σ_t ℓ_{i,t} / G                 a unit is a sequence (Dr. GRPO)
+//   seq_mean_token_mean  Σ_i (Σ_t ℓ_{i,t} / T_i) / G         a unit is a sequence (GRPO,
+//                                                            DeepSeekMath eq. 3; GSPO)
+enum class Aggregation { token_mean, seq_mean_token_sum, seq_mean_token_mean };
+// "token-mean", "seq-mean-token-sum", "seq-mean-token-mean"; nullopt for another name.
+std::optional<Aggregation> aggregation_named(std::string_view name);
+const char* to_string(Aggregation a);
 
-// Row weights for the response tokens of mb: row t − 1 for token t, 0 elsewhere; 1 per
-// token (token_mean) or 1/len for a sequence of len response tokens (sequence_mean), so
-// that the weights of mb add up to its units.
+// Row weights for the learnt response tokens of mb (io::SampleBatch::learnt: all of a
+// response unless its loss_mask says otherwise): row t − 1 for token t, 0 elsewhere; 1 per
+// token (token_mean, seq_mean_token_sum) or 1/T_i for a sequence of T_i learnt tokens
+// (seq_mean_token_mean).
 std::vector<float> response_row_weights(const io::SampleBatch& mb, Aggregation aggregation);
-// Σ of response_row_weights(mb, aggregation), counted from the offsets alone.
+// The units of mb (learnt response tokens, or sequences with one), from the offsets and loss_mask.
 double response_units(const io::SampleBatch& mb, Aggregation aggregation);
 // A per-token array laid onto rows: row t − 1 gets per_token[t] (the last row of a sequence 0).
 std::vector<float> token_array_on_rows(const io::SampleBatch& mb, const std::vector<float>& per_token);
+// GSPO's sequence ratio (Zheng et al. 2025): on every response row of sequence i,
+// log s_i = Σ_t (logp_t − old_t) / T_i over its response rows, capped at 10 (as verl's);
+// other rows 0. Rows as token_array_on_rows lays them out.
+std::vector<float> sequence_log_ratios(const io::SampleBatch& mb, std::span<const float> logprob_rows,
+                                       std::span<const float> old_rows);
 
 // Host vectors mirrored in backend memory, grown on demand (a no-op copy on the CPU backend).
 template <typename T>
@@ -54,11 +69,13 @@ class DeviceRows {
 struct PolicyObjectiveOptions {
   backend::PolicyLossOptions loss;
   Aggregation aggregation = Aggregation::token_mean;
+  // GSPO: each token's ratio is its sequence's (sequence_log_ratios), clipped as a whole.
+  bool sequence_ratio = false;
   std::int64_t head_chunk_rows = 0;  // 0: rl::default_chunk_rows
 };
-// PPO: defaults. GRPO: loss.kl_coef > 0 (reads logprobs_ref), sequence_mean.
+// PPO: defaults. GRPO: loss.kl_coef > 0 (reads logprobs_ref), seq_mean_token_mean.
 PolicyObjectiveOptions ppo_actor_options(double clip = 0.2, double entropy_coef = 0.0);
-PolicyObjectiveOptions grpo_actor_options(double clip = 0.2, double kl_coef = 0.04);
+PolicyObjectiveOptions grpo_actor_options(double clip = 0.2, double kl_coef = 0.04, double entropy_coef = 0.0);
 
 class PolicyObjective final : public Objective {
  public:
@@ -73,7 +90,7 @@ class PolicyObjective final : public Objective {
   PolicyObjectiveOptions opt_;
   std::unique_ptr<rl::ChunkedLmHead<float>> head_;
   DeviceRows<std::int32_t> targets_;
-  DeviceRows<float> old_, adv_, ref_, weight_, logprob_, entropy_, d_logprob_, d_entropy_;
+  DeviceRows<float> old_, adv_, ref_, weight_, logprob_, entropy_, d_logprob_, d_entropy_, log_ratio_;
 };
 
 class ValueObjective final : public Objective {

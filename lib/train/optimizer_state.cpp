@@ -86,7 +86,7 @@ bool load_optimizer_state_file(optim::AdamW& opt, const model::Model& m, const s
 }
 
 StateSource optimizer_state_source(const std::string& option, const std::string& mode,
-                                   const std::filesystem::path& checkpoint) {
+                                   const std::filesystem::path& checkpoint, const model::LoraOptions& fresh_adapters) {
   if (option == "fresh") return {std::nullopt, "--optimizer-state fresh: AdamW starts from zero"};
   if (option != "auto") {
     const std::filesystem::path given(option);
@@ -100,6 +100,9 @@ StateSource optimizer_state_source(const std::string& option, const std::string&
                        fmt::format("is a checkpoint with no optimizer state beside it ({} is not there)", beside.string()));
     }
     return {beside, fmt::format("--optimizer-state {}: the state beside it", option)};
+  }
+  if (fresh_adapters.enabled()) {
+    return {std::nullopt, fmt::format("fresh LoRA adapters ({}): AdamW starts from zero", model::describe(fresh_adapters))};
   }
   const auto beside = checkpoint::optimizer_state_path(checkpoint);
   if (!checkpoint::checkpoint_exists(beside)) return {std::nullopt, fmt::format("no optimizer state at {}: AdamW starts from zero", beside.string())};

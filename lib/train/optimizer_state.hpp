@@ -38,8 +38,9 @@ struct StateSource {
 // checkpoint (its made_from record says so: a run going on), none when another tool or
 // mode made it (a new stage: DPO or PPO after SFT) or when there is none; otherwise the
 // path of a state, or of a checkpoint whose state lies beside it (InputError naming the
-// option when there is none).
+// option when there is none). `fresh_adapters` (enabled): new LoRA adapters trained on the
+// checkpoint, a base, so "auto" starts from zero (the state beside a base is the base's).
 StateSource optimizer_state_source(const std::string& option, const std::string& mode,
-                                   const std::filesystem::path& checkpoint);
+                                   const std::filesystem::path& checkpoint, const model::LoraOptions& fresh_adapters = {});
 
 }  // namespace braid::train

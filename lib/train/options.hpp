@@ -30,6 +30,12 @@ struct CommonTrainOptions {
   int epochs = 1;
   std::size_t mini_batch = 0;         // sequences per optimizer step (rm: pairs); 0 = all
   std::int64_t micro_tokens = 4096;
+  // Activation recomputation (--recompute, model::ActivationOptions::recompute): 0 keeps every
+  // layer's activations; k recomputes the layers whose index is a multiple of k in backward.
+  int recompute = 0;
+  // LoRA adapters on the trained models (--lora-rank > 0, model/lora.hpp): fresh ones on a base
+  // checkpoint, or those of an adapter file given as the model (checkpoint/adapters.hpp).
+  model::LoraOptions lora;
   std::uint64_t seed = 0;
   double max_grad_norm = 1.0;
   double weight_decay = 0.0;
@@ -58,18 +64,36 @@ struct CommonTrainOptions {
   std::string optimizer_state = "auto";
 };
 
+// braid-train's policy modes (ppo, grpo, dr-grpo, dapo, gspo, rloo, reinforce++,
+// reinforce++-baseline): rl_command(name) starts from the algorithm's preset
+// (rl/algorithms.hpp), which the options then change.
 struct RlCommand {
   CommonTrainOptions common;
-  std::string algorithm = "ppo";      // "ppo" | "grpo"
+  std::string algorithm = "ppo";      // a name of rl/algorithms.hpp
   std::vector<std::string> inputs;    // shards, "-" = paths on stdin
   std::string actor, critic, actor_out, critic_out;
   double critic_lr = 5e-5;
-  double clip = 0.2;
+  // The ratio's clip range [1 − clip_low, 1 + clip_high]: each its own option, else --clip,
+  // else the algorithm's (DAPO's clip-higher: 0.2 / 0.28).
+  std::optional<double> clip, clip_low, clip_high;
+  double preset_clip_low = 0.2, preset_clip_high = 0.2;
   double value_clip = 0.2;
   double entropy_coef = 0.0;
-  double kl_coef = 0.04;              // GRPO only
+  double kl_coef = 0.0;               // β of the KL term in the loss (GRPO's 0.04 by its preset)
+  std::string kl_estimator = "k3";    // k1 | k2 | k3
+  std::string loss_agg = "token-mean";  // token-mean | seq-mean-token-sum | seq-mean-token-mean
+  bool sequence_ratio = false;        // GSPO: the sequence's ratio and clip for every token
+  // Truncated importance sampling against the generating engine (0: off): braid-train
+  // recomputes the actor's logprobs before training (the proximal policy π_old the ratio
+  // is taken against) and weighs each token's policy term by min(π_old / μ, tis_cap), μ the
+  // logprob the generator recorded (/logprobs/actor).
+  double tis_cap = 0.0;
   bool normalize_advantages = false;  // whiten advantages over the whole input before training
   std::string critic_optimizer_state = "auto";   // PPO: the critic's, as CommonTrainOptions::optimizer_state
+  // DAPO's dynamic sampling (train/group_filter.hpp): drop groups whose rewards are all
+  // equal; keep at most max_groups groups (0: all).
+  bool filter_groups = false;
+  std::int64_t max_groups = 0;
   std::string schedule;               // fused pipeline (not in the single-process trainer)
   std::int64_t max_staleness = -1;    // refuse tokens more steps behind the actor; < 0: no bound (train/staleness.hpp)
 };
@@ -79,6 +103,8 @@ struct TextCommand {
   std::string data;                   // JSON Lines ("-" = stdin)
   std::string model, model_out;       // --actor/--actor-out (sft), --reward/--reward-out (rm)
   std::string tokenizer = "byte";
+  std::string tools;                  // a JSON file of tool schemas for conversations without "tools"
+  std::string chat_template_kwargs;   // a JSON object of template keyword arguments, under each line's own
 };
 
 // braid-train dpo: preference pairs into a policy.
@@ -104,6 +130,7 @@ struct TrainerOptions {
   optim::AdamWConfig adamw;
   optim::LrSchedule lr;
   MicroBatchLimits micro;
+  int recompute = 0;                  // model::ActivationOptions::recompute
   optim::DataParallel data_parallel;
 };
 

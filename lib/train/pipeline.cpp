@@ -15,18 +15,6 @@
 namespace braid::train {
 namespace {
 
-// How many micro-batches of model m the stream holds activations for at once: from its
-// F to its B on this device.
-int slots_needed(const sched::Problem& p, const std::vector<sched::Instr>& stream, int m) {
-  int live = 0, most = 0;
-  for (const sched::Instr& in : stream) {
-    if (p.model[static_cast<std::size_t>(in.task)] != m) continue;
-    if (in.op == sched::Op::F) most = std::max(most, ++live);
-    if (in.op == sched::Op::B) --live;
-  }
-  return most;
-}
-
 void open_stage(PipelineModelState& ms, const sched::Problem& p, int device, backend::Backend& be,
                 const PipelineOptions& opt) {
   const sched::ModelSpec& spec = p.spec.models[static_cast<std::size_t>(ms.sched_index)];
@@ -57,10 +45,15 @@ void open_stage(PipelineModelState& ms, const sched::Problem& p, int device, bac
 
 }  // namespace
 
-FusedPipeline::FusedPipeline(const sched::LoadedSchedule& schedule, comm::Communicator& comm, backend::Backend& be,
+FusedPipeline::FusedPipeline(const sched::LoadedSchedule& given, comm::Communicator& comm, backend::Backend& be,
                              std::vector<PipelineModel> models, PipelineOptions options)
     : impl_(std::make_unique<Impl>()) {
   Impl& im = *impl_;
+  // A multiple of the schedule's devices runs that many copies of it, data parallel
+  // (sched::tile_schedule: a plan's identical fused groups, scheduled once).
+  const int d0 = given.problem.devices;
+  const int groups = comm.size() > d0 && comm.size() % d0 == 0 ? comm.size() / d0 : 1;
+  const sched::LoadedSchedule schedule = sched::tile_schedule(given, groups);
   im.problem = schedule.problem;
   im.comm = &comm;
   im.be = &be;
@@ -74,7 +67,8 @@ FusedPipeline::FusedPipeline(const sched::LoadedSchedule& schedule, comm::Commun
                                        "(mpirun -np {} with --tp {})",
                                        p.devices, comm.size() * im.opt.tp.size, im.opt.tp.size, comm.size(),
                                        comm.size() == 1 ? "" : "s", p.devices * im.opt.tp.size, im.opt.tp.size)
-                         : fmt::format("the schedule is for {} devices but {} MPI ranks run it (mpirun -np {})",
+                         : fmt::format("the schedule is for {} devices but {} MPI ranks run it (mpirun -np {}, or a "
+                                       "multiple of it: copies of the schedule, data parallel)",
                                        p.devices, comm.size(), p.devices));
   }
   // The streams as braid-schedgen --verify runs them, on every rank (each holds the whole
@@ -115,10 +109,11 @@ FusedPipeline::FusedPipeline(const sched::LoadedSchedule& schedule, comm::Commun
     ms.spec = std::move(models[static_cast<std::size_t>(im.caller_of[m])]);
     ms.sched_index = static_cast<int>(m);
     open_stage(ms, p, im.device, be, im.opt);
-    const int slots = slots_needed(p, im.stream, ms.sched_index);
+    const int slots = sched::activations_in_flight(p, im.stream, ms.sched_index);
     for (int i = 0; i < slots; ++i) {
       ms.slots.push_back(ms.model->make_activations(
-          {.max_tokens = im.opt.max_tokens, .max_sequences = im.opt.max_sequences, .training = true}));
+          {.max_tokens = im.opt.max_tokens, .max_sequences = im.opt.max_sequences, .training = true,
+           .recompute = im.opt.recompute}));
     }
     // Replicas of one stage average their gradients; split is collective, so every rank
     // takes part for every model (a single replica needs no group).
@@ -254,19 +249,21 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
     im.comm->broadcast(names, root);
     std::vector<std::string> keys;
     for (std::size_t b = 0, e; (e = names.find('\n', b)) != std::string::npos; b = e + 1) keys.push_back(names.substr(b, e - b));
-    // Sums add over the ranks (0 where a rank has none); maxima take the largest.
-    std::vector<double> sums_of(keys.size(), 0.0), maxima(keys.size(), std::numeric_limits<double>::lowest());
+    // Sums add over the ranks (0 where a rank has none); maxima take the largest. The
+    // metrics' units ride at the end of the sums.
+    std::vector<double> sums_of(keys.size() + 1, 0.0), maxima(keys.size(), std::numeric_limits<double>::lowest());
     for (std::size_t k = 0; k < keys.size(); ++k) {
       const auto it = ms.totals.metric_sums().find(keys[k]);
       if (it == ms.totals.metric_sums().end()) continue;
       (LossTotals::is_max(keys[k]) ? maxima : sums_of)[k] = it->second;
     }
+    sums_of.back() = ms.totals.metric_units();
     im.comm->all_reduce(std::span<double>(sums_of), comm::ReduceOp::sum);
     im.comm->all_reduce(std::span<double>(maxima), comm::ReduceOp::max);
     std::map<std::string, double> merged;
     for (std::size_t k = 0; k < keys.size(); ++k) merged[keys[k]] = LossTotals::is_max(keys[k]) ? maxima[k] : sums_of[k];
     LossTotals all;
-    all.merge(sums[3 * i + 1], units[i], merged);
+    all.merge(sums[3 * i + 1], units[i], sums_of.back(), merged);
     r.stats = all.mean();
   }
 

@@ -64,6 +64,7 @@ struct PipelineOptions {
   model::TensorParallel tp;
   std::int64_t max_tokens = 4096;            // tokens of one micro-batch (activations, messages)
   std::int64_t max_sequences = 64;           // sequences of one micro-batch
+  int recompute = 0;                         // model::ActivationOptions::recompute (--recompute)
 };
 
 struct PipelineModelResult {

@@ -41,7 +41,7 @@ class FusedSession final : public RlSession {
   explicit FusedSession(const RlCommand& c)
       : c_(c), mpi_(nullptr, nullptr), world_(comm::mpi_world()), mesh_(*world_, c.common.tp),
         be_(backend::make_backend(c.common.device, c.common.threads)),
-        policy_(c.algorithm == "ppo" ? ppo_actor_options(c.clip, c.entropy_coef) : grpo_actor_options(c.clip, c.kl_coef)),
+        policy_(actor_objective_options(c)),
         value_(c.value_clip) {
     // One rank tells the story; the others only warn (and stay quiet under -q). Progress
     // follows the level, so it is drawn once too.
@@ -58,7 +58,7 @@ class FusedSession final : public RlSession {
     comm::Communicator& devices = mesh_.cross_group() ? *mesh_.cross_group() : *own_cross_;
     const model::TensorParallel tp{mesh_.tp_size(), mesh_.tp_rank(), mesh_.tp_group()};
     require_tp_splits(c.actor, tp.size);
-    if (c.algorithm == "ppo") require_tp_splits(c.critic, tp.size);
+    if (trains_critic(c)) require_tp_splits(c.critic, tp.size);
     const auto schedule = sched::load_schedule(load_json_file(c.schedule), c.schedule);
     const optim::AdamWConfig adamw{.weight_decay = c.common.weight_decay, .max_grad_norm = c.common.max_grad_norm};
     std::vector<PipelineModel> models{{"actor", c.actor, &policy_, adamw, c.common.dtype}};
@@ -66,7 +66,7 @@ class FusedSession final : public RlSession {
     outs_ = {c.actor_out};
     calls_ = {"actor_train"};
     lr_ = {c.common.lr};
-    if (c.algorithm == "ppo") {
+    if (trains_critic(c)) {
       models.push_back({"critic", c.critic, &value_, adamw, c.common.dtype});
       specs_.push_back(c.critic);
       outs_.push_back(c.critic_out);
@@ -77,7 +77,8 @@ class FusedSession final : public RlSession {
                                             PipelineOptions{.schedule_origin = c.schedule,
                                                             .tp = tp,
                                                             .max_tokens = c.common.micro_tokens,
-                                                            .max_sequences = c.common.micro_tokens});
+                                                            .max_sequences = c.common.micro_tokens,
+                                                            .recompute = c.common.recompute});
   }
 
   bool lead() const override { return world_->rank() == 0; }
@@ -114,6 +115,9 @@ class FusedSession final : public RlSession {
     return out;
   }
   std::int64_t actor_step() const override { return pipe_->checkpoint_step(0); }
+  std::vector<float> actor_logprobs(const io::SampleBatch&) override {
+    throw UsageError("--tis-cap: not with --schedule (no rank holds the whole actor)");
+  }
   std::string describe() const override {
     if (mesh_.tp_size() > 1) {
       return fmt::format("fused pipeline over {} devices x tp {} ({} ranks; {})", mesh_.devices(), mesh_.tp_size(),

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "backend/backend.hpp"
+#include "io/sample_batch.hpp"
 #include "model/config.hpp"
 #include "core/json.hpp"
 #include "train/engine.hpp"
@@ -31,6 +32,10 @@ class RlSession {
   // The configs the samples must fit (actor, and the critic for PPO).
   virtual std::vector<model::ModelConfig> configs() const = 0;
   virtual std::int64_t actor_step() const = 0;
+  // The actor's per-token logprobs of b before any update (as train::reference_logprobs
+  // lays them out): truncated importance sampling's proximal policy. UsageError where the
+  // session holds no whole actor.
+  virtual std::vector<float> actor_logprobs(const io::SampleBatch& b) = 0;
   virtual std::string describe() const = 0;     // "one process" / "fused pipeline over 2 ranks (...)"
   virtual TrainingEngine& engine() = 0;
   virtual backend::Backend& backend() = 0;   // where the models live

@@ -2,8 +2,10 @@
 #include "train/commands.hpp"
 
 #include "backend/registry.hpp"
+#include "checkpoint/adapters.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/command_steps.hpp"
 #include "train/objectives.hpp"
@@ -34,10 +36,10 @@ const char* mode_name(TextMode mode) { return mode == TextMode::sft ? "sft" : mo
 // read from stdin), the tokenizer and DPO's reference.
 io::MadeFrom text_record(const TextCommand& c, TextMode mode, const std::string& ref) {
   io::MadeFrom m = command_record(mode_name(mode), c.common);
-  m.add_input("model", checkpoint::checkpoint_files(c.model));
+  add_checkpoint_input(m, "model", c.model);
   m.add_input_path("data", c.data);
   m.add_tokenizer(c.tokenizer);
-  if (!ref.empty()) m.add_input("ref", checkpoint::checkpoint_files(ref));
+  if (!ref.empty()) add_checkpoint_input(m, "ref", ref);
   return m;
 }
 
@@ -47,6 +49,7 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
              const std::string& ref = "") {
   const auto t0 = Clock::now();
   check_common(c.common);
+  const tok::ChatDefaults chat = tok::chat_defaults(c.tools, c.chat_template_kwargs);
   check_output_folders({c.model_out, c.common.stats});
   TrainingRanks ranks(c.common.data_parallel, c.common.tp);   // under mpirun: devices x tp (train/ranks.hpp)
   ranks.require_named_inputs({c.data}, "data file");
@@ -60,7 +63,7 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
       require_device_memory(*be, c.common, {{c.model, policy ? "policy" : "reward model", kind}}, before_training);
   Trainee t{open_for_ranks(c.model, *be, policy, !policy, c.common, ranks), nullptr, nullptr, c.model, c.model_out,
             policy ? "actor_train" : "reward_train"};
-  t.state = optimizer_state_source(c.common.optimizer_state, mode_name(mode), c.model);
+  t.state = optimizer_state_source(c.common.optimizer_state, mode_name(mode), c.model, fresh_adapters(c.common, c.model));
   t.made_from = output_record(text_record(c, mode, ref), policy ? "actor" : "reward", t.state);
   std::vector<Trainee*> trainees{&t};
   if (already_done(trainees, ranks, c.common.force)) return 0;
@@ -71,8 +74,9 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
                                  tok->vocab_size(), cfg.vocab_size));
   }
   const bool pairs = mode != TextMode::sft;
-  io::SampleBatch batch = pairs ? read_preference_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer)
-                                : read_sft_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer);
+  io::SampleBatch batch =
+      pairs ? read_preference_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer, chat)
+            : read_sft_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer, chat);
   log::info("{} {} from {}, {} tokens; {}", pairs ? batch.size() / 2 : batch.size(), pairs ? "pairs" : "examples", c.data,
             batch.token_count(), ranks.describe());
   const std::size_t group = pairs ? 2 : 1;
@@ -117,6 +121,9 @@ int run_sft(const TextCommand& c) {
 }
 
 int run_rm(const TextCommand& c) {
+  if (c.common.lora.enabled() || checkpoint::read_adapter_file(c.model)) {
+    throw UsageError("rm: LoRA adapters are not implemented for a reward model (its value head would stay frozen)");
+  }
   return run_text(c, TextMode::rm, [](Trainee&, backend::Backend&, io::SampleBatch&, const TrainingRanks&) {
     return std::make_unique<PairwiseRewardObjective>();
   });
@@ -134,9 +141,15 @@ int run_dpo(const DpoCommand& c) {
     std::string from = c.text.model;
     std::int64_t step = t.opened.step;
     if (c.ref.empty()) {
-      batch.logprobs_ref = reference_logprobs(*t.opened.model, batch, c.text.common.micro_tokens);
+      // Under LoRA the reference is the base: the policy with its adapters off.
+      model::Model& policy = *t.opened.model;
+      const bool adapted = policy.adapters_enabled();
+      policy.set_adapters_enabled(false);
+      batch.logprobs_ref = reference_logprobs(policy, batch, c.text.common.micro_tokens);
+      policy.set_adapters_enabled(true);
+      if (adapted) from = t.opened.base.string() + " (the base, adapters off)";
     } else {
-      const checkpoint::OpenedModel ref = open_for_ranks(c.ref, be, true, false, c.text.common, ranks);
+      const checkpoint::OpenedModel ref = open_for_ranks(c.ref, be, true, false, c.text.common, ranks, false);
       const std::int32_t vocab = t.opened.model->config().vocab_size;
       if (ref.model->config().vocab_size != vocab) {
         throw InputError(c.ref, "vocab_size",

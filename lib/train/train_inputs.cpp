@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -176,6 +177,7 @@ struct Joined {
   std::vector<std::int32_t> seq;
   std::int32_t prompt_len = 0;
   bool response_empty = false;
+  std::vector<float> mask;  // per token, 1 where learnt (conversations); empty: every response token
 };
 
 Joined join(const tok::Tokenizer& tok, const std::string& prompt, const std::string& completion, bool bos, bool eos) {
@@ -207,60 +209,75 @@ class LazyChatTemplate {
   std::optional<tok::ChatTemplate> t_;
 };
 
-// A conversation ending in an assistant turn, split into the text before that turn and
-// the turn itself. Where the template marks the assistant's text with {% generation %}
-// (transformers' assistant masks), the turn is its last such block to the end; otherwise,
-// as TRL splits a prompt-completion conversation, the prompt is the conversation without
-// that turn rendered with the generation prompt and the completion the rest of the whole
-// conversation's rendering (the template's end-of-turn included). ChatError when the
-// template does not render the prompt as the start of the whole. `n_prompt` messages
-// make the prompt.
-std::pair<std::string, std::string> split_conversation(const tok::ChatTemplate& t, const tok::Conversation& c,
-                                                       std::size_t n_prompt, const std::string& key) {
-  const std::size_t n = c.messages.size();
-  if (c.messages[n - 1].value("role", "") != "assistant") {
-    throw tok::ChatError(fmt::format("{}[{}].role", key, n - 1), "the last message must be the assistant's, the turn to learn");
-  }
+// A conversation rendered by its chat template (as transformers' apply_chat_template
+// renders it, no BOS or EOS added: the template writes its own), its assistant turns from
+// message `first` on learnt (ChatTemplate::assistant_spans) and nothing else: prompt_len
+// covers the tokens before the first learnt one, `mask` marks the learnt tokens (those
+// that cover any of an assistant turn's text). ChatError naming the field when the
+// template refuses the conversation or writes no text to learn.
+Joined join_conversation(const tok::Tokenizer& tok, const tok::ChatTemplate& t, const tok::Conversation& c,
+                         std::size_t first, const std::string& key) {
   const tok::ChatText whole = t.render(c, false);
-  if (t.has_generation_blocks()) {
-    if (whole.generation.empty()) {
-      throw tok::ChatError(key, fmt::format("the chat template ({}) marks no {{% generation %}} text in this conversation",
-                                            t.origin()));
-    }
-    const std::size_t at = whole.generation.back().begin;
-    return {whole.text.substr(0, at), whole.text.substr(at)};
+  const std::vector<jinja::Span> spans = t.assistant_spans(c, whole, tok, first);
+  if (spans.empty()) {
+    throw tok::ChatError(key, t.has_generation_blocks()
+                                  ? fmt::format("the chat template ({}) marks no {{% generation %}} text to learn in "
+                                                "this conversation", t.origin())
+                                  : std::string("has no assistant turn to learn"));
   }
-  tok::Conversation head = c;
-  head.messages = ordered_json::array();
-  for (std::size_t i = 0; i < n_prompt; ++i) head.messages.push_back(c.messages[i]);
-  const std::string prompt = n_prompt > 0 ? t.render(head, true).text : std::string();
-  if (!whole.text.starts_with(prompt)) {
-    throw tok::ChatError(key, fmt::format("the chat template ({}) renders the conversation without its last turn "
-                                          "differently from the start of the whole, so no prompt/response split exists: "
-                                          "give the prompt and response as text",
-                                          t.origin()));
-  }
-  return {prompt, whole.text.substr(prompt.size())};
+  tok::LearntEncoding e = tok::encode_learnt(tok, whole.text, spans);
+  Joined j;
+  j.seq = std::move(e.ids);
+  j.mask.assign(e.learnt.begin(), e.learnt.end());
+  const auto learnt = std::find(j.mask.begin(), j.mask.end(), 1.0f);
+  j.prompt_len = static_cast<std::int32_t>(learnt - j.mask.begin());
+  j.response_empty = learnt == j.mask.end();
+  return j;
 }
+
+// Sequences and their masks, gathered before the batch is made: a batch where some
+// sequence has a mask gets loss_mask, every response token of the others learnt.
+class Gathered {
+ public:
+  void add(Joined j) {
+    masked_ = masked_ || !j.mask.empty();
+    all_.push_back(std::move(j));
+  }
+  io::SampleBatch batch() const {
+    io::SampleBatch b;
+    for (const Joined& j : all_) b.add(j.seq, j.prompt_len, static_cast<std::int64_t>(b.size()));
+    if (!masked_) return b;
+    auto& mask = b.loss_mask.emplace(b.token_count(), 0.0f);
+    for (std::size_t i = 0; i < all_.size(); ++i) {
+      for (std::size_t t = b.response_begin(i); t < b.end(i); ++t) {
+        mask[t] = all_[i].mask.empty() ? 1.0f : all_[i].mask[t - b.begin(i)];
+      }
+    }
+    return b;
+  }
+
+ private:
+  std::vector<Joined> all_;
+  bool masked_ = false;
+};
 
 }  // namespace
 
 io::SampleBatch read_sft_jsonl(const std::string& path, const tok::Tokenizer& tok, std::int32_t vocab_size,
-                               std::int64_t max_len, const std::string& chat_template_from) {
+                               std::int64_t max_len, const std::string& chat_template_from,
+                               const tok::ChatDefaults& chat_defaults) {
   const auto lines = read_lines(path, {{"prompt", "response"}, {"messages"}});
-  const tok::ChatDefaults run;
   LazyChatTemplate chat(chat_template_from);
   Checker c(path);
-  io::SampleBatch b;
+  Gathered b;
   for (const auto& l : lines) {
     const std::string where = fmt::format("line {}", l.line);
     Joined j;
     if (l.obj.contains("messages")) {
       try {
         const tok::ChatTemplate& t = chat.get();
-        const tok::Conversation conv = tok::conversation_of_line(ordered_json::parse(l.text), run);
-        const auto [prompt, response] = split_conversation(t, conv, conv.messages.size() - 1, "messages");
-        j = join(tok, prompt, response, false, false);
+        const tok::Conversation conv = tok::conversation_of_line(ordered_json::parse(l.text), chat_defaults);
+        j = join_conversation(tok, t, conv, 0, "messages");
       } catch (const tok::ChatError& e) {
         c.fail(where + "." + e.field(), e.what());
         continue;
@@ -273,17 +290,18 @@ io::SampleBatch read_sft_jsonl(const std::string& path, const tok::Tokenizer& to
     }
     if (j.response_empty) c.fail(where + (l.obj.contains("messages") ? ".messages" : ".response"), "is empty");
     check_sequence(c, where, j.seq, vocab_size, max_len);
-    b.add(j.seq, j.prompt_len, static_cast<std::int64_t>(b.size()));
+    b.add(std::move(j));
   }
   c.check();
-  return b;
+  return b.batch();
 }
 
 // A preference pair's prompt conversation with one completion (a string: the
-// assistant's answer; an array: the messages that follow), split as split_conversation does.
-std::pair<std::string, std::string> split_preference(const tok::ChatTemplate& t, const ordered_json& line,
-                                                     const char* key) {
-  tok::Conversation c = tok::conversation_of_line(line, {}, "prompt");
+// assistant's answer; an array: the messages that follow), the completion's assistant
+// turns learnt (join_conversation).
+Joined join_preference(const tok::Tokenizer& tok, const tok::ChatTemplate& t, const ordered_json& line,
+                       const char* key, const tok::ChatDefaults& run) {
+  tok::Conversation c = tok::conversation_of_line(line, run, "prompt");
   const std::size_t n = c.messages.size();
   const ordered_json& completion = line[key];
   if (completion.is_string()) {
@@ -299,15 +317,26 @@ std::pair<std::string, std::string> split_preference(const tok::ChatTemplate& t,
   if (c.messages.back().value("role", "") != "assistant") {
     throw tok::ChatError(key, "must end with the assistant's message, the turn compared");
   }
-  return split_conversation(t, c, n, key);
+  try {
+    return join_conversation(tok, t, c, n, key);
+  } catch (const tok::ChatError& e) {
+    // "messages[i]..." of the joined conversation as the line names it: prompt[i] or key[i - n].
+    std::size_t i = 0;
+    if (std::sscanf(e.field().c_str(), "messages[%zu]", &i) != 1) throw;
+    const std::string rest = e.field().substr(e.field().find(']') + 1);
+    throw tok::ChatError(i < n ? fmt::format("prompt[{}]{}", i, rest)
+                               : (completion.is_string() ? std::string(key) : fmt::format("{}[{}]{}", key, i - n, rest)),
+                         e.what());
+  }
 }
 
 io::SampleBatch read_preference_jsonl(const std::string& path, const tok::Tokenizer& tok, std::int32_t vocab_size,
-                                      std::int64_t max_len, const std::string& chat_template_from) {
+                                      std::int64_t max_len, const std::string& chat_template_from,
+                                      const tok::ChatDefaults& chat_defaults) {
   const auto lines = read_lines(path, {{"prompt", "chosen", "rejected"}}, /*messages_allowed=*/true);
   LazyChatTemplate chat(chat_template_from);
   Checker c(path);
-  io::SampleBatch b;
+  Gathered b;
   for (const auto& l : lines) {
     const bool conversation = l.obj["prompt"].is_array();
     for (const char* key : {"chosen", "rejected"}) {
@@ -315,8 +344,7 @@ io::SampleBatch read_preference_jsonl(const std::string& path, const tok::Tokeni
       Joined j;
       if (conversation) {
         try {
-          const auto [prompt, completion] = split_preference(chat.get(), ordered_json::parse(l.text), key);
-          j = join(tok, prompt, completion, false, false);
+          j = join_preference(tok, chat.get(), ordered_json::parse(l.text), key, chat_defaults);
         } catch (const tok::ChatError& e) {
           // Problems of the prompt's messages are the same for both completions: named once.
           const bool prompt_problem = e.field().starts_with("prompt");
@@ -333,11 +361,11 @@ io::SampleBatch read_preference_jsonl(const std::string& path, const tok::Tokeni
       }
       if (j.response_empty) c.fail(where, "is empty");
       check_sequence(c, where, j.seq, vocab_size, max_len);
-      b.add(j.seq, j.prompt_len, static_cast<std::int64_t>(b.size()));
+      b.add(std::move(j));
     }
   }
   c.check();
-  return b;
+  return b.batch();
 }
 
 }  // namespace braid::train

@@ -1,5 +1,7 @@
 #include "train/train_outputs.hpp"
 
+#include "checkpoint/adapters.hpp"
+
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "train/optimizer_state.hpp"
@@ -24,6 +26,11 @@ std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim:
   const model::TensorParallel& tp = m.tensor_parallel();
   const std::filesystem::path weights = checkpoint::tp_path(out, tp.rank, tp.size);
   const std::filesystem::path state = checkpoint::tp_path(checkpoint::optimizer_state_path(out), tp.rank, tp.size);
+  if (m.options().lora.enabled()) {   // the adapters alone, naming their base
+    if (write) checkpoint::save_adapters(m, weights, info.base, info);
+    save_optimizer_state(opt, m, state, info, write);
+    return {weights, state};
+  }
   checkpoint::require_finite_weights(m, weights, info.step);
   save_optimizer_state(opt, m, state, info, write);
   // Data parallel with bf16 weights: the whole f32 master on the writer, gathered only

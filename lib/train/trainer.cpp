@@ -1,5 +1,6 @@
 #include "train/trainer.hpp"
 
+#include "checkpoint/adapters.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -15,10 +16,12 @@ namespace braid::train {
 
 namespace {
 
-model::ActivationOptions activation_options(const MicroBatchLimits& micro) {
+model::ActivationOptions activation_options(const TrainerOptions& opt) {
+  const MicroBatchLimits& micro = opt.micro;
   return {.max_tokens = micro.max_tokens,
           .max_sequences = micro.max_sequences > 0 ? micro.max_sequences : micro.max_tokens,
-          .training = true};
+          .training = true,
+          .recompute = opt.recompute};
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -30,8 +33,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 Trainer::Trainer(model::Model& m, Objective& obj, TrainerOptions opt)
     : m_(&m), obj_(&obj), opt_(opt),
       dp_(opt.data_parallel.comm != nullptr && opt.data_parallel.comm->size() > 1 ? opt.data_parallel.comm : nullptr),
-      adamw_(m.backend(), m.tensors(), opt.adamw, opt.data_parallel, m.tensor_parallel()),
-      acts_(m.make_activations(activation_options(opt.micro))) {
+      adamw_(m.backend(), checkpoint::trained_tensors(m), opt.adamw, opt.data_parallel, m.tensor_parallel()),
+      acts_(m.make_activations(activation_options(opt))) {
   if (!m.is_first_stage() || !m.is_last_stage()) {
     throw UsageError("the single-process trainer needs a whole model (pipeline stages train under mpirun)");
   }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "backend/dtype.hpp"
 #include "backend/registry.hpp"
 
@@ -58,6 +59,21 @@ inline std::unique_ptr<backend::Backend> make_or_skip(const BackendTarget& t) {
     std::cout << "skipped: " << e.what() << "\n";
     return nullptr;
   }
+}
+
+// Copies between the host and a backend, for the tests that compare backends.
+template <typename T>
+backend::Buffer<T> upload(backend::Backend& b, const std::vector<T>& h) {
+  backend::Buffer<T> buf(b, h.size());
+  b.copy_to_device(buf.data(), h.data(), h.size() * sizeof(T));
+  return buf;
+}
+
+template <typename T>
+std::vector<T> download(backend::Backend& b, const T* p, std::size_t n) {
+  std::vector<T> h(n);
+  b.copy_to_host(h.data(), p, n * sizeof(T));
+  return h;
 }
 
 }  // namespace braid::test

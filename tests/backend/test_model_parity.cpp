@@ -1,8 +1,10 @@
 // Model parity between backends: a small random Llama (grouped-query attention, three
-// packed sequences of uneven length, LM head and value head) run on the backend under test
-// and on the CPU in f32 from the same weights: logits, next-token logprobs, entropies,
-// values, every parameter's gradient of a loss over all three heads, and the parameters
-// after two AdamW steps (global-norm clipping included). f32 must agree to 1e-4 relative
+// packed sequences of uneven length, LM head and value head), and a model of each family
+// beyond it (tests/model/family_configs.hpp at head_dim 64, the tensor-core attention's:
+// biases, q/k norms, GeGLU, Gemma's norms and soft-caps, sliding windows shorter than the
+// sequences), run on the backend under test and on the CPU in f32 from the same weights:
+// logits, next-token logprobs, entropies, values, every parameter's gradient of a loss over
+// all three heads, and the parameters after two AdamW steps (global-norm clipping included). f32 must agree to 1e-4 relative
 // (‖a − b‖ / ‖b‖ per array); a model stored in bf16 on the device against the same bf16
 // model on the CPU to bf16 tolerance (the device also rounds activations to bf16 in its
 // tensor-core products; the CPU keeps them in f32).
@@ -20,6 +22,7 @@
 #include "model/model.hpp"
 #include "optim/adamw.hpp"
 #include "rl/chunked_lm_head.hpp"
+#include "tests/model/family_configs.hpp"
 
 #ifdef BRAID_HAVE_CUDA
 #include "backend/cuda/cuda_backend.hpp"
@@ -33,6 +36,8 @@
 
 using namespace braid;
 namespace be = braid::backend;
+using braid::test::download;
+using braid::test::upload;
 
 namespace {
 
@@ -55,26 +60,14 @@ std::vector<float> random_floats(std::size_t n, std::uint64_t seed, double lo, d
   return v;
 }
 
-template <typename T>
-std::vector<T> download(be::Backend& b, const T* p, std::size_t n) {
-  std::vector<T> h(n);
-  b.copy_to_host(h.data(), p, n * sizeof(T));
-  return h;
-}
-
-template <typename T>
-be::Buffer<T> upload(be::Backend& b, const std::vector<T>& h) {
-  be::Buffer<T> buf(b, h.size());
-  b.copy_to_device(buf.data(), h.data(), h.size() * sizeof(T));
-  return buf;
-}
-
 using Results = std::map<std::string, std::vector<float>>;
 
+using Init = std::map<std::string, std::vector<float>>;
+
 // Everything the test compares, from one backend; weights from `init` (host, per tensor).
-Results run(be::Backend& b, be::DType dtype, const std::map<std::string, std::vector<float>>& init) {
-  const auto cfg = parity_config();
-  model::Model m(cfg, {.lm_head = true, .value_head = true, .dtype = dtype}, b);
+Results run(be::Backend& b, const model::ModelConfig& cfg, be::DType dtype, const Init& init) {
+  model::Model m(cfg, {.lm_head = true, .value_head = true, .value_bias = init.count("score.bias") > 0, .dtype = dtype},
+                 b);
   for (auto& t : m.tensors()) model::write_values(b, t, init.at(t.name).data());
 
   // Three sequences of 17, 9 and 24 tokens, packed.
@@ -86,7 +79,7 @@ Results run(be::Backend& b, be::DType dtype, const std::map<std::string, std::ve
   const auto n = tokens.size();
   const auto targets = upload(b, rl::next_token_targets(batch));
   auto acts = m.make_activations({.max_tokens = 50, .max_sequences = 3, .training = true});
-  rl::ChunkedLmHead<float> head(b, cfg.vocab_size, cfg.hidden_size, /*chunk_rows*/ 16);
+  rl::ChunkedLmHead<float> head(m, /*chunk_rows*/ 16);   // the model's final soft-cap
   be::Buffer<float> lp(b, n), ent(b, n), val(b, n), logits(b, n * std::size_t(cfg.vocab_size));
   // L = Σ a·logprob + Σ c·entropy + Σ d·value, fixed random weights.
   const auto a = upload(b, random_floats(n, 21, -1, 1)), c = upload(b, random_floats(n, 22, -1, 1)),
@@ -136,42 +129,72 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& ref
   return norm == 0 ? std::sqrt(err) : std::sqrt(err / norm);
 }
 
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(same_model_same_numbers) {
-  auto cpu = be::make_cpu_backend(2);
-  // The weights, drawn once (std 0.2: logits far from uniform, so the softmax matters).
-  std::map<std::string, std::vector<float>> init;
-  {
-    model::Model m(parity_config(), {.lm_head = true, .value_head = true}, *cpu);
-    m.init_random(7, 0.2);
-    for (const auto& t : m.tensors()) {
-      std::vector<float> w(std::size_t(t.numel));
-      model::read_values(*cpu, t, w.data());
-      init[t.name] = w;
+// The weights, drawn once (std 0.2: logits far from uniform, so the softmax matters);
+// with `vectors`, biases and norm gains random too (init_random gives 0 and 1).
+Init initial_weights(const model::ModelConfig& cfg, bool value_bias, bool vectors) {
+  auto cpu = be::make_cpu_backend(1);
+  model::Model m(cfg, {.lm_head = true, .value_head = true, .value_bias = value_bias}, *cpu);
+  m.init_random(7, 0.2);
+  Init init;
+  std::uint64_t seed = 30;
+  for (const auto& t : m.tensors()) {
+    std::vector<float> w(std::size_t(t.numel));
+    model::read_values(*cpu, t, w.data());
+    if (vectors && t.shape.size() == 1) {
+      const double gain = t.name.find("norm") != std::string::npos ? 1.0 - cfg.norm_weight_offset : 0.0;
+      w = random_floats(w.size(), ++seed, gain - 0.2, gain + 0.2);
     }
+    init[t.name] = w;
   }
-  const Results ref = run(*cpu, g_dtype, init);
-  const Results got = run(*g_backend, g_dtype, init);
-  // f32: rounding differences only (summation order); bf16: both round weights the same
-  // way, the device's products also round activations to bf16 (2^-9 relative each).
+  return init;
+}
+
+// The backend under test against the CPU on the same weights; f32: rounding differences
+// only (summation order); bf16: both round weights the same way, the device's products
+// also round activations to bf16 (2^-9 relative each).
+void compare(const model::ModelConfig& cfg, const Init& init, const std::string& what_model) {
+  auto cpu = be::make_cpu_backend(2);
+  const Results ref = run(*cpu, cfg, g_dtype, init);
+  const Results got = run(*g_backend, cfg, g_dtype, init);
   const double tol = g_dtype == be::DType::f32 ? 1e-4 : 3e-2;
   BOOST_TEST(ref.size() == got.size());
   BOOST_TEST(ref.size() > 20u);
+  double worst = 0;
   for (const auto& [what, want] : ref) {
     const auto& have = got.at(what);
     BOOST_REQUIRE_EQUAL(have.size(), want.size());
     bool finite = true;
     for (float x : have) finite = finite && std::isfinite(x);
-    BOOST_TEST(finite, what << " has a NaN or Inf");
+    BOOST_TEST(finite, what_model << " " << what << " has a NaN or Inf");
     const double e = relative_error(have, want);
-    BOOST_TEST_MESSAGE(what << ": relative error " << e);
-    BOOST_TEST(e <= tol, what << ": relative error " << e << " > " << tol);
+    worst = std::max(worst, e);
+    BOOST_TEST_MESSAGE(what_model << " " << what << ": relative error " << e);
+    BOOST_TEST(e <= tol, what_model << " " << what << ": relative error " << e << " > " << tol);
   }
+  BOOST_TEST_MESSAGE(what_model << ": worst relative error " << worst);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(same_model_same_numbers) {
+  const Init init = initial_weights(parity_config(), false, false);
+  compare(parity_config(), init, "llama");
+  auto cpu = be::make_cpu_backend(1);
+  const Results ref = run(*cpu, parity_config(), g_dtype, init);
   // The harness sees a difference: a perturbed copy fails the f32 tolerance.
   std::vector<float> off = ref.at("logprob");
   off[3] += 0.01f;
   BOOST_TEST(relative_error(off, ref.at("logprob")) > 1e-4);
+}
+
+BOOST_AUTO_TEST_CASE(every_family_same_numbers) {
+  for (const auto& f : test::family_configs({.hidden = 64, .heads = 4, .kv_heads = 2, .head_dim = 64, .inter = 96,
+                                             .vocab = 101, .layers = 3, .max_positions = 64})) {
+    BOOST_TEST_CONTEXT(f.name) {
+      const model::ModelConfig cfg = f.parsed();
+      compare(cfg, initial_weights(cfg, /*value_bias*/ true, /*vectors*/ true), f.name);
+    }
+  }
 }
 
 int main(int argc, char** argv) {

@@ -296,6 +296,26 @@ OpCase rmsnorm_case() {
   });
 }
 
+// The norms of Qwen3's and Gemma 3's q/k heads: rows of several head vectors inside a wider
+// row (a fused q|k|v), Gemma's gain 1 + w, and the backward written in place of dy.
+OpCase head_rmsnorm_case() {
+  return op_case("rmsnorm of heads, gain 1 + w, backward in place", be::Op::rmsnorm, []<typename T>(be::Backend& b) {
+    const std::int64_t n = 5, dim = 16, stride = 3 * 16 + 7;
+    const be::NormShape shape{.rows = n, .dim = dim, .groups = 3, .stride = stride, .eps = 1e-6, .weight_offset = 1.0};
+    const auto x = upload<T>(b, random_values(std::size_t(n * stride), 30, -3, 3));
+    const auto w = upload<T>(b, random_values(std::size_t(dim), 31, -0.5, 0.5));
+    auto y = upload<T>(b, random_values(std::size_t(n * stride), 32));  // columns past the heads keep these
+    be::Buffer<T> rstd(b, std::size_t(n * 3));
+    b.ops<T>().rmsnorm_forward(x.data(), w.data(), shape, y.data(), rstd.data());
+    auto d = upload<T>(b, random_values(std::size_t(n * stride), 33));
+    auto dw = upload<T>(b, random_values(std::size_t(dim), 34));
+    be::NormShape in_place = shape;
+    in_place.accumulate = false;
+    b.ops<T>().rmsnorm_backward(x.data(), w.data(), rstd.data(), d.data(), in_place, d.data(), dw.data());
+    return Outputs{{"y", download(b, y)}, {"rstd", download(b, rstd)}, {"dx", download(b, d)}, {"dw", download(b, dw)}};
+  });
+}
+
 OpCase rope_case() {
   return op_case("rope", be::Op::rope, []<typename T>(be::Backend& b) {
     const std::int64_t n = 5;
@@ -321,12 +341,27 @@ OpCase rope_case() {
   });
 }
 
-OpCase attention_case(int n_heads, int n_kv_heads) {
-  const std::string name = fmt::format("attention {} heads / {} kv heads", n_heads, n_kv_heads);
-  return op_case(name, be::Op::attention, [n_heads, n_kv_heads]<typename T>(be::Backend& b) {
+// Gemma's attention options: a scale of its own (query_pre_attn_scalar), soft-capped scores
+// (attn_logit_softcapping), and a sliding window (Mistral, Qwen2, Gemma's local layers).
+struct ScoreOptions {
+  double scale = 0, softcap = 0;
+  std::int64_t window = 0;
+  std::string name() const {
+    std::string n;
+    if (scale > 0) n += fmt::format(", scale {}", scale);
+    if (softcap > 0) n += fmt::format(", soft-cap {}", softcap);
+    if (window > 0) n += fmt::format(", window {}", window);
+    return n;
+  }
+};
+
+OpCase attention_case(int n_heads, int n_kv_heads, ScoreOptions opt = {}) {
+  const std::string name = fmt::format("attention {} heads / {} kv heads{}", n_heads, n_kv_heads, opt.name());
+  return op_case(name, be::Op::attention, [n_heads, n_kv_heads, opt]<typename T>(be::Backend& b) {
     const int hd = 8;
     be::AttentionDims dims{.n_heads = n_heads, .n_kv_heads = n_kv_heads, .head_dim = hd,
-                           .q_stride = n_heads * hd + 2, .kv_stride = n_kv_heads * hd + 1};
+                           .q_stride = n_heads * hd + 2, .kv_stride = n_kv_heads * hd + 1,
+                           .scale = opt.scale, .softcap = opt.softcap, .window = opt.window};
     // Three segments: a prompt alone, one with keys before it (a continuation in a
     // cache slot that starts at row 20), and a single decode row.
     const std::vector<be::AttentionSegment> segs{
@@ -364,13 +399,13 @@ OpCase attention_case(int n_heads, int n_kv_heads) {
 // bound 1e-5: the kernels' own rounding gives 0.4-1.1e-6 on an H200, and the lane-level
 // simulation (flash_attention_sim.py) shows a tile skipped or kept by one too many at
 // 1.2e-5 and above.
-OpCase flash_attention_case(int n_heads, int n_kv_heads, int hd, std::int64_t past = 37) {
-  const std::string name = fmt::format("attention {} heads / {} kv heads of {}, packed (past {})", n_heads, n_kv_heads,
-                                       hd, past);
-  return op_case(name, be::Op::attention, [n_heads, n_kv_heads, hd, past]<typename T>(be::Backend& b) {
+OpCase flash_attention_case(int n_heads, int n_kv_heads, int hd, std::int64_t past = 37, ScoreOptions opt = {}) {
+  const std::string name = fmt::format("attention {} heads / {} kv heads of {}, packed (past {}){}", n_heads, n_kv_heads,
+                                       hd, past, opt.name());
+  return op_case(name, be::Op::attention, [n_heads, n_kv_heads, hd, past, opt]<typename T>(be::Backend& b) {
     const std::int64_t qkv = std::int64_t(n_heads + 2 * n_kv_heads) * hd;  // one fused row: q | k | v
     be::AttentionDims dims{.n_heads = n_heads, .n_kv_heads = n_kv_heads, .head_dim = hd, .q_stride = qkv,
-                           .kv_stride = qkv};
+                           .kv_stride = qkv, .scale = opt.scale, .softcap = opt.softcap, .window = opt.window};
     const std::vector<std::int64_t> lens{65, 1, 130, 63};
     std::vector<be::AttentionSegment> segs;
     std::int64_t rows = 0;
@@ -399,15 +434,33 @@ OpCase flash_attention_case(int n_heads, int n_kv_heads, int hd, std::int64_t pa
   }, 1e-5);
 }
 
-OpCase swiglu_case() {
-  return op_case("swiglu", be::Op::swiglu, []<typename T>(be::Backend& b) {
+// The gated activations: SwiGLU (Llama) and GeGLU (Gemma's tanh GELU).
+OpCase gated_case(bool geglu) {
+  return op_case(geglu ? "geglu" : "swiglu", be::Op::swiglu, [geglu]<typename T>(be::Backend& b) {
     const std::int64_t n = 6, inter = 40;
-    const auto gu = upload<T>(b, random_values(std::size_t(n * 2 * inter), 20, -4, 4));
+    const auto gu = upload<T>(b, random_values(std::size_t(n * 2 * inter), geglu ? 27 : 20, -4, 4));
     be::Buffer<T> out(b, std::size_t(n * inter)), d_gu(b, std::size_t(n * 2 * inter));
-    b.ops<T>().swiglu_forward(gu.data(), n, inter, out.data());
-    const auto d_out = upload<T>(b, random_values(std::size_t(n * inter), 21));
-    b.ops<T>().swiglu_backward(gu.data(), d_out.data(), n, inter, d_gu.data());
+    const auto d_out = upload<T>(b, random_values(std::size_t(n * inter), geglu ? 28 : 21));
+    if (geglu) {
+      b.ops<T>().geglu_forward(gu.data(), n, inter, out.data());
+      b.ops<T>().geglu_backward(gu.data(), d_out.data(), n, inter, d_gu.data());
+    } else {
+      b.ops<T>().swiglu_forward(gu.data(), n, inter, out.data());
+      b.ops<T>().swiglu_backward(gu.data(), d_out.data(), n, inter, d_gu.data());
+    }
     return Outputs{{"out", download(b, out)}, {"d_gate_up", download(b, d_gu)}};
+  });
+}
+
+// Soft-capping (Gemma's final logits) over values well inside and well past the cap.
+OpCase softcap_case() {
+  return op_case("softcap", be::Op::elementwise, []<typename T>(be::Backend& b) {
+    const std::int64_t n = 1000;
+    auto x = upload<T>(b, random_values(std::size_t(n), 35, -40, 40));
+    b.ops<T>().softcap(n, 15.0, x.data());
+    auto d = upload<T>(b, random_values(std::size_t(n), 36));
+    b.ops<T>().softcap_backward(n, 15.0, x.data(), d.data());
+    return Outputs{{"capped", download(b, x)}, {"d", download(b, d)}};
   });
 }
 
@@ -517,8 +570,9 @@ OpCase global_sum_squares_case() {
 // The RL losses (backend/losses.hpp): every returned sum and every gradient row. Rows
 // with weight 0 (prompt positions) are mixed in; ratios stay inside the clip range for
 // some rows and outside for others, so both branches run.
-OpCase policy_loss_case(std::string name, be::PolicyLossOptions opt) {
-  return op_case("policy_loss " + name, be::Op::losses, [opt]<typename T>(be::Backend& b) {
+// sequence_ratio: every row's log ρ given (GSPO's per-sequence mean), not logprob − old.
+OpCase policy_loss_case(std::string name, be::PolicyLossOptions opt, bool sequence_ratio = false) {
+  return op_case("policy_loss " + name, be::Op::losses, [opt, sequence_ratio]<typename T>(be::Backend& b) {
     const std::int64_t n = 300;
     std::vector<double> w = random_values(std::size_t(n), 50, 0, 1);
     for (std::size_t i = 0; i < w.size(); i += 7) w[i] = 0;
@@ -530,10 +584,12 @@ OpCase policy_loss_case(std::string name, be::PolicyLossOptions opt) {
     const auto adv = upload<T>(b, random_values(std::size_t(n), 53, -2, 2));
     const auto entropy = upload<T>(b, random_values(std::size_t(n), 54, 0, 3));
     const auto ref = upload<T>(b, random_values(std::size_t(n), 55, -4, -0.1));
+    const auto log_ratio = upload<T>(b, random_values(std::size_t(n), 56, -0.4, 0.4));
     be::Buffer<T> d_lp(b, std::size_t(n)), d_ent(b, std::size_t(n));
     const be::PolicyLossSums r = b.ops<T>().policy_loss(
-        n, {logprob.data(), old_lp.data(), adv.data(), weight.data(), entropy.data(), ref.data()}, opt, 0.25,
-        d_lp.data(), opt.entropy_coef != 0 ? d_ent.data() : nullptr);
+        n, {logprob.data(), old_lp.data(), adv.data(), weight.data(), entropy.data(), ref.data(),
+            sequence_ratio ? log_ratio.data() : nullptr},
+        opt, 0.25, d_lp.data(), opt.entropy_coef != 0 ? d_ent.data() : nullptr);
     Outputs out{{"d_logprob", download(b, d_lp)},
                 {"sums", {r.loss, r.policy_loss, r.weight, r.clipped, r.approx_kl, r.entropy, r.ratio_max}}};
     if (opt.kl_coef != 0) out["kl_ref"] = {r.kl_ref};
@@ -641,6 +697,12 @@ std::vector<OpCase> bf16_cases() {
   cases.push_back(flash_attention_case(6, 1, 64));
   cases.push_back(flash_attention_case(4, 1, 64, 49));
   cases.push_back(flash_attention_case(2, 1, 128, 17));
+  // Gemma's options through the tensor-core kernels: a window reaching back into the tile
+  // before (and past a continuation's keys), and a soft-cap with its own scale.
+  cases.push_back(flash_attention_case(4, 2, 64, 37, {.window = 40}));
+  cases.push_back(flash_attention_case(2, 1, 128, 49, {.window = 70}));
+  cases.push_back(flash_attention_case(4, 2, 64, 17, {.scale = 0.05, .softcap = 10.0}));
+  cases.push_back(flash_attention_case(4, 1, 128, 37, {.scale = 0.1, .softcap = 8.0, .window = 64}));
   return cases;
 }
 
@@ -653,7 +715,13 @@ std::vector<OpCase> all_cases() {
   cases.push_back(attention_case(4, 4));
   cases.push_back(attention_case(4, 2));  // grouped-query
   cases.push_back(attention_case(6, 1));  // multi-query
-  cases.push_back(swiglu_case());
+  cases.push_back(attention_case(4, 2, {.window = 3}));
+  cases.push_back(attention_case(4, 2, {.scale = 0.6, .softcap = 2.0}));
+  cases.push_back(attention_case(6, 2, {.scale = 0.4, .softcap = 1.5, .window = 5}));
+  cases.push_back(head_rmsnorm_case());
+  cases.push_back(gated_case(false));
+  cases.push_back(gated_case(true));
+  cases.push_back(softcap_case());
   cases.push_back(elementwise_case());
   cases.push_back(softmax_stats_case());
   cases.push_back(adamw_case());
@@ -665,6 +733,9 @@ std::vector<OpCase> all_cases() {
   cases.push_back(global_sum_squares_case());
   cases.push_back(policy_loss_case("ppo", {.clip_low = 0.2, .clip_high = 0.28, .entropy_coef = 0.01}));
   cases.push_back(policy_loss_case("grpo", {.clip_low = 0.2, .clip_high = 0.2, .kl_coef = 0.04}));
+  cases.push_back(policy_loss_case("k1", {.kl_coef = 0.1, .kl_estimator = be::KlEstimator::k1}));
+  cases.push_back(policy_loss_case("k2", {.kl_coef = 0.1, .kl_estimator = be::KlEstimator::k2}));
+  cases.push_back(policy_loss_case("gspo", {.clip_low = 0.2, .clip_high = 0.3, .kl_coef = 0.04}, true));
   cases.push_back(value_loss_case(0.2));
   cases.push_back(value_loss_case(0.0));
   cases.push_back(pairwise_and_nll_case());

@@ -3,8 +3,10 @@
 // happens once, at the write, the same on both sides, so the tolerance is f32's), and the
 // CPU's paged attention against its contiguous attention_forward (the block tables read
 // right). Rows: sequences of 1 to 1100 keys in shuffled blocks (longer than one split of
-// the CUDA kernel), two query rows of one sequence, a skipped row. A backend absent from
-// this build or machine exits 77 (ctest: skipped).
+// the CUDA kernel), two query rows of one sequence, a skipped row; also with Gemma's score
+// options (a scale of its own, soft-capped scores) and a sliding window shorter than most
+// contexts (the CUDA kernel's splits before the window then write nothing). A backend absent
+// from this build or machine exits 77 (ctest: skipped).
 //
 //   test_paged_ops [boost.test args] -- --backend=cpu-f32|cuda-f32
 #define BOOST_TEST_MODULE paged_ops
@@ -73,6 +75,8 @@ struct PagedCase {
   // Query rows: (sequence, keys seen); 0 keys: skipped.
   std::vector<std::pair<int, int>> rows{{0, 1}, {1, 17}, {2, 600}, {3, 1100}, {4, 39}, {4, 40}, {1, 0}};
   std::int64_t max_context = 1500;
+  double scale = 0, softcap = 0;
+  std::int64_t window = 0;
 
   std::int64_t row() const { return std::int64_t(n_kv_heads) * head_dim; }
   int max_blocks() const { return int((max_context + block_size - 1) / block_size); }
@@ -127,7 +131,7 @@ struct PagedCase {
     const auto q = upload<T>(b, random_values(std::size_t(n * q_stride()), 33, -2, 2));
     // Output starts as a marker: the skipped row must keep it.
     auto out = upload<T>(b, std::vector<double>(std::size_t(n * n_heads * head_dim), 7.0));
-    const be::AttentionDims dims{n_heads, n_kv_heads, head_dim, q_stride(), 0};
+    const be::AttentionDims dims{n_heads, n_kv_heads, head_dim, q_stride(), 0, scale, softcap, window};
     b.ops<T>().paged_attention(dims, n, q.data(), kv,
                                {d_tables.data(), max_blocks(), d_seq.data(), d_ctx.data(), max_context}, out.data());
     return download(b, out);
@@ -155,7 +159,7 @@ struct PagedCase {
     const auto q = upload<double>(cpu, random_values(std::size_t(n * q_stride()), 33, -2, 2));
     auto out = upload<double>(cpu, std::vector<double>(std::size_t(n * n_heads * head_dim), 7.0));
     be::Buffer<double> lse(cpu, std::size_t(n * n_heads));
-    const be::AttentionDims dims{n_heads, n_kv_heads, head_dim, q_stride(), src_stride};
+    const be::AttentionDims dims{n_heads, n_kv_heads, head_dim, q_stride(), src_stride, scale, softcap, window};
     cpu.ops<double>().attention_forward(dims, segs, q.data(), kb.data(), vb.data(), out.data(), lse.data());
     return download(cpu, out);
   }
@@ -163,7 +167,8 @@ struct PagedCase {
 
 void check(const PagedCase& c) {
   BOOST_TEST_CONTEXT("heads " << c.n_heads << "/" << c.n_kv_heads << " d" << c.head_dim << " cache "
-                              << be::dtype_name(c.cache)) {
+                              << be::dtype_name(c.cache) << " scale " << c.scale << " softcap " << c.softcap
+                              << " window " << c.window) {
     auto cpu = be::make_cpu_backend(2);
     const auto ref = c.run<double>(*cpu);
     const auto contiguous = c.contiguous(*cpu);
@@ -200,6 +205,28 @@ BOOST_AUTO_TEST_CASE(paged_attention_matches_the_reference) {
   // Another block size, and every row inside one split.
   check({.n_heads = 16, .n_kv_heads = 8, .head_dim = 128, .block_size = 32, .seq_len = {5, 300},
          .rows = {{1, 300}, {0, 5}, {1, 150}}, .max_context = 320});
+  // Gemma: query_pre_attn_scalar's scale, soft-capped scores, a sliding window (in and past
+  // the first split), alone and together.
+  for (be::DType cache : {be::DType::f32, be::DType::bf16}) {
+    check({.n_heads = 8, .n_kv_heads = 2, .head_dim = 64, .cache = cache, .window = 100});
+    check({.n_heads = 4, .n_kv_heads = 2, .head_dim = 128, .cache = cache, .scale = 0.3, .softcap = 5.0});
+    check({.n_heads = 4, .n_kv_heads = 1, .head_dim = 32, .cache = cache, .scale = 0.5, .softcap = 3.0, .window = 20});
+  }
+}
+
+// A sliding window changes what a long context's query sees, and a short context's not at all.
+BOOST_AUTO_TEST_CASE(a_window_is_seen) {
+  auto cpu = be::make_cpu_backend(1);
+  PagedCase c{.n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .seq_len = {30, 40}, .rows = {{0, 30}, {1, 10}},
+              .max_context = 64};
+  PagedCase windowed = c;
+  windowed.window = 12;
+  const auto full = c.run<double>(*cpu), win = windowed.run<double>(*cpu);
+  const std::size_t w = 4 * 16;
+  const std::vector<double> long_full(full.begin(), full.begin() + long(w)), long_win(win.begin(), win.begin() + long(w));
+  const std::vector<double> short_full(full.begin() + long(w), full.end()), short_win(win.begin() + long(w), win.end());
+  BOOST_TEST(nmse(long_win, long_full) > 1e-6);
+  BOOST_TEST(short_win == short_full);
 }
 
 // A wrong block table is seen: the harness compares what it should.

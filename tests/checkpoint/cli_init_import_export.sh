@@ -129,14 +129,14 @@ rs = json.load(open(sys.argv[1]))["rope_scaling"]
 assert rs == {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
               "original_max_position_embeddings": 16}, rs
 PY
-sed 's/"rms_norm_eps": 1e-5/"rms_norm_eps": 1e-5, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}/' \
-  "$S/config.json" > "$S/yarn.json"
+sed 's/"rms_norm_eps": 1e-5/"rms_norm_eps": 1e-5, "rope_scaling": {"rope_type": "longrope", "factor": 4.0}/' \
+  "$S/config.json" > "$S/longrope.json"
 set +e
-"$B" init -c "$S/yarn.json" -o "$S/yarn.h5" 2> "$S/err"
+"$B" init -c "$S/longrope.json" -o "$S/longrope.h5" 2> "$S/err"
 rc=$?
 set -e
-[ "$rc" -eq 2 ] || fail "rope_scaling yarn: exit $rc, expected 2: $(cat "$S/err")"
-grep -q "yarn.json: rope_scaling.rope_type" "$S/err" || fail "rope_scaling yarn: file and field not named: $(cat "$S/err")"
+[ "$rc" -eq 2 ] || fail "rope_scaling longrope: exit $rc, expected 2: $(cat "$S/err")"
+grep -q "longrope.json: rope_scaling.rope_type" "$S/err" || fail "rope_scaling longrope: file and field not named: $(cat "$S/err")"
 
 # An output folder that cannot be created (under a file): exit 2 naming the path.
 set +e

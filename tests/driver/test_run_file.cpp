@@ -10,6 +10,8 @@
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "driver/plan.hpp"
+#include "driver/prediction.hpp"
+#include "plan/analytic_profile.hpp"
 #include "driver/run_file.hpp"
 #include "tests/driver/run_files.hpp"
 
@@ -120,7 +122,7 @@ BOOST_AUTO_TEST_CASE(every_bad_field_is_named) {
     "dtype": "f16",
     "generate": {"samples_per_prompt": 0, "temprature": 1.0, "top_p": 1.5},
     "score": {"gamma": 2},
-    "train": {"lr": -1, "kl_coef": 0.1, "ranks": 2},
+    "train": {"lr": -1, "kl_coef": -0.1, "ranks": 2},
     "evaluate": {}
   })");
   const auto problems = problems_of(run);
@@ -136,8 +138,8 @@ BOOST_AUTO_TEST_CASE(every_bad_field_is_named) {
   BOOST_TEST(problem_at(problems, "generate.temprature").find("did you mean \"temperature\"") != std::string::npos);
   BOOST_TEST(problem_at(problems, "models.refs").find("did you mean \"ref\"") != std::string::npos);
   BOOST_TEST(problem_at(problems, "models.actor.init.sede").find("did you mean \"seed\"") != std::string::npos);
-  // kl_coef in train is GRPO's; PPO's is score.kl_coef.
-  BOOST_TEST(problem_at(problems, "train.kl_coef").find("unknown key") != std::string::npos);
+  // Every policy algorithm takes a KL term in its loss; this one is out of bounds.
+  BOOST_TEST(problem_at(problems, "train.kl_coef").find(">= 0") != std::string::npos);
   BOOST_TEST(problem_at(problems, "models.critic").find("required by ppo") != std::string::npos);
 }
 
@@ -216,7 +218,7 @@ BOOST_AUTO_TEST_CASE(math_rule_checks_the_prompts_answers) {
   BOOST_TEST(load_run_file(run).reward.rule == "math");
 
   const std::string bad_prompts =
-      "{\"prompt\": \"1+1=\", \"answer\": 2}\n{\"prompt\": \"a\"}\n\n{\"prompt\": \"b\", \"answer\": \"x+1\"}\n"
+      "{\"prompt\": \"1+1=\", \"answer\": 2}\n{\"prompt\": \"a\"}\n\n{\"prompt\": \"b\", \"answer\": \"many\"}\n"
       "{\"prompt\": \"c\", \"answer\": [1]}\n{\"prompt\": \"past the limit\"}\n";
   run = with_limit("math_bad", 4);
   test::write_file(run.parent_path() / "prompts.jsonl", bad_prompts);
@@ -224,7 +226,7 @@ BOOST_AUTO_TEST_CASE(math_rule_checks_the_prompts_answers) {
   const std::string file = (run.parent_path() / "prompts.jsonl").string();
   BOOST_TEST_REQUIRE(problems.size() == 3u);
   BOOST_TEST(problems[0].find("prompts: " + file + ":2: answer: is missing") == 0u);
-  BOOST_TEST(problems[1].find("prompts: " + file + ":4: answer: is \"x+1\", not a number") == 0u);
+  BOOST_TEST(problems[1].find("prompts: " + file + ":4: answer: is \"many\", not a value") == 0u);
   BOOST_TEST(problems[2].find("prompts: " + file + ":5: answer: is [1] (array)") == 0u);
 
   // The limit stops the check where braid-generate stops reading.
@@ -458,15 +460,16 @@ BOOST_AUTO_TEST_CASE(run_file_keys_win_over_the_plan) {
 }
 
 // Inter-stage fusion in the plan: migration at its R_t to m replicas, inference inside the
-// fused rollout; tp in generation passes as --tp, ranks = replicas x tp.
+// fused rollout; ranks = replicas x tp. The fused rollout runs at tp 1 only: at tp 2 the
+// generation keeps its migration and braid-score follows, the note saying why.
 BOOST_AUTO_TEST_CASE(a_plan_fuses_generation_and_inference) {
   const std::string fusion = R"({"inter_stage": {"used": true, "replicas": 2, "r_t": 6, "r_t_fraction": 0.375, "m": 1},
                                  "intra_stage": {"used": false}})";
   const fs::path run = plan_run("plan_inter", R"({"samples_per_prompt": 4})", "{}",
-                                plan_json(call_json("actor_gen", 0, 2, 2, 1, 1, 1.5), fusion));
+                                plan_json(call_json("actor_gen", 0, 2, 1, 1, 1, 1.5), fusion));
   const RunSpec spec = load_run_file(run);
-  BOOST_TEST(spec.rollout_ranks == 4);
-  BOOST_TEST(spec.rollout_tp == 2);
+  BOOST_TEST(spec.rollout_ranks == 2);
+  BOOST_TEST(spec.rollout_tp == 1);
   BOOST_TEST(spec.migrate_threshold.value_or("") == "0.375");
   BOOST_TEST(spec.migrate_to.value_or(0) == 1);
   BOOST_TEST(spec.fuse);
@@ -474,28 +477,98 @@ BOOST_AUTO_TEST_CASE(a_plan_fuses_generation_and_inference) {
   BOOST_TEST(has_note(spec.run_plan->score.notes, "inside the fused rollout"));
   const Step rollout = rollout_step(spec, Layout(run.parent_path() / "out"), PlanOptions{}, 1);
   const std::string gen = joined(rollout.pipeline.at(0).argv);
-  BOOST_TEST(gen.rfind("mpirun -np 4 braid-generate ", 0) == 0);
-  BOOST_TEST(gen.find("--migrate-threshold 0.375 --migrate-to 1 --tp 2") != std::string::npos);
+  BOOST_TEST(gen.rfind("mpirun -np 2 braid-generate ", 0) == 0);
+  BOOST_TEST(gen.find("--migrate-threshold 0.375 --migrate-to 1") != std::string::npos);
   BOOST_TEST(gen.find(" -- ") != std::string::npos);  // braid-score's options after "--"
   BOOST_TEST(gen.find("--micro-tokens") != std::string::npos);
+
+  const fs::path run_tp = plan_run("plan_inter_tp", R"({"samples_per_prompt": 4})", "{}",
+                                   plan_json(call_json("actor_gen", 0, 2, 2, 1, 1, 1.5), fusion));
+  const RunSpec tp = load_run_file(run_tp);
+  BOOST_TEST(tp.rollout_ranks == 4);
+  BOOST_TEST(tp.rollout_tp == 2);
+  BOOST_TEST(!tp.fuse);
+  BOOST_TEST(tp.migrate_threshold.value_or("") == "0.375");
+  BOOST_TEST(has_note(tp.run_plan->generate.notes, "the fused rollout runs at tp 1 only"));
+  const Step piped = rollout_step(tp, Layout(run_tp.parent_path() / "out"), PlanOptions{}, 1);
+  BOOST_TEST(joined(piped.pipeline.at(0).argv).find(" -- ") == std::string::npos);
 }
 
-// Intra-stage fusion: the fused schedule made from the plan's schedspec, its groups as one.
+// Intra-stage fusion: the fused schedule made from the plan's schedspec, one group's, run once per group.
 BOOST_AUTO_TEST_CASE(a_plan_fuses_the_training) {
   const std::string fusion = R"({"inter_stage": {"used": false}, "intra_stage": {"used": true, "groups": 2,
     "schedspec": {"format": "braid.schedspec", "version": 1, "devices": 2, "models": [
       {"name": "actor", "stages": 2, "replicas": 1, "micro_batches": 4, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]},
-      {"name": "critic", "stages": 2, "replicas": 1, "micro_batches": 4, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]}]}}})";
+      {"name": "critic", "stages": 2, "replicas": 1, "micro_batches": 8, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]}]}}})";
   const fs::path run = plan_run("plan_intra", R"({"samples_per_prompt": 4})", "{}", plan_json(call_json("actor_gen", 0, 4, 1, 1, 2, 1.5), fusion));
   const RunSpec spec = load_run_file(run);
   BOOST_TEST(spec.plan_schedule);
   BOOST_TEST(spec.ranks == 4);  // 2 devices x 2 groups
-  BOOST_TEST(flag(spec.train, "--micro-tokens") == "<absent>");  // the schedule's micro-batches
-  const json wide = widened_schedspec(*spec.run_plan);
-  BOOST_TEST(wide["devices"].get<int>() == 4);
-  BOOST_TEST(wide["models"][0]["replicas"].get<int>() == 2);
-  BOOST_TEST(wide["models"][1]["replicas"].get<int>() == 2);
-  BOOST_TEST(has_note(spec.run_plan->train.notes, "2 identical fused groups run as one schedule"));
+  // The activation slots sized for the schedule's largest micro-batch: the actor's, 16 samples over
+  // 2 groups x 4 micro-batches (the critic cuts them into 8), 2 sequences of at most 8 + 8 + 1 tokens.
+  BOOST_TEST(flag(spec.train, "--micro-tokens") == "34");
+  BOOST_TEST(spec.run_plan->schedspec["devices"].get<int>() == 2);  // one group's: schedgen refuses replicas sharing a factor
+  BOOST_TEST(has_note(spec.run_plan->train.notes, "2 identical fused groups: one group's schedule, run 2 times"));
+}
+
+// With the plan's cluster and a profile (here analytic, with host costs), braid run predicts
+// the whole iteration every way the run can take and takes the fastest; a fusion the run
+// file fixes stays fixed, and only the ways with it are weighed.
+BOOST_AUTO_TEST_CASE(the_prediction_chooses_the_fusions) {
+  const std::string fusion = R"({"inter_stage": {"used": false}, "intra_stage": {"used": false, "groups": 1,
+    "schedspec": {"format": "braid.schedspec", "version": 1, "devices": 2, "models": [
+      {"name": "actor", "stages": 2, "replicas": 1, "micro_batches": 2, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]},
+      {"name": "critic", "stages": 2, "replicas": 1, "micro_batches": 2, "tp": 1, "fwd": [1, 1], "bwd": [2, 2], "act_mem": [0.1, 0.1]}]}}})";
+  std::string plan = plan_json(call_json("actor_gen", 0, 2, 1, 1, 1, 1.5), fusion);
+  plan.replace(plan.find(R"("experiment": "experiment.json")"), 31,
+               R"("experiment": "experiment.json", "cluster": "cluster.json", "profile": "profile.json")");
+  const fs::path run = plan_run("plan_predicted", R"({"samples_per_prompt": 4})", "{}", plan);
+  const fs::path dir = run.parent_path();
+  test::write_file(dir / "cluster.json", R"({"format": "braid.cluster", "version": 1, "nodes": 1, "devices_per_node": 2})");
+  Checker c("shape");
+  plan::ModelShape shape = plan::shape_from_hf_config(json::parse(kTinyConfig), c, "");
+  plan::ModelShape value = shape;
+  value.value_head = true;
+  plan::Profile profile = plan::analytic_profile(plan::hardware_preset("h100"), {shape, value});
+  profile.host.cores = 2;
+  profile.host.process_start = 0.05;
+  profile.host.mpi_start = {{1, 2}, {0.5, 0.6}};
+  profile.host.touch_bandwidth = profile.host.write_bandwidth = profile.host.read_bandwidth = 1e9;
+  test::write_file(dir / "profile.json", plan::profile_to_json(profile).dump());
+
+  const RunSpec spec = load_run_file(run);
+  const RunPlan& p = *spec.run_plan;
+  BOOST_TEST_REQUIRE(p.predictions.size() == 4u);  // serial, intra-stage, inter-stage, both
+  const auto best = std::min_element(p.predictions.begin(), p.predictions.end(),
+                                     [](const Prediction& a, const Prediction& b) { return a.iteration < b.iteration; });
+  BOOST_TEST(fusions_name(p.chosen) == fusions_name(best->fusions));
+  BOOST_TEST(fusions_name(fusions_of(spec)) == fusions_name(best->fusions));
+  BOOST_TEST(p.choice_reason.find("predicted") != std::string::npos, p.choice_reason);
+  for (const auto& pred : p.predictions) {
+    BOOST_TEST(pred.host);
+    BOOST_TEST(pred.iteration > 0.0);
+    BOOST_TEST(pred.call("actor_gen") > 0.0);
+    // A step's wall time holds its start-up: 2 ranks start under mpirun.
+    BOOST_TEST(pred.steps.front().start >= 0.6 - 1e-12);
+  }
+  // The plan scores on 2 devices: serial, braid-score is a second MPI job after the
+  // generation; the fused rollout scores on generation's ranks and saves its start-up.
+  const Prediction* serial = nullptr;
+  const Prediction* inter = nullptr;
+  for (const auto& pred : p.predictions) {
+    if (pred.fusions == Fusions{}) serial = &pred;
+    if (pred.fusions == Fusions{true, false}) inter = &pred;
+  }
+  BOOST_TEST_REQUIRE((serial && inter));
+  BOOST_TEST(inter->steps.front().seconds < serial->steps.front().seconds);
+
+  // The run file fixes the rollout: only the ways with a piped rollout are weighed.
+  const fs::path fixed = plan_run("plan_predicted_fixed", R"({"samples_per_prompt": 4, "fuse": false})", "{}", plan);
+  for (const char* f : {"cluster.json", "profile.json"}) fs::copy_file(dir / f, fixed.parent_path() / f);
+  const RunSpec fs_ = load_run_file(fixed);
+  BOOST_TEST(fs_.run_plan->predictions.size() == 2u);
+  BOOST_TEST(!fs_.fuse);
+  BOOST_TEST(fs_.run_plan->choice_reason.find("the run file fixes generate.fuse") != std::string::npos);
 }
 
 // A plan made for another run is refused, naming the experiment's field.
@@ -552,7 +625,8 @@ BOOST_AUTO_TEST_CASE(a_fused_grpo_rollout_needs_whole_groups_per_shard) {
     "prompts": "prompts.jsonl", "iterations": 1, )";
   const auto bad = problems_of(test::run_folder("grpo_split", head + R"("generate": {"ranks": 2,
       "samples_per_prompt": 4, "shard_size": 6}})"));
-  BOOST_TEST(problem_at(bad, "generate.shard_size").find("is 6: a fused GRPO rollout") != std::string::npos);
+  BOOST_TEST(problem_at(bad, "generate.shard_size").find("is 6: a fused rollout with group advantages") !=
+             std::string::npos);
   const auto missing = problems_of(test::run_folder("grpo_nosize", head + R"("generate": {"ranks": 2,
       "samples_per_prompt": 4}})"));
   BOOST_TEST(problem_at(missing, "generate.shard_size").find("missing") != std::string::npos);
@@ -627,4 +701,142 @@ BOOST_AUTO_TEST_CASE(evaluated_iterations) {
     if (evaluates(spec, i)) at.push_back(i);
   }
   BOOST_TEST(at == std::vector<int>({0, 3, 6, 7}), boost::test_tools::per_element());
+}
+
+// The named algorithms: each is braid-score's --algorithm and braid-train's mode; their
+// switches pass on as flags (a boolean as --KEY or --no-KEY, a choice as it is); the
+// settings that cannot be are refused naming the key.
+BOOST_AUTO_TEST_CASE(algorithms_and_their_switches) {
+  const std::string head = R"({"format": "braid.run", "version": 1,
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": 2, )";
+  const RunSpec dapo = load_run_file(test::run_folder("algo_dapo", head + R"("algorithm": "dapo",
+      "score": {"kl_estimator": "k3", "norm_by_std": false, "overlong_buffer": 4},
+      "train": {"clip_high": 0.3, "loss_agg": "seq-mean-token-sum", "kl_coef": 0.01, "normalize_advantages": true,
+                "sequence_ratio": false, "tis_cap": 2}})"));
+  BOOST_TEST(!dapo.uses_critic());
+  BOOST_TEST(flag(dapo.score, "--kl-estimator") == "k3");
+  BOOST_TEST(flag(dapo.score, "--no-norm-by-std") == "");
+  BOOST_TEST(flag(dapo.score, "--overlong-buffer") == "4");
+  BOOST_TEST(flag(dapo.train, "--clip-high") == "0.3");
+  BOOST_TEST(flag(dapo.train, "--loss-agg") == "seq-mean-token-sum");
+  BOOST_TEST(flag(dapo.train, "--normalize-advantages") == "");
+  BOOST_TEST(flag(dapo.train, "--no-sequence-ratio") == "");
+  BOOST_TEST(flag(dapo.train, "--tis-cap") == "2");
+  const Layout layout(test::scratch("algo_dapo") / "out");
+  const Step train = train_step(dapo, layout, {}, 1);
+  const auto& argv = train.pipeline.front().argv;
+  BOOST_TEST(argv[1] == "dapo");
+  BOOST_TEST((std::find(argv.begin(), argv.end(), "--normalize-advantages") != argv.end()));
+  const Step rollout = rollout_step(dapo, layout, {}, 1);
+  const auto& score = rollout.pipeline.back().argv;
+  BOOST_TEST((std::find(score.begin(), score.end(), "dapo") != score.end()));
+
+  for (const char* name : {"grpo", "dr-grpo", "gspo", "rloo", "reinforce++", "reinforce++-baseline"}) {
+    BOOST_TEST(load_run_file(test::run_folder("algo_ok", head + "\"algorithm\": \"" + name + "\"}")).algorithm == name);
+  }
+  const auto unknown = problems_of(test::run_folder("algo_bad", head + R"("algorithm": "sppo"})"));
+  BOOST_TEST(!problem_at(unknown, "algorithm").empty());
+  BOOST_TEST(unknown.size() == 1u);  // not also "models.critic: missing (required by ppo)"
+  const auto critic = problems_of(test::run_folder("algo_critic", head + R"("algorithm": "rloo",
+      "models": {"actor": {"init": {"config": "models/config.json"}}, "critic": "c.h5", "reward": {"rule": "digits"}}})"));
+  BOOST_TEST(problem_at(critic, "models.critic").find("not used by rloo") != std::string::npos);
+  // Clip-higher below the floor's ε, by whichever key sets it.
+  const auto low = problems_of(test::run_folder("algo_clip", head + R"("algorithm": "dapo", "train": {"clip_low": 0.3}})"));
+  BOOST_TEST(problem_at(low, "train.clip_low").find("below its lower") != std::string::npos);
+  const auto high = problems_of(test::run_folder("algo_clip2", head + R"("algorithm": "grpo",
+      "train": {"clip": 0.3, "clip_high": 0.2}})"));
+  BOOST_TEST(!problem_at(high, "train.clip_high").empty());
+  const auto agg = problems_of(test::run_folder("algo_agg", head + R"("algorithm": "grpo",
+      "train": {"loss_agg": "seq-sum", "kl_estimator": "k4", "normalize_advantages": 1}})"));
+  BOOST_TEST(!problem_at(agg, "train.loss_agg").empty());
+  BOOST_TEST(!problem_at(agg, "train.kl_estimator").empty());
+  BOOST_TEST(!problem_at(agg, "train.normalize_advantages").empty());
+  const auto std_of_rloo = problems_of(test::run_folder("algo_std", head + R"("algorithm": "rloo",
+      "score": {"norm_by_std": true}})"));
+  BOOST_TEST(!problem_at(std_of_rloo, "score.norm_by_std").empty());
+  const auto value_clip = problems_of(test::run_folder("algo_vclip", head + R"("algorithm": "gspo",
+      "train": {"value_clip": 0.2}})"));
+  BOOST_TEST(problem_at(value_clip, "train.value_clip").find("unknown key") != std::string::npos);
+}
+
+// The data section: the stream's batch and shuffle go to braid-generate, each iteration's
+// position (i - 1) x batch; a field map or a held-out split adds braid data's step, the
+// rollouts read its train.jsonl and the evaluation its heldout.jsonl.
+BOOST_AUTO_TEST_CASE(the_data_section) {
+  const std::string head = R"({"format": "braid.run", "version": 1, "algorithm": "grpo", "seed": 3,
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "math"}},
+    "prompts": "gsm.jsonl", "iterations": 3, "eval": {"every": 1}, )";
+  const fs::path run = test::run_folder("data_ok", head + R"("data": {"batch_prompts": 2, "fields": {"prompt": "question"},
+      "heldout": 1}})");
+  test::write_file(run.parent_path() / "gsm.jsonl",
+                   "{\"question\": \"1+1=\", \"answer\": \"#### 2\"}\n{\"question\": \"2+2=\", \"answer\": \"#### 4\"}\n"
+                   "{\"question\": \"3+3=\", \"answer\": \"so \\\\boxed{6}\"}\n");
+  const RunSpec spec = load_run_file(run);
+  BOOST_REQUIRE(spec.data.has_value());
+  BOOST_TEST(spec.data->batch_prompts == 2);
+  BOOST_TEST(spec.data->seed == 3u);  // the run's
+  BOOST_TEST(spec.data->shuffle);
+  BOOST_TEST(spec.eval->heldout_split);
+  const Layout layout(run.parent_path() / "out");
+  const auto init = init_steps(spec, layout, {});
+  BOOST_REQUIRE(!init.empty());
+  BOOST_TEST(init.front().name == "data");
+  const auto& argv = init.front().pipeline.front().argv;
+  BOOST_TEST((std::find(argv.begin(), argv.end(), "prompt=question") != argv.end()));
+  BOOST_TEST(init.front().outputs.size() == 2u);
+  const auto gen3 = rollout_step(spec, layout, {}, 3).pipeline.front().argv;
+  const auto at = [&](const std::vector<std::string>& a, const std::string& k) {
+    const auto it = std::find(a.begin(), a.end(), k);
+    return it == a.end() || it + 1 == a.end() ? std::string("<absent>") : *(it + 1);
+  };
+  BOOST_TEST(at(gen3, "--first-prompt") == "4");
+  BOOST_TEST(at(gen3, "--batch-prompts") == "2");
+  BOOST_TEST(at(gen3, "--prompt-seed") == "3");
+  BOOST_TEST(at(gen3, "--prompts") == layout.data_file("train").string());
+  BOOST_TEST(at(eval_step(spec, layout, {}, 1).pipeline.front().argv, "--prompts") == layout.data_file("heldout").string());
+
+  // The field map's missing keys are found in the prompt file when the run file is read.
+  const fs::path bad = test::run_folder("data_bad", head + R"("data": {"batch_prompts": 0, "fields": {"prompt": "q",
+      "query": "x"}, "heldout": 1.5, "shuffle": "yes"}})");
+  test::write_file(bad.parent_path() / "gsm.jsonl", "{\"question\": \"1+1=\", \"answer\": 2}\n");
+  const auto problems = problems_of(bad);
+  BOOST_TEST(!problem_at(problems, "data.batch_prompts").empty());
+  BOOST_TEST(!problem_at(problems, "data.fields.query").empty());
+  BOOST_TEST(!problem_at(problems, "data.heldout").empty());
+  BOOST_TEST(!problem_at(problems, "data.shuffle").empty());
+  BOOST_TEST(problem_at(problems, "prompts").find("q: is missing") != std::string::npos);
+
+  // A held-out count that leaves no line to train on is refused now, not when braid data runs.
+  const fs::path all = test::run_folder("data_all_heldout", head + R"("data": {"batch_prompts": 2, "heldout": 3}})");
+  test::write_file(all.parent_path() / "gsm.jsonl", "{\"prompt\": \"1+1=\", \"answer\": 2}\n\n"
+                                                    "{\"prompt\": \"2+2=\", \"answer\": 4}\n{\"prompt\": \"3+3=\", \"answer\": 6}\n");
+  BOOST_TEST(problem_at(problems_of(all), "data.heldout").find("holding out 3 of 3 lines") != std::string::npos);
+// Conversations' tools and template keyword arguments for the whole run go to braid-generate
+// and braid eval (a line's own win there); a tools file that is no array of schemas is refused.
+BOOST_AUTO_TEST_CASE(run_tools_and_template_kwargs_reach_generation_and_eval) {
+  const std::string head = R"({"format": "braid.run", "version": 1, "algorithm": "grpo",
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": 1, "eval": {"prompts": "prompts.jsonl", "rule": "digits"}, )";
+  const fs::path run = test::run_folder("chat_run", head + R"("tools": "tools.json",
+    "chat_template_kwargs": {"enable_thinking": false}})");
+  test::write_file(run.parent_path() / "tools.json", R"([{"type": "function", "function": {"name": "clock"}}])");
+  const RunSpec spec = load_run_file(run);
+  BOOST_TEST(spec.tools.value_or("") == run.parent_path() / "tools.json");
+  BOOST_TEST(spec.chat_template_kwargs.value_or("") == R"({"enable_thinking":false})");
+  const Layout layout(run.parent_path() / "out");
+  const PlanOptions opt;
+  const Step rollout = rollout_step(spec, layout, opt, 1);
+  const std::string gen = joined(rollout.pipeline[0].argv);
+  const std::string want = "--tools " + (run.parent_path() / "tools.json").string() +
+                           R"( --chat-template-kwargs {"enable_thinking":false})";
+  BOOST_TEST(gen.find(want) != std::string::npos, gen);
+  BOOST_TEST(std::count(rollout.inputs.begin(), rollout.inputs.end(), run.parent_path() / "tools.json") == 1);
+  const std::string ev = joined(eval_step(spec, layout, opt, 1).pipeline[0].argv);
+  BOOST_TEST(ev.find(want) != std::string::npos, ev);
+
+  const fs::path bad = test::run_folder("bad_chat_run", head + R"("tools": "prompts.jsonl", "chat_template_kwargs": [1]})");
+  const auto problems = problems_of(bad);
+  BOOST_TEST(problem_at(problems, "tools").find("array of tool schemas") != std::string::npos);
+  BOOST_TEST(!problem_at(problems, "chat_template_kwargs").empty());
 }

@@ -11,7 +11,7 @@
 #include "core/files.hpp"
 #include "eval/eval.hpp"
 #include "eval/synth.hpp"
-#include "score/math_answer.hpp"
+#include "score/math_expr.hpp"
 #include "tests/common/scratch.hpp"
 
 using namespace braid;
@@ -78,6 +78,8 @@ BOOST_AUTO_TEST_CASE(answers_are_right_for_every_task) {
           BOOST_TEST(value(body.substr(0, plus)) + value(body.substr(plus + 1)) == value(it.answer));
           break;
         }
+        case SynthTask::frac:  // not drawn here: frac_items_and_dataset_shapes
+          break;
       }
     }
   }
@@ -107,7 +109,7 @@ BOOST_AUTO_TEST_CASE(a_rejected_completion_is_wrong_for_the_verifier) {
   for (const auto& it : synth_items(long_tail({SynthTask::sort, SynthTask::add}), 1, 500)) {
     const std::string bad = corrupt_answer(it.answer, rng);
     BOOST_TEST_CONTEXT(it.answer << " vs " << bad) {
-      const auto expected = score::parse_number(it.answer);
+      const auto expected = score::parse_math(it.answer);
       BOOST_REQUIRE(expected.has_value());
       BOOST_TEST(score::math_reward(it.answer, *expected) == 1.0);
       BOOST_TEST(score::math_reward(bad, *expected) == 0.0);
@@ -158,4 +160,66 @@ BOOST_AUTO_TEST_CASE(pass_at_k_is_the_unbiased_estimate) {
   BOOST_TEST(pass_at_k(4, 1, 4) == 1.0);
   BOOST_TEST(pass_at_k(5, 2, 2) == 0.7, boost::test_tools::tolerance(1e-12));  // 1 - C(3,2)/C(5,2)
   BOOST_TEST(pass_at_k(10, 3, 1) == 0.3, boost::test_tools::tolerance(1e-12));
+}
+
+// pass@k for every k <= n against C(n−c, k) / C(n, k) computed with exact binomials.
+BOOST_AUTO_TEST_CASE(pass_at_k_matches_the_binomial_formula_for_every_k) {
+  const auto choose = [](int n, int k) {
+    double r = 1;
+    for (int i = 1; i <= k; ++i) r = r * (n - k + i) / i;
+    return k < 0 || k > n ? 0.0 : r;
+  };
+  for (int n = 1; n <= 10; ++n)
+    for (int c = 0; c <= n; ++c)
+      for (int k = 1; k <= n; ++k) {
+        const double want = 1.0 - choose(n - c, k) / choose(n, k);
+        BOOST_TEST(pass_at_k(n, c, k) == want, boost::test_tools::tolerance(1e-12));
+      }
+}
+
+// maj@k: disjoint blocks of k samples, each right when its most frequent answer is right;
+// a tie goes to the answer that reached the count first; samples without an answer abstain.
+BOOST_AUTO_TEST_CASE(maj_at_k_votes_in_blocks) {
+  using Keys = std::vector<std::optional<std::string>>;
+  const Keys keys{"1", "2", "2", "1", std::nullopt, "3"};
+  const std::vector<bool> right{true, false, false, true, false, false};
+  BOOST_TEST(maj_at_k(keys, right, 1) == 2.0 / 6);  // each sample alone; the abstaining one is wrong
+  // {1,2}: a tie, 1 first: right; {2,1}: 2 first: wrong; {-,3}: 3: wrong.
+  BOOST_TEST(maj_at_k(keys, right, 2) == 1.0 / 3, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(maj_at_k(keys, right, 3) == 0.5);      // {1,2,2}: 2 wins, wrong; {1,-,3}: a tie, 1 first, right
+  BOOST_TEST(maj_at_k(keys, right, 6) == 0.0);      // 2 reaches two votes before 1 does
+  BOOST_TEST(maj_at_k(keys, right, 7) == 0.0);      // k > n
+}
+
+// frac: a reduced fraction in LaTeX, right for the verifier; the GSM8K and MATH shapes carry
+// the answer where those datasets do, and a model's response ends the same way.
+BOOST_AUTO_TEST_CASE(frac_items_and_dataset_shapes) {
+  SynthOptions o;
+  o.tasks = {SynthTask::frac};
+  o.min_digits = 1;
+  o.max_digits = 2;
+  o.seed = 4;
+  const auto items = synth_items(o, 1, 40);
+  Rng rng(1, 2);
+  for (const auto& it : items) {
+    BOOST_TEST(it.prompt.starts_with("frac "));
+    const auto expected = score::parse_math(it.answer);
+    BOOST_REQUIRE(expected.has_value());
+    // The prompt's fraction has the answer's value.
+    const std::string f = it.prompt.substr(5, it.prompt.size() - 6);
+    BOOST_TEST(score::math_equal(*score::parse_math(f), *expected), it.prompt << " " << it.answer);
+    const std::string bad = corrupt_answer(it.answer, rng);
+    BOOST_TEST(!score::math_equal(*score::parse_math(bad), *expected), bad);
+  }
+  const json gsm = json::parse(prompt_lines({items[0]}, "t-", SynthFormat::gsm8k));
+  BOOST_TEST(gsm.contains("question"));
+  BOOST_TEST(score::math_reward(gsm["answer"].get<std::string>(), *score::parse_math(items[0].answer)) == 1.0);
+  const json math = json::parse(prompt_lines({items[0]}, "t-", SynthFormat::math));
+  BOOST_TEST(math.contains("problem"));
+  BOOST_TEST(math["solution"].get<std::string>().find("\\boxed{") != std::string::npos);
+  const json sft = json::parse(sft_lines({items[0]}, SynthFormat::math));
+  BOOST_TEST(score::math_reward(sft["response"].get<std::string>(), *score::parse_math(items[0].answer)) == 1.0);
+  BOOST_CHECK_THROW(parse_synth_format("csv"), UsageError);
+  o.max_digits = 7;
+  BOOST_CHECK_THROW(validate(o), UsageError);
 }

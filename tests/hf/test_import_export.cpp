@@ -6,15 +6,16 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "hf/import_export.hpp"
-#include "hf/llama_layout.hpp"
 #include "hf/safetensors.hpp"
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include "tests/common/scratch.hpp"
+#include "tests/model/family_configs.hpp"
 
 namespace fs = std::filesystem;
 using braid::model::Model;
@@ -74,7 +75,7 @@ BOOST_AUTO_TEST_CASE(layout_lists_what_the_model_holds) {
       for (bool value : {false, true}) {
         const ModelOptions o{.layers = range, .lm_head = true, .value_head = value};
         Model m(c, o, *be);
-        const auto spec = braid::hf::llama_tensors(c, o, false);
+        const auto spec = braid::model::tensor_layout(c, o);
         BOOST_TEST_REQUIRE(spec.size() == m.tensors().size());
         for (std::size_t i = 0; i < spec.size(); ++i) {
           BOOST_TEST(spec[i].name == m.tensors()[i].name);
@@ -270,4 +271,229 @@ BOOST_AUTO_TEST_CASE(rope_scaling_survives_import_and_export) {
   braid::hf::export_hf({ck}, out2);
   const auto cfg2 = braid::load_json_file((out2 / "config.json").string());
   BOOST_TEST(cfg2["rope_scaling"] == (braid::json{{"rope_type", "linear"}, {"factor", 2.0}}));
+}
+
+namespace {
+
+// A model of the family with every tensor random (biases and norm gains too).
+void randomize(Model& m, std::uint64_t seed) {
+  m.init_random(seed, 0.3);
+  for (auto& t : m.tensors()) {
+    if (t.shape.size() != 1) continue;
+    for (std::int64_t i = 0; i < t.numel; ++i) t.data[i] = 0.5f + 0.01f * float((i * 7 + seed) % 13);
+  }
+}
+
+// A folder of the family's config (with keys every transformers config carries) and the
+// model's tensors, under the names given (default: braid's).
+void write_family_folder(const fs::path& dir, braid::json config, const Model& m,
+                         const std::function<std::string(const std::string&)>& rename = {}) {
+  fs::create_directories(dir);
+  config["bos_token_id"] = 1;
+  config["eos_token_id"] = 2;
+  config["torch_dtype"] = "float32";
+  config["transformers_version"] = "4.51.0";
+  config["use_cache"] = true;
+  config["initializer_range"] = 0.02;
+  config["attention_dropout"] = 0.0;
+  std::ofstream(dir / "config.json") << config.dump(2);
+  braid::hf::SafetensorsWriter w(dir / "model.safetensors", braid::hf::StoreDtype::f32);
+  for (const auto& t : m.tensors()) w.add(rename ? rename(t.name) : t.name, t.shape, t.data);
+  w.commit();
+}
+
+std::string refusal(const fs::path& dir) {
+  try {
+    braid::hf::import_hf(dir, scratch("refused.h5"));
+  } catch (const braid::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// Every family imports into stages with its quirks' tensors (biases, q/k norms, Gemma's four
+// norms) and exports back bit for bit, as <Family>ForCausalLM.
+BOOST_AUTO_TEST_CASE(every_family_imports_and_exports) {
+  auto be = braid::backend::make_cpu_backend(1);
+  for (const auto& f : braid::test::family_configs()) {
+    BOOST_TEST_CONTEXT(f.name) {
+      const ModelConfig c = f.parsed();
+      Model src(c, {}, *be);
+      randomize(src, 4);
+      const fs::path dir = scratch("hf_family_" + std::string(braid::model::model_type_of(c.family)));
+      fs::remove_all(dir);
+      write_family_folder(dir, f.config, src);
+      const auto files = braid::hf::import_hf(dir, scratch("family.h5"), {.stages = 2});
+      Model dst(c, {}, *be);
+      braid::checkpoint::load_weights(dst, braid::io::WeightShardSet(files));
+      BOOST_TEST((weights_of(dst) == weights_of(src)));
+      const fs::path out = scratch("hf_family_out");
+      fs::remove_all(out);
+      braid::hf::export_hf(files, out);
+      const auto cfg = braid::load_json_file((out / "config.json").string());
+      BOOST_TEST(cfg["architectures"][0] == std::string(braid::model::class_prefix_of(c.family)) + "ForCausalLM");
+      BOOST_TEST(cfg["model_type"] == f.config["model_type"]);
+      BOOST_TEST((braid::model::config_to_json(braid::model::parse_config(cfg, "exported")) ==
+                  braid::model::config_to_json(c)));
+      braid::hf::SafetensorsReader st(out / "model.safetensors");
+      for (const auto& t : src.tensors()) BOOST_TEST((st.read(t.name) == std::vector<float>(t.data, t.data + t.numel)), t.name);
+    }
+  }
+}
+
+// A key or a tensor the config does not explain is refused, naming it, never dropped.
+BOOST_AUTO_TEST_CASE(unexplained_keys_and_tensors_are_refused) {
+  auto be = braid::backend::make_cpu_backend(1);
+  const auto fams = braid::test::family_configs();
+  const ModelConfig llama = tiny();
+  Model m(llama, {}, *be);
+  m.init_random(6);
+  const fs::path dir = scratch("hf_unexplained");
+
+  // A key braid does not implement.
+  fs::remove_all(dir);
+  braid::json cfg = braid::model::config_to_json(llama);
+  cfg["quantization_config"] = {{"quant_method", "gptq"}};
+  write_family_folder(dir, cfg, m);
+  BOOST_TEST(refusal(dir).find("quantization_config: not a key braid reads for model_type \"llama\"") != std::string::npos);
+  // A bias in a folder whose config declares none.
+  fs::remove_all(dir);
+  write_family_folder(dir, braid::model::config_to_json(llama), m);
+  {
+    braid::hf::SafetensorsWriter extra(dir / "model.safetensors", braid::hf::StoreDtype::f32);
+    for (const auto& t : m.tensors()) extra.add(t.name, t.shape, t.data);
+    const std::vector<float> bias(std::size_t(llama.num_attention_heads * llama.head_dim()), 0.5f);
+    extra.add("model.layers.0.self_attn.q_proj.bias", {std::int64_t(bias.size())}, bias.data());
+    extra.commit();
+  }
+  const std::string why = refusal(dir);
+  BOOST_TEST(why.find("model.layers.0.self_attn.q_proj.bias") != std::string::npos, why);
+  BOOST_TEST(why.find("refused rather than dropped") != std::string::npos, why);
+  BOOST_TEST(!fs::exists(scratch("refused.h5")));
+  // A Qwen3 folder without its q/k norms, under a qwen2 config: the norms are unexplained.
+  const ModelConfig qwen3 = fams[3].parsed();
+  Model q(qwen3, {}, *be);
+  randomize(q, 2);
+  fs::remove_all(dir);
+  braid::json as_qwen2 = fams[3].config;
+  as_qwen2["model_type"] = "qwen2";
+  as_qwen2.erase("attention_bias");
+  write_family_folder(dir, as_qwen2, q);
+  BOOST_TEST(refusal(dir).find("_norm.weight") != std::string::npos);
+  // Attention dropout would change training: refused.
+  fs::remove_all(dir);
+  cfg = braid::model::config_to_json(llama);
+  write_family_folder(dir, cfg, m);
+  cfg = braid::load_json_file((dir / "config.json").string());
+  cfg["attention_dropout"] = 0.1;
+  std::ofstream(dir / "config.json") << cfg.dump();
+  BOOST_TEST(refusal(dir).find("attention_dropout") != std::string::npos);
+}
+
+// A Gemma3ForConditionalGeneration folder (both of transformers' naming schemes) gives its
+// text model; the vision tower's tensors are passed over.
+BOOST_AUTO_TEST_CASE(gemma3_conditional_generation_imports_its_text_model) {
+  auto be = braid::backend::make_cpu_backend(1);
+  const auto g3 = braid::test::family_configs()[5];
+  const ModelConfig c = g3.parsed();
+  Model src(c, {}, *be);
+  randomize(src, 8);
+  for (const char* scheme : {"language_model.model.", "model.language_model."}) {
+    BOOST_TEST_CONTEXT(scheme) {
+      const fs::path dir = scratch("hf_gemma3_vision");
+      fs::remove_all(dir);
+      fs::create_directories(dir);
+      braid::json text = g3.config;
+      text.erase("architectures");
+      const braid::json config{{"architectures", {"Gemma3ForConditionalGeneration"}}, {"model_type", "gemma3"},
+                               {"text_config", text}, {"vision_config", {{"model_type", "siglip_vision_model"}}},
+                               {"mm_tokens_per_image", 256}};
+      std::ofstream(dir / "config.json") << config.dump(2);
+      braid::hf::SafetensorsWriter w(dir / "model.safetensors", braid::hf::StoreDtype::f32);
+      for (const auto& t : src.tensors()) w.add(std::string(scheme) + t.name.substr(6), t.shape, t.data);
+      const std::vector<float> patch(12, 0.25f);
+      w.add(std::string(scheme).starts_with("model") ? "model.vision_tower.patch_embedding.weight"
+                                                      : "vision_tower.patch_embedding.weight",
+            {3, 4}, patch.data());
+      w.commit();
+      const auto files = braid::hf::import_hf(dir, scratch("gemma3_text.h5"));
+      BOOST_TEST((braid::checkpoint::config_of(braid::io::WeightShardSet(files)).family == braid::model::Family::gemma3));
+      Model dst(c, {}, *be);
+      braid::checkpoint::load_weights(dst, braid::io::WeightShardSet(files));
+      BOOST_TEST((weights_of(dst) == weights_of(src)));
+    }
+  }
+}
+
+// Reward and value models both ways: ...ForSequenceClassification (no bias) and
+// ...ForTokenClassification (a bias) import with their heads and export with the class and
+// the one label transformers needs; mismatches are refused.
+BOOST_AUTO_TEST_CASE(classification_heads_both_ways) {
+  auto be = braid::backend::make_cpu_backend(1);
+  const auto qwen2 = braid::test::family_configs()[2];
+  const ModelConfig c = qwen2.parsed();
+  for (bool token : {false, true}) {
+    BOOST_TEST_CONTEXT((token ? "token" : "sequence")) {
+      const ModelOptions o{.lm_head = false, .value_head = true, .value_bias = token};
+      Model src(c, o, *be);
+      randomize(src, 3);
+      const fs::path dir = scratch("hf_classifier");
+      fs::remove_all(dir);
+      braid::json config = qwen2.config;
+      config["architectures"] = {token ? "Qwen2ForTokenClassification" : "Qwen2ForSequenceClassification"};
+      config["id2label"] = {{"0", "LABEL_0"}};
+      config["label2id"] = {{"LABEL_0", 0}};
+      write_family_folder(dir, config, src);
+      const auto files = braid::hf::import_hf(dir, scratch("classifier.h5"));
+      auto opened = braid::checkpoint::open_model(files.front(), *be, {}, false, true);
+      BOOST_TEST((opened.model->find("score.bias") != nullptr) == token);
+      const fs::path out = scratch("hf_classifier_out");
+      fs::remove_all(out);
+      braid::hf::export_hf(files, out);
+      const auto cfg = braid::load_json_file((out / "config.json").string());
+      BOOST_TEST(cfg["architectures"][0] == (token ? "Qwen2ForTokenClassification" : "Qwen2ForSequenceClassification"));
+      BOOST_TEST(cfg["id2label"].size() == 1u);
+      BOOST_TEST(!fs::exists(out / "generation_config.json"));
+      braid::hf::SafetensorsReader st(out / "model.safetensors");
+      BOOST_TEST(st.contains("score.bias") == token);
+      BOOST_TEST(!st.contains("lm_head.weight"));
+    }
+  }
+  // A reward model braid made (no class named, no bias) exports as a sequence classifier, or
+  // as a token classifier with a zero bias when asked.
+  const ModelOptions rm{.lm_head = false, .value_head = true};
+  Model m(c, rm, *be);
+  randomize(m, 5);
+  const fs::path ck = scratch("braid_rm.h5");
+  braid::checkpoint::save_weights(m, ck, {.config_json = qwen2.config.dump()});
+  const fs::path out = scratch("hf_rm_out");
+  fs::remove_all(out);
+  braid::hf::export_hf({ck}, out);
+  BOOST_TEST(braid::load_json_file((out / "config.json").string())["architectures"][0] == "Qwen2ForSequenceClassification");
+  fs::remove_all(out);
+  braid::hf::export_hf({ck}, out, {.value_head = braid::hf::ValueHeadClass::token});
+  BOOST_TEST(braid::hf::SafetensorsReader(out / "model.safetensors").read("score.bias") == std::vector<float>{0.f});
+
+  // Two labels, and a token classifier without its bias: refused.
+  const fs::path dir = scratch("hf_bad_classifier");
+  fs::remove_all(dir);
+  braid::json config = qwen2.config;
+  config["architectures"] = {"Qwen2ForTokenClassification"};
+  write_family_folder(dir, config, m);
+  BOOST_TEST(refusal(dir).find("score.bias") != std::string::npos);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << qwen2.config.dump();
+  {
+    braid::hf::SafetensorsWriter w(dir / "model.safetensors", braid::hf::StoreDtype::f32);
+    for (const auto& t : m.tensors()) {
+      if (t.name != "score.weight") w.add(t.name, t.shape, t.data);
+    }
+    const std::vector<float> two(std::size_t(2 * c.hidden_size), 0.1f);
+    w.add("score.weight", {2, c.hidden_size}, two.data());
+    w.commit();
+  }
+  BOOST_TEST(refusal(dir).find("num_labels") != std::string::npos);
 }

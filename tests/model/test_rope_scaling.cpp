@@ -1,7 +1,8 @@
-// rope_scaling (Llama 3.1/3.2's "llama3", and "linear"): the inverse frequencies match
-// those transformers computes (tests/fixtures/model/make_rope_fixture.py transcribes its
-// _compute_llama3_parameters apart from the C++), the model's rotary tables use them,
-// the config round-trips, and an unknown type is refused naming the file and field.
+// rope_scaling (Llama 3.1/3.2's "llama3", "linear", "yarn" (Qwen2.5's long context) and
+// "dynamic"): the inverse frequencies and yarn's cos/sin factor match those transformers
+// computes (tests/fixtures/model/make_rope_fixture.py transcribes its formulas apart from
+// the C++), the model's rotary tables use them, the config round-trips, and an unknown
+// type or key is refused naming the file and field.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -52,6 +53,8 @@ BOOST_AUTO_TEST_CASE(inverse_frequencies_match_transformers) {
     const model::ModelConfig cfg = model::parse_config(config_of(c), c["name"].get<std::string>());
     BOOST_TEST((cfg.rope_scaling.type != model::RopeScaling::Type::none));
     const auto inv = model::rope_inv_freq(cfg);
+    const double factor = c["attention_factor"].get<double>();
+    BOOST_TEST(std::abs(model::rope_attention_factor(cfg) - factor) <= 1e-12 * factor, c["name"].get<std::string>());
     const auto& want = c["inv_freq"];
     BOOST_REQUIRE_EQUAL(inv.size(), want.size());
     for (std::size_t j = 0; j < inv.size(); ++j) {
@@ -103,8 +106,10 @@ BOOST_AUTO_TEST_CASE(rope_scaling_round_trips_through_config_json) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_rope_scaling_is_refused_naming_the_field) {
-  BOOST_TEST(refusal(json{{"rope_type", "yarn"}, {"factor", 4.0}}).find("config.json: rope_scaling.rope_type:") == 0);
-  BOOST_TEST(refusal(json{{"type", "dynamic"}, {"factor", 4.0}}).find("config.json: rope_scaling.type:") == 0);
+  BOOST_TEST(refusal(json{{"rope_type", "longrope"}, {"factor", 4.0}}).find("config.json: rope_scaling.rope_type:") == 0);
+  BOOST_TEST(refusal(json{{"type", "ntk"}, {"factor", 4.0}}).find("config.json: rope_scaling.type:") == 0);
+  BOOST_TEST(refusal(json{{"rope_type", "yarn"}, {"factor", 4.0}, {"short_factor", 1.0}}).find("rope_scaling.short_factor") !=
+             std::string::npos);
   BOOST_TEST(refusal(json{{"rope_type", "llama3"}, {"factor", 8.0}}).find("rope_scaling.low_freq_factor") !=
              std::string::npos);
   BOOST_TEST(refusal(json{{"rope_type", "linear"}, {"factor", 0.5}}).find("rope_scaling.factor") != std::string::npos);

@@ -17,14 +17,17 @@
 #include "rl/chunked_lm_head.hpp"
 #include "tests/common/mpi_fixture.hpp"
 #include "tests/common/scratch.hpp"
+#include "tests/model/family_configs.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace braid;
@@ -70,11 +73,26 @@ struct Pair {
   std::unique_ptr<comm::Communicator> world = comm::mpi_world();
   std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(1);
   model::BasicModel<T> whole, part;
-  Pair(bool tied, bool value_head)
-      : whole(config(tied), {.value_head = value_head}, *be),
-        part(config(tied), {.value_head = value_head, .tp = {world->size(), world->rank(), world.get()}}, *be) {
+  Pair(bool tied, bool value_head) : Pair(config(tied), value_head) {}
+  Pair(const model::ModelConfig& cfg, bool value_head, bool value_bias = false)
+      : whole(cfg, {.value_head = value_head, .value_bias = value_bias}, *be),
+        part(cfg, {.value_head = value_head, .value_bias = value_bias,
+                   .tp = {world->size(), world->rank(), world.get()}}, *be) {
     whole.init_random(11, 0.2);
     part.init_random(11, 0.2);
+  }
+  // Biases and norm gains random too (init_random gives 0 and 1), the same whole values
+  // sliced on each rank.
+  void randomize_vectors() {
+    for (model::BasicModel<T>* m : {&whole, &part}) {
+      for (auto& t : m->tensors()) {
+        if (t.shape.size() != 1) continue;
+        std::vector<T> full = random_weights<T>(std::size_t(t.full_shape[0]), std::hash<std::string>{}(t.name));
+        for (T& x : full) x = T(0.2) * x + T(1.0 - m->config().norm_weight_offset) * T(t.name.find("norm") != std::string::npos);
+        const std::vector<T> mine = model::extract_slice(full.data(), t.full_shape, t.slice);
+        model::write_values(*be, t, mine.data());
+      }
+    }
   }
 };
 
@@ -121,9 +139,10 @@ Pass<T> run(model::BasicModel<T>& m, const Sequences& s, bool backward) {
   return p;
 }
 
+// The whole model's and this rank's passes over 3 sequences: forward heads to `forward`
+// tolerance, every gradient slice to `gradient` tolerance; returns the worst of each.
 template <typename T>
-void check_forward_and_backward(bool tied) {
-  Pair<T> pair(tied, /*value_head*/ true);
+std::pair<double, double> check_forward_and_backward(Pair<T>& pair, const std::string& what) {
   const Sequences s({9, 6, 11});
   const Pass<T> want = run(pair.whole, s, true), got = run(pair.part, s, true);
   const double tol = forward_tolerance<T>();
@@ -131,9 +150,9 @@ void check_forward_and_backward(bool tied) {
                             rel_diff(got.logprob.data(), want.logprob.data(), want.logprob.size()),
                             rel_diff(got.entropy.data(), want.entropy.data(), want.entropy.size()),
                             rel_diff(got.values.data(), want.values.data(), want.values.size())};
-  for (double d : forward) BOOST_TEST(d < tol);
-  BOOST_TEST_MESSAGE("tp " << pair.world->size() << (tied ? " tied" : "") << ": worst forward difference "
-                     << *std::max_element(std::begin(forward), std::end(forward)));
+  for (double d : forward) BOOST_TEST(d < tol, what);
+  const double worst_forward = *std::max_element(std::begin(forward), std::end(forward));
+  BOOST_TEST_MESSAGE("tp " << pair.world->size() << what << ": worst forward difference " << worst_forward);
   // Every gradient: this rank's slice of the whole model's.
   double worst = 0;
   for (const auto& t : pair.part.tensors()) {
@@ -143,10 +162,34 @@ void check_forward_and_backward(bool tied) {
     const std::vector<T> slice = model::extract_slice(w->grad, w->shape, t.slice);
     BOOST_REQUIRE_EQUAL(std::int64_t(slice.size()), t.numel);
     const double d = rel_diff(t.grad, slice.data(), slice.size());
-    BOOST_TEST(d < gradient_tolerance<T>(), t.name << ": " << d);
+    BOOST_TEST(d < gradient_tolerance<T>(), what << " " << t.name << ": " << d);
     worst = std::max(worst, d);
   }
-  BOOST_TEST_MESSAGE("tp " << pair.world->size() << (tied ? " tied" : "") << ": worst gradient difference " << worst);
+  BOOST_TEST_MESSAGE("tp " << pair.world->size() << what << ": worst gradient difference " << worst);
+  return {worst_forward, worst};
+}
+
+template <typename T>
+void check_forward_and_backward(bool tied) {
+  Pair<T> pair(tied, /*value_head*/ true);
+  check_forward_and_backward(pair, tied ? " tied" : "");
+}
+
+// Every family (biases and q/k norms sliced with their heads and units or replicated,
+// Gemma's norms and soft-caps, windows, local RoPE) at 8 query / 4 kv heads of 6.
+template <typename T>
+void check_families() {
+  double forward = 0, gradient = 0;
+  for (const auto& f : test::family_configs({.hidden = 32, .heads = 8, .kv_heads = 4, .head_dim = 6, .inter = 42,
+                                             .vocab = 67, .layers = 3, .max_positions = 64})) {
+    Pair<T> pair(f.parsed(), /*value_head*/ true, /*value_bias*/ true);
+    pair.randomize_vectors();
+    const auto [fw, gr] = check_forward_and_backward(pair, " " + f.name);
+    forward = std::max(forward, fw);
+    gradient = std::max(gradient, gr);
+  }
+  BOOST_TEST_MESSAGE("tp " << comm::mpi_world()->size() << ", every family (" << sizeof(T) * 8
+                     << " bit): worst forward difference " << forward << ", worst gradient difference " << gradient);
 }
 
 BOOST_AUTO_TEST_CASE(slices_split_heads_units_and_vocabulary) {
@@ -189,6 +232,11 @@ BOOST_AUTO_TEST_CASE(forward_heads_and_gradients_match_the_whole_model_f64) {
 BOOST_AUTO_TEST_CASE(forward_heads_and_gradients_match_the_whole_model_f32) {
   check_forward_and_backward<float>(false);
   check_forward_and_backward<float>(true);
+}
+
+BOOST_AUTO_TEST_CASE(every_family_matches_the_whole_model) {
+  check_families<double>();
+  check_families<float>();
 }
 
 // Prefill two prompts into a KV cache split by heads, then decode greedily: the logits
@@ -280,7 +328,7 @@ BOOST_AUTO_TEST_CASE(slices_saved_at_tp_reshard_to_the_whole_model) {
   BOOST_TEST(io::WeightShardReader(checkpoint::tp_path(dir / "part.h5", r, tp)).meta().tp_rank == r);
   pair.world->barrier();
   if (r == 0) {
-    checkpoint::reshard(checkpoint::checkpoint_files(dir / "part.h5"), dir / "joined.h5", 1, "test");
+    checkpoint::reshard(checkpoint::checkpoint_files(dir / "part.h5"), dir / "joined.h5", {.tp = 1}, "test");
     const io::WeightShardSet want({dir / "whole.h5"}), got({dir / "joined.h5"});
     BOOST_REQUIRE(want.names() == got.names());
     for (const auto& name : want.names()) {

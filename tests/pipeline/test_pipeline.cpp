@@ -102,13 +102,15 @@ std::filesystem::path shared_dir(comm::Communicator& world, const std::string& l
   return dir;
 }
 
+// groups > 1: the schedule is for world / groups devices and runs as that many copies,
+// data parallel (sched::tile_schedule), each on its share of the micro-batches.
 void check_fused_step(const test::FusedModels& fm, const std::string& order, const std::string& label,
-                      bool tied = false) {
+                      bool tied = false, int groups = 1) {
   auto world = comm::mpi_world();
   const auto dir = shared_dir(*world, label, tied);
   auto be = backend::make_cpu_backend(1);
   const auto samples = test::scored_samples(11, 3, 9, 259, 5);
-  const auto mbs = split(samples, fm.micro_batches);
+  const auto mbs = split(samples, fm.micro_batches * groups);
 
   train::PolicyObjective policy(train::ppo_actor_options(0.2, 0.01));
   train::ValueObjective value(0.2);
@@ -116,8 +118,8 @@ void check_fused_step(const test::FusedModels& fm, const std::string& order, con
                             {{"actor", dir / "actor.h5", &policy, adamw_config()},
                              {"critic", dir / "critic.h5", &value, adamw_config()}},
                             {.schedule_origin = label, .max_tokens = kMaxTokens, .max_sequences = kMaxSequences});
-  BOOST_TEST(pipe.micro_batches(0) == fm.micro_batches);
-  BOOST_TEST(pipe.micro_batches(1) == fm.micro_batches);
+  BOOST_TEST(pipe.micro_batches(0) == fm.micro_batches * groups);
+  BOOST_TEST(pipe.micro_batches(1) == fm.micro_batches * groups);
   const std::vector<std::vector<io::SampleBatch>> batches{mbs, mbs};
   const std::vector<double> lr{kActorLr, kCriticLr};
   const auto res = pipe.step(batches, lr);
@@ -188,6 +190,13 @@ BOOST_AUTO_TEST_CASE(critic_replicas_average_their_gradients) {
   const int n = world->size();
   if (n % 2 != 0) return;  // the critic as 2 replicas of n/2 stages
   check_fused_step(models_for(n, n / 2), "greedy", "replicas");
+}
+
+BOOST_AUTO_TEST_CASE(copies_of_a_schedule_run_data_parallel) {
+  auto world = comm::mpi_world();
+  const int n = world->size();
+  if (n % 2 != 0) return;  // two copies of a schedule for n/2 devices
+  check_fused_step(models_for(n / 2, n / 2), "greedy", "groups", false, 2);
 }
 
 BOOST_AUTO_TEST_CASE(tied_embeddings_sum_the_first_and_last_stage_gradients) {

@@ -44,7 +44,7 @@ c = json.load(open(sys.argv[1]))
 c["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                      "original_max_position_embeddings": 8192}
 json.dump(c, open("scaled-config.json", "w"))
-c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+c["rope_scaling"] = {"rope_type": "longrope", "factor": 4.0}
 json.dump(c, open("yarn-config.json", "w"))
 PY
 "$prof" analytic --hardware h100 --model scaled-config.json -o scaled.json -q
@@ -58,8 +58,8 @@ set +e
 "$prof" analytic --hardware h100 --model yarn-config.json -o never.json -q 2> err.txt
 rc=$?
 set -e
-[[ $rc -eq 2 ]] || fail "rope_scaling yarn: exit $rc"
-grep -q "yarn-config.json: rope_scaling.rope_type" err.txt || fail "rope_scaling yarn: not named: $(cat err.txt)"
+[[ $rc -eq 2 ]] || fail "rope_scaling longrope: exit $rc"
+grep -q "yarn-config.json: rope_scaling.rope_type" err.txt || fail "rope_scaling longrope: not named: $(cat err.txt)"
 
 # Measured on this machine with the engine: a micro model, smallest grids.
 # Decode batches up to the generator's --max-batch, past --quick's 16.

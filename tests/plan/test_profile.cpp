@@ -39,6 +39,42 @@ BOOST_AUTO_TEST_CASE(llama7b_parameter_count_matches_the_published_size) {
   BOOST_TEST(std::abs(llama7b().total_params() - 6.738e9) / 6.738e9 < 0.002);
 }
 
+// Other families (docs/models.md): their published parameter counts, a sliding window's
+// cheaper long-sequence attention, and shapes that round-trip through profile.json.
+BOOST_AUTO_TEST_CASE(family_shapes_count_their_pieces) {
+  braid::Checker c("configs");
+  // Qwen2.5-0.5B: q/k/v biases, tied embeddings: 494,032,768 parameters.
+  const ModelShape qwen = shape_from_hf_config(braid::json::parse(R"({"model_type": "qwen2", "hidden_size": 896,
+      "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
+      "vocab_size": 151936, "tie_word_embeddings": true})"), c, "qwen");
+  // gemma-2-2b: head_dim 256, four norms a layer, tied: 2,614,341,888; windows on even layers.
+  const ModelShape gemma = shape_from_hf_config(braid::json::parse(R"({"model_type": "gemma2", "hidden_size": 2304,
+      "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+      "head_dim": 256, "vocab_size": 256000, "sliding_window": 4096})"), c, "gemma");
+  c.check();
+  BOOST_TEST(qwen.total_params() == 494032768.0);
+  BOOST_TEST(gemma.total_params() == 2614341888.0);
+  BOOST_TEST(gemma.kv_dim() == 4 * 256);
+  // At 16k tokens half the layers attend over 4096 keys instead of 8192 on average.
+  BOOST_TEST(gemma.attended_keys(16384) == (13 * 8192.0 + 13 * 4096.0) / 26);
+  BOOST_TEST(gemma.attended_keys(1024) == 512.0);
+  ModelShape no_window = gemma;
+  no_window.config.sliding_window = 0;
+  const Hardware hw = hardware_preset("h100");
+  BOOST_TEST(analytic_model_profile(gemma, hw).layer_fwd.at(65536, 16384) <
+             analytic_model_profile(no_window, hw).layer_fwd.at(65536, 16384));
+  BOOST_TEST(!gemma.same_as(no_window));
+  BOOST_TEST(gemma.key() != no_window.key());
+  // Written to profile.json and read back: the same shape.
+  for (const ModelShape& s : {qwen, gemma}) {
+    braid::Checker back("profile.json");
+    const ModelShape r = shape_from_hf_config(braid::json::parse(shape_to_hf_json(s).dump()), back, "");
+    back.check();
+    BOOST_TEST(r.same_as(s));
+    BOOST_TEST(r.total_params() == s.total_params());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(decode_is_flat_until_bs_max_then_grows) {
   const Hardware hw = hardware_preset("h100");
   const ModelProfile m = analytic_model_profile(llama7b(), hw);

@@ -47,16 +47,16 @@ std::span<const float> response_of(const std::vector<float>& per_token, std::siz
 BOOST_AUTO_TEST_CASE(kl_penalised_rewards_put_the_reward_on_the_last_token) {
   const std::vector<float> actor{-1.0f, -2.0f, -0.5f}, ref{-1.5f, -1.0f, -0.5f};
   std::vector<double> r(3);
-  braid::rl::kl_penalised_rewards(actor, ref, 2.0f, 0.1, r);
+  braid::rl::kl_penalised_rewards(actor, ref, 2.0f, 0.1, braid::backend::KlEstimator::k1, r);
   BOOST_TEST(r[0] == -0.1 * 0.5, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(r[1] == -0.1 * -1.0, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(r[2] == 2.0, boost::test_tools::tolerance(1e-12));
 
-  braid::rl::kl_penalised_rewards(actor, {}, 2.0f, 0.0, r);  // no reference needed without a penalty
+  braid::rl::kl_penalised_rewards(actor, {}, 2.0f, 0.0, braid::backend::KlEstimator::k1, r);  // no reference needed without a penalty
   BOOST_TEST(r[0] == 0.0);
   BOOST_TEST(r[1] == 0.0);
   BOOST_TEST(r[2] == 2.0);
-  BOOST_CHECK_THROW(braid::rl::kl_penalised_rewards(actor, {}, 2.0f, 0.1, r), std::invalid_argument);
+  BOOST_CHECK_THROW(braid::rl::kl_penalised_rewards(actor, {}, 2.0f, 0.1, braid::backend::KlEstimator::k1, r), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(gae_equals_the_sum_of_discounted_deltas) {
@@ -153,7 +153,7 @@ BOOST_AUTO_TEST_CASE(ppo_advantages_fill_responses_only_and_keep_sequences_apart
 
 BOOST_AUTO_TEST_CASE(group_advantages_are_standardised_rewards) {
   const std::vector<float> r{1.0f, 0.0f, 0.0f, 3.0f};
-  const auto a = braid::rl::group_advantages(r, 0.0);
+  const auto a = braid::rl::group_advantages(r, {.eps = 0.0});
   // mean 1, population variance (0 + 1 + 1 + 4) / 4 = 1.5
   const double sd = std::sqrt(1.5);
   BOOST_TEST(a[0] == 0.0, boost::test_tools::tolerance(1e-9));
@@ -165,7 +165,7 @@ BOOST_AUTO_TEST_CASE(group_advantages_are_standardised_rewards) {
   BOOST_TEST(sq / 4 == 1.0, boost::test_tools::tolerance(1e-6));
 
   // A group that all scored alike learns nothing, and eps keeps it finite.
-  for (double x : braid::rl::group_advantages(std::vector<float>{0.5f, 0.5f, 0.5f}, 1e-6)) BOOST_TEST(x == 0.0);
+  for (double x : braid::rl::group_advantages(std::vector<float>{0.5f, 0.5f, 0.5f}, {})) BOOST_TEST(x == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(group_rewards_collect_groups_across_arrivals) {
@@ -177,29 +177,29 @@ BOOST_AUTO_TEST_CASE(group_rewards_collect_groups_across_arrivals) {
   BOOST_TEST(g.add(0, 2.0f));
   BOOST_TEST(!g.complete(2));
   BOOST_TEST((g.incomplete_groups() == std::vector<std::int64_t>{0, 2}));
-  BOOST_CHECK_THROW(g.advantage(6, 1e-6), std::logic_error);
+  BOOST_CHECK_THROW(g.advantage(6, {}), std::logic_error);
   BOOST_TEST(g.add(7, 2.0f));
   BOOST_TEST(g.complete(2));
   BOOST_TEST((g.incomplete_groups() == std::vector<std::int64_t>{0}));
   const double sd = std::sqrt(2.0 / 3.0);
-  BOOST_TEST(g.advantage(6, 0.0) == 0.0, boost::test_tools::tolerance(1e-9));
-  BOOST_TEST(g.advantage(7, 0.0) == 1.0 / sd, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(g.advantage(6, {.eps = 0.0}) == 0.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(g.advantage(7, {.eps = 0.0}) == 1.0 / sd, boost::test_tools::tolerance(1e-6));
 
   // Samples 7 (3 tokens, prompt 1) and 8 (2 tokens, all prompt).
   const std::vector<std::int64_t> offsets{0, 3, 5};
   const std::vector<std::int32_t> prompt_len{1, 2};
   const braid::rl::SequenceLayout layout{offsets, prompt_len};
   std::vector<float> a(5, 7.0f);
-  braid::rl::broadcast_group_advantages(layout, std::vector<std::int64_t>{7, 8}, g, 0.0, a);
+  braid::rl::broadcast_group_advantages(layout, std::vector<std::int64_t>{7, 8}, g, {.eps = 0.0}, a);
   BOOST_TEST(a[0] == 0.0f);
   BOOST_TEST(a[1] == 1.0 / sd, boost::test_tools::tolerance(1e-6));
   BOOST_TEST(a[2] == 1.0 / sd, boost::test_tools::tolerance(1e-6));
   BOOST_TEST(a[3] == 0.0f);  // a response of no tokens
   BOOST_TEST(a[4] == 0.0f);
 
-  BOOST_CHECK_THROW(braid::rl::broadcast_group_advantages(layout, std::vector<std::int64_t>{7}, g, 0.0, a),
+  BOOST_CHECK_THROW(braid::rl::broadcast_group_advantages(layout, std::vector<std::int64_t>{7}, g, {.eps = 0.0}, a),
                     std::invalid_argument);
-  BOOST_CHECK_THROW(braid::rl::broadcast_group_advantages(layout, std::vector<std::int64_t>{7, 1}, g, 0.0, a),
+  BOOST_CHECK_THROW(braid::rl::broadcast_group_advantages(layout, std::vector<std::int64_t>{7, 1}, g, {.eps = 0.0}, a),
                     std::logic_error);  // group 0 is incomplete
 }
 
@@ -226,4 +226,57 @@ BOOST_AUTO_TEST_CASE(whitening_standardises_response_advantages_only) {
   BOOST_TEST(sq / 5 == 1.0, boost::test_tools::tolerance(1e-5));
 
   BOOST_CHECK_THROW(braid::rl::whiten_advantages(*be, kLayout, std::span<float>(a).first(7)), std::invalid_argument);
+}
+
+// RLOO's leave-one-out baseline and Dr. GRPO's unscaled one, against their definitions;
+// a group of one keeps its reward under RLOO (no other sample to compare with).
+BOOST_AUTO_TEST_CASE(leave_one_out_and_unscaled_group_advantages) {
+  using braid::rl::Estimator;
+  const std::vector<float> r{1.0f, 0.0f, 0.0f, 3.0f};
+  const auto loo = braid::rl::group_advantages(r, {.estimator = Estimator::leave_one_out});
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    double others = 0;
+    for (std::size_t j = 0; j < r.size(); ++j) others += j == i ? 0.0 : r[j];
+    BOOST_TEST(loo[i] == r[i] - others / 3.0, boost::test_tools::tolerance(1e-9));
+  }
+  const auto dr = braid::rl::group_advantages(r, {.estimator = Estimator::group, .std_normalize = false});
+  for (std::size_t i = 0; i < r.size(); ++i) BOOST_TEST(dr[i] == r[i] - 1.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(braid::rl::group_advantages(std::vector<float>{2.5f}, {.estimator = Estimator::leave_one_out})[0] == 2.5);
+  BOOST_CHECK_THROW(braid::rl::group_advantages(r, {.estimator = Estimator::gae}), std::invalid_argument);
+  BOOST_TEST(braid::rl::rewards_all_equal(std::vector<float>{1.0f, 1.0f}));
+  BOOST_TEST(!braid::rl::rewards_all_equal(std::vector<float>{1.0f, 0.0f}));
+}
+
+// REINFORCE++: no critic, λ = 1: A_t is the return-to-go of the KL-penalised rewards,
+// Σ_{s≥t} γ^{s−t} r_s, and the return equals it; each KL estimator penalises as defined.
+BOOST_AUTO_TEST_CASE(returns_to_go_of_kl_penalised_rewards) {
+  braid::Rng rng(5);
+  const auto actor = random_floats(rng, 8, 1.0), ref = random_floats(rng, 8, 1.0);
+  const std::vector<float> rewards{0.5f, -1.0f};
+  std::vector<float> a(8), ret(8);
+  const double gamma = 0.9, beta = 0.2;
+  for (const auto k : {braid::backend::KlEstimator::k1, braid::backend::KlEstimator::k2, braid::backend::KlEstimator::k3}) {
+    braid::rl::ppo_advantages({.layout = kLayout, .logprobs_actor = actor, .logprobs_ref = ref, .values = {},
+                               .rewards = rewards},
+                              {.kl_coef = beta, .gamma = gamma, .lambda = 1.0, .kl_estimator = k}, a, ret);
+    for (std::size_t i = 0; i < 2; ++i) {
+      const std::size_t r0 = kLayout.response_begin(i), n = kLayout.response_length(i);
+      double kl_sum = 0;
+      for (std::size_t t = 0; t < n; ++t) {
+        double want = 0;
+        for (std::size_t s = t; s < n; ++s) {
+          const double d = double(actor[r0 + s]) - double(ref[r0 + s]);
+          const double kl = k == braid::backend::KlEstimator::k1   ? d
+                            : k == braid::backend::KlEstimator::k2 ? 0.5 * d * d
+                                                                   : std::exp(-d) + d - 1.0;
+          want += std::pow(gamma, double(s - t)) * (-beta * kl + (s + 1 == n ? rewards[i] : 0.0));
+          if (t == 0) kl_sum += kl;
+        }
+        BOOST_TEST(a[r0 + t] == want, boost::test_tools::tolerance(1e-5));
+        BOOST_TEST(ret[r0 + t] == a[r0 + t]);
+      }
+      BOOST_TEST(braid::rl::sequence_kl_penalty(response_of(actor, i), response_of(ref, i), beta, k) == beta * kl_sum,
+                 boost::test_tools::tolerance(1e-9));
+    }
+  }
 }

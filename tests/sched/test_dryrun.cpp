@@ -129,3 +129,29 @@ BOOST_AUTO_TEST_CASE(schedule_json_round_trip) {
   BOOST_CHECK(r.ok);
   BOOST_CHECK(same_time(r.makespan, f.timing.makespan));
 }
+
+// The activation slots a stream needs: 1F1B keeps stage s of S in flight for S - s
+// micro-batches (its warm-up), the last stage for one. Under any order a device's peak
+// activation memory lies between the largest model's slots and all of them together.
+BOOST_AUTO_TEST_CASE(activations_in_flight_follow_the_order) {
+  const Problem p = build_problem(testing::two_models(4, 8, 2, 5.0, 4.0));
+  const Order order = one_f_one_b(p);
+  const Lowered lowered = lower(p, order, evaluate(p, order));
+  for (int d = 0; d < 4; ++d) {
+    BOOST_TEST(activations_in_flight(p, lowered.streams[static_cast<std::size_t>(d)], 0) == 4 - d);
+  }
+  const Fixture f(0.0);
+  const std::vector<double> peaks = device_peaks(f.p, f.order);
+  const double act_mem[] = {2.0, 1.5};  // two_models' defaults, every stage
+  for (int d = 0; d < 4; ++d) {
+    double most = 0, all = 0;
+    for (int m = 0; m < 2; ++m) {
+      const double held = act_mem[m] * activations_in_flight(f.p, f.lowered.streams[static_cast<std::size_t>(d)], m);
+      most = std::max(most, held);
+      all += held;
+    }
+    BOOST_TEST(peaks[static_cast<std::size_t>(d)] >= most - 1e-9);
+    BOOST_TEST(peaks[static_cast<std::size_t>(d)] <= all + 1e-9);
+    BOOST_TEST(most > 0);
+  }
+}

@@ -121,11 +121,11 @@ python3 -c 'import json; s = json.load(open("cmd_stats.json")); assert s["calls"
 # Bad answers and bad scorers: exit 2, naming the prompt file, line and field, or the command.
 cat > noanswer.spec <<'EOF'
 {"prompt": "a", "response": "1", "line": 2, "extra": {"id": 7}}
-{"prompt": "b", "response": "2", "line": 5, "extra": {"answer": "x+1"}}
+{"prompt": "b", "response": "2", "line": 5, "extra": {"answer": "many"}}
 EOF
 "$FIX" text noanswer noanswer.spec 1 prompts/answers.jsonl > /dev/null
 expect_bad math_no_answer noanswer/gen-00000.h5 "prompts/answers.jsonl:2: answer: is missing" \
-  'prompts/answers.jsonl:5: answer: is "x+1", not a number' -- \
+  'prompts/answers.jsonl:5: answer: is "many", not a value' -- \
   "$SCORE" noanswer/gen-00000.h5 -o bad7 --algorithm grpo --reward-rule math
 expect_bad math_no_origin gen/gen-00000.h5 "/prompt/extra: is missing" -- \
   "$SCORE" gen/gen-00000.h5 -o bad8 --critic critic.h5 --reward-rule math

@@ -45,16 +45,23 @@ BOOST_AUTO_TEST_CASE(ppo_advantages_of_a_batch_are_rl_advantages_of_its_arrays) 
   BOOST_TEST((*b.advantages)[3] != 0.0f);  // a response token got an advantage
   BOOST_TEST(b.problems().empty());
 
-  // Without the reference only a KL penalty fails; without values PPO cannot run at all.
+  // Without the reference only a KL penalty fails; without values (REINFORCE++) V = 0:
+  // with λ = 1 each advantage is the return-to-go, here the reward from every token.
   b.logprobs_ref.reset();
   BOOST_CHECK_NO_THROW(braid::score::ppo_advantages(b, {.kl_coef = 0.0}));
   BOOST_CHECK_THROW(braid::score::ppo_advantages(b, opt), std::invalid_argument);
   b.values.reset();
+  braid::score::ppo_advantages(b, {.kl_coef = 0.0, .gamma = 1.0, .lambda = 1.0});
+  BOOST_TEST((*b.advantages)[2] == 1.0f);
+  BOOST_TEST((*b.advantages)[4] == 1.0f);
+  BOOST_TEST((*b.advantages)[6] == -1.0f);
+  BOOST_TEST((*b.advantages)[0] == 0.0f);
   try {
+    b.reward.reset();
     braid::score::ppo_advantages(b, {.kl_coef = 0.0});
-    BOOST_FAIL("PPO advantages without values");
+    BOOST_FAIL("advantages without rewards");
   } catch (const std::invalid_argument& e) {
-    BOOST_TEST(std::string(e.what()).find("/values") != std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("/reward") != std::string::npos, e.what());
   }
 }
 
@@ -63,7 +70,7 @@ BOOST_AUTO_TEST_CASE(grpo_advantages_of_a_batch_fill_advantages_and_returns_alik
   g.add(0, 1.0f);
   g.add(1, 0.0f);
   auto b = two_sequences();
-  braid::score::grpo_advantages(b, g, 0.0);
+  braid::score::group_advantages(b, g, {.eps = 0.0});
   const std::vector<float> want{0, 0, 1, 1, 1, 0, -1, -1};  // rewards 1 and 0: mean 0.5, std 0.5
   BOOST_TEST((*b.advantages == want));
   BOOST_TEST((*b.returns == want));

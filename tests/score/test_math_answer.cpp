@@ -5,6 +5,7 @@
 
 #include "core/json.hpp"
 #include "score/math_answer.hpp"
+#include "score/math_expr.hpp"
 #include "score/text_reward.hpp"
 
 #include <optional>
@@ -26,7 +27,13 @@ std::string expected_of(const std::string& extra_json, std::string* problem = nu
   std::string p;
   const auto v = expected_answer(json::parse(extra_json), &p);
   if (problem) *problem = p;
-  return v ? to_string(*v) : "none";
+  return v ? canonical(*v) : "none";
+}
+
+MathValue value(std::string_view text) {
+  const auto v = parse_math(text);
+  BOOST_REQUIRE_MESSAGE(v.has_value(), "not read: " << text);
+  return *v;
 }
 
 }  // namespace
@@ -113,9 +120,13 @@ BOOST_AUTO_TEST_CASE(the_expected_answer_comes_from_the_prompt_line) {
   std::string problem;
   BOOST_TEST(expected_of(R"({"id": 3})", &problem) == "none");
   BOOST_TEST(problem.find("is missing") == 0u);
-  BOOST_TEST(expected_of(R"({"answer": "x+1"})", &problem) == "none");
-  BOOST_TEST(problem.find("is \"x+1\", not a number") == 0u);
+  BOOST_TEST(expected_of(R"({"answer": "why?"})", &problem) == "none");
+  BOOST_TEST(problem.find("is \"why?\", not a value") == 0u);
   BOOST_TEST(expected_of(R"({"answer": "the sum is 12"})", &problem) == "none");  // no last-number guessing here
+  // LaTeX values: MATH's answers as they come.
+  BOOST_TEST(expected_of(R"({"answer": "\\sqrt{2}"})") == "1.41421356");
+  BOOST_TEST(expected_of(R"({"answer": "(0, 1]"})") == "(0, 1]");
+  BOOST_TEST(expected_of(R"({"answer": "the roots are \\boxed{\\{1, -2\\}}"})") == "{-2, 1}");
   BOOST_TEST(expected_of(R"({"answer": [1]})", &problem) == "none");
   BOOST_TEST(problem.find("is [1] (array)") == 0u);
   BOOST_TEST(expected_of(R"({"answer": null})", &problem) == "none");
@@ -126,7 +137,7 @@ BOOST_AUTO_TEST_CASE(the_expected_answer_comes_from_the_prompt_line) {
 }
 
 BOOST_AUTO_TEST_CASE(the_reward_is_one_for_an_equal_final_answer) {
-  const Rational half{1, 2};
+  const MathValue half = value("1/2");
   BOOST_TEST(math_reward("so the answer is 0.5", half) == 1.0);
   BOOST_TEST(math_reward("#### 1/2", half) == 1.0);
   BOOST_TEST(math_reward("$\\boxed{\\dfrac{2}{4}}$", half) == 1.0);
@@ -134,8 +145,93 @@ BOOST_AUTO_TEST_CASE(the_reward_is_one_for_an_equal_final_answer) {
   BOOST_TEST(math_reward("0.5 or maybe 0.6", half) == 0.0);  // the last number counts
   BOOST_TEST(math_reward("no idea", half) == 0.0);
   BOOST_TEST(math_reward("", half) == 0.0);
-  BOOST_TEST(math_reward("The total is 1,234.", Rational{1234, 1}) == 1.0);
-  BOOST_TEST(math_reward("The total is 1234.5", Rational{1234, 1}) == 0.0);
+  BOOST_TEST(math_reward("The total is 1,234.", value("1234")) == 1.0);
+  BOOST_TEST(math_reward("The total is 1234.5", value("1234")) == 0.0);
+  BOOST_TEST(math_reward("#### 12 apples", value("12")) == 1.0);  // a number's answer by its last number
+  BOOST_TEST(math_reward("so \\boxed{(0, 1)}", value("[0, 1)")) == 0.0);
+  BOOST_TEST(math_reward("so \\boxed{[0, 1)}", value("[0, 1)")) == 1.0);
+  BOOST_TEST(math_reward("\\boxed{x = \\frac{\\sqrt{3}}{2}}", value("\\frac{\\sqrt3}{2}")) == 1.0);
+}
+
+// The table of LaTeX answers the verifier reads as math-verify does: each pair equal by
+// value and structure, or not.
+BOOST_AUTO_TEST_CASE(latex_answers_compare_by_value_and_structure) {
+  struct Case {
+    const char* a;
+    const char* b;
+    bool equal;
+  };
+  const Case cases[] = {
+      // fractions and decimals
+      {"\\frac{1}{2}", "0.5", true},
+      {"\\dfrac{3}{6}", "1/2", true},
+      {"\\frac12", "\\tfrac{1}{2}", true},
+      {"\\frac{1}{3}", "0.333", false},
+      {"-\\frac{3}{4}", "\\frac{-3}{4}", true},
+      {"\\left(\\frac{1}{2}\\right)", "0.5", true},
+      // roots
+      {"\\sqrt{2}", "2^{1/2}", true},
+      {"\\sqrt2", "\\sqrt{2}", true},
+      {"3\\sqrt{2}", "\\sqrt{18}", true},
+      {"\\frac{\\sqrt{3}}{2}", "\\frac{1}{2}\\sqrt{3}", true},
+      {"\\sqrt[3]{8}", "2", true},
+      {"\\sqrt{8}", "2\\sqrt{3}", false},
+      // pi and constants
+      {"2\\pi", "2 \\cdot \\pi", true},
+      {"\\frac{\\pi}{2}", "1.5707963", true},
+      {"\\pi", "3.14", false},
+      {"\xcf\x80", "\\pi", true},
+      // intervals: the brackets count
+      {"(0, 1]", "(0,1]", true},
+      {"(0, 1]", "[0, 1]", false},
+      {"[2, \\infty)", "[2,\\infty)", true},
+      {"(-\\infty, 3) \\cup (4, 5]", "(4, 5] \\cup (-\\infty, 3)", true},
+      {"(-\\infty, 3) \\cup (4, 5]", "(-\\infty, 3) \\cup [4, 5]", false},
+      // sets: order ignored; tuples: order kept
+      {"\\{1, 2, 3\\}", "\\{3, 1, 2\\}", true},
+      {"\\{1, 2\\}", "\\{1, 2, 3\\}", false},
+      {"1, 2", "2, 1", true},
+      {"(1, 2)", "(1,2)", true},
+      {"(1, 2)", "(2, 1)", false},
+      {"(1, 2, 3)", "(1, 2, 3)", true},
+      // units and decoration stripped
+      {"5\\text{ cm}", "5", true},
+      {"90^\\circ", "90", true},
+      {"90^{\\circ}", "90\xc2\xb0", true},
+      {"\\$5.00", "5", true},
+      {"50\\%", "50", true},
+      {"12\\mbox{ inches}", "12", true},
+      {"\\text{12}", "12", true},
+      {"$\\displaystyle 4$", "4", true},
+      // expressions with variables: equal at every point
+      {"x + 1", "1 + x", true},
+      {"2x", "x + x", true},
+      {"(x+1)^2", "x^2 + 2x + 1", true},
+      {"x^2", "x^3", false},
+      {"y = 2x + 1", "2x + 1", true},
+      {"\\frac{1}{x}", "x^{-1}", true},
+  };
+  for (const Case& c : cases) {
+    BOOST_TEST_CONTEXT(c.a << " vs " << c.b) {
+      const MathValue a = value(c.a), b = value(c.b);
+      BOOST_TEST(math_equal(a, b) == c.equal);
+      BOOST_TEST(math_equal(b, a) == c.equal);
+      // Equal values vote alike (an exact value and a rounded one may not: 1.5707963 is no π/2).
+      if (c.equal && a.kind != MathValue::Kind::function && a.exact.has_value() == b.exact.has_value()) {
+        BOOST_TEST(canonical(a) == canonical(b));
+      }
+    }
+  }
+  // Not values.
+  for (const char* text : {"", "why?", "\\frac{1}{0}", "\\sqrt{-4}", "(1, 2", "\\unknown{3}", "1 \\pm 2", "the sum is 12",
+                           "1e5", "2.5E-3", "apples"}) {
+    BOOST_TEST(!parse_math(text).has_value(), text);
+  }
+  // \boxed{} with nested braces is the final answer.
+  BOOST_TEST(math_reward("thus $\\boxed{\\frac{\\sqrt{2}}{\\sqrt{8}}}$.", value("1/2")) == 1.0);
+  BOOST_TEST(answer_key("so \\boxed{\\dfrac{2}{4}}").value_or("") == "1/2");
+  BOOST_TEST(answer_key("#### 0.50").value_or("") == "1/2");
+  BOOST_TEST(answer_key("nothing").has_value() == false);
 }
 
 BOOST_AUTO_TEST_CASE(the_math_rule_scores_batches_and_names_lines_without_answers) {
@@ -161,7 +257,7 @@ BOOST_AUTO_TEST_CASE(the_math_rule_scores_batches_and_names_lines_without_answer
   auto problems = rule->problems(samples);
   BOOST_TEST_REQUIRE(problems.size() == 2u);
   BOOST_TEST(problems[0].find("p.jsonl:1: answer: is missing") == 0u);
-  BOOST_TEST(problems[1].find("p.jsonl:3: answer: is \"many\", not a number") == 0u);
+  BOOST_TEST(problems[1].find("p.jsonl:3: answer: is \"many\", not a value") == 0u);
   for (auto& s : samples) {
     s.has_origin = false;
     s.where = "gen-00002.h5: sample " + std::to_string(s.sample_id);

@@ -192,7 +192,7 @@ BOOST_AUTO_TEST_CASE(batch_scorer_fills_every_array_for_ppo) {
   Models m;
   SampleBatch b = random_batch(6);
   braid::score::BatchScorer scorer({.ref = &m.policy, .critic = &m.critic, .reward = &m.critic},
-                                   {.algorithm = braid::score::Algorithm::ppo, .kl_coef = 0.1, .micro_tokens = 9});
+                                   {.algorithm = "ppo", .kl_coef = 0.1, .micro_tokens = 9});
   scorer.check(b, "x.h5");
   const auto summary = scorer.score(b);
   BOOST_TEST(b.logprobs_ref.has_value());
@@ -213,7 +213,7 @@ BOOST_AUTO_TEST_CASE(batch_scorer_fills_every_array_for_ppo) {
 BOOST_AUTO_TEST_CASE(batch_scorer_refuses_what_its_models_cannot_score) {
   Models m;
   braid::score::BatchScorer scorer({.ref = &m.policy, .critic = &m.critic, .reward = &m.critic},
-                                   {.algorithm = braid::score::Algorithm::ppo, .kl_coef = 0.1});
+                                   {.algorithm = "ppo", .kl_coef = 0.1});
   SampleBatch b = random_batch(7);
   b.logprobs_actor.reset();
   try {
@@ -232,6 +232,6 @@ BOOST_AUTO_TEST_CASE(batch_scorer_refuses_what_its_models_cannot_score) {
     BOOST_TEST(e.field() == "/tokens");
   }
   BOOST_CHECK_THROW(braid::score::BatchScorer({.critic = &m.critic, .reward = &m.critic},
-                                              {.algorithm = braid::score::Algorithm::ppo, .kl_coef = 0.1}),
+                                              {.algorithm = "ppo", .kl_coef = 0.1}),
                     std::invalid_argument);
 }

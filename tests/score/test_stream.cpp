@@ -48,7 +48,7 @@ fs::path write_input(const fs::path& dir, int index, const SampleBatch& b, int s
 struct Grpo {
   std::unique_ptr<braid::tok::Tokenizer> tok = braid::tok::load_tokenizer("byte");
   braid::score::RuleReward rule = braid::score::RuleReward::parse("length:3");
-  braid::score::BatchScorer scorer{{.rule = &rule, .tokenizer = tok.get()}, {.algorithm = braid::score::Algorithm::grpo}};
+  braid::score::BatchScorer scorer{{.rule = &rule, .tokenizer = tok.get()}, {.algorithm = "grpo", .estimator = braid::rl::Estimator::group}};
   std::vector<fs::path> written;
   braid::score::ShardStream stream(const fs::path& out) {
     return braid::score::ShardStream(scorer, {.out_dir = out, .score_config = {{"stage", "score"}}},
@@ -189,7 +189,7 @@ BOOST_AUTO_TEST_CASE(ppo_writes_each_shard_as_it_is_scored) {
   const auto tok = braid::tok::load_tokenizer("byte");
   const auto rule = braid::score::RuleReward::parse("chars:a");
   braid::score::BatchScorer scorer({.critic = &critic, .rule = &rule, .tokenizer = tok.get()},
-                                   {.algorithm = braid::score::Algorithm::ppo, .gamma = 0.9, .lambda = 0.8});
+                                   {.algorithm = "ppo", .gamma = 0.9, .lambda = 0.8});
   std::vector<fs::path> written;
   braid::score::ShardStream stream(scorer, {.out_dir = dir / "out", .prefix = "ppo"},
                                    [&](const fs::path& p) { written.push_back(p); });

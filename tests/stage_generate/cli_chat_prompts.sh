@@ -72,6 +72,44 @@ json.dump(c, open('$S/odd/tokenizer_config.json', 'w'))"
 printf '%s\n' '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}], "chat_template_kwargs": {"flag": "F"}}' > "$S/odd.jsonl"
 "$BRAID_BIN/braid" tokenize --tokenizer "$S/odd" --prompts "$S/odd.jsonl" > "$S/odd.out" || fail "braid tokenize refused"
 python3 -c "import json; d = json.load(open('$S/odd.out')); assert d['decoded'] == 'hi|1F', d" || fail "tools and kwargs: $(cat "$S/odd.out")"
+# The run's tools (--tools) and keyword arguments (--chat-template-kwargs) serve the lines
+# without their own; a line's own win.
+printf '%s\n' '[{"type": "function"}, {"type": "function"}]' > "$S/tools.json"
+printf '%s\n' '{"messages": [{"role": "user", "content": "hi"}]}' \
+  '{"messages": [{"role": "user", "content": "hi"}], "tools": [], "chat_template_kwargs": {"flag": "L"}}' > "$S/odd2.jsonl"
+"$BRAID_BIN/braid" tokenize --tokenizer "$S/odd" --chat "$S/odd2.jsonl" --tools "$S/tools.json" \
+  --chat-template-kwargs '{"flag": "R"}' > "$S/odd2.out" || fail "braid tokenize --tools refused"
+python3 -c "
+import json
+d = [json.loads(l) for l in open('$S/odd2.out')]
+assert [x['text'] for x in d] == ['hi|2R', 'hi|0L'], d" || fail "run tools and kwargs: $(cat "$S/odd2.out")"
+for tool in braid-train braid; do
+  set +e
+  if [ "$tool" = braid-train ]; then
+    "$BRAID_BIN/braid-train" sft "$S/odd2.jsonl" --actor "$S/actor.h5" --actor-out "$S/sft.h5" --tokenizer "$S/odd" \
+      --chat-template-kwargs '[1]' 2> "$S/err"
+  else
+    "$BRAID_BIN/braid" eval "$S/actor.h5" --prompts "$S/odd2.jsonl" --tokenizer "$S/odd" --reward-rule digits \
+      --chat-template-kwargs '[1]' 2> "$S/err"
+  fi
+  rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || fail "$tool --chat-template-kwargs '[1]': exit $rc, expected 2"
+  grep -q -- "--chat-template-kwargs must be a JSON object" "$S/err" || fail "$tool: $(cat "$S/err")"
+done
+
+# What training learns of a conversation: each assistant turn as the template writes it
+# (its end of turn included), nothing of the user turns.
+printf '%s\n' '{"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}, {"role": "user", "content": "R"}, {"role": "assistant", "content": "B"}]}' > "$S/turns.jsonl"
+"$BRAID_BIN/braid" tokenize --tokenizer "$T" --chat "$S/turns.jsonl" --no-generation-prompt > "$S/turns.out" ||
+  fail "braid tokenize --no-generation-prompt refused"
+python3 -c "
+import json
+d = json.load(open('$S/turns.out'))
+assert [d['text'][b:e] for b, e in d['learnt']] == ['A<|eot_id|>', 'B<|eot_id|>'], d['learnt']
+assert len(d['loss_mask']) == len(d['ids'])
+assert ''.join(t for t, m in zip(d['tokens'], d['loss_mask']) if m) == 'A<|eot_id|>B<|eot_id|>', d" ||
+  fail "learnt turns: $(cat "$S/turns.out")"
 python3 -c "
 import json
 c = json.load(open('$S/odd/tokenizer_config.json'))

@@ -68,6 +68,10 @@ check_run sampled_tp
 mpirun -np "$NP" "$B/braid-generate" -q --actor actor2.h5 "${OPTS[@]}" "${SAMPLED[@]}" --tp 2 -o sliced \
   > /dev/null 2> sliced.err || { cat sliced.err; fail "tp 2 from slice files failed"; }
 "${CMP[@]}" sliced sampled1 --atol 1e-4 --rtol 1e-4 || fail "tp 2 from slice files differs from tp 1"
+# ... and one process opens them joined: the whole model's bits, the same samples.
+"$B/braid-generate" -q --actor actor2.h5 "${OPTS[@]}" "${SAMPLED[@]}" -o joined > /dev/null 2> joined.err \
+  || { cat joined.err; fail "one process from tp 2 slice files failed"; }
+"${CMP[@]}" joined sampled1 --atol 0 --rtol 0 || fail "one process from tp 2 slice files differs from the whole file"
 
 if [[ $NP == 4 ]]; then
   # Two devices: the long tail moves to one of them.
@@ -87,7 +91,6 @@ expect_bad not_multiple "--tp 2" "ranks = devices x tp" -- \
 expect_bad no_mpirun "--tp 2" "mpirun" -- "$B/braid-generate" "${GEN[@]}" --tp 2 -o bad2
 expect_bad no_split "actor.h5" "model_config" "num_key_value_heads" -- \
   mpirun -np 4 "$B/braid-generate" "${GEN[@]}" --tp 4 -o bad3
-expect_bad other_degree "tp_size" "braid reshard --tp 1" -- "$B/braid-generate" --actor actor2.h5 "${OPTS[@]}" -o bad4
 # --device cuda without a GPU: refused before any rank loads a model (with one: tests/gpu_parallel).
 if ! nvidia-smi -L > /dev/null 2>&1; then
   expect_bad cuda "--device cuda:0" -- mpirun -np 2 "$B/braid-generate" "${GEN[@]}" --tp 2 --device cuda -o bad5

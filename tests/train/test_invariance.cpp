@@ -12,6 +12,7 @@
 
 #include "backend/backend.hpp"
 #include "core/rng.hpp"
+#include "train/commands.hpp"
 #include "train/micro_batches.hpp"
 #include "train/objectives.hpp"
 #include "tests/train/uneven_batch.hpp"
@@ -35,10 +36,26 @@ struct Case {
   std::function<std::unique_ptr<train::Objective>()> make;
 };
 
+std::unique_ptr<train::Objective> policy(const char* algorithm, const char* kl_estimator) {
+  train::RlCommand c = train::rl_command(algorithm);
+  c.kl_coef = 0.1;
+  c.kl_estimator = kl_estimator;
+  c.entropy_coef = 0.01;
+  if (c.sequence_ratio) c.clip_low = c.clip_high = 0.2;  // some sequences inside the range, some out
+  train::PolicyObjectiveOptions o = train::actor_objective_options(c);
+  o.head_chunk_rows = 16;
+  return std::make_unique<train::PolicyObjective>(o);
+}
+
 std::vector<Case> cases() {
   return {
       {"ppo actor", false, 1, [] { return std::make_unique<train::PolicyObjective>(train::ppo_actor_options(0.2, 0.01)); }},
       {"grpo actor", false, 1, [] { return std::make_unique<train::PolicyObjective>(train::grpo_actor_options(0.2, 0.1)); }},
+      // Every aggregation, the sequence ratio and each KL estimator (the algorithms' presets
+      // with a KL term and an entropy bonus added).
+      {"dr-grpo: seq-mean-token-sum, k2", false, 1, [] { return policy("dr-grpo", "k2"); }},
+      {"dapo: token-mean, clip-higher, k1", false, 1, [] { return policy("dapo", "k1"); }},
+      {"gspo: sequence ratio, k3", false, 1, [] { return policy("gspo", "k3"); }},
       {"ppo critic", true, 1, [] { return std::make_unique<train::ValueObjective>(0.2); }},
       {"reward model", true, 2, [] { return std::make_unique<train::PairwiseRewardObjective>(); }},
       {"sft", false, 1, [] { return std::make_unique<train::SftObjective>(16); }},
@@ -122,6 +139,31 @@ BOOST_AUTO_TEST_CASE(every_objective_gives_one_update_however_the_mini_batch_is_
         BOOST_TEST(split.stats.metrics.at(k) == v, c.name << " metric " << k << ": " << split.stats.metrics.at(k)
                                                           << " vs " << v << boost::test_tools::tolerance(1e-4));
       }
+    }
+  }
+}
+
+// The same with a loss_mask that leaves holes in the responses (a conversation's user
+// and tool turns between assistant turns), for the objectives that read it (every one
+// but the reward model, which reads the last token): the same tolerances.
+BOOST_AUTO_TEST_CASE(a_loss_mask_gives_one_update_however_the_mini_batch_is_split) {
+  io::SampleBatch batch = uneven_batch(5);
+  Rng rng(17);
+  auto& mask = batch.loss_mask.emplace(batch.token_count(), 0.0f);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    for (std::size_t t = batch.response_begin(i); t < batch.end(i); ++t) mask[t] = rng.below(3) == 0 ? 0.0f : 1.0f;
+  }
+  for (const Case& c : cases()) {
+    if (c.value_head && c.group == 2) continue;  // the reward model
+    const Result one = step_split(c, batch, 1);
+    const double top = largest(one.grads);
+    BOOST_TEST(top > 1e-3, c.name << ": the gradient is not trivially zero");
+    for (const int pieces : {2, 7}) {
+      const Result split = step_split(c, batch, pieces);
+      const double dg = max_difference(one.grads, split.grads);
+      BOOST_TEST(dg <= 1e-5 * top, c.name << " masked, in " << pieces << ": gradient apart by " << dg);
+      BOOST_TEST(max_difference(one.weights, split.weights) <= 2e-6, c.name << " masked, in " << pieces);
+      BOOST_TEST(split.stats.loss == one.stats.loss, boost::test_tools::tolerance(1e-5));
     }
   }
 }

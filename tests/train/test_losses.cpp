@@ -112,9 +112,11 @@ PolicyCase policy_case(std::size_t n, double spread) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(policy_loss_gradient_matches_finite_differences) {
-  // Small ratios so that no row sits within h of a clip boundary.
+  // Small ratios so that no row sits within h of a clip boundary; every KL estimator.
+  for (const auto estimator : {backend::KlEstimator::k1, backend::KlEstimator::k2, backend::KlEstimator::k3}) {
   PolicyCase c = policy_case(24, 0.05);
-  const backend::PolicyLossOptions opt{.clip_low = 0.2, .clip_high = 0.28, .entropy_coef = 0.01, .kl_coef = 0.1};
+  const backend::PolicyLossOptions opt{.clip_low = 0.2, .clip_high = 0.28, .entropy_coef = 0.01, .kl_coef = 0.1,
+                                       .kl_estimator = estimator};
   const double scale = 0.5;
   std::vector<float> d_lp(24), d_ent(24), scratch_lp(24), scratch_ent(24);
   auto loss = [&] {
@@ -129,6 +131,32 @@ BOOST_AUTO_TEST_CASE(policy_loss_gradient_matches_finite_differences) {
   }
   BOOST_TEST(d_lp[0] == 0.0f);
   BOOST_TEST(d_lp[23] == 0.0f);
+  }
+}
+
+// The KL estimates at known points: d = logp − ref = 2 gives k1 = 2, k2 = 2, k3 = e^-2 + 1.
+BOOST_AUTO_TEST_CASE(kl_estimators_at_a_known_point) {
+  const std::vector<float> lp{-1.0f}, ref{-3.0f}, adv{0.0f}, w{1.0f};
+  std::vector<float> d(1);
+  const std::vector<std::pair<backend::KlEstimator, double>> want = {
+      {backend::KlEstimator::k1, 2.0}, {backend::KlEstimator::k2, 2.0}, {backend::KlEstimator::k3, std::exp(-2.0) + 1.0}};
+  for (const auto& [k, value] : want) {
+    const auto r = policy_loss({lp, lp, adv, w, {}, ref}, {.kl_coef = 1.0, .kl_estimator = k}, d, {});
+    BOOST_TEST(r.kl_ref == value, boost::test_tools::tolerance(1e-6));
+  }
+}
+
+// With a log ratio given per row (GSPO's sequence ratio) the ratio is its exp, whatever the
+// row's own logprobs, and the gradient of an unclipped row is −A·ρ (zero where clipped).
+BOOST_AUTO_TEST_CASE(a_given_log_ratio_replaces_the_tokens_own) {
+  const std::vector<float> lp{-1.0f, -1.0f}, old{-1.0f, -1.0f}, adv{1.0f, 1.0f}, w{0.5f, 0.5f}, lr{0.1f, 0.5f};
+  std::vector<float> d(2);
+  const auto r = ops().policy_loss(2, {lp.data(), old.data(), adv.data(), w.data(), nullptr, nullptr, lr.data()},
+                                   {.clip_low = 0.2, .clip_high = 0.2}, 1.0, d.data(), nullptr);
+  BOOST_TEST(d[0] == -0.5 * std::exp(0.1), boost::test_tools::tolerance(1e-5));
+  BOOST_TEST(d[1] == 0.0f);  // e^0.5 > 1.2 with A > 0: clipped
+  BOOST_TEST(r.ratio_max == std::exp(0.5), boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(r.clipped == 0.5, boost::test_tools::tolerance(1e-12));
 }
 
 BOOST_AUTO_TEST_CASE(policy_loss_at_ratio_one_is_minus_mean_advantage_and_grad_is_minus_advantage) {

@@ -10,6 +10,7 @@
 #include "train/micro_batches.hpp"
 #include "train/objectives.hpp"
 #include "train/reference_logprobs.hpp"
+#include "tests/train/objective_checks.hpp"
 
 #include <cmath>
 #include <numeric>
@@ -18,81 +19,16 @@ using namespace braid;
 
 namespace {
 
-model::ModelConfig tiny() {
-  return model::ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 64, .vocab_size = 24, .max_position_embeddings = 32};
-}
+using braid::test::check_directional_derivative;
+using braid::test::current_logprobs;
+using braid::test::per_token;
+using braid::test::random_batch;
 
-io::SampleBatch random_batch(Rng& rng, std::size_t sequences) {
-  io::SampleBatch b;
-  for (std::size_t i = 0; i < sequences; ++i) {
-    const auto len = 6 + rng.below(8);
-    std::vector<std::int32_t> seq(len);
-    for (auto& t : seq) t = static_cast<std::int32_t>(rng.below(24));
-    b.add(seq, static_cast<std::int32_t>(2 + rng.below(3)), static_cast<std::int64_t>(i));
-  }
-  return b;
-}
-
-std::vector<float> per_token(Rng& rng, std::size_t n, double sd, double mean = 0) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = static_cast<float>(mean + sd * rng.normal());
-  return v;
-}
+model::ModelConfig tiny() { return braid::test::objective_model(); }
 
 struct Fixture {
   std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(1);
 };
-
-// Loss of the objective at the model's current weights (gradients discarded).
-double loss_at(model::Model& m, model::Activations& acts, train::Objective& obj, const io::SampleBatch& mb) {
-  m.forward({mb.tokens, mb.offsets}, acts);
-  return obj.loss_and_grad(m, acts, mb, 1.0).loss;
-}
-
-// g·d from one backward at scale s (divided by s) against (L(θ + h d) − L(θ − h d)) / 2h.
-void check_directional_derivative(model::Model& m, train::Objective& obj, const io::SampleBatch& mb, std::uint64_t seed) {
-  auto acts = m.make_activations({.max_tokens = 256, .max_sequences = 16, .training = true});
-  const double scale = 0.5;
-  m.zero_grad();
-  m.forward({mb.tokens, mb.offsets}, acts);
-  obj.loss_and_grad(m, acts, mb, scale);
-  m.backward(acts);
-
-  Rng rng(seed);
-  auto params = m.parameters();
-  auto grads = m.gradients();
-  std::vector<float> base(params.begin(), params.end()), dir(params.size());
-  double analytic = 0;
-  for (std::size_t i = 0; i < dir.size(); ++i) {
-    dir[i] = static_cast<float>(rng.normal());
-    analytic += double(grads[i]) * dir[i] / scale;
-  }
-  const double h = 1e-3;
-  auto shifted = [&](double t) {
-    for (std::size_t i = 0; i < dir.size(); ++i) params[i] = static_cast<float>(base[i] + t * dir[i]);
-    return loss_at(m, acts, obj, mb);
-  };
-  const double numeric = (shifted(h) - shifted(-h)) / (2 * h);
-  std::copy(base.begin(), base.end(), params.begin());
-  BOOST_TEST_MESSAGE("directional derivative: analytic " << analytic << ", numeric " << numeric);
-  BOOST_TEST(std::abs(analytic) > 1e-3);  // the check means something
-  BOOST_TEST(std::abs(analytic - numeric) <= 0.03 * std::abs(numeric) + 1e-4,
-             "analytic " << analytic << " vs numeric " << numeric);
-}
-
-// Current per-token logprobs of mb (entry t from row t − 1), for old logprobs near them.
-std::vector<float> current_logprobs(model::Model& m, const io::SampleBatch& mb) {
-  auto acts = m.make_activations({.max_tokens = 256, .max_sequences = 16});
-  m.forward({mb.tokens, mb.offsets}, acts);
-  rl::ChunkedLmHead<float> head(m.backend(), m.config().vocab_size, m.config().hidden_size, 16);
-  const auto targets = rl::next_token_targets({mb.tokens, mb.offsets});
-  std::vector<float> rows(mb.token_count()), out(mb.token_count(), 0.0f);
-  rl::token_logprobs<float>(m, acts, head, targets.data(), rows.data(), nullptr);
-  for (std::size_t i = 0; i < mb.size(); ++i)
-    for (std::size_t t = mb.begin(i) + 1; t < mb.end(i); ++t) out[t] = rows[t - 1];
-  return out;
-}
 
 }  // namespace
 
@@ -244,6 +180,38 @@ BOOST_FIXTURE_TEST_CASE(a_missing_array_is_named, Fixture) {
   }
 }
 
+// With a loss_mask, SFT's loss is −Σ of the logprobs of the response tokens the mask
+// keeps, directly computed, its units their count; and the gradient still matches.
+BOOST_FIXTURE_TEST_CASE(sft_with_a_loss_mask_learns_only_the_marked_tokens, Fixture) {
+  model::Model m(tiny(), {.lm_head = true}, *be);
+  m.init_random(12, 0.2);
+  Rng rng(12);
+  io::SampleBatch mb = random_batch(rng, 5);
+  auto& mask = mb.loss_mask.emplace(mb.token_count(), 0.0f);
+  for (auto& x : mask) x = rng.below(2) == 0 ? 0.0f : 1.0f;
+  const auto lp = current_logprobs(m, mb);
+  double direct = 0;
+  int learnt = 0, masked_out = 0;
+  for (std::size_t i = 0; i < mb.size(); ++i) {
+    for (std::size_t t = mb.response_begin(i); t < mb.end(i); ++t) {
+      if (mask[t] == 0.0f) {
+        ++masked_out;
+        continue;
+      }
+      direct -= lp[t];
+      ++learnt;
+    }
+  }
+  BOOST_TEST_REQUIRE(masked_out > 0);
+  train::SftObjective obj(8);
+  auto acts = m.make_activations({.max_tokens = 256, .max_sequences = 16, .training = true});
+  m.forward({mb.tokens, mb.offsets}, acts);
+  const train::LossStats s = obj.loss_and_grad(m, acts, mb, 1.0);
+  BOOST_TEST(s.units == double(learnt));
+  BOOST_TEST(s.loss == direct, boost::test_tools::tolerance(1e-5));
+  check_directional_derivative(m, obj, mb, 106);
+}
+
 BOOST_AUTO_TEST_CASE(response_rows_are_weighted_by_token_or_sequence_mean) {
   io::SampleBatch b;
   b.add(std::vector<std::int32_t>{1, 2, 3, 4, 5}, 2, 0);  // response tokens 2..4 -> rows 1..3
@@ -252,14 +220,20 @@ BOOST_AUTO_TEST_CASE(response_rows_are_weighted_by_token_or_sequence_mean) {
   const std::vector<float> want_tok{0, 1, 1, 1, 0, 0, 1, 0};
   BOOST_TEST(tok == want_tok, boost::test_tools::per_element());
   BOOST_TEST(train::response_units(b, train::Aggregation::token_mean) == 4.0);
-  const auto seq = train::response_row_weights(b, train::Aggregation::sequence_mean);
+  const auto seq = train::response_row_weights(b, train::Aggregation::seq_mean_token_mean);
   const std::vector<float> want_seq{0, 1 / 3.f, 1 / 3.f, 1 / 3.f, 0, 0, 1, 0};
   for (std::size_t r = 0; r < seq.size(); ++r) BOOST_TEST(seq[r] == want_seq[r], boost::test_tools::tolerance(1e-6f));
-  BOOST_TEST(train::response_units(b, train::Aggregation::sequence_mean) == 2.0);
+  BOOST_TEST(train::response_units(b, train::Aggregation::seq_mean_token_mean) == 2.0);
   const std::vector<float> arr{10, 11, 12, 13, 14, 20, 21, 22};
   const auto rows = train::token_array_on_rows(b, arr);
   const std::vector<float> want_rows{11, 12, 13, 14, 0, 21, 22, 0};
   BOOST_TEST(rows == want_rows, boost::test_tools::per_element());
+  // A loss_mask drops token 3 (row 2): the other tokens of its sequence share the mean.
+  b.loss_mask = std::vector<float>{0, 0, 1, 0, 1, 0, 0, 1};
+  const auto masked = train::response_row_weights(b, train::Aggregation::sequence_mean);
+  const std::vector<float> want_masked{0, 0.5f, 0, 0.5f, 0, 0, 1, 0};
+  BOOST_TEST(masked == want_masked, boost::test_tools::per_element());
+  BOOST_TEST(train::response_units(b, train::Aggregation::token_mean) == 3.0);
 }
 
 BOOST_AUTO_TEST_CASE(micro_batches_keep_order_arrays_limits_and_groups) {

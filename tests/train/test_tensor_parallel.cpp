@@ -277,8 +277,8 @@ BOOST_AUTO_TEST_CASE(tp_checkpoints_reshard_to_the_whole_runs) {
     world->barrier();
 
     if (world->rank() == 0) {
-      checkpoint::reshard(checkpoint::checkpoint_files(tp_out), dir / "back.h5", 1, "test");
-      checkpoint::reshard(checkpoint::checkpoint_files(dir / "tp.optim.h5"), dir / "back.optim.h5", 1, "test");
+      checkpoint::reshard(checkpoint::checkpoint_files(tp_out), dir / "back.h5", {.tp = 1}, "test");
+      checkpoint::reshard(checkpoint::checkpoint_files(dir / "tp.optim.h5"), dir / "back.optim.h5", {.tp = 1}, "test");
       auto be = backend::make_cpu_backend(1);
       const auto whole = checkpoint::open_model(whole_out, *be), back = checkpoint::open_model(dir / "back.h5", *be);
       const double dw = max_slice_difference(*back.model, weights_of(*back.model), *whole.model, weights_of(*whole.model));

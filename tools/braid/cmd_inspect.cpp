@@ -1,8 +1,11 @@
 // braid inspect FILE: what a braid file holds, as text or (--json) as JSON.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
+#include "checkpoint/checkpoint.hpp"
 #include "checkpoint/weight_layout.hpp"
+#include "core/error.hpp"
 #include "core/log.hpp"
 #include "io/inspect.hpp"
 #include "verbs.hpp"
@@ -27,7 +30,9 @@ void add_inspect_command(CLI::App& app, Verbs& verbs) {
       "JSON file (format, keys, key figures), with what made it (tool, options, inputs, fingerprint). A file "
       "with problems (a NaN tensor, a tensor missing or of another shape) is shown, its problems named, and "
       "exits 2");
-  sub->add_option("file", opt->file, "The file (\"-\": a JSON file on stdin)")->required();
+  sub->add_option("file", opt->file,
+                  "The file (\"-\": a JSON file on stdin; a checkpoint's name: each of its stage and tp files)")
+      ->required();
   sub->add_flag("--json", opt->json, "Print the summary as JSON for scripts");
   sub->add_option("-n,--samples", opt->samples, "Sample shards: how many sequences to decode")
       ->capture_default_str()
@@ -36,20 +41,38 @@ void add_inspect_command(CLI::App& app, Verbs& verbs) {
                   "Sample shards: decode with this tokenizer (\"byte\", a tokenizer.json or its folder); by default "
                   "the one the shard's meta.config records, when it is there");
   verbs.add(sub, [opt] {
-    auto summary = io::inspect_file(opt->file, {.samples_shown = opt->samples, .tokenizer = opt->tokenizer});
-    // A weight shard's tensors against its model_config, as braid check reads them.
-    if (io::is_weight_shard(opt->file)) {
-      for (const auto& p : checkpoint::layout_problems(io::WeightShardReader(opt->file))) summary["problems"].push_back(p);
+    // A checkpoint's name (no file of its own) stands for its stage and tensor-parallel
+    // files: each is summarised (--json: a list).
+    std::vector<std::string> files{opt->file};
+    std::error_code ec;
+    if (opt->file != "-" && !std::filesystem::exists(opt->file, ec)) {
+      try {
+        files.clear();
+        for (const auto& f : checkpoint::checkpoint_files(opt->file)) files.push_back(f.string());
+      } catch (const InputError&) {
+        files = {opt->file};  // reported as the missing file it is
+      }
     }
-    if (opt->json) {
-      std::cout << summary.dump(2) << '\n';
-    } else {
-      std::cout << io::render_inspect_text(summary);
+    ordered_json all = ordered_json::array();
+    int rc = 0;
+    for (const auto& f : files) {
+      auto summary = io::inspect_file(f, {.samples_shown = opt->samples, .tokenizer = opt->tokenizer});
+      // A weight shard's tensors against its model_config, as braid check reads them.
+      if (io::is_weight_shard(f)) {
+        for (const auto& p : checkpoint::layout_problems(io::WeightShardReader(f))) summary["problems"].push_back(p);
+      }
+      if (opt->json) {
+        all.push_back(summary);
+      } else {
+        std::cout << io::render_inspect_text(summary);
+      }
+      // A file with problems is shown, and said to be bad: exit 2, each problem on stderr.
+      const auto problems = summary.value("problems", ordered_json::array());
+      for (const auto& p : problems) log::error("{}: {}", f, p.get<std::string>());
+      if (!problems.empty()) rc = 2;
     }
-    // A file with problems is shown, and said to be bad: exit 2, each problem on stderr.
-    const auto problems = summary.value("problems", ordered_json::array());
-    for (const auto& p : problems) log::error("{}: {}", opt->file, p.get<std::string>());
-    return problems.empty() ? 0 : 2;
+    if (opt->json) std::cout << (files.size() == 1 ? all.front() : all).dump(2) << '\n';
+    return rc;
   });
 }
 

@@ -1,5 +1,6 @@
-// braid reshard: a checkpoint rewritten at another tensor-parallel degree, by files and
-// bit-exact (checkpoint/reshard.hpp); prints the files written.
+// braid reshard: a checkpoint rewritten at another tensor-parallel degree and/or pipeline
+// stage count, by files and bit-exact (checkpoint/reshard.hpp), with the optimizer state
+// beside it; prints the files written.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -8,33 +9,59 @@
 
 #include "core/files.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/optimizer_state.hpp"
 #include "checkpoint/reshard.hpp"
+#include "core/error.hpp"
+#include "io/weight_shard.hpp"
 #include "verbs.hpp"
 
 namespace braid::driver {
 
 void add_reshard_command(CLI::App& app, Verbs& verbs) {
-  struct Opt { std::vector<std::string> in; std::string out; int tp = 1; };
+  struct Opt { std::vector<std::string> in; std::string out; int tp = 0, pp = 0; bool no_optimizer = false; };
   auto o = std::make_shared<Opt>();
   auto* sub = app.add_subcommand(
-      "reshard", "Rewrite a checkpoint (or its optimizer state, ckpt.optim.h5) at another tensor-parallel degree "
-                 "(bit-exact; the stage split is kept): every tp rank's slices joined, then cut into --tp slices; "
+      "reshard", "Rewrite a checkpoint (or an optimizer state, ckpt.optim.h5) at another tensor-parallel degree "
+                 "and/or pipeline stage count (bit-exact): every tp rank's slices joined, placed on the new stages and "
+                 "cut into --tp slices. A checkpoint named by its name takes its optimizer state along (OUT.optim); "
                  "prints the files written");
   sub->add_option("checkpoint", o->in,
                   "The checkpoint: its name (finds its stage and tp files: ckpt.h5 -> ckpt.tp<r>-of-<N>[.stage..].h5), "
                   "or every one of its files")
       ->required();
-  sub->add_option("-o,--output", o->out, "Output name: OUT itself at --tp 1, else OUT's .tp<r>-of-<N> files")->required();
-  sub->add_option("--tp", o->tp, "Tensor-parallel degree of the output")->check(CLI::PositiveNumber)->required();
+  sub->add_option("-o,--output", o->out, "Output name: OUT itself at --tp 1 and one stage, else OUT's .tp<r>-of-<N> "
+                                         "and .stage<s>-of-<S> files")
+      ->required();
+  sub->add_option("--tp", o->tp, "Tensor-parallel degree of the output (default: the input's)")->check(CLI::PositiveNumber);
+  sub->add_option("--pp,--stages", o->pp, "Pipeline stages of the output (default: the input's)")
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("--no-optimizer", o->no_optimizer, "Leave the optimizer state beside the checkpoint alone");
   verbs.add(sub, [o] {
+    if (o->tp == 0 && o->pp == 0) throw UsageError("reshard: give --tp N, --pp S or both");
     std::vector<std::filesystem::path> files;
     for (const auto& spec : o->in)
       for (auto& f : checkpoint::checkpoint_files(spec)) files.push_back(std::move(f));
     std::string cmd = "braid reshard";
     for (const auto& spec : o->in) cmd += " " + spec;
-    cmd += fmt::format(" --tp {} -o {}", o->tp, o->out);
-    for (const auto& f : checkpoint::reshard(files, o->out, o->tp, cmd))
-      std::cout << path_line(f.string()) << '\n';
+    if (o->tp > 0) cmd += fmt::format(" --tp {}", o->tp);
+    if (o->pp > 0) cmd += fmt::format(" --pp {}", o->pp);
+    cmd += " -o " + o->out;
+    const checkpoint::ReshardLayout layout{.tp = o->tp, .stages = o->pp};
+    // The optimizer state of a checkpoint named by its name moves with it.
+    std::vector<std::filesystem::path> state;
+    const bool weights = io::WeightShardReader(files.front()).meta().kind == "weights";
+    if (!o->no_optimizer && o->in.size() == 1 && weights) {
+      try {
+        state = checkpoint::checkpoint_files(checkpoint::optimizer_state_path(o->in.front()));
+      } catch (const InputError&) {
+        state.clear();  // none beside it
+      }
+    }
+    for (const auto& f : checkpoint::reshard(files, o->out, layout, cmd)) std::cout << path_line(f.string()) << '\n';
+    if (!state.empty()) {
+      for (const auto& f : checkpoint::reshard(state, checkpoint::optimizer_state_path(o->out), layout, cmd))
+        std::cout << path_line(f.string()) << '\n';
+    }
     return 0;
   });
 }

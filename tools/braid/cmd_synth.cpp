@@ -13,6 +13,7 @@ namespace {
 
 struct SynthCli {
   std::vector<std::string> tasks = {"sort"};
+  std::string format = "plain";
   eval::SynthOptions opt;
   eval::SynthCounts counts;
   std::string out;
@@ -21,6 +22,7 @@ struct SynthCli {
 int run_synth(SynthCli& o) {
   o.opt.tasks.clear();
   for (const auto& t : o.tasks) o.opt.tasks.push_back(eval::parse_synth_task(t));
+  o.opt.format = eval::parse_synth_format(o.format);
   const ordered_json summary = eval::write_synth(o.opt, o.counts, o.out);
   std::cout << summary.dump() << '\n';
   return 0;
@@ -34,8 +36,11 @@ void add_synth_command(CLI::App& app, Verbs& verbs) {
       "synth", "Write a synthetic verifiable task (sort / reverse / add digit strings, lengths from a Pareto tail): "
                "prompts.jsonl with answers, sft.jsonl, pairs.jsonl, heldout.jsonl, heldout-pairs.jsonl");
   sub->add_option("-o,--output", o->out, "Output folder")->required();
-  sub->add_option("--task", o->tasks, "sort, reverse or add (several: the items cycle through them)")
+  sub->add_option("--task", o->tasks, "sort, reverse, add or frac (several: the items cycle through them)")
       ->capture_default_str()->delimiter(',');
+  sub->add_option("--format", o->format, "The files' shape: plain (prompt/answer), gsm8k (question, answer ending "
+                                         "\"#### N\") or math (problem, solution with \\boxed{N})")
+      ->capture_default_str();
   sub->add_option("--min-digits", o->opt.min_digits, "Fewest digits")->capture_default_str();
   sub->add_option("--max-digits", o->opt.max_digits, "Most digits (answers stay within the verifier's 18)")->capture_default_str();
   sub->add_option("--tail", o->opt.tail, "Pareto shape of the digit count: P(n >= k) = (min/k)^tail")->capture_default_str();

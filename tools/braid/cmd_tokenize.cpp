@@ -23,7 +23,13 @@ void add_tokenize_command(CLI::App& app, Verbs& verbs) {
   sub->add_option("--chat", o->chat, "JSON Lines of conversations, rendered by tokenizer_config.json's chat template");
   sub->add_option("--decode", o->ids, "Token ids to decode (comma-separated)")->delimiter(',');
   sub->add_flag("--no-specials", *no_specials, "TEXT: no BOS or other special tokens around it");
-  sub->add_flag("--no-generation-prompt", *no_generation_prompt, "--chat: render without the generation prompt");
+  sub->add_flag("--no-generation-prompt", *no_generation_prompt,
+                "--chat: render without the generation prompt, and show what training learns (\"learnt\" byte ranges, "
+                "\"loss_mask\" per token)");
+  sub->add_option("--tools", o->tools, "--chat, --prompts: a JSON file of tool schemas for lines without \"tools\"");
+  sub->add_option("--chat-template-kwargs", o->chat_template_kwargs,
+                  "--chat, --prompts: template keyword arguments as a JSON object, e.g. '{\"enable_thinking\": false}' "
+                  "(a line's own \"chat_template_kwargs\" win)");
   verbs.add(sub, [o, text, no_specials, no_generation_prompt, sub] {
     if (sub->count("text") > 0) o->text = *text;
     o->specials = !*no_specials;

@@ -50,6 +50,8 @@ void add_run_lock_command(CLI::App& app, Verbs& verbs);
 // Held-out evaluation and the synthetic task: cmd_eval.cpp (braid eval), cmd_synth.cpp (braid synth).
 void add_eval_command(CLI::App& app, Verbs& verbs);
 void add_synth_command(CLI::App& app, Verbs& verbs);
+// A prompt file made ready for a run (field map, held-out split): cmd_data.cpp (braid data).
+void add_data_command(CLI::App& app, Verbs& verbs);
 // What a model sees: cmd_tokenize.cpp (braid tokenize).
 void add_tokenize_command(CLI::App& app, Verbs& verbs);
 

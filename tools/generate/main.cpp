@@ -65,6 +65,15 @@ int main(int argc, char** argv) {
   app.add_option("--shard-size", o.shard_size, "Samples per output shard")->capture_default_str();
   app.add_option("--prefix", o.prefix, "Shard file name prefix")->capture_default_str();
   app.add_option("--limit", o.limit, "Use only the first N prompts (0: all)")->capture_default_str();
+  app.add_option("--first-prompt", o.first_prompt,
+                 "The prompt stream's position this call's batch starts at: position p is epoch p / N's line p mod N "
+                 "(N the prompts read), in file order or, with --prompt-seed, each epoch's shuffle")
+      ->capture_default_str();
+  app.add_option("--batch-prompts", o.batch_prompts,
+                 "Prompts in this call's batch (with --overcommit: groups; 0: every prompt read)")
+      ->capture_default_str();
+  app.add_option("--prompt-seed", o.prompt_seed, "Shuffle each epoch of the prompt stream with this seed (default: "
+                                                 "file order)");
   app.add_option("--threads", o.threads, "CPU threads per process (0: all cores of this process)")
       ->capture_default_str();
   braid::backend::add_device_option(app, o.device);

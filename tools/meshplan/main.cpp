@@ -28,6 +28,7 @@ struct Options {
   std::uint64_t seed = 1;
   int max_micro = 32;
   bool no_inter = false, no_intra = false;
+  std::vector<std::string> fix;
 };
 
 std::optional<braid::plan::KnownSchedule> load_schedule(const std::string& file) {
@@ -66,7 +67,9 @@ int run(const Options& o) {
   CostModel cm(exp, profile, cluster);
   cm.set_max_micro(o.max_micro);
   FusionSettings fusion{!o.no_inter, !o.no_intra, load_schedule(o.schedule)};
-  const PlanSpace space(cm, fusion);
+  std::vector<Pin> pins;
+  for (const auto& f : o.fix) pins.push_back(parse_pin(f));
+  const PlanSpace space(cm, fusion, pins);
   braid::log::info("{} calls on {} x {} devices, {} meshes, {:.3g} plans", space.calls().size(), cluster.nodes,
                    cluster.devices_per_node, space.meshes().size(), space.plan_count());
   SearchOptions so;
@@ -119,6 +122,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "random seed of the search")->capture_default_str();
   app.add_flag("--no-inter-fusion", o.no_inter, "plan without generation/inference fusion");
   app.add_flag("--no-intra-fusion", o.no_intra, "plan without fused actor/critic training");
+  app.add_option("--fix", o.fix,
+                 "fix the strategy of some calls, NAME=dDtTpP[xM] (NAME a call, e.g. actor_train; a kind: generate, "
+                 "inference, train; or all); repeatable, e.g. --fix train=d1t1p2 --fix generate=d1t2p1");
   app.footer("Exit status: 0 plan found; 2 bad input or command line; 3 even the best plan found exceeds device\n"
              "memory (the plan is still written). Formats: docs/formats-plan.md; how it plans: docs/tools/meshplan.md.");
   return braid::cli::run(app, argc, argv, [&] {

@@ -8,6 +8,7 @@
 #include "backend/dtype_option.hpp"
 #include "comm/mpi.hpp"
 #include "core/cli.hpp"
+#include "plan/host_probe.hpp"
 #include "plan/profile_command.hpp"
 
 namespace {
@@ -43,17 +44,28 @@ int main(int argc, char** argv) {
                       "decode steps at batches 1, 2, 4, ... up to this (default 64, --quick 16): the generator's "
                       "--max-batch, so that its steps are measured, not extrapolated")
       ->check(CLI::Range(1, 4096));
+  measure->add_flag("!--no-host", o.host,
+                    "leave out the host costs of a run (process and MPI start-up, memory first touch, HDF5 files)");
+  measure->add_option("--mpirun", o.mpirun,
+                      "how the host costs start an MPI job (the launcher and its options, before -np)")
+      ->expected(1, 16)
+      ->capture_default_str();
   auto* probe = app.add_subcommand("probe", "matrix-product and memory throughput of this machine");
   probe->add_option("--repeats", o.repeats, "timed runs")->check(CLI::Range(1, 1000))->capture_default_str();
   auto* comm = app.add_subcommand("comm", "point-to-point and all-reduce bandwidth and latency (run under mpirun)");
   comm->add_option("--repeats", o.repeats, "timed runs per size")->check(CLI::Range(1, 1000))->capture_default_str();
   comm->add_option("--max-mb", o.comm_max_mb, "largest message in MB")->check(CLI::PositiveNumber)->capture_default_str();
+  // What the host costs spawn to time a process start and an MPI job's (hidden).
+  auto* noop = app.add_subcommand("noop", "")->group("");
+  auto* mpi_noop = app.add_subcommand("mpi-noop", "")->group("");
   for (auto* cmd : {analytic, measure, probe, comm}) {
     cmd->add_option("-o,--output", o.output, "output file ('-': stdout)")->capture_default_str();
   }
   // MPI starts only after parsing: the launcher says which rank prints usage.
   braid::cli::set_first_process(braid::comm::launcher_rank() == 0);
   return braid::cli::run(app, argc, argv, [&] {
+    if (noop->parsed()) return 0;
+    if (mpi_noop->parsed()) return braid::plan::run_mpi_noop();
     if (analytic->parsed()) return braid::plan::run_profile_analytic(o);
     if (measure->parsed()) return braid::plan::run_profile_measure(o);
     if (probe->parsed()) return braid::plan::run_profile_probe(o);

@@ -1,8 +1,9 @@
-// Embedding gather/scatter and the vector ops (axpy, scale, Σx²).
+// Embedding gather/scatter and the vector ops (axpy, scale, Σx², soft-capping).
 #include "backend/cpu/kernels.hpp"
 #include "backend/cpu/thread_pool.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace braid::backend::cpu {
@@ -52,12 +53,33 @@ double sum_squares(std::int64_t n, const T* x) {
   return s;
 }
 
+template <typename T>
+void softcap(std::int64_t n, double cap, T* x) {
+  const T c = T(cap);
+  parallel_for(n, kParallelMin, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) x[i] = c * std::tanh(x[i] / c);   // as transformers: /, tanh, ·
+  });
+}
+
+template <typename T>
+void softcap_backward(std::int64_t n, double cap, const T* y, T* d) {
+  const T c = T(cap);
+  parallel_for(n, kParallelMin, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) {
+      const T t = y[i] / c;
+      d[i] *= T(1) - t * t;
+    }
+  });
+}
+
 #define BRAID_INSTANTIATE(T)                                                                       \
   template void embedding_forward<T>(const std::int32_t*, std::int64_t, const T*, std::int64_t, T*); \
   template void embedding_backward<T>(const std::int32_t*, std::int64_t, const T*, std::int64_t, T*); \
   template void axpy<T>(std::int64_t, T, const T*, T*);                                             \
   template void scale<T>(std::int64_t, T, T*);                                                      \
-  template double sum_squares<T>(std::int64_t, const T*);
+  template double sum_squares<T>(std::int64_t, const T*);                                          \
+  template void softcap<T>(std::int64_t, double, T*);                                               \
+  template void softcap_backward<T>(std::int64_t, double, const T*, T*);
 BRAID_INSTANTIATE(float)
 BRAID_INSTANTIATE(double)
 #undef BRAID_INSTANTIATE

@@ -51,10 +51,9 @@ void gemm_weights(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
 template <typename T>
 void embedding_forward_weights(const std::int32_t* ids, std::int64_t n, Weights table, std::int64_t dim, T* out);
 template <typename T>
-void rmsnorm_forward_weights(const T* x, Weights w, std::int64_t n, std::int64_t dim, double eps, T* y, T* rstd);
+void rmsnorm_forward_weights(const T* x, Weights w, const NormShape& s, T* y, T* rstd);
 template <typename T>
-void rmsnorm_backward_weights(const T* x, Weights w, const T* rstd, const T* dy, std::int64_t n,
-                              std::int64_t dim, T* dx, T* dw);
+void rmsnorm_backward_weights(const T* x, Weights w, const T* rstd, const T* dy, const NormShape& s, T* dx, T* dw);
 void convert(std::int64_t n, const void* src, DType src_type, void* dst, DType dst_type);
 
 template <typename T>
@@ -64,10 +63,9 @@ void embedding_backward(const std::int32_t* ids, std::int64_t n, const T* d_out,
                         T* d_table);
 
 template <typename T>
-void rmsnorm_forward(const T* x, const T* w, std::int64_t n, std::int64_t dim, double eps, T* y, T* rstd);
+void rmsnorm_forward(const T* x, const T* w, const NormShape& s, T* y, T* rstd);
 template <typename T>
-void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, std::int64_t n,
-                      std::int64_t dim, T* dx, T* dw);
+void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, const NormShape& s, T* dx, T* dw);
 
 template <typename T>
 void rope(T* x, std::int64_t n, std::int64_t stride, int n_heads, int head_dim,
@@ -85,6 +83,10 @@ template <typename T>
 void swiglu_forward(const T* gate_up, std::int64_t n, std::int64_t inter, T* out);
 template <typename T>
 void swiglu_backward(const T* gate_up, const T* d_out, std::int64_t n, std::int64_t inter, T* d_gate_up);
+template <typename T>
+void geglu_forward(const T* gate_up, std::int64_t n, std::int64_t inter, T* out);
+template <typename T>
+void geglu_backward(const T* gate_up, const T* d_out, std::int64_t n, std::int64_t inter, T* d_gate_up);
 
 template <typename T>
 void axpy(std::int64_t n, T alpha, const T* x, T* y);
@@ -92,6 +94,10 @@ template <typename T>
 void scale(std::int64_t n, T alpha, T* x);
 template <typename T>
 double sum_squares(std::int64_t n, const T* x);
+template <typename T>
+void softcap(std::int64_t n, double cap, T* x);
+template <typename T>
+void softcap_backward(std::int64_t n, double cap, const T* y, T* d);
 
 template <typename T>
 void softmax_stats(const T* logits, std::int64_t rows, std::int64_t vocab, const std::int32_t* targets,

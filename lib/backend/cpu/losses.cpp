@@ -24,7 +24,7 @@ PolicyLossSums policy_loss(std::int64_t n, const PolicyLossRows<T>& in, const Po
     d_logprob[i] = 0;
     if (entropy_grad) d_entropy[i] = 0;
     if (w == 0) continue;
-    const rows::PolicyRow row = rows::policy_row(in.logprob[i], in.old_logprob[i], in.advantages[i],
+    const rows::PolicyRow row = rows::policy_row(in.logprob[i], rows::row_log_ratio(in, i), in.advantages[i],
                                                  with_entropy ? double(in.entropy[i]) : 0.0,
                                                  with_ref ? double(in.ref_logprob[i]) : 0.0, opt);
     if (with_entropy) {

@@ -65,7 +65,8 @@ void paged_attention(const AttentionDims& d, std::int64_t n, const T* q, const P
   check_cache_type<T>(c, "paged_attention");
   const int hd = d.head_dim;
   const int group = d.n_heads / d.n_kv_heads;
-  const T scale = T(1.0 / std::sqrt(double(hd)));
+  const T scale = T(d.score_scale());
+  const T cap = T(d.softcap);
   const std::int64_t out_stride = std::int64_t(d.n_heads) * hd;
   const std::int64_t tasks = n * d.n_heads;
   std::int64_t work = 0;
@@ -78,8 +79,10 @@ void paged_attention(const AttentionDims& d, std::int64_t n, const T* q, const P
     for (std::int64_t t = t_lo; t < t_hi; ++t) {
       const std::int64_t r = t / d.n_heads;
       const int h = int(t % d.n_heads);
-      const std::int64_t nk = rows.row_ctx[r];
-      if (nk <= 0) continue;
+      const std::int64_t ctx = rows.row_ctx[r];
+      if (ctx <= 0) continue;
+      // The query sits at position ctx − 1 and sees keys lo .. ctx − 1.
+      const std::int64_t lo = d.first_key(ctx - 1), nk = ctx - lo;
       const std::int32_t* table = rows.block_tables + std::int64_t(rows.row_seq[r]) * rows.max_blocks;
       const std::int64_t col = std::int64_t(h / group) * hd;
       auto slot = [&](std::int64_t j) {
@@ -89,8 +92,10 @@ void paged_attention(const AttentionDims& d, std::int64_t n, const T* q, const P
       if (s.size() < std::size_t(nk)) s.resize(std::size_t(nk));
       T m = -INFINITY;
       for (std::int64_t j = 0; j < nk; ++j) {
-        s[std::size_t(j)] = dot(qr, cache_row<T>(c.k, c.dtype, slot(j), c.row, col, hd, kbuf.data()), hd) * scale;
-        m = std::max(m, s[std::size_t(j)]);
+        T sj = dot(qr, cache_row<T>(c.k, c.dtype, slot(lo + j), c.row, col, hd, kbuf.data()), hd) * scale;
+        if (cap > 0) sj = cap * std::tanh(sj / cap);
+        s[std::size_t(j)] = sj;
+        m = std::max(m, sj);
       }
       T l = 0;
       for (std::int64_t j = 0; j < nk; ++j) {
@@ -102,7 +107,7 @@ void paged_attention(const AttentionDims& d, std::int64_t n, const T* q, const P
       const T inv = T(1) / l;
       for (std::int64_t j = 0; j < nk; ++j) {
         const T p = s[std::size_t(j)] * inv;
-        const T* vj = cache_row<T>(c.v, c.dtype, slot(j), c.row, col, hd, vbuf.data());
+        const T* vj = cache_row<T>(c.v, c.dtype, slot(lo + j), c.row, col, hd, vbuf.data());
         for (int e = 0; e < hd; ++e) o[e] += p * vj[e];
       }
     }

@@ -54,16 +54,15 @@ void embedding_forward_weights(const std::int32_t* ids, std::int64_t n, Weights 
 }
 
 template <typename T>
-void rmsnorm_forward_weights(const T* x, Weights w, std::int64_t n, std::int64_t dim, double eps, T* y, T* rstd) {
+void rmsnorm_forward_weights(const T* x, Weights w, const NormShape& s, T* y, T* rstd) {
   std::vector<T> keep;
-  rmsnorm_forward<T>(x, row_as<T>(w, dim, keep, "rmsnorm_forward"), n, dim, eps, y, rstd);
+  rmsnorm_forward<T>(x, row_as<T>(w, s.dim, keep, "rmsnorm_forward"), s, y, rstd);
 }
 
 template <typename T>
-void rmsnorm_backward_weights(const T* x, Weights w, const T* rstd, const T* dy, std::int64_t n, std::int64_t dim,
-                              T* dx, T* dw) {
+void rmsnorm_backward_weights(const T* x, Weights w, const T* rstd, const T* dy, const NormShape& s, T* dx, T* dw) {
   std::vector<T> keep;
-  rmsnorm_backward<T>(x, row_as<T>(w, dim, keep, "rmsnorm_backward"), rstd, dy, n, dim, dx, dw);
+  rmsnorm_backward<T>(x, row_as<T>(w, s.dim, keep, "rmsnorm_backward"), rstd, dy, s, dx, dw);
 }
 
 namespace {
@@ -107,12 +106,11 @@ template void gemm_weights<double>(bool, bool, std::int64_t, std::int64_t, std::
                                    std::int64_t, Weights, std::int64_t, double, double*, std::int64_t);
 template void embedding_forward_weights<float>(const std::int32_t*, std::int64_t, Weights, std::int64_t, float*);
 template void embedding_forward_weights<double>(const std::int32_t*, std::int64_t, Weights, std::int64_t, double*);
-template void rmsnorm_forward_weights<float>(const float*, Weights, std::int64_t, std::int64_t, double, float*, float*);
-template void rmsnorm_forward_weights<double>(const double*, Weights, std::int64_t, std::int64_t, double, double*,
-                                              double*);
-template void rmsnorm_backward_weights<float>(const float*, Weights, const float*, const float*, std::int64_t,
-                                              std::int64_t, float*, float*);
-template void rmsnorm_backward_weights<double>(const double*, Weights, const double*, const double*, std::int64_t,
-                                               std::int64_t, double*, double*);
+template void rmsnorm_forward_weights<float>(const float*, Weights, const NormShape&, float*, float*);
+template void rmsnorm_forward_weights<double>(const double*, Weights, const NormShape&, double*, double*);
+template void rmsnorm_backward_weights<float>(const float*, Weights, const float*, const float*, const NormShape&,
+                                              float*, float*);
+template void rmsnorm_backward_weights<double>(const double*, Weights, const double*, const double*, const NormShape&,
+                                               double*, double*);
 
 }  // namespace braid::backend::cpu

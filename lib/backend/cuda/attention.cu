@@ -19,8 +19,26 @@ constexpr int kWarps = 4;  // warps per block
 struct Args {
   int n_heads, n_kv_heads, head_dim, group;
   std::int64_t q_stride, kv_stride, out_stride;
-  float scale;
+  float scale, softcap;   // softcap 0: none
+  std::int64_t window;    // 0: none
 };
+
+// The first key a query at position p sees.
+__device__ __forceinline__ std::int64_t first_key(const Args& a, std::int64_t p) {
+  return a.window > 0 && p >= a.window ? p - a.window + 1 : 0;
+}
+
+// A score from q·k: scaled, and soft-capped when asked; *dcap = d(capped)/d(scaled).
+__device__ __forceinline__ float score_of(const Args& a, float qk, float* dcap = nullptr) {
+  const float x = qk * a.scale;
+  if (a.softcap <= 0.f) {
+    if (dcap) *dcap = 1.f;
+    return x;
+  }
+  const float t = tanhf(x / a.softcap);
+  if (dcap) *dcap = 1.f - t * t;
+  return a.softcap * t;
+}
 
 // A head's row into registers: element c = lane + 32·u.
 template <int kPer>
@@ -60,8 +78,8 @@ __global__ void forward_kernel(Args a, const DeviceSegment* segs, int n_segs, st
 #pragma unroll
   for (int u = 0; u < kPer; ++u) acc[u] = 0;
   float m = -FLT_MAX, l = 0;
-  for (std::int64_t j = 0; j < nk; ++j) {
-    const float sc = dot_row(qr, k + kv0 + j * a.kv_stride, hd) * a.scale;
+  for (std::int64_t j = first_key(a, sg.past + i); j < nk; ++j) {
+    const float sc = score_of(a, dot_row(qr, k + kv0 + j * a.kv_stride, hd));
     const float m_new = fmaxf(m, sc);
     const float corr = expf(m - m_new), p = expf(sc - m_new);
     l = l * corr + p;
@@ -102,10 +120,11 @@ __global__ void backward_q_kernel(Args a, const DeviceSegment* segs, int n_segs,
   const float li = lse[row * a.n_heads + h];
 #pragma unroll
   for (int u = 0; u < kPer; ++u) dq[u] = 0;
-  for (std::int64_t j = 0; j < nk; ++j) {
+  for (std::int64_t j = first_key(a, sg.past + i); j < nk; ++j) {
     const float* kj = k + kv0 + j * a.kv_stride;
-    const float p = expf(dot_row(qr, kj, hd) * a.scale - li);
-    const float ds = p * (dot_row(dor, v + kv0 + j * a.kv_stride, hd) - di) * a.scale;
+    float dcap;
+    const float p = expf(score_of(a, dot_row(qr, kj, hd), &dcap) - li);
+    const float ds = p * (dot_row(dor, v + kv0 + j * a.kv_stride, hd) - di) * dcap * a.scale;
 #pragma unroll
     for (int u = 0; u < kPer; ++u) {
       const int c = lane + 32 * u;
@@ -139,13 +158,16 @@ __global__ void backward_kv_kernel(Args a, const DeviceSegment* segs, int n_segs
 #pragma unroll
   for (int u = 0; u < kPer; ++u) dk[u] = dv[u] = 0;
   const std::int64_t i0 = jj > sg.past ? jj - sg.past : 0;  // first query that sees this key
+  // ... and one past the last (a sliding window: positions up to jj + window − 1).
+  const std::int64_t i1 = a.window > 0 ? min(sg.q_len, max(i0, jj + a.window - sg.past)) : sg.q_len;
   for (int h = g * a.group; h < (g + 1) * a.group; ++h) {
-    for (std::int64_t i = i0; i < sg.q_len; ++i) {
+    for (std::int64_t i = i0; i < i1; ++i) {
       const std::int64_t row = sg.q_begin + i;
       const float* qh = q + row * a.q_stride + std::int64_t(h) * hd;
       const float* doh = d_out + row * a.out_stride + std::int64_t(h) * hd;
-      const float p = expf(dot_row(kreg, qh, hd) * a.scale - lse[row * a.n_heads + h]);
-      const float ds = p * (dot_row(vreg, doh, hd) - dsum[(sg.q_first + i) * a.n_heads + h]) * a.scale;
+      float dcap;
+      const float p = expf(score_of(a, dot_row(kreg, qh, hd), &dcap) - lse[row * a.n_heads + h]);
+      const float ds = p * (dot_row(vreg, doh, hd) - dsum[(sg.q_first + i) * a.n_heads + h]) * dcap * a.scale;
 #pragma unroll
       for (int u = 0; u < kPer; ++u) {
         const int c = lane + 32 * u;
@@ -173,8 +195,9 @@ Args args_of(const AttentionShape& d) {
   if (d.n_kv_heads <= 0 || d.n_heads % d.n_kv_heads != 0) {
     throw std::invalid_argument("attention: n_heads must be a multiple of n_kv_heads");
   }
+  const double scale = d.scale > 0 ? d.scale : 1.0 / std::sqrt(double(d.head_dim));
   return {d.n_heads, d.n_kv_heads, d.head_dim, d.n_heads / d.n_kv_heads, d.q_stride, d.kv_stride,
-          std::int64_t(d.n_heads) * d.head_dim, float(1.0 / std::sqrt(double(d.head_dim)))};
+          std::int64_t(d.n_heads) * d.head_dim, float(scale), float(d.softcap), d.window};
 }
 
 unsigned warp_blocks(std::int64_t warps) {

@@ -33,10 +33,14 @@ constexpr std::int64_t kSegmentPad = 128;
 enum class AttentionPath { flash, exact };
 AttentionPath attention_path_from_env();
 
-// AttentionDims (backend.hpp), which the kernels' C++17 cannot include.
+// AttentionDims (backend.hpp), which the kernels' C++17 cannot include: the scores are
+// scale · q·k (scale 0: 1/√head_dim), soft-capped to softcap · tanh(s / softcap) when
+// softcap > 0; window > 0: a query at position p sees keys p − window < j <= p only.
 struct AttentionShape {
   int n_heads, n_kv_heads, head_dim;
   std::int64_t q_stride, kv_stride;
+  double scale = 0, softcap = 0;
+  std::int64_t window = 0;
 };
 
 // head_dim up to 256.

@@ -74,7 +74,12 @@ SegmentTable segment_table(std::span<const AttentionSegment> segs) {
 }
 
 cuda::AttentionShape shape_of(const AttentionDims& d) {
-  return {d.n_heads, d.n_kv_heads, d.head_dim, d.q_stride, d.kv_stride};
+  return {d.n_heads, d.n_kv_heads, d.head_dim, d.q_stride, d.kv_stride, d.scale, d.softcap, d.window};
+}
+
+// NormShape as the norm kernels take it (rmsnorm.cuh).
+cuda::NormRows rows_of(const NormShape& s) {
+  return {s.rows, s.dim, s.groups, s.row_stride(), s.eps, s.weight_offset, s.accumulate};
 }
 
 // AdamWStep as the AdamW kernels take it (adamw.cuh: their C++17 cannot include backend.hpp).
@@ -106,20 +111,11 @@ class CudaOps final : public Ops<float> {
                           float* d_table) override {
     cuda::embedding_backward(stream(), ids, n, d_out, dim, d_table);
   }
-  void rmsnorm_forward(const float* x, const float* w, std::int64_t n, std::int64_t dim, double eps, float* y,
-                       float* rstd) override {
-    cuda::rmsnorm_forward(stream(), x, w, DType::f32, n, dim, eps, y, rstd);
+  void rmsnorm_forward(const float* x, Weights w, const NormShape& sh, float* y, float* rstd) override {
+    cuda::rmsnorm_forward(stream(), x, w.data, w.type, rows_of(sh), y, rstd);
   }
-  void rmsnorm_forward(const float* x, Weights w, std::int64_t n, std::int64_t dim, double eps, float* y,
-                       float* rstd) override {
-    cuda::rmsnorm_forward(stream(), x, w.data, w.type, n, dim, eps, y, rstd);
-  }
-  void rmsnorm_backward(const float* x, const float* w, const float* rstd, const float* dy, std::int64_t n,
-                        std::int64_t dim, float* dx, float* dw) override {
-    rmsnorm_backward(x, Weights(w), rstd, dy, n, dim, dx, dw);
-  }
-  void rmsnorm_backward(const float* x, Weights w, const float* rstd, const float* dy, std::int64_t n,
-                        std::int64_t dim, float* dx, float* dw) override;
+  void rmsnorm_backward(const float* x, Weights w, const float* rstd, const float* dy, const NormShape& sh, float* dx,
+                        float* dw) override;
   void rope(float* x, std::int64_t n, std::int64_t stride, int n_heads, int head_dim, const std::int32_t* pos,
             const float* cos, const float* sin, bool inverse) override {
     cuda::rope(stream(), x, n, stride, n_heads, head_dim, pos, cos, sin, inverse);
@@ -136,8 +132,19 @@ class CudaOps final : public Ops<float> {
                        float* d_gate_up) override {
     cuda::swiglu_backward(stream(), gate_up, d_out, n, inter, d_gate_up);
   }
+  void geglu_forward(const float* gate_up, std::int64_t n, std::int64_t inter, float* out) override {
+    cuda::geglu_forward(stream(), gate_up, n, inter, out);
+  }
+  void geglu_backward(const float* gate_up, const float* d_out, std::int64_t n, std::int64_t inter,
+                      float* d_gate_up) override {
+    cuda::geglu_backward(stream(), gate_up, d_out, n, inter, d_gate_up);
+  }
   void axpy(std::int64_t n, float alpha, const float* x, float* y) override { cuda::axpy(stream(), n, alpha, x, y); }
   void scale(std::int64_t n, float alpha, float* x) override { cuda::scale(stream(), n, alpha, x); }
+  void softcap(std::int64_t n, double cap, float* x) override { cuda::softcap(stream(), n, float(cap), x); }
+  void softcap_backward(std::int64_t n, double cap, const float* y, float* d) override {
+    cuda::softcap_backward(stream(), n, float(cap), y, d);
+  }
   double sum_squares(std::int64_t n, const float* x) override {
     const std::span<const float> one(x, std::size_t(n));
     return global_sum_squares(std::span(&one, 1));
@@ -667,10 +674,11 @@ void CudaOps::linear_backward(std::int64_t n, std::int64_t out, std::int64_t in,
                   /*a_packed=*/true);
 }
 
-void CudaOps::rmsnorm_backward(const float* x, Weights w, const float* rstd, const float* dy, std::int64_t n,
-                               std::int64_t dim, float* dx, float* dw) {
-  auto* partial = static_cast<float*>(be_.scratch(std::size_t(cuda::rmsnorm_backward_scratch(n, dim)) * sizeof(float) + 4));
-  cuda::rmsnorm_backward(stream(), x, w.data, w.type, rstd, dy, n, dim, dx, dw, partial);
+void CudaOps::rmsnorm_backward(const float* x, Weights w, const float* rstd, const float* dy, const NormShape& sh,
+                               float* dx, float* dw) {
+  const std::int64_t floats = cuda::rmsnorm_backward_scratch(sh.rows * sh.groups, sh.dim);
+  auto* partial = static_cast<float*>(be_.scratch(std::size_t(floats) * sizeof(float) + 4));
+  cuda::rmsnorm_backward(stream(), x, w.data, w.type, rstd, dy, rows_of(sh), dx, dw, partial);
 }
 
 void CudaOps::attention_forward(const AttentionDims& dims, std::span<const AttentionSegment> segs, const float* q,
@@ -720,7 +728,8 @@ bool CudaOps::paged_bf16(const PagedKV& c, const char* op) {
 void CudaOps::paged_attention(const AttentionDims& dims, std::int64_t n, const float* q, const PagedKV& c,
                               const PagedRows& rows, float* out) {
   const bool bf16 = paged_bf16(c, "paged_attention");
-  const cuda::PagedShape shape{dims.n_heads, dims.n_kv_heads, dims.head_dim, dims.q_stride};
+  const cuda::PagedShape shape{dims.n_heads, dims.n_kv_heads, dims.head_dim, dims.q_stride,
+                               dims.scale,   dims.softcap,    dims.window};
   const std::int64_t floats = cuda::paged_attention_scratch(n, dims.n_heads, dims.head_dim, rows.max_context);
   auto* scratch = floats > 0 ? static_cast<float*>(be_.scratch(std::size_t(floats) * sizeof(float))) : nullptr;
   cuda::paged_attention(stream(), shape, n, q, cuda::PagedCache{c.k, c.v, bf16, c.block_size, c.row}, rows.block_tables,

@@ -21,6 +21,18 @@ __global__ void scale_kernel(std::int64_t n, float alpha, float* x) {
     x[i] *= alpha;
 }
 
+__global__ void softcap_kernel(std::int64_t n, float cap, float* x) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x)
+    x[i] = cap * tanhf(x[i] / cap);
+}
+
+__global__ void softcap_backward_kernel(std::int64_t n, float cap, const float* y, float* d) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
+    const float t = y[i] / cap;
+    d[i] *= 1.0f - t * t;
+  }
+}
+
 __global__ void sum_squares_kernel(std::int64_t n, const float* x, double* partial) {
   double s = 0;
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x)
@@ -63,6 +75,18 @@ void scale(cudaStream_t s, std::int64_t n, float alpha, float* x) {
   if (n <= 0) return;
   scale_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(n, alpha, x);
   check_launch("scale");
+}
+
+void softcap(cudaStream_t s, std::int64_t n, float cap, float* x) {
+  if (n <= 0) return;
+  softcap_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(n, cap, x);
+  check_launch("softcap");
+}
+
+void softcap_backward(cudaStream_t s, std::int64_t n, float cap, const float* y, float* d) {
+  if (n <= 0) return;
+  softcap_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(n, cap, y, d);
+  check_launch("softcap_backward");
 }
 
 void sum_squares_partials(cudaStream_t s, std::int64_t n, const float* x, double* partial) {

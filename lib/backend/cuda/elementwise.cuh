@@ -1,6 +1,7 @@
 // Vector ops of the CUDA backend: y += a·x, x *= a, Σx² (as per-block partial sums that
 // the caller adds on the host in block order, so the result does not depend on timing),
-// and element type conversion (f32 ↔ bf16, rounding to nearest even).
+// soft-capping (x = c·tanh(x / c) and its backward), and element type conversion (f32 ↔
+// bf16, rounding to nearest even).
 #pragma once
 
 #include "backend/dtype.hpp"
@@ -17,6 +18,9 @@ constexpr int kReduceThreads = 256;
 
 void axpy(cudaStream_t s, std::int64_t n, float alpha, const float* x, float* y);
 void scale(cudaStream_t s, std::int64_t n, float alpha, float* x);
+// x = cap · tanh(x / cap);  d *= 1 − (y / cap)² (y: the capped values).
+void softcap(cudaStream_t s, std::int64_t n, float cap, float* x);
+void softcap_backward(cudaStream_t s, std::int64_t n, float cap, const float* y, float* d);
 // partial[kReduceBlocks] (device) = per-block Σ x² in f64.
 void sum_squares_partials(cudaStream_t s, std::int64_t n, const float* x, double* partial);
 // dst[i] = src[i] converted; f32, bf16 and f16 either way, or a plain copy when the types match.

@@ -21,8 +21,26 @@ constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 struct Args {
   int n_heads, n_kv_heads, group;
   std::int64_t q_stride, kv_stride, out_stride;
-  float scale, scale_log2;  // 1/√d and 1/√d · log2(e): the scores go through exp2
+  float scale, scale_log2;  // the scores' scale (1/√d unless told), and it times log2(e): they go through exp2
+  float softcap;            // 0: none; else scores s -> softcap · tanh(s / softcap)
+  std::int64_t window;      // 0: none; else a query at position p sees keys p − window < j <= p
 };
+
+// A raw q·k product as a score in log2 units; *dcap = d(capped)/d(scaled) (1 without a cap).
+__device__ __forceinline__ float score_log2(const Args& a, float qk, float& dcap) {
+  if (a.softcap <= 0.f) {
+    dcap = 1.f;
+    return qk * a.scale_log2;
+  }
+  const float t = tanhf(qk * a.scale / a.softcap);
+  dcap = 1.f - t * t;
+  return a.softcap * t * kLog2e;
+}
+
+// The first key a query at position p sees (a sliding window), 0 without one.
+__device__ __forceinline__ std::int64_t window_start(const Args& a, std::int64_t p) {
+  return a.window > 0 && p >= a.window ? p - a.window + 1 : 0;
+}
 
 // The bf16 copies the kernels stream from (flash_attention_*_scratch): rows by padded position
 // (q_pad_first + i for queries, k_pad_first + j for keys), zeros on the padding, so that a tile
@@ -288,9 +306,15 @@ __global__ void __launch_bounds__(kWarps * 32, kHd == 64 ? 2 : 1)
   // past the segment (tiles wholly above the diagonal are skipped).
   const int wrow = warp * 16;
   const int warp_blocks = wrow < nq ? int((past + i0 + (wrow + 15 < nq ? wrow + 15 : nq - 1)) / kKeys) + 1 : 0;
+  // With a sliding window, the tiles before the block's (the warp's) first row's first key
+  // are skipped too.
+  const int first_block = int(window_start(a, past + i0) / kKeys);
+  const int warp_first = int(window_start(a, past + i0 + wrow) / kKeys);
 
-  load_async<kKeys, kHd, kThreads>(sK, kc + kv0, kv_row);
-  load_async<kKeys, kHd, kThreads>(sV, vc + kv0, kv_row);
+  load_async<kKeys, kHd, kThreads>(sK + (first_block & 1) * kBuf, kc + kv0 + std::int64_t(first_block) * kKeys * kv_row,
+                                   kv_row);
+  load_async<kKeys, kHd, kThreads>(sV + (first_block & 1) * kBuf, vc + kv0 + std::int64_t(first_block) * kKeys * kv_row,
+                                   kv_row);
   cp_async_commit();
   stage<kRows, kHd, kThreads>(sQ, q + (sg.q_begin + i0) * a.q_stride + std::int64_t(h) * kHd, a.q_stride, nq);
   __syncthreads();
@@ -303,7 +327,7 @@ __global__ void __launch_bounds__(kWarps * 32, kHd == 64 ? 2 : 1)
   for (int dt = 0; dt < kDt; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;  // rows g and g + 8 of the warp (log2 units)
   const std::int64_t last = past + i0 + wrow + g;  // the last key row g sees (row g + 8: 8 more)
-  for (int jb = 0; jb < blocks; ++jb) {
+  for (int jb = first_block; jb < blocks; ++jb) {
     // Tile jb has landed (this thread's copies, then everyone's), and every warp is done
     // with tile jb - 1, whose buffer the next copy takes.
     cp_async_wait_all();
@@ -314,11 +338,13 @@ __global__ void __launch_bounds__(kWarps * 32, kHd == 64 ? 2 : 1)
       load_async<kKeys, kHd, kThreads>(sV + ((jb + 1) & 1) * kBuf, vc + next, kv_row);
     }
     cp_async_commit();
-    if (jb >= warp_blocks) continue;
+    if (jb >= warp_blocks || jb < warp_first) continue;
     const __nv_bfloat16* cK = sK + (jb & 1) * kBuf;
     const __nv_bfloat16* cV = sV + (jb & 1) * kBuf;
     const std::int64_t j0 = std::int64_t(jb) * kKeys;
     const int lim0 = clamp_to(last - j0, -1, kKeys), lim1 = clamp_to(last + 8 - j0, -1, kKeys);
+    // Keys before low0 (low1) are out of row g's (g + 8's) window.
+    const int low0 = clamp_to(window_start(a, last) - j0, 0, kKeys), low1 = clamp_to(window_start(a, last + 8) - j0, 0, kKeys);
 
     float sc[kNt][4];
 #pragma unroll
@@ -338,8 +364,11 @@ __global__ void __launch_bounds__(kWarps * 32, kHd == 64 ? 2 : 1)
     for (int nt = 0; nt < kNt; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float x = sc[nt][e] * a.scale_log2;
-        if (crosses && nt * 8 + 2 * t + (e & 1) > (e < 2 ? lim0 : lim1)) x = -INFINITY;
+        float dcap;
+        float x = score_log2(a, sc[nt][e], dcap);
+        const int col = nt * 8 + 2 * t + (e & 1);
+        if (crosses && col > (e < 2 ? lim0 : lim1)) x = -INFINITY;
+        if (col < (e < 2 ? low0 : low1)) x = -INFINITY;
         sc[nt][e] = x;
       }
       mx0 = fmaxf(mx0, fmaxf(sc[nt][0], sc[nt][1]));
@@ -347,8 +376,8 @@ __global__ void __launch_bounds__(kWarps * 32, kHd == 64 ? 2 : 1)
     }
     mx0 = quad_max(mx0);
     mx1 = quad_max(mx1);
-    // Key 0 is seen by every row, so a row's maximum is finite from the first tile on; the
-    // guard keeps exp2(-inf - -inf) out all the same.
+    // Without a window key 0 is seen by every row, so a row's maximum is finite from the first
+    // tile on; with one, a row may see no key of a tile: the guard keeps exp2(-inf - -inf) out.
     const float base0 = mx0 == -INFINITY ? 0.f : mx0, base1 = mx1 == -INFINITY ? 0.f : mx1;
     const float c0 = exp2f(m0 - base0), c1 = exp2f(m1 - base1);
     m0 = mx0;
@@ -426,13 +455,17 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int blocks = int((n_keys + kKeys - 1) / kKeys);
   const int wrow = warp * 16;
   const int warp_blocks = wrow < nq ? int((past + i0 + (wrow + 15 < nq ? wrow + 15 : nq - 1)) / kKeys) + 1 : 0;
+  const int first_block = int(window_start(a, past + i0) / kKeys);
+  const int warp_first = int(window_start(a, past + i0 + wrow) / kKeys);
 
-  // The query rows (zeros past the segment in the copies) with key tile 0, one group.
+  // The query rows (zeros past the segment in the copies) with the first key tile, one group.
   const std::int64_t q0 = pos * q_row + std::int64_t(h) * kHd;
   load_async<kRows, kHd, kThreads>(sQ, c.q + q0, q_row);
   load_async<kRows, kHd, kThreads>(sDO, c.d_out + q0, q_row);
-  load_async<kKeys, kHd, kThreads>(sK, c.k + kv0, kv_row);
-  load_async<kKeys, kHd, kThreads>(sV, c.v + kv0, kv_row);
+  load_async<kKeys, kHd, kThreads>(sK + (first_block & 1) * kBuf, c.k + kv0 + std::int64_t(first_block) * kKeys * kv_row,
+                                   kv_row);
+  load_async<kKeys, kHd, kThreads>(sV + (first_block & 1) * kBuf, c.v + kv0 + std::int64_t(first_block) * kKeys * kv_row,
+                                   kv_row);
   cp_async_commit();
   // Rows g and g + 8 of the warp: lse in log2 units (+inf past the segment: P = 0) and Σ dO·O.
   float lse2[2], dd[2];
@@ -447,7 +480,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int dt = 0; dt < kDt; ++dt) dq[dt][0] = dq[dt][1] = dq[dt][2] = dq[dt][3] = 0.f;
   const std::int64_t last = past + i0 + wrow + g;
-  for (int jb = 0; jb < blocks; ++jb) {
+  for (int jb = first_block; jb < blocks; ++jb) {
     cp_async_wait_all();
     __syncthreads();
     if (jb + 1 < blocks) {
@@ -456,11 +489,12 @@ __global__ void __launch_bounds__(kWarps * 32)
       load_async<kKeys, kHd, kThreads>(sV + ((jb + 1) & 1) * kBuf, c.v + next, kv_row);
     }
     cp_async_commit();
-    if (jb >= warp_blocks) continue;
+    if (jb >= warp_blocks || jb < warp_first) continue;
     const __nv_bfloat16* cK = sK + (jb & 1) * kBuf;
     const __nv_bfloat16* cV = sV + (jb & 1) * kBuf;
     const std::int64_t j0 = std::int64_t(jb) * kKeys;
     const int lim0 = clamp_to(last - j0, -1, kKeys), lim1 = clamp_to(last + 8 - j0, -1, kKeys);
+    const int low0 = clamp_to(window_start(a, last) - j0, 0, kKeys), low1 = clamp_to(window_start(a, last + 8) - j0, 0, kKeys);
 
     float sc[kNt][4], dp[kNt][4];
 #pragma unroll
@@ -484,10 +518,12 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int nt = 0; nt < kNt; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int half = e >> 1;
-        float p = exp2f(sc[nt][e] * a.scale_log2 - lse2[half]);
-        if (crosses && nt * 8 + 2 * t + (e & 1) > (half ? lim1 : lim0)) p = 0.f;
-        sc[nt][e] = p * (dp[nt][e] - dd[half]);  // dS
+        const int half = e >> 1, col = nt * 8 + 2 * t + (e & 1);
+        float dcap;
+        float p = exp2f(score_log2(a, sc[nt][e], dcap) - lse2[half]);
+        if (crosses && col > (half ? lim1 : lim0)) p = 0.f;
+        if (col < (half ? low1 : low0)) p = 0.f;
+        sc[nt][e] = p * (dp[nt][e] - dd[half]) * dcap;  // dS (of the scaled, uncapped scores)
       }
     }
 #pragma unroll
@@ -543,7 +579,10 @@ __global__ void __launch_bounds__(kDkvWarps * 32)
 
   const std::int64_t key = j0 + warp * 16 + g;  // this thread's key rows: key and key + 8
   const std::int64_t first_q = j0 > past ? j0 - past : 0;  // the first query that sees key j0
-  const std::int64_t qb_begin = first_q / kBq, qb_end = (sg.q_len + kBq - 1) / kBq;
+  // The last query that sees the block's last key: the segment's, or that key's window's.
+  std::int64_t q_end = sg.q_len;
+  if (a.window > 0) q_end = min(q_end, max(first_q + 1, j0 + nk - 1 + a.window - past));
+  const std::int64_t qb_begin = first_q / kBq, qb_end = (q_end + kBq - 1) / kBq;
   const int n_qb = int(qb_end - qb_begin), steps = a.group * n_qb;  // (head, query tile) steps, ≥ 1
   // Step s: head gk·group + s / n_qb, query tile qb_begin + s % n_qb; its q, dO, lse and Σ dO·O
   // into buffer s & 1.
@@ -577,8 +616,10 @@ __global__ void __launch_bounds__(kDkvWarps * 32)
     if (s + 1 < steps) load_step(s + 1);
     cp_async_commit();
     const std::int64_t i0 = (qb_begin + s % n_qb) * kBq;
-    // Query tiles wholly before the warp's first key add nothing.
+    // Query tiles wholly before the warp's first key add nothing, nor (a sliding window) those
+    // wholly past its last key's window.
     if (j0 + warp * 16 - past > i0 + kBq - 1) continue;
+    if (a.window > 0 && past + i0 >= j0 + warp * 16 + 15 + a.window) continue;
     const int b = s & 1;
     const __nv_bfloat16* cQ = sQ + b * kBuf;
     const __nv_bfloat16* cDO = sDO + b * kBuf;
@@ -605,17 +646,22 @@ __global__ void __launch_bounds__(kDkvWarps * 32)
     // A key row is masked for the queries before it (key > past + query); only tiles where
     // the warp's last key passes the tile's first query need the test.
     const bool crosses = j0 + warp * 16 + 15 > past + i0;
-    // Query columns before rel0 (rel1) do not see key row g (g + 8).
+    // Query columns before rel0 (rel1) do not see key row g (g + 8); with a sliding window,
+    // neither do those from end0 (end1) on.
     const int rel0 = clamp_to(key - past - i0, -1, kBq + 1), rel1 = clamp_to(key + 8 - past - i0, -1, kBq + 1);
+    const int end0 = a.window > 0 ? clamp_to(key + a.window - past - i0, -1, kBq + 1) : kBq + 1;
+    const int end1 = a.window > 0 ? clamp_to(key + 8 + a.window - past - i0, -1, kBq + 1) : kBq + 1;
 #pragma unroll
     for (int nt = 0; nt < kNt; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = nt * 8 + 2 * t + (e & 1);
-        float p = exp2f(st[nt][e] * a.scale_log2 - cL[col]);
+        float dcap;
+        float p = exp2f(score_log2(a, st[nt][e], dcap) - cL[col]);
         if (crosses && col < (e < 2 ? rel0 : rel1)) p = 0.f;
+        if (col >= (e < 2 ? end0 : end1)) p = 0.f;
         st[nt][e] = p;
-        dpt[nt][e] = p * (dpt[nt][e] - cD[col]);  // dSᵀ
+        dpt[nt][e] = p * (dpt[nt][e] - cD[col]) * dcap;  // dSᵀ (of the scaled, uncapped scores)
       }
     }
 #pragma unroll
@@ -649,8 +695,10 @@ __global__ void __launch_bounds__(kDkvWarps * 32)
 
 // ---- launchers --------------------------------------------------------------------------
 Args args_of(const AttentionShape& d) {
-  return {d.n_heads,  d.n_kv_heads, d.n_heads / d.n_kv_heads, d.q_stride, d.kv_stride, std::int64_t(d.n_heads) * d.head_dim,
-          float(1.0 / std::sqrt(double(d.head_dim))), float(kLog2e / std::sqrt(double(d.head_dim)))};
+  const double scale = d.scale > 0 ? d.scale : 1.0 / std::sqrt(double(d.head_dim));
+  const double scale_log2 = d.scale > 0 ? kLog2e * d.scale : kLog2e / std::sqrt(double(d.head_dim));
+  return {d.n_heads,     d.n_kv_heads,       d.n_heads / d.n_kv_heads, d.q_stride,  d.kv_stride,
+          std::int64_t(d.n_heads) * d.head_dim, float(scale), float(scale_log2), float(d.softcap), d.window};
 }
 
 constexpr std::size_t lds_bytes(int hd, int rows) { return std::size_t(rows) * std::size_t(hd + 8) * 2; }

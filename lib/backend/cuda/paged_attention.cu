@@ -98,6 +98,11 @@ struct Chunk<KV, 1> {
 // 2^(a − b) with −∞ − −∞ read as a weight of 0 (a state that has seen no key).
 __device__ __forceinline__ float weight_of(float a, float b) { return a == -INFINITY ? 0.f : exp2f(a - b); }
 
+// The first key of a row's context its query sees (a sliding window), 0 without one.
+__device__ __forceinline__ int window_start(const PagedShape& d, int ctx) {
+  return d.window > 0 && ctx > d.window ? int(ctx - d.window) : 0;
+}
+
 // Grid: (rows, n_kv_heads · group / G, splits). Block: kWarps warps. Shared: the warps'
 // (max, sum) per head and their Σ p·v, [kWarps][G][hd]. Scores are in log2 units (the
 // queries pre-scaled by log2(e)/√hd), so the split partials' max is too.
@@ -115,7 +120,8 @@ paged_attention_kernel(PagedShape d, const float* q, const KV* k, const KV* v, i
   const std::int64_t r = blockIdx.x;
   const int ctx = row_ctx[r];
   const int begin = int(blockIdx.z) * split_keys;
-  if (ctx <= 0 || begin >= ctx) return;
+  const int lo = window_start(d, ctx);
+  if (ctx <= 0 || begin >= ctx || begin + split_keys <= lo) return;  // the combine skips such splits
   const int end = min(ctx, begin + split_keys);
   const int group = d.n_heads / d.n_kv_heads;
   const int chunks = group / G;
@@ -127,7 +133,11 @@ paged_attention_kernel(PagedShape d, const float* q, const KV* k, const KV* v, i
 #pragma unroll
   for (int i = 0; i < NC; ++i) has[i] = (c + LPK * i) * VEC < hd;
   float qf[G][NC][VEC], acc[G][NC][VEC], m[G], l[G];
-  const float scale = rsqrtf(float(hd)) * kLog2e;
+  // Queries pre-scaled into log2 units, or only by the scale where the scores are capped
+  // first (then the cap's output goes into log2 units).
+  const float cap = float(d.softcap);
+  const float base_scale = d.scale > 0 ? float(d.scale) : rsqrtf(float(hd));
+  const float scale = cap > 0.f ? base_scale : base_scale * kLog2e;
 #pragma unroll
   for (int g = 0; g < G; ++g) {
     m[g] = -INFINITY;
@@ -145,7 +155,7 @@ paged_attention_kernel(PagedShape d, const float* q, const KV* k, const KV* v, i
   const std::int32_t* table = tables + std::int64_t(row_seq[r]) * max_blocks;
   const std::int64_t col = std::int64_t(kvh) * hd;
 
-  for (int t0 = begin; t0 < end; t0 += kWarps * KPW * U) {
+  for (int t0 = max(begin, lo); t0 < end; t0 += kWarps * KPW * U) {
     Chunk<KV, VEC> kc[U][NC], vc[U][NC];
     bool live[U];
 #pragma unroll
@@ -179,6 +189,7 @@ paged_attention_kernel(PagedShape d, const float* q, const KV* k, const KV* v, i
         }
 #pragma unroll
         for (int o = LPK / 2; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+        if (cap > 0.f) x = cap * tanhf(x / cap) * kLog2e;
         s[u] = live[u] ? x : -INFINITY;
         mx = fmaxf(mx, s[u]);
       }
@@ -281,16 +292,17 @@ __global__ void paged_attention_combine_kernel(PagedShape d, const std::int32_t*
   const int ctx = row_ctx[r];
   if (ctx <= 0) return;
   const int used = min(splits, (ctx + split_keys - 1) / split_keys);
+  const int first = window_start(d, ctx) / split_keys;  // splits wholly before the window wrote nothing
   const std::int64_t at = (r * d.n_heads + h) * splits;
   float mx = -INFINITY;
-  for (int s = 0; s < used; ++s) mx = fmaxf(mx, part_ml[2 * (at + s)]);
+  for (int s = first; s < used; ++s) mx = fmaxf(mx, part_ml[2 * (at + s)]);
   float total = 0.f;
-  for (int s = 0; s < used; ++s) total += part_ml[2 * (at + s) + 1] * exp2f(part_ml[2 * (at + s)] - mx);
-  for (int s = int(threadIdx.x); s < used; s += blockDim.x) w_s[s] = exp2f(part_ml[2 * (at + s)] - mx) / total;
+  for (int s = first; s < used; ++s) total += part_ml[2 * (at + s) + 1] * exp2f(part_ml[2 * (at + s)] - mx);
+  for (int s = first + int(threadIdx.x); s < used; s += blockDim.x) w_s[s] = exp2f(part_ml[2 * (at + s)] - mx) / total;
   __syncthreads();
   for (int e = threadIdx.x; e < hd; e += blockDim.x) {
     float o = 0.f;
-    for (int s = 0; s < used; ++s) o += part_o[(at + s) * hd + e] * w_s[s];
+    for (int s = first; s < used; ++s) o += part_o[(at + s) * hd + e] * w_s[s];
     out[(r * d.n_heads + h) * std::int64_t(hd) + e] = o;
   }
 }

@@ -20,10 +20,14 @@
 
 namespace braid::backend::cuda {
 
-// AttentionDims (backend.hpp), which the kernels' C++17 cannot include.
+// AttentionDims (backend.hpp), which the kernels' C++17 cannot include: scores scale · q·k
+// (0: 1/√head_dim), soft-capped when softcap > 0; window > 0: the query (at position
+// row_ctx − 1) sees only the last `window` keys.
 struct PagedShape {
   int n_heads, n_kv_heads, head_dim;
   std::int64_t q_stride;
+  double scale = 0, softcap = 0;
+  std::int64_t window = 0;
 };
 
 // PagedKV (backend.hpp): cache rows of `row` elements, f32 or bf16 (raw bits).

@@ -1,0 +1,50 @@
+// LoRA adapter checkpoints (model/lora.hpp): a model's adapters in one weight shard of kind
+// "adapters", apart from the base they apply to. Its adapter_config attribute holds their
+// options and the base checkpoint, as JSON text:
+//
+//   {"base": "policy.h5", "r": 8, "lora_alpha": 16, "use_rslora": false,
+//    "target_modules": ["q_proj", "k_proj", ...]}
+//
+// "base" is relative to the adapter file's folder (or absolute). open_model (checkpoint.hpp)
+// given an adapter file opens its base with those adapters on, so that every tool that opens
+// a checkpoint runs the adapted model; a trainer writes the next adapter file naming the same
+// base. The tensors are named as the model's adapters() ("model.layers.0.self_attn.q_proj.
+// lora_A.weight" [r × in], "...lora_B.weight" [out × r]); PEFT's names add "base_model.model.".
+#pragma once
+
+#include "checkpoint/checkpoint.hpp"
+#include "model/model.hpp"
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace braid::checkpoint {
+
+// The tensors a trainer updates: the adapters under LoRA, else every tensor.
+std::vector<model::Tensor<float>>& trained_tensors(model::Model& m);
+const std::vector<model::Tensor<float>>& trained_tensors(const model::Model& m);
+
+struct AdapterFile {
+  std::filesystem::path path;   // the adapter file
+  std::filesystem::path base;   // its base checkpoint, resolved against the file's folder
+  model::LoraOptions lora;
+  std::int64_t step = 0;
+};
+
+// The adapter file's header when spec names one (a file of kind "adapters"); nullopt for any
+// other checkpoint. InputError naming the file and the key when its adapter_config is bad.
+std::optional<AdapterFile> read_adapter_file(const std::filesystem::path& spec);
+
+// Writes m's adapters (f32) as one shard of kind "adapters", atomically, naming `base`
+// relative to path's folder (as given where no relative path leads there). Refuses non-finite
+// values (InputError naming the file and the tensor; nothing written).
+void save_adapters(const model::Model& m, const std::filesystem::path& path, const std::filesystem::path& base,
+                   const SaveInfo& info = {});
+
+// Fills m's adapters from an adapter file; InputError naming the file and the tensor when one
+// is missing or of another shape, or when its options or model config differ from m's.
+void load_adapters(model::Model& m, const AdapterFile& file);
+
+}  // namespace braid::checkpoint

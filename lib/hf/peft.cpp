@@ -1,0 +1,206 @@
+#include "hf/peft.hpp"
+
+#include "backend/backend.hpp"
+#include "checkpoint/adapters.hpp"
+#include "checkpoint/checkpoint.hpp"
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/json.hpp"
+#include "hf/safetensors.hpp"
+#include "io/finite.hpp"
+#include "io/weight_shard.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <regex>
+
+namespace braid::hf {
+
+namespace {
+
+constexpr const char* kPeftPrefix = "base_model.model.";
+
+// The base tensor an adapter tensor adapts ("...q_proj.lora_A.weight" -> "...q_proj.weight").
+std::string adapted_weight(const std::string& braid_name) {
+  static const std::regex pattern(R"(^(model\.layers\.\d+\.(self_attn|mlp)\.[a-z_]+_proj)\.lora_[AB]\.weight$)");
+  std::smatch m;
+  return std::regex_match(braid_name, m, pattern) ? m[1].str() + ".weight" : std::string();
+}
+
+}  // namespace
+
+std::string peft_tensor_name(const std::string& braid_name) { return kPeftPrefix + braid_name; }
+
+std::string braid_adapter_name(const std::string& peft_name) {
+  const std::string prefix = kPeftPrefix;
+  if (!peft_name.starts_with(prefix)) return "";
+  std::string name = peft_name.substr(prefix.size());
+  // PEFT keeps the adapter's name in memory ("lora_A.default.weight") and drops it on saving.
+  const auto dflt = name.find(".default.weight");
+  if (dflt != std::string::npos) name = name.substr(0, dflt) + ".weight";
+  return adapted_weight(name).empty() ? "" : name;
+}
+
+std::vector<std::filesystem::path> export_peft(const std::filesystem::path& adapter_file,
+                                               const std::filesystem::path& out_dir, const std::string& base_name) {
+  const auto file = checkpoint::read_adapter_file(adapter_file);
+  if (!file) throw InputError(adapter_file.string(), "kind", "is not a LoRA adapter file (braid-train --lora-rank writes one)");
+  const io::WeightShardReader r(adapter_file);
+  const json stored = json::parse(r.meta().adapter_config);
+  const auto& lo = file->lora;
+  ordered_json cfg = {{"peft_type", "LORA"},
+                      {"task_type", "CAUSAL_LM"},
+                      {"base_model_name_or_path", base_name.empty() ? stored.at("base").get<std::string>() : base_name},
+                      {"r", lo.rank},
+                      {"lora_alpha", lo.alpha},
+                      {"use_rslora", lo.rslora},
+                      {"lora_dropout", 0.0},
+                      {"target_modules", lo.targets.empty() ? model::lora_modules() : lo.targets},
+                      {"bias", "none"},
+                      {"fan_in_fan_out", false},
+                      {"modules_to_save", nullptr},
+                      {"init_lora_weights", true},
+                      {"inference_mode", true}};
+  std::filesystem::create_directories(out_dir);
+  const auto weights = out_dir / "adapter_model.safetensors";
+  const auto config = out_dir / "adapter_config.json";
+  SafetensorsWriter w(weights);
+  w.set_metadata("format", "pt");
+  for (const std::string& name : r.names()) {
+    const io::Shape shape = r.shape(name);
+    w.add(peft_tensor_name(name), shape, [&r, name](float* dst) { r.read(name, dst); });
+  }
+  w.commit();
+  write_text_file(config.string(), cfg.dump(2) + "\n");
+  return {config, weights};
+}
+
+std::vector<std::filesystem::path> export_merged(const std::filesystem::path& adapter_file,
+                                                 const std::filesystem::path& out_dir, const ExportOptions& opt) {
+  if (!checkpoint::read_adapter_file(adapter_file))
+    throw InputError(adapter_file.string(), "kind", "is not a LoRA adapter file (braid-train --lora-rank writes one)");
+  auto be = backend::make_cpu_backend();
+  const checkpoint::OpenedModel opened = checkpoint::open_model(adapter_file, *be);
+  opened.model->merge_adapters();
+  // The merged weights as a checkpoint of their own, exported, then removed.
+  std::filesystem::create_directories(out_dir);
+  const std::filesystem::path merged = out_dir / ".merged-weights.h5";
+  checkpoint::save_weights(*opened.model, merged,
+                           {.step = opened.step, .created_by = "braid export --merge " + adapter_file.string(),
+                            .config_json = opened.config_json});
+  std::vector<std::filesystem::path> files;
+  try {
+    files = export_hf({merged}, out_dir, opt);
+  } catch (...) {
+    std::filesystem::remove(merged);
+    throw;
+  }
+  std::filesystem::remove(merged);
+  return files;
+}
+
+std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const std::filesystem::path& base,
+                                  const std::filesystem::path& out, const std::string& created_by) {
+  const auto config_path = peft_dir / "adapter_config.json";
+  const std::string cfile = config_path.string();
+  const json cfg = load_json_file(cfile);
+  auto need = [&](const char* key) -> const json& {
+    if (!cfg.is_object() || !cfg.contains(key)) throw InputError(cfile, key, "is missing");
+    return cfg.at(key);
+  };
+  if (need("peft_type") != "LORA") throw InputError(cfile, "peft_type", "is not LORA");
+  model::LoraOptions lo;
+  const json& r = need("r");
+  if (!r.is_number_integer() || r.get<std::int64_t>() < 1) throw InputError(cfile, "r", "must be a positive integer");
+  lo.rank = r.get<int>();
+  const json& alpha = need("lora_alpha");
+  if (!alpha.is_number() || !(alpha.get<double>() > 0)) throw InputError(cfile, "lora_alpha", "must be > 0");
+  lo.alpha = alpha.get<double>();
+  if (cfg.contains("use_rslora") && !cfg.at("use_rslora").is_null()) {
+    if (!cfg.at("use_rslora").is_boolean()) throw InputError(cfile, "use_rslora", "must be true or false");
+    lo.rslora = cfg.at("use_rslora").get<bool>();
+  }
+  if (cfg.contains("bias") && cfg.at("bias") != "none")
+    throw InputError(cfile, "bias", "trains biases, which braid's adapters do not hold (only \"none\")");
+  for (const char* key : {"modules_to_save", "rank_pattern", "alpha_pattern", "layers_to_transform"}) {
+    if (cfg.contains(key) && !cfg.at(key).is_null() && !cfg.at(key).empty())
+      throw InputError(cfile, key, "is not supported by braid's adapters (every adapted layer alike, nothing else trained)");
+  }
+  if (cfg.value("use_dora", false)) throw InputError(cfile, "use_dora", "DoRA is not supported");
+  const json& targets = need("target_modules");
+  std::string list;
+  if (targets.is_string()) {
+    if (targets == "all-linear") list = "all";
+    else throw InputError(cfile, "target_modules", fmt::format("{} is a pattern braid does not read", targets.dump()));
+  } else if (targets.is_array()) {
+    for (const json& t : targets) {
+      if (!t.is_string()) throw InputError(cfile, "target_modules", "must hold module names");
+      list += (list.empty() ? "" : ",") + t.get<std::string>();
+    }
+  } else {
+    throw InputError(cfile, "target_modules", "must be a list of module names");
+  }
+  try {
+    lo.targets = model::parse_lora_targets(list);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(cfile, "target_modules", e.what());
+  }
+
+  // The base's headers: its config and every adapted weight's shape.
+  const io::WeightShardSet shards(checkpoint::checkpoint_files(base));
+  const model::ModelConfig mc = checkpoint::config_of(shards);
+  const auto weights = peft_dir / "adapter_model.safetensors";
+  const SafetensorsReader st(weights);
+  const std::string wfile = weights.string();
+  std::map<std::string, std::string> by_braid;   // braid name -> PEFT name
+  for (const std::string& name : st.names()) {
+    const std::string b = braid_adapter_name(name);
+    if (b.empty()) throw InputError(wfile, name, "is not a LoRA adapter tensor of a decoder layer's linear layer");
+    by_braid[b] = name;
+  }
+  io::WeightShardMeta meta;
+  meta.kind = "adapters";
+  meta.model_config = shards.shards().front().meta().model_config;
+  meta.layer_end = mc.num_hidden_layers;
+  meta.step = 0;
+  meta.created_by = created_by;
+  std::error_code ec;
+  const auto folder = std::filesystem::absolute(out, ec).parent_path();
+  auto named = std::filesystem::relative(std::filesystem::absolute(base, ec), folder, ec);
+  if (ec || named.empty()) named = base;
+  meta.adapter_config = json{{"base", named.string()}, {"r", lo.rank}, {"lora_alpha", lo.alpha},
+                             {"use_rslora", lo.rslora}, {"target_modules", lo.targets}}
+                            .dump();
+  io::WeightShardWriter w(out, meta);
+  std::vector<float> host;
+  std::size_t used = 0;
+  for (int l = 0; l < mc.num_hidden_layers; ++l) {
+    for (const std::string& module : lo.targets) {
+      const char* block = module == "gate_proj" || module == "up_proj" || module == "down_proj" ? "mlp" : "self_attn";
+      const std::string stem = fmt::format("model.layers.{}.{}.{}", l, block, module);
+      if (!shards.contains(stem + ".weight")) throw InputError(base.string(), stem + ".weight", "is missing from the base");
+      const io::Shape ws = shards.holder(stem + ".weight").shape(stem + ".weight");   // [out, in]
+      for (const auto& [part, shape] : {std::pair{"lora_A", io::Shape{lo.rank, ws[1]}},
+                                        std::pair{"lora_B", io::Shape{ws[0], lo.rank}}}) {
+        const std::string name = stem + "." + part + ".weight";
+        const auto it = by_braid.find(name);
+        if (it == by_braid.end()) throw InputError(wfile, peft_tensor_name(name), "is missing");
+        if (st.info(it->second).shape != shape)
+          throw InputError(wfile, it->second, fmt::format("shape {} where the base's {} needs {}",
+                                                          io::shape_string(st.info(it->second).shape), stem,
+                                                          io::shape_string(shape)));
+        host = st.read(it->second);
+        io::require_finite(host, wfile, it->second, "adapter values");
+        w.add(name, shape, host.data());
+        ++used;
+      }
+    }
+  }
+  if (used != by_braid.size())
+    throw InputError(wfile, "target_modules", "the file holds adapters of modules or layers the config does not name");
+  w.commit();
+  return out;
+}
+
+}  // namespace braid::hf

@@ -1,0 +1,43 @@
+// LoRA adapters <-> PEFT adapter folders (the layout peft's save_pretrained writes and
+// PeftModel.from_pretrained reads):
+//
+//   adapter_config.json        {"peft_type": "LORA", "r", "lora_alpha", "use_rslora",
+//                               "target_modules", "lora_dropout", "bias": "none",
+//                               "task_type": "CAUSAL_LM", "base_model_name_or_path", ...}
+//   adapter_model.safetensors  "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
+//                              [r × in], "...lora_B.weight" [out × r], F32
+//
+// export_peft writes a braid adapter file (checkpoint/adapters.hpp) as such a folder;
+// import_peft reads one onto a braid base checkpoint as an adapter file naming it.
+#pragma once
+
+#include "hf/import_export.hpp"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace braid::hf {
+
+// The PEFT name of a braid adapter tensor, and back ("" when the name is not one).
+std::string peft_tensor_name(const std::string& braid_name);
+std::string braid_adapter_name(const std::string& peft_name);
+
+// Returns the files written. base_name: adapter_config.json's base_model_name_or_path
+// ("" : the adapter file's base checkpoint, as it names it).
+std::vector<std::filesystem::path> export_peft(const std::filesystem::path& adapter_file,
+                                               const std::filesystem::path& out_dir, const std::string& base_name = "");
+
+// The adapter file's base with the adapters merged into its weights (W + s·B·A, on the CPU),
+// exported as export_hf does a checkpoint. Returns the files written.
+std::vector<std::filesystem::path> export_merged(const std::filesystem::path& adapter_file,
+                                                 const std::filesystem::path& out_dir, const ExportOptions& opt = {});
+
+// A PEFT folder (LoRA, no bias, no modules_to_save, no per-module ranks) onto `base`, a braid
+// checkpoint of the model it adapts: each adapter's shape checked against the base tensor it
+// adapts (headers only). InputError naming the file and the key or tensor otherwise. Returns
+// the adapter file written.
+std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const std::filesystem::path& base,
+                                  const std::filesystem::path& out, const std::string& created_by = "");
+
+}  // namespace braid::hf

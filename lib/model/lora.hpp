@@ -1,0 +1,41 @@
+// LoRA adapters (Hu et al., 2021, "LoRA: Low-Rank Adaptation of Large Language Models") on a
+// model's linear layers: a layer y = x·Wᵀ becomes y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ with A [rank × in]
+// and B [out × rank], s = alpha / rank (rsLoRA, Kalajdzievski 2023: alpha / √rank). The
+// base weights W stay frozen; only A and B are trained (model/model.hpp: adapters()).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace braid::model {
+
+// The linear layers an adapter can sit on, by their Hugging Face module names, in the order
+// a layer runs them.
+const std::vector<std::string>& lora_modules();
+
+struct LoraOptions {
+  int rank = 0;                      // 0: no adapters
+  double alpha = 16;
+  double dropout = 0;                // on the adapters' input (not implemented: must be 0)
+  bool rslora = false;               // s = alpha / √rank instead of alpha / rank
+  std::vector<std::string> targets;  // names of lora_modules(); empty: all of them
+
+  bool enabled() const { return rank > 0; }
+  double scaling() const;
+  bool targets_module(const std::string& module) const;
+};
+
+// "q,k,v,o,gate,up,down" (or "q_proj,v_proj"; "all" or "" for every module) as module names,
+// in lora_modules()' order; std::invalid_argument naming an unknown one.
+std::vector<std::string> parse_lora_targets(const std::string& list);
+
+// Whether two options make the same adapters (rank, alpha, rsLoRA and modules).
+bool same_adapters(const LoraOptions& a, const LoraOptions& b);
+// "rank 8, alpha 16 on q_proj,k_proj" (", rsLoRA" when it is).
+std::string describe(const LoraOptions& o);
+
+// std::invalid_argument when the options cannot be used (rank < 0, alpha <= 0, dropout outside
+// [0, 1), an unknown target).
+void check_lora(const LoraOptions& o);
+
+}  // namespace braid::model
