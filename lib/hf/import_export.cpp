@@ -221,7 +221,7 @@ std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::
                      fmt::format("the files hold layers [{}, {}) of a {}-layer model: export needs them all",
                                  shards.layer_begin(), shards.layer_end(), cfg.num_hidden_layers));
   }
-  json config = parse_json_text(shards.shards().front().meta().model_config, shard_paths.front().string());
+  json config = parse_json_text(shards.meta().model_config, shard_paths.front().string());
   const std::string prefix(model::class_prefix_of(cfg.family));
 
   // The class: a causal LM, or (a value head and no LM head) a reward or value model.

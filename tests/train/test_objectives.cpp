@@ -230,7 +230,7 @@ BOOST_AUTO_TEST_CASE(response_rows_are_weighted_by_token_or_sequence_mean) {
   BOOST_TEST(rows == want_rows, boost::test_tools::per_element());
   // A loss_mask drops token 3 (row 2): the other tokens of its sequence share the mean.
   b.loss_mask = std::vector<float>{0, 0, 1, 0, 1, 0, 0, 1};
-  const auto masked = train::response_row_weights(b, train::Aggregation::sequence_mean);
+  const auto masked = train::response_row_weights(b, train::Aggregation::seq_mean_token_mean);
   const std::vector<float> want_masked{0, 0.5f, 0, 0.5f, 0, 0, 1, 0};
   BOOST_TEST(masked == want_masked, boost::test_tools::per_element());
   BOOST_TEST(train::response_units(b, train::Aggregation::token_mean) == 3.0);
