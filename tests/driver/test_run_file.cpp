@@ -812,6 +812,8 @@ BOOST_AUTO_TEST_CASE(the_data_section) {
   test::write_file(all.parent_path() / "gsm.jsonl", "{\"prompt\": \"1+1=\", \"answer\": 2}\n\n"
                                                     "{\"prompt\": \"2+2=\", \"answer\": 4}\n{\"prompt\": \"3+3=\", \"answer\": 6}\n");
   BOOST_TEST(problem_at(problems_of(all), "data.heldout").find("holding out 3 of 3 lines") != std::string::npos);
+}
+
 // Conversations' tools and template keyword arguments for the whole run go to braid-generate
 // and braid eval (a line's own win there); a tools file that is no array of schemas is refused.
 BOOST_AUTO_TEST_CASE(run_tools_and_template_kwargs_reach_generation_and_eval) {
