@@ -72,6 +72,8 @@ std::string describe_filesystem_error(const std::filesystem::filesystem_error& e
 
 std::string canonical_value(const std::string& text) {
   if (text.empty()) return text;
+  if (text == "true") return "1";
+  if (text == "false") return "0";
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(text.c_str(), &end);

@@ -43,7 +43,7 @@ int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 ordered_json option_values(const CLI::App& app, const std::vector<std::string>& leave_out);
 // Of those, the ones given on the command line (the others hold their defaults).
 std::vector<std::string> options_given(const CLI::App& app, const std::vector<std::string>& leave_out);
-// One spelling per number, as option_values writes values: "1e-5" -> "1e-05"; other text as it is.
+// One spelling per value, as option_values writes them: "1e-5" -> "1e-05", a flag's "true" -> "1"; other text as it is.
 std::string canonical_value(const std::string& text);
 
 // The catch ladder alone (for code that parses by itself). Maps the current

@@ -126,7 +126,14 @@ std::vector<std::string> changed_train_options(const RunSpec& spec, const Layout
   const std::vector<std::string>& argv = step.pipeline.front().argv;
   const auto tool = std::find(argv.begin(), argv.end(), opt.tools.train);
   if (tool == argv.end()) return out;
-  const auto planned = command_options({tool, argv.end()});
+  auto planned = command_options({tool, argv.end()});
+  // A negated flag ("--no-filter-groups") is its flag set false, as braid-train records it.
+  for (auto& [name, value] : planned) {
+    if (name.starts_with("--no-") && value == "true" && !record->value("options", ordered_json::object()).contains(name)) {
+      name = "--" + name.substr(5);
+      value = "false";
+    }
+  }
   const ordered_json options = record->value("options", ordered_json::object());
   const ordered_json given = record->value("given", ordered_json::array());
   for (const auto& [name, value] : options.items()) {

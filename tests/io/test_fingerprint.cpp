@@ -45,6 +45,9 @@ BOOST_AUTO_TEST_CASE(numbers_compare_by_value_not_by_spelling) {
   BOOST_TEST(cli::canonical_value("1e-05") == cli::canonical_value("0.00001"));
   BOOST_TEST(cli::canonical_value("2") == cli::canonical_value("2.0"));
   BOOST_TEST(cli::canonical_value("ppo") == "ppo");
+  // A flag given ("true", "false" for its --no- form) reads as its default is written.
+  BOOST_TEST(cli::canonical_value("true") == "1");
+  BOOST_TEST(cli::canonical_value("false") == "0");
   BOOST_TEST(cli::canonical_value("1e-3") != cli::canonical_value("2e-3"));
 }
 
