@@ -174,15 +174,14 @@ expect_bad incomplete_group gen/gen-00000.h5 "group 2" -- \
   "$SCORE" gen/gen-00000.h5 -o bad5 --algorithm grpo --reward-rule digits
 expect_bad missing_shard nothere.h5 -- \
   "$SCORE" nothere.h5 -o bad6 --critic critic.h5 --reward-rule digits
-# Options this run would ignore are refused, not warned about: GRPO has no critic and no KL
-# term in the reward, and groups cut otherwise than the generation made them are wrong.
+# Options this run would ignore are refused, not warned about: GRPO has no critic, and
+# groups cut otherwise than the generation made them are wrong. (GRPO's --kl-coef puts a KL
+# penalty in the reward: it is not ignored.)
 expect_bad grpo_critic "leave out --critic critic.h5" -- \
   "$SCORE" gen/gen-00000.h5 -o bad14 --algorithm grpo --critic critic.h5 --reward-rule digits
-expect_bad grpo_kl "leave out --kl-coef here" -- \
-  "$SCORE" gen/gen-00000.h5 -o bad15 --algorithm grpo --ref actor.h5 --kl-coef 0.1 --reward-rule digits
 expect_bad group_size pipe_gen/gen-00000.h5 "says samples_per_prompt 3, --samples-per-prompt says 2" -- \
   "$SCORE" pipe_gen/gen-00000.h5 -o bad16 --algorithm grpo --samples-per-prompt 2 --reward-rule digits
-for d in bad1 bad2 bad3 bad4 bad5 bad6 bad14 bad15 bad16; do
+for d in bad1 bad2 bad3 bad4 bad5 bad6 bad14 bad16; do
   [[ ! -d $d ]] || [[ -z $(ls -A "$d") ]] || fail "$d: a failed run left files: $(ls -A "$d")"
 done
 echo "cli_score: ok"
