@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <system_error>
 
 namespace braid::checkpoint {
@@ -77,6 +79,7 @@ void save_adapters(const model::Model& m, const std::filesystem::path& path, con
   meta.has_head = false;
   meta.step = info.step;
   meta.created_by = info.created_by;
+  meta.made_from = info.made_from;
   // The base as the reader resolves it: relative to this file's folder where possible.
   std::error_code ec;
   std::filesystem::path named = base;
@@ -112,6 +115,19 @@ void load_adapters(model::Model& m, const AdapterFile& file) {
   if (model::config_to_json(config_of(set)) != model::config_to_json(m.config()))
     throw InputError(name, "model_config", "differs from the base model's config");
   const io::WeightShardReader& r = set.shards().front();
+  // A tensor that is no adapter of these options (another module, a typo) would be dropped
+  // without a word: refused. Those of layers outside the model's are another stage's.
+  for (const auto& tensor : r.names()) {
+    const auto& adapters = m.adapters();
+    int layer = -1;
+    std::sscanf(tensor.c_str(), "model.layers.%d.", &layer);
+    const bool other_stage = layer >= 0 && (layer < m.layer_begin() || layer >= m.layer_end());
+    if (!other_stage && std::none_of(adapters.begin(), adapters.end(), [&](const auto& t) { return t.name == tensor; })) {
+      throw InputError(name, tensor,
+                       fmt::format("is not an adapter of {} on this model: loading would drop it",
+                                   model::describe(m.options().lora)));
+    }
+  }
   std::vector<float> host;
   for (auto& t : m.adapters()) {
     if (!r.contains(t.name)) throw InputError(name, t.name, "tensor is missing from the adapter file");

@@ -11,6 +11,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <set>
+#include <string_view>
 
 namespace braid::checkpoint {
 
@@ -55,6 +58,37 @@ bool is_tied_head_copy(const model::Model& m, const std::string& name) {
   return name == "model.embed_tokens.weight" && !m.is_first_stage();
 }
 
+// "model.layers.12.mlp.up_proj.weight" -> "mlp.up_proj.weight"; "" for a tensor outside the layers.
+std::string layer_suffix(const std::string& name) {
+  constexpr std::string_view kLayers = "model.layers.";
+  if (!name.starts_with(kLayers)) return "";
+  const auto dot = name.find('.', kLayers.size());
+  return dot == std::string::npos ? "" : name.substr(dot + 1);
+}
+
+// A tensor of the checkpoint that no model of its config holds (a bias of a layout braid
+// does not know, a typo) would be dropped without a word by loading: refused instead.
+// Tensors of other stages' layers and heads are another model's or stage's, not unknown.
+// `file_of(name)`: the file that holds it, for the message.
+void refuse_unknown_tensors(const model::Model& m, const std::vector<std::string>& names,
+                            const std::function<std::string(const std::string&)>& file_of) {
+  std::set<std::string> layer_tensors;
+  for (const auto& t : m.tensors()) {
+    if (const auto suffix = layer_suffix(t.name); !suffix.empty()) layer_tensors.insert(suffix);
+  }
+  static const std::set<std::string> kOutside = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+                                                 "score.weight", "score.bias"};
+  for (const auto& name : names) {
+    const auto suffix = layer_suffix(name);
+    const bool known = suffix.empty() ? kOutside.count(name) > 0 : layer_tensors.empty() || layer_tensors.count(suffix) > 0;
+    if (!known) {
+      throw InputError(file_of(name), name,
+                       "is not a tensor of this model (its model_config holds no such parameter): loading would "
+                       "drop it");
+    }
+  }
+}
+
 }  // namespace
 
 void save_weights(const model::Model& m, const std::filesystem::path& path, const SaveInfo& info) {
@@ -68,6 +102,7 @@ void save_weights(const model::Model& m, const std::filesystem::path& path, cons
   meta.tp_size = m.tensor_parallel().size;
   meta.step = info.step;
   meta.created_by = info.created_by;
+  meta.made_from = info.made_from;
   io::WeightShardWriter w(path, meta);
   backend::Backend& be = m.backend();
   std::vector<float> host;
@@ -131,6 +166,9 @@ void load_weights(model::Model& m, const io::WeightShardSet& shards) {
                                  "makes the files of another tp degree)",
                                  file_rank, file_tp, tp.rank, tp.size, tp.size));
   }
+  for (const auto& s : shards.shards()) {
+    refuse_unknown_tensors(m, s.names(), [&](const std::string&) { return s.path().string(); });
+  }
   const bool slicing = file_tp == 1 && tp.size > 1;
   backend::Backend& be = m.backend();
   std::vector<float> host;
@@ -173,6 +211,7 @@ void load_weights(model::Model& m, const WholeTensors& whole) {
                      fmt::format("the checkpoint's model config {} differs from the model's {}",
                                  model::config_to_json(whole.config()).dump(), model::config_to_json(cfg).dump()));
   }
+  refuse_unknown_tensors(m, whole.names(), [&](const std::string& name) { return whole.holder(name).path().string(); });
   backend::Backend& be = m.backend();
   for (auto& t : m.tensors()) {
     if (!whole.contains(t.name)) throw InputError(whole.file().string(), t.name, "tensor is in none of the checkpoint's files");
@@ -308,6 +347,19 @@ std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path&
     if (!fs::is_regular_file(f)) throw InputError(f.string(), "", "stage file of the checkpoint is missing");
   }
   return files;
+}
+
+bool checkpoint_exists(const std::filesystem::path& spec) {
+  try {
+    checkpoint_files(spec);
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+std::string made_from_of(const std::filesystem::path& spec) {
+  return io::WeightShardReader(checkpoint_files(spec).front()).meta().made_from;
 }
 
 std::vector<std::filesystem::path> files_of_tp_rank(const std::vector<std::filesystem::path>& files,

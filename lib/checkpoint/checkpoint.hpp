@@ -49,6 +49,7 @@ struct SaveInfo {
   std::int64_t step = 0;
   std::string created_by;     // the command line
   std::string config_json;    // config.json text to store; "" = config_to_json(model config)
+  std::string made_from;      // what made it (io/fingerprint.hpp), JSON text; "" = not recorded
   std::filesystem::path base; // LoRA adapters (checkpoint/adapters.hpp): the base checkpoint they apply to
 };
 
@@ -78,6 +79,13 @@ bool needs_joining(const std::vector<std::filesystem::path>& files, const model:
 
 // The model config the shards were written with (from the first shard).
 model::ModelConfig config_of(const io::WeightShardSet& shards);
+
+// Whether checkpoint_files(spec) finds files (without the error when it does not).
+bool checkpoint_exists(const std::filesystem::path& spec);
+
+// The record of what made a checkpoint (its first file's made_from attribute; "" when it
+// has none). InputError as checkpoint_files and the reader.
+std::string made_from_of(const std::filesystem::path& spec);
 
 // The files of the checkpoint a user names: the file itself when it exists, else the
 // stage files stage_path(spec, *, S) of one S (all S of them must exist), else the files

@@ -43,15 +43,6 @@ void for_each_moment(std::span<const Moment> moments, const model::Model& m, Fn&
   }
 }
 
-bool has_stage_files(const std::filesystem::path& p) {
-  try {
-    checkpoint_files(p);
-    return true;
-  } catch (const InputError&) {
-    return false;
-  }
-}
-
 }  // namespace
 
 std::filesystem::path optimizer_state_path(const std::filesystem::path& checkpoint) {
@@ -73,6 +64,7 @@ void save_optimizer_state(std::span<const Moment> moments, std::int64_t step, co
   meta.tp_size = m.tensor_parallel().size;
   meta.step = step;
   meta.created_by = info.created_by;
+  meta.made_from = info.made_from;
   io::WeightShardWriter w(path, meta);
   backend::Backend& be = m.backend();
   std::vector<float> host;
@@ -86,8 +78,12 @@ void save_optimizer_state(std::span<const Moment> moments, std::int64_t step, co
 
 std::optional<std::int64_t> load_optimizer_state(std::span<const Moment> moments, const model::Model& m,
                                                  const std::filesystem::path& checkpoint) {
-  const std::filesystem::path spec = optimizer_state_path(checkpoint);
-  if (!has_stage_files(spec)) return std::nullopt;
+  return load_optimizer_state_file(moments, m, optimizer_state_path(checkpoint));
+}
+
+std::optional<std::int64_t> load_optimizer_state_file(std::span<const Moment> moments, const model::Model& m,
+                                                      const std::filesystem::path& spec) {
+  if (!checkpoint_exists(spec)) return std::nullopt;
   const model::TensorParallel& tp = m.tensor_parallel();
   const auto all = checkpoint_files(spec);
   if (needs_joining(all, tp)) {

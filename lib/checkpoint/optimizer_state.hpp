@@ -47,5 +47,9 @@ void save_optimizer_state(std::span<const Moment> moments, std::int64_t step, co
 // model's is read joined (checkpoint/whole_tensors.hpp).
 std::optional<std::int64_t> load_optimizer_state(std::span<const Moment> moments, const model::Model& m,
                                                  const std::filesystem::path& checkpoint);
+// The same from the state `state` itself (an optimizer-state file, or the stem of its stage
+// files), wherever it lies: another run's, named by --optimizer-state.
+std::optional<std::int64_t> load_optimizer_state_file(std::span<const Moment> moments, const model::Model& m,
+                                                      const std::filesystem::path& state);
 
 }  // namespace braid::checkpoint

@@ -1,9 +1,15 @@
 #include "core/cli.hpp"
 
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <new>
+
+#include <fmt/format.h>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -63,6 +69,54 @@ std::string describe_filesystem_error(const std::filesystem::filesystem_error& e
 }
 
 }  // namespace
+
+std::string canonical_value(const std::string& text) {
+  if (text.empty()) return text;
+  if (text == "true") return "1";
+  if (text == "false") return "0";
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || errno != 0 || !std::isfinite(v)) return text;
+  return fmt::format("{}", v);
+}
+
+namespace {
+
+// The options option_values reads, by name.
+template <typename Fn>
+void for_each_recorded(const CLI::App& app, const std::vector<std::string>& leave_out, Fn&& fn) {
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt == app.get_help_ptr()) continue;
+    const std::string name = opt->get_name();
+    if (name.empty() || std::find(leave_out.begin(), leave_out.end(), name) != leave_out.end()) continue;
+    fn(name, *opt);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> options_given(const CLI::App& app, const std::vector<std::string>& leave_out) {
+  std::vector<std::string> out;
+  for_each_recorded(app, leave_out, [&](const std::string& name, const CLI::Option& opt) {
+    if (opt.count() > 0) out.push_back(name);
+  });
+  return out;
+}
+
+ordered_json option_values(const CLI::App& app, const std::vector<std::string>& leave_out) {
+  ordered_json out = ordered_json::object();
+  for_each_recorded(app, leave_out, [&](const std::string& name, const CLI::Option& opt) {
+    std::string value;
+    if (opt.count() > 0) {
+      for (const auto& r : opt.results()) value += (value.empty() ? "" : " ") + canonical_value(r);
+    } else {
+      value = canonical_value(opt.get_default_str());
+    }
+    out[name] = value;
+  });
+  return out;
+}
 
 void add_common_options(CLI::App& app) {
   if (app.get_option_no_throw("--quiet") != nullptr) return;

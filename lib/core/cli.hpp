@@ -15,6 +15,10 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
+
+#include "core/json.hpp"
 
 namespace braid::cli {
 
@@ -29,6 +33,18 @@ void set_first_process(bool first);
 // Parses argv into app, then calls body under the catch ladder; returns the exit code.
 // Also installs the signal handler that removes unfinished temp files (core/files.hpp).
 int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+
+// The value of every option of `app` (given, else its default as --help shows it), by
+// name ("--lr", or a positional's name), as text; numbers written the shortest way that
+// reads back the same ("1e-5" and "0.00001" are both "1e-05"); several values joined by
+// spaces. The options named in `leave_out` (outputs, inputs recorded by their content,
+// settings that do not change a result) and --help are left out. For the record of what
+// made an output (io/fingerprint.hpp).
+ordered_json option_values(const CLI::App& app, const std::vector<std::string>& leave_out);
+// Of those, the ones given on the command line (the others hold their defaults).
+std::vector<std::string> options_given(const CLI::App& app, const std::vector<std::string>& leave_out);
+// One spelling per value, as option_values writes them: "1e-5" -> "1e-05", a flag's "true" -> "1"; other text as it is.
+std::string canonical_value(const std::string& text);
 
 // The catch ladder alone (for code that parses by itself). Maps the current
 // exception to a message on stderr and an exit code. Call only inside a catch block.

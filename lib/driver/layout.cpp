@@ -1,5 +1,6 @@
 #include "driver/layout.hpp"
 
+#include <algorithm>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -22,6 +23,17 @@ fs::path Layout::checkpoint(int iteration, std::string_view model) const {
 }
 
 fs::path Layout::data_file(std::string_view name) const { return out_ / "data" / fmt::format("{}.jsonl", name); }
+
+std::vector<fs::path> scored_shards(const Layout& layout, int iteration) {
+  std::vector<fs::path> shards;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(layout.scored_dir(iteration), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("scored-") && name.ends_with(".h5")) shards.push_back(e.path());
+  }
+  std::sort(shards.begin(), shards.end());
+  return shards;
+}
 
 std::vector<fs::path> checkpoint_files_of(const fs::path& spec) {
   // The file, or every stage file of one split, or every tp rank's files (each whole or in

@@ -49,6 +49,9 @@ class Layout {
   std::filesystem::path out_;
 };
 
+// Iteration i's scored shards (scored_dir's scored-*.h5), sorted: what its training reads.
+std::vector<std::filesystem::path> scored_shards(const Layout& layout, int iteration);
+
 // The files a checkpoint spec stands for: the file itself, else its stage files
 // "x.stage<i>-of-<S>.h5", else every tp rank's "x.tp<r>-of-<N>[.stage..].h5" (as
 // checkpoint::checkpoint_files finds them); empty when they are not all there.

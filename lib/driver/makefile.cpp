@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "driver/run_lock.hpp"
 #include "driver/shell.hpp"
 
 namespace braid::driver {
@@ -146,14 +147,14 @@ std::string makefile_text(const RunSpec& spec, const Layout& layout, const Makef
   }
   text += "SHELL := /bin/bash\n.SHELLFLAGS := -o pipefail -ec\n\n";
   for (const auto& tv : tool_vars(opt.tools)) text += fmt::format("{} ?= {}\n", tv.var, recipe_word(tv.path));
-  // The folder lock braid run holds (exclusive), taken shared by each recipe's shell for as
-  // long as its tools run: recipes of one make -j run side by side, but not beside a braid
-  // run in the same folder (each refuses the other, exit 2). The last rule runs braid run
-  // itself, which takes the lock, so it goes without.
-  const fs::path lock = layout.out() / ".braid-run.lock";
-  text += fmt::format("BRAID_LOCK = exec 9>>{0} && {{ flock -sn 9 || {{ echo \"another braid run is working in {1} "
-                      "(it holds {0})\" >&2; exit 2; }}; }} &&\n",
-                      recipe_word(lock.string()), recipe_word(layout.out().string()));
+  // The run folder's lock (driver/run_lock.hpp): each recipe's shell opens the lock file on
+  // descriptor 9, and braid run-lock takes it shared there (held by the recipe's tools) and
+  // records this make ($$PPID, the recipe shell's parent) as the folder's holder. Recipes of
+  // one make -j run side by side; a braid run or a second make in the folder is refused
+  // (exit 2, naming the holder). The last rule runs braid run itself, which works under
+  // the make that started it, so it goes without.
+  text += fmt::format("BRAID_LOCK = exec 9>>{0} && $(BRAID) run-lock {1} --owner $$PPID --fd 9 &&\n",
+                      recipe_word(run_lock_file(layout.out()).string()), recipe_word(layout.out().string()));
 
   const std::vector<fs::path> last = trained_checkpoints(spec, layout, spec.iterations);
   const fs::path metrics = layout.metrics_file();

@@ -14,17 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<fs::path> scored_shards(const Layout& layout, int iteration) {
-  std::vector<fs::path> shards;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(layout.scored_dir(iteration), ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("scored-", 0) == 0 && name.ends_with(".h5")) shards.push_back(e.path());
-  }
-  std::sort(shards.begin(), shards.end());
-  return shards;
-}
-
 // A stats file, or an empty object when the stage wrote none.
 json read_stats(const fs::path& path) {
   std::error_code ec;

@@ -64,6 +64,9 @@ struct Step {
 struct PlanOptions {
   Tools tools;
   std::vector<std::string> verbosity;
+  // braid run --force: a step made with other options than the run file now gives is made
+  // again (with every step after it) instead of refused (driver/step_identity.hpp).
+  bool force = false;
 };
 
 // The checkpoint a model has after `iteration` (0: the start).

@@ -1,7 +1,5 @@
 #include "driver/run_loop.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +21,7 @@
 #include "driver/retention.hpp"
 #include "driver/report.hpp"
 #include "driver/shell.hpp"
+#include "driver/step_identity.hpp"
 #include "driver/verify.hpp"
 
 namespace braid::driver {
@@ -122,31 +121,6 @@ void write_metrics_file(const Layout& layout, int iterations) {
   write_text_file(layout.metrics_file().string(), text);
 }
 
-// Two drivers in one folder would run the same steps at once and overwrite each
-// other's files; the kernel drops the lock when the process ends, however it ends.
-class FolderLock {
- public:
-  explicit FolderLock(const fs::path& out) {
-    const fs::path path = out / ".braid-run.lock";
-    fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd_ < 0) {  // a read-only folder, a folder where the lock file goes: the user's to fix
-      throw InputError(path.string(), "", fmt::format("cannot open the run folder's lock file: {}{}",
-                                                      std::strerror(errno),
-                                                      errno == EISDIR ? " (it is a folder: remove it)" : ""));
-    }
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      ::close(fd_);
-      throw UsageError(fmt::format("another braid run is working in {} (it holds {})", out.string(), path.string()));
-    }
-  }
-  ~FolderLock() { ::close(fd_); }
-  FolderLock(const FolderLock&) = delete;
-  FolderLock& operator=(const FolderLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
 // Whether argv[0] would start: a path that is executable, or a name found on PATH.
 bool can_start(const std::string& program) {
   if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0;
@@ -226,6 +200,30 @@ bool checkpoints_damaged(const Step& step) {
   log::warn("{}: {}; it is done again", step.name, *why);
   remove_files(step.outputs);
   remove_files(step.stale);
+  return true;
+}
+
+// An iteration's training that looks done but is not this run's (driver/step_identity.hpp):
+// another checkpoint in its place is removed, so that the step is done again; checkpoints
+// trained with other options than the run file gives now are refused unless --force.
+bool train_not_this_runs(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, const Step& train, int i) {
+  if (const auto why = foreign_checkpoints(spec, layout, opt, i)) {
+    log::warn("{}: {}; it is done again", train.name, *why);
+  } else if (const auto changed = changed_train_options(spec, layout, opt, i); !changed.empty()) {
+    const std::string list = fmt::format("{}", fmt::join(changed, "; "));
+    if (!opt.force) {
+      throw InputError(layout.checkpoint(i, "actor").string(), "made_from",
+                       fmt::format("iteration {} was trained with other options than the run file gives now ({}): "
+                                   "braid run --force trains it again, with every iteration after it, or use "
+                                   "another output folder",
+                                   i, list));
+    }
+    log::warn("{}: trained with other options ({}); it is done again (--force)", train.name, list);
+  } else {
+    return false;
+  }
+  remove_files(train.outputs);
+  remove_files(train.stale);
   return true;
 }
 
@@ -327,7 +325,6 @@ void execute_steps(const std::vector<Step>& steps) {
 RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions& opt) {
   RunResult result;
   fs::create_directories(layout.out());
-  const FolderLock lock(layout.out());
   std::vector<Step> first = init_steps(spec, layout, opt);
   first.push_back(rollout_step(spec, layout, opt, 1));
   first.push_back(train_step(spec, layout, opt, 1));
@@ -371,7 +368,8 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
     }
     if (dynamic_sampling(spec)) rolled_out[static_cast<std::size_t>(i)] = refill(spec, layout, opt, i) || rolled_out[static_cast<std::size_t>(i)];
     std::vector<Step> group;
-    if (rolled_out[static_cast<std::size_t>(i)] || step_due(train) || checkpoints_damaged(train)) {
+    if (rolled_out[static_cast<std::size_t>(i)] || step_due(train) || checkpoints_damaged(train) ||
+        train_not_this_runs(spec, layout, opt, train, i)) {
       removed(i - 1, train);
       group.push_back(train);
     }

@@ -53,7 +53,8 @@ std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const
 // otherwise, before anything runs: braid run and --dry-run alike.
 void check_output_folder(const std::filesystem::path& out);
 
-// Runs every due step of every iteration, writes each iteration's metrics.json
+// Runs every due step of every iteration (the caller holds the folder: driver/run_lock.hpp),
+// writes each iteration's metrics.json
 // and OUT/metrics.jsonl, and logs one summary line per iteration trained now.
 RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions& opt);
 

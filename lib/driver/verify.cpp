@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/json.hpp"
-#include "io/inspect.hpp"
+#include "checkpoint/weight_layout.hpp"
 
 namespace braid::driver {
 
@@ -28,7 +28,7 @@ std::vector<std::string> names_in(const fs::path& dir, std::string_view prefix) 
 // check_file's verdict; a reader that throws counts as damage too.
 std::optional<std::string> check(const fs::path& file) {
   try {
-    return io::check_file(file.string());
+    return checkpoint::check_braid_file(file.string());
   } catch (const std::exception& e) {
     return fmt::format("{}: {}", file.string(), e.what());
   }

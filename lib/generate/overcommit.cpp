@@ -51,6 +51,8 @@ class OvercommitRun {
     auto actor = checkpoint::open_model(o_.actor, *be, {}, /*need_lm_head=*/true, /*need_value_head=*/false, o_.dtype);
     step_ = actor.step;
     const auto& cfg = actor.model->config();
+    require_positions(o_, cfg);
+    vocab_size_ = cfg.vocab_size;
     require(tokenizer->vocab_size() <= cfg.vocab_size, o_.tokenizer, "",
             fmt::format("has {} tokens, more than the actor's vocab_size {} ({})", tokenizer->vocab_size(),
                         cfg.vocab_size, o_.actor));
@@ -66,6 +68,7 @@ class OvercommitRun {
     batch_groups_ = o_.batch_prompts > 0 ? o_.batch_prompts : read;
     order_.emplace(prompt_order(o_, read));
     config_ = config_text();
+    made_from_ = generation_record(o_, ordered_json::parse(config_));
 
     // 1. What the previous iteration left: resumed first, in sample-id order.
     std::vector<Prompt> prompts;
@@ -175,7 +178,7 @@ class OvercommitRun {
   }
 
   std::string config_text() const {
-    ordered_json c = stage_config(o_, batch_groups_, stop_);
+    ordered_json c = stage_config(o_, batch_groups_, stop_, vocab_size_);
     c["overcommit"] = o_.overcommit;
     c["resume_deferred"] = o_.resume_deferred;
     return c.dump();
@@ -280,7 +283,8 @@ class OvercommitRun {
       b.origin->back() = io::PromptOrigin{.line = line.line, .extra = line.extra};
     }
     const auto path = std::filesystem::path(o_.out_dir) / fmt::format("{}-{:05}.h5", o_.prefix, rank_.shards_written);
-    io::write_sample_shard(path, b, {.policy_step = step_, .created_by = o_.created_by, .config = config_});
+    io::write_sample_shard(path, b,
+                           {.policy_step = step_, .created_by = o_.created_by, .config = config_, .made_from = made_from_});
     ++rank_.shards_written;
     shard_.clear();
     print_line(path.string());
@@ -316,10 +320,12 @@ class OvercommitRun {
   std::vector<std::int32_t> stop_;
   std::vector<PromptLine> lines_;
   std::int64_t batch_groups_ = 0;
+  std::int32_t vocab_size_ = 0;   // the actor's (recorded in meta.config)
   mutable std::optional<data::EpochOrder> order_;  // its epochs' permutations are made when first asked
   std::int64_t next_prompt_ = 0;
   std::int64_t first_prompt_ = 0;
   std::string config_;
+  std::string made_from_;   // the shards' record (generation_record)
   std::map<std::uint64_t, std::vector<std::int64_t>> old_steps_;  // resumed samples' earlier tokens' steps
   std::vector<Finished> pending_finished_;
   std::map<std::int64_t, std::vector<Finished>> groups_;  // finished samples of groups not in the batch

@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "io/fingerprint.hpp"
 
 #include <fmt/format.h>
 
@@ -55,7 +56,7 @@ io::SampleBatch shard_batch(std::span<const Sample> samples, std::span<const io:
 
 ShardState check_existing_shard(const ShardPlan& plan, std::int64_t shard, std::span<const Prompt> prompts,
                                 const std::string& config, std::int64_t policy_step, std::string* why,
-                                std::span<const io::PromptOrigin> origins) {
+                                std::span<const io::PromptOrigin> origins, const std::string& made_from) {
   const auto path = plan.path(shard);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return ShardState::missing;
@@ -76,6 +77,19 @@ ShardState check_existing_shard(const ShardPlan& plan, std::int64_t shard, std::
   if (const auto diff = setting_differences(s.meta.config, config); !diff.empty()) {
     throw InputError(file, "meta.config",
                      "was generated with other settings (" + diff + "); remove it or write to another -o folder");
+  }
+  // The settings name the actor by path and step; the records know its content.
+  const auto there = io::parse_made_from(s.meta.made_from, file);
+  const auto now = io::parse_made_from(made_from, "this run's record");
+  if (there && now) {
+    const ordered_json a = there->value("inputs", ordered_json::object()).value("actor", ordered_json());
+    const ordered_json b = now->value("inputs", ordered_json::object()).value("actor", ordered_json());
+    if (a != b) {
+      throw InputError(file, "made_from",
+                       fmt::format("was generated from another actor than this run's (input actor: {} there, {} now); "
+                                   "remove it or write to another -o folder",
+                                   a.dump(), b.dump()));
+    }
   }
   const io::SampleBatch& b = s.batch;
   std::vector<std::int64_t> expected;

@@ -53,9 +53,11 @@ enum class ShardState { missing, complete, stale };
 // InputError naming the file and the difference: mixing runs in one folder is refused.
 // With `origins` (indexed by sample id), a shard's samples must also carry the extra
 // fields of their prompt lines (a shard without them, written before they were kept,
-// is stale); the line numbers may differ.
+// is stale); the line numbers may differ. With `made_from` (the record this run gives its
+// shards, io/fingerprint.hpp), a shard recording another actor's content (the same step,
+// other weights) is an InputError too.
 ShardState check_existing_shard(const ShardPlan& plan, std::int64_t shard, std::span<const Prompt> prompts,
                                 const std::string& config, std::int64_t policy_step, std::string* why,
-                                std::span<const io::PromptOrigin> origins = {});
+                                std::span<const io::PromptOrigin> origins = {}, const std::string& made_from = "");
 
 }  // namespace braid::gen

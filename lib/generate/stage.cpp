@@ -2,6 +2,7 @@
 
 #include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/limits.hpp"
@@ -14,6 +15,7 @@
 #include "generate/prompts.hpp"
 #include "generate/shard_plan.hpp"
 #include "generate/stage_stats.hpp"
+#include "io/fingerprint.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <fmt/format.h>
@@ -66,6 +68,7 @@ class StageRun {
     auto actor = checkpoint::open_model(o_.actor, *be, {}, /*need_lm_head=*/true, /*need_value_head=*/false, o_.dtype,
                                         {.size = ranks_.tp_size(), .rank = ranks_.tp_rank(), .group = ranks_.tp_group()});
     const auto& cfg = actor.model->config();
+    require_positions(o_, cfg);
     require(tokenizer->vocab_size() <= cfg.vocab_size, o_.tokenizer, "",
             fmt::format("has {} tokens, more than the actor's vocab_size {} ({})", tokenizer->vocab_size(),
                         cfg.vocab_size, o_.actor));
@@ -105,12 +108,16 @@ class StageRun {
                       .shard_size = o_.shard_size,
                       .dir = o_.out_dir,
                       .prefix = o_.prefix};
-    const std::string config = stage_config(o_, plan_.prompts, stop).dump();
+    const ordered_json config_doc = stage_config(o_, plan_.prompts, stop, cfg.vocab_size);
+    const std::string config = config_doc.dump();
+    made_from_ = generation_record(o_, config_doc);
     std::error_code ec;
     std::filesystem::create_directories(o_.out_dir, ec);
     if (ec) throw InputError(o_.out_dir, "", "cannot create the output folder: " + ec.message());
 
-    collector_.emplace(plan_, io::SampleShardMeta{.policy_step = actor.step, .created_by = o_.created_by, .config = config},
+    collector_.emplace(plan_,
+                       io::SampleShardMeta{.policy_step = actor.step, .created_by = o_.created_by, .config = config,
+                                           .made_from = made_from_},
                        [this](const std::filesystem::path& path, const io::SampleBatch& b) {
                          ready(plan_.shard_of(b.sample_id.front()), path);
                          log::debug("{}wrote {} ({} samples)", who(), path.string(), b.size());
@@ -187,7 +194,7 @@ class StageRun {
     std::vector<Prompt> mine;
     for (std::int64_t k = ranks_.rank(); k < plan_.shards(); k += ranks_.size()) {
       std::string why;
-      const ShardState state = check_existing_shard(plan_, k, prompts_, config, step, &why, origins_);
+      const ShardState state = check_existing_shard(plan_, k, prompts_, config, step, &why, origins_, made_from_);
       if (state == ShardState::complete) {
         ++stats_.shards_skipped;
         if (writer()) log::info("{}{} is complete: skipped", who(), plan_.path(k).string());
@@ -387,6 +394,7 @@ class StageRun {
   const StageHooks& hooks_;
   std::vector<Prompt> prompts_;  // by sample id
   std::vector<io::PromptOrigin> origins_;  // by sample id: the prompt line and its extra fields
+  std::string made_from_;                   // the shards' record (generation_record)
   ShardPlan plan_;
   std::optional<ShardCollector> collector_;
   std::optional<Progress> progress_;
@@ -417,6 +425,11 @@ void validate_stage_options(const StageOptions& o) {
   if (o.max_new_tokens < 1) throw UsageError("--max-new-tokens must be at least 1");
   if (o.max_batch < 1) throw UsageError("--max-batch must be at least 1");
   if (!(o.kv_cache_mb >= 0)) throw UsageError("--kv-cache-mb must be >= 0 (0: from the free memory)");
+  if (o.kv_cache_mb > 0 && o.kv_cache_mb < 1) {
+    throw UsageError(fmt::format("--kv-cache-mb {} is less than 1 MiB, too small to hold a sequence (0: from the free "
+                                 "memory)",
+                                 o.kv_cache_mb));
+  }
   if (o.shard_size < 1) throw UsageError("--shard-size must be at least 1");
   if (o.limit < 0) throw UsageError("--limit must be >= 0 (0: all prompts)");
   if (o.first_prompt < 0) throw UsageError("--first-prompt must be >= 0 (a position of the prompt stream)");
@@ -432,7 +445,30 @@ void validate_stage_options(const StageOptions& o) {
   validate(o.sampling);
 }
 
-ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop) {
+std::string generation_record(const StageOptions& o, const ordered_json& config) {
+  io::MadeFrom m("braid-generate");
+  for (const auto& [key, value] : config.items()) {
+    if (key == "stage" || key == "actor" || key == "prompts" || key == "tokenizer" || value.is_object()) continue;
+    m.set_option(key, value.is_string() ? value.get<std::string>() : cli::canonical_value(value.dump()));
+  }
+  m.add_input("actor", checkpoint::checkpoint_files(o.actor));
+  m.add_input_path("prompts", o.prompts);
+  m.add_tokenizer(o.tokenizer);
+  m.set_output("samples");
+  return m.to_json().dump();
+}
+
+void require_positions(const StageOptions& o, const model::ModelConfig& cfg) {
+  if (o.max_new_tokens >= cfg.max_position_embeddings) {
+    throw UsageError(fmt::format("--max-new-tokens {} cannot fit: the actor ({}) has {} positions, and a prompt takes at "
+                                 "least one (at most {})",
+                                 o.max_new_tokens, o.actor, cfg.max_position_embeddings,
+                                 cfg.max_position_embeddings - 1));
+  }
+}
+
+ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop,
+                          std::int32_t vocab_size) {
   ordered_json c;
   c["stage"] = "generate";
   c["samples_per_prompt"] = o.samples_per_prompt;
@@ -447,6 +483,7 @@ ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std
   c["actor"] = o.actor;
   c["prompts"] = o.prompts;
   c["prompt_count"] = prompts;
+  c["vocab_size"] = vocab_size;
   if (o.first_prompt > 0 || o.batch_prompts > 0 || o.prompt_seed) {
     c["first_prompt"] = o.first_prompt;
     c["batch_prompts"] = o.batch_prompts;

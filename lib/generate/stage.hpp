@@ -12,6 +12,7 @@
 #include "data/order.hpp"
 #include "generate/prompts.hpp"
 #include "generate/sampler.hpp"
+#include "model/config.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -88,8 +89,17 @@ struct StageHooks {
 void validate_stage_options(const StageOptions& o);
 // The pool's bytes for GenerateOptions::kv_cache_bytes (0: automatic).
 std::int64_t kv_cache_bytes(const StageOptions& o);
-// meta.config of the shards: the stage's settings (JSON), which a rerun compares.
-ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop);
+// UsageError when --max-new-tokens cannot fit the actor's positions (cfg, once it is loaded).
+void require_positions(const StageOptions& o, const model::ModelConfig& cfg);
+// meta.config of the shards: the stage's settings (JSON), which a rerun compares, and the
+// actor's vocab_size (every token id of a shard lies below it: io/sample_shard.hpp).
+ordered_json stage_config(const StageOptions& o, std::int64_t prompts, const std::vector<std::int32_t>& stop,
+                          std::int32_t vocab_size);
+
+// What made the shards, as their made_from attribute (io/fingerprint.hpp): "braid-generate",
+// the settings of `config` (stage_config's, file names left out), the actor, prompts and
+// tokenizer by content.
+std::string generation_record(const StageOptions& o, const ordered_json& config);
 
 // The stream of o's prompts over `lines` read (data/order.hpp).
 data::EpochOrder prompt_order(const StageOptions& o, std::int64_t lines);

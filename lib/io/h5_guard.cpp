@@ -254,6 +254,13 @@ void verify_seal(const std::filesystem::path& path, const std::string& name, con
   }
 }
 
+std::string hash_file(const std::filesystem::path& path, std::uint64_t offset, const std::string& name) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.fd < 0) throw InputError(name, "", "cannot be read: " + errno_text());
+  std::uint64_t length = 0;
+  return fmt::format("xxh3-64:{:016x}", hash_from(fd.fd, offset, length, name));
+}
+
 void probe_unsealed(const std::filesystem::path& path, const std::string& name) {
   if (probing) return;
   // A reader opens a file several times (header, checksums, values): the contents the child

@@ -49,6 +49,10 @@ std::optional<Seal> read_seal(const std::filesystem::path& path, const std::stri
 // InputError naming `name` on a mismatch or a length that differs.
 void verify_seal(const std::filesystem::path& path, const std::string& name, const Seal& seal);
 
+// XXH3-64 of the file's bytes from `offset` to its end, as "xxh3-64:<16 hex digits>".
+// InputError naming `name` when it cannot be read.
+std::string hash_file(const std::filesystem::path& path, std::uint64_t offset, const std::string& name);
+
 // Reads the whole unsealed file through libhdf5 in a forked child (see above). Returns when
 // the child finished (HDF5 errors included: the caller's own reading reports them); throws
 // InputError naming `name` when the child crashed or ran past its time. The time allowed is

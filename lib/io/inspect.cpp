@@ -94,6 +94,8 @@ ordered_json inspect_file(const std::string& path, const InspectOptions& options
   unknown_format(path, format);
 }
 
+bool is_weight_shard(const std::string& path) { return is_hdf5(path) && hdf5_format(path) == kWeightsFormat; }
+
 namespace {
 // Every dataset compared with its checksum: all mismatches in one InputError.
 void check_checksums(const std::string& path, std::vector<std::string>* notes) {

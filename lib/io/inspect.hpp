@@ -24,7 +24,8 @@ struct InspectOptions {
 };
 
 // The summary of one file ("-": JSON on stdin). InputError naming the file when
-// it is not a valid braid file.
+// it is not a valid braid file. What is wrong with a file that can still be summarised
+// (a weight shard's NaN tensors) is listed under "problems".
 ordered_json inspect_file(const std::string& path, const InspectOptions& options = {});
 
 // The summary as text lines for a terminal.
@@ -35,5 +36,8 @@ std::string render_inspect_text(const ordered_json& summary);
 // with their checksums; every mismatch is listed in the one message. Notes that
 // are no failure (datasets without a checksum: an older file) go to `notes`.
 std::optional<std::string> check_file(const std::string& path, std::vector<std::string>* notes = nullptr);
+
+// Whether `path` is an HDF5 file of format braid.weights (weights or optimizer state).
+bool is_weight_shard(const std::string& path);
 
 }  // namespace braid::io

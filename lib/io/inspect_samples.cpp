@@ -126,6 +126,7 @@ ordered_json summarize_samples(const std::string& path, const InspectOptions& op
   s["policy_step"] = shard.meta.policy_step;
   s["created_by"] = shard.meta.created_by;
   s["config"] = json_or_text(shard.meta.config);
+  s["made_from"] = json_or_text(shard.meta.made_from);
   s["sequences"] = b.size();
   s["tokens"] = b.token_count();
 

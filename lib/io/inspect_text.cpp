@@ -35,6 +35,32 @@ std::string dist_line(const std::string& label, const ordered_json& d) {
                      number(d["p50"]), number(d["p90"]), number(d["max"]), number(d["mean"]), number(d["std"]));
 }
 
+// "made from: braid-train sft (output actor; fingerprint ...)", its options and inputs.
+std::string made_from_lines(const ordered_json& s) {
+  if (!s.contains("made_from") || s["made_from"].is_null()) return "  made from: not recorded\n";
+  const ordered_json& m = s["made_from"];
+  std::string out = fmt::format("  made from: {}{} (fingerprint {})\n", m.value("tool", ""),
+                                m.value("output", "").empty() ? "" : ", output " + m.value("output", ""),
+                                m.value("fingerprint", ""));
+  std::vector<std::string> options;
+  const ordered_json given = m.value("options", ordered_json::object());
+  const ordered_json inputs = m.value("inputs", ordered_json::object());
+  for (const auto& [k, v] : given.items()) {
+    options.push_back(v.get<std::string>().empty() ? k : k + " " + v.get<std::string>());
+  }
+  if (!options.empty()) out += fmt::format("    options: {}\n", fmt::join(options, ", "));
+  for (const auto& [role, in] : inputs.items()) {
+    if (!in.is_array()) {
+      out += fmt::format("    input {}: {}\n", role, one_line(in, 80));
+      continue;
+    }
+    for (const auto& f : in) {
+      out += fmt::format("    input {}: {} ({})\n", role, f.value("file", ""), f.value("digest", ""));
+    }
+  }
+  return out;
+}
+
 std::string render_deferred(const ordered_json& s) {
   std::string out = fmt::format("{}: {} v{}, policy step {}, next prompt {}\n", s["file"].get<std::string>(),
                                 s["format"].get<std::string>(), number(s["version"]), number(s["policy_step"]),
@@ -57,6 +83,7 @@ std::string render_samples(const ordered_json& s) {
                                 s["format"].get<std::string>(), number(s["version"]), number(s["policy_step"]));
   if (!s["created_by"].get<std::string>().empty()) out += "  created by: " + s["created_by"].get<std::string>() + "\n";
   if (!s["config"].is_null()) out += "  config: " + one_line(s["config"], kConfigChars) + "\n";
+  out += made_from_lines(s);
   out += fmt::format("  {} sequences, {} tokens\n", number(s["sequences"]), number(s["tokens"]));
   out += dist_line("prompt length", s["prompt_length"]);
   out += dist_line("response length", s["response_length"]);
@@ -102,6 +129,7 @@ std::string render_weights(const ordered_json& s) {
   }
   if (!s["created_by"].get<std::string>().empty()) out += "  created by: " + s["created_by"].get<std::string>() + "\n";
   if (!s["model_config"].is_null()) out += "  model config: " + one_line(s["model_config"], kConfigChars) + "\n";
+  out += made_from_lines(s);
   if (s.contains("adapter_config")) out += "  adapter config: " + one_line(s["adapter_config"], kConfigChars) + "\n";
 
   // Layer tensors are listed once per kind with the layers that have it: 32 layers make 9 lines, not 288.
@@ -149,10 +177,12 @@ std::string render_json(const ordered_json& s) {
 
 std::string render_inspect_text(const ordered_json& summary) {
   const std::string kind = summary.value("kind", "");
-  if (kind == "samples") return render_samples(summary);
-  if (kind == "deferred") return render_deferred(summary);
-  if (kind == "weights" || kind == "optimizer" || kind == "adapters") return render_weights(summary);
-  return render_json(summary);
+  std::string out = kind == "samples"    ? render_samples(summary)
+                    : kind == "deferred" ? render_deferred(summary)
+                    : kind == "weights" || kind == "optimizer" || kind == "adapters" ? render_weights(summary)
+                                                                                     : render_json(summary);
+  for (const auto& p : summary.value("problems", ordered_json::array())) out += "  PROBLEM: " + p.get<std::string>() + "\n";
+  return out;
 }
 
 }  // namespace braid::io

@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 #include "io/h5.hpp"
 #include "io/inspect_kinds.hpp"
@@ -26,18 +28,28 @@ ordered_json summarize_weights(const std::string& path) {
   s["tp_size"] = m.tp_size;
   s["created_by"] = m.created_by;
   s["model_config"] = json_or_text(m.model_config);
+  s["made_from"] = json_or_text(m.made_from);
   if (!m.adapter_config.empty()) s["adapter_config"] = json_or_text(m.adapter_config);
   std::int64_t parameters = 0;
   ordered_json tensors = ordered_json::array();
+  ordered_json problems = ordered_json::array();   // a NaN or Inf, named by the reader
+  std::vector<float> values;
   for (const auto& name : r.names()) {
     const Shape shape = r.shape(name);
     parameters += numel(shape);
+    values.resize(static_cast<std::size_t>(numel(shape)));
+    try {
+      r.read(name, values.data());
+    } catch (const InputError& e) {
+      problems.push_back(fmt::format("{}: {}", e.field(), e.problems().front()));
+    }
     tensors.push_back({{"name", name}, {"shape", shape}, {"dtype", file.dataset_info(name).type_name()}});
   }
   s["tensor_count"] = r.names().size();
   s["parameters"] = parameters;
   s["checksums"] = {{"verified", sums.verified.size()}, {"absent", sums.absent.size()}};
   s["tensors"] = tensors;
+  s["problems"] = problems;
   return s;
 }
 

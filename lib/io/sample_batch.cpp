@@ -85,9 +85,11 @@ std::vector<std::string> layout_problems(const SampleLayout& l) {
   } else if (monotone) {  // sequence lengths mean nothing while the offsets decrease
     for (std::size_t i = 0; i < n; ++i) {
       const std::int64_t len = l.offsets[i + 1] - l.offsets[i];
-      if (l.prompt_len[i] < 0 || l.prompt_len[i] > len) {
-        out.push_back(fmt::format("/prompt_len: sequence {} has prompt_len {} but {} tokens", i, l.prompt_len[i],
-                                  len));
+      if (l.prompt_len[i] < 1 || l.prompt_len[i] > len) {
+        // A response token's logprob is conditioned on what comes before it: at least one prompt token.
+        out.push_back(fmt::format("/prompt_len: sequence {} has prompt_len {} but {} tokens (a prompt holds at least "
+                                  "one token)",
+                                  i, l.prompt_len[i], len));
         break;
       }
     }

@@ -10,6 +10,7 @@
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "io/finite.hpp"
+#include "io/fingerprint.hpp"
 #include "io/h5.hpp"
 #include "io/shard_header.hpp"
 
@@ -45,6 +46,8 @@ SampleShardMeta read_meta(const h5::File& f) {
     throw InputError(f.name(), "attribute config",
                      fmt::format("is not valid JSON text (or nests deeper than {} levels)", kMaxJsonDepth));
   }
+  meta.made_from = f.attr_string("made_from").value_or("");
+  parse_made_from(meta.made_from, f.name());
   return meta;
 }
 
@@ -70,6 +73,44 @@ SampleLayout read_layout(const h5::File& f) {
   return l;
 }
 
+// What a shard's meta.config says made it: braid-generate ({"stage": "generate", ...}) or
+// braid-score (a "score" entry with its algorithm). Such a shard must hold the arrays that
+// stage writes, and every token id below the actor's vocab_size the generation recorded.
+std::vector<std::string> declared_content_problems(const SampleShardMeta& meta, const SampleBatch& b) {
+  std::vector<std::string> out;
+  if (meta.config.empty()) return out;
+  const json c = json::parse(meta.config, nullptr, false);
+  if (!c.is_object()) return out;
+  const json* gen = c.value("stage", "") == "generate" ? &c : c.contains("generate") && c["generate"].is_object() ? &c["generate"] : nullptr;
+  const json* score = c.contains("score") && c["score"].is_object() ? &c["score"] : nullptr;
+  std::vector<std::string> required;
+  if (gen != nullptr) required.emplace_back("logprobs/actor");
+  if (score != nullptr) {
+    required.insert(required.end(), {"logprobs/actor", "advantages"});
+    if (score->value("algorithm", "") == "ppo") required.insert(required.end(), {"values", "returns"});
+    if (score->contains("ref")) required.emplace_back("logprobs/ref");
+    if (!b.reward) out.emplace_back("/reward: missing, but meta.config says braid-score made the shard");
+  }
+  for (const auto& path : required) {
+    const auto field = std::find_if(token_array_fields().begin(), token_array_fields().end(),
+                                    [&](const TokenArrayField& f) { return f.path == path; });
+    if (field != token_array_fields().end() && !(b.*(field->member)) &&
+        std::find_if(out.begin(), out.end(), [&](const std::string& p) { return p.starts_with("/" + path + ":"); }) == out.end()) {
+      out.push_back(fmt::format("/{}: missing, but meta.config says {} made the shard", path,
+                                score != nullptr ? "braid-score" : "braid-generate"));
+    }
+  }
+  if (gen != nullptr && gen->contains("vocab_size") && (*gen)["vocab_size"].is_number_integer()) {
+    const auto vocab = (*gen)["vocab_size"].get<std::int64_t>();
+    const auto bad = std::find_if(b.tokens.begin(), b.tokens.end(), [&](std::int32_t t) { return t >= vocab; });
+    if (bad != b.tokens.end()) {
+      out.push_back(fmt::format("/tokens: token {} is {}, not below the actor's vocab_size {} (meta.config)",
+                                bad - b.tokens.begin(), *bad, vocab));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void write_sample_shard(const std::filesystem::path& path, const SampleBatch& batch, const SampleShardMeta& meta) {
@@ -83,6 +124,7 @@ void write_sample_shard(const std::filesystem::path& path, const SampleBatch& ba
   f.set_attr("policy_step", meta.policy_step);
   f.set_attr("created_by", meta.created_by);
   f.set_attr("config", meta.config);
+  if (!meta.made_from.empty()) f.set_attr("made_from", meta.made_from);
   f.write_1d<std::int32_t>(kTokens, batch.tokens);
   f.write_1d<std::int64_t>(kOffsets, batch.offsets);
   f.write_1d<std::int32_t>(kPromptLen, batch.prompt_len);
@@ -164,6 +206,7 @@ SampleShard read_sample_shard(const std::filesystem::path& path) {
     throw InputError(f.name(), "/tokens",
                      fmt::format("token {} is {}, expected a token id >= 0", bad - b.tokens.begin(), *bad));
   }
+  if (const auto problems = declared_content_problems(s.meta, b); !problems.empty()) throw InputError(f.name(), problems);
   require_finite(b, f.name(), "stored");
   return s;
 }

@@ -32,6 +32,7 @@ struct SampleShardMeta {
   std::int64_t policy_step = 0;  // the actor weights' training step that generated the samples
   std::string created_by;        // command line of the writer
   std::string config;            // the run's configuration as JSON text ("" = none)
+  std::string made_from;         // what made it (io/fingerprint.hpp), JSON text ("" = not recorded)
 };
 
 struct SampleShard {

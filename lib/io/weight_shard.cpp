@@ -10,6 +10,7 @@
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "io/finite.hpp"
+#include "io/fingerprint.hpp"
 #include "io/h5.hpp"
 #include "io/shard_header.hpp"
 
@@ -63,6 +64,7 @@ struct WeightShardWriter::Impl {
     file.set_attr("tp_size", std::int64_t{meta.tp_size});
     file.set_attr("step", meta.step);
     file.set_attr("created_by", meta.created_by);
+    if (!meta.made_from.empty()) file.set_attr("made_from", meta.made_from);
     if (!meta.adapter_config.empty()) file.set_attr("adapter_config", meta.adapter_config);
   }
 };
@@ -142,6 +144,8 @@ struct WeightShardReader::Impl {
     meta.tp_size = static_cast<int>(int_attr("tp_size", 1));
     meta.step = int_attr("step", 0);
     meta.created_by = file.attr_string("created_by").value_or("");
+    meta.made_from = file.attr_string("made_from").value_or("");
+    parse_made_from(meta.made_from, fname);
     if (meta.step < 0 || meta.step > kMaxStep) {
       throw InputError(fname, "attribute step", fmt::format("is {}, must be in [0, {}]", meta.step, kMaxStep));
     }

@@ -59,6 +59,7 @@ struct WeightShardMeta {
   int tp_size = 1;
   std::int64_t step = 0;          // training step of the weights (optimizer: its step count), in [0, kMaxStep]
   std::string created_by;         // the command line that wrote it
+  std::string made_from;          // what made it (io/fingerprint.hpp), JSON text ("" = not recorded)
   std::string adapter_config;     // "adapters": their options and base checkpoint, as JSON text
 };
 

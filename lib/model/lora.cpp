@@ -115,6 +115,23 @@ std::int64_t adapter_columns(const ModelOptions& opt) {
   return n * opt.lora.rank;
 }
 
+std::vector<TensorInfo> adapter_layout(const ModelConfig& cfg, const ModelOptions& opt) {
+  const int end = opt.layers.end < 0 ? cfg.num_hidden_layers : opt.layers.end;
+  const std::int64_t r = opt.lora.rank;
+  std::vector<TensorInfo> out;
+  for (int l = opt.layers.begin; l < end; ++l) {
+    for (const Module& mod : adapted_modules(cfg, opt.lora, cfg.num_attention_heads, cfg.num_key_value_heads,
+                                             cfg.intermediate_size)) {
+      const std::string base = fmt::format("model.layers.{}.{}.{}.", l, mod.block, mod.name);
+      for (auto [name, shape] : {std::pair{base + "lora_A.weight", std::vector<std::int64_t>{r, mod.in}},
+                                 std::pair{base + "lora_B.weight", std::vector<std::int64_t>{mod.out, r}}}) {
+        out.push_back({.name = name, .shape = shape, .layer = l, .full_shape = shape, .slice = {}});
+      }
+    }
+  }
+  return out;
+}
+
 std::int64_t adapter_count(const ModelConfig& cfg, const ModelOptions& opt) {
   const int end = opt.layers.end < 0 ? cfg.num_hidden_layers : opt.layers.end;
   std::int64_t per_layer = 0;

@@ -363,5 +363,9 @@ struct TensorInfo {
   TpSlice slice;
 };
 std::vector<TensorInfo> tensor_layout(const ModelConfig& cfg, const ModelOptions& opt);
+// The stage's LoRA adapters (opt.lora) as adapters() would hold them, without building the
+// model: "<module>.lora_A.weight" [rank × in], "<module>.lora_B.weight" [out × rank], in
+// storage order (none without adapters). What an adapter file must hold (`braid check`).
+std::vector<TensorInfo> adapter_layout(const ModelConfig& cfg, const ModelOptions& opt);
 
 }  // namespace braid::model

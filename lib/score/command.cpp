@@ -5,11 +5,13 @@
 #include "comm/communicator.hpp"
 #include "comm/device_group.hpp"
 #include "comm/mesh.hpp"
+#include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
+#include "io/fingerprint.hpp"
 #include "io/sample_shard.hpp"
 #include "score/device_memory.hpp"
 #include "score/ranks.hpp"
@@ -70,7 +72,8 @@ ScoreSettings settings_from(const CommandOptions& o) {
   if (s.uses_critic()) {
     if (o.critic.empty()) throw UsageError("--algorithm ppo needs --critic (its values are GAE's baseline)");
   } else if (!o.critic.empty()) {
-    log::warn("--algorithm {} uses no critic: --critic {} is ignored", o.algorithm, o.critic);
+    // An option that would be ignored is refused: the user asked for something this does not do.
+    throw UsageError(fmt::format("--algorithm {} uses no critic: leave out --critic {}", o.algorithm, o.critic));
   }
   if (o.std_normalize && s.estimator != rl::Estimator::group) {
     throw UsageError(fmt::format("--norm-by-std / --no-norm-by-std: --algorithm {} has no group-mean advantages to "
@@ -112,6 +115,24 @@ json score_config(const CommandOptions& o, const ScoreSettings& s, const std::ve
   if (!o.reward_rule.empty()) c["reward"] = {{"rule", o.reward_rule}, {"tokenizer", o.tokenizer}};
   if (!o.reward_cmd.empty()) c["reward"] = {{"command", o.reward_cmd}, {"tokenizer", o.tokenizer}};
   return c;
+}
+
+// What makes each output but its input shard (io/fingerprint.hpp): this stage's settings
+// (`config`, as meta.config stores them), the reward, and the models by content.
+io::MadeFrom score_record(const CommandOptions& o, const json& config, bool use_critic, bool text_reward) {
+  io::MadeFrom m("braid-score");
+  for (const auto& [key, value] : config.items()) {
+    if (key == "stage" || value.is_object()) continue;
+    m.set_option(key, value.is_string() ? value.get<std::string>() : cli::canonical_value(value.dump()));
+  }
+  if (!o.reward_rule.empty()) m.set_option("reward_rule", o.reward_rule);
+  if (!o.reward_cmd.empty()) m.set_option("reward_cmd", o.reward_cmd);
+  if (!o.ref.empty()) m.add_input("ref", checkpoint::checkpoint_files(o.ref));
+  if (use_critic) m.add_input("critic", checkpoint::checkpoint_files(o.critic));
+  if (!o.reward.empty()) m.add_input("reward", checkpoint::checkpoint_files(o.reward));
+  if (text_reward) m.add_tokenizer(o.tokenizer);
+  m.set_output("scored");
+  return m;
 }
 
 }  // namespace
@@ -161,11 +182,12 @@ ScoreSession::ScoreSession(const CommandOptions& o, std::function<void(const std
                   .text = p.text_reward.get(), .tokenizer = p.tokenizer.get(), .tp_group = tp.group},
       p.settings);
   if (progress_total) p.progress.emplace("scoring", *progress_total, "seq");
+  const json config = score_config(o, p.settings, {&p.ref, use_critic ? &p.critic : nullptr, &p.reward});
   p.stream = std::make_unique<ShardStream>(
       *p.scorer,
-      StreamOptions{.out_dir = o.out_dir, .prefix = o.prefix, .created_by = o.command_line,
-                    .score_config = score_config(o, p.settings, {&p.ref, use_critic ? &p.critic : nullptr, &p.reward}),
-                    .samples_per_prompt = o.samples_per_prompt, .tp_group = tp.group},
+      StreamOptions{.out_dir = o.out_dir, .prefix = o.prefix, .created_by = o.command_line, .score_config = config,
+                    .samples_per_prompt = o.samples_per_prompt, .tp_group = tp.group,
+                    .made_from = score_record(o, config, use_critic, p.text_reward != nullptr)},
       std::move(on_output), p.progress ? &*p.progress : nullptr);
 }
 

@@ -6,6 +6,7 @@
 #include "score/advantages.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <regex>
@@ -82,22 +83,36 @@ ShardStream::ShardStream(BatchScorer& scorer, StreamOptions opt,
   std::filesystem::create_directories(opt_.out_dir);
 }
 
-bool ShardStream::already_done(const std::string& input, const std::filesystem::path& out) {
+bool ShardStream::already_done(const std::string& input, const std::filesystem::path& out, const ordered_json& record) {
   if (!std::filesystem::exists(out)) return false;
   const io::SampleShardInfo in = io::probe_sample_shard(input);
   skipped_sequences_ = in.sequences;
+  io::SampleShardInfo done;
   try {
-    const io::SampleShardInfo done = io::probe_sample_shard(out);
-    const auto has = [&](const char* name) {
-      return std::find(done.token_arrays.begin(), done.token_arrays.end(), name) != done.token_arrays.end();
-    };
-    if (done.sequences == in.sequences && done.has_reward && has("advantages") && has("returns")) return true;
-    log::warn("{} exists but is not a scoring of {} ({} of {} sequences, or arrays missing): scoring again",
-              out.string(), input, done.sequences, in.sequences);
+    done = io::probe_sample_shard(out);
   } catch (const InputError& e) {
     log::warn("{} exists but cannot be read ({}): scoring again", out.string(), e.what());
+    return false;
   }
-  return false;
+  const auto has = [&](const char* name) {
+    return std::find(done.token_arrays.begin(), done.token_arrays.end(), name) != done.token_arrays.end();
+  };
+  if (done.sequences != in.sequences || !done.has_reward || !has("advantages") || !has("returns")) {
+    log::warn("{} exists but is not a scoring of {} ({} of {} sequences, or arrays missing): scoring again",
+              out.string(), input, done.sequences, in.sequences);
+    return false;
+  }
+  if (record.empty()) return true;
+  // A whole scoring made from other inputs or settings is not damage to score over: refused.
+  const auto there = io::parse_made_from(done.meta.made_from, out.string());
+  const auto diff = there ? io::made_from_differences(*there, record)
+                          : std::vector<std::string>{"it records nothing of what made it (a braid before records, or "
+                                                     "another tool)"};
+  if (diff.empty()) return true;
+  throw InputError(out.string(), "made_from",
+                   fmt::format("is already there, made from other inputs or settings: {}. Remove it, or write to "
+                               "another -o folder",
+                               fmt::join(diff, "; ")));
 }
 
 bool ShardStream::writes() const { return !opt_.tp_group || opt_.tp_group->rank() == 0; }
@@ -106,8 +121,11 @@ std::int64_t ShardStream::samples_per_prompt_of(const io::SampleShardMeta& meta,
   const std::int64_t found = samples_per_prompt_in_config(meta.config);
   if (opt_.samples_per_prompt > 0) {
     if (found > 0 && found != opt_.samples_per_prompt) {
-      log::warn("{}: its config says samples_per_prompt {}, --samples-per-prompt says {}: using {}", input, found,
-                opt_.samples_per_prompt, opt_.samples_per_prompt);
+      throw InputError(input, "attribute config",
+                       fmt::format("says samples_per_prompt {}, --samples-per-prompt says {}: GRPO's groups would be "
+                                   "cut otherwise than the generation made them (leave --samples-per-prompt out, or "
+                                   "give {})",
+                                   found, opt_.samples_per_prompt, found));
     }
     return opt_.samples_per_prompt;
   }
@@ -161,7 +179,13 @@ void ShardStream::add(const std::string& input) {
 
   // One decision per tp group, its rank 0's: a rank that looked after rank 0 had
   // written the output would skip passes the others run.
-  std::int64_t done = writes() && already_done(input, out) ? 1 : 0;
+  ordered_json record;
+  if (opt_.made_from) {
+    io::MadeFrom m = *opt_.made_from;
+    m.add_input("samples", {input});
+    record = m.to_json();
+  }
+  std::int64_t done = writes() && already_done(input, out, record) ? 1 : 0;
   if (opt_.tp_group) {
     opt_.tp_group->broadcast(std::span<std::int64_t>(&done, 1), 0);
     if (done && !writes()) skipped_sequences_ = io::probe_sample_shard(input).sequences;
@@ -204,6 +228,7 @@ void ShardStream::add(const std::string& input) {
 
   shard.meta.config = forward_config(shard.meta.config, opt_.score_config, input);
   shard.meta.created_by = opt_.created_by;
+  shard.meta.made_from = record.empty() ? "" : record.dump();
   if (!grpo) {
     write(out, shard, input);
     return;

@@ -17,11 +17,15 @@
 // Resumption: an input whose output already exists, is complete, and holds as many
 // sequences with rewards, advantages and returns, is skipped (logged) and its output
 // reported again, so a rerun of an interrupted pipeline hands the next stage the whole
-// set. Under GRPO its rewards are read back to complete the groups it shares.
+// set. Under GRPO its rewards are read back to complete the groups it shares. Each
+// output records what made it (io/fingerprint.hpp: the settings, the models and the
+// input shard by content); an output made from anything else is refused (InputError
+// naming every difference), not skipped.
 #pragma once
 
 #include "core/json.hpp"
 #include "core/progress.hpp"
+#include "io/fingerprint.hpp"
 #include "io/sample_shard.hpp"
 #include "rl/grpo.hpp"
 #include "score/batch_scorer.hpp"
@@ -51,6 +55,9 @@ struct StreamOptions {
   // 0 decides whether an input is already scored (the others follow, so they all run
   // the same passes) and alone writes and reports the outputs.
   comm::Communicator* tp_group = nullptr;
+  // What makes every output but its input shard (added per input); none: nothing recorded
+  // or compared.
+  std::optional<io::MadeFrom> made_from;
 };
 
 struct StreamTotals {
@@ -103,7 +110,8 @@ class ShardStream {
     std::set<std::int64_t> groups;
   };
 
-  bool already_done(const std::string& input, const std::filesystem::path& out);
+  // record: what would make out now (empty: nothing recorded).
+  bool already_done(const std::string& input, const std::filesystem::path& out, const ordered_json& record);
   bool writes() const;  // not a tp rank other than its group's first
   std::int64_t samples_per_prompt_of(const io::SampleShardMeta& meta, const std::string& input);
   void record_rewards(const io::SampleBatch& b, const std::string& input);

@@ -59,21 +59,21 @@ checkpoint::OpenedModel open_for_ranks(const std::string& spec, backend::Backend
   return out;
 }
 
+void load_state(optim::AdamW& opt, const model::Model& m, const std::string& call, const StateSource& state) {
+  if (!state.state) {
+    log::info("{}: {}", call, state.why);
+    return;
+  }
+  if (!load_optimizer_state_file(opt, m, *state.state)) {
+    throw InputError(state.state->string(), "", "optimizer state is not there");
+  }
+  log::info("{}: optimizer state loaded (step {}): {}", call, opt.steps_taken(), state.why);
+}
+
 void attach(Trainee& t, std::unique_ptr<Objective> obj, const TrainerOptions& opt) {
   t.objective = std::move(obj);
   t.trainer = std::make_unique<Trainer>(*t.opened.model, *t.objective, opt);
-  // Fresh LoRA adapters start from zero moments: the state beside a base is the base's.
-  const bool fresh_adapters = t.opened.model->options().lora.enabled() && !checkpoint::read_adapter_file(t.spec);
-  if (fresh_adapters) {
-    log::info("{}: fresh LoRA adapters ({}): AdamW starts from zero", t.call,
-              model::describe(t.opened.model->options().lora));
-  } else if (load_optimizer_state(t.trainer->optimizer(), *t.opened.model, t.spec)) {
-    log::info("{}: optimizer state of {} loaded (step {})", t.call, checkpoint::optimizer_state_path(t.spec).string(),
-              t.trainer->optimizer().steps_taken());
-  } else {
-    log::info("{}: no optimizer state at {}: AdamW starts from zero", t.call,
-              checkpoint::optimizer_state_path(t.spec).string());
-  }
+  load_state(t.trainer->optimizer(), *t.opened.model, t.call, t.state);
   const optim::AdamW& adamw = t.trainer->optimizer();
   if (adamw.dp_size() > 1) {
     const double mib = 1.0 / (1024.0 * 1024.0);
@@ -132,7 +132,8 @@ void save_all(const std::vector<Trainee*>& trainees, const std::string& created_
   for (Trainee* t : trainees) {
     saved.push_back(save_checkpoint(*t->opened.model, t->trainer->optimizer(), t->out,
                                     {.step = t->opened.step + 1, .created_by = created_by,
-                                     .config_json = t->opened.config_json, .base = t->opened.base},
+                                     .config_json = t->opened.config_json, .made_from = t->made_from.dump(),
+                                     .base = t->opened.base},
                                     ranks.writes_checkpoints()));
   }
   outputs.commit();
@@ -166,13 +167,46 @@ void write_stats(const CommonTrainOptions& c, Clock::time_point t0, const io::Sa
   write_text_file(c.stats, doc.dump(2) + "\n");
 }
 
-bool already_done(const std::vector<Trainee*>& trainees, const TrainingRanks& ranks) {
-  bool complete = true;
-  for (const Trainee* t : trainees) complete = complete && checkpoint_complete(t->out, t->opened.step + 1);
+io::MadeFrom command_record(const std::string& mode, const CommonTrainOptions& c) {
+  io::MadeFrom m("braid-train " + mode);
+  m.set_options(c.option_values, c.options_given);
+  return m;
+}
+
+void add_checkpoint_input(io::MadeFrom& m, const std::string& role, const std::string& spec) {
+  m.add_input(role, checkpoint::checkpoint_files(spec));
+  if (const auto adapters = checkpoint::read_adapter_file(spec)) {
+    m.add_input(role + " base", checkpoint::checkpoint_files(adapters->base));
+  }
+}
+
+model::LoraOptions fresh_adapters(const CommonTrainOptions& c, const std::string& spec) {
+  return c.lora.enabled() && !checkpoint::read_adapter_file(spec) ? c.lora : model::LoraOptions{};
+}
+
+ordered_json output_record(io::MadeFrom record, const std::string& role, const StateSource& state) {
+  if (state.state) {
+    record.add_input("optimizer_state", checkpoint::checkpoint_files(*state.state));
+  } else {
+    record.add_input_value("optimizer_state", "fresh");
+  }
+  record.set_output(role);
+  return record.to_json();
+}
+
+bool already_done(const std::vector<Trainee*>& trainees, const TrainingRanks& ranks, bool force) {
+  std::vector<PlannedOutput> outputs;
+  std::vector<std::filesystem::path> inputs;
+  for (const Trainee* t : trainees) {
+    outputs.push_back({t->out, t->made_from});
+    inputs.emplace_back(t->spec);
+  }
+  const bool complete = outputs_already_made(outputs, inputs, force);
   if (!ranks.all(complete)) return false;
   if (!ranks.lead()) return true;
   for (const Trainee* t : trainees) {
-    log::info("{}: {} is already complete (step {}): skipped", t->call, t->out, t->opened.step + 1);
+    log::info("{}: {} is already complete (step {}), made from the same inputs and options: skipped", t->call, t->out,
+              t->opened.step + 1);
     for (const auto& f : ranks.files(t->out)) std::cout << path_line(f.string()) << std::endl;
   }
   return true;

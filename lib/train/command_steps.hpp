@@ -4,10 +4,12 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "core/json.hpp"
+#include "io/fingerprint.hpp"
 #include "memory/prediction.hpp"
 #include "train/commands.hpp"
 #include "train/ranks.hpp"
 #include "train/objective.hpp"
+#include "train/optimizer_state.hpp"
 #include "train/trainer.hpp"
 
 #include <chrono>
@@ -38,14 +40,32 @@ checkpoint::OpenedModel open_for_ranks(const std::string& spec, backend::Backend
                                           bool need_value_head, const CommonTrainOptions& c, const TrainingRanks& ranks,
                                           bool trained = true);
 
-// A model opened from a checkpoint with its trainer, optimizer state loaded when present.
+// A model opened from a checkpoint with its trainer, its optimizer state from `state`,
+// and the record its output gets (made_from).
 struct Trainee {
   checkpoint::OpenedModel opened;
   std::unique_ptr<Objective> objective;
   std::unique_ptr<Trainer> trainer;
   std::string spec, out, call;
+  StateSource state = {};
+  ordered_json made_from = ordered_json::object();
 };
 void attach(Trainee& t, std::unique_ptr<Objective> obj, const TrainerOptions& opt);
+// Logs where a model's AdamW state comes from, and loads it (into opt, built over m).
+void load_state(optim::AdamW& opt, const model::Model& m, const std::string& call, const StateSource& state);
+
+// The record of what makes this command's outputs (io/fingerprint.hpp): "braid-train MODE"
+// and the options; the caller adds the inputs.
+io::MadeFrom command_record(const std::string& mode, const CommonTrainOptions& c);
+// A checkpoint among a record's inputs: its files and, for a LoRA adapter file, its base's
+// (role "<role> base"), so that a changed base is a changed input.
+void add_checkpoint_input(io::MadeFrom& m, const std::string& role, const std::string& spec);
+// The new LoRA adapters a model trained from `spec` gets (c.lora when spec is no adapter
+// file: a base); disabled when it trains no adapters or continues those of an adapter file.
+model::LoraOptions fresh_adapters(const CommonTrainOptions& c, const std::string& spec);
+// One output's record: the command's, with the model's optimizer-state source and the
+// output's role ("actor", "critic", "reward").
+ordered_json output_record(io::MadeFrom record, const std::string& role, const StateSource& state);
 
 // The trainees' trainers as one engine (after attach).
 TrainerEngine engine_of(const std::vector<Trainee*>& trainees);
@@ -60,9 +80,10 @@ void save_all(const std::vector<Trainee*>& trainees, const std::string& created_
 // `extra`'s keys are added to the document's top level ("staleness").
 void write_stats(const CommonTrainOptions& c, Clock::time_point t0, const io::SampleBatch& batch,
                  const std::vector<CallRecord>& records, const ordered_json& extra = ordered_json::object());
-// A rerun after an interruption: every output already there, at the step it would get
-// (logged, printed again by the lead). Collective over the ranks, which all answer alike.
-bool already_done(const std::vector<Trainee*>& trainees, const TrainingRanks& ranks);
+// A rerun after an interruption: every output already there, made as this command makes it
+// (train_outputs.hpp, outputs_already_made; each trainee's made_from): logged, printed
+// again by the lead. Collective over the ranks, which all answer alike.
+bool already_done(const std::vector<Trainee*>& trainees, const TrainingRanks& ranks, bool force);
 void check_common(const CommonTrainOptions& c);
 
 // A checkpoint a call trains, and the objective it trains under (what the objective holds

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -30,6 +31,23 @@ namespace braid::train {
 using namespace steps;
 
 namespace {
+
+// The arguments with "-" replaced by the shard paths read from stdin (one a line).
+std::vector<std::string> paths_from_stdin(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const std::string& a : args) {
+    if (a != "-") {
+      out.push_back(a);
+      continue;
+    }
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) out.push_back(line);
+    }
+  }
+  return out;
+}
 
 // Actor (and critic) as Trainers in this process; under mpirun, devices x tp
 // (train/ranks.hpp).
@@ -53,9 +71,13 @@ class ProcessSession final : public RlSession {
     }
   }
   bool lead() const override { return ranks_.lead(); }
-  bool already_done() override { return steps::already_done(trainees_, ranks_); }
-  void prepare() override {
+  bool already_done(const std::vector<ordered_json>& made_from, bool force) override {
+    for (std::size_t i = 0; i < trainees_.size(); ++i) trainees_[i]->made_from = made_from[i];
+    return steps::already_done(trainees_, ranks_, force);
+  }
+  void prepare(const std::vector<StateSource>& states) override {
     const bool ppo = trains_critic(c_);
+    for (std::size_t i = 0; i < trainees_.size(); ++i) trainees_[i]->state = states[i];
     attach(actor_, std::make_unique<PolicyObjective>(actor_objective_options(c_)),
            trainer_options(c_.common, c_.common.lr, 1, ranks_.comm()));
     if (ppo) {
@@ -76,7 +98,8 @@ class ProcessSession final : public RlSession {
   std::string describe() const override { return ranks_.describe(); }
   backend::Backend& backend() override { return *be_; }
   TrainingEngine& engine() override { return *engine_; }
-  void save(const std::string& created_by) override {
+  void save(const std::string& created_by, const std::vector<ordered_json>& made_from) override {
+    for (std::size_t i = 0; i < trainees_.size(); ++i) trainees_[i]->made_from = made_from[i];
     log_device_peak(*be_, predicted_);
     save_all(trainees_, created_by, ranks_);
   }
@@ -184,15 +207,34 @@ int run_rl(const RlCommand& c) {
                      "logprobs with)");
   }
   std::unique_ptr<RlSession> session = fused ? make_fused_session(c) : std::make_unique<ProcessSession>(c);
-  if (session->already_done()) return 0;
-  session->prepare();
+  // Where each model's AdamW state comes from, and the record each output gets.
+  std::vector<StateSource> states{
+      optimizer_state_source(c.common.optimizer_state, c.algorithm, c.actor, fresh_adapters(c.common, c.actor))};
+  if (ppo) states.push_back(optimizer_state_source(c.critic_optimizer_state, c.algorithm, c.critic));
+  auto made_from = [&](const std::vector<std::filesystem::path>& shards) {
+    io::MadeFrom m = command_record(c.algorithm, c.common);
+    add_checkpoint_input(m, "actor", c.actor);
+    if (ppo) add_checkpoint_input(m, "critic", c.critic);
+    m.add_input("shards", shards);
+    std::vector<ordered_json> out{output_record(m, "actor", states[0])};
+    if (ppo) out.push_back(output_record(m, "critic", states[1]));
+    return out;
+  };
+  // An output already there is compared with what these shards make (paths on stdin are
+  // read first): kept when the same made it, else refused or (--force) trained again.
+  std::vector<std::string> inputs = c.inputs;
+  if (checkpoint::checkpoint_exists(c.actor_out) || (ppo && checkpoint::checkpoint_exists(c.critic_out))) {
+    inputs = paths_from_stdin(inputs);
+    if (session->already_done(made_from({inputs.begin(), inputs.end()}), c.common.force)) return 0;
+  }
+  session->prepare(states);
 
   const auto configs = session->configs();
   Staleness staleness;
   const GroupFilterOptions filter{.drop_equal = c.filter_groups, .max_groups = c.max_groups};
   std::vector<std::int64_t> group_of;
   TrainingShards shards =
-      read_training_shards(c.inputs, required_arrays(c), [&](const std::filesystem::path& p, const io::SampleBatch& b, std::size_t first) {
+      read_training_shards(inputs, required_arrays(c), [&](const std::filesystem::path& p, const io::SampleBatch& b, std::size_t first) {
         if (filter.any()) add_shard_groups(p, b, first, group_of);
         // configs() holds the actor's, then the critic's (PPO): say which one is too small.
         for (std::size_t m = 0; m < configs.size(); ++m) {
@@ -235,7 +277,7 @@ int run_rl(const RlCommand& c) {
   // Every group filtered out: no step to take, the actor is written as it was (one step on).
   const auto records = shards.batch.size() > 0 ? run_loop(shards.batch, session->engine(), loop_options(c.common, 1), c.common)
                                                : std::vector<CallRecord>{};
-  session->save(c.common.created_by);
+  session->save(c.common.created_by, made_from(shards.files));
   if (session->lead()) write_stats(c.common, t0, shards.batch, records, extra);
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "train/optimizer_state.hpp"
 
 #include "core/error.hpp"
+#include "io/fingerprint.hpp"
 
 #include <fmt/format.h>
 
@@ -46,8 +47,12 @@ void save_optimizer_state(optim::AdamW& opt, const model::Model& m, const std::f
 }
 
 bool load_optimizer_state(optim::AdamW& opt, const model::Model& m, const std::filesystem::path& checkpoint) {
+  return load_optimizer_state_file(opt, m, checkpoint::optimizer_state_path(checkpoint));
+}
+
+bool load_optimizer_state_file(optim::AdamW& opt, const model::Model& m, const std::filesystem::path& state) {
   if (opt.dp_size() == 1) {
-    const auto step = checkpoint::load_optimizer_state(moments_of(opt.first_moment(), opt.second_moment()), m, checkpoint);
+    const auto step = checkpoint::load_optimizer_state_file(moments_of(opt.first_moment(), opt.second_moment()), m, state);
     if (step) opt.set_steps_taken(*step);
     return step.has_value();
   }
@@ -60,7 +65,7 @@ bool load_optimizer_state(optim::AdamW& opt, const model::Model& m, const std::f
   if (opt.dp_rank() == kStateRank) {
     try {
       whole.emplace(m.backend(), opt.parameter_count());
-      const auto step = checkpoint::load_optimizer_state(moments_of(whole->first(), whole->second()), m, checkpoint);
+      const auto step = checkpoint::load_optimizer_state_file(moments_of(whole->first(), whole->second()), m, state);
       status = {step ? 1 : 0, step.value_or(0)};
     } catch (...) {
       failure = std::current_exception();
@@ -71,13 +76,47 @@ bool load_optimizer_state(optim::AdamW& opt, const model::Model& m, const std::f
   if (status[0] < 0) {
     if (failure) std::rethrow_exception(failure);
     throw UsageError(fmt::format("{}: rank {} could not read its optimizer state (its message says why)",
-                                 checkpoint.string(), kStateRank));
+                                 state.string(), kStateRank));
   }
   if (status[0] == 0) return false;
   if (whole) opt.scatter_state(kStateRank, whole->first(), whole->second());
   else opt.scatter_state(kStateRank, {}, {});
   opt.set_steps_taken(status[1]);
   return true;
+}
+
+StateSource optimizer_state_source(const std::string& option, const std::string& mode,
+                                   const std::filesystem::path& checkpoint, const model::LoraOptions& fresh_adapters) {
+  if (option == "fresh") return {std::nullopt, "--optimizer-state fresh: AdamW starts from zero"};
+  if (option != "auto") {
+    const std::filesystem::path given(option);
+    const auto files = checkpoint::checkpoint_files(given);   // InputError naming it when there is none
+    if (io::WeightShardReader(files.front()).meta().kind == "optimizer") {
+      return {given, fmt::format("--optimizer-state {}", option)};
+    }
+    const auto beside = checkpoint::optimizer_state_path(given);
+    if (!checkpoint::checkpoint_exists(beside)) {
+      throw InputError(option, "--optimizer-state",
+                       fmt::format("is a checkpoint with no optimizer state beside it ({} is not there)", beside.string()));
+    }
+    return {beside, fmt::format("--optimizer-state {}: the state beside it", option)};
+  }
+  if (fresh_adapters.enabled()) {
+    return {std::nullopt, fmt::format("fresh LoRA adapters ({}): AdamW starts from zero", model::describe(fresh_adapters))};
+  }
+  const auto beside = checkpoint::optimizer_state_path(checkpoint);
+  if (!checkpoint::checkpoint_exists(beside)) return {std::nullopt, fmt::format("no optimizer state at {}: AdamW starts from zero", beside.string())};
+  const auto record = io::parse_made_from(checkpoint::made_from_of(checkpoint), checkpoint.string());
+  const std::string tool = record ? record->value("tool", "") : "";
+  if (tool == "braid-train " + mode) {
+    return {beside, fmt::format("the state beside it, {} (braid-train {} made {}: the same stage goes on)",
+                                beside.string(), mode, checkpoint.string())};
+  }
+  return {std::nullopt,
+          fmt::format("{} was made by {}, not braid-train {}: a new stage, so AdamW starts from zero and {} is not "
+                      "loaded (--optimizer-state {} loads it)",
+                      checkpoint.string(), tool.empty() ? "a tool that recorded nothing of it" : tool, mode,
+                      beside.string(), beside.string())};
 }
 
 }  // namespace braid::train

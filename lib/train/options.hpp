@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backend/dtype.hpp"
+#include "core/json.hpp"
 #include "optim/adamw.hpp"
 #include "train/micro_batches.hpp"
 
@@ -50,6 +51,17 @@ struct CommonTrainOptions {
   // with --schedule, the pipeline's devices x tp).
   int tp = 1;
   std::string created_by;             // the command line
+  // What makes an output besides its inputs' contents: the options' values as given
+  // (cli::option_values, filled by main), recorded in every output (io/fingerprint.hpp).
+  ordered_json option_values = ordered_json::object();
+  std::vector<std::string> options_given;   // of those, the ones given (cli::options_given)
+  // An output already there is kept when the same inputs and options made it; made from
+  // others it is refused (exit 2, naming what differs), or with force trained again.
+  bool force = false;
+  // The trained model's AdamW state (train/optimizer_state.hpp): "auto" (the state beside
+  // the input checkpoint when this mode of braid-train made it, else fresh), "fresh", or
+  // the path of a state (or of the checkpoint it lies beside).
+  std::string optimizer_state = "auto";
 };
 
 // braid-train's policy modes (ppo, grpo, dr-grpo, dapo, gspo, rloo, reinforce++,
@@ -77,6 +89,7 @@ struct RlCommand {
   // logprob the generator recorded (/logprobs/actor).
   double tis_cap = 0.0;
   bool normalize_advantages = false;  // whiten advantages over the whole input before training
+  std::string critic_optimizer_state = "auto";   // PPO: the critic's, as CommonTrainOptions::optimizer_state
   // DAPO's dynamic sampling (train/group_filter.hpp): drop groups whose rewards are all
   // equal; keep at most max_groups groups (0: all).
   bool filter_groups = false;

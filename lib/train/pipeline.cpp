@@ -282,7 +282,8 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
 }
 
 std::vector<std::filesystem::path> FusedPipeline::save(std::span<const std::filesystem::path> outs,
-                                                       const std::string& created_by) {
+                                                       const std::string& created_by,
+                                                       std::span<const std::string> made_from) {
   Impl& im = *impl_;
   if (outs.size() != im.models.size()) {
     throw std::invalid_argument(fmt::format("FusedPipeline::save: {} models, {} outputs", im.models.size(), outs.size()));
@@ -294,7 +295,7 @@ std::vector<std::filesystem::path> FusedPipeline::save(std::span<const std::file
     if (ms.replica == 0) {
       checkpoint::save_weights(*ms.model, checkpoint::stage_path(checkpoint::tp_path(outs[i], tp.rank, tp.size), ms.stage, ms.stages),
                    {.step = ms.checkpoint_step + 1, .created_by = created_by,
-                    .config_json = ms.config_json});
+                    .config_json = ms.config_json, .made_from = i < made_from.size() ? made_from[i] : std::string()});
     }
     for (int r = 0; r < tp.size; ++r) {
       for (const auto& f : checkpoint::stage_paths(checkpoint::tp_path(outs[i], r, tp.size), ms.stages)) files.push_back(f);

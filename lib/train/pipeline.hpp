@@ -119,9 +119,10 @@ class FusedPipeline {
   // stage_path(tp_path(outs[i], tp rank, tp), stage, stages)) with step = the input checkpoint's step + 1 (one
   // braid-train run, however many optimizer steps it took).
   // Collective over the pipeline's communicator: returns once every file of this tp rank
-  // exists; returns every file of the checkpoints (every tp rank's).
+  // exists; returns every file of the checkpoints (every tp rank's). made_from[i]: model
+  // i's record of what made it (io/fingerprint.hpp), when given.
   std::vector<std::filesystem::path> save(std::span<const std::filesystem::path> outs,
-                                          const std::string& created_by);
+                                          const std::string& created_by, std::span<const std::string> made_from = {});
 
   // This rank's stage of model i, and its optimizer (for checkpointing its state).
   model::Model& stage(int model);

@@ -83,13 +83,13 @@ class FusedSession final : public RlSession {
 
   bool lead() const override { return world_->rank() == 0; }
 
-  bool already_done() override {
-    for (std::size_t i = 0; i < outs_.size(); ++i) {
-      if (!checkpoint_complete(outs_[i], pipe_->checkpoint_step(int(i)) + 1)) return false;
-    }
+  bool already_done(const std::vector<ordered_json>& made_from, bool force) override {
+    std::vector<PlannedOutput> outputs;
+    for (std::size_t i = 0; i < outs_.size(); ++i) outputs.push_back({outs_[i], made_from[i]});
+    if (!outputs_already_made(outputs, {specs_.begin(), specs_.end()}, force)) return false;
     if (lead()) {
       for (std::size_t i = 0; i < outs_.size(); ++i) {
-        log::info("{} is already complete: skipped", outs_[i]);
+        log::info("{} is already complete, made from the same inputs and options: skipped", outs_[i]);
         for (int r = 0; r < mesh_.tp_size(); ++r) {
           for (const auto& f : checkpoint::stage_paths(checkpoint::tp_path(outs_[i], r, mesh_.tp_size()), pipe_->stages(int(i))))
             std::cout << path_line(f.string()) << std::endl;
@@ -99,12 +99,10 @@ class FusedSession final : public RlSession {
     return true;
   }
 
-  void prepare() override {
+  void prepare(const std::vector<StateSource>& states) override {
     for (std::size_t i = 0; i < specs_.size(); ++i) {
       const int m = static_cast<int>(i);
-      if (load_optimizer_state(pipe_->optimizer(m), pipe_->stage(m), specs_[i])) {
-        log::info("{}: optimizer state loaded (step {})", calls_[i], pipe_->optimizer(m).steps_taken());
-      }
+      steps::load_state(pipe_->optimizer(m), pipe_->stage(m), calls_[i], states[i]);
     }
     std::vector<optim::LrSchedule> lr;
     for (double peak : lr_) lr.push_back(steps::lr_schedule(c_.common, peak));
@@ -130,7 +128,9 @@ class FusedSession final : public RlSession {
   TrainingEngine& engine() override { return *engine_; }
   backend::Backend& backend() override { return *be_; }
 
-  void save(const std::string& created_by) override {
+  void save(const std::string& created_by, const std::vector<ordered_json>& made_from) override {
+    std::vector<std::string> records;
+    for (const auto& m : made_from) records.push_back(m.dump());
     // Weights that diverged (a learning rate too high): nothing written, exit 2 on every
     // rank (the peers wait in barriers; only ending the job frees them).
     for (std::size_t i = 0; i < outs_.size(); ++i) {
@@ -153,11 +153,12 @@ class FusedSession final : public RlSession {
       if (pipe_->replica(m) != 0) continue;
       save_optimizer_state(pipe_->optimizer(m), pipe_->stage(m),
                            checkpoint::stage_path(own(checkpoint::optimizer_state_path(outs_[i])), pipe_->stage_index(m), pipe_->stages(m)),
-                           {.step = pipe_->optimizer(m).steps_taken(), .created_by = created_by});
+                           {.step = pipe_->optimizer(m).steps_taken(), .created_by = created_by,
+                            .made_from = records[i]});
     }
     world_->barrier();
     std::vector<std::filesystem::path> out_paths(outs_.begin(), outs_.end());
-    const auto files = pipe_->save(out_paths, created_by);
+    const auto files = pipe_->save(out_paths, created_by, records);
     outputs.commit();
     world_->barrier();   // every tp rank's files exist before the lead names them
     if (lead()) {

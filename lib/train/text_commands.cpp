@@ -30,9 +30,23 @@ enum class TextMode { sft, rm, dpo };
 using PrepareObjective = std::function<std::unique_ptr<Objective>(Trainee& t, backend::Backend& be, io::SampleBatch& batch,
                                                                   const TrainingRanks& ranks)>;
 
-// before_training: DPO's reference pass, for the device-memory check.
+const char* mode_name(TextMode mode) { return mode == TextMode::sft ? "sft" : mode == TextMode::rm ? "rm" : "dpo"; }
+
+// What makes the output: the options, the model, the data (its content, or unknown when
+// read from stdin), the tokenizer and DPO's reference.
+io::MadeFrom text_record(const TextCommand& c, TextMode mode, const std::string& ref) {
+  io::MadeFrom m = command_record(mode_name(mode), c.common);
+  add_checkpoint_input(m, "model", c.model);
+  m.add_input_path("data", c.data);
+  m.add_tokenizer(c.tokenizer);
+  if (!ref.empty()) add_checkpoint_input(m, "ref", ref);
+  return m;
+}
+
+// before_training: DPO's reference pass, for the device-memory check. ref: DPO's --ref.
 int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepare,
-             const std::function<memory::Prediction(const backend::Backend&)>& before_training = {}) {
+             const std::function<memory::Prediction(const backend::Backend&)>& before_training = {},
+             const std::string& ref = "") {
   const auto t0 = Clock::now();
   check_common(c.common);
   const tok::ChatDefaults chat = tok::chat_defaults(c.tools, c.chat_template_kwargs);
@@ -49,8 +63,10 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
       require_device_memory(*be, c.common, {{c.model, policy ? "policy" : "reward model", kind}}, before_training);
   Trainee t{open_for_ranks(c.model, *be, policy, !policy, c.common, ranks), nullptr, nullptr, c.model, c.model_out,
             policy ? "actor_train" : "reward_train"};
+  t.state = optimizer_state_source(c.common.optimizer_state, mode_name(mode), c.model, fresh_adapters(c.common, c.model));
+  t.made_from = output_record(text_record(c, mode, ref), policy ? "actor" : "reward", t.state);
   std::vector<Trainee*> trainees{&t};
-  if (already_done(trainees, ranks)) return 0;
+  if (already_done(trainees, ranks, c.common.force)) return 0;
   const auto tok = tok::load_tokenizer(c.tokenizer);
   const auto& cfg = t.opened.model->config();
   if (tok->vocab_size() > cfg.vocab_size) {
@@ -148,7 +164,7 @@ int run_dpo(const DpoCommand& c) {
     log::info("reference logprobs of {} sequences from {} (step {}) in {:.2f} s", batch.size(), from, step,
               std::chrono::duration<double>(Clock::now() - t_ref).count());
     return std::make_unique<DpoObjective>(opt);
-  }, [&](const backend::Backend& be) { return dpo_reference_memory(be, c); });
+  }, [&](const backend::Backend& be) { return dpo_reference_memory(be, c); }, c.ref);
 }
 
 }  // namespace braid::train

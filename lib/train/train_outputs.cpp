@@ -5,7 +5,15 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "train/optimizer_state.hpp"
+#include "io/fingerprint.hpp"
 #include "io/stage_stats.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <optional>
+#include <system_error>
 
 namespace braid::train {
 
@@ -48,6 +56,69 @@ bool checkpoint_complete(const std::filesystem::path& out, std::int64_t step) {
   } catch (const InputError&) {
     return false;  // missing, unfinished or foreign: written anew
   }
+}
+
+namespace {
+
+// The files of a checkpoint spec, or none when it is not there.
+std::vector<std::filesystem::path> files_or_none(const std::filesystem::path& spec) {
+  return checkpoint::checkpoint_exists(spec) ? checkpoint::checkpoint_files(spec) : std::vector<std::filesystem::path>{};
+}
+
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec);
+}
+
+}  // namespace
+
+bool outputs_already_made(const std::vector<PlannedOutput>& outputs, const std::vector<std::filesystem::path>& inputs,
+                          bool force) {
+  bool all = true;
+  for (const PlannedOutput& o : outputs) {
+    const auto files = files_or_none(o.out);
+    const bool in_place = std::any_of(files.begin(), files.end(), [&](const auto& f) {
+      return std::any_of(inputs.begin(), inputs.end(), [&](const auto& in) {
+        const auto in_files = files_or_none(in);
+        return std::any_of(in_files.begin(), in_files.end(), [&](const auto& g) { return same_file(f, g); });
+      });
+    });
+    if (files.empty() || in_place) {
+      all = false;
+      continue;
+    }
+    std::optional<ordered_json> there;
+    std::int64_t step = 0;
+    try {
+      const io::WeightShardSet weights(files);
+      const io::WeightShardSet state(checkpoint::checkpoint_files(checkpoint::optimizer_state_path(o.out)));
+      if (state.shards().front().meta().kind != "optimizer") throw InputError(o.out.string(), "", "no optimizer state");
+      const auto& first = weights.shards().front();
+      step = first.meta().step;
+      there = io::parse_made_from(first.meta().made_from, first.path().string());
+    } catch (const InputError&) {
+      all = false;   // missing, unfinished or damaged: written anew
+      continue;
+    }
+    std::vector<std::string> diff;
+    if (!there) {
+      diff.push_back("it records nothing of what made it (a braid before records, or another tool)");
+    } else {
+      diff = io::made_from_differences(*there, o.made_from);
+    }
+    if (diff.empty()) continue;
+    all = false;
+    const std::string list = fmt::format("{}", fmt::join(diff, "; "));
+    if (force) {
+      log::info("{} (step {}) is trained again (--force): {}", o.out.string(), step, list);
+      continue;
+    }
+    throw InputError(o.out.string(), "made_from",
+                     fmt::format("is already there, made from other inputs or options: {}. --force trains it again "
+                                 "(replacing it); or write to another output",
+                                 list));
+  }
+  return all;
 }
 
 json train_stats_json(double wall_seconds, std::int64_t sequences, std::int64_t tokens,

@@ -9,6 +9,7 @@
 #include "train/trainer.hpp"
 
 #include <cstdint>
+#include <string>
 #include <filesystem>
 #include <span>
 #include <vector>
@@ -34,6 +35,19 @@ void remove_other_layouts(const std::filesystem::path& out, const std::vector<st
 // Whether `out` already holds weights of training step `step` and their optimizer
 // state (a rerun of an interrupted command skips such an output).
 bool checkpoint_complete(const std::filesystem::path& out, std::int64_t step);
+
+// An output a command is about to write, with the record of what makes it (io/fingerprint.hpp).
+struct PlannedOutput {
+  std::filesystem::path out;
+  ordered_json made_from;
+};
+// Whether every output is already there as this command makes it: weights and optimizer
+// state, complete, whose record has the fingerprint of `made_from` (a rerun: training is
+// skipped). false when one is missing or unfinished, or names an input checkpoint (trained
+// in place), or, with force, was made from other inputs or options (logged). An output
+// made from others without force is an InputError naming its file and every difference.
+bool outputs_already_made(const std::vector<PlannedOutput>& outputs, const std::vector<std::filesystem::path>& inputs,
+                          bool force);
 
 // {"format":"braid.stagestats","version":1,"stage":"train","wall_seconds","sequences",
 //  "tokens","calls":{"actor_train":{"seconds","tokens","tokens_per_second","steps",

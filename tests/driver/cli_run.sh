@@ -9,8 +9,9 @@ S="$BRAID_SCRATCH"
 rm -rf "${S:?}"/*
 fail() { echo "FAIL: $*" >&2; exit 1; }
 step_of() { "$B" inspect --json "$1" | grep -o '"step": [0-9]*' | head -1 | cut -d' ' -f2; }
-# Every file of a run folder with its modification time (metrics.jsonl is rewritten on every run).
-snapshot() { (cd "$1" && find . -type f ! -name metrics.jsonl -printf '%p %T@\n' | sort); }
+# Every file of a run folder with its modification time (metrics.jsonl is rewritten on every
+# run, and .braid-run.owner names each driver while it works: lib/driver/run_lock.hpp).
+snapshot() { (cd "$1" && find . -type f ! -name metrics.jsonl ! -name .braid-run.owner -printf '%p %T@\n' | sort); }
 h5_names() { (cd "$1" && find . -type f -name '*.h5' ! -name '.*' | sort); }
 
 cd "$S"
@@ -43,7 +44,8 @@ set +e
 flock out/.braid-run.lock "$B" run run.json -o out > /dev/null 2> lockedlog
 rc=$?
 set -e
-[ "$rc" = 2 ] && grep -q "another braid run is working in out" lockedlog || fail "a second driver in a busy folder: exit $rc"
+[ "$rc" = 2 ] && grep -q "out: pid [0-9]* on host .* is working in this run folder" lockedlog ||
+  { cat lockedlog >&2; fail "a second driver in a busy folder: exit $rc"; }
 
 # Deleting iteration 2's actor redoes iteration 2's training and nothing else.
 iter1=$(snapshot out/iter-0001)
@@ -77,7 +79,7 @@ set +e
 flock mk/.braid-run.lock make -f Makefile > makelog2 2>&1
 rc=$?
 set -e
-[ "$rc" != 0 ] && grep -q "another braid run is working in mk" makelog2 || { cat makelog2 >&2; fail "make in a busy folder: exit $rc"; }
+[ "$rc" != 0 ] && grep -q "mk: pid [0-9]* on host .* is working in this run folder" makelog2 || { cat makelog2 >&2; fail "make in a busy folder: exit $rc"; }
 [ ! -e mk/iter-0002/actor.h5 ] || fail "make trained in a busy folder"
 make -f Makefile > makelog3 2>&1 || { cat makelog3 >&2; fail "make after the lock was released"; }
 [ "$(step_of mk/iter-0002/actor.h5)" = 2 ] || fail "make did not train iteration 2 again"

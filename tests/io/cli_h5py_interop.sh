@@ -70,8 +70,9 @@ grep -q 'ATTRIBUTE "complete"' "$S/attrs.dump" || fail "h5dump complete attribut
 "$PY" "$S/weight_shard.py" "$S/weights_from_h5py.h5" > "$S/weights.txt"
 grep -q '^model.embed_tokens.weight (259, 4)$' "$S/weights.txt" || fail "weight snippet round trip"
 "$BRAID" inspect --json "$S/weights_from_h5py.h5" > "$S/w.json"
-[[ $(field 'd["tensor_count"]' < "$S/w.json") == 4 ]] || fail "tensor_count"
-[[ $(field 'd["parameters"]' < "$S/w.json") == $((259 * 4 * 2 + 4 + 4)) ]] || fail "parameters"
+[[ $(field 'd["tensor_count"]' < "$S/w.json") == 12 ]] || fail "tensor_count"
+[[ $(field 'd["parameters"]' < "$S/w.json") == $((259 * 4 * 2 + 4 * 3 + 4 * 4 * 4 + 8 * 4 * 3)) ]] || fail "parameters"
+"$BRAID" check "$S/weights_from_h5py.h5" > /dev/null || fail "braid check: the doc's shard is not a good one"
 [[ $(field 'd["model_config"]["vocab_size"]' < "$S/w.json") == 259 ]] || fail "model_config"
 "$PY" - "$S/weights_from_braid.h5" <<'PYEOF' || fail "h5py reading a braid weight shard"
 import sys

@@ -29,7 +29,7 @@ SampleBatch random_batch(std::size_t n, bool scored, std::uint64_t seed) {
     b.logprobs_actor.emplace();
   }
   for (std::size_t i = 0; i < n; ++i) {
-    const auto prompt = static_cast<std::int32_t>(rng.between(0, 20));
+    const auto prompt = static_cast<std::int32_t>(rng.between(1, 20));   // a prompt holds at least one token
     const auto len = static_cast<std::size_t>(prompt + rng.between(0, 40));
     std::vector<std::int32_t> seq(len);
     for (auto& t : seq) t = static_cast<std::int32_t>(rng.below(259));
@@ -108,13 +108,21 @@ BOOST_AUTO_TEST_CASE(empty_shard_and_empty_sequences_round_trip) {
   require_equal(read_sample_shard(scratch("empty.h5")).batch, empty);
 
   SampleBatch holes;
-  holes.add(std::vector<std::int32_t>{}, 0, 1);
   holes.add(std::vector<std::int32_t>{5, 6, 7}, 3, 2);  // a prompt with no response
   write_sample_shard(scratch("holes.h5"), holes, {});
   const auto back = read_sample_shard(scratch("holes.h5")).batch;
   require_equal(back, holes);
-  BOOST_TEST(back.response(1).empty());
-  BOOST_TEST(back.prompt(1).size() == 3u);
+  BOOST_TEST(back.response(0).empty());
+  BOOST_TEST(back.prompt(0).size() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(a_sequence_without_a_prompt_token_is_refused) {
+  // A response token's logprob is conditioned on the tokens before it: no sample starts
+  // without one (generation refuses an empty prompt), so a shard holding one is damaged.
+  SampleBatch b;
+  b.add(std::vector<std::int32_t>{5, 6, 7}, 0, 1);
+  BOOST_TEST(b.problems().size() == 1u);
+  BOOST_CHECK_THROW(write_sample_shard(scratch("no_prompt.h5"), b, {}), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(large_config_attribute_round_trips) {

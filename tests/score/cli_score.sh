@@ -45,6 +45,16 @@ diff want.out rerun.out || fail "the rerun does not report every output"
 [[ $(grep -c "skipped$" rerun.err) == 2 ]] || { cat rerun.err; fail "the rerun should skip two shards"; }
 [[ $(stat -c %Y scored/scored-00000.h5) == $(date -d 2000-01-01 +%s) ]] || fail "a finished output was rewritten"
 "$FIX" check ppo 0.1 0.99 0.9 12 scored/*.h5 || fail "PPO arrays after the rerun"
+# Each output records what made it: another setting or another critic is refused by name, not skipped.
+"$BRAID" inspect scored/scored-00000.h5 > scored0.txt
+grep -q "made from: braid-score, output scored" scored0.txt ||
+  fail "inspect does not show what made the scored shard"
+expect_bad rescore_kl scored/scored-00000.h5 "option kl_coef: 0.1 there, 0.2 now" -- \
+  "$SCORE" $(cat gen.list) -o scored --ref actor.h5 --critic critic.h5 --reward rm.h5 \
+  --kl-coef 0.2 --gamma 0.99 --lambda 0.9
+expect_bad rescore_critic "input critic: critic.h5 there, rm.h5 now, with other contents" -- \
+  "$SCORE" $(cat gen.list) -o scored --ref actor.h5 --critic rm.h5 --reward rm.h5 \
+  --kl-coef 0.1 --gamma 0.99 --lambda 0.9
 
 # --- GRPO with a rule reward, shards arriving out of order through the pipe.
 tac gen.list | "$SCORE" - -o grpo --algorithm grpo --ref actor.h5 --reward-rule digits -q > grpo.out
@@ -164,7 +174,14 @@ expect_bad incomplete_group gen/gen-00000.h5 "group 2" -- \
   "$SCORE" gen/gen-00000.h5 -o bad5 --algorithm grpo --reward-rule digits
 expect_bad missing_shard nothere.h5 -- \
   "$SCORE" nothere.h5 -o bad6 --critic critic.h5 --reward-rule digits
-for d in bad1 bad2 bad3 bad4 bad5 bad6; do
+# Options this run would ignore are refused, not warned about: GRPO has no critic, and
+# groups cut otherwise than the generation made them are wrong. (GRPO's --kl-coef puts a KL
+# penalty in the reward: it is not ignored.)
+expect_bad grpo_critic "leave out --critic critic.h5" -- \
+  "$SCORE" gen/gen-00000.h5 -o bad14 --algorithm grpo --critic critic.h5 --reward-rule digits
+expect_bad group_size pipe_gen/gen-00000.h5 "says samples_per_prompt 3, --samples-per-prompt says 2" -- \
+  "$SCORE" pipe_gen/gen-00000.h5 -o bad16 --algorithm grpo --samples-per-prompt 2 --reward-rule digits
+for d in bad1 bad2 bad3 bad4 bad5 bad6 bad14 bad16; do
   [[ ! -d $d ]] || [[ -z $(ls -A "$d") ]] || fail "$d: a failed run left files: $(ls -A "$d")"
 done
 echo "cli_score: ok"

@@ -73,6 +73,10 @@ BOOST_AUTO_TEST_CASE(grpo_needs_no_critic_and_puts_a_kl_penalty_in_the_reward_on
   BOOST_TEST(s.kl_coef == 0.0);  // GRPO's KL term lives in braid-train's loss by default
   o.kl_coef = 0.3;               // ... or, asked, in the reward
   BOOST_TEST(braid::score::settings_from(o).kl_coef == 0.3);
+  // It has no critic: --critic would be ignored, so it is refused.
+  o.kl_coef.reset();
+  o.critic = "critic.h5";
+  expect_usage_error(o, "leave out --critic critic.h5");
 }
 
 // Each algorithm's preset: its estimator, the std normalisation, the reward KL with a

@@ -89,4 +89,24 @@ expect_bad nockpt "missing.h5: no such weight file" --actor "$S/missing.h5" --pr
 expect_bad nohead "critic.h5: lm_head.weight: the model has no LM head" --actor "$S/critic.h5" --prompts "$S/prompts.jsonl"
 expect_bad noprompts "nothere.jsonl: no such file" --actor "$S/actor.h5" --prompts "$S/nothere.jsonl"
 expect_bad threshold "migrate-threshold must be" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" --migrate-threshold 1.5
+# A rerun whose actor has other weights under the same name and step is refused: the
+# shards record the actor's content (made_from), not only its path and step.
+cp "$S/actor.h5" "$S/swapped.h5"
+"$G" -q --actor "$S/swapped.h5" --prompts "$S/prompts.jsonl" -o "$S/swap" --max-new-tokens 2 --threads 1 > /dev/null
+"$BRAID_BIN/braid" -q init -c "$S/config.json" --seed 9 -o "$S/swapped.h5" > /dev/null
+set +e
+"$G" --actor "$S/swapped.h5" --prompts "$S/prompts.jsonl" -o "$S/swap" --max-new-tokens 2 --threads 1 \
+  > "$S/swap.out" 2> "$S/swap.err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "gen-00000.h5: made_from: was generated from another actor" "$S/swap.err" ||
+  fail "a swapped actor: exit $rc ($(cat "$S/swap.err"))"
+
+# Lengths and sizes the actor cannot hold are refused, not taken (the config has 256 positions).
+expect_bad positions "max-new-tokens 256 cannot fit: the actor" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" \
+  --max-new-tokens 256
+expect_bad huge_length "max-new-tokens 2147483648 cannot fit" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" \
+  --max-new-tokens 2147483648
+expect_bad tiny_cache "kv-cache-mb 1e-09 is less than 1 MiB" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" \
+  --kv-cache-mb 1e-9
 echo "cli_generate: ok"

@@ -10,7 +10,7 @@
 #include "core/error.hpp"
 
 #include "core/log.hpp"
-#include "io/inspect.hpp"
+#include "checkpoint/weight_layout.hpp"
 #include "verbs.hpp"
 
 namespace braid::driver {
@@ -19,7 +19,8 @@ void add_check_command(CLI::App& app, Verbs& verbs) {
   auto files = std::make_shared<std::vector<std::string>>();
   auto* sub = app.add_subcommand(
       "check",
-      "Check braid files (sample shards, weight shards, braid JSON): the seal, every checksum and every value; exit 0 when all are good "
+      "Check braid files (sample shards, weight shards, braid JSON): the seal, every checksum and every value, and a "
+      "weight shard's tensors against its model_config (none missing, extra or of another shape); exit 0 when all are good "
       "and complete (every dataset's checksum verified), 1 when some are not (-v lists them with the reason, and "
       "notes files without checksums); prints nothing otherwise");
   sub->add_option("files", *files, "Files to check (a checkpoint's name: all of its stage and tp files)")->required();
@@ -43,7 +44,7 @@ void add_check_command(CLI::App& app, Verbs& verbs) {
     }
     for (const auto& f : expanded) {
       std::vector<std::string> notes;
-      if (auto problem = io::check_file(f, &notes)) {
+      if (auto problem = checkpoint::check_braid_file(f, &notes)) {
         ++bad;
         if (tell) log::write(log::Level::quiet, "", *problem);
       }

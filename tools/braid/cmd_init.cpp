@@ -9,10 +9,12 @@
 #include "core/files.hpp"
 #include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "core/limits.hpp"
 #include "core/log.hpp"
+#include "io/fingerprint.hpp"
 #include "memory/prediction.hpp"
 #include "model/config.hpp"
 #include "model/model.hpp"
@@ -29,6 +31,8 @@ struct InitOptions {
   double init_std = 0.02;
   bool value_head = false;
   bool no_lm_head = false;
+  ordered_json options = ordered_json::object();   // the record's (io/fingerprint.hpp)
+  std::vector<std::string> given;
 };
 
 int run_init(const InitOptions& o) {
@@ -40,6 +44,10 @@ int run_init(const InitOptions& o) {
   const std::string cmd = fmt::format("braid init --config {} --seed {} --stages {} --init-std {}{}{} -o {}", o.config,
                                       o.seed, o.stages, o.init_std, o.value_head ? " --value-head" : "",
                                       o.no_lm_head ? " --no-lm-head" : "", o.out);
+  io::MadeFrom made_from("braid init");
+  made_from.set_options(o.options, o.given);
+  made_from.add_input("config", {o.config});
+  const std::string record = made_from.to_json().dump();
   for (int s = 0; s < o.stages; ++s) {
     // One stage in memory at a time; the seed gives each tensor the same values whatever the split.
     const model::ModelOptions mopt{.layers = ranges[static_cast<std::size_t>(s)], .lm_head = !o.no_lm_head,
@@ -52,7 +60,7 @@ int run_init(const InitOptions& o) {
     model::Model m(cfg, mopt, *be);
     m.init_random(o.seed, o.init_std);
     const auto path = checkpoint::stage_path(o.out, s, o.stages);
-    checkpoint::save_weights(m, path, {.step = 0, .created_by = cmd, .config_json = doc.dump()});
+    checkpoint::save_weights(m, path, {.step = 0, .created_by = cmd, .config_json = doc.dump(), .made_from = record});
     log::info("wrote {} (layers {}..{}, {} parameters)", path.string(), m.layer_begin(), m.layer_end() - 1,
               m.parameter_count());
     std::cout << path_line(path.string()) << '\n';
@@ -77,7 +85,11 @@ void add_init_command(CLI::App& app, Verbs& verbs) {
       ->check(CLI::PositiveNumber)->capture_default_str();
   sub->add_flag("--value-head", o->value_head, "Add a scalar value head (score.weight) for a critic or reward model");
   sub->add_flag("--no-lm-head", o->no_lm_head, "Leave out the LM head (a critic or reward model)");
-  verbs.add(sub, [o] { return run_init(*o); });
+  verbs.add(sub, [o, sub] {
+    o->options = cli::option_values(*sub, {"--config", "-o", "--output", "--stages"});
+    o->given = cli::options_given(*sub, {"--config", "-o", "--output", "--stages"});
+    return run_init(*o);
+  });
 }
 
 }  // namespace braid::driver

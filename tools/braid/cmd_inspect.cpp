@@ -4,7 +4,9 @@
 #include <memory>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/weight_layout.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "io/inspect.hpp"
 #include "verbs.hpp"
 
@@ -25,7 +27,9 @@ void add_inspect_command(CLI::App& app, Verbs& verbs) {
       "inspect",
       "Summarise a braid file: sample shard (counts, length distributions, reward and per-token "
       "statistics, the first samples decoded), weight shard (tensors, shapes, layer range) or braid "
-      "JSON file (format, keys, key figures)");
+      "JSON file (format, keys, key figures), with what made it (tool, options, inputs, fingerprint). A file "
+      "with problems (a NaN tensor, a tensor missing or of another shape) is shown, its problems named, and "
+      "exits 2");
   sub->add_option("file", opt->file,
                   "The file (\"-\": a JSON file on stdin; a checkpoint's name: each of its stage and tp files)")
       ->required();
@@ -50,16 +54,25 @@ void add_inspect_command(CLI::App& app, Verbs& verbs) {
       }
     }
     ordered_json all = ordered_json::array();
+    int rc = 0;
     for (const auto& f : files) {
-      const auto summary = io::inspect_file(f, {.samples_shown = opt->samples, .tokenizer = opt->tokenizer});
+      auto summary = io::inspect_file(f, {.samples_shown = opt->samples, .tokenizer = opt->tokenizer});
+      // A weight shard's tensors against its model_config, as braid check reads them.
+      if (io::is_weight_shard(f)) {
+        for (const auto& p : checkpoint::layout_problems(io::WeightShardReader(f))) summary["problems"].push_back(p);
+      }
       if (opt->json) {
         all.push_back(summary);
       } else {
         std::cout << io::render_inspect_text(summary);
       }
+      // A file with problems is shown, and said to be bad: exit 2, each problem on stderr.
+      const auto problems = summary.value("problems", ordered_json::array());
+      for (const auto& p : problems) log::error("{}: {}", f, p.get<std::string>());
+      if (!problems.empty()) rc = 2;
     }
     if (opt->json) std::cout << (files.size() == 1 ? all.front() : all).dump(2) << '\n';
-    return 0;
+    return rc;
   });
 }
 

@@ -1,10 +1,12 @@
 // braid makefile: the run `braid run` would do, written as a Makefile
 // (lib/driver/makefile).
 #include <memory>
+#include <optional>
 
 #include "core/files.hpp"
 #include "core/log.hpp"
 #include "driver/makefile.hpp"
+#include "driver/run_lock.hpp"
 #include "driver/run_loop.hpp"
 #include "driver/shell.hpp"
 #include "verbs.hpp"
@@ -26,7 +28,10 @@ int run_makefile(const MakefileCmdOptions& o) {
   if (o.iterations > 0) cmd.insert(cmd.end(), {"--iterations", std::to_string(o.iterations)});
   const MakefileOptions opt{.tools = find_tools(), .command_line = shell_line(cmd)};
   try {
-    // The rules' command lines depend on the plan: it (and its fused schedule) is made now.
+    // The rules' command lines depend on the plan: it (and its fused schedule) is made now,
+    // in the run folder, which no other driver may be writing.
+    const std::optional<RunLock> lock =
+        spec.run_plan ? std::optional<RunLock>(std::in_place, o.dir, "braid makefile") : std::nullopt;
     prepare_plan(spec, Layout(o.dir), PlanOptions{.tools = opt.tools, .verbosity = {"-q"}});
   } catch (const StageFailed& e) {
     log::error("{}", e.what());

@@ -5,6 +5,7 @@
 
 #include "core/files.hpp"
 #include "core/log.hpp"
+#include "driver/run_lock.hpp"
 #include "driver/run_loop.hpp"
 #include "verbs.hpp"
 
@@ -16,15 +17,18 @@ struct RunOptions {
   std::string out;
   int iterations = 0;  // 0: the run file's
   bool dry_run = false;
+  bool force = false;
 };
 
 int run_run(const RunOptions& o) {
   RunSpec spec = load_run_file(o.run_file);
   if (o.iterations > 0) spec.iterations = o.iterations;
-  PlanOptions plan{.tools = find_tools(), .verbosity = {}};
+  PlanOptions plan{.tools = find_tools(), .verbosity = {}, .force = o.force};
   // The stage tools talk as much as braid itself was asked to.
   if (log::level() == log::Level::quiet) plan.verbosity.emplace_back("-q");
   if (log::level() == log::Level::debug) plan.verbosity.emplace_back("-v");
+  // One driver per folder, from the plan on (driver/run_lock.hpp).
+  const RunLock lock(o.out, "braid run");
   try {
     // A plan (made now when the run file asks for one) lays out every command below.
     const auto made = prepare_plan(spec, Layout(o.out), plan);
@@ -63,6 +67,9 @@ void add_run_command(CLI::App& app, Verbs& verbs) {
       ->check(CLI::PositiveNumber);
   sub->add_flag("-n,--dry-run", o->dry_run,
                 "Print the commands that would run (one line per step, like make -n) and run nothing");
+  sub->add_flag("--force", o->force,
+                "Train again an iteration made with other options than the run file now gives (and every one after "
+                "it); without it such a folder is refused, naming the options");
   verbs.add(sub, [o] { return run_run(*o); });
 }
 

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   braid::driver::add_reshard_command(app, verbs);
   braid::driver::add_run_command(app, verbs);
   braid::driver::add_makefile_command(app, verbs);
+  braid::driver::add_run_lock_command(app, verbs);
   braid::driver::add_eval_command(app, verbs);
   braid::driver::add_synth_command(app, verbs);
   braid::driver::add_data_command(app, verbs);

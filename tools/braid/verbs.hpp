@@ -45,6 +45,8 @@ void add_reshard_command(CLI::App& app, Verbs& verbs);
 // The RL loop: cmd_run.cpp (braid run), cmd_makefile.cpp (braid makefile).
 void add_run_command(CLI::App& app, Verbs& verbs);
 void add_makefile_command(CLI::App& app, Verbs& verbs);
+// A Makefile recipe's claim on its run folder: cmd_run_lock.cpp (braid run-lock).
+void add_run_lock_command(CLI::App& app, Verbs& verbs);
 // Held-out evaluation and the synthetic task: cmd_eval.cpp (braid eval), cmd_synth.cpp (braid synth).
 void add_eval_command(CLI::App& app, Verbs& verbs);
 void add_synth_command(CLI::App& app, Verbs& verbs);

@@ -80,7 +80,22 @@ void add_common(CLI::App* sub, CommonTrainOptions& o, double default_lr) {
   braid::backend::add_device_option(*sub, o.device);
   braid::backend::add_dtype_option(*sub, o.dtype);
   sub->add_option("--stats", o.stats, "Write timings and per-step losses (braid.stagestats JSON) to this file");
+  sub->add_flag("--force", o.force, "Train even when an output is already there, made from other inputs or options "
+                                    "(without it such an output is refused, naming what differs; one made from the "
+                                    "same is kept and training skipped)");
+  sub->add_option("--optimizer-state", o.optimizer_state,
+                  "The trained model's AdamW state: auto (the state beside the input checkpoint when this mode of "
+                  "braid-train made it; a new stage, as DPO or PPO after SFT, starts fresh), fresh, or the path of a "
+                  "state file (or of the checkpoint it lies beside)")
+      ->capture_default_str();
 }
+
+// The options an output's record leaves out: the outputs, the inputs (recorded by their
+// contents), and the settings that change how the work is cut, not its result.
+const std::vector<std::string> kNotInRecord = {
+    "shards", "data", "--actor", "--critic", "--reward", "--ref", "--tokenizer", "--optimizer-state",
+    "--critic-optimizer-state", "--actor-out", "--critic-out", "--reward-out", "--stats", "--threads", "--device",
+    "--tp", "--micro-tokens", "--recompute", "--schedule", "--force"};
 
 std::string shell_quote(const std::string& s) {
   if (!s.empty() && s.find_first_of(" \t\n'\"\\$`*?!;&|<>()") == std::string::npos) return s;
@@ -178,6 +193,9 @@ int main(int argc, char** argv) {
     sub->add_option("--critic-lr", o.critic_lr, "The critic's learning rate")->capture_default_str();
     sub->add_option("--value-clip", o.value_clip, "ε of the clipped value loss (<= 0: unclipped)")
         ->capture_default_str();
+    sub->add_option("--critic-optimizer-state", o.critic_optimizer_state,
+                    "The critic's AdamW state, as --optimizer-state is the actor's")
+        ->capture_default_str();
   }
 
   braid::train::TextCommand sft, rm;
@@ -218,9 +236,18 @@ int main(int argc, char** argv) {
   // MPI starts only after parsing: the launcher says which rank prints usage.
   braid::cli::set_first_process(braid::comm::launcher_rank() == 0);
   return braid::cli::run(app, argc, argv, [&] {
-    for (auto* o : {&sft.common, &rm.common, &dpo.text.common}) o->created_by = command_line;
+    const auto record = [&](CLI::App* sub, CommonTrainOptions& o) {
+      o.created_by = command_line;
+      if (!sub->parsed()) return;
+      o.option_values = braid::cli::option_values(*sub, kNotInRecord);
+      o.options_given = braid::cli::options_given(*sub, kNotInRecord);
+    };
+    for (auto [sub, o] : {std::pair{sft_cmd, &sft.common}, std::pair{rm_cmd, &rm.common},
+                          std::pair{dpo_cmd, &dpo.text.common}}) {
+      record(sub, *o);
+    }
     for (auto& [sub, o] : rl_modes) {
-      o.common.created_by = command_line;
+      record(sub, o.common);
       if (sub->parsed()) return braid::train::run_rl(o);
     }
     if (sft_cmd->parsed()) return braid::train::run_sft(sft);
