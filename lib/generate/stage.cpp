@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -412,7 +413,10 @@ class StageRun {
 }  // namespace
 
 std::int64_t kv_cache_bytes(const StageOptions& o) {
-  return static_cast<std::int64_t>(o.kv_cache_mb * double(1 << 20));
+  // A pool given (> 0) stays given however small: rounded up to a whole byte, never read as
+  // 0 ("from the free memory"); one too small for a sequence is refused when the pool is sized.
+  if (o.kv_cache_mb <= 0) return 0;
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(o.kv_cache_mb * double(1 << 20))));
 }
 
 void validate_stage_options(const StageOptions& o) {
@@ -425,11 +429,6 @@ void validate_stage_options(const StageOptions& o) {
   if (o.max_new_tokens < 1) throw UsageError("--max-new-tokens must be at least 1");
   if (o.max_batch < 1) throw UsageError("--max-batch must be at least 1");
   if (!(o.kv_cache_mb >= 0)) throw UsageError("--kv-cache-mb must be >= 0 (0: from the free memory)");
-  if (o.kv_cache_mb > 0 && o.kv_cache_mb < 1) {
-    throw UsageError(fmt::format("--kv-cache-mb {} is less than 1 MiB, too small to hold a sequence (0: from the free "
-                                 "memory)",
-                                 o.kv_cache_mb));
-  }
   if (o.shard_size < 1) throw UsageError("--shard-size must be at least 1");
   if (o.limit < 0) throw UsageError("--limit must be >= 0 (0: all prompts)");
   if (o.first_prompt < 0) throw UsageError("--first-prompt must be >= 0 (a position of the prompt stream)");

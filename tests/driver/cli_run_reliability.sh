@@ -25,11 +25,11 @@ grep -qF '"out\nline/iter-0001/actor.h5"' run.out || fail "braid run did not pri
 mkdir ro
 if chattr +i ro 2> /dev/null; then
   trap 'chattr -i ro 2> /dev/null || true' EXIT
-  expect_bad read-only "ro: cannot write the run's folder ro" -- "$B" run run.json -o ro
+  expect_bad read-only "ro/.braid-run.lock" -- "$B" run run.json -o ro
   chattr -i ro
 elif [[ $(id -u) != 0 ]]; then
   chmod 555 ro
-  expect_bad read-only "ro: cannot write the run's folder ro" -- "$B" run run.json -o ro
+  expect_bad read-only "ro/.braid-run.lock" -- "$B" run run.json -o ro
   chmod 755 ro
 else
   echo "note: no read-only folder here (root, no chattr): case skipped"

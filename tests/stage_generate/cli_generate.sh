@@ -107,6 +107,6 @@ expect_bad positions "max-new-tokens 256 cannot fit: the actor" --actor "$S/acto
   --max-new-tokens 256
 expect_bad huge_length "max-new-tokens 2147483648 cannot fit" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" \
   --max-new-tokens 2147483648
-expect_bad tiny_cache "kv-cache-mb 1e-09 is less than 1 MiB" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" \
+expect_bad tiny_cache "but the pool has room for 0" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" \
   --kv-cache-mb 1e-9
 echo "cli_generate: ok"
