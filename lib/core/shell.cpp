@@ -1,6 +1,6 @@
-#include "driver/shell.hpp"
+#include "core/shell.hpp"
 
-namespace braid::driver {
+namespace braid {
 
 std::string shell_quote(std::string_view arg) {
   static constexpr std::string_view plain =
@@ -27,4 +27,4 @@ std::string shell_line(const std::vector<std::string>& argv) {
   return out;
 }
 
-}  // namespace braid::driver
+}  // namespace braid

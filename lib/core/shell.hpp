@@ -7,11 +7,11 @@
 #include <string_view>
 #include <vector>
 
-namespace braid::driver {
+namespace braid {
 
 // `arg` as one shell word: unchanged when it is plain, else in single quotes.
 std::string shell_quote(std::string_view arg);
 // The words joined by spaces, each quoted as needed.
 std::string shell_line(const std::vector<std::string>& argv);
 
-}  // namespace braid::driver
+}  // namespace braid

@@ -6,7 +6,7 @@
 
 #include "core/error.hpp"
 #include "driver/run_lock.hpp"
-#include "driver/shell.hpp"
+#include "core/shell.hpp"
 
 namespace braid::driver {
 namespace {

@@ -20,7 +20,7 @@
 #include "driver/metrics.hpp"
 #include "driver/retention.hpp"
 #include "driver/report.hpp"
-#include "driver/shell.hpp"
+#include "core/shell.hpp"
 #include "driver/step_identity.hpp"
 #include "driver/verify.hpp"
 

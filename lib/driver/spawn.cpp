@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
-#include "driver/shell.hpp"
+#include "core/shell.hpp"
 
 namespace braid::driver {
 namespace {

@@ -5,25 +5,6 @@
 #include "rl/algorithms.hpp"
 
 namespace braid::score {
-namespace {
-
-std::string shell_quote(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") ==
-                        std::string::npos) {
-    return s;
-  }
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-}  // namespace
-
-std::string quoted_command_line(const std::vector<std::string>& words) {
-  std::string line;
-  for (const auto& w : words) line += (line.empty() ? "" : " ") + shell_quote(w);
-  return line;
-}
 
 void add_score_options(CLI::App& app, CommandOptions& o) {
   app.add_option("-o,--output", o.out_dir, "Folder for the scored shards (made if missing)")->required();

@@ -16,7 +16,4 @@ namespace braid::score {
 // the reward, the algorithm and its coefficients, --threads/--device/--dtype, --stats.
 void add_score_options(CLI::App& app, CommandOptions& o);
 
-// A command line as a shell would show it: each word quoted when it needs it.
-std::string quoted_command_line(const std::vector<std::string>& words);
-
 }  // namespace braid::score

@@ -8,7 +8,7 @@
 #include "driver/makefile.hpp"
 #include "driver/run_lock.hpp"
 #include "driver/run_loop.hpp"
-#include "driver/shell.hpp"
+#include "core/shell.hpp"
 #include "verbs.hpp"
 
 namespace braid::driver {

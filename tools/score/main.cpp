@@ -3,6 +3,7 @@
 // Under mpirun the ranks score disjoint parts of the shards (score/ranks.hpp).
 #include "comm/mpi.hpp"
 #include "core/cli.hpp"
+#include "core/shell.hpp"
 #include "score/command.hpp"
 #include "score/options.hpp"
 
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
   braid::score::add_score_options(app, o);
   std::vector<std::string> words(argv, argv + argc);
   if (!words.empty()) words.front() = "braid-score";
-  o.command_line = braid::score::quoted_command_line(words);
+  o.command_line = braid::shell_line(words);
   const int rc = braid::cli::run(app, argc, argv, [&] { return braid::score::run_command(o, world.get()); });
   if (rc != 0 && world && world->size() > 1) {
     // A failed rank leaves without finalising MPI: mpirun then ends the whole job

@@ -3,6 +3,7 @@
 #include "backend/dtype_option.hpp"
 #include "comm/mpi.hpp"
 #include "core/cli.hpp"
+#include "core/shell.hpp"
 #include "rl/algorithms.hpp"
 #include "train/commands.hpp"
 
@@ -97,13 +98,6 @@ const std::vector<std::string> kNotInRecord = {
     "--critic-optimizer-state", "--actor-out", "--critic-out", "--reward-out", "--stats", "--threads", "--device",
     "--tp", "--micro-tokens", "--recompute", "--schedule", "--force"};
 
-std::string shell_quote(const std::string& s) {
-  if (!s.empty() && s.find_first_of(" \t\n'\"\\$`*?!;&|<>()") == std::string::npos) return s;
-  std::string q = "'";
-  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,8 +110,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
 
-  std::string command_line;
-  for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + shell_quote(i ? argv[i] : "braid-train");
+  std::vector<std::string> words(argv, argv + argc);
+  if (!words.empty()) words.front() = "braid-train";
+  const std::string command_line = braid::shell_line(words);
 
   // One mode per algorithm (rl/algorithms.hpp), each starting from its preset.
   const std::map<std::string, std::string> about = {
