@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
@@ -356,15 +357,12 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
                                    step.name, needed, (layout.iteration_dir(needed) / "pruned.json").string()));
     };
     if (rollout_due) removed(rollout_policy(spec, i), rollout);
-    auto since = [](std::chrono::steady_clock::time_point t) {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-    };
     double rollout_seconds = -1;
     if (rollout_due) {
       log::info("iteration {} of {}: {}", i, spec.iterations, rollout.name);
       execute_step(rollout);
       rolled_out[static_cast<std::size_t>(i)] = true;
-      rollout_seconds = since(t0);
+      rollout_seconds = seconds_since(t0);
     }
     if (dynamic_sampling(spec)) rolled_out[static_cast<std::size_t>(i)] = refill(spec, layout, opt, i) || rolled_out[static_cast<std::size_t>(i)];
     std::vector<Step> group;
@@ -394,7 +392,7 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
       if (group.front().name == train.name) ++result.iterations_run;
       // The steps' wall times, beside the prediction in the report (one after the other only).
       if (rollout_seconds >= 0 && group.size() == 1 && group.front().name == train.name) {
-        write_step_times(layout, i, rollout_seconds, since(t1));
+        write_step_times(layout, i, rollout_seconds, seconds_since(t1));
       }
     }
     std::vector<fs::path> measured = train.outputs;

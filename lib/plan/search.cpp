@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/progress.hpp"
 #include "core/rng.hpp"
@@ -15,10 +16,6 @@ namespace braid::plan {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // A placement: for each role, a mesh (first device, devices); calls of the role use it.
 struct Placement {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "core/clock.hpp"
 #include "core/rng.hpp"
 #include "sched/timeline.hpp"
 
@@ -16,10 +17,6 @@ namespace braid::sched {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // The clock is read once per this many proposals: reading it costs more than a swap.
 constexpr std::uint64_t kCheckEvery = 4096;

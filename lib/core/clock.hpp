@@ -1,0 +1,13 @@
+// Wall time for progress lines, stats and time limits: seconds on the steady clock.
+#pragma once
+
+#include <chrono>
+
+namespace braid {
+
+// Seconds from t0 to now on the steady clock.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace braid
