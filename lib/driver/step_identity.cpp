@@ -137,7 +137,8 @@ std::vector<std::string> changed_train_options(const RunSpec& spec, const Layout
   const ordered_json options = record->value("options", ordered_json::object());
   const ordered_json given = record->value("given", ordered_json::array());
   for (const auto& [name, value] : options.items()) {
-    const auto it = std::find_if(planned.begin(), planned.end(), [&](const auto& p) { return p.first == name; });
+    const std::string& key = name;  // a lambda may not capture a structured binding before clang 16
+    const auto it = std::find_if(planned.begin(), planned.end(), [&](const auto& p) { return p.first == key; });
     const std::string then = value.get<std::string>();
     if (it != planned.end()) {
       const std::string now = cli::canonical_value(it->second);
