@@ -126,4 +126,12 @@ ModelProfile measure_model(const ModelShape& shape, LayerRunner& runner, int dty
   return m;
 }
 
+void reach_shortest_context(const Experiment& e, MeasureGrids& g) {
+  const auto prompts = e.prompt_len.quantiles(std::max(1, e.global_batch));
+  if (prompts.empty() || g.kv_len.empty()) return;
+  double lo = 8;
+  while (lo * 2 <= prompts.front()) lo *= 2;
+  if (lo < g.kv_len.front()) g.kv_len = pow2_grid(lo, g.kv_len.back());
+}
+
 }  // namespace braid::plan

@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "plan/experiment.hpp"
 #include "plan/profile.hpp"
 
 namespace braid::plan {
@@ -40,6 +41,12 @@ struct MeasureGrids {
   std::vector<double> batch = pow2_grid(1, 64);
   std::vector<double> kv_len = pow2_grid(64, 1024);
 };
+
+// A decode step's cost falls with its KV length, and a table is not read below its first
+// column (a shorter context costs what the first column says): the KV lengths measured start
+// at the experiment's shortest prompt (the power of two at or below it, 8 at the least), so
+// that the short contexts of its first decode steps are measured, not taken at 64's cost.
+void reach_shortest_context(const Experiment& e, MeasureGrids& g);
 
 struct MeasureOptions {
   MeasureGrids grids;

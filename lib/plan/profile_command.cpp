@@ -138,6 +138,7 @@ int run_profile_measure(const ProfileOptions& o) {
     mo.grids.kv_len = pow2_grid(64, 256);
   }
   if (o.max_batch > 0) mo.grids.batch = pow2_grid(1, o.max_batch);
+  if (!o.m.experiment.empty()) reach_shortest_context(load_experiment(o.m.experiment), mo.grids);
   RunnerLimits lim;
   lim.max_tokens = static_cast<int>(mo.grids.tokens.back());
   lim.max_seq_len = static_cast<int>(mo.grids.seq_len.back());

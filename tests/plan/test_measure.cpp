@@ -111,3 +111,25 @@ BOOST_AUTO_TEST_CASE(decode_steps_through_several_layers_are_kept_per_layer) {
   s.value_head = true;
   BOOST_TEST(measure(1).sample.v.empty());
 }
+
+BOOST_AUTO_TEST_CASE(kv_lengths_reach_the_experiments_shortest_prompt) {
+  Experiment e;
+  e.global_batch = 64;
+  e.prompt_len.kind = "uniform";
+  e.prompt_len.min = 20;
+  e.prompt_len.max = 40;
+  MeasureGrids g;  // KV lengths 64 .. 1024
+  reach_shortest_context(e, g);
+  BOOST_TEST(g.kv_len == pow2_grid(16, 1024), boost::test_tools::per_element());
+  // Prompts of 3 tokens: down to 8, no further.
+  e.prompt_len = {};
+  e.prompt_len.value = 3;
+  g = {};
+  reach_shortest_context(e, g);
+  BOOST_TEST(g.kv_len.front() == 8);
+  // Prompts longer than the first column leave the grid as it is.
+  e.prompt_len.value = 300;
+  g = {};
+  reach_shortest_context(e, g);
+  BOOST_TEST(g.kv_len == MeasureGrids{}.kv_len, boost::test_tools::per_element());
+}
