@@ -8,6 +8,9 @@ function(braid_library name)
   target_include_directories(braid_${name} PUBLIC ${PROJECT_SOURCE_DIR}/lib ${PROJECT_SOURCE_DIR})
   target_link_libraries(braid_${name} PUBLIC ${ARG_DEPS})
   braid_target_defaults(braid_${name})
+  if(BRAID_UNITY_BUILD)
+    set_target_properties(braid_${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+  endif()
 endfunction()
 
 # braid_tool(NAME SOURCES ... [DEPS ...])  ->  installed executable NAME.

@@ -32,8 +32,6 @@ std::int64_t flag_int(const ToolFlags& flags, std::string_view flag, std::int64_
   return dflt;
 }
 
-int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>(b <= 0 ? a : (a + b - 1) / b); }
-
 // A sample shard as braid-generate writes it (tokens, the actor's logprobs, offsets, the
 // prompts' lines and fields: io/sample_shard.hpp) and as braid-score adds its arrays (the
 // reference's logprobs, values, rewards, advantages, returns): bytes per token, datasets.

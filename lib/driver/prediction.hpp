@@ -15,6 +15,8 @@
 // iteration (their sum).
 #pragma once
 
+#include <cstdint>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +24,9 @@
 #include "core/json.hpp"
 
 namespace braid::driver {
+
+// a / b rounded up (a when b <= 0): shards, steps and micro-batches as the stages count them.
+inline int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>(b <= 0 ? a : (a + b - 1) / b); }
 
 struct RunSpec;
 

@@ -20,8 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return b <= 0 ? a : (a + b - 1) / b; }
-
 // The value of a stage flag the run file sets ("--mini-batch" -> "64"), if any.
 std::optional<std::string> flag_value(const ToolFlags& flags, std::string_view flag) {
   for (const auto& [f, v] : flags) {

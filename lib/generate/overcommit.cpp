@@ -2,6 +2,7 @@
 
 #include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
@@ -29,9 +30,6 @@ namespace braid::gen {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-void print_line(const std::string& text) { write_stdout_line(text, "a shard path"); }
 
 // A finished sample and the policy step of each of its response tokens.
 struct Finished {
@@ -136,7 +134,7 @@ class OvercommitRun {
                                          batch_.size(), batch_groups_));
     }
     write_shard();  // the last, short one
-    rank_.generate_seconds = since(gen_start_);
+    rank_.generate_seconds = seconds_since(gen_start_);
 
     // 4. The rest waits for the next iteration.
     Deferred out{.policy_step = step_, .next_prompt = next_prompt_, .config = config_, .samples = {}};
@@ -165,7 +163,7 @@ class OvercommitRun {
               "a response, {} finished in groups not yet whole)",
               batch_.size(), rank_.sequences, rank_.shards_written, stats_.deferred, o_.deferred_out,
               stats_.deferred_partial, stats_.deferred_finished);
-    finish_stats(since(t_start));
+    finish_stats(seconds_since(t_start));
     return 0;
   }
 
@@ -287,7 +285,7 @@ class OvercommitRun {
                            {.policy_step = step_, .created_by = o_.created_by, .config = config_, .made_from = made_from_});
     ++rank_.shards_written;
     shard_.clear();
-    print_line(path.string());
+    print_shard_path(path.string());
   }
 
   void finish_stats(double wall) {

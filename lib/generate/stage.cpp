@@ -3,6 +3,7 @@
 #include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "core/cli.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/limits.hpp"
@@ -38,11 +39,6 @@ using Clock = std::chrono::steady_clock;
 
 // Decode steps between two counts of the unfinished samples over all ranks (migration).
 constexpr std::int64_t kCheckEvery = 8;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// One write() per line: lines of different ranks (or of a pipe's other writers)
-// never interleave mid-line.
-void print_line(const std::string& path) { write_stdout_line(path_line(path), "a shard path"); }
 
 void validate(const StageOptions& o, const RankGroup& ranks) {
   validate_stage_options(o);
@@ -161,11 +157,11 @@ class StageRun {
     gen_start_ = Clock::now();
     generate(*actor.model, gopt, mine);
     collector_->flush();
-    stats_.generate_seconds = since(gen_start_);
+    stats_.generate_seconds = seconds_since(gen_start_);
     stats_.shards_written = collector_->shards_written();
     if (progress_) progress_->finish();
     if (hooks_.after_generation) stats_.fusion = hooks_.after_generation(stats_.generate_seconds);
-    finish_stats(since(t_start));
+    finish_stats(seconds_since(t_start));
     return 0;
   }
 
@@ -176,7 +172,7 @@ class StageRun {
     if (hooks_.shard_ready) {
       hooks_.shard_ready(shard, path);
     } else {
-      print_line(path.string());
+      print_shard_path(path.string());
     }
   }
 
@@ -233,7 +229,7 @@ class StageRun {
       if (hooks_.poll) hooks_.poll(false);
       sampled_ += i.sampled;
       if (progress_) {
-        progress_->set_status(fmt::format("{} running, {}", i.running, format_rate(sampled_ / std::max(1e-9, since(gen_start_)), "tok")));
+        progress_->set_status(fmt::format("{} running, {}", i.running, format_rate(sampled_ / std::max(1e-9, seconds_since(gen_start_)), "tok")));
       }
       return false;
     };
@@ -293,7 +289,7 @@ class StageRun {
   }
 
   void announce_migration() {
-    migration_at_ = since(gen_start_);
+    migration_at_ = seconds_since(gen_start_);
     if (lead()) {
       log::info("migration: {} samples left over all {} (threshold {:g}): {} {} take them over, the other {} "
                 "finish",
@@ -418,6 +414,8 @@ std::int64_t kv_cache_bytes(const StageOptions& o) {
   if (o.kv_cache_mb <= 0) return 0;
   return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(o.kv_cache_mb * double(1 << 20))));
 }
+
+void print_shard_path(const std::string& path) { write_stdout_line(path_line(path), "a shard path"); }
 
 void validate_stage_options(const StageOptions& o) {
   if (o.actor.empty()) throw UsageError("--actor CKPT is required");

@@ -110,6 +110,10 @@ std::vector<PromptLine> batch_lines(const StageOptions& o, const std::vector<Pro
 // prompts it took, the lines read and the next position.
 ordered_json stream_stats(const StageOptions& o, std::int64_t lines, std::int64_t first, std::int64_t taken);
 
+// A written shard's path on standard output, one line in one write() as braid-score reads
+// it (core/files.hpp's path_line: an odd name as a JSON string).
+void print_shard_path(const std::string& path);
+
 // Returns the exit code (0). Errors are exceptions (InputError for bad input).
 int run_generate_stage(const StageOptions& opt, const RankGroup& ranks, const StageHooks& hooks = {});
 

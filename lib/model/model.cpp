@@ -87,10 +87,6 @@ std::int64_t largest_tensor(const std::vector<Layout>& lay) {
   return most;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 std::vector<TensorInfo> tensor_layout(const ModelConfig& cfg, const ModelOptions& opt) {
@@ -183,21 +179,21 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
       LayerWeights<backend::Weights>& w = m.w[i];
       LayerWeights<T*>& g = m.g[i];
       auto set = [&](backend::Weights& wp, T*& gp) { wp = wt; gp = t.grad; };
-      if (ends_with(t.name, "input_layernorm.weight")) set(w.ln1, g.ln1);
-      else if (ends_with(t.name, "q_proj.weight")) set(w.qkv, g.qkv);
-      else if (ends_with(t.name, "q_proj.bias")) set(w.qkv_bias, g.qkv_bias);
-      else if (ends_with(t.name, "q_norm.weight")) set(w.q_norm, g.q_norm);
-      else if (ends_with(t.name, "k_norm.weight")) set(w.k_norm, g.k_norm);
-      else if (ends_with(t.name, "o_proj.weight")) set(w.o, g.o);
-      else if (ends_with(t.name, "o_proj.bias")) set(w.o_bias, g.o_bias);
-      else if (ends_with(t.name, "post_attention_layernorm.weight") && cfg.sandwich_norms) set(w.attn_norm, g.attn_norm);
-      else if (ends_with(t.name, "post_attention_layernorm.weight")) set(w.ln2, g.ln2);
-      else if (ends_with(t.name, "pre_feedforward_layernorm.weight")) set(w.ln2, g.ln2);
-      else if (ends_with(t.name, "gate_proj.weight")) set(w.gate_up, g.gate_up);
-      else if (ends_with(t.name, "gate_proj.bias")) set(w.gate_up_bias, g.gate_up_bias);
-      else if (ends_with(t.name, "down_proj.weight")) set(w.down, g.down);
-      else if (ends_with(t.name, "down_proj.bias")) set(w.down_bias, g.down_bias);
-      else if (ends_with(t.name, "post_feedforward_layernorm.weight")) set(w.mlp_norm, g.mlp_norm);
+      if (t.name.ends_with("input_layernorm.weight")) set(w.ln1, g.ln1);
+      else if (t.name.ends_with("q_proj.weight")) set(w.qkv, g.qkv);
+      else if (t.name.ends_with("q_proj.bias")) set(w.qkv_bias, g.qkv_bias);
+      else if (t.name.ends_with("q_norm.weight")) set(w.q_norm, g.q_norm);
+      else if (t.name.ends_with("k_norm.weight")) set(w.k_norm, g.k_norm);
+      else if (t.name.ends_with("o_proj.weight")) set(w.o, g.o);
+      else if (t.name.ends_with("o_proj.bias")) set(w.o_bias, g.o_bias);
+      else if (t.name.ends_with("post_attention_layernorm.weight") && cfg.sandwich_norms) set(w.attn_norm, g.attn_norm);
+      else if (t.name.ends_with("post_attention_layernorm.weight")) set(w.ln2, g.ln2);
+      else if (t.name.ends_with("pre_feedforward_layernorm.weight")) set(w.ln2, g.ln2);
+      else if (t.name.ends_with("gate_proj.weight")) set(w.gate_up, g.gate_up);
+      else if (t.name.ends_with("gate_proj.bias")) set(w.gate_up_bias, g.gate_up_bias);
+      else if (t.name.ends_with("down_proj.weight")) set(w.down, g.down);
+      else if (t.name.ends_with("down_proj.bias")) set(w.down_bias, g.down_bias);
+      else if (t.name.ends_with("post_feedforward_layernorm.weight")) set(w.mlp_norm, g.mlp_norm);
     } else if (t.name == "model.embed_tokens.weight") {
       m.embed = wt;
       m.embed_g = t.grad;
@@ -314,7 +310,7 @@ void BasicModel<T>::init_random(std::uint64_t seed, double std) {
   std::vector<T> host;
   for (Tensor<T>& t : m.tensors) {
     host.assign(std::size_t(t.numel), T(0));
-    if (ends_with(t.name, ".bias")) {
+    if (t.name.ends_with(".bias")) {
       // zeros
     } else if (t.shape.size() == 1) {
       std::fill(host.begin(), host.end(), T(1.0 - m.cfg.norm_weight_offset));   // a gain of one

@@ -11,10 +11,6 @@
 namespace braid::model {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Rows and columns of a 2-D tensor (a 1-D one, a bias, is a column: split along axis 0 it
 // is cut into runs of elements).
 std::pair<std::int64_t, std::int64_t> rows_cols(const std::vector<std::int64_t>& shape) {
@@ -58,14 +54,14 @@ TpSlice tp_slice(const ModelConfig& c, const std::string& name, const std::vecto
   // Column-parallel matrices and their biases are cut along their rows (a bias's elements).
   for (const char* kind : {".weight", ".bias"}) {
     const std::string k(kind);
-    if (ends_with(name, "self_attn.q_proj" + k)) return by_heads(0, c.num_attention_heads);
-    if (ends_with(name, "self_attn.k_proj" + k) || ends_with(name, "self_attn.v_proj" + k))
+    if (name.ends_with("self_attn.q_proj" + k)) return by_heads(0, c.num_attention_heads);
+    if (name.ends_with("self_attn.k_proj" + k) || name.ends_with("self_attn.v_proj" + k))
       return by_heads(0, c.num_key_value_heads);
-    if (ends_with(name, "mlp.gate_proj" + k) || ends_with(name, "mlp.up_proj" + k))
+    if (name.ends_with("mlp.gate_proj" + k) || name.ends_with("mlp.up_proj" + k))
       return by_units(0, c.intermediate_size);
   }
-  if (ends_with(name, "self_attn.o_proj.weight")) return by_heads(1, c.num_attention_heads);
-  if (ends_with(name, "mlp.down_proj.weight")) return by_units(1, c.intermediate_size);
+  if (name.ends_with("self_attn.o_proj.weight")) return by_heads(1, c.num_attention_heads);
+  if (name.ends_with("mlp.down_proj.weight")) return by_units(1, c.intermediate_size);
   if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return by_units(0, c.vocab_size);
   return s;  // norms (q_norm, k_norm included), the biases of o_proj and down_proj, score: replicated
 }

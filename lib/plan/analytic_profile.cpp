@@ -14,12 +14,6 @@ constexpr double kActTrafficPerHidden = 24.0;
 // flash attention (Korthikanti et al. 2022, without the a·s/h term).
 constexpr double kSavedActPerHidden = 17.0;  // elements
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 

@@ -9,13 +9,10 @@
 #include <fmt/format.h>
 
 #include "comm/mpi.hpp"
+#include "core/clock.hpp"
 
 namespace braid::plan {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 CommPoint median_point(double bytes, std::vector<double> t) {
   std::sort(t.begin(), t.end());

@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 
 #include "comm/mpi.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "io/weight_shard.hpp"
@@ -31,12 +32,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // Runs argv with stdin, stdout and stderr on /dev/null; its wall seconds, or a negative
 // number when it could not start or did not end with status 0.

@@ -22,11 +22,10 @@ Timing time_repeated(const std::function<void()>& op, int repeats, const std::fu
     op();
     t.push_back(now() - t0);
   }
-  std::sort(t.begin(), t.end());
-  const std::size_t n = t.size();
   Timing r;
-  r.median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-  r.spread = r.median > 0 ? (t.back() - t.front()) / r.median : 0;
+  r.median = median(t);
+  const auto [lo, hi] = std::minmax_element(t.begin(), t.end());
+  r.spread = r.median > 0 ? (*hi - *lo) / r.median : 0;
   return r;
 }
 

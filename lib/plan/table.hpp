@@ -34,4 +34,7 @@ Table2 table2_from_json(const json& j, Checker& c, const std::string& where, con
 // Powers of two from lo to hi inclusive.
 std::vector<double> pow2_grid(double lo, double hi);
 
+// The median of v: its middle value, the mean of the middle two for an even count; 0 for none.
+double median(std::vector<double> v);
+
 }  // namespace braid::plan

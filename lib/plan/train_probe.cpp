@@ -56,10 +56,6 @@ double tables_micro(const ModelProfile& m, double tokens) {
          m.embed_fwd.at(tokens) + m.embed_bwd.at(tokens) + m.head_fwd.at(tokens) + m.head_bwd.at(tokens);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 

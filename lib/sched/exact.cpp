@@ -17,7 +17,6 @@ namespace braid::sched {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 // Every 16th node asks opt.stop.
 constexpr std::uint64_t kStopEvery = 16;
 // A device program keeps a point's chain counts a byte each in one word.

@@ -11,7 +11,6 @@ namespace braid::sched {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A limit that leaves out the level x itself (device_levels keeps what is within
 // its tolerance of the limit).

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -32,6 +33,9 @@
 #include "sched/schedule.hpp"
 
 namespace braid::sched {
+
+// No bound (the searches' levels and limits start here).
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // One device's subtasks as chains: chain 2m holds model m's forwards on it, 2m+1 its
 // backwards, each in micro-batch order. A point of the device's grid is a count per

@@ -22,12 +22,6 @@ bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.
 bool ends_with(std::string_view s, std::string_view p) { return s.size() >= p.size() && s.substr(s.size() - p.size()) == p; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  for (std::size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
-    s.replace(pos, from.size(), to);
-  }
-}
-
 std::optional<Rational> make(std::int64_t num, std::int64_t den) {
   if (den == 0) return std::nullopt;
   if (den < 0) {
@@ -222,6 +216,12 @@ std::optional<Rational> final_answer_value(std::string_view response) {
   if (auto v = parse_number(*answer)) return v;
   if (auto inner = last_number(*answer)) return parse_number(*inner);
   return std::nullopt;
+}
+
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  for (std::size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
+    s.replace(pos, from.size(), to);
+  }
 }
 
 }  // namespace braid::score

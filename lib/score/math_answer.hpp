@@ -52,6 +52,9 @@ std::optional<std::string> marked_answer(std::string_view text);
 // The last number in text (a \frac, a fraction a/b or a decimal, with its sign), as written.
 std::optional<std::string> last_number(std::string_view text);
 
+// Every `from` in s replaced by `to`, left to right (what a replacement makes is not searched again).
+void replace_all(std::string& s, std::string_view from, std::string_view to);
+
 // Comparing answers that are not plain numbers (LaTeX values, intervals, sets, ...), the
 // prompt line's expected answer and the reward: score/math_expr.hpp.
 

@@ -112,12 +112,6 @@ std::optional<Val> apply(const Val& a, double (*f)(double)) {
   return r;
 }
 
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  for (std::size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
-    s.replace(pos, from.size(), to);
-  }
-}
-
 // \text{...}, \mbox{...}, \mathrm{...}, \textbf{...}: a unit (letters only) goes, a value stays.
 void unwrap_text(std::string& s) {
   for (std::string_view cmd : {"\\text", "\\mbox", "\\mathrm", "\\textbf", "\\mathbf", "\\textrm"}) {

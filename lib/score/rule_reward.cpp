@@ -13,7 +13,7 @@
 namespace braid::score {
 namespace {
 
-constexpr const char* kFlag = "--reward-rule";
+constexpr const char* kRewardRule = "--reward-rule";
 
 // Code points of UTF-8 text; a byte that starts no valid sequence stands for itself.
 std::vector<char32_t> code_points(std::string_view s) {
@@ -58,30 +58,30 @@ RuleReward RuleReward::parse(const std::string& spec) {
   const std::string arg = colon == std::string::npos ? "" : spec.substr(colon + 1);
   const bool has_arg = colon != std::string::npos;
   if (name == "digits") {
-    if (has_arg) throw InputError("", kFlag, fmt::format("'{}': the digits rule takes no argument", spec));
+    if (has_arg) throw InputError("", kRewardRule, fmt::format("'{}': the digits rule takes no argument", spec));
     impl->kind = Impl::Kind::digits;
   } else if (name == "chars") {
-    if (arg.empty()) throw InputError("", kFlag, fmt::format("'{}': chars needs a set of characters, as chars:abc", spec));
+    if (arg.empty()) throw InputError("", kRewardRule, fmt::format("'{}': chars needs a set of characters, as chars:abc", spec));
     impl->kind = Impl::Kind::chars;
     impl->set = code_points(arg);
   } else if (name == "length") {
     std::int64_t n = 0;
     const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), n);
     if (arg.empty() || ec != std::errc{} || end != arg.data() + arg.size() || n <= 0) {
-      throw InputError("", kFlag, fmt::format("'{}': length needs a positive whole number of characters, as length:32", spec));
+      throw InputError("", kRewardRule, fmt::format("'{}': length needs a positive whole number of characters, as length:32", spec));
     }
     impl->kind = Impl::Kind::length;
     impl->length = n;
   } else if (name == "regex") {
-    if (arg.empty()) throw InputError("", kFlag, fmt::format("'{}': regex needs an expression, as regex:^[0-9]+$", spec));
+    if (arg.empty()) throw InputError("", kRewardRule, fmt::format("'{}': regex needs an expression, as regex:^[0-9]+$", spec));
     impl->kind = Impl::Kind::regex;
     try {
       impl->re = std::regex(arg, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
-      throw InputError("", kFlag, fmt::format("'{}': not a valid ECMAScript regular expression ({})", spec, e.what()));
+      throw InputError("", kRewardRule, fmt::format("'{}': not a valid ECMAScript regular expression ({})", spec, e.what()));
     }
   } else {
-    throw InputError("", kFlag, fmt::format("unknown rule '{}' (rules: digits, chars:SET, length:N, regex:RE, math)", spec));
+    throw InputError("", kRewardRule, fmt::format("unknown rule '{}' (rules: digits, chars:SET, length:N, regex:RE, math)", spec));
   }
   return RuleReward(spec, std::move(impl));
 }

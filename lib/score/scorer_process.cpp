@@ -27,7 +27,7 @@ extern char** environ;
 namespace braid::score {
 namespace {
 
-constexpr const char* kFlag = "--reward-cmd";
+constexpr const char* kRewardCmd = "--reward-cmd";
 using Clock = std::chrono::steady_clock;
 
 std::string describe_status(int status) {
@@ -75,7 +75,7 @@ bool non_finite_number(const std::string& line) {
 }  // namespace
 
 ScorerProcess::ScorerProcess(ScorerOptions opt) : opt_(std::move(opt)) {
-  if (opt_.command.empty()) throw InputError("", kFlag, "is empty: give a command line that reads JSON lines");
+  if (opt_.command.empty()) throw InputError("", kRewardCmd, "is empty: give a command line that reads JSON lines");
   if (!(opt_.timeout_seconds > 0)) throw InputError("", "--reward-cmd-timeout", "must be > 0 seconds");
 }
 
@@ -87,7 +87,7 @@ ScorerProcess::~ScorerProcess() {
 
 void ScorerProcess::fail(const std::string& problem) {
   if (pid_ > 0 && !exited_) stop();
-  throw InputError("", kFlag, fmt::format("'{}' {}", opt_.command, problem));
+  throw InputError("", kRewardCmd, fmt::format("'{}' {}", opt_.command, problem));
 }
 
 void ScorerProcess::start() {
@@ -132,7 +132,7 @@ void ScorerProcess::start() {
   if (rc != 0) {
     ::close(in[1]);
     ::close(out[0]);
-    throw InputError("", kFlag,
+    throw InputError("", kRewardCmd,
                      fmt::format("'{}' cannot be started{}: {}", opt_.command,
                                  opt_.dir.empty() ? "" : fmt::format(" in {}", opt_.dir), std::strerror(rc)));
   }
