@@ -23,11 +23,12 @@ shape=${SHAPE:-full}
 [[ $shape == full || $shape == tiny ]] || { echo "run.sh: SHAPE must be full or tiny, not '$shape'" >&2; exit 2; }
 mkdir -p "$out"
 
-braid synth -o "$out/task" --task add --min-digits 1 --max-digits 8 --tail 1.5 \
-  --prompts 256 --sft 0 --pairs 0 --heldout 0 --seed 2 > /dev/null
-cp "$here/config.json" "$here/config-tiny.json" "$out/"
-# The run file as it is, with DEVICE and SHAPE applied (a copy is rewritten only when it
-# changes, so a rerun resumes).
+# The task, the configs and the run file are (re)written only when they change, so that a
+# rerun resumes (braid run redoes the steps whose inputs are newer than their outputs).
+[[ -f $out/task/prompts.jsonl ]] || braid synth -o "$out/task" --task add --min-digits 1 --max-digits 8 \
+  --tail 1.5 --prompts 256 --sft 0 --pairs 0 --heldout 0 --seed 2 > /dev/null
+for f in config.json config-tiny.json; do cmp -s "$here/$f" "$out/$f" || cp "$here/$f" "$out/$f"; done
+# The run file with DEVICE and SHAPE applied.
 python3 - "$here/run.json" "$out/run.json" "${DEVICE:-}" "$shape" <<'PY'
 import json, os, sys
 src, dst, device, shape = sys.argv[1:]
