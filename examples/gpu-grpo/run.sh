@@ -11,7 +11,10 @@
 # SHAPE=tiny (default full) runs the same file on config-tiny.json (2 layers, 128 wide),
 # 2 iterations of 2 prompts x 8 samples of up to 24 new tokens: the whole path on a CPU,
 # DEVICE=cpu SHAPE=tiny examples/gpu-grpo/run.sh out/gpu-grpo-tiny; DRY_RUN=1 prints the
-# commands braid run would start (braid run -n) and runs nothing.
+# commands braid run would start (braid run -n) and runs nothing; ITERATIONS=N runs N
+# iterations instead of the file's (braid run --iterations); TIMEOUT=S stops braid run after
+# S seconds (it passes the signal on to its tools; run.sh again resumes) and still prints
+# the figures of the iterations done, exit 124.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../.."
@@ -44,6 +47,12 @@ text = json.dumps(run, indent=2) + "\n"
 if not os.path.exists(dst) or open(dst).read() != text:
     open(dst, "w").write(text)
 PY
-if [[ ${DRY_RUN:-0} == 1 ]]; then exec braid run -n "$out/run.json" -o "$out/grpo"; fi
-braid run "$out/run.json" -o "$out/grpo"
-python3 "$here/summary.py" "$out/grpo"
+iterations=(${ITERATIONS:+--iterations "$ITERATIONS"})
+if [[ ${DRY_RUN:-0} == 1 ]]; then exec braid run -n "$out/run.json" -o "$out/grpo" "${iterations[@]}"; fi
+limit=(${TIMEOUT:+timeout --foreground "$TIMEOUT"})
+rc=0
+"${limit[@]}" braid run "$out/run.json" -o "$out/grpo" "${iterations[@]}" || rc=$?
+if [[ $rc == 0 || -f $out/grpo/report.json ]]; then
+  python3 "$here/summary.py" "$out/grpo" || [[ $rc != 0 ]] || rc=1
+fi
+exit "$rc"

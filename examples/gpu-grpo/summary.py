@@ -52,19 +52,19 @@ def pct(x):
     return "     -" if x is None else f"{100 * x:5.1f}%"
 
 
+def row(label, name, f):
+    return (f"{label:>4} {name:<12} {f['total']:8.2f} {f['rollout']:9.2f} {f['train_step']:8.2f} "
+            f"{pct(f['generate']):>8} {pct(f['score'])} {pct(f['train'])} {pct(f['other'])} "
+            f"{f['gen_tps']:10.0f} {f['train_tps']:11.0f} {f['iter_tps']:10.0f}")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: summary.py RUN_FOLDER")
     run = Path(sys.argv[1])
     report = load(run / "report.json")
     runfile = load(report["run"])
-    lengths = [r["mean_response_length"] for r in report["iterations"] if r.get("mean_response_length") is not None]
-    print(f"{report['algorithm']} on {runfile.get('device', 'cpu')} ({runfile.get('dtype', 'f32')}), "
-          f"{len(report['iterations'])} of {report['iterations_planned']} iterations; mean response length "
-          f"{statistics.mean(lengths):.1f} tokens" if lengths else "")
-    print(f"{'iter':>4} {'way':<12} {'total s':>8} {'rollout s':>9} {'train s':>8} {'generate':>8} {'score':>6} "
-          f"{'train':>6} {'other':>6} {'gen tok/s':>10} {'train tok/s':>11} {'iter tok/s':>10}")
-    rows = {}
+    rows, lines = {}, []
     for ab in report.get("ablation", []):
         i = ab["iteration"]
         # The run's own way is the fused one when it fuses; the other way is the re-run's.
@@ -73,20 +73,22 @@ def main():
             own = bool(v["fusions"]) == own_fused
             f = way_figures(v, run / f"iter-{i:04d}" if own else run / ab["settings"]["rerun"])
             rows.setdefault(v["name"], []).append((i, f))
-            print(f"{i:>4} {v['name']:<12} {f['total']:8.2f} {f['rollout']:9.2f} {f['train_step']:8.2f} "
-                  f"{pct(f['generate']):>8} {pct(f['score'])} {pct(f['train'])} {pct(f['other'])} "
-                  f"{f['gen_tps']:10.0f} {f['train_tps']:11.0f} {f['iter_tps']:10.0f}")
+            lines.append(row(str(i), v["name"], f))
     if not rows:
-        sys.exit(f"summary.py: {run}/report.json holds no ablation (the run file's \"ablation\")")
+        sys.exit(f"summary.py: {run}/report.json holds no ablation yet ({len(report['iterations'])} iterations done)")
+    lengths = [r["mean_response_length"] for r in report["iterations"] if r.get("mean_response_length") is not None]
+    print(f"{report['algorithm']} on {runfile.get('device', 'cpu')} ({runfile.get('dtype', 'f32')}), "
+          f"{len(report['iterations'])} of {report['iterations_planned']} iterations; mean response length "
+          f"{statistics.mean(lengths):.1f} tokens")
+    print(f"{'iter':>4} {'way':<12} {'total s':>8} {'rollout s':>9} {'train s':>8} {'generate':>8} {'score':>6} "
+          f"{'train':>6} {'other':>6} {'gen tok/s':>10} {'train tok/s':>11} {'iter tok/s':>10}")
+    print("\n".join(lines))
     print("median over the iterations after the first:")
     medians = {}
     for name, rs in rows.items():
         later = [f for i, f in rs if i > 1] or [f for _, f in rs]
-        med = {k: statistics.median([f[k] for f in later]) if later[0][k] is not None else None for k in later[0]}
-        medians[name] = med
-        print(f"     {name:<12} {med['total']:8.2f} {med['rollout']:9.2f} {med['train_step']:8.2f} "
-              f"{pct(med['generate']):>8} {pct(med['score'])} {pct(med['train'])} {pct(med['other'])} "
-              f"{med['gen_tps']:10.0f} {med['train_tps']:11.0f} {med['iter_tps']:10.0f}")
+        medians[name] = {k: None if later[0][k] is None else statistics.median([f[k] for f in later]) for k in later[0]}
+        print(row("", name, medians[name]))
     fused = [n for n in medians if n != "serial"]
     if fused and "serial" in medians:
         print(f"serial / {fused[0]}: {medians['serial']['total'] / medians[fused[0]]['total']:.3f} "
