@@ -37,8 +37,9 @@
 #          examples/gpu-grpo/summary.py: iteration time fused and serial, each stage's share,
 #          tokens/s). Needs DIR/nccl.tar.xz (mpirun). The run folder is BRAID_GRPO_RUN
 #          [/tmp/braid-gpu-grpo]: a later call on the same machine resumes it (BRAID_GPU_FRESH=1:
-#          afresh); braid run is stopped after BRAID_GRPO_TIMEOUT [420] s (the figures of the
-#          iterations done are still written); BRAID_GRPO_ITERATIONS runs fewer.
+#          afresh); braid run is stopped BRAID_GPU_BUDGET [560] s after this script started, or
+#          after BRAID_GRPO_TIMEOUT s when given (the figures of the iterations done are still
+#          written); BRAID_GRPO_ITERATIONS runs fewer.
 #
 # Always: run.log (this script's output: the machine, the libraries CMake found, each part's
 # exit) and build.log (configure and build). A part that fails is reported and the next one
@@ -383,19 +384,24 @@ part_families() {
 }
 
 # examples/gpu-grpo/run.sh under the prefix's mpirun (its rollout runs on 2 ranks), its braid
-# run stopped after BRAID_GRPO_TIMEOUT seconds so that the log is written before the device
-# tool's limit (run.sh then prints the figures of the iterations done).
+# run stopped BRAID_GPU_BUDGET seconds after this script started (or after BRAID_GRPO_TIMEOUT)
+# so that the log is written inside the device tool's 10 minutes (run.sh then prints the
+# figures of the iterations done).
 part_grpo() {
-  local log=$out/grpo.log rc run=${BRAID_GRPO_RUN:-/tmp/braid-gpu-grpo}
+  local log=$out/grpo.log rc run=${BRAID_GRPO_RUN:-/tmp/braid-gpu-grpo} limit
+  limit=$((${BRAID_GPU_BUDGET:-560} - SECONDS))
+  ((limit >= 60)) || limit=60
+  limit=${BRAID_GRPO_TIMEOUT:-$limit}
   [[ ${BRAID_GPU_FRESH:-0} == 1 ]] && rm -rf "$run"
   (
     mpi_environment || exit 1
     nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-    BRAID_BIN=$build/bin ITERATIONS=${BRAID_GRPO_ITERATIONS:-} TIMEOUT=${BRAID_GRPO_TIMEOUT:-420} \
+    echo "braid run stops after $limit s"
+    BRAID_BIN=$build/bin ITERATIONS=${BRAID_GRPO_ITERATIONS:-} TIMEOUT=$limit \
       "$root/examples/gpu-grpo/run.sh" "$run"
   ) > "$log" 2>&1
   rc=$?
-  echo "examples/gpu-grpo/run.sh: exit $rc$( ((rc == 124)) && echo " (braid run stopped after ${BRAID_GRPO_TIMEOUT:-420} s)")" >> "$log"
+  echo "examples/gpu-grpo/run.sh: exit $rc$( ((rc == 124)) && echo " (braid run stopped after $limit s)")" >> "$log"
   grep -E "^braid: (error|iteration [0-9]+:)|error:|exit [0-9]+|^grpo on|^ *(iter|[0-9]+|median|inter-stage|serial)" "$log" | tail -60
   return $rc
 }

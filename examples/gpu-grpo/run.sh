@@ -13,8 +13,8 @@
 # DEVICE=cpu SHAPE=tiny examples/gpu-grpo/run.sh out/gpu-grpo-tiny; DRY_RUN=1 prints the
 # commands braid run would start (braid run -n) and runs nothing; ITERATIONS=N runs N
 # iterations instead of the file's (braid run --iterations); TIMEOUT=S stops braid run after
-# S seconds (it passes the signal on to its tools; run.sh again resumes) and still prints
-# the figures of the iterations done, exit 124.
+# S seconds (SIGTERM, which it passes on to its tools; SIGKILL 20 s later; run.sh again
+# resumes) and still prints the figures of the iterations done, exit 124.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../.."
@@ -49,7 +49,7 @@ if not os.path.exists(dst) or open(dst).read() != text:
 PY
 iterations=(${ITERATIONS:+--iterations "$ITERATIONS"})
 if [[ ${DRY_RUN:-0} == 1 ]]; then exec braid run -n "$out/run.json" -o "$out/grpo" "${iterations[@]}"; fi
-limit=(${TIMEOUT:+timeout --foreground "$TIMEOUT"})
+limit=(${TIMEOUT:+timeout --foreground -k 20 "$TIMEOUT"})
 rc=0
 "${limit[@]}" braid run "$out/run.json" -o "$out/grpo" "${iterations[@]}" || rc=$?
 if [[ $rc == 0 || -f $out/grpo/report.json ]]; then
