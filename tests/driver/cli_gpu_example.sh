@@ -38,7 +38,8 @@ if len(trains) != 20 or not all("--device cuda --dtype bf16" in l for l in train
     fail(f"{len(trains)} braid-train grpo lines, not 20 on cuda in bf16")
 PY
 
-if "$B/braid" info | grep -qE 'cuda +(not built|built, .* 0 device)'; then
+info=$("$B/braid" info)
+if grep -qE 'cuda +(not built|built, .* 0 device)' <<< "$info"; then
   expect_bad refused "out/run.json: device: cuda:0: " "every stage tool would refuse it" -- \
     "$B/braid" run out/run.json -o out/grpo
   [[ ! -e out/grpo/iter-0000 ]] || fail "the refused run started: out/grpo/iter-0000 is there"
