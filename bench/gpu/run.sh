@@ -6,7 +6,7 @@
 # writes every log to OUTDIR (docs/gpu.md says what each one measures).
 #
 #   bench/gpu/run.sh OUTDIR [PART...]   PART: tests, ops, train, generate, decode, nccl, tools,
-#                                       families (default: tests ops train)
+#                                       families, grpo (default: tests ops train)
 #
 #   tests  the GPU tests (backend ops f32 and bf16, registry, model parity f32 and bf16, the
 #          families' parity suite against its PyTorch reference): tests.log (ctest's summary,
@@ -31,6 +31,15 @@
 #          transformers itself (bench/gpu/hf_families.py: from_config, save_pretrained, braid
 #          import, logits and scores compared; braid export loaded back by from_pretrained),
 #          braid on cuda and on the CPU: families.log
+#   grpo   braid run of examples/gpu-grpo on cuda: GRPO of a random-init Qwen2.5-0.5B-shaped actor,
+#          10 iterations of 256 samples of up to 512 tokens, the rollout fused on 2 ranks sharing the
+#          GPU and each iteration run again serial (the ablation): grpo.log (the run's log, then
+#          examples/gpu-grpo/summary.py: iteration time fused and serial, each stage's share,
+#          tokens/s). Needs DIR/nccl.tar.xz (mpirun). The run folder is BRAID_GRPO_RUN
+#          [/tmp/braid-gpu-grpo]: a later call on the same machine resumes it (BRAID_GPU_FRESH=1:
+#          afresh); braid run is stopped BRAID_GPU_BUDGET [560] s after this script started, or
+#          after BRAID_GRPO_TIMEOUT s when given (the figures of the iterations done are still
+#          written); BRAID_GRPO_ITERATIONS runs fewer.
 #
 # Always: run.log (this script's output: the machine, the libraries CMake found, each part's
 # exit) and build.log (configure and build). A part that fails is reported and the next one
@@ -43,7 +52,7 @@
 # BRAID_CUDA_GEMM / BRAID_CUDA_ATTENTION (passed on: docs/gpu.md).
 # Exit status: 0 when every chosen part passed, 1 otherwise, 2 on bad usage.
 set -uo pipefail
-[[ $# -ge 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR [tests] [ops] [train] [generate] [decode] [nccl] [tools] [families]" >&2; exit 2; }
+[[ $# -ge 1 ]] || { echo "usage: bench/gpu/run.sh OUTDIR [tests] [ops] [train] [generate] [decode] [nccl] [tools] [families] [grpo]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$1" || exit 2
 out=$(cd "$1" && pwd)
@@ -56,10 +65,11 @@ declare -A part_targets=([tests]="test_backend_ops test_backend_registry test_mo
                          [decode]="bench_gpu_decode"
                          [nccl]="test_nccl test_gpu_group compare_outputs braid braid-train braid-score braid-generate"
                          [tools]="braid braid-train braid-score braid-generate braid-profile compare_outputs"
-                         [families]="braid model_outputs test_family_parity test_model_parity")
+                         [families]="braid model_outputs test_family_parity test_model_parity"
+                         [grpo]="braid braid-generate braid-score braid-train")
 want_targets=()
 for p in "${parts[@]}"; do
-  [[ -n ${part_targets[$p]:-} ]] || { echo "run.sh: unknown part '$p' (tests, ops, train, generate, decode, nccl, tools, families)" >&2; exit 2; }
+  [[ -n ${part_targets[$p]:-} ]] || { echo "run.sh: unknown part '$p' (tests, ops, train, generate, decode, nccl, tools, families, grpo)" >&2; exit 2; }
   # shellcheck disable=SC2206
   want_targets+=(${part_targets[$p]})
 done
@@ -370,6 +380,29 @@ part_families() {
     echo "FAIL: a GPU is present but a families test was skipped"
     rc=1
   fi
+  return $rc
+}
+
+# examples/gpu-grpo/run.sh under the prefix's mpirun (its rollout runs on 2 ranks), its braid
+# run stopped BRAID_GPU_BUDGET seconds after this script started (or after BRAID_GRPO_TIMEOUT)
+# so that the log is written inside the device tool's 10 minutes (run.sh then prints the
+# figures of the iterations done).
+part_grpo() {
+  local log=$out/grpo.log rc run=${BRAID_GRPO_RUN:-/tmp/braid-gpu-grpo} limit
+  limit=$((${BRAID_GPU_BUDGET:-560} - SECONDS))
+  ((limit >= 60)) || limit=60
+  limit=${BRAID_GRPO_TIMEOUT:-$limit}
+  [[ ${BRAID_GPU_FRESH:-0} == 1 ]] && rm -rf "$run"
+  (
+    mpi_environment || exit 1
+    nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+    echo "braid run stops after $limit s"
+    BRAID_BIN=$build/bin ITERATIONS=${BRAID_GRPO_ITERATIONS:-} TIMEOUT=$limit \
+      "$root/examples/gpu-grpo/run.sh" "$run"
+  ) > "$log" 2>&1
+  rc=$?
+  echo "examples/gpu-grpo/run.sh: exit $rc$( ((rc == 124)) && echo " (braid run stopped after $limit s)")" >> "$log"
+  grep -E "^braid: (error|iteration [0-9]+:)|error:|exit [0-9]+|^grpo on|^ *(iter|[0-9]+|median|inter-stage|serial)" "$log" | tail -60
   return $rc
 }
 

@@ -12,6 +12,7 @@
 #include "core/log.hpp"
 #include "driver/prediction.hpp"
 #include "driver/report.hpp"
+#include "driver/retention.hpp"
 #include "driver/run_loop.hpp"
 
 namespace braid::driver {
@@ -237,6 +238,9 @@ void run_ablation(const RunSpec& spec, const Layout& layout, const PlanOptions& 
   if (seconds.size() == 2) write_step_times(scratch, i, seconds[0], seconds[1]);
   const ordered_json doc = ablation_document(spec, layout, i);
   write_text_file(layout.ablation_file(i).string(), doc.dump(2) + "\n");
+  // A run that prunes its checkpoints keeps none of the re-run's: nothing reads them (a
+  // complete ablation.json is not measured again), and each is a model and its AdamW state.
+  if (spec.checkpoints) remove_checkpoints(*other_way(spec), scratch, i, i);
   for (const auto& v : doc["variants"]) {
     log::info("iteration {} ablation: {} {:.2f} s measured{}", i, v["name"].get<std::string>(),
               v["measured"]["total"].get<double>(),

@@ -40,28 +40,32 @@ bool kept(const RunSpec& spec, int i, int done) {
   return newer < spec.checkpoints->keep_last;
 }
 
+void remove_checkpoints(const RunSpec& spec, const Layout& layout, int i, int done) {
+  std::vector<std::string> gone;
+  std::error_code ec;
+  for (const char* model : {"actor", "critic"}) {
+    if (std::string_view(model) == "critic" && !spec.uses_critic()) continue;
+    const fs::path checkpoint = layout.checkpoint(i, model);
+    const int stages = std::string_view(model) == "actor" ? spec.actor_stages : spec.critic_stages;
+    for (const fs::path& stem : {checkpoint, optimizer_path(checkpoint)}) {
+      for (const fs::path& f : stage_files(stem, stages)) {
+        if (fs::remove(f, ec)) gone.push_back(f.filename().string());
+      }
+    }
+  }
+  ordered_json m;
+  m["iteration"] = i;
+  m["removed"] = gone;
+  m["after_iteration"] = done;
+  write_text_file(marker(layout, i).string(), m.dump() + "\n");
+}
+
 std::vector<int> prune_checkpoints(const RunSpec& spec, const Layout& layout, int done) {
   std::vector<int> removed;
   if (!spec.checkpoints) return removed;
   for (int i = 1; i < done; ++i) {
     if (kept(spec, i, done) || pruned(layout, i)) continue;
-    std::vector<std::string> gone;
-    std::error_code ec;
-    for (const char* model : {"actor", "critic"}) {
-      if (std::string_view(model) == "critic" && !spec.uses_critic()) continue;
-      const fs::path checkpoint = layout.checkpoint(i, model);
-      const int stages = std::string_view(model) == "actor" ? spec.actor_stages : spec.critic_stages;
-      for (const fs::path& stem : {checkpoint, optimizer_path(checkpoint)}) {
-        for (const fs::path& f : stage_files(stem, stages)) {
-          if (fs::remove(f, ec)) gone.push_back(f.filename().string());
-        }
-      }
-    }
-    ordered_json m;
-    m["iteration"] = i;
-    m["removed"] = gone;
-    m["after_iteration"] = done;
-    write_text_file(marker(layout, i).string(), m.dump() + "\n");
+    remove_checkpoints(spec, layout, i, done);
     removed.push_back(i);
   }
   if (!removed.empty()) {

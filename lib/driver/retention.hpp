@@ -26,6 +26,10 @@ bool pruned(const Layout& layout, int iteration);
 // Whether iteration i's checkpoints are kept once iteration `done` is complete.
 bool kept(const RunSpec& spec, int iteration, int done);
 
+// Removes iteration i's checkpoints (and optimizer state) and writes its pruned.json,
+// naming what went and `done`, the iteration after which it went.
+void remove_checkpoints(const RunSpec& spec, const Layout& layout, int iteration, int done);
+
 // Removes the checkpoints (and optimizer state) of every iteration in [1, done) not kept
 // (kept()), writing each one's pruned.json; returns the iterations removed now.
 std::vector<int> prune_checkpoints(const RunSpec& spec, const Layout& layout, int done);

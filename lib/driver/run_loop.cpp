@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "backend/registry.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -154,6 +155,25 @@ void check_programs(const std::vector<Step>& steps) {
   if (!missing.empty()) {
     throw std::runtime_error(fmt::format("cannot find {} (looked beside the braid executable, then on PATH)",
                                          fmt::join(missing, ", ")));
+  }
+}
+
+// A run on "device": "cuda" where this process sees no GPU (or braid has no CUDA) is
+// refused before anything starts, naming the device, rather than by the first tool that
+// loads a model, after the init steps. Not when mpirun is given hosts: the ranks may have
+// the GPUs the driver's host lacks.
+void check_device(const RunSpec& spec) {
+  if (!spec.device) return;
+  const auto device = backend::parse_device(*spec.device);
+  if (!device || device->kind != backend::DeviceKind::cuda) return;
+  for (const std::string& w : spec.mpirun_options) {
+    if (w == "--hostfile" || w == "--host" || w == "-H" || w == "--machinefile") return;
+  }
+  if (const std::string why = backend::cuda_unavailable_reason(); !why.empty()) {
+    throw InputError(spec.file.string(), "device",
+                     fmt::format("{}: {}; every stage tool would refuse it (run on a machine with a GPU, or set "
+                                 "\"device\": \"cpu\")",
+                                 device->to_string(), why));
   }
 }
 
@@ -331,6 +351,7 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
   first.push_back(train_step(spec, layout, opt, 1));
   if (evaluates(spec, 0)) first.push_back(eval_step(spec, layout, opt, 0));
   check_programs(first);
+  check_device(spec);
   for (const auto& step : init_steps(spec, layout, opt)) {
     if (step_due(step) || checkpoints_damaged(step)) execute_step(step);
   }
