@@ -9,7 +9,7 @@
 #include "core/rng.hpp"
 #include "rl/chunked_lm_head.hpp"
 #include "score/batch_scorer.hpp"
-#include "score/micro_batches.hpp"
+#include "data/micro_batches.hpp"
 #include "score/model_passes.hpp"
 
 #include <cmath>
@@ -103,14 +103,14 @@ bool near(double got, double want, double atol = 1e-5, double rtol = 1e-4) {
 
 BOOST_AUTO_TEST_CASE(micro_batches_hold_at_most_the_budget_and_skip_empty_sequences) {
   const std::vector<std::int64_t> off{0, 3, 3, 8, 20, 22, 23};  // lengths 3 0 5 12 2 1
-  const auto mbs = braid::score::pack_micro_batches(off, 8);
+  const auto mbs = braid::data::pack_micro_batches(off, 8);
   BOOST_TEST(mbs.size() == 3);
   BOOST_TEST((mbs[0].sequences == std::vector<std::size_t>{0, 2}));
   BOOST_TEST(mbs[0].tokens == 8);
   BOOST_TEST((mbs[1].sequences == std::vector<std::size_t>{3}));  // longer than the budget: alone
   BOOST_TEST(mbs[1].tokens == 12);
   BOOST_TEST((mbs[2].sequences == std::vector<std::size_t>{4, 5}));
-  BOOST_CHECK_THROW(braid::score::pack_micro_batches(off, 0), std::invalid_argument);
+  BOOST_CHECK_THROW(braid::data::pack_micro_batches(off, 0), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(reference_logprobs_are_the_single_sequence_logprobs_shifted_by_one) {

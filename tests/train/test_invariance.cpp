@@ -13,7 +13,7 @@
 #include "backend/backend.hpp"
 #include "core/rng.hpp"
 #include "train/commands.hpp"
-#include "train/micro_batches.hpp"
+#include "data/micro_batches.hpp"
 #include "train/objectives.hpp"
 #include "tests/train/uneven_batch.hpp"
 #include "train/trainer.hpp"
@@ -95,7 +95,7 @@ Result step_split(const Case& c, const io::SampleBatch& batch, int pieces) {
   std::iota(groups.begin(), groups.end(), std::size_t{0});
   rng.shuffle(std::span<std::size_t>(groups));
   for (std::size_t g : groups) for (std::size_t k = 0; k < c.group; ++k) indices.push_back(g * c.group + k);
-  const auto mbs = train::split_micro_batches(batch, indices, pieces, c.group);
+  const auto mbs = data::split_micro_batches(batch, indices, pieces, c.group);
   BOOST_REQUIRE_EQUAL(mbs.size(), static_cast<std::size_t>(pieces));
   Result r;
   r.stats = t.step(mbs);

@@ -9,10 +9,10 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/rng.hpp"
+#include "data/text_examples.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/objectives.hpp"
 #include "train/reference_logprobs.hpp"
-#include "train/train_inputs.hpp"
 #include "train/trainer.hpp"
 
 #include "../common/scratch.hpp"
@@ -68,8 +68,8 @@ BOOST_AUTO_TEST_CASE(sft_learns_to_echo_the_prompt) {
   write_text_file(train_file.string(), jsonl(train_lines));
   write_text_file(eval_file.string(), jsonl(eval_lines));
   const auto tok = tok::load_tokenizer("byte");
-  const io::SampleBatch data = train::read_sft_jsonl(train_file.string(), *tok, 259, 40);
-  const io::SampleBatch eval = train::read_sft_jsonl(eval_file.string(), *tok, 259, 40);
+  const io::SampleBatch data = data::read_sft_jsonl(train_file.string(), *tok, 259, 40);
+  const io::SampleBatch eval = data::read_sft_jsonl(eval_file.string(), *tok, 259, 40);
   BOOST_TEST(data.size() == 64u);
   BOOST_TEST(data.prompt_len[0] == 6);   // BOS + 4 letters + '>'
   BOOST_TEST(data.length(0) == 11u);     // + 4 letters + EOS
@@ -105,8 +105,8 @@ BOOST_AUTO_TEST_CASE(reward_model_ranks_held_out_pairs) {
   write_text_file(train_file.string(), jsonl(train_lines));
   write_text_file(eval_file.string(), jsonl(eval_lines));
   const auto tok = tok::load_tokenizer("byte");
-  const io::SampleBatch data = train::read_preference_jsonl(train_file.string(), *tok, 259, 40);
-  const io::SampleBatch eval = train::read_preference_jsonl(eval_file.string(), *tok, 259, 40);
+  const io::SampleBatch data = data::read_preference_jsonl(train_file.string(), *tok, 259, 40);
+  const io::SampleBatch eval = data::read_preference_jsonl(eval_file.string(), *tok, 259, 40);
   BOOST_TEST(data.size() == 256u);
 
   auto be = backend::make_cpu_backend(1);
@@ -151,8 +151,8 @@ BOOST_AUTO_TEST_CASE(dpo_learns_the_preferred_completion_on_held_out_pairs) {
   write_text_file(train_file.string(), jsonl(train_lines));
   write_text_file(eval_file.string(), jsonl(eval_lines));
   const auto tok = tok::load_tokenizer("byte");
-  io::SampleBatch data = train::read_preference_jsonl(train_file.string(), *tok, 259, 40);
-  io::SampleBatch eval = train::read_preference_jsonl(eval_file.string(), *tok, 259, 40);
+  io::SampleBatch data = data::read_preference_jsonl(train_file.string(), *tok, 259, 40);
+  io::SampleBatch eval = data::read_preference_jsonl(eval_file.string(), *tok, 259, 40);
 
   struct Variant {
     const char* name;
@@ -214,7 +214,7 @@ BOOST_AUTO_TEST_CASE(bad_lines_are_all_reported_with_their_line_numbers) {
   write_text_file(file.string(), "{\"prompt\": \"a\", \"response\": \"b\"}\nnot json\n{\"prompt\": \"a\", \"respons\": \"b\"}\n");
   const auto tok = tok::load_tokenizer("byte");
   try {
-    train::read_sft_jsonl(file.string(), *tok, 259, 40);
+    data::read_sft_jsonl(file.string(), *tok, 259, 40);
     BOOST_FAIL("bad lines were accepted");
   } catch (const InputError& e) {
     const std::string what = e.what();
@@ -232,7 +232,7 @@ BOOST_AUTO_TEST_CASE(bad_preference_pairs_name_the_line_and_the_field) {
     const auto file = test::scratch(name);
     write_text_file(file.string(), text);
     try {
-      train::read_preference_jsonl(file.string(), *tok, 259, 40);
+      data::read_preference_jsonl(file.string(), *tok, 259, 40);
     } catch (const InputError& e) {
       const std::string what = e.what();
       BOOST_TEST(what.find(file.string()) != std::string::npos, what);
