@@ -115,9 +115,7 @@ BOOST_AUTO_TEST_CASE(held_out_split_is_seeded_disjoint_and_whole) {
 }
 
 BOOST_AUTO_TEST_CASE(braid_data_writes_the_mapped_train_and_heldout_files) {
-  const auto dir = braid::test::scratch("braid_data");
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const auto dir = braid::test::fresh_scratch("braid_data");
   std::string text;
   for (int i = 0; i < 8; ++i) text += json{{"question", "q" + std::to_string(i)}, {"answer", "#### " + std::to_string(i)}}.dump() + "\n";
   write_text_file((dir / "gsm.jsonl").string(), text);

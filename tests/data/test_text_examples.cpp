@@ -11,6 +11,7 @@
 #include "data/text_examples.hpp"
 
 #include "../common/scratch.hpp"
+#include "tests/common/input_error.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -264,18 +265,13 @@ BOOST_AUTO_TEST_CASE(bad_conversations_name_line_and_field) {
                                  R"({"messages": [{"role": "user", "content": "Q"}, {"role": "bot", "content": "A"}]})" "\n"
                                  R"({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]})" "\n"
                                  R"({"messages": []})" "\n");
-  try {
-    data::read_sft_jsonl(file, *tok, tok->vocab_size(), 256, dir);
-    BOOST_FAIL("bad conversations were accepted");
-  } catch (const InputError& e) {
-    const std::string what = e.what();
-    BOOST_TEST(what.find("line 2.messages: has no assistant turn to learn") != std::string::npos, what);
-    BOOST_TEST(what.find("line 3.messages: Only user and assistant roles are supported") != std::string::npos, what);
-    BOOST_TEST(what.find("line 5.messages: is empty") != std::string::npos, what);
-    // Mistral folds the system turn into the last user turn; its assistant turn is still found.
-    BOOST_TEST(what.find("line 4") == std::string::npos, what);
-    BOOST_TEST(what.find("line 1") == std::string::npos, what);
-  }
+  const std::string what = braid::test::refusal([&] { data::read_sft_jsonl(file, *tok, tok->vocab_size(), 256, dir); });
+  BOOST_TEST(what.find("line 2.messages: has no assistant turn to learn") != std::string::npos, what);
+  BOOST_TEST(what.find("line 3.messages: Only user and assistant roles are supported") != std::string::npos, what);
+  BOOST_TEST(what.find("line 5.messages: is empty") != std::string::npos, what);
+  // Mistral folds the system turn into the last user turn; its assistant turn is still found.
+  BOOST_TEST(what.find("line 4") == std::string::npos, what);
+  BOOST_TEST(what.find("line 1") == std::string::npos, what);
   // The byte tokenizer has no template.
   const auto byte = tok::load_tokenizer("byte");
   try {
@@ -314,13 +310,8 @@ BOOST_AUTO_TEST_CASE(preference_pairs_may_be_conversations) {
       R"({"prompt": [{"role": "user"}], "chosen": "A", "rejected": "B"})" "\n"
       R"({"prompt": [{"role": "user", "content": "Q"}], "chosen": [{"role": "user", "content": "A"}], "rejected": "B"})" "\n"
       R"({"prompt": "Q", "chosen": [{"role": "assistant", "content": "A"}], "rejected": "B"})" "\n");
-  try {
-    data::read_preference_jsonl(bad, *tok, tok->vocab_size(), 256, dir);
-    BOOST_FAIL("bad conversational pairs were accepted");
-  } catch (const InputError& e) {
-    const std::string what = e.what();
-    BOOST_TEST(what.find("line 1.prompt[0].content: is missing") != std::string::npos, what);
-    BOOST_TEST(what.find("line 2.chosen: must end with the assistant's message") != std::string::npos, what);
-    BOOST_TEST(what.find("line 3.chosen: must be a string when the prompt is") != std::string::npos, what);
-  }
+  const std::string what = braid::test::refusal([&] { data::read_preference_jsonl(bad, *tok, tok->vocab_size(), 256, dir); });
+  BOOST_TEST(what.find("line 1.prompt[0].content: is missing") != std::string::npos, what);
+  BOOST_TEST(what.find("line 2.chosen: must end with the assistant's message") != std::string::npos, what);
+  BOOST_TEST(what.find("line 3.chosen: must be a string when the prompt is") != std::string::npos, what);
 }

@@ -11,6 +11,7 @@
 #include "score/batch_scorer.hpp"
 #include "data/micro_batches.hpp"
 #include "score/model_passes.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <cmath>
 #include <vector>
@@ -21,9 +22,8 @@ using braid::io::SampleBatch;
 using braid::model::Model;
 
 braid::model::ModelConfig config() {
-  return braid::model::ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 48, .vocab_size = 40, .rms_norm_eps = 1e-5,
-      .rope_theta = 1000.0, .max_position_embeddings = 64};
+  return braid::test::tiny_config({.intermediate = 48, .vocab = 40, .positions = 64, .rms_norm_eps = 1e-5,
+                                   .rope_theta = 1000.0});
 }
 
 // Sequences of random lengths and prompt lengths (one with an empty response, one with

@@ -19,10 +19,7 @@ using namespace braid;
 
 namespace {
 
-using braid::test::check_directional_derivative;
-using braid::test::current_logprobs;
-using braid::test::per_token;
-using braid::test::random_batch;
+using namespace braid::test;
 
 model::ModelConfig tiny() { return braid::test::objective_model(); }
 
