@@ -38,7 +38,7 @@ expect_bad lock-folder "locked/.braid-run.lock" "is a folder" -- "$B" run run.js
 
 # A scorer that never answers: braid run ends with exit 2 after its timeout, and nothing the
 # scorer started is left running (a caller reading braid run's output waited for it).
-sed -e 's|"reward": {"rule": "digits"}|"reward": {"command": "sleep 60 \& echo $! > '"$S"'/scorer-child.pid; wait", "timeout": 1}|' \
+jq --arg cmd "sleep 60 & echo \$! > $S/scorer-child.pid; wait" '.models.reward = {"command": $cmd, "timeout": 1}' \
   run.json > run-cmd.json
 grep -q '"command"' run-cmd.json || fail "could not write run-cmd.json"
 start=$(date +%s)
