@@ -13,33 +13,49 @@ function(braid_library name)
   endif()
 endfunction()
 
-# braid_tool(NAME SOURCES ... [DEPS ...])  ->  installed executable NAME.
-function(braid_tool name)
+# braid_executable_in(NAME FOLDER SOURCES ... DEPS ...) -> an executable in the build's FOLDER/.
+function(braid_executable_in name folder)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
   braid_target_defaults(${name})
-  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/${folder})
+endfunction()
+
+# braid_tool(NAME SOURCES ... [DEPS ...])  ->  installed executable NAME.
+function(braid_tool name)
+  braid_executable_in(${name} bin ${ARGN})
   install(TARGETS ${name} RUNTIME DESTINATION bin)
+endfunction()
+
+# braid_test_helper(NAME SOURCES ... DEPS ...) -> an executable in the build's tests/ folder
+# that tests run (a helper that writes or checks files).
+function(braid_test_helper name)
+  braid_executable_in(${name} tests ${ARGN})
 endfunction()
 
 # The Boost.Test executable test_NAME (in tests/ of the build) that the test functions below
 # register with ctest.
 function(braid_test_executable name sources deps)
-  add_executable(test_${name} ${sources})
-  target_link_libraries(test_${name} PRIVATE ${deps} Boost::unit_test_framework)
+  braid_test_helper(test_${name} SOURCES ${sources} DEPS ${deps} Boost::unit_test_framework)
   target_compile_definitions(test_${name} PRIVATE BOOST_TEST_DYN_LINK)
-  braid_target_defaults(test_${name})
-  set_target_properties(test_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
 endfunction()
 
-# braid_unit_test(NAME SOURCES ... [DEPS ...] [LABELS ...])  ->  Boost.Test executable, one ctest entry.
+# braid_unit_test(NAME SOURCES ... [DEPS ...] [LABELS ...] [RANKS N ... [MPI_TIMEOUT S]])
+#   ->  Boost.Test executable, one ctest entry; with RANKS, one more entry NAME_npN for each
+#   N: the same program under mpirun with N ranks (braid_mpi_test), each given S seconds.
 # Tests run with the repo's tests/fixtures as BRAID_FIXTURES and a scratch dir as BRAID_SCRATCH.
 function(braid_unit_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "MPI_TIMEOUT" "SOURCES;DEPS;LABELS;RANKS" ${ARGN})
   braid_test_executable(${name} "${ARG_SOURCES}" "${ARG_DEPS}")
   add_test(NAME ${name} COMMAND test_${name} --log_level=warning)
   braid_test_environment(${name} "${ARG_LABELS}")
+  foreach(np ${ARG_RANKS})
+    braid_mpi_test(${name}_np${np} test_${name} ${np})
+    if(ARG_MPI_TIMEOUT)
+      set_tests_properties(${name}_np${np} PROPERTIES TIMEOUT ${ARG_MPI_TIMEOUT})
+    endif()
+  endforeach()
 endfunction()
 
 # braid_backend_test(NAME SOURCES ... [DEPS ...] BACKENDS cpu-f32 cuda-f32 ...)  ->  one Boost.Test
@@ -94,13 +110,9 @@ function(braid_mpi_test entry program np)
   braid_test_environment(${entry} "${labels}")
 endfunction()
 
-# braid_bench(NAME SOURCES ... [DEPS ...])  ->  benchmark executable in bin/ (not a test).
+# braid_bench(NAME SOURCES ... [DEPS ...])  ->  benchmark executable bench_NAME in bench/ (not a test).
 function(braid_bench name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
-  add_executable(bench_${name} ${ARG_SOURCES})
-  target_link_libraries(bench_${name} PRIVATE ${ARG_DEPS})
-  braid_target_defaults(bench_${name})
-  set_target_properties(bench_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
+  braid_executable_in(bench_${name} bench ${ARGN})
 endfunction()
 
 # Adds every immediate subfolder of the current source dir that has a CMakeLists.txt,

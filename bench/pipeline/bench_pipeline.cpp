@@ -21,7 +21,7 @@
 #include "sched/bound.hpp"
 #include "sched/lower.hpp"
 #include "sched/schedule.hpp"
-#include "train/micro_batches.hpp"
+#include "data/micro_batches.hpp"
 #include "train/objectives.hpp"
 #include "train/pipeline.hpp"
 #include "train/trainer.hpp"
@@ -194,7 +194,7 @@ int run_bench(const Options& o) {
   const auto samples = test::scored_samples(o.sequences, o.min_len, o.max_len, cfg.vocab_size, 2);
   std::vector<std::size_t> order(samples.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
-  const auto mbs = train::split_micro_batches(samples, order, o.micro_batches);
+  const auto mbs = data::split_micro_batches(samples, order, o.micro_batches);
   std::int64_t max_tokens = 0;
   for (const auto& mb : mbs) max_tokens = std::max<std::int64_t>(max_tokens, static_cast<std::int64_t>(mb.token_count()));
   const double tokens = static_cast<double>(samples.token_count());

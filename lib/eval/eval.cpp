@@ -11,15 +11,15 @@
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "data/prompts.hpp"
+#include "data/text_examples.hpp"
 #include "generate/generate.hpp"
-#include "generate/prompts.hpp"
 #include "score/math_expr.hpp"
 #include "score/model_passes.hpp"
 #include "score/text_reward.hpp"
 #include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/reference_logprobs.hpp"
-#include "train/train_inputs.hpp"
 
 namespace braid::eval {
 namespace {
@@ -192,7 +192,7 @@ ordered_json evaluate_policy(const PolicyEvalOptions& o) {
   auto tokenizer = tok::load_tokenizer(o.model.tokenizer);
   auto policy = checkpoint::open_model(o.model.checkpoint, *be, {}, /*need_lm_head=*/true, false, o.model.dtype);
   const auto& cfg = policy.model->config();
-  const auto lines = gen::read_prompts(o.prompts, {.tokenizer = tokenizer.get(),
+  const auto lines = data::read_prompts(o.prompts, {.tokenizer = tokenizer.get(),
                                                    .vocab_size = cfg.vocab_size,
                                                    .max_tokens = cfg.max_position_embeddings,
                                                    .limit = o.limit,
@@ -301,7 +301,7 @@ ordered_json evaluate_reward_model(const PairEvalOptions& o) {
   auto tokenizer = tok::load_tokenizer(o.model.tokenizer);
   auto rm = checkpoint::open_model(o.model.checkpoint, *be, {}, false, /*need_value_head=*/true, o.model.dtype);
   const auto& cfg = rm.model->config();
-  const io::SampleBatch batch = train::read_preference_jsonl(o.pairs, *tokenizer, cfg.vocab_size,
+  const io::SampleBatch batch = data::read_preference_jsonl(o.pairs, *tokenizer, cfg.vocab_size,
                                                              cfg.max_position_embeddings, o.model.tokenizer, chat);
   const std::size_t pairs = batch.size() / 2;
   if (pairs == 0) throw InputError(o.pairs, "", "holds no preference pairs");
@@ -323,7 +323,7 @@ ordered_json evaluate_dpo_policy(const PairEvalOptions& o) {
   auto tokenizer = tok::load_tokenizer(o.model.tokenizer);
   auto policy = checkpoint::open_model(o.model.checkpoint, *be, {}, /*need_lm_head=*/true, false, o.model.dtype);
   const auto& cfg = policy.model->config();
-  const io::SampleBatch batch = train::read_preference_jsonl(o.pairs, *tokenizer, cfg.vocab_size,
+  const io::SampleBatch batch = data::read_preference_jsonl(o.pairs, *tokenizer, cfg.vocab_size,
                                                              cfg.max_position_embeddings);
   const std::size_t pairs = batch.size() / 2;
   if (pairs == 0) throw InputError(o.pairs, "", "holds no preference pairs");

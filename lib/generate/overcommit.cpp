@@ -9,7 +9,7 @@
 #include "generate/deferred.hpp"
 #include "generate/generate.hpp"
 #include "generate/migrate.hpp"
-#include "generate/prompts.hpp"
+#include "data/prompts.hpp"
 #include "generate/stage.hpp"
 #include "generate/stage_stats.hpp"
 #include "io/sample_shard.hpp"
@@ -56,7 +56,7 @@ class OvercommitRun {
                         cfg.vocab_size, o_.actor));
     if (auto eos = tokenizer->eos()) stop_.push_back(*eos);
     else log::warn("the tokenizer has no EOS: every sample runs to --max-new-tokens");
-    lines_ = read_prompts(o_.prompts, {.tokenizer = tokenizer.get(),
+    lines_ = data::read_prompts(o_.prompts, {.tokenizer = tokenizer.get(),
                                        .vocab_size = cfg.vocab_size,
                                        .max_tokens = cfg.max_position_embeddings,
                                        .limit = o_.limit,
@@ -98,7 +98,7 @@ class OvercommitRun {
     const std::int64_t capacity = batch_groups_ + o_.overcommit;
     const std::int64_t fresh = std::max<std::int64_t>(0, capacity - static_cast<std::int64_t>(carried_groups.size()));
     for (std::int64_t p = cursor; p < cursor + fresh; ++p) {
-      const PromptLine& line = line_of(p);
+      const data::PromptLine& line = line_of(p);
       for (int k = 0; k < o_.samples_per_prompt; ++k) {
         prompts.push_back({.sample_id = static_cast<std::uint64_t>(p * o_.samples_per_prompt + k), .tokens = line.tokens});
       }
@@ -227,7 +227,7 @@ class OvercommitRun {
 
   std::int64_t group_of(std::uint64_t id) const { return static_cast<std::int64_t>(id) / o_.samples_per_prompt; }
   // Stream position p's prompt (data/order.hpp).
-  const PromptLine& line_of(std::int64_t p) const { return lines_[static_cast<std::size_t>(order_->line_at(p))]; }
+  const data::PromptLine& line_of(std::int64_t p) const { return lines_[static_cast<std::size_t>(order_->line_at(p))]; }
   bool batch_full() const { return static_cast<std::int64_t>(batch_.size()) >= batch_groups_; }
 
   std::vector<std::int64_t> steps_of(std::uint64_t id, std::size_t tokens) {
@@ -277,7 +277,7 @@ class OvercommitRun {
       const auto n = static_cast<std::ptrdiff_t>(s.response.size());
       std::copy(s.raw_logprobs.begin(), s.raw_logprobs.end(), b.logprobs_actor->end() - n);
       std::copy(f.steps.begin(), f.steps.end(), b.policy_step->end() - n);
-      const PromptLine& line = line_of(group_of(s.sample_id));
+      const data::PromptLine& line = line_of(group_of(s.sample_id));
       b.origin->back() = io::PromptOrigin{.line = line.line, .extra = line.extra};
     }
     const auto path = std::filesystem::path(o_.out_dir) / fmt::format("{}-{:05}.h5", o_.prefix, rank_.shards_written);
@@ -316,7 +316,7 @@ class OvercommitRun {
   const RankGroup& ranks_;
   std::int64_t step_ = 0;
   std::vector<std::int32_t> stop_;
-  std::vector<PromptLine> lines_;
+  std::vector<data::PromptLine> lines_;
   std::int64_t batch_groups_ = 0;
   std::int32_t vocab_size_ = 0;   // the actor's (recorded in meta.config)
   mutable std::optional<data::EpochOrder> order_;  // its epochs' permutations are made when first asked

@@ -13,7 +13,7 @@
 #include "generate/generate.hpp"
 #include "generate/migrate.hpp"
 #include "generate/overcommit.hpp"
-#include "generate/prompts.hpp"
+#include "data/prompts.hpp"
 #include "generate/shard_plan.hpp"
 #include "generate/stage_stats.hpp"
 #include "io/fingerprint.hpp"
@@ -77,7 +77,7 @@ class StageRun {
     std::string text;
     if (ranks_.rank() == 0) text = read_text_file(o_.prompts);
     ranks_.broadcast(text);
-    const auto read = parse_prompts(text, o_.prompts, {.tokenizer = tokenizer.get(),
+    const auto read = data::parse_prompts(text, o_.prompts, {.tokenizer = tokenizer.get(),
                                                        .vocab_size = cfg.vocab_size,
                                                        .max_tokens = cfg.max_position_embeddings,
                                                        .limit = o_.limit,
@@ -88,13 +88,13 @@ class StageRun {
     // Each sample holds its prompt's tokens and extra fields: their total is known before any
     // is copied (--samples-per-prompt 1e9 would otherwise end in "out of memory").
     std::uint64_t bytes = 0;
-    for (const PromptLine& line : lines) {
+    for (const data::PromptLine& line : lines) {
       bytes += (sizeof(Prompt) + sizeof(io::PromptOrigin) + line.tokens.size() * sizeof(std::int32_t) + line.extra.size()) *
                static_cast<std::uint64_t>(o_.samples_per_prompt);
     }
     require_host_memory(bytes, "--samples-per-prompt", "",
                         fmt::format("{} prompts x {} samples", lines.size(), o_.samples_per_prompt));
-    for (const PromptLine& line : lines) {
+    for (const data::PromptLine& line : lines) {
       for (int k = 0; k < o_.samples_per_prompt; ++k) {
         prompts_.push_back({.sample_id = static_cast<std::uint64_t>(prompts_.size()), .tokens = line.tokens});
         origins_.push_back({.line = line.line, .extra = line.extra});
@@ -493,11 +493,11 @@ data::EpochOrder prompt_order(const StageOptions& o, std::int64_t lines) {
   return data::EpochOrder(lines, o.prompt_seed.has_value(), o.prompt_seed.value_or(0));
 }
 
-std::vector<PromptLine> batch_lines(const StageOptions& o, const std::vector<PromptLine>& all) {
+std::vector<data::PromptLine> batch_lines(const StageOptions& o, const std::vector<data::PromptLine>& all) {
   const auto n = static_cast<std::int64_t>(all.size());
   if (o.first_prompt == 0 && (o.batch_prompts == 0 || o.batch_prompts == n) && !o.prompt_seed) return all;
   data::EpochOrder order = prompt_order(o, n);
-  std::vector<PromptLine> out;
+  std::vector<data::PromptLine> out;
   for (const std::int64_t line : order.lines_at(o.first_prompt, o.batch_prompts > 0 ? o.batch_prompts : n)) {
     out.push_back(all[static_cast<std::size_t>(line)]);
   }

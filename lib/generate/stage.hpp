@@ -10,7 +10,7 @@
 #include "backend/dtype.hpp"
 #include "core/json.hpp"
 #include "data/order.hpp"
-#include "generate/prompts.hpp"
+#include "data/prompts.hpp"
 #include "generate/sampler.hpp"
 #include "model/config.hpp"
 
@@ -105,7 +105,7 @@ std::string generation_record(const StageOptions& o, const ordered_json& config)
 data::EpochOrder prompt_order(const StageOptions& o, std::int64_t lines);
 // Without overcommit: the lines of this call's batch, positions [first_prompt, first_prompt
 // + batch) of the stream (batch: batch_prompts, or every line).
-std::vector<PromptLine> batch_lines(const StageOptions& o, const std::vector<PromptLine>& all);
+std::vector<data::PromptLine> batch_lines(const StageOptions& o, const std::vector<data::PromptLine>& all);
 // The "data" figures of a call's stats: the stream position and epoch it started at, the
 // prompts it took, the lines read and the next position.
 ordered_json stream_stats(const StageOptions& o, std::int64_t lines, std::int64_t first, std::int64_t taken);

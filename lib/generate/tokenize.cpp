@@ -3,7 +3,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
-#include "generate/prompts.hpp"
+#include "data/prompts.hpp"
 #include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -47,7 +47,7 @@ std::vector<ordered_json> tokenize(const TokenizeOptions& o) {
     }
     out.push_back(describe(*t, o.ids));
   } else if (!o.prompts.empty()) {
-    const auto lines = read_prompts(o.prompts, {.tokenizer = t.get(), .vocab_size = t->vocab_size(),
+    const auto lines = data::read_prompts(o.prompts, {.tokenizer = t.get(), .vocab_size = t->vocab_size(),
                                                  .chat_template_from = o.tokenizer, .chat = run});
     for (const auto& p : lines) {
       ordered_json j = {{"line", p.line}, {"id", p.id}};

@@ -15,7 +15,7 @@ void ensure_size(backend::Buffer<T>& buf, backend::Backend& be, std::size_t n) {
 // Writes per-row results of a micro-batch into a per-token array of the whole batch,
 // shifted by one: token j of a sequence takes row j-1, the row that produced it.
 // Prompt tokens stay 0.
-void scatter_shifted(const io::SampleBatch& b, const MicroBatch& mb, const model::Batch& packed,
+void scatter_shifted(const io::SampleBatch& b, const data::MicroBatch& mb, const model::Batch& packed,
                      const std::vector<float>& rows, std::vector<float>& out) {
   for (std::size_t k = 0; k < mb.sequences.size(); ++k) {
     const std::size_t s = mb.sequences[k];
@@ -45,7 +45,7 @@ SequenceRunner::SequenceRunner(const model::Model& m, std::int64_t micro_tokens)
 }
 
 void SequenceRunner::run(const io::SampleBatch& b, const Head& head) {
-  for (const MicroBatch& mb : pack_micro_batches(b.offsets, micro_tokens_)) {
+  for (const data::MicroBatch& mb : data::pack_micro_batches(b.offsets, micro_tokens_)) {
     const auto t0 = std::chrono::steady_clock::now();
     tokens_.clear();
     offsets_.assign(1, 0);
@@ -81,7 +81,7 @@ std::vector<float> ReferencePass::logprobs(const io::SampleBatch& b) {
   std::vector<float> out(b.token_count(), 0.0f);
   const model::Model& m = runner_.model();
   backend::Backend& be = m.backend();
-  runner_.run(b, [&](const MicroBatch& mb, const model::Batch& packed, const model::Activations& acts) {
+  runner_.run(b, [&](const data::MicroBatch& mb, const model::Batch& packed, const model::Activations& acts) {
     const std::vector<std::int32_t> targets = rl::next_token_targets(packed);
     ensure_size(targets_dev_, be, targets.size());
     ensure_size(logprob_dev_, be, targets.size());
@@ -101,7 +101,7 @@ ValuePass::ValuePass(const model::Model& m, std::int64_t micro_tokens) : runner_
 std::vector<float> ValuePass::values(const io::SampleBatch& b) {
   std::vector<float> out(b.token_count(), 0.0f);
   const model::Model& m = runner_.model();
-  runner_.run(b, [&](const MicroBatch& mb, const model::Batch& packed, const model::Activations& acts) {
+  runner_.run(b, [&](const data::MicroBatch& mb, const model::Batch& packed, const model::Activations& acts) {
     value_head_rows(m, acts, static_cast<std::size_t>(packed.offsets.back()), values_dev_, values_);
     scatter_shifted(b, mb, packed, values_, out);
   });
@@ -115,7 +115,7 @@ RewardModelPass::RewardModelPass(const model::Model& m, std::int64_t micro_token
 std::vector<float> RewardModelPass::rewards(const io::SampleBatch& b) {
   std::vector<float> out(b.size(), 0.0f);
   const model::Model& m = runner_.model();
-  runner_.run(b, [&](const MicroBatch& mb, const model::Batch& packed, const model::Activations& acts) {
+  runner_.run(b, [&](const data::MicroBatch& mb, const model::Batch& packed, const model::Activations& acts) {
     // The value head over every row costs D flops a row, nothing beside the forward.
     value_head_rows(m, acts, static_cast<std::size_t>(packed.offsets.back()), values_dev_, values_);
     for (std::size_t k = 0; k < mb.sequences.size(); ++k) {

@@ -15,7 +15,7 @@
 #include "io/sample_batch.hpp"
 #include "model/model.hpp"
 #include "rl/chunked_lm_head.hpp"
-#include "score/micro_batches.hpp"
+#include "data/micro_batches.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -38,7 +38,7 @@ class SequenceRunner {
   // m must be a whole model (first and last stage); std::invalid_argument otherwise.
   SequenceRunner(const model::Model& m, std::int64_t micro_tokens);
 
-  using Head = std::function<void(const MicroBatch& mb, const model::Batch& packed, const model::Activations& acts)>;
+  using Head = std::function<void(const data::MicroBatch& mb, const model::Batch& packed, const model::Activations& acts)>;
   // For each micro-batch: packs its sequences (positions from 0), runs the forward, calls head.
   void run(const io::SampleBatch& b, const Head& head);
 

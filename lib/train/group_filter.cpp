@@ -2,7 +2,7 @@
 
 #include "core/error.hpp"
 #include "io/sample_shard.hpp"
-#include "train/micro_batches.hpp"
+#include "data/micro_batches.hpp"
 
 #include <fmt/format.h>
 
@@ -66,7 +66,7 @@ GroupFilterSummary filter_groups(io::SampleBatch& batch, std::span<const std::in
   for (std::size_t i = 0; i < batch.size(); ++i) {
     if (keep[i]) kept.push_back(i);
   }
-  if (kept.size() != batch.size()) batch = select_sequences(batch, kept);
+  if (kept.size() != batch.size()) batch = data::select_sequences(batch, kept);
   return s;
 }
 

@@ -6,7 +6,7 @@
 #include "backend/dtype.hpp"
 #include "core/json.hpp"
 #include "optim/adamw.hpp"
-#include "train/micro_batches.hpp"
+#include "data/micro_batches.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -129,7 +129,7 @@ struct LoopOptions {
 struct TrainerOptions {
   optim::AdamWConfig adamw;
   optim::LrSchedule lr;
-  MicroBatchLimits micro;
+  data::MicroBatchLimits micro;
   int recompute = 0;                  // model::ActivationOptions::recompute
   optim::DataParallel data_parallel;
 };

@@ -23,7 +23,7 @@
 // caller passes K_m x M_m micro-batches for it (every rank the same ones), and replica
 // r takes micro-batches r*M_m .. (r+1)*M_m - 1. A schedule's spec makes K x M equal
 // for every model, so actor and critic see the same mini-batch split the same number
-// of ways: train::split_micro_batches(batch, indices, micro_batches(i)). Each
+// of ways: data::split_micro_batches(batch, indices, micro_batches(i)). Each
 // micro-batch's loss is scaled by 1 / (the units of all K_m x M_m micro-batches:
 // train/objective.hpp), which makes the update the one a single process computes over the
 // same mini-batch, however either splits it.

@@ -31,7 +31,7 @@ std::vector<StepStats> PipelineEngine::step(const io::SampleBatch& batch, std::s
                                    "raise --mini-batch or use a schedule with fewer micro-batches",
                                    indices.size(), count));
     }
-    mbs[i] = split_micro_batches(batch, indices, count);
+    mbs[i] = data::split_micro_batches(batch, indices, count);
     for (const auto& mb : mbs[i]) {
       if (static_cast<std::int64_t>(mb.token_count()) > micro_tokens_) {
         throw UsageError(fmt::format("a micro-batch of {} tokens exceeds --micro-tokens {}: raise it, lower "

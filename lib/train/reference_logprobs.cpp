@@ -1,7 +1,7 @@
 #include "train/reference_logprobs.hpp"
 
 #include "rl/chunked_lm_head.hpp"
-#include "train/micro_batches.hpp"
+#include "data/micro_batches.hpp"
 
 #include <numeric>
 #include <stdexcept>
@@ -15,7 +15,7 @@ std::vector<float> reference_logprobs(const model::Model& m, const io::SampleBat
   std::vector<std::size_t> order(b.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   // In order: micro-batch k holds the sequences after micro-batch k − 1's.
-  const std::vector<io::SampleBatch> mbs = micro_batches(b, order, {.max_tokens = max_tokens});
+  const std::vector<io::SampleBatch> mbs = data::micro_batches(b, order, {.max_tokens = max_tokens});
   std::int64_t most_tokens = 1, most_sequences = 1;
   for (const io::SampleBatch& mb : mbs) {
     most_tokens = std::max(most_tokens, static_cast<std::int64_t>(mb.token_count()));

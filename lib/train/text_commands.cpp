@@ -5,6 +5,7 @@
 #include "checkpoint/adapters.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "data/text_examples.hpp"
 #include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/command_steps.hpp"
@@ -75,8 +76,8 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
   }
   const bool pairs = mode != TextMode::sft;
   io::SampleBatch batch =
-      pairs ? read_preference_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer, chat)
-            : read_sft_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer, chat);
+      pairs ? data::read_preference_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer, chat)
+            : data::read_sft_jsonl(c.data, *tok, cfg.vocab_size, cfg.max_position_embeddings, c.tokenizer, chat);
   log::info("{} {} from {}, {} tokens; {}", pairs ? batch.size() / 2 : batch.size(), pairs ? "pairs" : "examples", c.data,
             batch.token_count(), ranks.describe());
   const std::size_t group = pairs ? 2 : 1;

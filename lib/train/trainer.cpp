@@ -17,7 +17,7 @@ namespace braid::train {
 namespace {
 
 model::ActivationOptions activation_options(const TrainerOptions& opt) {
-  const MicroBatchLimits& micro = opt.micro;
+  const data::MicroBatchLimits& micro = opt.micro;
   return {.max_tokens = micro.max_tokens,
           .max_sequences = micro.max_sequences > 0 ? micro.max_sequences : micro.max_tokens,
           .training = true,
@@ -57,13 +57,13 @@ StepStats Trainer::step(const io::SampleBatch& batch, std::span<const std::size_
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<io::SampleBatch> mbs;
   if (dp_ == nullptr) {
-    mbs = micro_batches(batch, local_indices(indices), opt_.micro);
+    mbs = data::micro_batches(batch, local_indices(indices), opt_.micro);
   } else {
     // Only this rank sees its part: a sequence too long for --micro-tokens fails here
     // alone, so every rank learns whether any failed before the first collective waits.
     std::exception_ptr failed;
     try {
-      mbs = micro_batches(batch, local_indices(indices), opt_.micro);
+      mbs = data::micro_batches(batch, local_indices(indices), opt_.micro);
     } catch (...) {
       failed = std::current_exception();
     }
@@ -125,7 +125,7 @@ StepStats Trainer::step(std::span<const io::SampleBatch> mbs) {
 }
 
 double Trainer::evaluate(const io::SampleBatch& batch, std::span<const std::size_t> indices) {
-  const auto mbs = micro_batches(batch, indices, opt_.micro);
+  const auto mbs = data::micro_batches(batch, indices, opt_.micro);
   LossTotals totals;
   for (const io::SampleBatch& mb : mbs) {
     m_->forward({mb.tokens, mb.offsets}, acts_);

@@ -30,7 +30,7 @@
 #include "model/model.hpp"
 #include "optim/adamw.hpp"
 #include "train/engine.hpp"
-#include "train/micro_batches.hpp"
+#include "data/micro_batches.hpp"
 #include "train/objective.hpp"
 #include "train/options.hpp"
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/test/unit_test.hpp>
+
 #include "backend/backend.hpp"
 #include "backend/dtype.hpp"
 #include "backend/registry.hpp"
@@ -61,7 +63,23 @@ inline std::unique_ptr<backend::Backend> make_or_skip(const BackendTarget& t) {
   }
 }
 
+// main's end: Boost.Test's cases (init: the module's init_unit_test) run on the target's
+// backend, made and handed to `backend` for them, or the skip where there is none.
+inline int run_on_target(const BackendTarget& t, backend::Backend*& backend, bool (*init)()) {
+  const auto made = make_or_skip(t);
+  if (!made) return kSkip;
+  backend = made.get();
+  auto args = t.boost_args;
+  return boost::unit_test::unit_test_main(init, static_cast<int>(args.size()), args.data());
+}
+
 // Copies between the host and a backend, for the tests that compare backends.
+inline backend::Buffer<std::int32_t> upload_ids(backend::Backend& b, const std::vector<std::int32_t>& host) {
+  backend::Buffer<std::int32_t> buf(b, host.size());
+  if (!host.empty()) b.copy_to_device(buf.data(), host.data(), host.size() * sizeof(std::int32_t));
+  return buf;
+}
+
 template <typename T>
 backend::Buffer<T> upload(backend::Backend& b, const std::vector<T>& h) {
   backend::Buffer<T> buf(b, h.size());

@@ -4,11 +4,8 @@
 # or no GPU or driver, whichever holds here, as `braid info` tells), and a value that is
 # no device exits 2 naming the option. Where a GPU is present `--device cuda` is the CUDA
 # backend, and only the refusals that still hold there are checked.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/* && mkdir -p "$S" && cd "$S"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # Expects exit 2, nothing on stdout, and the text on stderr.
 expect_2() {

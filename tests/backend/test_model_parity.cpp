@@ -26,6 +26,7 @@
 
 #ifdef BRAID_HAVE_CUDA
 #include "backend/cuda/cuda_backend.hpp"
+#include "tests/common/tiny_models.hpp"
 #endif
 
 #include <cmath>
@@ -36,8 +37,7 @@
 
 using namespace braid;
 namespace be = braid::backend;
-using braid::test::download;
-using braid::test::upload;
+using namespace braid::test;
 
 namespace {
 
@@ -47,10 +47,7 @@ be::DType g_dtype = be::DType::f32;
 be::Backend* g_backend = nullptr;
 
 model::ModelConfig parity_config() {
-  return model::ModelConfig{.hidden_size = 64, .num_hidden_layers = 2, .num_attention_heads = 4,
-                            .num_key_value_heads = 2, .intermediate_size = 96, .vocab_size = 101,
-                            .rms_norm_eps = 1e-5, .rope_theta = 10000.0, .max_position_embeddings = 64,
-                            .tie_word_embeddings = false};
+  return test::tiny_config({.hidden = 64, .intermediate = 96, .vocab = 101, .positions = 64, .rms_norm_eps = 1e-5});
 }
 
 std::vector<float> random_floats(std::size_t n, std::uint64_t seed, double lo, double hi) {
@@ -207,9 +204,5 @@ int main(int argc, char** argv) {
   }
   g_spec = target->spec;
   g_dtype = target->dtype;
-  auto backend = braid::test::make_or_skip(*target);
-  if (!backend) return braid::test::kSkip;
-  g_backend = backend.get();
-  auto args = target->boost_args;
-  return boost::unit_test::unit_test_main(&::init_unit_test, static_cast<int>(args.size()), args.data());
+  return braid::test::run_on_target(*target, g_backend, &::init_unit_test);
 }

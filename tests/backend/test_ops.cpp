@@ -20,6 +20,7 @@
 #include "backend/backend.hpp"
 #include "backend/registry.hpp"
 #include "tests/backend/backend_target.hpp"
+#include "tests/common/arrays.hpp"
 #include "core/rng.hpp"
 
 #include <fmt/format.h>
@@ -85,12 +86,6 @@ be::Buffer<T> upload(be::Backend& b, const std::vector<double>& host) {
   return buf;
 }
 
-be::Buffer<std::int32_t> upload_ids(be::Backend& b, const std::vector<std::int32_t>& host) {
-  be::Buffer<std::int32_t> buf(b, host.size());
-  if (!host.empty()) b.copy_to_device(buf.data(), host.data(), host.size() * sizeof(std::int32_t));
-  return buf;
-}
-
 template <typename T>
 std::vector<double> download(be::Backend& b, const be::Buffer<T>& buf) {
   std::vector<T> typed(buf.size());
@@ -113,14 +108,8 @@ std::vector<double> random_values(std::size_t n, std::uint64_t seed, double lo =
   return v;
 }
 
-double nmse(const std::vector<double>& a, const std::vector<double>& ref) {
-  double err = 0, norm = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    err += (a[i] - ref[i]) * (a[i] - ref[i]);
-    norm += ref[i] * ref[i];
-  }
-  return norm == 0 ? err : err / norm;
-}
+using braid::test::nmse;
+using braid::test::upload_ids;
 
 // One op case: the same body run with T = the tested dtype on the backend under test
 // and with T = double on the reference.

@@ -16,6 +16,7 @@
 #include "backend/backend.hpp"
 #include "core/rng.hpp"
 #include "tests/backend/backend_target.hpp"
+#include "tests/common/arrays.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -36,12 +37,6 @@ be::Buffer<T> upload(be::Backend& b, const std::vector<double>& host) {
   return buf;
 }
 
-be::Buffer<std::int32_t> upload_ids(be::Backend& b, const std::vector<std::int32_t>& host) {
-  be::Buffer<std::int32_t> buf(b, host.size());
-  if (!host.empty()) b.copy_to_device(buf.data(), host.data(), host.size() * sizeof(std::int32_t));
-  return buf;
-}
-
 template <typename T>
 std::vector<double> download(be::Backend& b, const be::Buffer<T>& buf) {
   std::vector<T> typed(buf.size());
@@ -56,14 +51,8 @@ std::vector<double> random_values(std::size_t n, std::uint64_t seed, double lo =
   return v;
 }
 
-double nmse(const std::vector<double>& a, const std::vector<double>& ref) {
-  double err = 0, norm = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    err += (a[i] - ref[i]) * (a[i] - ref[i]);
-    norm += ref[i] * ref[i];
-  }
-  return norm == 0 ? err : err / norm;
-}
+using braid::test::nmse;
+using braid::test::upload_ids;
 
 // One case: sequences' contexts, their keys written through the paged write into shuffled
 // blocks, then one attention call over the query rows.
@@ -242,9 +231,5 @@ BOOST_AUTO_TEST_CASE(a_wrong_block_is_seen) {
 int main(int argc, char** argv) {
   const auto target = braid::test::parse_backend_target(argc, argv, "cpu-f32", "test_paged_ops", "cpu-f32, cuda-f32");
   if (!target) return 2;
-  auto backend = braid::test::make_or_skip(*target);
-  if (!backend) return braid::test::kSkip;
-  g_backend = backend.get();
-  auto args = target->boost_args;
-  return boost::unit_test::unit_test_main(&::init_unit_test, static_cast<int>(args.size()), args.data());
+  return braid::test::run_on_target(*target, g_backend, &::init_unit_test);
 }

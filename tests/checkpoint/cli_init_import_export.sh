@@ -2,16 +2,10 @@
 # braid init / export / import end to end: stage splits and format round trips
 # give byte-identical safetensors, bad input exits 2 naming the field and leaves
 # no output behind.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
-cat > "$S/config.json" <<'JSON'
-{"hidden_size": 16, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
- "intermediate_size": 24, "vocab_size": 300, "max_position_embeddings": 64, "rms_norm_eps": 1e-5}
-JSON
+llama_config 16 4 4 2 24 300 64 > "$S/config.json"
 
 "$B" -q init -c "$S/config.json" --seed 3 --stages 4 -o "$S/w.h5" > "$S/files"
 [ "$(wc -l < "$S/files")" -eq 4 ] || fail "init --stages 4 did not print 4 files"

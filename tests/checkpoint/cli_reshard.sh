@@ -4,16 +4,10 @@
 # name (its slices joined); the stage count changes with --pp, the optimizer state beside
 # a checkpoint moving with it; inspect and check take a checkpoint's name; a degree the
 # key/value heads do not divide, and exporting one rank's slice alone, exit 2 naming the cause.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
-cat > "$S/config.json" <<'JSON'
-{"hidden_size": 16, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4,
- "intermediate_size": 22, "vocab_size": 259, "max_position_embeddings": 64, "rms_norm_eps": 1e-5}
-JSON
+llama_config 16 4 8 4 22 259 64 > "$S/config.json"
 
 "$B" -q init -c "$S/config.json" --seed 3 --stages 2 -o "$S/w.h5" > /dev/null
 "$B" -q reshard "$S/w.h5" --tp 2 -o "$S/t2.h5" > "$S/files2"

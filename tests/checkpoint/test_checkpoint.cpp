@@ -10,6 +10,7 @@
 #include <map>
 #include <vector>
 #include "tests/common/scratch.hpp"
+#include "tests/common/tiny_models.hpp"
 
 namespace fs = std::filesystem;
 using braid::model::Model;
@@ -18,9 +19,7 @@ using braid::model::ModelConfig;
 namespace {
 
 ModelConfig tiny(bool tied = false) {
-  return ModelConfig{.hidden_size = 16, .num_hidden_layers = 4, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 24, .vocab_size = 40,
-      .max_position_embeddings = 32, .tie_word_embeddings = tied};
+  return braid::test::tiny_config({.hidden = 16, .layers = 4, .intermediate = 24, .vocab = 40, .tied = tied});
 }
 
 using braid::test::scratch;

@@ -12,6 +12,7 @@
 #include "io/weight_shard.hpp"
 
 #include "tests/common/scratch.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <numeric>
 #include <stdexcept>
@@ -24,9 +25,8 @@ using braid::model::ModelConfig;
 namespace checkpoint = braid::checkpoint;
 
 ModelConfig tiny(bool tied) {
-  return ModelConfig{.hidden_size = 16, .num_hidden_layers = 2, .num_attention_heads = 2,
-      .num_key_value_heads = 1, .intermediate_size = 24, .vocab_size = 20,
-      .max_position_embeddings = 16, .tie_word_embeddings = tied};
+  return braid::test::tiny_config({.hidden = 16, .heads = 2, .kv_heads = 1, .intermediate = 24, .vocab = 20,
+                                   .positions = 16, .tied = tied});
 }
 
 std::size_t parameters(const Model& m) {

@@ -11,6 +11,7 @@
 #include "checkpoint/reshard.hpp"
 #include "core/error.hpp"
 #include "tests/common/scratch.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <cstring>
 #include <filesystem>
@@ -22,9 +23,7 @@ using namespace braid;
 namespace {
 
 model::ModelConfig tp_config() {
-  return model::ModelConfig{.hidden_size = 16, .num_hidden_layers = 4, .num_attention_heads = 8,
-      .num_key_value_heads = 4, .intermediate_size = 22, .vocab_size = 41,
-      .max_position_embeddings = 32};
+  return test::tiny_config({.hidden = 16, .layers = 4, .heads = 8, .kv_heads = 4, .intermediate = 22, .vocab = 41});
 }
 
 // Every tensor of files a equals the same tensor of files b, bit for bit.
@@ -52,9 +51,7 @@ void require_seeded(model::Model& m, std::uint64_t seed) {
 BOOST_AUTO_TEST_CASE(tp_1_to_2_to_4_and_back_is_bit_exact) {
   auto be = backend::make_cpu_backend(1);
   const model::ModelConfig cfg = tp_config();
-  const fs::path dir = test::scratch("reshard");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = test::fresh_scratch("reshard");
   const fs::path a = dir / "a.h5", b = dir / "b.h5", c = dir / "c.h5", d = dir / "d.h5";
   const auto ranges = checkpoint::split_layers(cfg.num_hidden_layers, 2);
   for (int s = 0; s < 2; ++s) {
@@ -101,9 +98,7 @@ BOOST_AUTO_TEST_CASE(tp_1_to_2_to_4_and_back_is_bit_exact) {
 BOOST_AUTO_TEST_CASE(stages_change_with_the_optimizer_state) {
   auto be = backend::make_cpu_backend(1);
   const model::ModelConfig cfg = tp_config();
-  const fs::path dir = test::scratch("reshard_stages");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = test::fresh_scratch("reshard_stages");
   const fs::path a = dir / "a.h5";
   model::Model m(cfg, {.value_head = true}, *be);
   m.init_random(7, 0.3);

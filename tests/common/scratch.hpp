@@ -53,9 +53,30 @@ inline const std::filesystem::path& scratch_root() {
 
 inline std::filesystem::path scratch(const std::string& name) { return scratch_root() / name; }
 
+// An empty folder NAME in the scratch folder (what an earlier run left there removed).
+inline std::filesystem::path fresh_scratch(const std::string& name) {
+  const std::filesystem::path dir = scratch(name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Read-only places, as ctest names them (BRAID_FIXTURES, BRAID_BIN, BRAID_SOURCE); a test run
+// by hand from the repository root finds them there: a fixture, a tool of the build, a file
+// of the repository.
 inline std::filesystem::path fixture(const std::string& name) {
   const char* dir = std::getenv("BRAID_FIXTURES");
   return std::filesystem::path(dir != nullptr ? dir : "tests/fixtures") / name;
+}
+
+inline std::filesystem::path tool(const std::string& name) {
+  const char* dir = std::getenv("BRAID_BIN");
+  return std::filesystem::path(dir != nullptr ? dir : "build/bin") / name;
+}
+
+inline std::filesystem::path source(const std::string& name) {
+  const char* dir = std::getenv("BRAID_SOURCE");
+  return std::filesystem::path(dir != nullptr ? dir : ".") / name;
 }
 
 }  // namespace braid::test

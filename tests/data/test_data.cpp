@@ -1,6 +1,6 @@
 // lib/data: the prompt stream's epochs (every line once per epoch, a seeded shuffle the
 // same on every call), the field map of GSM8K- and MATH-shaped lines, the held-out split,
-// and braid data's files.
+// braid data's files, and the greedy packer under scoring's and training's micro-batches.
 #define BOOST_TEST_MODULE data
 #include <boost/test/unit_test.hpp>
 
@@ -8,6 +8,7 @@
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "data/fields.hpp"
+#include "data/micro_batches.hpp"
 #include "data/order.hpp"
 #include "data/prepare.hpp"
 #include "data/split.hpp"
@@ -114,9 +115,7 @@ BOOST_AUTO_TEST_CASE(held_out_split_is_seeded_disjoint_and_whole) {
 }
 
 BOOST_AUTO_TEST_CASE(braid_data_writes_the_mapped_train_and_heldout_files) {
-  const auto dir = braid::test::scratch("braid_data");
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const auto dir = braid::test::fresh_scratch("braid_data");
   std::string text;
   for (int i = 0; i < 8; ++i) text += json{{"question", "q" + std::to_string(i)}, {"answer", "#### " + std::to_string(i)}}.dump() + "\n";
   write_text_file((dir / "gsm.jsonl").string(), text);
@@ -141,4 +140,14 @@ BOOST_AUTO_TEST_CASE(braid_data_writes_the_mapped_train_and_heldout_files) {
   BOOST_CHECK_THROW(data::prepare_dataset({.input = (dir / "gsm.jsonl").string(), .out_dir = (dir / "o2").string(),
                                            .fields = {}, .heldout = {.count = 8}, .seed = 1}),
                     UsageError);
+}
+
+// The packer scoring and training share: a run closes when the next item would pass the
+// size or the item count; an item above the size stands alone.
+BOOST_AUTO_TEST_CASE(greedy_runs_close_before_a_limit_and_give_a_large_item_its_own) {
+  const std::vector<std::int64_t> sizes{3, 4, 10, 2, 2, 2};
+  BOOST_TEST(data::greedy_runs(sizes, 8) == (std::vector<std::size_t>{2, 3, 6}));
+  BOOST_TEST(data::greedy_runs(sizes, 8, 2) == (std::vector<std::size_t>{2, 3, 5, 6}));
+  BOOST_TEST(data::greedy_runs(sizes, 100) == (std::vector<std::size_t>{6}));
+  BOOST_TEST(data::greedy_runs({}, 8).empty());
 }

@@ -10,32 +10,21 @@
 # ablation.json, and measures a damaged one again; with train.schedule too, the serial
 # re-run trains without it; bad "ablation" sections exit 2 naming the field, and braid
 # makefile refuses a run file with one.
-set -euo pipefail
-S="${BRAID_SCRATCH:?}"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="${BRAID_BIN:?}"
-rm -rf "${S:?}"/* && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
-command -v mpirun > /dev/null || { echo "SKIP: no mpirun"; exit 77; }
+needs_mpirun
 
 cp "$BRAID_SOURCE/examples/tiny/config.json" config.json
-for i in $(seq 1 12); do echo "{\"text\": \"Question $i: what is $i times 7?\"}"; done > prompts.jsonl
+questions 1 12 > prompts.jsonl
 # braid-meshplan's prediction as the run reads it: predicted.fused_s and .serial_s.
 cat > plan.json <<'JSON'
 {"format": "braid.plan", "version": 1, "predicted": {"iteration_s": 1.5, "fused_s": 1.5, "serial_s": 2.25}}
 JSON
 run_file() {  # $1: the "ablation" section
-  cat <<JSON
-{"format": "braid.run", "version": 1, "algorithm": "ppo",
- "models": {"actor": {"init": {"config": "config.json", "seed": 1}},
-            "critic": {"init": {"config": "config.json", "seed": 2}},
-            "reward": {"rule": "digits"}},
- "prompts": "prompts.jsonl", "iterations": 2, "threads": 1,
- "generate": {"samples_per_prompt": 2, "max_new_tokens": 24, "shard_size": 4, "max_batch": 8,
-              "ranks": 2, "migrate_threshold": 0.3, "migrate_to": 1},
- "mpirun": {"options": ["--oversubscribe"]},
- "train": {"lr": 0.001, "critic_lr": 0.001, "mini_batch": 8},
- "ablation": $1}
-JSON
+  ppo_run '{"generate": {"samples_per_prompt": 2, "max_new_tokens": 24, "shard_size": 4, "max_batch": 8,
+                         "ranks": 2, "migrate_threshold": 0.3, "migrate_to": 1},
+            "mpirun": {"options": ["--oversubscribe"]},
+            "train": {"lr": 0.001, "critic_lr": 0.001, "mini_batch": 8}}' | jq --argjson a "$1" '.ablation = $a'
 }
 run_file '{"every": 1, "plan": "plan.json"}' > run.json
 
@@ -111,13 +100,7 @@ import json; a = json.load(open('out/iter-0002/ablation.json')); assert len(a['v
 # Both fusions: the fused training pipeline (train.schedule) as well. The serial re-run then
 # trains without the schedule (whole checkpoints, in the scratch folder, from the
 # iteration before's stage files).
-cat > spec.json <<'JSON'
-{"format": "braid.schedspec", "version": 1, "devices": 2,
- "models": [
-   {"name": "actor", "stages": 2, "micro_batches": 4, "fwd": [1.0, 1.2], "bwd": [2.0, 2.4], "act_mem": 1},
-   {"name": "critic", "stages": 2, "micro_batches": 4, "fwd": [0.8, 1.0], "bwd": [1.6, 2.0], "act_mem": 1}]}
-JSON
-"$B/braid-schedgen" spec.json -o schedule.json --iterations 20000 --time-limit 0 --mem-iterations 2000 -q
+tiny_schedule 4 --iterations 20000 --time-limit 0 --mem-iterations 2000 -q
 run_file '{"iterations": [2]}' | sed 's/"train": {/"train": {"schedule": "schedule.json", /' > both.json
 "$B/braid" run both.json -o both > both.out 2> both.err || { cat both.err; fail "the run with both fusions failed"; }
 [[ ! -e both/iter-0001/ablation.json && -f both/iter-0002/ablation.json ]] || fail "ablation.iterations [2] not followed"

@@ -5,12 +5,8 @@
 # (SIGKILL) in iteration 3 and resumed ends with the same weights, bit for bit, as the
 # uninterrupted one; iteration 5 deleted is trained again from 4; redoing one whose start
 # was removed is refused (exit 2 naming checkpoints), as is a Makefile of such a run.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
 PY=/usr/bin/python3  # with h5py
 . "$BRAID_SOURCE/tests/driver/tiny_run.sh"
 "$PY" - <<'PY'

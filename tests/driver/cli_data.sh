@@ -8,12 +8,8 @@
 # (deferred samples carried over) every stream position is trained once, none skipped,
 # each epoch's positions cover every line once; braid data from the command line; bad
 # keys exit 2 naming the field.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
 PY=/usr/bin/python3  # with h5py
 
 cp "$BRAID_SOURCE/examples/tiny/config.json" config.json

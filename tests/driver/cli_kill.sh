@@ -2,24 +2,12 @@
 # A braid run killed with SIGKILL (no handler sees it) leaves no stage tool running:
 # each child asked the kernel for SIGTERM on the driver's death. The tools are found
 # by the run's folder, which only their command lines hold. A rerun then completes.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
-cd "$S"
 cp "$BRAID_SOURCE/examples/tiny/config.json" config.json
 for i in $(seq 1 64); do echo "{\"text\": \"prompt number $i\"}"; done > prompts.jsonl
-cat > run.json <<'JSON'
-{"format": "braid.run", "version": 1, "algorithm": "ppo",
- "models": {"actor": {"init": {"config": "config.json", "seed": 1}},
-            "critic": {"init": {"config": "config.json", "seed": 2}},
-            "reward": {"rule": "digits"}},
- "prompts": "prompts.jsonl", "iterations": 1, "threads": 1,
- "generate": {"samples_per_prompt": 16, "max_new_tokens": 48, "shard_size": 256},
- "train": {"lr": 0.001, "critic_lr": 0.001}}
-JSON
+ppo_run '{"iterations": 1, "generate": {"samples_per_prompt": 16, "max_new_tokens": 48, "shard_size": 256}}' > run.json
 OUT="$S/killed-run"
 children() { pgrep -f -- "$OUT/iter-0001" || true; }
 

@@ -5,12 +5,8 @@
 # refuses staler ones; generate.overcommit carries deferred samples from iteration to
 # iteration, recorded in metrics.jsonl, and a rollout redone after an interruption
 # resumes the same deferred file.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-. "$BRAID_SOURCE/tests/common/expect.sh"
-cd "$S"
 cp "$BRAID_SOURCE/examples/tiny/config.json" config.json
 printf '%s\n' '{"text": "Call 555"}' '{"text": "Year"}' '{"text": "Pi is"}' '{"text": "Total:"}' > prompts.jsonl
 # Temperature 3 on random weights: EOS after a few tokens or after many, a long tail.

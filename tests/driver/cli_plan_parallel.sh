@@ -7,18 +7,15 @@
 # are tp files and stage files as planned; the names braid run prints open in braid eval,
 # braid export, braid inspect and braid check; a deleted checkpoint file is trained again
 # on a rerun (resume), a finished run does nothing again.
-set -euo pipefail
-S="${BRAID_SCRATCH:?}"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="${BRAID_BIN:?}"
-rm -rf "${S:?}"/* && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
-command -v mpirun > /dev/null || { echo "SKIP: no mpirun"; exit 77; }
+needs_mpirun
 
 cp "$BRAID_SOURCE/examples/tiny/config.json" config.json
 cp "$BRAID_SOURCE/examples/plan-run/cluster-1x2.json" cluster.json
 cp "$BRAID_SOURCE/examples/plan-run/profile.json" profile.json
-for i in $(seq 1 8); do echo "{\"text\": \"Question $i: what is $i times 7?\"}"; done > prompts.jsonl
-for i in $(seq 11 14); do echo "{\"text\": \"Question $i: what is $i times 3?\"}"; done > heldout.jsonl
+questions 1 8 > prompts.jsonl
+questions 11 14 3 > heldout.jsonl
 /usr/bin/python3 - <<'PY'
 import json
 lens = [len(l.encode()) + 1 for l in open("prompts.jsonl").read().split("\n") if l for _ in range(2)]

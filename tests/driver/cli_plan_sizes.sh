@@ -7,11 +7,8 @@
 # mpirun line for each stage, and the ranks braid-train runs the schedule on a multiple of
 # its devices (the plan's groups). A cluster too small for the models ends with
 # braid-meshplan's exit 3 and reason; an output folder under a file is refused naming it.
-set -euo pipefail
-S="${BRAID_SCRATCH:?}"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="${BRAID_BIN:?}"
-rm -rf "${S:?}"/* && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
 P="$BRAID_SOURCE/examples/plan"
 
 cluster() {  # nodes devices_per_node

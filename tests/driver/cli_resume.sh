@@ -6,15 +6,11 @@
 # damaged files keep their modification times, so the file times alone would
 # call the run complete. An undamaged finished run is still skipped. And
 # braid-train refuses a missing output folder before it trains.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-fail() { echo "FAIL: $*" >&2; exit 1; }
 step_of() { "$B" inspect --json "$1" | grep -o '"step": [0-9]*' | head -1 | cut -d' ' -f2; }
 PY=/usr/bin/python3
 
-cd "$S"
 . "$BRAID_SOURCE/tests/driver/tiny_run.sh"
 "$B" run run.json -o out > /dev/null 2> log || { cat log >&2; fail "braid run failed"; }
 

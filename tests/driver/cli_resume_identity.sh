@@ -7,13 +7,9 @@
 # "all iterations were already complete"). Each case: a finished 2-iteration run whose
 # iteration 2 is removed (an interrupted run), iteration 1's files then tampered with,
 # their times kept; the resumed run must end as the clean run did.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-. "$BRAID_SOURCE/tests/common/expect.sh"
 PY=/usr/bin/python3
-cd "$S"
 . "$BRAID_SOURCE/tests/driver/tiny_run.sh"
 "$B" run run.json -o out > /dev/null 2> log || { cat log >&2; fail "braid run failed"; }
 cp out/iter-0002/actor.h5 clean-actor2.h5

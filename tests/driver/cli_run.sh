@@ -3,18 +3,14 @@
 # checkpoints of steps 1 and 2 and two metrics lines; a rerun does nothing; a
 # deleted checkpoint is redone alone; the Makefile makes the same files and is
 # then up to date; a broken prompts file stops the run with exit 2 naming the stage.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-fail() { echo "FAIL: $*" >&2; exit 1; }
 step_of() { "$B" inspect --json "$1" | grep -o '"step": [0-9]*' | head -1 | cut -d' ' -f2; }
 # Every file of a run folder with its modification time (metrics.jsonl is rewritten on every
 # run, and .braid-run.owner names each driver while it works: lib/driver/run_lock.hpp).
 snapshot() { (cd "$1" && find . -type f ! -name metrics.jsonl ! -name .braid-run.owner -printf '%p %T@\n' | sort); }
 h5_names() { (cd "$1" && find . -type f -name '*.h5' ! -name '.*' | sort); }
 
-cd "$S"
 . "$BRAID_SOURCE/tests/driver/tiny_run.sh"
 
 "$B" run run.json -o out > stdout 2> log || { cat log >&2; fail "braid run failed"; }
@@ -126,22 +122,9 @@ grep -q '"kl":' grpo/metrics.jsonl || fail "no KL with a reference model"
 # each model, braid-train --schedule under mpirun -np 2, two iterations, each
 # checkpoint as stage files that the next iteration reads back.
 if command -v mpirun > /dev/null; then
-  cat > spec.json <<'JSON'
-{"format": "braid.schedspec", "version": 1, "devices": 2,
- "models": [
-   {"name": "actor", "stages": 2, "micro_batches": 4, "fwd": [1.0, 1.2], "bwd": [2.0, 2.4], "act_mem": 1},
-   {"name": "critic", "stages": 2, "micro_batches": 4, "fwd": [0.8, 1.0], "bwd": [1.6, 2.0], "act_mem": 1}]}
-JSON
-  "$BRAID_BIN/braid-schedgen" spec.json -o schedule.json --iterations 20000 --time-limit 0 --mem-iterations 2000 -q
-  cat > fused.json <<'JSON'
-{"format": "braid.run", "version": 1, "algorithm": "ppo",
- "models": {"actor": {"init": {"config": "config.json", "seed": 1}},
-            "critic": {"init": {"config": "config.json", "seed": 2}},
-            "reward": {"rule": "digits"}},
- "prompts": "prompts.jsonl", "iterations": 2, "threads": 1,
- "generate": {"samples_per_prompt": 2, "max_new_tokens": 4, "shard_size": 4},
- "train": {"lr": 0.001, "schedule": "schedule.json"}}
-JSON
+  tiny_schedule 4 --iterations 20000 --time-limit 0 --mem-iterations 2000 -q
+  ppo_run '{"generate": {"samples_per_prompt": 2, "max_new_tokens": 4, "shard_size": 4},
+    "train": {"lr": 0.001, "schedule": "schedule.json"}}' > fused.json
   "$B" run fused.json -o fused > stdout 2> fusedlog || { cat fusedlog >&2; fail "the fused PPO run failed"; }
   for m in actor critic; do
     for i in 0 1; do

@@ -4,15 +4,12 @@
 # run is interrupted while the freed ranks score (an external scorer holds on a file after
 # its first shard), a rerun resumes, keeps every shard scored before the interruption
 # (same file, untouched) and completes both iterations.
-set -euo pipefail
-S="${BRAID_SCRATCH:?}"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="${BRAID_BIN:?}"
-rm -rf "${S:?}"/* && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
-command -v mpirun > /dev/null || { echo "SKIP: no mpirun"; exit 77; }
+needs_mpirun
 
 cp "$BRAID_SOURCE/examples/tiny/config.json" config.json
-for i in $(seq 1 12); do echo "{\"text\": \"Question $i: what is $i times 7?\"}"; done > prompts.jsonl
+questions 1 12 > prompts.jsonl
 # The reward: the response's length. While the file "hold" exists, the scorer stops
 # answering after its first 4 samples (one shard) until the rank that started it is gone.
 cat > scorer.py <<'PY'
@@ -24,17 +21,11 @@ for line in sys.stdin:
     print(len(json.loads(line)["response"]) / 100.0, flush=True)
     answered += 1
 PY
-cat > run.json <<'JSON'
-{"format": "braid.run", "version": 1, "algorithm": "ppo",
- "models": {"actor": {"init": {"config": "config.json", "seed": 1}},
-            "critic": {"init": {"config": "config.json", "seed": 2}},
-            "reward": {"command": "python3 scorer.py"}},
- "prompts": "prompts.jsonl", "iterations": 2, "threads": 1,
- "generate": {"samples_per_prompt": 2, "max_new_tokens": 24, "shard_size": 4, "max_batch": 8,
-              "ranks": 2, "migrate_threshold": 0.3, "migrate_to": 1},
- "mpirun": {"options": ["--oversubscribe"]},
- "train": {"lr": 0.001, "critic_lr": 0.001, "mini_batch": 8}}
-JSON
+ppo_run '{"generate": {"samples_per_prompt": 2, "max_new_tokens": 24, "shard_size": 4, "max_batch": 8,
+                       "ranks": 2, "migrate_threshold": 0.3, "migrate_to": 1},
+          "mpirun": {"options": ["--oversubscribe"]},
+          "train": {"lr": 0.001, "critic_lr": 0.001, "mini_batch": 8}}' |
+  jq '.models.reward = {"command": "python3 scorer.py"}' > run.json
 
 "$B/braid" run run.json -o out --dry-run > dry.txt
 grep -q "mpirun --oversubscribe -np 2 .*braid-generate --actor out/iter-0000/actor.h5 .*--migrate-threshold 0.3 --migrate-to 1 --threads 1 -- -o out/iter-0001/scored " dry.txt \

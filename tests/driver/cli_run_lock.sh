@@ -3,13 +3,9 @@
 # a make and a braid run, on one folder used to train the same iterations side by side;
 # now the second exits 2 at once naming the first's pid and host, and the first finishes
 # as a run alone would. A holder that has ended (its owner line left behind) is taken over.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-. "$BRAID_SOURCE/tests/common/expect.sh"
 step_of() { "$B" inspect --json "$1" | grep -o '"step": [0-9]*' | head -1 | cut -d' ' -f2; }
-cd "$S"
 . "$BRAID_SOURCE/tests/driver/tiny_run.sh"
 host=$(hostname)
 

@@ -5,11 +5,8 @@
 # carries its calls' planned ranks (-np), --tp and micro-batch flags, as the plan says;
 # the run file's generate.ranks wins, reported; a plan for another batch is refused naming
 # batch.global; braid makefile writes the same lines with the layouts as comments.
-set -euo pipefail
-S="${BRAID_SCRATCH:?}"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="${BRAID_BIN:?}"
-rm -rf "${S:?}"/* && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
 mkdir -p examples
 cp -r "$BRAID_SOURCE/examples/plan-run" "$BRAID_SOURCE/examples/tiny" "$BRAID_SOURCE/examples/ppo-tiny" examples/
 

@@ -3,12 +3,9 @@
 # line between the stages), a run folder it cannot write, a lock path that is a folder
 # (both exit 1 before: "cannot open"), and a --reward-cmd scorer that never answers, which
 # was stopped but left what it started running with the pipes.
-set -euo pipefail
-S="$BRAID_SCRATCH"
+chattr -i "${BRAID_SCRATCH:?}/ro" 2> /dev/null || true  # an immutable folder a failed run of this test left
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-chattr -i "$S/ro" 2> /dev/null || true  # an immutable folder a failed run of this test left
-rm -rf "${S:?}" && mkdir -p "$S" && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
 . "$BRAID_SOURCE/tests/driver/tiny_run.sh"
 sed -i 's/"iterations": 2/"iterations": 1/' run.json
 
@@ -41,7 +38,7 @@ expect_bad lock-folder "locked/.braid-run.lock" "is a folder" -- "$B" run run.js
 
 # A scorer that never answers: braid run ends with exit 2 after its timeout, and nothing the
 # scorer started is left running (a caller reading braid run's output waited for it).
-sed -e 's|"reward": {"rule": "digits"}|"reward": {"command": "sleep 60 \& echo $! > '"$S"'/scorer-child.pid; wait", "timeout": 1}|' \
+jq --arg cmd "sleep 60 & echo \$! > $S/scorer-child.pid; wait" '.models.reward = {"command": $cmd, "timeout": 1}' \
   run.json > run-cmd.json
 grep -q '"command"' run-cmd.json || fail "could not write run-cmd.json"
 start=$(date +%s)

@@ -4,12 +4,8 @@
 # run file's folder, whatever the driver's working directory); a prompt line without an
 # answer refuses the run file before anything runs, and a scorer that dies stops the run
 # with exit 2 naming it.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-. "$BRAID_SOURCE/tests/common/expect.sh"
-cd "$S"
 mkdir -p exp
 cp "$BRAID_SOURCE/examples/tiny/config.json" exp/config.json
 printf '%s\n' '{"prompt": "1+1=", "answer": 2, "id": "a"}' '{"prompt": "2+3=", "answer": "5"}' \

@@ -6,24 +6,12 @@
 # schedule's over the run's 6 steps (not restarted each iteration); metrics.jsonl records
 # the kl_coef braid-score used, the first the run file's, each next one TRL's update from
 # the line before; a run resumed after iteration 3 is deleted uses the same coefficient.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-fail() { echo "FAIL: $*" >&2; exit 1; }
-cd "$S"
 . "$BRAID_SOURCE/tests/driver/tiny_run.sh"  # the tiny model's config and prompts; this test's own run.json below
-cat > run.json <<'JSON'
-{"format": "braid.run", "version": 1, "algorithm": "ppo",
- "models": {"actor": {"init": {"config": "config.json", "seed": 1}},
-            "critic": {"init": {"config": "config.json", "seed": 2}},
-            "reward": {"rule": "digits"}},
- "prompts": "prompts.jsonl", "iterations": 3, "threads": 1,
- "generate": {"samples_per_prompt": 2, "max_new_tokens": 6, "shard_size": 4},
- "score": {"kl_coef": 0.1, "kl_target": 0.001, "kl_horizon": 20},
- "train": {"lr": 0.001, "critic_lr": 0.002, "mini_batch": 4, "lr_schedule": "cosine", "warmup_steps": 1,
-           "min_lr": 0.0001}}
-JSON
+ppo_run '{"iterations": 3,
+  "score": {"kl_coef": 0.1, "kl_target": 0.001, "kl_horizon": 20},
+  "train": {"lr": 0.001, "critic_lr": 0.002, "mini_batch": 4, "lr_schedule": "cosine", "warmup_steps": 1, "min_lr": 0.0001}}' > run.json
 "$B" run run.json -o out > /dev/null 2> log || { cat log >&2; fail "braid run failed"; }
 
 check() {

@@ -24,6 +24,18 @@ inline std::filesystem::path run_folder(const std::string& name, const std::stri
   return dir / "run.json";
 }
 
+// A run folder (run_folder) whose PPO run of `iterations` trains with the fused schedule
+// schedule.json beside it, of the given spec ({"devices": 2, "models": [...]}).
+inline std::filesystem::path scheduled_run_folder(const std::string& name, int iterations, const std::string& spec) {
+  const auto run = run_folder(name, R"({"format": "braid.run", "version": 1,
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "critic": {"init": {"config": "models/config.json"}},
+               "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": )" + std::to_string(iterations) +
+                                         R"(, "train": {"schedule": "schedule.json"}})");
+  write_file(run.parent_path() / "schedule.json", R"({"format": "braid.schedule", "version": 1, "spec": )" + spec + "}");
+  return run;
+}
+
 inline const char* kGoodPpoRun = R"({
   "format": "braid.run", "version": 1,
   "algorithm": "ppo",

@@ -169,12 +169,8 @@ BOOST_AUTO_TEST_CASE(names_make_cannot_hold_are_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(a_fused_pipeline_writes_stage_files) {
-  const fs::path run = test::run_folder("mk_schedule", R"({"format": "braid.run", "version": 1,
-    "models": {"actor": {"init": {"config": "models/config.json"}}, "critic": {"init": {"config": "models/config.json"}},
-               "reward": {"rule": "digits"}},
-    "prompts": "prompts.jsonl", "iterations": 2, "train": {"schedule": "schedule.json"}})");
-  test::write_file(run.parent_path() / "schedule.json", R"({"format": "braid.schedule", "version": 1, "spec": {"devices": 2,
-      "models": [{"name": "actor", "stages": 2}, {"name": "critic", "stages": 1, "replicas": 2}]}})");
+  const fs::path run = test::scheduled_run_folder("mk_schedule", 2, R"({"devices": 2,
+      "models": [{"name": "actor", "stages": 2}, {"name": "critic", "stages": 1, "replicas": 2}]})");
   const auto rules = parse_rules(makefile_for(run, "out"));
   // Each model's files as the pipeline writes them; the tools are given the checkpoint's stem.
   const Rule& train1 = rule_for(rules, "out/iter-0001/actor.stage0-of-2.h5 out/iter-0001/actor.stage1-of-2.h5 "

@@ -13,6 +13,7 @@
 #include "driver/prediction.hpp"
 #include "plan/analytic_profile.hpp"
 #include "driver/run_file.hpp"
+#include "tests/common/input_error.hpp"
 #include "tests/driver/run_files.hpp"
 
 using namespace braid;
@@ -22,14 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::vector<std::string> problems_of(const fs::path& run) {
-  try {
-    load_run_file(run);
-  } catch (const InputError& e) {
-    BOOST_TEST(e.file() == run.string());
-    return e.problems();
-  }
-  BOOST_FAIL("the run file was accepted");
-  return {};
+  return test::problems_of([&] { load_run_file(run); }, run.string());
 }
 
 // The problem about `field` (it starts with the field's path), or "".
@@ -265,12 +259,8 @@ BOOST_AUTO_TEST_CASE(an_external_scorer_command) {
 }
 
 BOOST_AUTO_TEST_CASE(schedule_gives_the_rank_count) {
-  const fs::path run = test::run_folder("schedule", R"({"format": "braid.run", "version": 1,
-    "models": {"actor": {"init": {"config": "models/config.json"}}, "critic": {"init": {"config": "models/config.json"}},
-               "reward": {"rule": "digits"}},
-    "prompts": "prompts.jsonl", "iterations": 1, "train": {"schedule": "schedule.json"}})");
-  test::write_file(run.parent_path() / "schedule.json", R"({"format": "braid.schedule", "version": 1, "spec": {"devices": 4,
-      "models": [{"name": "actor", "stages": 4}, {"name": "critic", "stages": 2, "replicas": 2}]}})");
+  const fs::path run = test::scheduled_run_folder("schedule", 1, R"({"devices": 4,
+      "models": [{"name": "actor", "stages": 4}, {"name": "critic", "stages": 2, "replicas": 2}]})");
   const RunSpec spec = load_run_file(run);
   BOOST_TEST(spec.schedule.value_or("") == (run.parent_path() / "schedule.json").lexically_normal());
   BOOST_TEST(spec.ranks == 4);

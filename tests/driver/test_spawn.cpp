@@ -5,9 +5,9 @@
 
 #include <signal.h>
 
-#include <fstream>
 #include <string>
 
+#include "core/files.hpp"
 #include "driver/run_loop.hpp"
 #include "driver/spawn.hpp"
 #include "tests/driver/run_files.hpp"
@@ -17,11 +17,6 @@ using namespace braid::driver;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 Process sh(const std::string& stage, const std::string& script) { return {stage, {"sh", "-c", script}}; }
 
@@ -39,7 +34,7 @@ BOOST_AUTO_TEST_CASE(stdout_feeds_the_next_process) {
   const auto failure = run_pipeline({sh("first", "printf 'a b\\nc\\n'"),
                                      {"second", {"sh", "-c", "tr a-z A-Z > \"$1\"", "sh", out.string()}}});
   BOOST_TEST(!failure.has_value());
-  BOOST_TEST(read(out) == "A B\nC\n");
+  BOOST_TEST(read_text_file(out.string()) == "A B\nC\n");
 }
 
 BOOST_AUTO_TEST_CASE(the_failing_process_is_named) {
@@ -64,9 +59,7 @@ BOOST_AUTO_TEST_CASE(the_first_to_fail_is_blamed_and_the_rest_stopped) {
 BOOST_AUTO_TEST_CASE(pipelines_run_at_once_each_piped_in_itself) {
   // Each of the two pipelines waits for a file only the other one writes: they finish only
   // when both run at the same time (async braid run: training beside the next rollout).
-  const fs::path dir = test::scratch("concurrent");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = test::fresh_scratch("concurrent");
   const std::string a = (dir / "a").string(), b = (dir / "b").string();
   auto waits_for = [](const std::string& mine, const std::string& theirs) {
     return "touch " + mine + "; i=0; while [ ! -e " + theirs + " ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
@@ -78,8 +71,8 @@ BOOST_AUTO_TEST_CASE(pipelines_run_at_once_each_piped_in_itself) {
        {sh("generate", waits_for(b, a)), {"score", {"sh", "-c", "cat > \"$1\"", "sh", out_b.string()}}}});
   BOOST_TEST(!failure.has_value());
   // Each pipeline's output went to its own next process, not the other pipeline's.
-  BOOST_TEST(read(out_a) == a + "\n");
-  BOOST_TEST(read(out_b) == b + "\n");
+  BOOST_TEST(read_text_file(out_a.string()) == a + "\n");
+  BOOST_TEST(read_text_file(out_b.string()) == b + "\n");
 }
 
 BOOST_AUTO_TEST_CASE(a_failing_pipeline_stops_the_other) {
@@ -130,7 +123,7 @@ BOOST_AUTO_TEST_CASE(a_step_is_due_like_a_make_rule) {
   BOOST_TEST(step_due(step));
   test::write_file(dir / "out.stage1-of-2.h5", "x");
   BOOST_TEST(!step_due(step));
-  BOOST_TEST(read(log) == "ran\n");
+  BOOST_TEST(read_text_file(log.string()) == "ran\n");
 }
 
 namespace {

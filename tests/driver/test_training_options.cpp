@@ -15,6 +15,7 @@
 #include "driver/makefile.hpp"
 #include "driver/plan.hpp"
 #include "driver/run_file.hpp"
+#include "tests/common/input_error.hpp"
 #include "tests/driver/run_files.hpp"
 
 using namespace braid;
@@ -39,14 +40,7 @@ std::string value_after(const std::vector<std::string>& argv, const std::string&
 }
 
 std::vector<std::string> problems_of(const fs::path& run) {
-  try {
-    load_run_file(run);
-  } catch (const InputError& e) {
-    BOOST_TEST(e.file() == run.string());
-    return e.problems();
-  }
-  BOOST_FAIL("the run file was accepted");
-  return {};
+  return test::problems_of([&] { load_run_file(run); }, run.string());
 }
 
 bool names(const std::vector<std::string>& problems, const std::string& field) {

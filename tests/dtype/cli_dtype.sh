@@ -3,12 +3,9 @@
 # weights and agree with each other (same weights, same storage) and with f32 to bf16
 # rounding; braid-train sft with bf16 storage writes an f32 checkpoint that the tools
 # open; a value other than f32|bf16 exits 2 naming --dtype.
-set -euo pipefail
-S="$BRAID_SCRATCH"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN"
 CONFIG="$BRAID_SOURCE/examples/tiny/config.json"
-rm -rf "$S" && mkdir -p "$S" && cd "$S"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 "$B/braid" -q init -c "$CONFIG" --seed 1 -o actor.h5 > /dev/null
 "$B/braid" -q init -c "$CONFIG" --seed 2 --value-head --no-lm-head -o critic.h5 > /dev/null

@@ -5,13 +5,9 @@
 # naming the file and field; a run evaluates the start and every iteration, puts the
 # figures in metrics.jsonl and writes report.json and a well-formed report.svg; a rerun
 # evaluates nothing again.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
 T="$BRAID_BIN/braid-train"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-. "$BRAID_SOURCE/tests/common/expect.sh"
-cd "$S"
 cat > config.json <<'JSON'
 {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
  "intermediate_size": 64, "vocab_size": 259, "max_position_embeddings": 64,

@@ -13,20 +13,17 @@
 #  * GRPO fused equals GRPO unfused; a shard size that splits groups is refused;
 #  * braid-score under mpirun -np 2 writes each output once and equals the single
 #    process (PPO, and GRPO with groups that straddle shards); '-' is refused there.
-set -euo pipefail
-S="${BRAID_SCRATCH:?}"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="${BRAID_BIN:?}"
 PY=/usr/bin/python3
 CMP=("$PY" "$BRAID_SOURCE/tests/fuse/compare_scored.py")
-rm -rf "${S:?}"/* && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
-command -v mpirun > /dev/null || { echo "SKIP: no mpirun"; exit 77; }
+needs_mpirun
 
 CONFIG="$BRAID_SOURCE/examples/tiny/config.json"
 # --init-std 0.08: responses of very different lengths (a long tail to migrate).
 "$B/braid" init -q --config "$CONFIG" --init-std 0.08 --seed 3 -o actor.h5 > /dev/null
 "$B/braid" init -q --config "$CONFIG" --seed 2 --value-head --no-lm-head -o critic.h5 > /dev/null
-for i in $(seq 1 24); do echo "{\"text\": \"Question $i: what is $i times 7?\"}"; done > p.jsonl
+questions 1 24 > p.jsonl
 GEN=(--actor actor.h5 --prompts p.jsonl --max-new-tokens 96 --max-batch 8 --threads 1)
 SCORE=(--ref actor.h5 --critic critic.h5 --reward-rule digits --threads 1)
 MIG=(--migrate-threshold 0.3 --migrate-to 1)

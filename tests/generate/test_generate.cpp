@@ -4,69 +4,21 @@
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "generate/generate.hpp"
+#include "tests/generate/tiny_generation.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 #include <vector>
 
-using braid::gen::FinishReason;
-using braid::gen::GenerateOptions;
-using braid::gen::Prompt;
-using braid::gen::Sample;
+using namespace braid::gen;
 using braid::model::Model;
-using braid::model::ModelConfig;
+using Fixture = braid::test::GenerationFixture;
 
 namespace {
 
-ModelConfig tiny() {
-  return ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 48, .vocab_size = 24,
-      .max_position_embeddings = 64};
-}
+std::vector<Prompt> prompts(int n) { return braid::test::varied_prompts(n, 9, 24, 100); }
 
-std::vector<Prompt> prompts(int n) {
-  std::vector<Prompt> ps;
-  for (int i = 0; i < n; ++i) {
-    Prompt p{.sample_id = static_cast<std::uint64_t>(100 + i)};
-    for (int k = 0; k <= (i * 5) % 9; ++k) p.tokens.push_back((i * 7 + k * 3) % 24);
-    ps.push_back(p);
-  }
-  return ps;
-}
-
-struct Fixture {
-  std::unique_ptr<braid::backend::Backend> be = braid::backend::make_cpu_backend(1);
-  Model m{tiny(), {}, *be};
-  // Weights larger than HF's 0.02 so that the random model's distributions are far
-  // from uniform and stop tokens come at varied steps.
-  Fixture() { m.init_random(17, 0.3); }
-};
-
-// log_softmax of full-forward logits at each response token: the reference the
-// generator's prefill + KV-cache decode must match.
-std::vector<float> full_forward_logprobs(const Model& m, const Sample& s, std::vector<std::int32_t>* argmax = nullptr) {
-  std::vector<std::int32_t> tokens = s.prompt;
-  tokens.insert(tokens.end(), s.response.begin(), s.response.end());
-  const auto n = static_cast<std::int64_t>(tokens.size());
-  std::vector<std::int64_t> offsets{0, n};
-  auto acts = m.make_activations({.max_tokens = n, .max_sequences = 1});
-  m.forward({tokens, offsets}, acts);
-  const std::int64_t V = m.config().vocab_size;
-  std::vector<float> logits(static_cast<std::size_t>(n * V));
-  m.lm_logits(acts.output(), n, logits.data());
-  std::vector<float> out;
-  for (std::size_t i = 0; i < s.response.size(); ++i) {
-    const std::size_t row = s.prompt.size() - 1 + i;
-    const float* l = logits.data() + row * static_cast<std::size_t>(V);
-    double mx = l[0], sum = 0;
-    for (std::int64_t v = 1; v < V; ++v) mx = std::max<double>(mx, l[v]);
-    for (std::int64_t v = 0; v < V; ++v) sum += std::exp(l[v] - mx);
-    out.push_back(static_cast<float>(l[s.response[i]] - mx - std::log(sum)));
-    if (argmax) argmax->push_back(static_cast<std::int32_t>(std::max_element(l, l + V) - l));
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -113,7 +65,7 @@ BOOST_FIXTURE_TEST_CASE(kv_cache_decode_matches_a_full_forward, Fixture) {
     for (const Sample& s : braid::gen::generate(m, ps, opt)) {
       BOOST_TEST(s.response.size() == 10u);
       BOOST_TEST((s.finish == FinishReason::length));
-      const auto ref = full_forward_logprobs(m, s);
+      const auto ref = braid::test::full_forward_logprobs(m, s);
       BOOST_TEST(s.raw_logprobs == ref, boost::test_tools::tolerance(1e-4f) << boost::test_tools::per_element());
       for (std::size_t i = 0; i < s.response.size(); ++i) {
         if (temperature == 0.0) BOOST_TEST(s.logprobs[i] == 0.f);
@@ -128,7 +80,7 @@ BOOST_FIXTURE_TEST_CASE(greedy_picks_the_full_forward_argmax, Fixture) {
   GenerateOptions opt{.sampling = {.temperature = 0.0}, .max_batch = 2, .max_new_tokens = 8};
   for (const Sample& s : braid::gen::generate(m, ps, opt)) {
     std::vector<std::int32_t> argmax;
-    full_forward_logprobs(m, s, &argmax);
+    braid::test::full_forward_logprobs(m, s, &argmax);
     BOOST_TEST(s.response == argmax, boost::test_tools::per_element());
   }
 }
@@ -155,7 +107,7 @@ BOOST_FIXTURE_TEST_CASE(bad_prompts_are_refused, Fixture) {
 // still the samples of each sequence run alone.
 BOOST_AUTO_TEST_CASE(parallel_sampling_keeps_each_sequence_its_samples) {
   auto be = braid::backend::make_cpu_backend(2);
-  ModelConfig c = tiny();
+  braid::model::ModelConfig c = braid::test::generation_config();
   c.hidden_size = 16;
   c.intermediate_size = 16;
   c.vocab_size = 20000;

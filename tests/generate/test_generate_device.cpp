@@ -136,9 +136,5 @@ int main(int argc, char** argv) {
   const auto target =
       braid::test::parse_backend_target(argc, argv, "cuda-f32", "test_generate_device", "cpu-f32, cuda-f32");
   if (!target) return 2;
-  auto backend = braid::test::make_or_skip(*target);
-  if (!backend) return braid::test::kSkip;
-  g_backend = backend.get();
-  auto args = target->boost_args;
-  return boost::unit_test::unit_test_main(&::init_unit_test, static_cast<int>(args.size()), args.data());
+  return braid::test::run_on_target(*target, g_backend, &::init_unit_test);
 }

@@ -10,42 +10,21 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "generate/generate.hpp"
+#include "tests/generate/tiny_generation.hpp"
+#include "tests/common/input_error.hpp"
 
 #include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
 
-using braid::gen::GenerateOptions;
-using braid::gen::Prompt;
-using braid::gen::Sample;
-using braid::model::Model;
-using braid::model::ModelConfig;
+using namespace braid::gen;
+using Fixture = braid::test::GenerationFixture;
 
 namespace {
 
-ModelConfig tiny() {
-  return ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 48, .vocab_size = 24,
-      .max_position_embeddings = 64};
-}
-
 // Prompts of 1 to 21 tokens: some span two 16-token blocks before the first decode step.
-std::vector<Prompt> prompts(int n) {
-  std::vector<Prompt> ps;
-  for (int i = 0; i < n; ++i) {
-    Prompt p{.sample_id = static_cast<std::uint64_t>(100 + i)};
-    for (int k = 0; k <= (i * 5) % 21; ++k) p.tokens.push_back((i * 7 + k * 3) % 24);
-    ps.push_back(p);
-  }
-  return ps;
-}
-
-struct Fixture {
-  std::unique_ptr<braid::backend::Backend> be = braid::backend::make_cpu_backend(1);
-  Model m{tiny(), {}, *be};
-  Fixture() { m.init_random(17, 0.3); }
-};
+std::vector<Prompt> prompts(int n) { return braid::test::varied_prompts(n, 21, 24, 100); }
 
 GenerateOptions stored_run_options() {
   return {.sampling = {.temperature = 1.0, .top_p = 0.95, .seed = 42},
@@ -147,19 +126,9 @@ BOOST_FIXTURE_TEST_CASE(preempted_greedy_samples_match_a_full_forward, Fixture) 
   const auto got = braid::gen::generate(m, ps, opt, &stats);
   BOOST_TEST(stats.preemptions > 0);
   for (const Sample& s : got) {
-    std::vector<std::int32_t> tokens = s.prompt;
-    tokens.insert(tokens.end(), s.response.begin(), s.response.end());
-    const auto n = static_cast<std::int64_t>(tokens.size());
-    std::vector<std::int64_t> offsets{0, n};
-    auto acts = m.make_activations({.max_tokens = n, .max_sequences = 1});
-    m.forward({tokens, offsets}, acts);
-    const std::int64_t V = m.config().vocab_size;
-    std::vector<float> logits(static_cast<std::size_t>(n * V));
-    m.lm_logits(acts.output(), n, logits.data());
-    for (std::size_t i = 0; i < s.response.size(); ++i) {
-      const float* l = logits.data() + (s.prompt.size() - 1 + i) * static_cast<std::size_t>(V);
-      BOOST_TEST(s.response[i] == static_cast<std::int32_t>(std::max_element(l, l + V) - l));
-    }
+    std::vector<std::int32_t> argmax;
+    braid::test::full_forward_logprobs(m, s, &argmax);
+    for (std::size_t i = 0; i < s.response.size(); ++i) BOOST_TEST(s.response[i] == argmax[i]);
   }
 }
 
@@ -169,16 +138,11 @@ BOOST_FIXTURE_TEST_CASE(a_pool_too_small_for_one_sequence_is_refused, Fixture) {
   const auto ps = prompts(12);   // the longest prompt: 21 tokens, + 30 new = 51 = 4 blocks
   GenerateOptions opt = stored_run_options();
   opt.kv_cache_bytes = 4 * kBlockBytes - 1;
-  try {
-    braid::gen::generate(m, ps, opt);
-    BOOST_FAIL("a pool of 3 blocks was accepted");
-  } catch (const braid::InputError& e) {
-    const std::string what = e.what();
-    BOOST_TEST_MESSAGE(what);
-    BOOST_TEST(what.find("--kv-cache-mb") != std::string::npos);
-    BOOST_TEST(what.find("one sequence of up to 51 tokens needs 4 blocks of 16 tokens") != std::string::npos);
-    BOOST_TEST(what.find("room for 3") != std::string::npos);
-  }
+  const std::string what = braid::test::refusal([&] { braid::gen::generate(m, ps, opt); });
+  BOOST_TEST_MESSAGE(what);
+  BOOST_TEST(what.find("--kv-cache-mb") != std::string::npos);
+  BOOST_TEST(what.find("one sequence of up to 51 tokens needs 4 blocks of 16 tokens") != std::string::npos);
+  BOOST_TEST(what.find("room for 3") != std::string::npos);
   opt.kv_cache_bytes = 4 * kBlockBytes;
   BOOST_TEST(braid::gen::generate(m, ps, opt).size() == ps.size());
 }

@@ -13,21 +13,15 @@
 #  * BRAID_DEVICE_COMM=nccl where the ranks share a GPU exits 2 naming the variable.
 # Without mpirun or a usable GPU it exits 77 (skipped).
 # Usage: cli_gpu_parallel.sh COMPARE   (the compare_outputs executable)
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 CMP=${1:?compare_outputs}
-S="${BRAID_SCRATCH:?}"
 B="${BRAID_BIN:?}"
-rm -rf "${S:?}"/* && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
-command -v mpirun > /dev/null || { echo "SKIP: no mpirun"; exit 77; }
+needs_mpirun
 
 cp "${BRAID_FIXTURES:?}/model/tiny_llama_config.json" config.json   # hidden 32, 2 layers, 4/2 heads, vocab 259
 "$B/braid" init -q -c config.json --seed 1 --init-std 0.08 -o actor.h5 > /dev/null
 "$B/braid" init -q -c config.json --seed 2 --value-head --no-lm-head -o critic.h5 > /dev/null
-for i in $(seq 1 11); do
-  printf '{"prompt": "Q%d: add %d and %d", "response": " %d%s"}\n' "$i" "$i" "$((i * 7))" "$((i * 8))" \
-    "$(printf '%*s' "$((i % 5))" '' | tr ' ' '!')"
-done > sft.jsonl
+sft_examples 11 > sft.jsonl
 COMMON=(--device cuda --lr 1e-2 --mini-batch 4 --epochs 2 --micro-tokens 48 --seed 5 --max-grad-norm 0.5
         --weight-decay 0.01)
 

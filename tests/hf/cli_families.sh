@@ -13,12 +13,9 @@
 #         and the trained policy exports
 #
 # MODEL_OUTPUTS: the helper that writes a checkpoint's logits and values (tests/hf/CMakeLists.txt).
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN"
-S="$BRAID_SCRATCH"
 OUT="${MODEL_OUTPUTS:?the model_outputs helper (tests/hf/CMakeLists.txt sets it)}"
-rm -rf "${S:?}"/* && mkdir -p "$S" && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
 run() {
   local name=$1; shift
   local rc=0

@@ -6,11 +6,8 @@
 # 1 and 2, a metrics line per iteration with a finite mean reward, KL and losses, and the
 # held-out evaluations; the trained actors keep the family's config (head_dim, Gemma's window
 # and soft-cap) and export as the family's class.
-set -euo pipefail
-. "$BRAID_SOURCE/tests/common/expect.sh"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/* && mkdir -p "$S" && cd "$S"
 step_of() { "$B" inspect --json "$1" | grep -o '"step": [0-9]*' | head -1 | cut -d' ' -f2; }
 
 printf '%s\n' '{"text": "Call 555"}' '{"text": "Year"}' '{"text": "Pi is"}' '{"text": "Total:"}' > prompts.jsonl
@@ -21,17 +18,11 @@ for family in qwen3 gemma3; do
   mkdir -p "$family" && cd "$family"
   cp "$BRAID_SOURCE/examples/tiny-$family/config.json" config.json
   cp ../prompts.jsonl ../heldout.jsonl .
-  cat > ppo.json <<'JSON'
-{"format": "braid.run", "version": 1, "algorithm": "ppo",
- "models": {"actor": {"init": {"config": "config.json", "seed": 1}},
-            "critic": {"init": {"config": "config.json", "seed": 2}},
-            "reward": {"rule": "digits"}},
- "prompts": "prompts.jsonl", "iterations": 2, "threads": 2,
- "generate": {"samples_per_prompt": 2, "max_new_tokens": 8, "shard_size": 4},
- "train": {"lr": 0.002, "critic_lr": 0.002},
- "eval": {"prompts": "heldout.jsonl", "every": 2, "samples": 2, "by": "digits"}}
-JSON
-  sed -e 's/"ppo"/"grpo"/' -e '/"critic"/d' -e 's/, "critic_lr": 0.002//' ppo.json > grpo.json
+  ppo_run '{"threads": 2,
+    "generate": {"samples_per_prompt": 2, "max_new_tokens": 8, "shard_size": 4},
+    "train": {"lr": 0.002, "critic_lr": 0.002},
+    "eval": {"prompts": "heldout.jsonl", "every": 2, "samples": 2, "by": "digits"}}' > ppo.json
+  jq '.algorithm = "grpo" | del(.models.critic, .train.critic_lr)' ppo.json > grpo.json
   for algo in ppo grpo; do
     "$B" run "$algo.json" -o "$algo" > "$algo.stdout" 2> "$algo.log" || { tail -20 "$algo.log" >&2; fail "$family $algo: braid run failed"; }
     for i in 1 2; do

@@ -16,6 +16,7 @@
 #include <map>
 #include "tests/common/scratch.hpp"
 #include "tests/model/family_configs.hpp"
+#include "tests/common/tiny_models.hpp"
 
 namespace fs = std::filesystem;
 using braid::model::Model;
@@ -25,9 +26,7 @@ using braid::model::ModelOptions;
 namespace {
 
 ModelConfig tiny(bool tied = false) {
-  return ModelConfig{.hidden_size = 16, .num_hidden_layers = 3, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 24, .vocab_size = 40,
-      .max_position_embeddings = 32, .tie_word_embeddings = tied};
+  return braid::test::tiny_config({.hidden = 16, .layers = 3, .intermediate = 24, .vocab = 40, .tied = tied});
 }
 
 using braid::test::scratch;
@@ -402,9 +401,7 @@ BOOST_AUTO_TEST_CASE(gemma3_conditional_generation_imports_its_text_model) {
   randomize(src, 8);
   for (const char* scheme : {"language_model.model.", "model.language_model."}) {
     BOOST_TEST_CONTEXT(scheme) {
-      const fs::path dir = scratch("hf_gemma3_vision");
-      fs::remove_all(dir);
-      fs::create_directories(dir);
+      const fs::path dir = braid::test::fresh_scratch("hf_gemma3_vision");
       braid::json text = g3.config;
       text.erase("architectures");
       const braid::json config{{"architectures", {"Gemma3ForConditionalGeneration"}}, {"model_type", "gemma3"},

@@ -1,20 +1,10 @@
 #!/usr/bin/env bash
 # braid check answers by exit code alone; braid inspect refuses every bad file
 # with exit 2 and a message naming it.
-set -uo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
+keep_going
 BRAID="$BRAID_BIN/braid"
 F="$BRAID_FIXTURES/io"
-S="$BRAID_SCRATCH"
-mkdir -p "$S"
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-
-expect_rc() {  # expected_rc description command...
-  local want=$1 what=$2; shift 2
-  "$@" > "$S/out" 2> "$S/err"
-  local rc=$?
-  [[ $rc == "$want" ]] || fail "$what: exit $rc, expected $want ($(head -c 300 "$S/err"))"
-}
 
 good=("$F/good_samples.h5" "$F/good_samples_extra.h5" "$F/good_weights.h5" "$F/schedule.json")
 bad=("$F"/bad_*)
@@ -57,5 +47,5 @@ expect_rc 0 "inspect - (stdin)" "$BRAID" inspect --json - < "$F/schedule.json"
 grep -q '"makespan": 41.5' "$S/out" || fail "makespan figure"
 grep -q '"baselines.greedy_makespan": 45.25' "$S/out" || fail "nested makespan figure"
 
-(( failures == 0 )) || { echo "$failures failure(s)"; exit 1; }
+end_of_test
 echo ok

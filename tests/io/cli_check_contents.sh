@@ -4,13 +4,9 @@
 # they are) are bad. Before, `braid check` passed each case below and `braid inspect`
 # showed the NaN weight without a word. Each file is a good one edited with h5py, its seal
 # removed first (an edit on purpose; docs/formats.md).
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-. "$BRAID_SOURCE/tests/common/expect.sh"
 PY=/usr/bin/python3
-cd "$S"
 cat > config.json <<'JSON'
 {"hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 300, "num_attention_heads": 2, "num_key_value_heads": 1,
  "intermediate_size": 16, "max_position_embeddings": 32}

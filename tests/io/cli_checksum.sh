@@ -3,23 +3,10 @@
 # tensor's data, and a sample shard with a value rewritten through HDF5 (its
 # checksum left as it was), are refused by braid check (exit 1, -v names the
 # dataset), braid inspect and braid-generate (exit 2 naming file and dataset).
-set -uo pipefail
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-mkdir -p "$S"
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-expect_rc() {  # expected_rc description command...
-  local want=$1 what=$2; shift 2
-  "$@" > "$S/out" 2> "$S/err"
-  local rc=$?
-  [[ $rc == "$want" ]] || fail "$what: exit $rc, expected $want ($(head -c 300 "$S/err"))"
-}
+. "$BRAID_SOURCE/tests/common/cli.sh"
+keep_going
 
-cat > "$S/config.json" <<'JSON'
-{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
- "intermediate_size": 128, "vocab_size": 259, "max_position_embeddings": 128, "rms_norm_eps": 1e-5}
-JSON
+llama_config 64 2 4 2 128 259 128 > "$S/config.json"
 "$BRAID_BIN/braid" -q init -c "$S/config.json" --seed 1 -o "$S/actor.h5" > /dev/null || fail "init"
 for i in 1 2; do echo "{\"text\": \"prompt $i\"}"; done > "$S/prompts.jsonl"
 "$BRAID_BIN/braid-generate" -q --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" -o "$S/gen" \
@@ -70,4 +57,4 @@ grep -qF "/logprobs/actor" "$S/err" || fail "inspect does not name /logprobs/act
 expect_rc 0 "check -v of an old fixture" "$BRAID_BIN/braid" check -v "$BRAID_FIXTURES/io/good_weights.h5"
 grep -q "carry no checksum" "$S/err" || fail "check -v does not note the missing checksums"
 
-(( failures == 0 )) || { echo "$failures failure(s)"; exit 1; }
+end_of_test

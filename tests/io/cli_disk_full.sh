@@ -7,12 +7,9 @@
 # large") the way a full disk fails with ENOSPC. Temp files left by a
 # killed writer (SIGKILL: no handler runs) are removed by the next run writing the
 # same output.
-set -euo pipefail
-S="$BRAID_SCRATCH"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN"
 CONFIG="$BRAID_SOURCE/examples/tiny/config.json"
-rm -rf "$S" && mkdir -p "$S" && cd "$S"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # capped KIB NAME OUTPUT -- COMMAND...: runs COMMAND with files capped at KIB KiB and
 # expects exit 2, OUTPUT and "File too large" on stderr, no OUTPUT and no temp file.

@@ -2,14 +2,11 @@
 # Interop with the ecosystem, from docs/formats.md alone: the h5py snippets in
 # the doc are extracted and run; braid reads what they write, they read what
 # braid writes, and h5dump reads a braid shard.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 BRAID="$BRAID_BIN/braid"
 DOC="$BRAID_SOURCE/docs/formats.md"
-S="$BRAID_SCRATCH"
 PY=/usr/bin/python3
-rm -rf "$S" && mkdir -p "$S"
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 if ! "$PY" -c 'import h5py' 2>/dev/null; then
   echo "SKIP: $PY has no h5py (install python3-h5py)"

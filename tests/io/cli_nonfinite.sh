@@ -3,13 +3,10 @@
 # shard with a NaN in a float array, and a learning rate that makes the weights
 # diverge: every tool that meets them exits 2 naming the file and the tensor or
 # array, writes nothing under its output name, and braid check reports the files.
-set -euo pipefail
-S="$BRAID_SCRATCH"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN"
 POISON="$IO_POISON"
 CONFIG="$BRAID_SOURCE/examples/tiny/config.json"
-rm -rf "$S" && mkdir -p "$S" && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
 # braid check answers 1 for the file; -v names the file and the field.
 expect_check_problem() {
   local file=$1 field=$2
@@ -73,13 +70,7 @@ expect_bad train-lr a3.h5 "step 1" "model." -- \
 ls a3*.tmp* .a3* 2> /dev/null && fail "braid-train left a temporary file"
 # The same under mpirun with a fused pipeline schedule: every rank exits 2, no stage file.
 if command -v mpirun > /dev/null; then
-  cat > spec.json <<'JSON'
-{"format": "braid.schedspec", "version": 1, "devices": 2,
- "models": [
-   {"name": "actor", "stages": 2, "micro_batches": 4, "fwd": [1.0, 1.2], "bwd": [2.0, 2.4], "act_mem": 1},
-   {"name": "critic", "stages": 2, "micro_batches": 4, "fwd": [0.8, 1.0], "bwd": [1.6, 2.0], "act_mem": 1}]}
-JSON
-  "$B/braid-schedgen" spec.json -o schedule.json --iterations 20000 --time-limit 0 --mem-iterations 2000 -q
+  tiny_schedule 4 --iterations 20000 --time-limit 0 --mem-iterations 2000 -q
   expect_bad train-lr-mpi "a4.stage" "step 1" -- \
     mpirun -np 2 "$B/braid-train" -q ppo scored/scored-00000.h5 --actor actor.h5 --actor-out a4.h5 \
     --critic critic.h5 --critic-out c4.h5 --schedule schedule.json --threads 1 --lr 1e300

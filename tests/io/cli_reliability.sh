@@ -5,13 +5,10 @@
 # the probe's internal command line not reachable from the environment, and inputs whose
 # values are each in range but whose sizes cannot fit. Every refusal is exit 2 with the file
 # or option named, in bounded time, with nothing left under a final name.
-set -euo pipefail
-S="$BRAID_SCRATCH"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN"
 CONFIG="$BRAID_SOURCE/examples/tiny/config.json"
 PY=/usr/bin/python3
-rm -rf "${S:?}" && mkdir -p "$S" && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
 export BRAID_READ_TIMEOUT=1
 
 # bounded NAME TEXT -- COMMAND...: expect_bad under a 30 s limit (a hang is a failure, not a wait).

@@ -20,23 +20,15 @@
 #include "io/sample_shard.hpp"
 #include "io/weight_shard.hpp"
 #include "tests/common/input_error.hpp"
+#include "tests/common/arrays.hpp"
 #include "tests/common/scratch.hpp"
 
 namespace fs = std::filesystem;
 using namespace braid;
 using namespace braid::io;
-using braid::test::contains;
-using braid::test::error_of;
-using braid::test::fixture;
-using braid::test::scratch;
+using namespace braid::test;
 
 namespace {
-
-std::vector<float> ramp(std::int64_t n, float start) {
-  std::vector<float> v(static_cast<std::size_t>(n));
-  std::iota(v.begin(), v.end(), start);
-  return v;
-}
 
 void write_weights(const fs::path& path) {
   WeightShardMeta meta;

@@ -11,6 +11,8 @@
 #include "io/finite.hpp"
 #include "io/sample_shard.hpp"
 #include "io/weight_shard.hpp"
+#include "tests/common/input_error.hpp"
+#include "tests/common/scratch.hpp"
 
 namespace fs = std::filesystem;
 using namespace braid;
@@ -20,23 +22,7 @@ namespace {
 const float kNan = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 
-fs::path scratch(const char* name) {
-  fs::path d = fs::temp_directory_path() / ("braid_test_finite_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d / name;
-}
-
-// The message of the InputError that f throws (fails the test when it throws none).
-template <class F>
-std::string refusal(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  BOOST_FAIL("no InputError");
-  return "";
-}
+using namespace braid::test;
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(first_non_finite_finds_the_first_bad_value_in_any_block) {

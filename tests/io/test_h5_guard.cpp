@@ -23,10 +23,7 @@
 namespace fs = std::filesystem;
 using namespace braid;
 using namespace braid::io;
-using braid::test::contains;
-using braid::test::error_of;
-using braid::test::fixture;
-using braid::test::scratch;
+using namespace braid::test;
 
 namespace {
 

@@ -6,20 +6,15 @@
 
 #include "core/error.hpp"
 #include "io/weight_shard.hpp"
+#include "tests/common/arrays.hpp"
 #include "tests/common/scratch.hpp"
 
 namespace fs = std::filesystem;
 using namespace braid;
 using namespace braid::io;
-using braid::test::scratch;
+using namespace braid::test;
 
 namespace {
-
-std::vector<float> ramp(std::int64_t n, float start) {
-  std::vector<float> v(static_cast<std::size_t>(n));
-  std::iota(v.begin(), v.end(), start);
-  return v;
-}
 
 // A stage of a tiny 4-layer model: layers [begin, end), the embedding on the first, the head on the last.
 void write_stage(const fs::path& path, int begin, int end, int layers) {

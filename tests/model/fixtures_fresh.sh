@@ -9,10 +9,7 @@
 #
 # Needs a python3 with torch and h5py (Debian's python3-torch, python3-h5py); without one
 # the test is skipped (exit 77): the parity suites themselves read only the committed files.
-set -euo pipefail
-. "$BRAID_SOURCE/tests/common/expect.sh"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/* && mkdir -p "$S"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 py=""
 for p in python3 /usr/bin/python3; do
   if command -v "$p" > /dev/null && "$p" -c "import torch, h5py" 2> /dev/null; then py=$p; break; fi

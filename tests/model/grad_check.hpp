@@ -11,6 +11,19 @@
 
 namespace braid::test {
 
+// The central difference of f() in x[i], x perturbed in place and restored: (f(x + h) −
+// f(x − h)) over the step taken (as x's type rounds it).
+template <typename T>
+double central_difference(T* x, std::size_t i, const std::function<double()>& f, T h) {
+  const T keep = x[i];
+  x[i] = keep + h;
+  const double up = f();
+  x[i] = keep - h;
+  const double down = f();
+  x[i] = keep;
+  return (up - down) / (double(keep + h) - double(keep - h));
+}
+
 // Central differences of loss() w.r.t. x[i] for every i in `which` (all when empty),
 // compared with analytic[i] to |a − n| <= atol + rtol · max(|a|, |n|). Stops reporting
 // after a few mismatches.
@@ -22,13 +35,7 @@ inline void check_gradient(const std::string& what, double* x, std::size_t n, co
   int bad = 0;
   double worst = 0;
   for (std::size_t i : which) {
-    const double saved = x[i];
-    x[i] = saved + h;
-    const double lp = loss();
-    x[i] = saved - h;
-    const double lm = loss();
-    x[i] = saved;
-    const double num = (lp - lm) / (2 * h);
+    const double num = central_difference(x, i, loss, h);
     const double err = std::abs(num - analytic[i]);
     const double tol = atol + rtol * std::max(std::abs(num), std::abs(analytic[i]));
     worst = std::max(worst, err / tol);

@@ -5,6 +5,7 @@
 
 #include "model/model.hpp"
 #include "rl/chunked_lm_head.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -144,9 +145,7 @@ BOOST_AUTO_TEST_CASE(convert_rounds_to_nearest_even_and_widens_exactly) {
 namespace {
 
 model::ModelConfig small_config() {
-  return model::ModelConfig{.hidden_size = 64, .num_hidden_layers = 2, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 160, .vocab_size = 97, .rms_norm_eps = 1e-5,
-      .rope_theta = 10000.0, .max_position_embeddings = 64};
+  return test::tiny_config({.hidden = 64, .intermediate = 160, .vocab = 97, .positions = 64, .rms_norm_eps = 1e-5});
 }
 
 struct Pass {

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "model/config.hpp"
+#include "tests/common/input_error.hpp"
 
 using namespace braid;
 
@@ -18,13 +19,7 @@ const char* kTiny = R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden
 std::string refusal(const std::string& key, const std::string& value) {
   json doc = json::parse(kTiny);
   doc[key] = json::parse(value);
-  try {
-    model::parse_config(doc, "config.json");
-  } catch (const InputError& e) {
-    BOOST_TEST(e.file() == "config.json");
-    return e.what();
-  }
-  return "";
+  return test::error_of([&] { model::parse_config(doc, "config.json"); }, "config.json");
 }
 
 }  // namespace

@@ -28,8 +28,7 @@
 
 using namespace braid;
 namespace be = braid::backend;
-using braid::test::download;
-using braid::test::upload;
+using namespace braid::test;
 
 namespace {
 
@@ -137,9 +136,5 @@ int main(int argc, char** argv) {
     std::cerr << "test_family_parity: the reference is checked in f32, not " << target->name << "\n";
     return 2;
   }
-  auto backend = braid::test::make_or_skip(*target);
-  if (!backend) return braid::test::kSkip;
-  g_backend = backend.get();
-  auto args = target->boost_args;
-  return boost::unit_test::unit_test_main(&::init_unit_test, static_cast<int>(args.size()), args.data());
+  return braid::test::run_on_target(*target, g_backend, &::init_unit_test);
 }

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "model/model.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -15,9 +16,7 @@ using namespace braid;
 namespace {
 
 model::ModelConfig small_config() {
-  return model::ModelConfig{.hidden_size = 32, .num_hidden_layers = 3, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 48, .vocab_size = 50,
-      .max_position_embeddings = 64};
+  return test::tiny_config({.layers = 3, .intermediate = 48, .vocab = 50, .positions = 64});
 }
 
 const std::vector<std::vector<std::int32_t>> kSeqs{

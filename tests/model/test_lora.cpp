@@ -34,9 +34,9 @@ struct Case {
 };
 
 std::vector<Case> cases() {
-  std::vector<Case> out{{"tiny, every module", test::tiny_config(), lora()},
-                        {"tiny, tied, q and v, rsLoRA", test::tiny_config(true), lora({"q_proj", "v_proj"}, true)},
-                        {"tiny, o, gate, down", test::tiny_config(), lora({"o_proj", "gate_proj", "down_proj"})}};
+  std::vector<Case> out{{"tiny, every module", test::grad_config(), lora()},
+                        {"tiny, tied, q and v, rsLoRA", test::grad_config(true), lora({"q_proj", "v_proj"}, true)},
+                        {"tiny, o, gate, down", test::grad_config(), lora({"o_proj", "gate_proj", "down_proj"})}};
   for (const auto& f : test::family_configs({.hidden = 8, .heads = 2, .kv_heads = 1, .head_dim = 4, .inter = 6,
                                              .vocab = 11, .layers = 2, .max_positions = 16}))
     out.push_back({f.name, f.parsed(), lora()});
@@ -157,7 +157,7 @@ BOOST_AUTO_TEST_CASE(merged_and_unmerged_generate_the_same_tokens) {
 // Adapters off is the base model to the bit: a LoRA run's reference needs no second copy.
 BOOST_AUTO_TEST_CASE(adapters_off_is_the_base_model) {
   auto be = backend::make_cpu_backend(1);
-  const auto cfg = test::tiny_config();
+  const auto cfg = test::grad_config();
   model::Model base(cfg, {}, *be), adapted(cfg, {.lora = lora()}, *be);
   base.init_random(9);
   adapted.init_random(9);
@@ -186,7 +186,7 @@ BOOST_AUTO_TEST_CASE(options_are_checked) {
   BOOST_TEST(model::parse_lora_targets("") == model::lora_modules(), boost::test_tools::per_element());
   BOOST_CHECK_THROW(model::parse_lora_targets("q,lm_head"), std::invalid_argument);
   auto be = backend::make_cpu_backend(1);
-  const auto cfg = test::tiny_config();
+  const auto cfg = test::grad_config();
   for (const model::LoraOptions& bad : {model::LoraOptions{.rank = -1}, model::LoraOptions{.rank = 2, .alpha = 0},
                                         model::LoraOptions{.rank = 2, .dropout = 0.1},
                                         model::LoraOptions{.rank = 2, .targets = {"lm_head"}}}) {

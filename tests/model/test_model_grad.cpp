@@ -11,7 +11,7 @@ namespace {
 
 void check_whole_model(bool tied) {
   auto backend = backend::make_cpu_backend(1);
-  const auto cfg = test::tiny_config(tied);
+  const auto cfg = test::grad_config(tied);
   model::BasicModel<double> m(cfg, {.lm_head = true, .value_head = true}, *backend);
   m.init_random(7, 0.5);
   test::TinyBatch tb;

@@ -9,9 +9,7 @@
 #include <string>
 #include <vector>
 
-using braid::test::check_gradient;
-using braid::test::dot;
-using braid::test::random_values;
+using namespace braid::test;
 namespace be = braid::backend;
 
 namespace {

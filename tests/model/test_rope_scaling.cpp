@@ -15,16 +15,15 @@
 #include "core/json.hpp"
 #include "model/config.hpp"
 #include "model/model.hpp"
+#include "tests/common/input_error.hpp"
+#include "tests/common/scratch.hpp"
+#include "tests/common/tiny_models.hpp"
 
 using namespace braid;
 
 namespace {
 
-json fixture() {
-  const char* fixtures = std::getenv("BRAID_FIXTURES");
-  BOOST_REQUIRE_MESSAGE(fixtures, "BRAID_FIXTURES is not set");
-  return load_json_file(std::string(fixtures) + "/model/rope_inv_freq.json");
-}
+json fixture() { return load_json_file(test::fixture("model/rope_inv_freq.json").string()); }
 
 json config_of(const json& c) {
   return json{{"hidden_size", c["hidden_size"]}, {"intermediate_size", 128}, {"num_hidden_layers", 1},
@@ -35,13 +34,7 @@ json config_of(const json& c) {
 std::string refusal(const json& rope_scaling) {
   json doc = config_of(fixture()[0]);
   doc["rope_scaling"] = rope_scaling;
-  try {
-    model::parse_config(doc, "config.json");
-  } catch (const InputError& e) {
-    BOOST_TEST(e.file() == "config.json");
-    return e.what();
-  }
-  return "";
+  return test::error_of([&] { model::parse_config(doc, "config.json"); }, "config.json");
 }
 
 }  // namespace
@@ -126,8 +119,8 @@ BOOST_AUTO_TEST_CASE(bad_rope_scaling_is_refused_naming_the_field) {
 // positions then turn by a quarter of the angle).
 BOOST_AUTO_TEST_CASE(the_model_rotates_by_the_scaled_frequencies) {
   auto be = backend::make_cpu_backend(1);
-  model::ModelConfig cfg{.hidden_size = 8, .num_hidden_layers = 1, .num_attention_heads = 2, .num_key_value_heads = 1,
-                         .intermediate_size = 12, .vocab_size = 11, .rope_theta = 100.0, .max_position_embeddings = 16};
+  model::ModelConfig cfg = test::tiny_config({.hidden = 8, .layers = 1, .heads = 2, .kv_heads = 1, .intermediate = 12,
+                                              .vocab = 11, .positions = 16, .rope_theta = 100.0});
   const std::vector<std::int32_t> tokens{1, 5, 2, 9, 3, 7, 0, 4};
   const std::vector<std::int64_t> offsets{0, 8};
   auto hidden = [&](model::RopeScaling r) {

@@ -24,7 +24,7 @@ void copy_weights(DModel& from, DModel& to) {
 
 void check_split(bool tied, std::vector<int> cuts) {
   auto backend = backend::make_cpu_backend(1);
-  auto cfg = test::tiny_config(tied);
+  auto cfg = test::grad_config(tied);
   cfg.num_hidden_layers = 4;
   const model::ModelOptions heads{.lm_head = true, .value_head = true};
   DModel whole(cfg, heads, *backend);
@@ -91,7 +91,7 @@ BOOST_AUTO_TEST_CASE(four_uneven_stages_tied) { check_split(true, {0, 1, 3, 4});
 
 BOOST_AUTO_TEST_CASE(stage_layout) {
   auto backend = backend::make_cpu_backend(1);
-  auto cfg = test::tiny_config(false);
+  auto cfg = test::grad_config(false);
   cfg.num_hidden_layers = 4;
   DModel mid(cfg, {.layers = {1, 3}}, *backend);
   BOOST_CHECK(!mid.is_first_stage());

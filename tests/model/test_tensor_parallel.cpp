@@ -18,6 +18,7 @@
 #include "tests/common/mpi_fixture.hpp"
 #include "tests/common/scratch.hpp"
 #include "tests/model/family_configs.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -39,9 +40,8 @@ namespace {
 // 8 query heads over 4 key/value heads (GQA), 40 intermediate units and 67 vocabulary
 // rows: at tp 4 the MLP and vocabulary parts are of unequal sizes.
 model::ModelConfig config(bool tied) {
-  return model::ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 8,
-      .num_key_value_heads = 4, .intermediate_size = 42, .vocab_size = 67, .rms_norm_eps = 1e-5,
-      .rope_theta = 1000.0, .max_position_embeddings = 64, .tie_word_embeddings = tied};
+  return test::tiny_config({.heads = 8, .kv_heads = 4, .intermediate = 42, .vocab = 67, .positions = 64, .tied = tied,
+                            .rms_norm_eps = 1e-5, .rope_theta = 1000.0});
 }
 
 template <typename T> double forward_tolerance() { return sizeof(T) == 8 ? 1e-12 : 1e-5; }

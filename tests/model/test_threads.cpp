@@ -5,6 +5,7 @@
 
 #include "model/model.hpp"
 #include "rl/chunked_lm_head.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <cmath>
 #include <vector>
@@ -56,14 +57,7 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(threaded_paths_match_one_thread) {
-  model::ModelConfig c;
-  c.hidden_size = 256;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.intermediate_size = 512;
-  c.vocab_size = 300;
-  c.max_position_embeddings = 256;
+  const model::ModelConfig c = test::tiny_config({.hidden = 256, .intermediate = 512, .vocab = 300, .positions = 256});
   auto be = backend::make_cpu_backend(1);
   model::Model m(c, {.lm_head = true, .value_head = true}, *be);
   m.init_random(9, 0.05);

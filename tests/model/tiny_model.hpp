@@ -5,15 +5,16 @@
 #include "grad_check.hpp"
 #include "model/model.hpp"
 #include "rl/chunked_lm_head.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <vector>
 
 namespace braid::test {
 
-inline model::ModelConfig tiny_config(bool tied = false) {
-  return model::ModelConfig{.hidden_size = 8, .num_hidden_layers = 2, .num_attention_heads = 2,
-      .num_key_value_heads = 1, .intermediate_size = 12, .vocab_size = 11, .rms_norm_eps = 1e-5,
-      .rope_theta = 100.0, .max_position_embeddings = 16, .tie_word_embeddings = tied};
+// The model of the gradient checks (double precision: every size small).
+inline model::ModelConfig grad_config(bool tied = false) {
+  return tiny_config({.hidden = 8, .heads = 2, .kv_heads = 1, .intermediate = 12, .vocab = 11, .positions = 16,
+                      .tied = tied, .rms_norm_eps = 1e-5, .rope_theta = 100.0});
 }
 
 struct TinyBatch {

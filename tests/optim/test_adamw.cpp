@@ -3,6 +3,7 @@
 
 #include "optim/adamw.hpp"
 #include "rl/chunked_lm_head.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -13,9 +14,7 @@ using namespace braid;
 namespace {
 
 model::ModelConfig tiny() {
-  return model::ModelConfig{.hidden_size = 8, .num_hidden_layers = 2, .num_attention_heads = 2,
-      .num_key_value_heads = 1, .intermediate_size = 16, .vocab_size = 13,
-      .max_position_embeddings = 16};
+  return test::tiny_config({.hidden = 8, .heads = 2, .kv_heads = 1, .intermediate = 16, .vocab = 13, .positions = 16});
 }
 
 // One micro-batch's SFT-style gradient: mean NLL of next tokens, scaled by `scale`.

@@ -11,7 +11,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "comm/mpi.hpp"
-#include "train/micro_batches.hpp"
+#include "data/micro_batches.hpp"
 #include "train/objectives.hpp"
 #include "train/pipeline.hpp"
 
@@ -77,7 +77,7 @@ double max_diff(const model::Model& part, const model::Model& whole, bool grads)
 std::vector<io::SampleBatch> split(const io::SampleBatch& b, int count) {
   std::vector<std::size_t> order(b.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
-  return train::split_micro_batches(b, order, count);
+  return data::split_micro_batches(b, order, count);
 }
 
 double max_abs(const model::Model& m, bool grads) {

@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "plan/measure.hpp"
+#include "tests/plan/shapes.hpp"
 
 using namespace braid::plan;
 
@@ -41,16 +42,7 @@ class FakeRunner final : public LayerRunner {
   long calls_ = 0;
 };
 
-ModelShape fake_shape(int layers) {
-  ModelShape s;
-  s.name = "fake";
-  s.hidden = 64;
-  s.intermediate = 128;
-  s.layers = layers;
-  s.heads = s.kv_heads = 4;
-  s.vocab = 100;
-  return s;
-}
+ModelShape fake_shape(int layers) { return braid::test::llama_shape("fake", 64, 128, layers, 4, 100); }
 
 }  // namespace
 

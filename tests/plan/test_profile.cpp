@@ -6,21 +6,13 @@
 
 #include "core/error.hpp"
 #include "plan/analytic_profile.hpp"
+#include "tests/plan/shapes.hpp"
 
 using namespace braid::plan;
 
 namespace {
 
-ModelShape llama7b() {
-  ModelShape s;
-  s.name = "llama-7b";
-  s.hidden = 4096;
-  s.intermediate = 11008;
-  s.layers = 32;
-  s.heads = s.kv_heads = 32;
-  s.vocab = 32000;
-  return s;
-}
+ModelShape llama7b() { return braid::test::llama_shape("llama-7b", 4096, 11008, 32, 32, 32000); }
 
 }  // namespace
 

@@ -2,12 +2,9 @@
 # braid-schedgen end to end: a schedule that checks itself, its refusals, a
 # corrupted schedule caught by --verify, and 2 MPI ranks never worse than 1
 # with the same per-rank budget.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 GEN="$BRAID_BIN/braid-schedgen"
 FIX="$BRAID_FIXTURES/sched"
-S="$BRAID_SCRATCH"
-rm -rf "$S" && mkdir -p "$S"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # 1. The issue's example: output keys, the bound is never above the makespan, SVG drawn.
 "$GEN" "$FIX/issue_example.json" -o "$S/s.json" --svg "$S/s.svg" --time-limit 5 -q

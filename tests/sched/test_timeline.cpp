@@ -43,6 +43,14 @@ void expect_matches_scratch(const Problem& p, const Timeline& tl) {
   BOOST_REQUIRE_GE(tl.critical_count(), 1);
 }
 
+// Undoes a kept move three times in ten, and checks that the order is `before` again.
+void undo_now_and_then(Timeline& tl, braid::Rng& rng, const Order& before) {
+  if (rng.uniform() < 0.3) {
+    tl.undo();
+    BOOST_REQUIRE(tl.order() == before);
+  }
+}
+
 void random_walk(const SchedSpec& spec, std::uint64_t seed, int moves) {
   const Problem p = build_problem(spec);
   Timeline tl(p, one_f_one_b(p));
@@ -59,10 +67,7 @@ void random_walk(const SchedSpec& spec, std::uint64_t seed, int moves) {
     if (r == SwapResult::done) {
       ++kept;
       BOOST_REQUIRE_LE(tl.makespan(), threshold);
-      if (rng.uniform() < 0.3) {
-        tl.undo();
-        BOOST_REQUIRE(tl.order() == before);
-      }
+      undo_now_and_then(tl, rng, before);
     } else {
       BOOST_REQUIRE(tl.order() == before);
       if (r == SwapResult::too_slow) {
@@ -135,10 +140,7 @@ void chain_walk(const SchedSpec& spec, std::uint64_t seed, int moves) {
       BOOST_REQUIRE(tl.order() == moved);
       BOOST_REQUIRE_LE(tl.makespan(), threshold);
       if (slowest_on_the_way > threshold) ++through_slower;
-      if (rng.uniform() < 0.3) {
-        tl.undo();
-        BOOST_REQUIRE(tl.order() == before);
-      }
+      undo_now_and_then(tl, rng, before);
     } else {
       BOOST_REQUIRE(tl.order() == before);
       if (r == SwapResult::too_slow) {

@@ -2,15 +2,12 @@
 # braid-score end to end: shards in through a pipe, every array checked against the
 # formulas (score_fixture check), stats, a rerun that skips finished outputs, GRPO with
 # groups that straddle shards, and bad inputs that exit 2 naming the file and field.
-set -euo pipefail
-S="$BRAID_SCRATCH"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 BRAID="$BRAID_BIN/braid"
 SCORE="$BRAID_BIN/braid-score"
 FIX="$SCORE_FIXTURE"
 CONFIG="$BRAID_SOURCE/examples/tiny/config.json"
-rm -rf "$S" && mkdir -p "$S" && cd "$S"
 
-. "$BRAID_SOURCE/tests/common/expect.sh"
 "$BRAID" init -q --config "$CONFIG" --seed 1 -o actor.h5 > /dev/null
 "$BRAID" init -q --config "$CONFIG" --seed 2 --value-head --no-lm-head -o critic.h5 > /dev/null
 "$BRAID" init -q --config "$CONFIG" --seed 3 --value-head --no-lm-head -o rm.h5 > /dev/null

@@ -4,13 +4,10 @@
 # scorer while rank 0, done with its shard, waits for it in the gather of the figures
 # (a sleeping wait, which had no deadline: the job hung); and rank 1 stopped before it
 # starts MPI, while rank 0 waits inside MPI_Init (it hung there).
-set -euo pipefail
-S="$BRAID_SCRATCH"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN"
 CONFIG="$BRAID_SOURCE/examples/tiny/config.json"
-rm -rf "${S:?}" && mkdir -p "$S" && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
-command -v mpirun > /dev/null || { echo "no mpirun: skipped"; exit 77; }
+needs_mpirun
 
 "$B/braid" -q init -c "$CONFIG" --seed 1 -o actor.h5 > /dev/null
 for i in 1 2 3 4; do echo "{\"text\": \"prompt $i\"}"; done > prompts.jsonl

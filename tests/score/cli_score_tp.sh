@@ -13,22 +13,19 @@
 #    --tp, --tp without mpirun, a config that does not split, a checkpoint of another tp
 #    degree, --device cuda where there is no GPU.
 # Usage: cli_score_tp.sh NP
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 NP=${1:?NP}
-S="${BRAID_SCRATCH:?}"
 B="${BRAID_BIN:?}"
 PY=/usr/bin/python3
 CMP=("$PY" "$BRAID_SOURCE/tests/fuse/compare_scored.py")
-rm -rf "${S:?}"/* && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
-command -v mpirun > /dev/null || { echo "SKIP: no mpirun"; exit 77; }
+needs_mpirun
 DEVICES=$((NP / 2))
 
 CONFIG="$BRAID_SOURCE/examples/tiny/config.json"   # 4 heads, 2 key/value heads: tp 1 or 2
 "$B/braid" init -q --config "$CONFIG" --init-std 0.08 --seed 3 -o actor.h5 > /dev/null
 "$B/braid" init -q --config "$CONFIG" --seed 2 --value-head --no-lm-head -o critic.h5 > /dev/null
 "$B/braid" init -q --config "$CONFIG" --seed 4 --value-head --no-lm-head -o rm.h5 > /dev/null
-for i in $(seq 1 8); do echo "{\"text\": \"Question $i: what is $i times 7?\"}"; done > p.jsonl
+questions 1 8 > p.jsonl
 "$B/braid-generate" -q --actor actor.h5 --prompts p.jsonl --samples-per-prompt 4 --shard-size 6 --max-new-tokens 24 \
   --temperature 0.9 --seed 5 --threads 1 -o gen > /dev/null
 n=$(ls gen/gen-*.h5 | wc -l)   # 32 samples in shards of 6: groups of 4 straddle shards (3 units)

@@ -9,8 +9,9 @@
 #include "core/rng.hpp"
 #include "rl/chunked_lm_head.hpp"
 #include "score/batch_scorer.hpp"
-#include "score/micro_batches.hpp"
+#include "data/micro_batches.hpp"
 #include "score/model_passes.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <cmath>
 #include <vector>
@@ -21,9 +22,8 @@ using braid::io::SampleBatch;
 using braid::model::Model;
 
 braid::model::ModelConfig config() {
-  return braid::model::ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 48, .vocab_size = 40, .rms_norm_eps = 1e-5,
-      .rope_theta = 1000.0, .max_position_embeddings = 64};
+  return braid::test::tiny_config({.intermediate = 48, .vocab = 40, .positions = 64, .rms_norm_eps = 1e-5,
+                                   .rope_theta = 1000.0});
 }
 
 // Sequences of random lengths and prompt lengths (one with an empty response, one with
@@ -103,14 +103,14 @@ bool near(double got, double want, double atol = 1e-5, double rtol = 1e-4) {
 
 BOOST_AUTO_TEST_CASE(micro_batches_hold_at_most_the_budget_and_skip_empty_sequences) {
   const std::vector<std::int64_t> off{0, 3, 3, 8, 20, 22, 23};  // lengths 3 0 5 12 2 1
-  const auto mbs = braid::score::pack_micro_batches(off, 8);
+  const auto mbs = braid::data::pack_micro_batches(off, 8);
   BOOST_TEST(mbs.size() == 3);
   BOOST_TEST((mbs[0].sequences == std::vector<std::size_t>{0, 2}));
   BOOST_TEST(mbs[0].tokens == 8);
   BOOST_TEST((mbs[1].sequences == std::vector<std::size_t>{3}));  // longer than the budget: alone
   BOOST_TEST(mbs[1].tokens == 12);
   BOOST_TEST((mbs[2].sequences == std::vector<std::size_t>{4, 5}));
-  BOOST_CHECK_THROW(braid::score::pack_micro_batches(off, 0), std::invalid_argument);
+  BOOST_CHECK_THROW(braid::data::pack_micro_batches(off, 0), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(reference_logprobs_are_the_single_sequence_logprobs_shifted_by_one) {

@@ -49,9 +49,7 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 BOOST_AUTO_TEST_CASE(one_process_answers_every_batch_in_order) {
   // Each answer is twice the line's "i"; a counter file shows one start. (Not awk: mawk
   // reads its input in blocks and would wait for more lines before answering.)
-  const auto dir = test::scratch("one_process");
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const auto dir = test::fresh_scratch("one_process");
   ScorerProcess p({.command = "echo started >> starts.txt; while read l; do i=${l#*:}; echo $(( ${i%\\}} * 2 )); done",
                    .dir = dir.string()});
   BOOST_TEST(!p.started());

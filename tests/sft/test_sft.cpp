@@ -10,6 +10,7 @@
 #include "generate/generate.hpp"
 #include "train/objectives.hpp"
 #include "train/trainer.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -61,9 +62,7 @@ std::vector<std::size_t> all_of(const braid::io::SampleBatch& b) {
 }
 
 braid::model::ModelConfig config() {
-  return braid::model::ModelConfig{.hidden_size = 64, .num_hidden_layers = 2, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 128, .vocab_size = 16,
-      .max_position_embeddings = 16};
+  return braid::test::tiny_config({.hidden = 64, .intermediate = 128, .vocab = 16, .positions = 16});
 }
 
 // Trains with the weights stored as `dtype` (bf16: an f32 master in the optimizer, bf16

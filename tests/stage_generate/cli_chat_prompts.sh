@@ -3,16 +3,10 @@
 # template of the tokenizer's tokenizer_config.json (tests/fixtures/chat), braid inspect
 # decodes the shard with the tokenizer it records, and bad conversations or an unknown
 # template exit 2 naming the file, line and field.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 G="$BRAID_BIN/braid-generate"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
-cat > "$S/config.json" <<'JSON'
-{"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
- "intermediate_size": 64, "vocab_size": 300, "max_position_embeddings": 128, "rms_norm_eps": 1e-5}
-JSON
+llama_config 32 2 4 2 64 300 128 > "$S/config.json"
 "$BRAID_BIN/braid" -q init -c "$S/config.json" --seed 1 -o "$S/actor.h5" > /dev/null
 T="$BRAID_FIXTURES/chat/llama3"
 cat > "$S/prompts.jsonl" <<'JSONL'

@@ -1,16 +1,10 @@
 #!/usr/bin/env bash
 # braid-generate as a pipe stage: shard paths stream out on stdout while generation
 # goes on; bad inputs exit 2 naming the file and field, and leave no shard behind.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 G="$BRAID_BIN/braid-generate"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
-cat > "$S/config.json" <<'JSON'
-{"hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
- "intermediate_size": 344, "vocab_size": 259, "max_position_embeddings": 256, "rms_norm_eps": 1e-5}
-JSON
+llama_config 128 4 4 2 344 259 256 > "$S/config.json"
 "$BRAID_BIN/braid" -q init -c "$S/config.json" --seed 1 -o "$S/actor.h5" > /dev/null
 "$BRAID_BIN/braid" -q init -c "$S/config.json" --seed 1 --value-head --no-lm-head -o "$S/critic.h5" > /dev/null
 for i in $(seq 1 24); do echo "{\"text\": \"prompt $i\"}"; done > "$S/prompts.jsonl"

@@ -14,20 +14,17 @@
 #    another tp degree, --device cuda where there is no GPU, --overcommit and the fused rollout with --tp
 #    (checked with NP 2).
 # Usage: cli_generate_tp.sh NP
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 NP=${1:?NP}
-S="${BRAID_SCRATCH:?}"
 B="${BRAID_BIN:?}"
 PY=/usr/bin/python3
 CMP=("$PY" "$BRAID_SOURCE/tests/fuse/compare_scored.py" --pattern 'gen-*.h5')
-rm -rf "${S:?}"/* && cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
-command -v mpirun > /dev/null || { echo "SKIP: no mpirun"; exit 77; }
+needs_mpirun
 
 CONFIG="$BRAID_SOURCE/examples/tiny/config.json"   # 4 heads, 2 key/value heads: tp 1 or 2
 # --init-std 0.08: responses of very different lengths (a long tail to migrate).
 "$B/braid" init -q --config "$CONFIG" --init-std 0.08 --seed 3 -o actor.h5 > /dev/null
-for i in $(seq 1 8); do echo "{\"text\": \"Question $i: what is $i times 7?\"}"; done > p.jsonl
+questions 1 8 > p.jsonl
 OPTS=(--prompts p.jsonl --samples-per-prompt 2 --shard-size 3 --max-new-tokens 40 --max-batch 4
      --threads 1)
 GEN=(--actor actor.h5 "${OPTS[@]}")

@@ -2,17 +2,11 @@
 # braid-generate's paged KV cache: a pool too small for the batch preempts sequences and
 # resumes them, and the shards hold the same samples as with an ample pool; a pool too
 # small for one sequence is refused up front (exit 2) with the figures.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 G="$BRAID_BIN/braid-generate"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # 2 layers, 2 kv heads of 16: a block of 16 tokens holds 2·2·16·32·4 = 8 KiB of keys and values.
-cat > "$S/config.json" <<'JSON'
-{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
- "intermediate_size": 128, "vocab_size": 259, "max_position_embeddings": 256, "rms_norm_eps": 1e-5}
-JSON
+llama_config 64 2 4 2 128 259 256 > "$S/config.json"
 "$BRAID_BIN/braid" -q init -c "$S/config.json" --seed 1 -o "$S/actor.h5" > /dev/null
 for i in $(seq 1 16); do echo "{\"text\": \"prompt number $i is here\"}"; done > "$S/prompts.jsonl"
 run() {  # OUT, extra options...

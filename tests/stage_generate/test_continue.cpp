@@ -6,37 +6,22 @@
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "generate/generate.hpp"
+#include "tests/generate/tiny_generation.hpp"
 
 #include <cmath>
 #include <map>
 #include <vector>
 
-using braid::gen::GenerateOptions;
-using braid::gen::Prompt;
-using braid::gen::Sample;
-using braid::model::Model;
-using braid::model::ModelConfig;
+using namespace braid::gen;
 
 namespace {
 
-struct Fixture {
-  std::unique_ptr<braid::backend::Backend> be = braid::backend::make_cpu_backend(1);
-  Model m{ModelConfig{.hidden_size = 64, .num_hidden_layers = 2, .num_attention_heads = 4, .num_key_value_heads = 2,
-                      .intermediate_size = 96, .vocab_size = 40, .max_position_embeddings = 128},
-          {},
-          *be};
-  Fixture() { m.init_random(23, 0.3); }
+struct Fixture : braid::test::TinyGenerator {
+  Fixture() : TinyGenerator(braid::test::tiny_config({.hidden = 64, .intermediate = 96, .vocab = 40, .positions = 128}),
+                            23) {}
 };
 
-std::vector<Prompt> prompts(int n) {
-  std::vector<Prompt> ps;
-  for (int i = 0; i < n; ++i) {
-    Prompt p{.sample_id = static_cast<std::uint64_t>(i)};
-    for (int k = 0; k <= (i * 5) % 11; ++k) p.tokens.push_back((i * 7 + k * 3) % 40);
-    ps.push_back(p);
-  }
-  return ps;
-}
+std::vector<Prompt> prompts(int n) { return braid::test::varied_prompts(n, 11, 40, 0); }
 
 float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   float d = 0;

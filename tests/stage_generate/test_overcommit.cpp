@@ -11,6 +11,7 @@
 #include "generate/deferred.hpp"
 #include "io/sample_shard.hpp"
 #include "tests/common/scratch.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <fmt/format.h>
 
@@ -38,16 +39,10 @@ constexpr std::int64_t kBatchGroups = 6;  // one group per prompt line
 // weights each time (the new policy a deferred sample is resumed under).
 const fs::path& root() {
   static const fs::path dir = [] {
-    const fs::path d = braid::test::scratch("overcommit");
-    fs::remove_all(d);
-    fs::create_directories(d);
+    const fs::path d = braid::test::fresh_scratch("overcommit");
     auto be = braid::backend::make_cpu_backend(1);
     for (int i = 1; i <= kIterations; ++i) {
-      braid::model::Model m(braid::model::ModelConfig{.hidden_size = 64, .num_hidden_layers = 2,
-                                                      .num_attention_heads = 4, .num_key_value_heads = 2,
-                                                      .intermediate_size = 96, .vocab_size = 259,
-                                                      .max_position_embeddings = 256},
-                            {}, *be);
+      braid::model::Model m(braid::test::tiny_text_config(), {}, *be);
       // Far from uniform (std 0.3); sampled at temperature 2, the EOS comes after a few
       // dozen tokens or after 200: a long tail.
       m.init_random(10 + static_cast<std::uint64_t>(i), 0.3);
@@ -60,10 +55,7 @@ const fs::path& root() {
   return dir;
 }
 
-std::string bin(const std::string& tool) {
-  const char* b = std::getenv("BRAID_BIN");
-  return (fs::path(b != nullptr ? b : "build/bin") / tool).string();
-}
+std::string bin(const std::string& tool) { return braid::test::tool(tool).string(); }
 
 fs::path out_dir(int i) { return root() / fmt::format("it{}", i); }
 fs::path deferred_of(int i) { return out_dir(i) / "deferred.h5"; }

@@ -12,6 +12,7 @@
 #include "generate/generate.hpp"
 #include "io/sample_shard.hpp"
 #include "tests/common/scratch.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <fmt/format.h>
 
@@ -42,17 +43,11 @@ using Samples = std::map<std::int64_t, Record>;
 
 const fs::path& root() {
   static const fs::path dir = [] {
-    const fs::path d = braid::test::scratch("stage");
-    fs::remove_all(d);
-    fs::create_directories(d);
+    const fs::path d = braid::test::fresh_scratch("stage");
     // An actor whose distributions are far from uniform (std 0.3), so that some
     // samples stop at EOS and responses differ in length.
     auto be = braid::backend::make_cpu_backend(1);
-    braid::model::Model m(braid::model::ModelConfig{.hidden_size = 64, .num_hidden_layers = 2,
-                                                    .num_attention_heads = 4, .num_key_value_heads = 2,
-                                                    .intermediate_size = 96, .vocab_size = 259,
-                                                    .max_position_embeddings = 256},
-                          {}, *be);
+    braid::model::Model m(braid::test::tiny_text_config(), {}, *be);
     m.init_random(11, 0.3);
     braid::checkpoint::save_weights(m, d / "actor.h5", {.step = 4});
     std::ofstream p(d / "prompts.jsonl");
@@ -62,10 +57,7 @@ const fs::path& root() {
   return dir;
 }
 
-std::string bin(const std::string& tool) {
-  const char* b = std::getenv("BRAID_BIN");
-  return (fs::path(b != nullptr ? b : "build/bin") / tool).string();
-}
+std::string bin(const std::string& tool) { return braid::test::tool(tool).string(); }
 
 // Runs braid-generate (under `launcher`, e.g. "mpirun -np 3") into root()/out; returns
 // the exit code, with stdout's lines in *lines.

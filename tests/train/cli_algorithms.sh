@@ -5,12 +5,8 @@
 # importance sampling recomputes the actor's logprobs, which match the generator's here;
 # bad settings exit 2 naming the option or the run file's field; braid runs of DAPO and
 # REINFORCE++ complete two iterations.
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-cd "$S"
-. "$BRAID_SOURCE/tests/common/expect.sh"
 PY=/usr/bin/python3  # with h5py and numpy
 
 cp "$BRAID_SOURCE/examples/tiny/config.json" config.json

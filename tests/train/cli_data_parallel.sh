@@ -10,13 +10,9 @@
 #  * exactly one rank writes: run as mpirun MPMD, rank 1 is given its own output names,
 #    and nothing appears under them (rank 0's outputs do);
 #  * the moments are sharded: the log gives this rank's share.
-set -euo pipefail
-S="${BRAID_SCRATCH:?}"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="${BRAID_BIN:?}"
 PY=/usr/bin/python3
-rm -rf "$S"/*
-cd "$S"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 cp "${BRAID_FIXTURES:?}/model/tiny_llama_config.json" config.json   # hidden 32, 2 layers, 4/2 heads, vocab 259
 "$B/braid" init -q -c config.json --seed 1 -o actor.h5 > /dev/null
@@ -24,10 +20,7 @@ cp "${BRAID_FIXTURES:?}/model/tiny_llama_config.json" config.json   # hidden 32,
 
 # 11 SFT examples of different lengths: mini-batches of 4 (4, 4, 3 over two epochs) do not
 # split evenly over 3 ranks.
-for i in $(seq 1 11); do
-  printf '{"prompt": "Q%d: add %d and %d", "response": " %d%s"}\n' "$i" "$i" "$((i * 7))" "$((i * 8))" \
-    "$(printf '%*s' "$((i % 5))" '' | tr ' ' '!')"
-done > sft.jsonl
+sft_examples 11 > sft.jsonl
 COMMON=(--lr 1e-2 --mini-batch 4 --epochs 2 --micro-tokens 48 --threads 1 --seed 5 --max-grad-norm 0.5
         --weight-decay 0.01)
 

@@ -7,12 +7,8 @@
 # writes a PEFT adapter folder (braid import reads it back) or, with --merge, the merged model
 # (its loss the adapted one's); bad LoRA options exit 2 naming the option or field, nothing
 # written.
-set -euo pipefail
-S="${BRAID_SCRATCH:?}"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="${BRAID_BIN:?}"
-rm -rf "${S:?}"/*
-cd "$S"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 cat > config.json <<'JSON'
 {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,

@@ -4,12 +4,8 @@
 # records at each step are those of the formula; a second call that loads the first's
 # optimizer state continues the same curve (--lr-calls 2, then 1); --total-steps fixes
 # the end; bad values exit 2.
-set -euo pipefail
-S="${BRAID_SCRATCH:?}"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="${BRAID_BIN:?}"
-rm -rf "${S:?}"/*
-cd "$S"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 cat > config.json <<'JSON'
 {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32, "vocab_size": 259,

@@ -16,13 +16,9 @@
 #    single process from the same files (joined as they load) to the same weights;
 #  * bad layouts exit 2 with the way out named: -np not a multiple of --tp, --tp without
 #    mpirun, a model whose key/value heads tp does not divide.
-set -euo pipefail
-S="${BRAID_SCRATCH:?}"
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="${BRAID_BIN:?}"
 PY=/usr/bin/python3
-rm -rf "$S"/*
-cd "$S"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 cat > config.json <<'JSON'
 {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2,
@@ -33,10 +29,7 @@ JSON
 "$B/braid" init -q -c config.json --seed 1 -o actor.h5 > /dev/null
 "$B/braid" init -q -c config.json --seed 2 --value-head --no-lm-head -o critic.h5 > /dev/null
 
-for i in $(seq 1 10); do
-  printf '{"prompt": "Q%d: add %d and %d", "response": " %d%s"}\n' "$i" "$i" "$((i * 7))" "$((i * 8))" \
-    "$(printf '%*s' "$((i % 5))" '' | tr ' ' '!')"
-done > sft.jsonl
+sft_examples 10 > sft.jsonl
 for i in $(seq 1 6); do
   printf '{"prompt": "Q%d: add %d and %d", "chosen": " %d", "rejected": " %d!"}\n' "$i" "$i" "$((i * 3))" \
     "$((i * 4))" "$((i * 5))"
@@ -119,13 +112,7 @@ lists grpo-tp2.out "$(tp2 grpo-tp2.h5)"
 compare grpo-1.h5 grpo-tp2.h5 grpo-1.json grpo-tp2.json
 
 # --- the fused pipeline: 2 devices at tp 1 (np 2) and at tp 2 (np 4) ---
-cat > spec.json <<'JSON'
-{"format": "braid.schedspec", "version": 1, "devices": 2,
- "models": [
-   {"name": "actor", "stages": 2, "micro_batches": 2, "fwd": [1.0, 1.2], "bwd": [2.0, 2.4], "act_mem": 1},
-   {"name": "critic", "stages": 2, "micro_batches": 2, "fwd": [0.8, 1.0], "bwd": [1.6, 2.0], "act_mem": 1}]}
-JSON
-"$B/braid-schedgen" spec.json -o schedule.json --iterations 2000 --time-limit 0 --mem-iterations 200 --seed 3 -q
+tiny_schedule 2 --iterations 2000 --time-limit 0 --mem-iterations 200 --seed 3 -q
 PIPE=(scored/scored-*.h5 --actor actor.h5 --critic critic.h5 --lr 1e-3 --critic-lr 1e-3 --mini-batch 8 --epochs 2
       --micro-tokens 128 --threads 1 --seed 5 --max-grad-norm 0.5 --schedule schedule.json)
 mpirun -np 2 "$B/braid-train" ppo "${PIPE[@]}" --actor-out pipe-a.h5 --critic-out pipe-c.h5 \

@@ -4,12 +4,8 @@
 # output that existed was "already complete: skipped" (exit 0) whatever the data, learning
 # rate or tokenizer. And the AdamW state of another stage (SFT's, under DPO or PPO) is
 # loaded only when asked (--optimizer-state PATH): a new stage starts fresh (warmup runs).
-set -euo pipefail
+. "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN"
-S="$BRAID_SCRATCH"
-rm -rf "${S:?}"/*
-. "$BRAID_SOURCE/tests/common/expect.sh"
-cd "$S"
 cp "$BRAID_SOURCE/examples/tiny/config.json" config.json
 "$B/braid" synth -o task --task sort --prompts 8 --sft 16 --pairs 16 --heldout 4 --seed 1 > /dev/null 2>&1
 "$B/braid" init --config config.json --seed 1 -o a0.h5 > /dev/null 2>&1

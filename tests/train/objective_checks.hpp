@@ -11,6 +11,7 @@
 #include "model/model.hpp"
 #include "rl/chunked_lm_head.hpp"
 #include "train/objective.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -20,8 +21,7 @@
 namespace braid::test {
 
 inline model::ModelConfig objective_model() {
-  return model::ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 64, .vocab_size = 24, .max_position_embeddings = 32};
+  return test::tiny_config();
 }
 
 // Sequences of 6 to 13 random tokens with prompts of 2 to 4; sequence i has sample id i.

@@ -28,6 +28,9 @@
 #include "train/train_outputs.hpp"
 #include "train/trainer.hpp"
 #include "tests/common/mpi_fixture.hpp"
+#include "tests/common/arrays.hpp"
+#include "tests/common/scratch.hpp"
+#include "tests/train/objective_cases.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -43,59 +46,16 @@ namespace {
 using braid::test::MpiFixture;
 BOOST_TEST_GLOBAL_FIXTURE(MpiFixture);
 
-using braid::test::tiny;
-using braid::test::uneven_batch;
-
-struct Case {
-  const char* name;
-  bool value_head;
-  std::size_t group;
-  std::function<std::unique_ptr<train::Objective>()> make;
-};
-
-std::vector<Case> cases() {
-  return {
-      {"ppo actor", false, 1, [] { return std::make_unique<train::PolicyObjective>(train::ppo_actor_options(0.2, 0.01)); }},
-      {"ppo critic", true, 1, [] { return std::make_unique<train::ValueObjective>(0.2); }},
-      {"grpo actor", false, 1, [] { return std::make_unique<train::PolicyObjective>(train::grpo_actor_options(0.2, 0.1)); }},
-      {"reward model", true, 2, [] { return std::make_unique<train::PairwiseRewardObjective>(); }},
-      {"sft", false, 1, [] { return std::make_unique<train::SftObjective>(16); }},
-      {"dpo", false, 2,
-       [] { return std::make_unique<train::DpoObjective>(train::DpoObjectiveOptions{.loss = {.beta = 0.5}, .head_chunk_rows = 16}); }},
-  };
-}
+using namespace braid::test;
 
 // Three mini-batches of whole groups in a shuffled order: 5 groups, 2 groups, all.
-std::vector<std::vector<std::size_t>> mini_batches(std::size_t sequences, std::size_t group) {
-  std::vector<std::size_t> order(sequences / group);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  Rng rng(3);
-  rng.shuffle(std::span<std::size_t>(order));
-  auto take = [&](std::size_t first, std::size_t count) {
-    std::vector<std::size_t> idx;
-    for (std::size_t g = first; g < first + count; ++g)
-      for (std::size_t k = 0; k < group; ++k) idx.push_back(order[g] * group + k);
-    return idx;
-  };
-  return {take(0, 5), take(5, 2), take(0, order.size())};
-}
+constexpr std::pair<std::size_t, std::size_t> kMiniBatches[] = {{0, 5}, {5, 2}, {0, 0}};
 
 struct Run {
   std::vector<float> weights, exp_avg, exp_avg_sq;
   std::vector<train::StepStats> steps;
   std::int64_t shard = 0, state_bytes = 0, total = 0;
 };
-
-train::TrainerOptions options(std::size_t group, comm::Communicator* dp) {
-  train::TrainerOptions opt;
-  opt.lr = {.peak_lr = 1e-2, .min_lr = 1e-2, .kind = optim::LrSchedule::Kind::constant};
-  opt.adamw.eps = 1e-3;
-  opt.adamw.max_grad_norm = 0.5;   // clipping on: the norm must be the global one
-  opt.adamw.weight_decay = 0.05;
-  opt.micro = {.max_tokens = 64, .max_sequences = 0, .group = group};
-  opt.data_parallel = {.comm = dp, .bucket_elements = 1000};
-  return opt;
-}
 
 // The whole moments on every rank: each rank in turn the root of gather_state.
 void whole_state(optim::AdamW& opt, std::vector<float>& exp_avg, std::vector<float>& exp_avg_sq) {
@@ -109,16 +69,18 @@ void whole_state(optim::AdamW& opt, std::vector<float>& exp_avg, std::vector<flo
 
 // Trains a fresh model (same weights every time) over the mini-batches; `after` (if set)
 // gets the model and its trainer before they go.
-Run train_case(const Case& c, const io::SampleBatch& batch, comm::Communicator* dp,
+Run train_case(const ObjectiveCase& c, const io::SampleBatch& batch, comm::Communicator* dp,
                backend::DType dtype = backend::DType::f32,
                const std::function<void(model::Model&, train::Trainer&)>& after = {}) {
   auto be = backend::make_cpu_backend(1);
   model::Model m(tiny(), {.lm_head = !c.value_head, .value_head = c.value_head, .dtype = dtype}, *be);
   m.init_random(11, 0.1);
   auto obj = c.make();
-  train::Trainer t(m, *obj, options(c.group, dp));
+  train::Trainer t(m, *obj, test::parallel_options(c.group, dp));
   Run r;
-  for (const auto& idx : mini_batches(batch.size(), c.group)) r.steps.push_back(t.step(batch, idx));
+  for (const auto& idx : test::group_mini_batches(batch.size(), c.group, kMiniBatches)) {
+    r.steps.push_back(t.step(batch, idx));
+  }
   optim::AdamW& opt = t.optimizer();
   for (int q = 0; q < opt.dp_size(); ++q) opt.gather_masters(q);   // every rank its whole master
   for (const auto& tensor : m.tensors()) {
@@ -134,19 +96,6 @@ Run train_case(const Case& c, const io::SampleBatch& batch, comm::Communicator* 
   return r;
 }
 
-double largest(std::span<const float> a) {
-  double d = 0;
-  for (float x : a) d = std::max(d, double(std::abs(x)));
-  return d;
-}
-
-double max_difference(std::span<const float> a, std::span<const float> b) {
-  BOOST_REQUIRE_EQUAL(a.size(), b.size());
-  double d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, double(std::abs(a[i] - b[i])));
-  return d;
-}
-
 void expect_same_training(const char* name, const Run& one, const Run& dp, int ranks) {
   const double dw = max_difference(one.weights, dp.weights);
   const double dm = max_difference(one.exp_avg, dp.exp_avg), dv = max_difference(one.exp_avg_sq, dp.exp_avg_sq);
@@ -156,20 +105,9 @@ void expect_same_training(const char* name, const Run& one, const Run& dp, int r
   BOOST_TEST(dw <= 2e-6, name << ": weights apart by " << dw);
   BOOST_TEST(dm <= 1e-5 * largest(one.exp_avg), name << ": exp_avg apart by " << dm);
   BOOST_TEST(dv <= 1e-5 * largest(one.exp_avg_sq), name << ": exp_avg_sq apart by " << dv);
-  BOOST_REQUIRE_EQUAL(one.steps.size(), dp.steps.size());
+  test::expect_same_steps(name, one.steps, dp.steps);
   for (std::size_t s = 0; s < one.steps.size(); ++s) {
-    const auto &a = one.steps[s], &b = dp.steps[s];
-    BOOST_TEST_MESSAGE("  step " << s << ": loss " << a.loss << " vs " << b.loss << ", |g| " << a.grad_norm << " vs "
-                                 << b.grad_norm);
-    BOOST_TEST(b.loss == a.loss, name << " step " << s << boost::test_tools::tolerance(1e-5));
-    BOOST_TEST(b.grad_norm == a.grad_norm, name << " step " << s << boost::test_tools::tolerance(1e-5));
-    BOOST_TEST(b.tokens == a.tokens);
-    BOOST_TEST(b.sequences == a.sequences);
-    BOOST_TEST(b.micro_batches >= a.micro_batches);
-    for (const auto& [k, v] : a.metrics) {
-      BOOST_REQUIRE(b.metrics.count(k) == 1);
-      BOOST_TEST(b.metrics.at(k) == v, name << " step " << s << " metric " << k << boost::test_tools::tolerance(1e-4));
-    }
+    BOOST_TEST(dp.steps[s].micro_batches >= one.steps[s].micro_batches);
   }
 }
 
@@ -178,7 +116,7 @@ void expect_same_training(const char* name, const Run& one, const Run& dp, int r
 BOOST_AUTO_TEST_CASE(every_objective_trains_as_the_single_process_does) {
   auto world = comm::mpi_world();
   const io::SampleBatch batch = uneven_batch(5);
-  for (const Case& c : cases()) {
+  for (const ObjectiveCase& c : objective_cases()) {
     const Run one = train_case(c, batch, nullptr);
     const Run dp = train_case(c, batch, world.get());
     BOOST_TEST(largest(one.exp_avg) > 1e-4, c.name << ": the moments are not trivially zero");
@@ -189,7 +127,7 @@ BOOST_AUTO_TEST_CASE(every_objective_trains_as_the_single_process_does) {
 BOOST_AUTO_TEST_CASE(the_optimizer_state_is_sharded) {
   auto world = comm::mpi_world();
   const int n = world->size();
-  const Case c = cases()[4];   // sft
+  const ObjectiveCase c = objective_cases()[4];   // sft
   const Run dp = train_case(c, uneven_batch(5), world.get());
   // Rank r holds elements [P·r/n, P·(r+1)/n): the shards cover the parameters once.
   std::vector<std::int64_t> shards{dp.shard};
@@ -207,7 +145,7 @@ BOOST_AUTO_TEST_CASE(bf16_weights_train_as_the_single_process_does) {
   // the whole f32 master where a checkpoint reads it, on the rank asked.
   auto world = comm::mpi_world();
   const io::SampleBatch batch = uneven_batch(5);
-  for (const Case& c : {cases()[0], cases()[4]}) {
+  for (const ObjectiveCase& c : {objective_cases()[0], objective_cases()[4]}) {
     const Run one = train_case(c, batch, nullptr, backend::DType::bf16);
     const Run dp = train_case(c, batch, world.get(), backend::DType::bf16);
     expect_same_training(c.name, one, dp, world->size());
@@ -217,9 +155,7 @@ BOOST_AUTO_TEST_CASE(bf16_weights_train_as_the_single_process_does) {
 BOOST_AUTO_TEST_CASE(one_rank_writes_the_checkpoint_and_it_loads_anywhere) {
   auto world = comm::mpi_world();
   const int r = world->rank(), n = world->size();
-  const char* scratch = std::getenv("BRAID_SCRATCH");
-  BOOST_REQUIRE(scratch != nullptr);
-  const std::filesystem::path dir = std::filesystem::path(scratch) / "data_parallel";
+  const std::filesystem::path dir = test::scratch("data_parallel");
   if (r == 0) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
@@ -227,7 +163,7 @@ BOOST_AUTO_TEST_CASE(one_rank_writes_the_checkpoint_and_it_loads_anywhere) {
   world->barrier();
   // Each rank names its own path: only the lead's may appear.
   auto path_of = [&](int q) { return dir / ("ckpt-rank" + std::to_string(q) + ".h5"); };
-  const Case c = cases()[4];   // sft
+  const ObjectiveCase c = objective_cases()[4];   // sft
   const io::SampleBatch batch = uneven_batch(5);
   const Run one = train_case(c, batch, nullptr);
   train_case(c, batch, world.get(), backend::DType::f32, [&](model::Model& m, train::Trainer& t) {

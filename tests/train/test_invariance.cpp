@@ -13,8 +13,10 @@
 #include "backend/backend.hpp"
 #include "core/rng.hpp"
 #include "train/commands.hpp"
-#include "train/micro_batches.hpp"
+#include "data/micro_batches.hpp"
 #include "train/objectives.hpp"
+#include "tests/common/arrays.hpp"
+#include "tests/train/objective_cases.hpp"
 #include "tests/train/uneven_batch.hpp"
 #include "train/trainer.hpp"
 
@@ -26,15 +28,9 @@ using namespace braid;
 
 namespace {
 
-using braid::test::tiny;
-using braid::test::uneven_batch;
+using namespace braid::test;
 
-struct Case {
-  const char* name;
-  bool value_head;
-  std::size_t group;   // sequences that stay together (RM pairs)
-  std::function<std::unique_ptr<train::Objective>()> make;
-};
+using Case = test::ObjectiveCase;
 
 std::unique_ptr<train::Objective> policy(const char* algorithm, const char* kl_estimator) {
   train::RlCommand c = train::rl_command(algorithm);
@@ -47,19 +43,15 @@ std::unique_ptr<train::Objective> policy(const char* algorithm, const char* kl_e
   return std::make_unique<train::PolicyObjective>(o);
 }
 
+// Every objective braid-train has, and more of the policy's: every aggregation, the
+// sequence ratio and each KL estimator (the algorithms' presets with a KL term and an
+// entropy bonus added), and IPO.
 std::vector<Case> cases() {
-  return {
-      {"ppo actor", false, 1, [] { return std::make_unique<train::PolicyObjective>(train::ppo_actor_options(0.2, 0.01)); }},
-      {"grpo actor", false, 1, [] { return std::make_unique<train::PolicyObjective>(train::grpo_actor_options(0.2, 0.1)); }},
-      // Every aggregation, the sequence ratio and each KL estimator (the algorithms' presets
-      // with a KL term and an entropy bonus added).
+  std::vector<Case> all = test::objective_cases();
+  const std::vector<Case> more = {
       {"dr-grpo: seq-mean-token-sum, k2", false, 1, [] { return policy("dr-grpo", "k2"); }},
       {"dapo: token-mean, clip-higher, k1", false, 1, [] { return policy("dapo", "k1"); }},
       {"gspo: sequence ratio, k3", false, 1, [] { return policy("gspo", "k3"); }},
-      {"ppo critic", true, 1, [] { return std::make_unique<train::ValueObjective>(0.2); }},
-      {"reward model", true, 2, [] { return std::make_unique<train::PairwiseRewardObjective>(); }},
-      {"sft", false, 1, [] { return std::make_unique<train::SftObjective>(16); }},
-      {"dpo", false, 2, [] { return std::make_unique<train::DpoObjective>(train::DpoObjectiveOptions{.loss = {.beta = 0.5}, .head_chunk_rows = 16}); }},
       // β 0.5: gradients of the size the weight tolerance assumes. At β 0.1 IPO's target
       // 1/(2β) = 5 makes the largest gradient 2.4, and 2 micro-batches leave the weights
       // 3.6e-6 apart, still within lr/eps × their gradient difference (1.3e-6).
@@ -69,6 +61,8 @@ std::vector<Case> cases() {
              .loss = {.loss = backend::DpoLoss::ipo, .beta = 0.5}, .length_normalize = true, .head_chunk_rows = 16});
        }},
   };
+  all.insert(all.end(), more.begin(), more.end());
+  return all;
 }
 
 struct Result {
@@ -95,25 +89,13 @@ Result step_split(const Case& c, const io::SampleBatch& batch, int pieces) {
   std::iota(groups.begin(), groups.end(), std::size_t{0});
   rng.shuffle(std::span<std::size_t>(groups));
   for (std::size_t g : groups) for (std::size_t k = 0; k < c.group; ++k) indices.push_back(g * c.group + k);
-  const auto mbs = train::split_micro_batches(batch, indices, pieces, c.group);
+  const auto mbs = data::split_micro_batches(batch, indices, pieces, c.group);
   BOOST_REQUIRE_EQUAL(mbs.size(), static_cast<std::size_t>(pieces));
   Result r;
   r.stats = t.step(mbs);
   r.grads.assign(m.gradients().begin(), m.gradients().end());
   r.weights.assign(m.parameters().begin(), m.parameters().end());
   return r;
-}
-
-double largest(std::span<const float> a) {
-  double d = 0;
-  for (float x : a) d = std::max(d, double(std::abs(x)));
-  return d;
-}
-
-double max_difference(std::span<const float> a, std::span<const float> b) {
-  double d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, double(std::abs(a[i] - b[i])));
-  return d;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "score/advantages.hpp"
 #include "train/objectives.hpp"
 #include "train/trainer.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <cmath>
 #include <numeric>
@@ -25,8 +26,7 @@ constexpr std::int32_t kTarget = 'a';
 constexpr std::int32_t kBos = 256;
 
 model::ModelConfig byte_model() {
-  return model::ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 64, .vocab_size = 259, .max_position_embeddings = 32};
+  return test::tiny_config({.vocab = 259});
 }
 
 struct Rollout {

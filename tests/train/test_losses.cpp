@@ -6,6 +6,7 @@
 
 #include "backend/backend.hpp"
 #include "core/rng.hpp"
+#include "tests/model/grad_check.hpp"
 
 #include <cmath>
 #include <functional>
@@ -77,13 +78,7 @@ std::vector<float> normal(Rng& rng, std::size_t n, double sd, double mean = 0) {
 // Central difference of f in x[i], with x perturbed in place; h large enough that float
 // inputs are not the limit (the losses sum in double).
 double numeric(std::vector<float>& x, std::size_t i, const std::function<double()>& f, float h = 1e-2f) {
-  const float keep = x[i];
-  x[i] = keep + h;
-  const double up = f();
-  x[i] = keep - h;
-  const double down = f();
-  x[i] = keep;
-  return (up - down) / (double(keep + h) - double(keep - h));
+  return test::central_difference(x.data(), i, f, h);
 }
 
 void check_close(double analytic, double numeric_value, const std::string& what) {

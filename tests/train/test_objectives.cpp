@@ -7,7 +7,7 @@
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
-#include "train/micro_batches.hpp"
+#include "data/micro_batches.hpp"
 #include "train/objectives.hpp"
 #include "train/reference_logprobs.hpp"
 #include "tests/train/objective_checks.hpp"
@@ -19,10 +19,7 @@ using namespace braid;
 
 namespace {
 
-using braid::test::check_directional_derivative;
-using braid::test::current_logprobs;
-using braid::test::per_token;
-using braid::test::random_batch;
+using namespace braid::test;
 
 model::ModelConfig tiny() { return braid::test::objective_model(); }
 
@@ -242,7 +239,7 @@ BOOST_AUTO_TEST_CASE(micro_batches_keep_order_arrays_limits_and_groups) {
   b.advantages = per_token(rng, b.token_count(), 1.0);
   b.reward = per_token(rng, b.size(), 1.0);
   std::vector<std::size_t> order{9, 3, 0, 7, 1, 2, 8, 4, 6, 5};
-  const auto mbs = train::micro_batches(b, order, {.max_tokens = 30, .max_sequences = 3, .group = 2});
+  const auto mbs = data::micro_batches(b, order, {.max_tokens = 30, .max_sequences = 3, .group = 2});
   std::size_t k = 0;
   for (const auto& mb : mbs) {
     BOOST_TEST(mb.token_count() <= 30u);
@@ -259,10 +256,10 @@ BOOST_AUTO_TEST_CASE(micro_batches_keep_order_arrays_limits_and_groups) {
     }
   }
   BOOST_TEST(k == order.size());
-  BOOST_CHECK_THROW(train::micro_batches(b, order, {.max_tokens = 5}), UsageError);
-  BOOST_CHECK_THROW(train::micro_batches(b, std::span(order).first(3), {.max_tokens = 100, .group = 2}), UsageError);
+  BOOST_CHECK_THROW(data::micro_batches(b, order, {.max_tokens = 5}), UsageError);
+  BOOST_CHECK_THROW(data::micro_batches(b, std::span(order).first(3), {.max_tokens = 100, .group = 2}), UsageError);
 
-  const auto three = train::split_micro_batches(b, order, 3);
+  const auto three = data::split_micro_batches(b, order, 3);
   BOOST_TEST(three.size() == 3u);
   std::size_t total = 0, largest = 0;
   for (const auto& mb : three) {
@@ -272,5 +269,5 @@ BOOST_AUTO_TEST_CASE(micro_batches_keep_order_arrays_limits_and_groups) {
   }
   BOOST_TEST(total == 10u);
   BOOST_TEST(largest <= b.token_count() / 3 + 14);  // within one sequence of an even split
-  BOOST_CHECK_THROW(train::split_micro_batches(b, order, 11), UsageError);
+  BOOST_CHECK_THROW(data::split_micro_batches(b, order, 11), UsageError);
 }

@@ -11,14 +11,14 @@
 #include "train/optimizer_state.hpp"
 
 #include "../common/scratch.hpp"
+#include "tests/common/tiny_models.hpp"
 
 using namespace braid;
 
 namespace {
 
 model::ModelConfig tiny() {
-  return model::ModelConfig{.hidden_size = 16, .num_hidden_layers = 2, .num_attention_heads = 2,
-      .num_key_value_heads = 1, .intermediate_size = 32, .vocab_size = 20, .max_position_embeddings = 16};
+  return test::tiny_config({.hidden = 16, .heads = 2, .kv_heads = 1, .intermediate = 32, .vocab = 20, .positions = 16});
 }
 
 // Two AdamW steps on random gradients: nonzero moments, step count 2.

@@ -32,7 +32,9 @@
 #include "core/rng.hpp"
 #include "model/tensor_parallel.hpp"
 #include "tests/common/mpi_fixture.hpp"
+#include "tests/common/arrays.hpp"
 #include "tests/common/scratch.hpp"
+#include "tests/train/objective_cases.hpp"
 #include "tests/train/uneven_batch.hpp"
 #include "train/objectives.hpp"
 #include "train/optimizer_state.hpp"
@@ -56,7 +58,10 @@ namespace {
 using braid::test::MpiFixture;
 BOOST_TEST_GLOBAL_FIXTURE(MpiFixture);
 
-using braid::test::uneven_batch;
+using namespace braid::test;
+
+// Two mini-batches of whole groups in a shuffled order: 5 groups, then 2.
+constexpr std::pair<std::size_t, std::size_t> kMiniBatches[] = {{0, 5}, {5, 2}};
 
 model::ModelConfig config() {
   model::ModelConfig c = braid::test::tiny();
@@ -65,51 +70,6 @@ model::ModelConfig config() {
   c.intermediate_size = 42;
   c.vocab_size = 67;
   return c;
-}
-
-struct Case {
-  const char* name;
-  bool value_head;
-  std::size_t group;
-  std::function<std::unique_ptr<train::Objective>()> make;
-};
-
-std::vector<Case> cases() {
-  return {
-      {"ppo actor", false, 1, [] { return std::make_unique<train::PolicyObjective>(train::ppo_actor_options(0.2, 0.01)); }},
-      {"ppo critic", true, 1, [] { return std::make_unique<train::ValueObjective>(0.2); }},
-      {"grpo actor", false, 1, [] { return std::make_unique<train::PolicyObjective>(train::grpo_actor_options(0.2, 0.1)); }},
-      {"reward model", true, 2, [] { return std::make_unique<train::PairwiseRewardObjective>(); }},
-      {"sft", false, 1, [] { return std::make_unique<train::SftObjective>(16); }},
-      {"dpo", false, 2,
-       [] { return std::make_unique<train::DpoObjective>(train::DpoObjectiveOptions{.loss = {.beta = 0.5}, .head_chunk_rows = 16}); }},
-  };
-}
-
-// Two mini-batches of whole groups in a shuffled order: 5 groups, then 2.
-std::vector<std::vector<std::size_t>> mini_batches(std::size_t sequences, std::size_t group) {
-  std::vector<std::size_t> order(sequences / group);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  Rng rng(3);
-  rng.shuffle(std::span<std::size_t>(order));
-  auto take = [&](std::size_t first, std::size_t count) {
-    std::vector<std::size_t> idx;
-    for (std::size_t g = first; g < first + count; ++g)
-      for (std::size_t k = 0; k < group; ++k) idx.push_back(order[g] * group + k);
-    return idx;
-  };
-  return {take(0, 5), take(5, 2)};
-}
-
-train::TrainerOptions options(std::size_t group, comm::Communicator* dp) {
-  train::TrainerOptions opt;
-  opt.lr = {.peak_lr = 1e-2, .min_lr = 1e-2, .kind = optim::LrSchedule::Kind::constant};
-  opt.adamw.eps = 1e-3;
-  opt.adamw.max_grad_norm = 0.5;   // clipping on: the norm must be the whole model's
-  opt.adamw.weight_decay = 0.05;
-  opt.micro = {.max_tokens = 64, .max_sequences = 0, .group = group};
-  opt.data_parallel = {.comm = dp, .bucket_elements = 1000};
-  return opt;
 }
 
 // A trained model (this rank's slices) with its trainer and the steps' stats.
@@ -121,7 +81,7 @@ struct Run {
   std::vector<train::StepStats> steps;
 };
 
-Run train_case(const Case& c, const io::SampleBatch& batch, const comm::Mesh* mesh) {
+Run train_case(const ObjectiveCase& c, const io::SampleBatch& batch, const comm::Mesh* mesh) {
   Run r;
   r.be = backend::make_cpu_backend(1);
   model::TensorParallel tp;
@@ -130,8 +90,10 @@ Run train_case(const Case& c, const io::SampleBatch& batch, const comm::Mesh* me
                                        *r.be);
   r.m->init_random(11, 0.1);   // the whole model's weights, this rank's slices of them
   r.obj = c.make();
-  r.trainer = std::make_unique<train::Trainer>(*r.m, *r.obj, options(c.group, mesh ? mesh->cross_group() : nullptr));
-  for (const auto& idx : mini_batches(batch.size(), c.group)) r.steps.push_back(r.trainer->step(batch, idx));
+  r.trainer = std::make_unique<train::Trainer>(*r.m, *r.obj, test::parallel_options(c.group, mesh ? mesh->cross_group() : nullptr));
+  for (const auto& idx : test::group_mini_batches(batch.size(), c.group, kMiniBatches)) {
+    r.steps.push_back(r.trainer->step(batch, idx));
+  }
   return r;
 }
 
@@ -143,12 +105,6 @@ std::pair<std::vector<float>, std::vector<float>> whole_state(optim::AdamW& opt)
     else opt.gather_state(q, {}, {});
   }
   return {m, v};
-}
-
-double largest(std::span<const float> a) {
-  double d = 0;
-  for (float x : a) d = std::max(d, double(std::abs(x)));
-  return d;
 }
 
 // The worst |slice - whole's slice| over the tensors of `part` (a tp model) against
@@ -183,22 +139,6 @@ std::vector<float> weights_of(const model::Model& m) {
   return out;
 }
 
-void expect_same_steps(const std::string& name, const Run& one, const Run& tp) {
-  BOOST_REQUIRE_EQUAL(one.steps.size(), tp.steps.size());
-  for (std::size_t s = 0; s < one.steps.size(); ++s) {
-    const auto &a = one.steps[s], &b = tp.steps[s];
-    BOOST_TEST_MESSAGE("  step " << s << ": loss " << a.loss << " vs " << b.loss << ", |g| " << a.grad_norm << " vs "
-                                 << b.grad_norm);
-    BOOST_TEST(b.loss == a.loss, name << " step " << s << boost::test_tools::tolerance(1e-5));
-    BOOST_TEST(b.grad_norm == a.grad_norm, name << " step " << s << boost::test_tools::tolerance(1e-5));
-    BOOST_TEST(b.tokens == a.tokens);
-    BOOST_TEST(b.sequences == a.sequences);
-    for (const auto& [k, v] : a.metrics) {
-      BOOST_REQUIRE(b.metrics.count(k) == 1);
-      BOOST_TEST(b.metrics.at(k) == v, name << " step " << s << " metric " << k << boost::test_tools::tolerance(1e-4));
-    }
-  }
-}
 
 // Whether every replicated tensor is bit-equal to tp rank 0's copy (on every rank).
 bool replicated_tensors_agree(const model::Model& m, comm::Communicator& tp_group) {
@@ -231,7 +171,7 @@ BOOST_AUTO_TEST_CASE(every_objective_trains_as_the_whole_model_does) {
   if (tp_degrees(world->size()).empty()) BOOST_TEST_MESSAGE("one rank: no tp layout to compare");
   for (const int tp : tp_degrees(world->size())) {
     comm::Mesh mesh(*world, tp);
-    for (const Case& c : cases()) {
+    for (const ObjectiveCase& c : objective_cases()) {
       const std::string name = fmt::format("{} at {}", c.name, mesh.describe());
       Run one = train_case(c, batch, nullptr);
       Run split = train_case(c, batch, &mesh);
@@ -247,7 +187,7 @@ BOOST_AUTO_TEST_CASE(every_objective_trains_as_the_whole_model_does) {
       BOOST_TEST(dm <= 1e-5 * largest(m1), name << ": exp_avg apart by " << dm);
       BOOST_TEST(dv <= 1e-5 * largest(v1), name << ": exp_avg_sq apart by " << dv);
       BOOST_TEST(replicated_tensors_agree(*split.m, *mesh.tp_group()), name << ": replicated tensors differ between tp ranks");
-      expect_same_steps(name, one, split);
+      test::expect_same_steps(name, one.steps, split.steps);
     }
   }
 }
@@ -264,7 +204,7 @@ BOOST_AUTO_TEST_CASE(tp_checkpoints_reshard_to_the_whole_runs) {
       std::filesystem::create_directories(dir);
     }
     world->barrier();
-    const Case c = cases()[0];   // the PPO actor: every kind of tensor but score.weight
+    const ObjectiveCase c = objective_cases()[0];   // the PPO actor: every kind of tensor but score.weight
     const io::SampleBatch batch = uneven_batch(5);
     Run one = train_case(c, batch, nullptr);
     Run split = train_case(c, batch, &mesh);

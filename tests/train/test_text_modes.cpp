@@ -9,13 +9,15 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/rng.hpp"
+#include "data/text_examples.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/objectives.hpp"
 #include "train/reference_logprobs.hpp"
-#include "train/train_inputs.hpp"
 #include "train/trainer.hpp"
 
 #include "../common/scratch.hpp"
+#include "tests/common/tiny_models.hpp"
+#include "tests/common/input_error.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -26,8 +28,7 @@ using namespace braid;
 namespace {
 
 model::ModelConfig byte_model() {
-  return model::ModelConfig{.hidden_size = 48, .num_hidden_layers = 2, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 96, .vocab_size = 259, .max_position_embeddings = 40};
+  return test::tiny_config({.hidden = 48, .intermediate = 96, .vocab = 259, .positions = 40});
 }
 
 std::string random_text(Rng& rng, int n, const std::string& alphabet) {
@@ -68,8 +69,8 @@ BOOST_AUTO_TEST_CASE(sft_learns_to_echo_the_prompt) {
   write_text_file(train_file.string(), jsonl(train_lines));
   write_text_file(eval_file.string(), jsonl(eval_lines));
   const auto tok = tok::load_tokenizer("byte");
-  const io::SampleBatch data = train::read_sft_jsonl(train_file.string(), *tok, 259, 40);
-  const io::SampleBatch eval = train::read_sft_jsonl(eval_file.string(), *tok, 259, 40);
+  const io::SampleBatch data = data::read_sft_jsonl(train_file.string(), *tok, 259, 40);
+  const io::SampleBatch eval = data::read_sft_jsonl(eval_file.string(), *tok, 259, 40);
   BOOST_TEST(data.size() == 64u);
   BOOST_TEST(data.prompt_len[0] == 6);   // BOS + 4 letters + '>'
   BOOST_TEST(data.length(0) == 11u);     // + 4 letters + EOS
@@ -105,8 +106,8 @@ BOOST_AUTO_TEST_CASE(reward_model_ranks_held_out_pairs) {
   write_text_file(train_file.string(), jsonl(train_lines));
   write_text_file(eval_file.string(), jsonl(eval_lines));
   const auto tok = tok::load_tokenizer("byte");
-  const io::SampleBatch data = train::read_preference_jsonl(train_file.string(), *tok, 259, 40);
-  const io::SampleBatch eval = train::read_preference_jsonl(eval_file.string(), *tok, 259, 40);
+  const io::SampleBatch data = data::read_preference_jsonl(train_file.string(), *tok, 259, 40);
+  const io::SampleBatch eval = data::read_preference_jsonl(eval_file.string(), *tok, 259, 40);
   BOOST_TEST(data.size() == 256u);
 
   auto be = backend::make_cpu_backend(1);
@@ -151,8 +152,8 @@ BOOST_AUTO_TEST_CASE(dpo_learns_the_preferred_completion_on_held_out_pairs) {
   write_text_file(train_file.string(), jsonl(train_lines));
   write_text_file(eval_file.string(), jsonl(eval_lines));
   const auto tok = tok::load_tokenizer("byte");
-  io::SampleBatch data = train::read_preference_jsonl(train_file.string(), *tok, 259, 40);
-  io::SampleBatch eval = train::read_preference_jsonl(eval_file.string(), *tok, 259, 40);
+  io::SampleBatch data = data::read_preference_jsonl(train_file.string(), *tok, 259, 40);
+  io::SampleBatch eval = data::read_preference_jsonl(eval_file.string(), *tok, 259, 40);
 
   struct Variant {
     const char* name;
@@ -213,15 +214,10 @@ BOOST_AUTO_TEST_CASE(bad_lines_are_all_reported_with_their_line_numbers) {
   const auto file = test::scratch("bad.jsonl");
   write_text_file(file.string(), "{\"prompt\": \"a\", \"response\": \"b\"}\nnot json\n{\"prompt\": \"a\", \"respons\": \"b\"}\n");
   const auto tok = tok::load_tokenizer("byte");
-  try {
-    train::read_sft_jsonl(file.string(), *tok, 259, 40);
-    BOOST_FAIL("bad lines were accepted");
-  } catch (const InputError& e) {
-    const std::string what = e.what();
-    BOOST_TEST(what.find("line 2") != std::string::npos, what);
-    BOOST_TEST(what.find("line 3") != std::string::npos, what);
-    BOOST_TEST(what.find("response") != std::string::npos, what);
-  }
+  const std::string what = braid::test::refusal([&] { data::read_sft_jsonl(file.string(), *tok, 259, 40); });
+  BOOST_TEST(what.find("line 2") != std::string::npos, what);
+  BOOST_TEST(what.find("line 3") != std::string::npos, what);
+  BOOST_TEST(what.find("response") != std::string::npos, what);
 }
 
 // A missing field is named with its line (every such line at once); an empty completion
@@ -232,7 +228,7 @@ BOOST_AUTO_TEST_CASE(bad_preference_pairs_name_the_line_and_the_field) {
     const auto file = test::scratch(name);
     write_text_file(file.string(), text);
     try {
-      train::read_preference_jsonl(file.string(), *tok, 259, 40);
+      data::read_preference_jsonl(file.string(), *tok, 259, 40);
     } catch (const InputError& e) {
       const std::string what = e.what();
       BOOST_TEST(what.find(file.string()) != std::string::npos, what);

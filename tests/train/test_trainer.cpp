@@ -9,6 +9,8 @@
 #include "core/rng.hpp"
 #include "train/objectives.hpp"
 #include "train/trainer.hpp"
+#include "tests/common/arrays.hpp"
+#include "tests/common/tiny_models.hpp"
 
 #include <cmath>
 #include <numeric>
@@ -17,9 +19,10 @@ using namespace braid;
 
 namespace {
 
+using braid::test::max_difference;
+
 model::ModelConfig tiny() {
-  return model::ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 64, .vocab_size = 24, .max_position_embeddings = 32};
+  return test::tiny_config();
 }
 
 // n sequences of 8 tokens (prompt 3) with every array the policy and value losses read.
@@ -49,12 +52,6 @@ train::TrainerOptions options(std::int64_t micro_tokens, double lr = 1e-2) {
   t.adamw.max_grad_norm = 0;  // no clipping: the update shows the gradient's scale as it is
   t.micro = {.max_tokens = micro_tokens};
   return t;
-}
-
-double max_difference(std::span<const float> a, std::span<const float> b) {
-  double d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, double(std::abs(a[i] - b[i])));
-  return d;
 }
 
 }  // namespace

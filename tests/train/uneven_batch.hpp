@@ -8,12 +8,12 @@
 #include "core/rng.hpp"
 #include "io/sample_batch.hpp"
 #include "model/config.hpp"
+#include "tests/common/tiny_models.hpp"
 
 namespace braid::test {
 
 inline model::ModelConfig tiny() {
-  return model::ModelConfig{.hidden_size = 32, .num_hidden_layers = 2, .num_attention_heads = 4,
-      .num_key_value_heads = 2, .intermediate_size = 64, .vocab_size = 24, .max_position_embeddings = 40};
+  return test::tiny_config({.positions = 40});
 }
 
 // 14 sequences of 5 to 30 tokens with prompts of 2 to 6 and every per-token array: lengths far

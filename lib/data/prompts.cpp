@@ -1,4 +1,6 @@
-#include "generate/prompts.hpp"
+#include "data/prompts.hpp"
+
+#include "data/chat_lines.hpp"
 
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -10,11 +12,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <functional>
 #include <optional>
 #include <iterator>
 
-namespace braid::gen {
+namespace braid::data {
 namespace {
 
 // Past this many, a file is surely wrong as a whole; listing more only buries the first.
@@ -39,10 +40,6 @@ constexpr const char* kPromptKeys[] = {"prompt", "text", "tokens", "messages"};
 // The keys of a conversation beside its messages; they are not extra fields either.
 constexpr const char* kChatKeys[] = {"tools", "chat_template_kwargs"};
 
-// The file's chat template, read from the tokenizer's tokenizer_config.json when a first
-// "messages" line asks for it (nullptr, with the reason in `c`, where there is none).
-using ChatTemplateOf = std::function<const tok::ChatTemplate*(Checker& c)>;
-
 // Appends ids to out.tokens, failing `field` on an id outside the model's vocabulary.
 bool add_ids(const std::vector<std::int32_t>& ids, const PromptFileOptions& opt, const char* field, Checker& c,
              PromptLine& out) {
@@ -63,14 +60,12 @@ bool add_ids(const std::vector<std::int32_t>& ids, const PromptFileOptions& opt,
 // writes BOS itself, as transformers' apply_chat_template(tokenize=True) does). `line` is
 // the line's text, read again keeping the key order of its objects (tool schemas are
 // printed in the order given).
-void read_messages(std::string_view line, const PromptFileOptions& opt, const ChatTemplateOf& chat, Checker& c,
+void read_messages(std::string_view line, const PromptFileOptions& opt, LazyChatTemplate& chat, Checker& c,
                    PromptLine& out) {
   std::string text;
   try {
     const tok::Conversation conversation = tok::conversation_of_line(ordered_json::parse(line), opt.chat);
-    const tok::ChatTemplate* t = chat(c);
-    if (t == nullptr) return;
-    text = t->render(conversation, /*add_generation_prompt=*/true).text;
+    text = chat.get().render(conversation, /*add_generation_prompt=*/true).text;
   } catch (const tok::ChatError& e) {
     c.fail(e.field(), e.what());
     return;
@@ -81,7 +76,7 @@ void read_messages(std::string_view line, const PromptFileOptions& opt, const Ch
 }
 
 // Reads one line's object into `out`; problems go to `c` as "field: problem".
-void read_line(std::string_view line, const json& obj, const PromptFileOptions& opt, const ChatTemplateOf& chat, Checker& c,
+void read_line(std::string_view line, const json& obj, const PromptFileOptions& opt, LazyChatTemplate& chat, Checker& c,
                PromptLine& out) {
   json extra = json::object();
   for (const auto& [key, value] : obj.items()) {
@@ -164,16 +159,7 @@ std::vector<PromptLine> parse_prompts(std::string_view text, const std::string& 
   std::vector<std::string> problems;
   std::string first_location;  // "file:line" of the first problem, for a lone one
   std::size_t bad_lines = 0;
-  std::optional<tok::ChatTemplate> chat;
-  const ChatTemplateOf chat_template = [&](Checker& c) -> const tok::ChatTemplate* {
-    if (opt.chat_template_from.empty() || opt.chat_template_from == "byte") {
-      c.fail("messages", "chat prompts need a Hugging Face tokenizer whose tokenizer_config.json has a chat_template "
-                         "(--tokenizer); the byte tokenizer has none");
-      return nullptr;
-    }
-    if (!chat) chat = tok::ChatTemplate::load(opt.chat_template_from);  // an InputError naming tokenizer_config.json
-    return &*chat;
-  };
+  LazyChatTemplate chat_template(opt.chat_template_from, "chat prompts");
   for_each_jsonl_line(text, opt.limit, [&](std::int64_t line_no, std::string_view line) {
     Checker c(origin);
     PromptLine p{.line = line_no};
@@ -212,4 +198,4 @@ std::vector<PromptLine> read_prompts(const std::string& path, const PromptFileOp
   return parse_prompts(read_text_file(path), path, opt);
 }
 
-}  // namespace braid::gen
+}  // namespace braid::data

@@ -1,12 +1,53 @@
-#include "train/micro_batches.hpp"
+#include "data/micro_batches.hpp"
 
 #include "core/error.hpp"
 
 #include <fmt/format.h>
 
-#include <numeric>
+#include <stdexcept>
 
-namespace braid::train {
+namespace braid::data {
+
+std::vector<std::size_t> greedy_runs(std::span<const std::int64_t> sizes, std::int64_t max_size,
+                                     std::int64_t max_items) {
+  std::vector<std::size_t> ends;
+  std::size_t first = 0;  // first item of the open run
+  std::int64_t size = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const bool full = size + sizes[i] > max_size || (max_items > 0 && static_cast<std::int64_t>(i - first) >= max_items);
+    if (i > first && full) {
+      ends.push_back(i);
+      first = i;
+      size = 0;
+    }
+    size += sizes[i];
+  }
+  if (sizes.size() > first) ends.push_back(sizes.size());
+  return ends;
+}
+
+std::vector<MicroBatch> pack_micro_batches(std::span<const std::int64_t> offsets, std::int64_t micro_tokens) {
+  if (micro_tokens <= 0) throw std::invalid_argument("pack_micro_batches: micro_tokens must be positive");
+  std::vector<std::size_t> kept;
+  std::vector<std::int64_t> lengths;
+  for (std::size_t s = 0; s + 1 < offsets.size(); ++s) {
+    const std::int64_t len = offsets[s + 1] - offsets[s];
+    if (len <= 0) continue;
+    kept.push_back(s);
+    lengths.push_back(len);
+  }
+  std::vector<MicroBatch> out;
+  std::size_t first = 0;
+  for (std::size_t end : greedy_runs(lengths, micro_tokens)) {
+    MicroBatch& mb = out.emplace_back();
+    for (std::size_t k = first; k < end; ++k) {
+      mb.sequences.push_back(kept[k]);
+      mb.tokens += lengths[k];
+    }
+    first = end;
+  }
+  return out;
+}
 
 io::SampleBatch select_sequences(const io::SampleBatch& b, std::span<const std::size_t> indices) {
   io::SampleBatch out;
@@ -53,29 +94,25 @@ std::vector<io::SampleBatch> micro_batches(const io::SampleBatch& b, std::span<c
                                            const MicroBatchLimits& limits) {
   check_groups(indices, limits.group);
   const std::size_t groups = indices.size() / limits.group;
-  std::vector<io::SampleBatch> out;
-  std::size_t first = 0;  // first group of the open micro-batch
-  std::int64_t tokens = 0;
-  auto close = [&](std::size_t end) {
-    if (end > first) out.push_back(select_sequences(b, indices.subspan(first * limits.group, (end - first) * limits.group)));
-    first = end;
-    tokens = 0;
-  };
+  std::vector<std::int64_t> tokens(groups);
   for (std::size_t g = 0; g < groups; ++g) {
-    const std::int64_t t = group_tokens(b, indices, g, limits.group);
-    if (t > limits.max_tokens) {
+    tokens[g] = group_tokens(b, indices, g, limits.group);
+    if (tokens[g] > limits.max_tokens) {
       throw UsageError(fmt::format("a sequence{} of {} tokens does not fit a micro-batch of {} tokens (raise --micro-tokens)",
-                                   limits.group > 1 ? " group" : "", t, limits.max_tokens));
+                                   limits.group > 1 ? " group" : "", tokens[g], limits.max_tokens));
     }
     if (limits.max_sequences > 0 && static_cast<std::int64_t>(limits.group) > limits.max_sequences) {
       throw UsageError(fmt::format("groups of {} sequences do not fit micro-batches of {} sequences", limits.group,
                                    limits.max_sequences));
     }
-    const auto seqs = static_cast<std::int64_t>((g - first + 1) * limits.group);
-    if (tokens + t > limits.max_tokens || (limits.max_sequences > 0 && seqs > limits.max_sequences)) close(g);
-    tokens += t;
   }
-  close(groups);
+  const auto max_groups = limits.max_sequences / static_cast<std::int64_t>(limits.group);
+  std::vector<io::SampleBatch> out;
+  std::size_t first = 0;
+  for (std::size_t end : greedy_runs(tokens, limits.max_tokens, max_groups)) {
+    out.push_back(select_sequences(b, indices.subspan(first * limits.group, (end - first) * limits.group)));
+    first = end;
+  }
   return out;
 }
 
@@ -107,4 +144,4 @@ std::vector<io::SampleBatch> split_micro_batches(const io::SampleBatch& b, std::
   return out;
 }
 
-}  // namespace braid::train
+}  // namespace braid::data

@@ -1,10 +1,12 @@
-#define BOOST_TEST_MODULE generate_prompts
+#define BOOST_TEST_MODULE data_prompts
 #include <boost/test/unit_test.hpp>
 
 #include "core/error.hpp"
 #include "core/json.hpp"
-#include "generate/prompts.hpp"
+#include "data/prompts.hpp"
 #include "tokenizer/tokenizer.hpp"
+
+#include "../common/scratch.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,8 +15,8 @@
 #include <optional>
 #include <string>
 
-using braid::gen::parse_prompts;
-using braid::gen::PromptFileOptions;
+using braid::data::parse_prompts;
+using braid::data::PromptFileOptions;
 
 namespace {
 
@@ -115,7 +117,7 @@ BOOST_FIXTURE_TEST_CASE(a_prompt_field_names_itself_in_messages, Fixture) {
 namespace {
 
 std::string chat_dir(const std::string& family) {
-  return std::string(std::getenv("BRAID_FIXTURES")) + "/chat/" + family;
+  return braid::test::fixture("chat/" + family).string();
 }
 
 // The first rendering of the family's renderings.json made with the generation prompt
@@ -192,7 +194,7 @@ BOOST_AUTO_TEST_CASE(bad_chat_prompts_name_file_line_and_field) {
   BOOST_TEST(has(b, "the byte tokenizer has none"));
   // A template that does not parse: that file is named, with the line and column; one that
   // fails on a line's conversation: the line is named, and the place in the template.
-  const std::string scratch = std::string(std::getenv("BRAID_SCRATCH")) + "/odd_template";
+  const std::string scratch = braid::test::scratch("odd_template").string();
   std::filesystem::create_directories(scratch);
   std::filesystem::copy_file(chat_dir("mistral") + "/tokenizer.json", scratch + "/tokenizer.json",
                              std::filesystem::copy_options::overwrite_existing);
@@ -238,8 +240,8 @@ BOOST_AUTO_TEST_CASE(prompt_lines_start_as_transformers_starts_them) {
 }
 
 BOOST_AUTO_TEST_CASE(tools_and_template_keyword_arguments_per_line_and_per_run) {
-  const std::string qwen3 = std::string(std::getenv("BRAID_FIXTURES")) + "/tokenizer/real/qwen3";
-  const std::string scratch = std::string(std::getenv("BRAID_SCRATCH")) + "/tools.json";
+  const std::string qwen3 = braid::test::fixture("tokenizer/real/qwen3").string();
+  const std::string scratch = braid::test::scratch("tools.json").string();
   std::ofstream(scratch) << R"([{"type": "function", "function": {"name": "zeta", "description": "z", "parameters": {}}}])";
   const auto tok = braid::tok::load_tokenizer(qwen3);
   PromptFileOptions opt{.tokenizer = tok.get(), .vocab_size = tok->vocab_size(), .chat_template_from = qwen3,

@@ -1,16 +1,17 @@
 // SFT and preference lines become token sequences as Hugging Face would tokenize them:
 // prompt and completion encoded as one text (no stray SentencePiece "▁" at the
 // boundary), and conversations rendered by the model's chat template.
-#define BOOST_TEST_MODULE train_text_inputs
+#define BOOST_TEST_MODULE data_text_examples
 #include <boost/test/unit_test.hpp>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "tokenizer/tokenizer.hpp"
-#include "train/train_inputs.hpp"
+#include "data/text_examples.hpp"
 
 #include "../common/scratch.hpp"
+#include "tests/common/input_error.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -41,13 +42,13 @@ Ids seq(const io::SampleBatch& b, std::size_t i) {
 // llama2_style: <s> 1, </s> 2, ▁ 259, ▁hello 271, ▁world 276.
 BOOST_AUTO_TEST_CASE(sentencepiece_sft_has_no_stray_metaspace_at_the_boundary) {
   const auto tok = tok::load_tokenizer(fixture("tokenizer/llama2_style"));
-  const auto b = train::read_sft_jsonl(write("sp.jsonl", R"({"prompt": "hello", "response": " world"})" "\n"), *tok,
+  const auto b = data::read_sft_jsonl(write("sp.jsonl", R"({"prompt": "hello", "response": " world"})" "\n"), *tok,
                                        tok->vocab_size(), 64);
   BOOST_TEST(seq(b, 0) == (Ids{1, 271, 276, 2}), boost::test_tools::per_element());
   BOOST_TEST(b.prompt_len[0] == 2);
   // What encoding the two apart gave: <s> ▁hello ▁ ▁world </s>, a ▁ the model would learn to emit.
   BOOST_TEST(tok->encode(" world").front() == 259);
-  const auto p = train::read_preference_jsonl(
+  const auto p = data::read_preference_jsonl(
       write("sp-pairs.jsonl", R"({"prompt": "hello w", "chosen": "orld", "rejected": " hello"})" "\n"), *tok,
       tok->vocab_size(), 64);
   BOOST_TEST(seq(p, 0) == (Ids{1, 271, 276, 2}), boost::test_tools::per_element());
@@ -59,7 +60,7 @@ BOOST_AUTO_TEST_CASE(sentencepiece_sft_has_no_stray_metaspace_at_the_boundary) {
 // gpt2_style: hello 259, Ġwor 262, ld 263, Ġworld 264, <|endoftext|> 268 (its EOS; no BOS).
 BOOST_AUTO_TEST_CASE(byte_level_sft_boundary_is_that_of_the_whole_text) {
   const auto tok = tok::load_tokenizer(fixture("tokenizer/gpt2_style"));
-  const auto b = train::read_sft_jsonl(write("bl.jsonl", R"({"prompt": "hello wor", "response": "ld"})" "\n"), *tok,
+  const auto b = data::read_sft_jsonl(write("bl.jsonl", R"({"prompt": "hello wor", "response": "ld"})" "\n"), *tok,
                                        tok->vocab_size(), 64);
   BOOST_TEST(seq(b, 0) == (Ids{259, 264, 268}), boost::test_tools::per_element());
   BOOST_TEST(b.prompt_len[0] == 1);
@@ -69,7 +70,7 @@ BOOST_AUTO_TEST_CASE(sft_conversations_learn_the_assistant_turn) {
   const std::string dir = fixture("chat/llama3");
   const auto tok = tok::load_tokenizer(dir);
   const json line = json::parse(R"({"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]})");
-  const auto b = train::read_sft_jsonl(write("chat.jsonl", line.dump() + "\n"), *tok, tok->vocab_size(), 256, dir);
+  const auto b = data::read_sft_jsonl(write("chat.jsonl", line.dump() + "\n"), *tok, tok->vocab_size(), 256, dir);
   // Jinja's rendering of the whole conversation, from the fixture; no BOS or EOS added to it.
   std::string whole;
   for (const auto& c : load_json_file(dir + "/renderings.json")) {
@@ -120,7 +121,7 @@ BOOST_AUTO_TEST_CASE(every_assistant_turn_is_learnt_as_the_template_renders_it) 
   for (const Case& c : cases) {
     const std::string dir = fixture("chat/models/" + std::string(c.model));
     const json line = {{"messages", c.messages}, {"chat_template_kwargs", c.kwargs}};
-    const auto b = train::read_sft_jsonl(write("turns.jsonl", line.dump() + "\n"), *byte, 259, 4096, dir);
+    const auto b = data::read_sft_jsonl(write("turns.jsonl", line.dump() + "\n"), *byte, 259, 4096, dir);
     BOOST_TEST_REQUIRE(b.size() == 1u);
     BOOST_TEST_REQUIRE(b.loss_mask.has_value());
     const auto ids = seq(b, 0);
@@ -187,7 +188,7 @@ BOOST_AUTO_TEST_CASE(the_real_templates_learn_every_assistant_answer) {
       const std::string what = std::string(model) + " " + c["case"].get<std::string>();
       io::SampleBatch b;
       try {
-        b = train::read_sft_jsonl(write("real.jsonl", line.dump() + "\n"), *byte, 259, 1 << 16, dir);
+        b = data::read_sft_jsonl(write("real.jsonl", line.dump() + "\n"), *byte, 259, 1 << 16, dir);
       } catch (const InputError& e) {
         // An opening assistant turn has no header where the template renders no empty conversation.
         const bool opening = c["messages"][0]["role"] == "assistant" &&
@@ -232,7 +233,7 @@ BOOST_AUTO_TEST_CASE(run_tools_and_template_kwargs_serve_lines_without_their_own
   tok::ChatDefaults run;
   run.tools = ordered_json::array({ordered_json(tool)});
   run.kwargs = {{"enable_thinking", false}};
-  const auto b = train::read_sft_jsonl(file, *byte, 259, 4096, dir, run);
+  const auto b = data::read_sft_jsonl(file, *byte, 259, 4096, dir, run);
   BOOST_TEST_REQUIRE(b.size() == 2u);
   const std::string first = byte->decode(seq(b, 0), false), second = byte->decode(seq(b, 1), false);
   BOOST_TEST(first.find("\"clock\"") != std::string::npos, first);
@@ -251,7 +252,7 @@ BOOST_AUTO_TEST_CASE(run_tools_and_template_kwargs_serve_lines_without_their_own
   BOOST_TEST(learnt(1) == "<think>\n\n</think>\n\nHello.<|im_end|>\n");
   // Preference pairs take the run's defaults too.
   const std::string pairs = write("run-pairs.jsonl", json{{"prompt", messages}, {"chosen", "A"}, {"rejected", "B"}}.dump() + "\n");
-  const auto p = train::read_preference_jsonl(pairs, *byte, 259, 4096, dir, run);
+  const auto p = data::read_preference_jsonl(pairs, *byte, 259, 4096, dir, run);
   BOOST_TEST(byte->decode(seq(p, 0), false).find("\"clock\"") != std::string::npos);
 }
 
@@ -264,22 +265,17 @@ BOOST_AUTO_TEST_CASE(bad_conversations_name_line_and_field) {
                                  R"({"messages": [{"role": "user", "content": "Q"}, {"role": "bot", "content": "A"}]})" "\n"
                                  R"({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]})" "\n"
                                  R"({"messages": []})" "\n");
-  try {
-    train::read_sft_jsonl(file, *tok, tok->vocab_size(), 256, dir);
-    BOOST_FAIL("bad conversations were accepted");
-  } catch (const InputError& e) {
-    const std::string what = e.what();
-    BOOST_TEST(what.find("line 2.messages: has no assistant turn to learn") != std::string::npos, what);
-    BOOST_TEST(what.find("line 3.messages: Only user and assistant roles are supported") != std::string::npos, what);
-    BOOST_TEST(what.find("line 5.messages: is empty") != std::string::npos, what);
-    // Mistral folds the system turn into the last user turn; its assistant turn is still found.
-    BOOST_TEST(what.find("line 4") == std::string::npos, what);
-    BOOST_TEST(what.find("line 1") == std::string::npos, what);
-  }
+  const std::string what = braid::test::refusal([&] { data::read_sft_jsonl(file, *tok, tok->vocab_size(), 256, dir); });
+  BOOST_TEST(what.find("line 2.messages: has no assistant turn to learn") != std::string::npos, what);
+  BOOST_TEST(what.find("line 3.messages: Only user and assistant roles are supported") != std::string::npos, what);
+  BOOST_TEST(what.find("line 5.messages: is empty") != std::string::npos, what);
+  // Mistral folds the system turn into the last user turn; its assistant turn is still found.
+  BOOST_TEST(what.find("line 4") == std::string::npos, what);
+  BOOST_TEST(what.find("line 1") == std::string::npos, what);
   // The byte tokenizer has no template.
   const auto byte = tok::load_tokenizer("byte");
   try {
-    train::read_sft_jsonl(write("byte-chat.jsonl", R"({"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]})" "\n"),
+    data::read_sft_jsonl(write("byte-chat.jsonl", R"({"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]})" "\n"),
                           *byte, 259, 256, "byte");
     BOOST_FAIL("a conversation was accepted without a chat template");
   } catch (const InputError& e) {
@@ -294,7 +290,7 @@ BOOST_AUTO_TEST_CASE(preference_pairs_may_be_conversations) {
   const auto tok = tok::load_tokenizer(dir);
   const std::string file = write("chat-pairs.jsonl",
       R"({"prompt": [{"role": "user", "content": "Q"}], "chosen": "A", "rejected": [{"role": "assistant", "content": "hello"}]})" "\n");
-  const auto b = train::read_preference_jsonl(file, *tok, tok->vocab_size(), 256, dir);
+  const auto b = data::read_preference_jsonl(file, *tok, tok->vocab_size(), 256, dir);
   BOOST_TEST_REQUIRE(b.size() == 2u);
   // Jinja's rendering of [user Q, assistant A] from the fixture; the prompt is [user Q] with the generation prompt.
   std::string whole;
@@ -314,13 +310,8 @@ BOOST_AUTO_TEST_CASE(preference_pairs_may_be_conversations) {
       R"({"prompt": [{"role": "user"}], "chosen": "A", "rejected": "B"})" "\n"
       R"({"prompt": [{"role": "user", "content": "Q"}], "chosen": [{"role": "user", "content": "A"}], "rejected": "B"})" "\n"
       R"({"prompt": "Q", "chosen": [{"role": "assistant", "content": "A"}], "rejected": "B"})" "\n");
-  try {
-    train::read_preference_jsonl(bad, *tok, tok->vocab_size(), 256, dir);
-    BOOST_FAIL("bad conversational pairs were accepted");
-  } catch (const InputError& e) {
-    const std::string what = e.what();
-    BOOST_TEST(what.find("line 1.prompt[0].content: is missing") != std::string::npos, what);
-    BOOST_TEST(what.find("line 2.chosen: must end with the assistant's message") != std::string::npos, what);
-    BOOST_TEST(what.find("line 3.chosen: must be a string when the prompt is") != std::string::npos, what);
-  }
+  const std::string what = braid::test::refusal([&] { data::read_preference_jsonl(bad, *tok, tok->vocab_size(), 256, dir); });
+  BOOST_TEST(what.find("line 1.prompt[0].content: is missing") != std::string::npos, what);
+  BOOST_TEST(what.find("line 2.chosen: must end with the assistant's message") != std::string::npos, what);
+  BOOST_TEST(what.find("line 3.chosen: must be a string when the prompt is") != std::string::npos, what);
 }

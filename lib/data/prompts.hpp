@@ -1,4 +1,4 @@
-// Prompt files for braid-generate: JSON Lines, one prompt per line,
+// Prompt files (braid-generate's and braid eval's): JSON Lines, one prompt per line,
 //
 //   {"prompt": "What is 6*7?", "answer": 42}   encoded with the special tokens transformers'
 //                                              tokenizer(text) adds (BOS for most models)
@@ -38,7 +38,7 @@ namespace braid::tok {
 class Tokenizer;
 }
 
-namespace braid::gen {
+namespace braid::data {
 
 struct PromptLine {
   std::int64_t line = 0;              // 1-based line number in the file
@@ -62,4 +62,4 @@ std::vector<PromptLine> read_prompts(const std::string& path, const PromptFileOp
 // The same for text that came from `origin` (used in messages).
 std::vector<PromptLine> parse_prompts(std::string_view text, const std::string& origin, const PromptFileOptions& opt);
 
-}  // namespace braid::gen
+}  // namespace braid::data
