@@ -1,0 +1,355 @@
+#include "train/option_schema.hpp"
+
+#include "backend/device_option.hpp"
+#include "backend/dtype_option.hpp"
+#include "model/lora.hpp"
+#include "rl/algorithms.hpp"
+#include "train/commands.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <stdexcept>
+
+namespace braid::train {
+namespace {
+
+using cli::field;
+using cli::custom;
+using cli::kMaxCount;
+using cli::OptionSpec;
+constexpr auto integer = cli::OptionType::integer;
+constexpr auto number = cli::OptionType::number;
+constexpr auto choice = cli::OptionType::choice;
+constexpr auto boolean = cli::OptionType::boolean;
+constexpr auto text = cli::OptionType::text;
+constexpr auto path = cli::OptionType::path;
+using Common = CommonTrainOptions;
+
+// Learning rates above 10, and temperature-like coefficients above 100, are far past any
+// useful value: a larger one is a typo.
+constexpr Bounds kLr{.min = 0, .max = 10, .exclusive_min = true};
+constexpr Bounds kCoef{.min = 0, .max = 100};
+constexpr Bounds kClip{.min = 0, .max = 100, .exclusive_min = true};
+
+}  // namespace
+
+const cli::OptionSchema<Common>& common_schema() {
+  static const cli::OptionSchema<Common> s = {
+      field<Common>(&Common::lr, {.flag = "--lr", .type = number,
+                                 .help = "Peak learning rate (AdamW; after warmup, see --lr-schedule)",
+                                 .key = "lr", .bounds = kLr}),
+      field<Common>(&Common::warmup_steps,
+                   {.flag = "--warmup-steps", .type = integer,
+                    .help = "Linear warmup over this many optimizer steps (the optimizer's global step, as its state "
+                            "records it)",
+                    .key = "warmup_steps", .bounds = {.min = 0, .max = kMaxCount}}),
+      field<Common>(&Common::lr_schedule, {.flag = "--lr-schedule", .type = choice,
+                                          .help = "After warmup: constant, or a cosine or linear decay to --min-lr",
+                                          .key = "lr_schedule", .choices = {"constant", "cosine", "linear"}}),
+      field<Common>(&Common::min_lr, {.flag = "--min-lr", .type = number,
+                                     .help = "Where the decay ends (a second model's, as PPO's critic, scaled by its "
+                                             "peak / --lr)",
+                                     .key = "min_lr", .bounds = {.min = 0, .max = 10}}),
+      field<Common>(&Common::total_steps, {.flag = "--total-steps", .type = integer,
+                                          .help = "The optimizer's global step at which the decay reaches --min-lr "
+                                                  "(0: after --lr-calls calls of this one's steps)",
+                                          .bounds = {.min = 0}}),
+      field<Common>(&Common::lr_calls, {.flag = "--lr-calls", .type = integer,
+                                       .help = "The decay spans this call and this many - 1 more of the same size, "
+                                               "from the step the optimizer state is at (braid run passes the "
+                                               "iterations left)",
+                                       .bounds = {.min = 1}}),
+      field<Common>(&Common::epochs, {.flag = "--epochs", .type = integer, .help = "Passes over the data",
+                                     .key = "epochs", .bounds = {.min = 1, .max = 1000}}),
+      field<Common>(&Common::mini_batch, {.flag = "--mini-batch", .type = integer,
+                                         .help = "Sequences per optimizer step (rm, dpo: pairs); 0 = all of them",
+                                         .key = "mini_batch", .bounds = {.min = 0, .max = kMaxCount}}),
+      field<Common>(&Common::micro_tokens, {.flag = "--micro-tokens", .type = integer,
+                                           .help = "Tokens per micro-batch (gradients accumulate over them)",
+                                           .key = "micro_tokens", .bounds = {.min = 1, .max = kMaxCount}}),
+      field<Common>(&Common::recompute,
+                   {.flag = "--recompute", .type = integer,
+                    .help = "Activation recomputation: 0 keeps every layer's activations for the backward; k "
+                            "recomputes the layers whose index is a multiple of k (1: every layer), the same results "
+                            "with less memory and more time",
+                    .key = "recompute", .bounds = {.min = 0, .max = kMaxCount}}),
+      field<Common>([](Common& o) -> int& { return o.lora.rank; },
+                   {.flag = "--lora-rank", .type = integer,
+                    .help = "LoRA: train adapters of this rank on the linear layers, the base frozen (0: train every "
+                            "weight); the output is an adapter file naming its base. A model given as an adapter file "
+                            "continues its adapters",
+                    .key = "lora_rank", .bounds = {.min = 0, .max = 65536}}),
+      field<Common>([](Common& o) -> double& { return o.lora.alpha; },
+                   {.flag = "--lora-alpha", .type = number,
+                    .help = "LoRA: the adapters' scale is alpha / rank (alpha / sqrt(rank) with --rslora)",
+                    .key = "lora_alpha", .bounds = {.min = 0, .max = 1e6, .exclusive_min = true}}),
+      field<Common>([](Common& o) -> bool& { return o.lora.rslora; },
+                   {.flag = "--rslora", .type = boolean,
+                    .help = "LoRA: scale the adapters by alpha / sqrt(rank) (rsLoRA)", .show_default = false}),
+      custom<Common>(
+          [](CLI::App& app, Common& o, const OptionSpec& spec) {
+            return app
+                .add_option_function<std::string>(
+                    spec.flag,
+                    [&o](const std::string& list) {
+                      try {
+                        o.lora.targets = model::parse_lora_targets(list);
+                      } catch (const std::invalid_argument& e) {
+                        throw CLI::ValidationError("--lora-targets", e.what());
+                      }
+                    },
+                    spec.help)
+                ->default_str("all");
+          },
+          {.flag = "--lora-targets", .type = text,
+           .help = "LoRA: the linear layers that get adapters, a comma-separated list of q, k, v, o, gate, up, down "
+                   "(or all)"}),
+      field<Common>(&Common::seed, {.flag = "--seed", .type = integer, .help = "Seed of the mini-batch shuffle"}),
+      field<Common>(&Common::max_grad_norm, {.flag = "--max-grad-norm", .type = number,
+                                            .help = "Clip gradients to this global norm (<= 0: no clipping)"}),
+      field<Common>(&Common::weight_decay, {.flag = "--weight-decay", .type = number,
+                                           .help = "AdamW's decoupled weight decay (matrices only)"}),
+      field<Common>(&Common::threads, {.flag = "--threads", .type = integer, .help = "CPU threads (0: all cores)"}),
+      field<Common>(&Common::tp, {.flag = "--tp", .type = integer,
+                                 .help = "Tensor-parallel degree under mpirun: ranks = devices x tp, each model split "
+                                         "over the tp ranks of a device, the devices data parallel (with --schedule: "
+                                         "the schedule's devices)",
+                                 .bounds = {.min = 1}}),
+      custom<Common>([](CLI::App& app, Common& o, const OptionSpec&) { return backend::add_device_option(app, o.device); },
+                        {.flag = "--device", .type = text}),
+      custom<Common>([](CLI::App& app, Common& o, const OptionSpec&) { return backend::add_dtype_option(app, o.dtype); },
+                        {.flag = "--dtype", .type = choice, .choices = {"f32", "bf16"}}),
+      field<Common>(&Common::stats, {.flag = "--stats", .type = path,
+                                    .help = "Write timings and per-step losses (braid.stagestats JSON) to this file",
+                                    .show_default = false}),
+      field<Common>(&Common::force,
+                   {.flag = "--force", .type = boolean,
+                    .help = "Train even when an output is already there, made from other inputs or options (without "
+                            "it such an output is refused, naming what differs; one made from the same is kept and "
+                            "training skipped)",
+                    .show_default = false}),
+      field<Common>(&Common::optimizer_state,
+                   {.flag = "--optimizer-state", .type = text,
+                    .help = "The trained model's AdamW state: auto (the state beside the input checkpoint when this "
+                            "mode of braid-train made it; a new stage, as DPO or PPO after SFT, starts fresh), fresh, "
+                            "or the path of a state file (or of the checkpoint it lies beside)"}),
+  };
+  return s;
+}
+
+cli::OptionSchema<RlCommand> rl_schema(bool ppo) {
+  cli::OptionSchema<RlCommand> s = {
+      field<RlCommand>(&RlCommand::inputs,
+                      {.flag = "shards", .type = path,
+                       .help = "Scored sample shards, or - to read their paths from stdin (one a line)",
+                       .required = true, .show_default = false}),
+      field<RlCommand>(&RlCommand::actor, {.flag = "--actor", .type = path,
+                                          .help = "Actor checkpoint (a weight file or the stem of stage files)",
+                                          .required = true, .show_default = false}),
+      field<RlCommand>(&RlCommand::actor_out, {.flag = "--actor-out", .type = path,
+                                              .help = "New actor checkpoint to write", .required = true,
+                                              .show_default = false}),
+      custom<RlCommand>(
+          [](CLI::App& app, RlCommand& o, const OptionSpec& spec) {
+            return cli::decorate(app.add_option(spec.flag, o.clip,
+                                                fmt::format("ε of the clipped policy ratio, both sides (default {} / {})",
+                                                            o.preset_clip_low, o.preset_clip_high)),
+                                 spec);
+          },
+          {.flag = "--clip", .type = number,
+           .help = "ε of the clipped policy ratio, both sides (default: the algorithm's, low / high)", .key = "clip",
+           .bounds = kClip, .show_default = false}),
+      field<RlCommand>(&RlCommand::clip_low, {.flag = "--clip-low", .type = number,
+                                             .help = "ε below 1 (the ratio's floor 1 - ε; default --clip)",
+                                             .key = "clip_low", .bounds = kClip, .show_default = false}),
+      field<RlCommand>(&RlCommand::clip_high,
+                      {.flag = "--clip-high", .type = number,
+                       .help = "ε above 1 (DAPO's clip-higher; at least --clip-low; default --clip)",
+                       .key = "clip_high", .bounds = kClip, .show_default = false}),
+      field<RlCommand>(&RlCommand::loss_agg,
+                      {.flag = "--loss-agg", .type = choice,
+                       .help = "How token losses become the mini-batch's: token-mean, seq-mean-token-sum or "
+                               "seq-mean-token-mean",
+                       .key = "loss_agg", .choices = {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean"}}),
+      field<RlCommand>(&RlCommand::entropy_coef, {.flag = "--entropy-coef", .type = number,
+                                                 .help = "Weight of the entropy bonus", .key = "entropy_coef",
+                                                 .bounds = kCoef}),
+      field<RlCommand>(&RlCommand::kl_coef, {.flag = "--kl-coef", .type = number,
+                                            .help = "β of the KL term to the reference in the loss (needs "
+                                                    "/logprobs/ref: score with --ref)",
+                                            .key = "kl_coef", .bounds = kCoef}),
+      field<RlCommand>(&RlCommand::kl_estimator,
+                      {.flag = "--kl-estimator", .type = choice,
+                       .help = "The loss's estimate of KL from d = logp - ref: k1 (d), k2 (d^2/2) or k3 (exp(-d) + d - 1)",
+                       .key = "kl_estimator", .choices = {"k1", "k2", "k3"}}),
+      field<RlCommand>(&RlCommand::sequence_ratio,
+                      {.flag = "--sequence-ratio", .type = boolean,
+                       .help = "GSPO's ratio: each token takes its sequence's (the geometric mean of the tokens' "
+                               "ratios), clipped as a whole",
+                       .key = "sequence_ratio", .negation = "--token-ratio"}),
+      field<RlCommand>(&RlCommand::tis_cap,
+                      {.flag = "--tis-cap", .type = number,
+                       .help = "Truncated importance sampling (0: off): recompute the actor's logprobs before training "
+                               "and weigh each token by min(pi_old / pi_generator, CAP)",
+                       .key = "tis_cap", .bounds = {.min = 0, .max = 1e6}}),
+      field<RlCommand>(&RlCommand::schedule, {.flag = "--schedule", .type = path,
+                                             .help = "schedule.json: run the fused actor+critic pipeline (under mpirun)",
+                                             .show_default = false}),
+      field<RlCommand>(&RlCommand::max_staleness,
+                      {.flag = "--max-staleness", .type = integer,
+                       .help = "Refuse samples with a token sampled more than N steps before the actor's (the shards' "
+                               "/policy_step; -1: no bound). The stats file records the staleness either way"}),
+      field<RlCommand>(&RlCommand::normalize_advantages,
+                      {.flag = "--normalize-advantages", .type = boolean,
+                       .help = "Whiten the advantages over all response tokens of the input (mean 0, std 1) before "
+                               "training",
+                       .key = "normalize_advantages", .negation = "--no-normalize-advantages"}),
+      field<RlCommand>(&RlCommand::filter_groups,
+                      {.flag = "--filter-groups", .type = boolean,
+                       .help = "Drop the groups (one prompt's samples) whose rewards are all equal (DAPO's dynamic "
+                               "sampling)",
+                       .negation = "--no-filter-groups"}),
+      field<RlCommand>(&RlCommand::max_groups, {.flag = "--max-groups", .type = integer,
+                                               .help = "Train on at most this many groups, the first in the prompt "
+                                                       "stream (0: all)",
+                                               .bounds = {.min = 0}}),
+  };
+  auto common = cli::nested<RlCommand>(common_schema(), &RlCommand::common);
+  s.insert(s.end(), common.begin(), common.end());
+  if (!ppo) return s;
+  s.insert(s.end(),
+           {field<RlCommand>(&RlCommand::critic, {.flag = "--critic", .type = path,
+                                                 .help = "Critic checkpoint (with a value head)", .required = true,
+                                                 .show_default = false}),
+            field<RlCommand>(&RlCommand::critic_out, {.flag = "--critic-out", .type = path,
+                                                     .help = "New critic checkpoint to write", .required = true,
+                                                     .show_default = false}),
+            field<RlCommand>(&RlCommand::critic_lr, {.flag = "--critic-lr", .type = number,
+                                                    .help = "The critic's learning rate", .key = "critic_lr",
+                                                    .bounds = kLr}),
+            field<RlCommand>(&RlCommand::value_clip, {.flag = "--value-clip", .type = number,
+                                                     .help = "ε of the clipped value loss (<= 0: unclipped)",
+                                                     .key = "value_clip", .bounds = {.max = 100}}),
+            field<RlCommand>(&RlCommand::critic_optimizer_state,
+                            {.flag = "--critic-optimizer-state", .type = text,
+                             .help = "The critic's AdamW state, as --optimizer-state is the actor's"})});
+  return s;
+}
+
+namespace {
+
+// The text modes' first options: the data, the model in and out (--actor or, rm, --reward).
+cli::OptionSchema<TextCommand> text_head(const std::string& mode) {
+  const bool rm = mode == "rm";
+  cli::OptionSchema<TextCommand> s = {
+      field<TextCommand>(&TextCommand::data, {.flag = "data", .type = path, .help = "JSON Lines file, - for stdin",
+                                             .required = true, .show_default = false}),
+      field<TextCommand>(&TextCommand::model,
+                        {.flag = rm ? "--reward" : "--actor", .type = path,
+                         .help = rm ? "Reward model checkpoint (with a value head)" : "Policy checkpoint (with an LM head)",
+                         .required = true, .show_default = false}),
+      field<TextCommand>(&TextCommand::model_out, {.flag = rm ? "--reward-out" : "--actor-out", .type = path,
+                                                  .help = "New checkpoint to write", .required = true,
+                                                  .show_default = false}),
+  };
+  return s;
+}
+
+// The text modes' options after their mode's own: the tokenizer, tools, template arguments
+// and the common options.
+cli::OptionSchema<TextCommand> text_tail() {
+  cli::OptionSchema<TextCommand> s = {
+      field<TextCommand>(&TextCommand::tokenizer, {.flag = "--tokenizer", .type = path,
+                                                  .help = "byte, or a tokenizer.json (or a folder holding one)"}),
+      field<TextCommand>(&TextCommand::tools, {.flag = "--tools", .type = path,
+                                              .help = "A JSON file of tool schemas for the conversations without "
+                                                      "\"tools\"",
+                                              .show_default = false}),
+      field<TextCommand>(&TextCommand::chat_template_kwargs,
+                        {.flag = "--chat-template-kwargs", .type = text,
+                         .help = "Chat template keyword arguments as a JSON object, e.g. '{\"enable_thinking\": "
+                                 "false}' (a line's own \"chat_template_kwargs\" win)",
+                         .show_default = false}),
+  };
+  auto common = cli::nested<TextCommand>(common_schema(), &TextCommand::common);
+  s.insert(s.end(), common.begin(), common.end());
+  return s;
+}
+
+}  // namespace
+
+cli::OptionSchema<TextCommand> text_schema(const std::string& mode) {
+  auto s = text_head(mode);
+  auto tail = text_tail();
+  s.insert(s.end(), tail.begin(), tail.end());
+  return s;
+}
+
+cli::OptionSchema<DpoCommand> dpo_schema() {
+  auto s = cli::nested<DpoCommand>(text_head("dpo"), &DpoCommand::text);
+  s.insert(s.end(),
+           {field<DpoCommand>(&DpoCommand::ref, {.flag = "--ref", .type = path,
+                                                .help = "Reference policy checkpoint (default: --actor as read, before "
+                                                        "training)",
+                                                .show_default = false}),
+            field<DpoCommand>(&DpoCommand::beta, {.flag = "--beta", .type = number,
+                                                 .help = "β: the implicit reward's scale (> 0; IPO's τ)"}),
+            field<DpoCommand>(&DpoCommand::loss, {.flag = "--dpo-loss", .type = choice,
+                                                 .help = "sigmoid: -log σ(β·z) (DPO); ipo: (z - 1/(2β))²",
+                                                 .choices = {"sigmoid", "ipo"}}),
+            field<DpoCommand>(&DpoCommand::length_normalize,
+                             {.flag = "--length-normalize", .type = boolean,
+                              .help = "A completion's logprob as the mean over its tokens, not the sum",
+                              .show_default = false})});
+  auto tail = cli::nested<DpoCommand>(text_tail(), &DpoCommand::text);
+  s.insert(s.end(), tail.begin(), tail.end());
+  return s;
+}
+
+std::vector<cli::OptionSpec> train_run_file_specs(const std::string& algorithm) {
+  const auto a = rl::algorithm_named(algorithm);
+  std::vector<cli::OptionSpec> out;
+  for (auto& spec : cli::specs_of(rl_schema(a && a->critic))) {
+    if (!spec.key.empty()) out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+void add_train_commands(CLI::App& app, TrainCommandLine& cl) {
+  // One mode per algorithm (rl/algorithms.hpp), each starting from its preset.
+  const std::map<std::string, std::string> about = {
+      {"ppo", "PPO: the actor by the clipped policy loss, the critic by the clipped value loss, one AdamW step each "
+              "per mini-batch, from scored shards"},
+      {"grpo", "GRPO (DeepSeekMath): the clipped policy loss, a mean over sequences of token means, with a k3 KL term "
+               "to the reference, from shards scored with --algorithm grpo"},
+      {"dr-grpo", "Dr. GRPO (Liu et al. 2025): GRPO without the length and std normalisations (a mean over sequences "
+                  "of token sums), from shards scored with --algorithm dr-grpo"},
+      {"dapo", "DAPO (Yu et al. 2025): clip-higher (0.2 / 0.28), a mean over tokens, groups whose rewards are all "
+               "equal dropped (dynamic sampling), from shards scored with --algorithm dapo"},
+      {"gspo", "GSPO (Zheng et al. 2025): the sequence's importance ratio (geometric mean of its tokens') clipped "
+               "as a whole, from shards scored with --algorithm gspo"},
+      {"rloo", "RLOO (Ahmadian et al. 2024): the clipped policy loss on leave-one-out advantages, from shards "
+               "scored with --algorithm rloo"},
+      {"reinforce++", "REINFORCE++ (Hu 2025): returns-to-go whitened over the batch, the clipped policy loss, from "
+                      "shards scored with --algorithm reinforce++"},
+      {"reinforce++-baseline", "REINFORCE++-baseline: group-mean advantages whitened over the batch, from shards "
+                               "scored with --algorithm reinforce++-baseline"}};
+  for (const auto& name : rl::algorithm_names()) {
+    auto& [sub, o] = cl.rl_modes.emplace_back(app.add_subcommand(name, about.at(name)), rl_command(name));
+    cli::add_schema_options(*sub, o, rl_schema(trains_critic(o)));
+  }
+  cl.sft_cmd = app.add_subcommand("sft", "Supervised fine-tuning on {\"prompt\",\"response\"} JSON lines (the "
+                                         "response tokens are learnt)");
+  cli::add_schema_options(*cl.sft_cmd, cl.sft, text_schema("sft"));
+  cl.rm_cmd = app.add_subcommand("rm", "Reward-model training on {\"prompt\",\"chosen\",\"rejected\"} JSON lines "
+                                       "(pairwise loss -log sigmoid(r_chosen - r_rejected))");
+  cli::add_schema_options(*cl.rm_cmd, cl.rm, text_schema("rm"));
+  cl.dpo_cmd = app.add_subcommand("dpo", "Direct preference optimisation of a policy on {\"prompt\",\"chosen\","
+                                         "\"rejected\"} JSON lines, against the reference's logprobs computed once "
+                                         "before training");
+  cl.dpo.text.common.lr = 1e-6;
+  cli::add_schema_options(*cl.dpo_cmd, cl.dpo, dpo_schema());
+}
+
+}  // namespace braid::train
