@@ -42,7 +42,7 @@ struct OptionSpec {
   std::string negation = {};         // boolean: the flag that sets it false ("--no-filter-groups")
   bool required = false;
   bool show_default = true;          // --help (and the docs) show the default value
-  std::string doc = {};              // the docs' table only: more than --help says (where it acts, what it costs)
+  std::string doc = {};              // the docs' table says this instead of help: more than --help has room for
 
   // The long flag ("--output" of "-o,--output"); a positional's name.
   std::string name() const;
@@ -53,6 +53,9 @@ template <typename Opts>
 struct SchemaEntry {
   OptionSpec spec;
   std::function<CLI::Option*(CLI::App&, Opts&)> bind;
+  // The default the docs show where --help shows none: a flag's ("on" or "off"), one made
+  // from a mode's preset; null for the others (the docs show --help's).
+  std::function<std::string(Opts&)> docs_default = {};
 };
 template <typename Opts>
 using OptionSchema = std::vector<SchemaEntry<Opts>>;
@@ -74,14 +77,18 @@ SchemaEntry<Opts> field(Get get, OptionSpec spec) {
       return decorate(app.add_option(s.flag, target, s.help), s);
     }
   };
+  if constexpr (std::is_same_v<std::remove_reference_t<std::invoke_result_t<Get, Opts&>>, bool>) {
+    e.docs_default = [get](Opts& o) { return std::string(std::invoke(get, o) ? "on" : "off"); };
+  }
   return e;
 }
 
 // An option bound by hand (a callback, a help text made from the options' presets, a shared
 // helper as backend::add_device_option): `add` adds it, given the spec.
 template <typename Opts>
-SchemaEntry<Opts> custom(std::function<CLI::Option*(CLI::App&, Opts&, const OptionSpec&)> add, OptionSpec spec) {
-  SchemaEntry<Opts> e{std::move(spec), {}};
+SchemaEntry<Opts> custom(std::function<CLI::Option*(CLI::App&, Opts&, const OptionSpec&)> add, OptionSpec spec,
+                         std::function<std::string(Opts&)> docs_default = {}) {
+  SchemaEntry<Opts> e{std::move(spec), {}, std::move(docs_default)};
   e.bind = [add = std::move(add), s = e.spec](CLI::App& app, Opts& o) { return add(app, o, s); };
   return e;
 }
@@ -92,7 +99,9 @@ template <typename Opts, typename Part, typename Get>
 OptionSchema<Opts> nested(const OptionSchema<Part>& part, Get get) {
   OptionSchema<Opts> out;
   for (const auto& entry : part) {
-    out.push_back({entry.spec, [get, b = entry.bind](CLI::App& app, Opts& o) { return b(app, std::invoke(get, o)); }});
+    SchemaEntry<Opts> e{entry.spec, [get, b = entry.bind](CLI::App& app, Opts& o) { return b(app, std::invoke(get, o)); }};
+    if (entry.docs_default) e.docs_default = [get, f = entry.docs_default](Opts& o) { return f(std::invoke(get, o)); };
+    out.push_back(std::move(e));
   }
   return out;
 }

@@ -38,7 +38,9 @@ const cli::OptionSchema<Common>& common_schema() {
   static const cli::OptionSchema<Common> s = {
       field<Common>(&Common::lr, {.flag = "--lr", .type = number,
                                  .help = "Peak learning rate (AdamW; after warmup, see --lr-schedule)",
-                                 .key = "lr", .bounds = kLr}),
+                                 .key = "lr", .bounds = kLr,
+                                  .doc = "AdamW's peak learning rate, reached after `--warmup-steps` [0] of linear warmup "
+                                         "(`lr·(step+1)/warmup`); ppo's critic has `--critic-lr` [5e-5]"}),
       field<Common>(&Common::warmup_steps,
                    {.flag = "--warmup-steps", .type = integer,
                     .help = "Linear warmup over this many optimizer steps (the optimizer's global step, as its state "
@@ -46,7 +48,9 @@ const cli::OptionSchema<Common>& common_schema() {
                     .key = "warmup_steps", .bounds = {.min = 0, .max = kMaxCount}}),
       field<Common>(&Common::lr_schedule, {.flag = "--lr-schedule", .type = choice,
                                           .help = "After warmup: constant, or a cosine or linear decay to --min-lr",
-                                          .key = "lr_schedule", .choices = {"constant", "cosine", "linear"}}),
+                                          .key = "lr_schedule", .choices = {"constant", "cosine", "linear"},
+                                           .doc = "after warmup: the peak, or a cosine or linear decay from it to `--min-lr` [0] at the end of the "
+                                                  "schedule, `--min-lr` after it (ppo's critic: `--min-lr · critic-lr / lr`)"}),
       field<Common>(&Common::min_lr, {.flag = "--min-lr", .type = number,
                                      .help = "Where the decay ends (a second model's, as PPO's critic, scaled by its "
                                              "peak / --lr)",
@@ -54,32 +58,44 @@ const cli::OptionSchema<Common>& common_schema() {
       field<Common>(&Common::total_steps, {.flag = "--total-steps", .type = integer,
                                           .help = "The optimizer's global step at which the decay reaches --min-lr "
                                                   "(0: after --lr-calls calls of this one's steps)",
-                                          .bounds = {.min = 0}}),
+                                          .bounds = {.min = 0},
+                                           .doc = "where the decay ends, as the optimizer's global step; 0: after `--lr-calls` [1] calls of this one's "
+                                                  "optimizer steps, counted from the step the optimizer state (`<stem>.optim.h5`) is at. `braid run` "
+                                                  "passes `--lr-calls` = the iterations left, so one schedule spans the whole run"}),
       field<Common>(&Common::lr_calls, {.flag = "--lr-calls", .type = integer,
                                        .help = "The decay spans this call and this many - 1 more of the same size, "
                                                "from the step the optimizer state is at (braid run passes the "
                                                "iterations left)",
                                        .bounds = {.min = 1}}),
       field<Common>(&Common::epochs, {.flag = "--epochs", .type = integer, .help = "Passes over the data",
-                                     .key = "epochs", .bounds = {.min = 1, .max = 1000}}),
+                                     .key = "epochs", .bounds = {.min = 1, .max = 1000},
+                                      .doc = "passes over the data"}),
       field<Common>(&Common::mini_batch, {.flag = "--mini-batch", .type = integer,
                                          .help = "Sequences per optimizer step (rm, dpo: pairs); 0 = all of them",
-                                         .key = "mini_batch", .bounds = {.min = 0, .max = kMaxCount}}),
+                                         .key = "mini_batch", .bounds = {.min = 0, .max = kMaxCount},
+                                          .doc = "sequences per optimizer step (rm, dpo: pairs)"}),
       field<Common>(&Common::micro_tokens, {.flag = "--micro-tokens", .type = integer,
                                            .help = "Tokens per micro-batch (gradients accumulate over them)",
-                                           .key = "micro_tokens", .bounds = {.min = 1, .max = kMaxCount}}),
+                                           .key = "micro_tokens", .bounds = {.min = 1, .max = kMaxCount},
+                                            .doc = "tokens per micro-batch; gradients accumulate over the micro-batches of a step"}),
       field<Common>(&Common::recompute,
                    {.flag = "--recompute", .type = integer,
                     .help = "Activation recomputation: 0 keeps every layer's activations for the backward; k "
                             "recomputes the layers whose index is a multiple of k (1: every layer), the same results "
                             "with less memory and more time",
-                    .key = "recompute", .bounds = {.min = 0, .max = kMaxCount}}),
+                    .key = "recompute", .bounds = {.min = 0, .max = kMaxCount},
+                    .doc = "activation recomputation: 0 keeps every layer's activations for the backward; K recomputes the "
+                           "layers whose index is a multiple of K (1: every layer) just before the backward goes through them, "
+                           "keeping only their inputs. The same results bit for bit on the CPU, less memory (docs/memory.md), a "
+                           "forward more of those layers. Every mode, `--schedule` too"}),
       field<Common>([](Common& o) -> int& { return o.lora.rank; },
                    {.flag = "--lora-rank", .type = integer,
                     .help = "LoRA: train adapters of this rank on the linear layers, the base frozen (0: train every "
                             "weight); the output is an adapter file naming its base. A model given as an adapter file "
                             "continues its adapters",
-                    .key = "lora_rank", .bounds = {.min = 0, .max = 65536}}),
+                    .key = "lora_rank", .bounds = {.min = 0, .max = 65536},
+                    .doc = "LoRA: train adapters of rank R on the linear layers, the base frozen (below, \"LoRA\"); 0 trains "
+                           "every weight"}),
       field<Common>([](Common& o) -> double& { return o.lora.alpha; },
                    {.flag = "--lora-alpha", .type = number,
                     .help = "LoRA: the adapters' scale is alpha / rank (alpha / sqrt(rank) with --rslora)",
@@ -104,36 +120,55 @@ const cli::OptionSchema<Common>& common_schema() {
           },
           {.flag = "--lora-targets", .type = text,
            .help = "LoRA: the linear layers that get adapters, a comma-separated list of q, k, v, o, gate, up, down "
-                   "(or all)"}),
-      field<Common>(&Common::seed, {.flag = "--seed", .type = integer, .help = "Seed of the mini-batch shuffle"}),
+                   "(or all)",
+           .doc = "the layers that get adapters: a comma-separated subset of `q,k,v,o,gate,up,down`"}),
+      field<Common>(&Common::seed, {.flag = "--seed", .type = integer, .help = "Seed of the mini-batch shuffle",
+                                    .doc = "the shuffle of epoch *e* is `Rng(seed, e)`"}),
       field<Common>(&Common::max_grad_norm, {.flag = "--max-grad-norm", .type = number,
-                                            .help = "Clip gradients to this global norm (<= 0: no clipping)"}),
+                                            .help = "Clip gradients to this global norm (<= 0: no clipping)",
+                                             .doc = "clip by global gradient norm (≤ 0: off)"}),
       field<Common>(&Common::weight_decay, {.flag = "--weight-decay", .type = number,
-                                           .help = "AdamW's decoupled weight decay (matrices only)"}),
-      field<Common>(&Common::threads, {.flag = "--threads", .type = integer, .help = "CPU threads (0: all cores)"}),
+                                           .help = "AdamW's decoupled weight decay (matrices only)",
+                                            .doc = "decoupled, matrices only"}),
+      field<Common>(&Common::threads, {.flag = "--threads", .type = integer, .help = "CPU threads (0: all cores)",
+                                       .doc = "CPU backend threads"}),
       field<Common>(&Common::tp, {.flag = "--tp", .type = integer,
                                  .help = "Tensor-parallel degree under mpirun: ranks = devices x tp, each model split "
                                          "over the tp ranks of a device, the devices data parallel (with --schedule: "
                                          "the schedule's devices)",
-                                 .bounds = {.min = 1}}),
+                                 .bounds = {.min = 1},
+                                  .doc = "tensor-parallel degree under `mpirun`: ranks = devices × N, each model split N ways over the tp "
+                                         "ranks of a device, the devices data parallel (below, \"Tensor parallel under mpirun\"); with "
+                                         "`--schedule` the schedule's devices × N"}),
       custom<Common>([](CLI::App& app, Common& o, const OptionSpec&) { return backend::add_device_option(app, o.device); },
-                        {.flag = "--device", .type = text}),
+                        {.flag = "--device", .type = text,
+                         .doc = "where the model runs: `cpu`, or `cuda` / `cuda:N` (GPU N). Where braid was built without CUDA, no "
+                                "GPU or driver is present, `--device cuda` exits 2 saying which; any other value exits 2 naming "
+                                "`--device`; every mode, the fused pipeline (`--schedule`) too"}),
       custom<Common>([](CLI::App& app, Common& o, const OptionSpec&) { return backend::add_dtype_option(app, o.dtype); },
-                        {.flag = "--dtype", .type = choice, .choices = {"f32", "bf16"}}),
+                        {.flag = "--dtype", .type = choice, .choices = {"f32", "bf16"},
+                         .doc = "storage of the weights the passes read; with bf16 (half the weight memory) AdamW keeps an f32 "
+                                "master copy, updates it and rounds it into the bf16 copy each step; the checkpoint written is the "
+                                "f32 master. Gradients and moments stay f32. Every mode, `--schedule` too"}),
       field<Common>(&Common::stats, {.flag = "--stats", .type = path,
                                     .help = "Write timings and per-step losses (braid.stagestats JSON) to this file",
-                                    .show_default = false}),
+                                    .show_default = false,
+                                     .doc = "timings and per-step losses (below)"}),
       field<Common>(&Common::force,
                    {.flag = "--force", .type = boolean,
                     .help = "Train even when an output is already there, made from other inputs or options (without "
                             "it such an output is refused, naming what differs; one made from the same is kept and "
                             "training skipped)",
-                    .show_default = false}),
+                    .show_default = false,
+                    .doc = "train even when an output is already there made from other inputs or options (without it such an "
+                           "output is refused, naming what differs; below, \"Resumption\")"}),
       field<Common>(&Common::optimizer_state,
                    {.flag = "--optimizer-state", .type = text,
                     .help = "The trained model's AdamW state: auto (the state beside the input checkpoint when this "
                             "mode of braid-train made it; a new stage, as DPO or PPO after SFT, starts fresh), fresh, "
-                            "or the path of a state file (or of the checkpoint it lies beside)"}),
+                            "or the path of a state file (or of the checkpoint it lies beside)",
+                    .doc = "the trained model's AdamW state: beside the input when the same mode made it, none, or another "
+                           "state (below, \"Optimizer state\"); ppo's critic: `--critic-optimizer-state`"}),
   };
   return s;
 }
@@ -159,7 +194,9 @@ cli::OptionSchema<RlCommand> rl_schema(bool ppo) {
           },
           {.flag = "--clip", .type = number,
            .help = "ε of the clipped policy ratio, both sides (default: the algorithm's, low / high)", .key = "clip",
-           .bounds = kClip, .show_default = false}),
+           .bounds = kClip, .show_default = false,
+           .doc = "the ratio's clip range [1 − ε, 1 + ε] (default 0.2; DAPO 0.2 / 0.28, GSPO 3e-4 / 4e-4)"},
+          [](RlCommand& o) { return fmt::format("{} / {}", o.preset_clip_low, o.preset_clip_high); }),
       field<RlCommand>(&RlCommand::clip_low, {.flag = "--clip-low", .type = number,
                                              .help = "ε below 1 (the ratio's floor 1 - ε; default --clip)",
                                              .key = "clip_low", .bounds = kClip, .show_default = false}),
@@ -171,10 +208,12 @@ cli::OptionSchema<RlCommand> rl_schema(bool ppo) {
                       {.flag = "--loss-agg", .type = choice,
                        .help = "How token losses become the mini-batch's: token-mean, seq-mean-token-sum or "
                                "seq-mean-token-mean",
-                       .key = "loss_agg", .choices = {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean"}}),
+                       .key = "loss_agg", .choices = {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean"},
+                       .doc = "`token-mean`, `seq-mean-token-sum` or `seq-mean-token-mean` (below, \"Aggregation\")"}),
       field<RlCommand>(&RlCommand::entropy_coef, {.flag = "--entropy-coef", .type = number,
                                                  .help = "Weight of the entropy bonus", .key = "entropy_coef",
-                                                 .bounds = kCoef}),
+                                                 .bounds = kCoef,
+                                                  .doc = "the entropy bonus −c·H per token, under every algorithm"}),
       field<RlCommand>(&RlCommand::kl_coef, {.flag = "--kl-coef", .type = number,
                                             .help = "β of the KL term to the reference in the loss (needs "
                                                     "/logprobs/ref: score with --ref)",
@@ -187,12 +226,14 @@ cli::OptionSchema<RlCommand> rl_schema(bool ppo) {
                       {.flag = "--sequence-ratio", .type = boolean,
                        .help = "GSPO's ratio: each token takes its sequence's (the geometric mean of the tokens' "
                                "ratios), clipped as a whole",
-                       .key = "sequence_ratio", .negation = "--token-ratio"}),
+                       .key = "sequence_ratio", .negation = "--token-ratio",
+                       .doc = "GSPO's ratio: every token takes its sequence's"}),
       field<RlCommand>(&RlCommand::tis_cap,
                       {.flag = "--tis-cap", .type = number,
                        .help = "Truncated importance sampling (0: off): recompute the actor's logprobs before training "
                                "and weigh each token by min(pi_old / pi_generator, CAP)",
-                       .key = "tis_cap", .bounds = {.min = 0, .max = 1e6}}),
+                       .key = "tis_cap", .bounds = {.min = 0, .max = 1e6},
+                       .doc = "truncated importance sampling against the generating engine (below)"}),
       field<RlCommand>(&RlCommand::schedule, {.flag = "--schedule", .type = path,
                                              .help = "schedule.json: run the fused actor+critic pipeline (under mpirun)",
                                              .show_default = false}),
@@ -204,16 +245,22 @@ cli::OptionSchema<RlCommand> rl_schema(bool ppo) {
                       {.flag = "--normalize-advantages", .type = boolean,
                        .help = "Whiten the advantages over all response tokens of the input (mean 0, std 1) before "
                                "training",
-                       .key = "normalize_advantages", .negation = "--no-normalize-advantages"}),
+                       .key = "normalize_advantages", .negation = "--no-normalize-advantages",
+                       .doc = "whiten the advantages over every response token of the input"}),
       field<RlCommand>(&RlCommand::filter_groups,
                       {.flag = "--filter-groups", .type = boolean,
                        .help = "Drop the groups (one prompt's samples) whose rewards are all equal (DAPO's dynamic "
                                "sampling)",
-                       .negation = "--no-filter-groups"}),
+                       .negation = "--no-filter-groups",
+                       .doc = "drop the groups (one prompt's samples: its stream position, the shard's `first_prompt` + sample_id "
+                              "/ samples_per_prompt) whose rewards are all equal (DAPO's dynamic sampling, "
+                              "train/group_filter.hpp); with every group dropped nothing is trained and the actor is written as it "
+                              "was, one step on"}),
       field<RlCommand>(&RlCommand::max_groups, {.flag = "--max-groups", .type = integer,
                                                .help = "Train on at most this many groups, the first in the prompt "
                                                        "stream (0: all)",
-                                               .bounds = {.min = 0}}),
+                                               .bounds = {.min = 0},
+                                                .doc = "train on at most N groups, the first in the prompt stream (braid run's refill passes its batch)"}),
   };
   auto common = cli::nested<RlCommand>(common_schema(), &RlCommand::common);
   s.insert(s.end(), common.begin(), common.end());
