@@ -292,6 +292,9 @@ void check_min_lr(Checker& c, const json& train) {
       train["min_lr"].get<double>() > train["lr"].get<double>()) {
     c.fail("train.min_lr", "must not exceed train.lr (the decay ends at min_lr)");
   }
+  if (train.contains("min_lr") && (!train.contains("lr_schedule") || train["lr_schedule"] == "constant")) {
+    c.fail("train.min_lr", "only with train.lr_schedule cosine or linear (a constant rate has no decay to end)");
+  }
 }
 
 // score.kl_target / score.kl_horizon: the adaptive KL coefficient (Ziegler et al. 2019,
@@ -757,6 +760,18 @@ RunSpec load_run_file(const fs::path& path) {
       c.fail("score.norm_by_std", fmt::format("{} has no group-mean advantages to scale (grpo, dr-grpo, dapo, gspo, "
                                               "reinforce++-baseline have)",
                                               spec.algorithm));
+    }
+  }
+  if (const auto algorithm = rl::algorithm_named(spec.algorithm)) {
+    // What braid-score would refuse as set but not read under this algorithm (score/command.cpp).
+    if (score.contains("lambda") && !algorithm->critic) {
+      c.fail("score.lambda", fmt::format("only GAE (ppo) has a λ; {} does not read it", spec.algorithm));
+    }
+    if (score.contains("gamma") && rl::grouped(algorithm->estimator)) {
+      c.fail("score.gamma", fmt::format("{}'s group advantages take no discount", spec.algorithm));
+    }
+    if (score.contains("overlong_penalty") && !score.contains("overlong_buffer") && !(algorithm->overlong_fraction > 0)) {
+      c.fail("score.overlong_penalty", fmt::format("no overlong shaping under {} without score.overlong_buffer", spec.algorithm));
     }
   }
   read_kl_control(c, score, spec);
