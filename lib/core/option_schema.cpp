@@ -1,6 +1,5 @@
 #include "core/option_schema.hpp"
 
-#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -26,6 +25,9 @@ std::string OptionSpec::name() const {
   return comma == std::string::npos ? flag : flag.substr(comma + 1);
 }
 
+namespace {
+
+// "" when v is within b, else why not ("is 0, must be >= 1").
 std::string bounds_problem(double v, const Bounds& b) {
   const bool below = b.min && (b.exclusive_min ? !(v > *b.min) : !(v >= *b.min));
   const bool above = b.max && !(v <= *b.max);
@@ -35,8 +37,6 @@ std::string bounds_problem(double v, const Bounds& b) {
   if (b.max) range += fmt::format("{}<= {}", range.empty() ? "" : " and ", *b.max);
   return fmt::format("is {}, must be {}", v, range.empty() ? std::string("finite") : range);
 }
-
-namespace {
 
 // How --help names the range, as CLI11's own validators do (NONNEGATIVE, POSITIVE, [a - b]).
 std::string describe(const Bounds& b, OptionType type) {
@@ -70,11 +70,6 @@ CLI::Option* decorate(CLI::Option* opt, const OptionSpec& spec) {
   }
   if (spec.show_default) opt->capture_default_str();
   return opt;
-}
-
-const OptionSpec* spec_for_key(const std::vector<OptionSpec>& specs, std::string_view key) {
-  const auto it = std::find_if(specs.begin(), specs.end(), [&](const OptionSpec& s) { return s.key == key; });
-  return it == specs.end() ? nullptr : &*it;
 }
 
 }  // namespace braid::cli

@@ -29,6 +29,16 @@ namespace braid::cli {
 enum class OptionType { integer, number, choice, boolean, text, path };
 std::string_view type_name(OptionType t);
 
+// The types by their names alone, for the schemas' tables (`using namespace cli::option_types;`).
+namespace option_types {
+inline constexpr auto integer = OptionType::integer;
+inline constexpr auto number = OptionType::number;
+inline constexpr auto choice = OptionType::choice;
+inline constexpr auto boolean = OptionType::boolean;
+inline constexpr auto text = OptionType::text;
+inline constexpr auto path = OptionType::path;
+}  // namespace option_types
+
 // The largest count or length a stage tool's integers hold (2^31 - 1).
 inline constexpr double kMaxCount = 2147483647.0;
 
@@ -119,10 +129,5 @@ std::vector<OptionSpec> specs_of(const OptionSchema<Opts>& schema) {
   return out;
 }
 
-// The spec whose run-file key is `key`; nullptr when none.
-const OptionSpec* spec_for_key(const std::vector<OptionSpec>& specs, std::string_view key);
-
-// "" when v is within b, else why not ("is 0, must be >= 1").
-std::string bounds_problem(double v, const Bounds& b);
 
 }  // namespace braid::cli

@@ -11,12 +11,7 @@ using cli::field;
 using cli::kMaxCount;
 using cli::OptionSpec;
 using O = StageOptions;
-constexpr auto integer = cli::OptionType::integer;
-constexpr auto number = cli::OptionType::number;
-constexpr auto choice = cli::OptionType::choice;
-constexpr auto boolean = cli::OptionType::boolean;
-constexpr auto text = cli::OptionType::text;
-constexpr auto path = cli::OptionType::path;
+using namespace cli::option_types;
 
 }  // namespace
 
@@ -113,15 +108,11 @@ const cli::OptionSchema<StageOptions>& generate_schema() {
                              .help = "CPU threads per process (0: all cores of this process)",
                              .doc = "CPU backend threads per process (by default the process's CPU affinity: under mpirun, the cores the "
                                     "rank is bound to)"}),
-      custom<O>([](CLI::App& app, O& o, const OptionSpec&) { return backend::add_device_option(app, o.device); },
-                {.flag = "--device", .type = text,
-                 .doc = "where the model runs: `cpu`, or `cuda` / `cuda:N` (GPU N). Where braid was built without CUDA, no "
+      backend::device_entry<O>(&O::device, "where the model runs: `cpu`, or `cuda` / `cuda:N` (GPU N). Where braid was built without CUDA, no "
                         "GPU or driver is present, `--device cuda` exits 2 saying which; any other value exits 2 naming "
-                        "`--device`"}),
-      custom<O>([](CLI::App& app, O& o, const OptionSpec&) { return backend::add_dtype_option(app, o.dtype); },
-                {.flag = "--dtype", .type = choice, .choices = {"f32", "bf16"},
-                 .doc = "storage of the actor's weights: bf16 halves weight memory (the checkpoint's f32 values rounded to "
-                        "nearest even; no f32 copy is kept); activations and sampling stay f32"}),
+                        "`--device`"),
+      backend::dtype_entry<O>(&O::dtype, "storage of the actor's weights: bf16 halves weight memory (the checkpoint's f32 values rounded to "
+                        "nearest even; no f32 copy is kept); activations and sampling stay f32"),
       field<O>(&O::stats, {.flag = "--stats", .type = path,
                            .help = "Write braid.stagestats JSON here (call actor_gen: times, tokens, steps)",
                            .show_default = false,

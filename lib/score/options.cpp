@@ -12,12 +12,7 @@ using cli::field;
 using cli::kMaxCount;
 using cli::OptionSpec;
 using O = CommandOptions;
-constexpr auto integer = cli::OptionType::integer;
-constexpr auto number = cli::OptionType::number;
-constexpr auto choice = cli::OptionType::choice;
-constexpr auto boolean = cli::OptionType::boolean;
-constexpr auto text = cli::OptionType::text;
-constexpr auto path = cli::OptionType::path;
+using namespace cli::option_types;
 
 }  // namespace
 
@@ -130,15 +125,11 @@ const cli::OptionSchema<CommandOptions>& score_schema() {
                         .bounds = {.min = 1},
                         .doc = "under mpirun: tensor-parallel ranks per device, every model split N ways (below); `-np` must be a "
                                "multiple of N"}),
-      custom<O>([](CLI::App& app, O& o, const OptionSpec&) { return backend::add_device_option(app, o.device); },
-                {.flag = "--device", .type = text,
-                 .doc = "where the model runs: `cpu`, or `cuda` / `cuda:N` (GPU N). Where braid was built without CUDA, no "
+      backend::device_entry<O>(&O::device, "where the model runs: `cpu`, or `cuda` / `cuda:N` (GPU N). Where braid was built without CUDA, no "
                         "GPU or driver is present, `--device cuda` exits 2 saying which; any other value exits 2 naming "
-                        "`--device`"}),
-      custom<O>([](CLI::App& app, O& o, const OptionSpec&) { return backend::add_dtype_option(app, o.dtype); },
-                {.flag = "--dtype", .type = choice, .choices = {"f32", "bf16"},
-                 .doc = "storage of the ref, critic and reward models' weights: bf16 halves weight memory (f32 values "
-                        "rounded to nearest even; no f32 copy kept); activations and outputs stay f32"}),
+                        "`--device`"),
+      backend::dtype_entry<O>(&O::dtype, "storage of the ref, critic and reward models' weights: bf16 halves weight memory (f32 values "
+                        "rounded to nearest even; no f32 copy kept); activations and outputs stay f32"),
       field<O>(&O::stats, {.flag = "--stats", .type = path,
                            .help = "Write timings (braid.stagestats JSON: ref_inf, critic_inf, reward_inf) here",
                            .show_default = false,

@@ -18,17 +18,12 @@ using cli::field;
 using cli::custom;
 using cli::kMaxCount;
 using cli::OptionSpec;
-constexpr auto integer = cli::OptionType::integer;
-constexpr auto number = cli::OptionType::number;
-constexpr auto choice = cli::OptionType::choice;
-constexpr auto boolean = cli::OptionType::boolean;
-constexpr auto text = cli::OptionType::text;
-constexpr auto path = cli::OptionType::path;
+using namespace cli::option_types;
 using Common = CommonTrainOptions;
 
 // Learning rates above 10, and temperature-like coefficients above 100, are far past any
 // useful value: a larger one is a typo.
-constexpr Bounds kLr{.min = 0, .max = 10, .exclusive_min = true};
+constexpr Bounds kLr{.min = 0, .max = 10};   // 0: the step changes nothing (a loss measured as it is)
 constexpr Bounds kCoef{.min = 0, .max = 100};
 constexpr Bounds kClip{.min = 0, .max = 100, .exclusive_min = true};
 
@@ -140,16 +135,12 @@ const cli::OptionSchema<Common>& common_schema() {
                                   .doc = "tensor-parallel degree under `mpirun`: ranks = devices × N, each model split N ways over the tp "
                                          "ranks of a device, the devices data parallel (below, \"Tensor parallel under mpirun\"); with "
                                          "`--schedule` the schedule's devices × N"}),
-      custom<Common>([](CLI::App& app, Common& o, const OptionSpec&) { return backend::add_device_option(app, o.device); },
-                        {.flag = "--device", .type = text,
-                         .doc = "where the model runs: `cpu`, or `cuda` / `cuda:N` (GPU N). Where braid was built without CUDA, no "
+      backend::device_entry<Common>(&Common::device, "where the model runs: `cpu`, or `cuda` / `cuda:N` (GPU N). Where braid was built without CUDA, no "
                                 "GPU or driver is present, `--device cuda` exits 2 saying which; any other value exits 2 naming "
-                                "`--device`; every mode, the fused pipeline (`--schedule`) too"}),
-      custom<Common>([](CLI::App& app, Common& o, const OptionSpec&) { return backend::add_dtype_option(app, o.dtype); },
-                        {.flag = "--dtype", .type = choice, .choices = {"f32", "bf16"},
-                         .doc = "storage of the weights the passes read; with bf16 (half the weight memory) AdamW keeps an f32 "
+                                "`--device`; every mode, the fused pipeline (`--schedule`) too"),
+      backend::dtype_entry<Common>(&Common::dtype, "storage of the weights the passes read; with bf16 (half the weight memory) AdamW keeps an f32 "
                                 "master copy, updates it and rounds it into the bf16 copy each step; the checkpoint written is the "
-                                "f32 master. Gradients and moments stay f32. Every mode, `--schedule` too"}),
+                                "f32 master. Gradients and moments stay f32. Every mode, `--schedule` too"),
       field<Common>(&Common::stats, {.flag = "--stats", .type = path,
                                     .help = "Write timings and per-step losses (braid.stagestats JSON) to this file",
                                     .show_default = false,
