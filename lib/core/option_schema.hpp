@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -53,6 +54,9 @@ struct OptionSpec {
   bool required = false;
   bool show_default = true;          // --help (and the docs) show the default value
   std::string doc = {};              // the docs' table says this instead of help: more than --help has room for
+  // The run file's bounds where they guard more tightly than the tool's (a typo guard: a
+  // learning rate above 10); else `bounds`.
+  std::optional<Bounds> run_file_bounds = {};
 
   // The long flag ("--output" of "-o,--output"); a positional's name.
   std::string name() const;

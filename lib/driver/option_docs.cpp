@@ -98,9 +98,10 @@ std::vector<OptionRow> tool_rows(const std::string& name, const cli::OptionSchem
   return rows_over({mode_of(name, schema, o, app)}, [](const OptionSpec&) { return true; });
 }
 
-std::string value_of(const OptionSpec& s) {
+// The value an option takes; the run file's table (run_file) shows the run file's bounds.
+std::string value_of(const OptionSpec& s, bool run_file = false) {
   std::string bounds;
-  const auto& b = s.bounds;
+  const auto& b = run_file ? s.run_file_bounds.value_or(s.bounds) : s.bounds;
   const bool open_top = !b.max || *b.max >= cli::kMaxCount;
   if (b.min && open_top) bounds = fmt::format(" {} {}", b.exclusive_min ? ">" : "≥", *b.min);
   if (b.min && !open_top) bounds = fmt::format(" in {}{}, {}]", b.exclusive_min ? "(" : "[", *b.min, *b.max);
@@ -161,7 +162,7 @@ std::string option_table_markdown(const std::string& table) {
     out = "| key | value | sets | only under |\n|---|---|---|---|\n";
     for (const auto& r : rows) {
       const bool critic = r.spec.key == "critic_lr" || r.spec.key == "value_clip";
-      out += fmt::format("| `{}.{}` | {} | {} | {} |\n", r.modes, r.spec.key, cell(value_of(r.spec)), flags_of(r.spec),
+      out += fmt::format("| `{}.{}` | {} | {} | {} |\n", r.modes, r.spec.key, cell(value_of(r.spec, true)), flags_of(r.spec),
                          critic ? "ppo" : "");
     }
     return out;

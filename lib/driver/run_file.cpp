@@ -60,10 +60,10 @@ ToolFlags read_settings(Checker& c, const json& obj, const std::string& where, c
     if (!obj.contains(s.key)) continue;
     switch (s.type) {
       case cli::OptionType::integer:
-        if (auto v = c.integer(obj, where, s.key, s.bounds)) flags.emplace_back(s.name(), fmt::format("{}", *v));
+        if (auto v = c.integer(obj, where, s.key, s.run_file_bounds.value_or(s.bounds))) flags.emplace_back(s.name(), fmt::format("{}", *v));
         break;
       case cli::OptionType::number:
-        if (auto v = c.number(obj, where, s.key, s.bounds)) flags.emplace_back(s.name(), fmt::format("{}", *v));
+        if (auto v = c.number(obj, where, s.key, s.run_file_bounds.value_or(s.bounds))) flags.emplace_back(s.name(), fmt::format("{}", *v));
         break;
       case cli::OptionType::boolean:
         if (auto v = c.boolean(obj, where, s.key)) flags.emplace_back(*v ? s.name() : s.negation, "");

@@ -21,9 +21,12 @@ using cli::OptionSpec;
 using namespace cli::option_types;
 using Common = CommonTrainOptions;
 
-// Learning rates above 10, and temperature-like coefficients above 100, are far past any
-// useful value: a larger one is a typo.
-constexpr Bounds kLr{.min = 0, .max = 10};   // 0: the step changes nothing (a loss measured as it is)
+// Coefficients above 100 are far past any useful value: a larger one is a typo. A learning
+// rate of 0 makes a step that changes nothing (a loss measured as it is) and a huge one
+// makes training diverge, which is refused naming the file (tests/io/cli_reliability.sh);
+// the run file takes (0, 10], a larger one being a typo there.
+constexpr Bounds kLr{.min = 0};
+constexpr Bounds kRunFileLr{.min = 0, .max = 10, .exclusive_min = true};
 constexpr Bounds kCoef{.min = 0, .max = 100};
 constexpr Bounds kClip{.min = 0, .max = 100, .exclusive_min = true};
 
@@ -35,7 +38,8 @@ const cli::OptionSchema<Common>& common_schema() {
                                  .help = "Peak learning rate (AdamW; after warmup, see --lr-schedule)",
                                  .key = "lr", .bounds = kLr,
                                   .doc = "AdamW's peak learning rate, reached after `--warmup-steps` [0] of linear warmup "
-                                         "(`lr·(step+1)/warmup`); ppo's critic has `--critic-lr` [5e-5]"}),
+                                         "(`lr·(step+1)/warmup`); ppo's critic has `--critic-lr` [5e-5]",
+                                  .run_file_bounds = kRunFileLr}),
       field<Common>(&Common::warmup_steps,
                    {.flag = "--warmup-steps", .type = integer,
                     .help = "Linear warmup over this many optimizer steps (the optimizer's global step, as its state "
@@ -265,7 +269,7 @@ cli::OptionSchema<RlCommand> rl_schema(bool ppo) {
                                                      .show_default = false}),
             field<RlCommand>(&RlCommand::critic_lr, {.flag = "--critic-lr", .type = number,
                                                     .help = "The critic's learning rate", .key = "critic_lr",
-                                                    .bounds = kLr}),
+                                                    .bounds = kLr, .run_file_bounds = kRunFileLr}),
             field<RlCommand>(&RlCommand::value_clip, {.flag = "--value-clip", .type = number,
                                                      .help = "ε of the clipped value loss (<= 0: unclipped)",
                                                      .key = "value_clip", .bounds = {.max = 100}}),
