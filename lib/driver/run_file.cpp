@@ -8,121 +8,70 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
+#include "core/option_schema.hpp"
 #include "data/fields.hpp"
 #include "driver/layout.hpp"
+#include "generate/option_schema.hpp"
 #include "rl/algorithms.hpp"
 #include "score/command.hpp"
+#include "score/options.hpp"
 #include "score/text_reward.hpp"
+#include "train/option_schema.hpp"
 
 namespace braid::driver {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Upper bounds of the run file's settings (docs/formats-run.md): a count or a length
-// of 2^31 or more does not fit the stage tools' integers; lr <= 10, temperature, KL and
-// clip coefficients <= 100 are far past any useful value, so a larger one is a typo.
-constexpr double kMaxLength = 2147483647.0;  // 2^31 - 1
-constexpr double kMaxCount = 2147483647.0;
+// The limit of a count or a length in the run file's own sections (eval).
+constexpr double kMaxLength = cli::kMaxCount;
+using cli::kMaxCount;
 
-// One option of a stage tool that the run file may set: its key in the run file, its
-// kind, and its bounds or choices. The flag is the key with dashes; a boolean is the
-// flag alone (true) or with "no-" (false).
-struct Setting {
-  enum Kind { integer, number, choice, boolean };
-  const char* key;
-  Kind kind;
-  Bounds bounds = {};
-  std::vector<std::string> choices = {};
-};
-
-const std::vector<Setting>& generate_settings() {
-  static const std::vector<Setting> s = {
-      {"samples_per_prompt", Setting::integer, {.min = 1, .max = kMaxCount}},
-      {"max_new_tokens", Setting::integer, {.min = 1, .max = kMaxLength}},
-      {"temperature", Setting::number, {.min = 0, .max = 100}},
-      {"top_p", Setting::number, {.min = 0, .max = 1, .exclusive_min = true}},
-      {"top_k", Setting::integer, {.min = 0, .max = kMaxLength}},
-      {"max_batch", Setting::integer, {.min = 1, .max = kMaxCount}},
-      {"shard_size", Setting::integer, {.min = 1, .max = kMaxCount}},
-      {"limit", Setting::integer, {.min = 1, .max = kMaxLength}},
-  };
-  return s;
-}
-
-const std::vector<Setting>& score_settings() {
-  static const std::vector<Setting> s = {
-      {"kl_coef", Setting::number, {.min = 0, .max = 100}},
-      {"kl_estimator", Setting::choice, {}, {"k1", "k2", "k3"}},
-      {"gamma", Setting::number, {.min = 0, .max = 1}},
-      {"lambda", Setting::number, {.min = 0, .max = 1}},
-      {"norm_by_std", Setting::boolean},
-      {"overlong_buffer", Setting::integer, {.min = 0, .max = kMaxLength}},
-      {"overlong_penalty", Setting::number, {.min = 0, .max = 100, .exclusive_min = true}}};
-  return s;
-}
-
-// Every policy algorithm's loss takes the same switches; PPO trains a critic beside the actor.
-std::vector<Setting> train_settings(const std::string& algorithm) {
-  std::vector<Setting> s = {{"lr", Setting::number, {.min = 0, .max = 10, .exclusive_min = true}},
-                            {"epochs", Setting::integer, {.min = 1, .max = 1000}},
-                            {"mini_batch", Setting::integer, {.min = 1, .max = kMaxCount}},
-                            {"micro_tokens", Setting::integer, {.min = 1, .max = kMaxLength}},
-                            {"clip", Setting::number, {.min = 0, .max = 100, .exclusive_min = true}},
-                            {"clip_low", Setting::number, {.min = 0, .max = 100, .exclusive_min = true}},
-                            {"clip_high", Setting::number, {.min = 0, .max = 100, .exclusive_min = true}},
-                            {"loss_agg", Setting::choice, {}, {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean"}},
-                            {"entropy_coef", Setting::number, {.min = 0, .max = 100}},
-                            {"kl_coef", Setting::number, {.min = 0, .max = 100}},
-                            {"kl_estimator", Setting::choice, {}, {"k1", "k2", "k3"}},
-                            {"sequence_ratio", Setting::boolean},
-                            {"tis_cap", Setting::number, {.min = 0, .max = 1e6}},
-                            {"normalize_advantages", Setting::boolean},
-                            {"warmup_steps", Setting::integer, {.min = 0, .max = kMaxCount}},
-                            {"min_lr", Setting::number, {.min = 0, .max = 10}},
-                            {"recompute", Setting::integer, {.min = 0, .max = kMaxCount}},  // braid-train --recompute
-                            {"lora_rank", Setting::integer, {.min = 0, .max = 65536}},      // --lora-rank (the actor)
-                            {"lora_alpha", Setting::number, {.min = 0, .max = 1e6, .exclusive_min = true}}};
-  const auto a = rl::algorithm_named(algorithm);
-  if (a && a->critic) {
-    s.push_back({"critic_lr", Setting::number, {.min = 0, .max = 10, .exclusive_min = true}});
-    s.push_back({"value_clip", Setting::number, {.min = 0, .max = 100, .exclusive_min = true}});
+// The stage tools' options the run file may set: those of their schemas with a key
+// (lib/generate/option_schema.cpp, lib/score/options.cpp, lib/train/option_schema.cpp).
+std::vector<cli::OptionSpec> keyed(const std::vector<cli::OptionSpec>& specs) {
+  std::vector<cli::OptionSpec> out;
+  for (const auto& s : specs) {
+    if (!s.key.empty()) out.push_back(s);
   }
+  return out;
+}
+const std::vector<cli::OptionSpec>& generate_settings() {
+  static const auto s = keyed(cli::specs_of(gen::generate_schema()));
+  return s;
+}
+const std::vector<cli::OptionSpec>& score_settings() {
+  static const auto s = keyed(cli::specs_of(score::score_schema()));
   return s;
 }
 
-std::vector<std::string> keys_of(const std::vector<Setting>& settings, std::vector<std::string> extra = {}) {
-  for (const auto& s : settings) extra.emplace_back(s.key);
+std::vector<std::string> keys_of(const std::vector<cli::OptionSpec>& settings, std::vector<std::string> extra = {}) {
+  for (const auto& s : settings) extra.push_back(s.key);
   return extra;
 }
 
-std::string flag_of(std::string key) {
-  for (auto& ch : key) {
-    if (ch == '_') ch = '-';
-  }
-  return "--" + key;
-}
-
-// Reads the settings present in obj (the others keep the tool's default).
-ToolFlags read_settings(Checker& c, const json& obj, const std::string& where, const std::vector<Setting>& settings) {
+// Reads the settings present in obj (the others keep the tool's default), checked by their
+// schema's type, bounds and choices, as the flags that set them; a boolean is its flag
+// (true) or its negation (false).
+ToolFlags read_settings(Checker& c, const json& obj, const std::string& where, const std::vector<cli::OptionSpec>& settings) {
   ToolFlags flags;
   if (!obj.is_object()) return flags;
   for (const auto& s : settings) {
     if (!obj.contains(s.key)) continue;
-    switch (s.kind) {
-      case Setting::integer:
-        if (auto v = c.integer(obj, where, s.key, s.bounds)) flags.emplace_back(flag_of(s.key), fmt::format("{}", *v));
+    switch (s.type) {
+      case cli::OptionType::integer:
+        if (auto v = c.integer(obj, where, s.key, s.run_file_bounds.value_or(s.bounds))) flags.emplace_back(s.name(), fmt::format("{}", *v));
         break;
-      case Setting::number:
-        if (auto v = c.number(obj, where, s.key, s.bounds)) flags.emplace_back(flag_of(s.key), fmt::format("{}", *v));
+      case cli::OptionType::number:
+        if (auto v = c.number(obj, where, s.key, s.run_file_bounds.value_or(s.bounds))) flags.emplace_back(s.name(), fmt::format("{}", *v));
         break;
-      case Setting::choice:
-        if (auto v = c.string(obj, where, s.key, s.choices)) flags.emplace_back(flag_of(s.key), *v);
+      case cli::OptionType::boolean:
+        if (auto v = c.boolean(obj, where, s.key)) flags.emplace_back(*v ? s.name() : s.negation, "");
         break;
-      case Setting::boolean:
-        if (auto v = c.boolean(obj, where, s.key)) {
-          flags.emplace_back(*v ? flag_of(s.key) : "--no-" + flag_of(s.key).substr(2), "");
-        }
+      case cli::OptionType::choice:
+      case cli::OptionType::text:
+      case cli::OptionType::path:
+        if (auto v = c.string(obj, where, s.key, s.choices)) flags.emplace_back(s.name(), *v);
         break;
     }
   }
@@ -336,16 +285,15 @@ void check_clip_range(Checker& c, const json& train, const std::string& algorith
                           high, low, algorithm, a->clip_low, a->clip_high));
 }
 
-// train.lr_schedule: braid-train's --lr-schedule; a decay spans the whole run (plan.cpp
-// passes --lr-calls, the iterations left), and its floor lies below the peak.
-void read_lr_schedule(Checker& c, const json& train, RunSpec& spec) {
+// train.min_lr: the floor of the learning rate's decay (train.lr_schedule, which spans the
+// whole run: plan.cpp passes --lr-calls, the iterations left) lies below the peak.
+void check_min_lr(Checker& c, const json& train) {
   if (train.contains("min_lr") && train.contains("lr") && train["min_lr"].is_number() && train["lr"].is_number() &&
       train["min_lr"].get<double>() > train["lr"].get<double>()) {
     c.fail("train.min_lr", "must not exceed train.lr (the decay ends at min_lr)");
   }
-  if (!train.contains("lr_schedule")) return;
-  if (auto kind = c.string(train, "train", "lr_schedule", {"constant", "cosine", "linear"})) {
-    spec.train.emplace_back("--lr-schedule", *kind);
+  if (train.contains("min_lr") && (!train.contains("lr_schedule") || train["lr_schedule"] == "constant")) {
+    c.fail("train.min_lr", "only with train.lr_schedule cosine or linear (a constant rate has no decay to end)");
   }
 }
 
@@ -814,13 +762,25 @@ RunSpec load_run_file(const fs::path& path) {
                                               spec.algorithm));
     }
   }
+  if (const auto algorithm = rl::algorithm_named(spec.algorithm)) {
+    // What braid-score would refuse as set but not read under this algorithm (score/command.cpp).
+    if (score.contains("lambda") && !algorithm->critic) {
+      c.fail("score.lambda", fmt::format("only GAE (ppo) has a λ; {} does not read it", spec.algorithm));
+    }
+    if (score.contains("gamma") && rl::grouped(algorithm->estimator)) {
+      c.fail("score.gamma", fmt::format("{}'s group advantages take no discount", spec.algorithm));
+    }
+    if (score.contains("overlong_penalty") && !score.contains("overlong_buffer") && !(algorithm->overlong_fraction > 0)) {
+      c.fail("score.overlong_penalty", fmt::format("no overlong shaping under {} without score.overlong_buffer", spec.algorithm));
+    }
+  }
   read_kl_control(c, score, spec);
   const json& train = section("train");
-  const auto train_keys = train_settings(spec.algorithm);
-  c.no_unknown_keys(train, "train", keys_of(train_keys, {"schedule", "ranks", "lr_schedule", "fuse"}));
+  const auto train_keys = train::train_run_file_specs(spec.algorithm);
+  c.no_unknown_keys(train, "train", keys_of(train_keys, {"schedule", "ranks", "fuse"}));
   spec.train = read_settings(c, train, "train", train_keys);
   check_clip_range(c, train, spec.algorithm);
-  read_lr_schedule(c, train, spec);
+  check_min_lr(c, train);
   if (train.contains("schedule")) {
     if (auto s = c.string(train, "train", "schedule")) {
       spec.schedule = resolve(dir, *s);

@@ -40,6 +40,35 @@ double default_kl_coef(const std::string& algorithm) {
   return a && a->kl_reward_coef ? *a->kl_reward_coef : 0.0;
 }
 
+namespace {
+
+// An option set to other than its default where these settings never read it is refused,
+// naming it: the user asked for something this does not do (the option audit,
+// tests/audit/option_effects.tsv).
+void refuse_unused(const CommandOptions& o, const ScoreSettings& s) {
+  const CommandOptions d;
+  const auto refuse = [&](bool set, const std::string& what) {
+    if (set) throw UsageError(what + ": leave it out");
+  };
+  refuse(o.lambda != d.lambda && !s.uses_critic(),
+         fmt::format("--lambda {}: only GAE (ppo) has a λ; --algorithm {} does not read it", o.lambda, s.algorithm));
+  refuse(o.gamma != d.gamma && s.grouped(),
+         fmt::format("--gamma {}: --algorithm {}'s group advantages take no discount", o.gamma, s.algorithm));
+  refuse(o.std_eps != d.std_eps && !(s.estimator == rl::Estimator::group && s.std_normalize),
+         fmt::format("--std-eps {}: only group advantages divided by the group's std read it (--algorithm {}{})",
+                     o.std_eps, s.algorithm, s.estimator == rl::Estimator::group ? " with --no-norm-by-std" : ""));
+  refuse(o.samples_per_prompt != d.samples_per_prompt && !s.grouped(),
+         fmt::format("--samples-per-prompt {}: --algorithm {} has no groups", o.samples_per_prompt, s.algorithm));
+  const bool overlong = s.overlong_buffer > 0 || (s.overlong_buffer < 0 && s.overlong_fraction > 0);
+  refuse(o.overlong_penalty != d.overlong_penalty && !overlong,
+         fmt::format("--overlong-penalty {}: no overlong shaping is on (--overlong-buffer N > 0 turns it on)",
+                     o.overlong_penalty));
+  refuse(o.reward_cmd_timeout != d.reward_cmd_timeout && o.reward_cmd.empty(),
+         fmt::format("--reward-cmd-timeout {}: only with --reward-cmd", o.reward_cmd_timeout));
+}
+
+}  // namespace
+
 ScoreSettings settings_from(const CommandOptions& o) {
   const auto algorithm = rl::algorithm_named(o.algorithm);
   if (!algorithm) {
@@ -85,6 +114,7 @@ ScoreSettings settings_from(const CommandOptions& o) {
   s.overlong_buffer = o.overlong_buffer.value_or(-1);
   s.overlong_fraction = algorithm->overlong_fraction;
   s.overlong_penalty = o.overlong_penalty;
+  refuse_unused(o, s);
   return s;
 }
 

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -232,6 +233,25 @@ void check_common(const CommonTrainOptions& c) {
   }
   if (c.total_steps < 0) throw UsageError("--total-steps must be >= 0 (0: from --lr-calls)");
   if (c.lr_calls < 1) throw UsageError("--lr-calls must be at least 1");
+  // An option given where nothing reads it is refused, naming it (the option audit,
+  // tests/audit/option_effects.tsv).
+  const auto given = [&](const std::string& name) {
+    return std::find(c.options_given.begin(), c.options_given.end(), name) != c.options_given.end();
+  };
+  for (const char* name : {"--min-lr", "--total-steps", "--lr-calls"}) {
+    if (c.lr_schedule == "constant" && given(name)) {
+      throw UsageError(fmt::format("{}: the learning rate is constant (--lr-schedule constant) and has no decay to "
+                                   "shape: give --lr-schedule cosine or linear, or leave {} out",
+                                   name, name));
+    }
+  }
+  for (const char* name : {"--lora-alpha", "--rslora", "--lora-targets"}) {
+    if (!c.lora.enabled() && given(name)) {
+      throw UsageError(fmt::format("{}: shapes fresh LoRA adapters, which only --lora-rank R > 0 makes (an adapter "
+                                   "file given as the model keeps its own): leave {} out or give --lora-rank",
+                                   name, name));
+    }
+  }
 }
 
 namespace {

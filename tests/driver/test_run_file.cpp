@@ -711,7 +711,7 @@ BOOST_AUTO_TEST_CASE(algorithms_and_their_switches) {
   BOOST_TEST(flag(dapo.train, "--clip-high") == "0.3");
   BOOST_TEST(flag(dapo.train, "--loss-agg") == "seq-mean-token-sum");
   BOOST_TEST(flag(dapo.train, "--normalize-advantages") == "");
-  BOOST_TEST(flag(dapo.train, "--no-sequence-ratio") == "");
+  BOOST_TEST(flag(dapo.train, "--token-ratio") == "");   // braid-train has no --no-sequence-ratio
   BOOST_TEST(flag(dapo.train, "--tis-cap") == "2");
   const Layout layout(test::scratch("algo_dapo") / "out");
   const Step train = train_step(dapo, layout, {}, 1);

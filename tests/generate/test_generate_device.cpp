@@ -94,6 +94,7 @@ BOOST_AUTO_TEST_CASE(continuous_batching_equals_one_at_a_time) {
   }
 }
 
+// braid-generate --no-cuda-graphs (or BRAID_CUDA_GRAPHS=0) runs the steps eagerly: the same samples.
 BOOST_AUTO_TEST_CASE(graphs_on_equal_graphs_off) {
   const auto m = model_on(*g_backend);
   const auto ps = prompts();

@@ -99,7 +99,7 @@ set -e
 # Lengths and sizes the actor cannot hold are refused, not taken (the config has 256 positions).
 expect_bad positions "max-new-tokens 256 cannot fit: the actor" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" \
   --max-new-tokens 256
-expect_bad huge_length "max-new-tokens 2147483648 cannot fit" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" \
+expect_bad huge_length "max-new-tokens: is 2147483648, must be >= 1 and <= 2147483647" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" \
   --max-new-tokens 2147483648
 expect_bad tiny_cache "but the pool has room for 0" --actor "$S/actor.h5" --prompts "$S/prompts.jsonl" \
   --kv-cache-mb 1e-9

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   braid::driver::add_synth_command(app, verbs);
   braid::driver::add_data_command(app, verbs);
   braid::driver::add_tokenize_command(app, verbs);
+  braid::driver::add_options_command(app, verbs);
 
   return braid::cli::run(app, argc, argv, [&] { return verbs.run(); });
 }

@@ -54,5 +54,7 @@ void add_synth_command(CLI::App& app, Verbs& verbs);
 void add_data_command(CLI::App& app, Verbs& verbs);
 // What a model sees: cmd_tokenize.cpp (braid tokenize).
 void add_tokenize_command(CLI::App& app, Verbs& verbs);
+// The docs' option tables from the tools' option schemas: cmd_options.cpp (braid options).
+void add_options_command(CLI::App& app, Verbs& verbs);
 
 }  // namespace braid::driver

@@ -1,0 +1,137 @@
+// A tool's options, declared once: per option its flag, its key in the run file (when the
+// run file may set it), its type, bounds or choices, and help. From one schema come the
+// CLI11 options (add_schema_options), the run file's checks (lib/driver/run_file.cpp reads
+// the keys, types, bounds and choices) and the docs' option tables (`braid options`).
+//
+//   const OptionSchema<Opts>& schema() {
+//     static const OptionSchema<Opts> s = {
+//         field<Opts>(&Opts::epochs, {.flag = "--epochs", .type = OptionType::integer, .help = "Passes",
+//                                    .key = "epochs", .bounds = {.min = 1, .max = 1000}}),
+//     };
+//     return s;
+//   }
+//   add_schema_options(app, opts, schema());
+#pragma once
+
+#include "core/json.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace braid::cli {
+
+enum class OptionType { integer, number, choice, boolean, text, path };
+std::string_view type_name(OptionType t);
+
+// The types by their names alone, for the schemas' tables (`using namespace cli::option_types;`).
+namespace option_types {
+inline constexpr auto integer = OptionType::integer;
+inline constexpr auto number = OptionType::number;
+inline constexpr auto choice = OptionType::choice;
+inline constexpr auto boolean = OptionType::boolean;
+inline constexpr auto text = OptionType::text;
+inline constexpr auto path = OptionType::path;
+}  // namespace option_types
+
+// The largest count or length a stage tool's integers hold (2^31 - 1).
+inline constexpr double kMaxCount = 2147483647.0;
+
+struct OptionSpec {
+  std::string flag;                  // "--lr", "-o,--output"; a positional's name ("shards")
+  OptionType type = OptionType::text;
+  std::string help;                  // as --help shows it
+  std::string key = {};              // its key in the run file's section; "" when the run file cannot set it
+  Bounds bounds = {};                // integer, number: a value outside is refused (exit 2), here and in the run file
+  std::vector<std::string> choices = {};  // choice: the values taken
+  std::string negation = {};         // boolean: the flag that sets it false ("--no-filter-groups")
+  bool required = false;
+  bool show_default = true;          // --help (and the docs) show the default value
+  std::string doc = {};              // the docs' table says this instead of help: more than --help has room for
+  // The run file's bounds where they guard more tightly than the tool's (a typo guard: a
+  // learning rate above 10); else `bounds`.
+  std::optional<Bounds> run_file_bounds = {};
+
+  // The long flag ("--output" of "-o,--output"); a positional's name.
+  std::string name() const;
+};
+
+// One entry: the spec and how it binds to a field of Opts.
+template <typename Opts>
+struct SchemaEntry {
+  OptionSpec spec;
+  std::function<CLI::Option*(CLI::App&, Opts&)> bind;
+  // The default the docs show where --help shows none: a flag's ("on" or "off"), one made
+  // from a mode's preset; null for the others (the docs show --help's).
+  std::function<std::string(Opts&)> docs_default = {};
+};
+template <typename Opts>
+using OptionSchema = std::vector<SchemaEntry<Opts>>;
+
+// The checks and defaults the spec asks for, on an option already added.
+CLI::Option* decorate(CLI::Option* opt, const OptionSpec& spec);
+
+// The field `get` selects (a member pointer, or a function Opts& -> T&), bound by its type:
+// a bool is a flag (with spec.negation its off switch), anything else a value option.
+template <typename Opts, typename Get>
+SchemaEntry<Opts> field(Get get, OptionSpec spec) {
+  SchemaEntry<Opts> e{std::move(spec), {}};
+  e.bind = [get, s = e.spec](CLI::App& app, Opts& o) -> CLI::Option* {
+    auto& target = std::invoke(get, o);
+    using T = std::remove_reference_t<decltype(target)>;
+    if constexpr (std::is_same_v<T, bool>) {
+      return decorate(app.add_flag(s.negation.empty() ? s.flag : s.flag + ",!" + s.negation, target, s.help), s);
+    } else {
+      return decorate(app.add_option(s.flag, target, s.help), s);
+    }
+  };
+  if constexpr (std::is_same_v<std::remove_reference_t<std::invoke_result_t<Get, Opts&>>, bool>) {
+    e.docs_default = [get](Opts& o) { return std::string(std::invoke(get, o) ? "on" : "off"); };
+  }
+  return e;
+}
+
+// An option bound by hand (a callback, a help text made from the options' presets, a shared
+// helper as backend::add_device_option): `add` adds it, given the spec.
+template <typename Opts>
+SchemaEntry<Opts> custom(std::function<CLI::Option*(CLI::App&, Opts&, const OptionSpec&)> add, OptionSpec spec,
+                         std::function<std::string(Opts&)> docs_default = {}) {
+  SchemaEntry<Opts> e{std::move(spec), {}, std::move(docs_default)};
+  e.bind = [add = std::move(add), s = e.spec](CLI::App& app, Opts& o) { return add(app, o, s); };
+  return e;
+}
+
+// Another schema's entries, bound to the part of Opts that `get` selects (braid-train's
+// common options inside each mode's).
+template <typename Opts, typename Part, typename Get>
+OptionSchema<Opts> nested(const OptionSchema<Part>& part, Get get) {
+  OptionSchema<Opts> out;
+  for (const auto& entry : part) {
+    SchemaEntry<Opts> e{entry.spec, [get, b = entry.bind](CLI::App& app, Opts& o) { return b(app, std::invoke(get, o)); }};
+    if (entry.docs_default) e.docs_default = [get, f = entry.docs_default](Opts& o) { return f(std::invoke(get, o)); };
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+template <typename Opts>
+void add_schema_options(CLI::App& app, Opts& o, const OptionSchema<Opts>& schema) {
+  for (const auto& entry : schema) entry.bind(app, o);
+}
+
+// The specs alone, for the run file's checks and the docs.
+template <typename Opts>
+std::vector<OptionSpec> specs_of(const OptionSchema<Opts>& schema) {
+  std::vector<OptionSpec> out;
+  for (const auto& entry : schema) out.push_back(entry.spec);
+  return out;
+}
+
+
+}  // namespace braid::cli
