@@ -282,10 +282,12 @@ void read_schedule(Checker& c, const fs::path& schedule, RunSpec& spec, bool ran
   if (spec.uses_critic()) spec.critic_stages = stages_of("critic", 1);
 }
 
-// The math rule compares each response with its prompt line's "answer": a prompt file
-// without one is refused now, not after the first generation.
+// The prompt file as the run reads it, refused now rather than at the first iteration: each
+// line through data.fields (a line without a mapped key), and under the math rule, which
+// compares each response with its prompt line's "answer", a line without one.
 void check_prompts_for_reward(Checker& c, const RunSpec& spec) {
-  if (spec.reward.kind != ModelSource::Kind::rule || spec.reward.rule != "math") return;
+  const bool math = spec.reward.kind == ModelSource::Kind::rule && spec.reward.rule == "math";
+  if (!math && !(spec.data && !spec.data->fields.empty())) return;
   if (spec.prompts.empty() || !fs::is_regular_file(spec.prompts)) return;  // reported already
   std::int64_t limit = 0;
   for (const auto& [flag, value] : spec.generate) {
@@ -310,6 +312,7 @@ void check_prompts_for_reward(Checker& c, const RunSpec& spec) {
     c.fail("prompts", e.what());
     return;
   }
+  if (!math) return;
   const auto problems = score::math_prompt_problems(text, spec.prompts.string(), limit);
   constexpr std::size_t kListed = 10;
   for (std::size_t i = 0; i < std::min(problems.size(), kListed); ++i) {
