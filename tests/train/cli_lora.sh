@@ -113,25 +113,25 @@ a, b = (json.load(open(f"lr0-{m}.json"))["calls"]["actor_train"]["per_step"][0][
 assert abs(a - b) <= 1e-5 * abs(a), (a, b)
 PY
 cp -r peft peft-bad
-python3 -c 'import json; c = json.load(open("peft-bad/adapter_config.json")); c["r"] = 8; json.dump(c, open("peft-bad/adapter_config.json", "w"))'
-set +e
-"$B/braid" import peft-bad --base base.h5 -o bad.h5 2> err.txt > /dev/null
-rc=$?
-set -e
-[ "$rc" -eq 2 ] && [ ! -e bad.h5 ] || fail "a PEFT folder of another rank: exit $rc: $(cat err.txt)"
+# bad_peft CHANGE: peft-bad with adapter_config.json's keys CHANGE ('"r": 8') imported:
+# exit 2, nothing written, the message in err.txt.
+bad_peft() {
+  python3 -c "import json, sys; c = json.load(open('peft/adapter_config.json')); c.update(json.loads('{' + sys.argv[1] + '}'))
+json.dump(c, open('peft-bad/adapter_config.json', 'w'))" "$1"
+  set +e
+  "$B/braid" import peft-bad --base base.h5 -o bad.h5 2> err.txt > /dev/null
+  local rc=$?
+  set -e
+  [ "$rc" -eq 2 ] && [ ! -e bad.h5 ] || fail "adapter_config.json with $1: exit $rc: $(cat err.txt)"
+}
+bad_peft '"r": 8'
 grep -q "lora_A.weight" err.txt || fail "the misshapen tensor is not named: $(cat err.txt)"
 # adapter_config.json's optional keys of another type (peft reads them as flags), and a rank
 # past braid's bound, named in adapter_config.json (use_dora "no" ended as an internal error,
 # exit 1; r 100000 was blamed on the weights' shapes).
 for change in '"use_dora": "no"' '"use_rslora": 1' '"r": 100000' '"lora_alpha": 1e300'; do
-  python3 -c "import json, sys; c = json.load(open('peft/adapter_config.json')); c.update(json.loads('{' + sys.argv[1] + '}'))
-json.dump(c, open('peft-bad/adapter_config.json', 'w'))" "$change"
+  bad_peft "$change"
   key=${change%%:*}
-  set +e
-  "$B/braid" import peft-bad --base base.h5 -o bad.h5 2> err.txt > /dev/null
-  rc=$?
-  set -e
-  [ "$rc" -eq 2 ] && [ ! -e bad.h5 ] || fail "adapter_config.json with $change: exit $rc: $(cat err.txt)"
   grep -q "adapter_config.json: ${key//\"/}" err.txt || fail "$change is not named: $(cat err.txt)"
 done
 # The adapter file records the folder and its base by content (io/fingerprint.hpp).
