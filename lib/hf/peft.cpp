@@ -131,6 +131,17 @@ model::LoraOptions parse_adapter_config(const json& cfg, const std::string& cfil
       throw InputError(cfile, key, "is not supported by braid's adapters (every adapted layer alike, nothing else trained)");
   }
   if (flag("use_dora")) throw InputError(cfile, "use_dora", "DoRA is not supported");
+  if (flag("fan_in_fan_out")) throw InputError(cfile, "fan_in_fan_out", "is for Conv1D layers (GPT-2's), not braid's");
+  // Keys that describe rather than make the adapters: of their type all the same.
+  flag("inference_mode");
+  for (const char* key : {"task_type", "base_model_name_or_path", "revision", "peft_version"}) {
+    if (given(key) && !cfg.at(key).is_string()) throw InputError(cfile, key, "must be a string");
+  }
+  if (given("lora_dropout")) {
+    const json& d = cfg.at("lora_dropout");
+    if (!d.is_number() || !(d.get<double>() >= 0 && d.get<double>() < 1))
+      throw InputError(cfile, "lora_dropout", "must be a number in [0, 1)");
+  }
   const json& targets = need("target_modules");
   std::string list;
   if (targets.is_string()) {
