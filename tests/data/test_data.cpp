@@ -142,3 +142,19 @@ BOOST_AUTO_TEST_CASE(braid_data_writes_the_mapped_train_and_heldout_files) {
                                            .fields = {}, .heldout = {.count = 8}, .seed = 1}),
                     UsageError);
 }
+
+// A prompt line nested 100,000 deep is a bad line, named (braid data died of a stack
+// overflow, SIGSEGV, on it).
+BOOST_AUTO_TEST_CASE(a_line_nested_too_deep_is_named) {
+  data::FieldMap map;
+  BOOST_TEST(!data::add_field(map, "prompt=question"));
+  const std::string line = R"({"question": )" + std::string(100000, '[') + std::string(100000, ']') + "}\n";
+  try {
+    data::map_lines(line, "deep.jsonl", map);
+    BOOST_FAIL("a line 100,000 deep was read");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    BOOST_TEST(what.find("deep.jsonl:1: line 1, column ") != std::string::npos, what);
+    BOOST_TEST(what.find("JSON nested deeper than 512") != std::string::npos, what);
+  }
+}
