@@ -755,8 +755,9 @@ RunSpec load_run_file(const fs::path& path) {
   if (doc.contains("tools")) {
     if (auto tools = c.string(doc, "", "tools")) {
       spec.tools = resolve(dir, *tools);
-      const json schemas = fs::is_regular_file(*spec.tools) ? json::parse(read_text_file(spec.tools->string()), nullptr, false)
-                                                             : json();
+      const std::string text = fs::is_regular_file(*spec.tools) ? read_text_file(spec.tools->string()) : "";
+      // nlohmann recurses: a file 100,000 deep overflowed the stack
+      const json schemas = json_depth_problem(text) ? json() : json::parse(text, nullptr, false);
       if (!schemas.is_array()) c.fail("tools", "must name a JSON file holding an array of tool schemas: " + spec.tools->string());
     }
   }
