@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 seconds=${1:-600}
 [[ $# -gt 0 ]] && shift
-all=(sample_shard weight_shard safetensors tokenizer jinja run_file schedspec schedule experiment profile model_config)
+all=(sample_shard weight_shard safetensors peft tokenizer jinja run_file schedspec schedule experiment profile model_config)
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all[@]}")
 jobs=${FUZZ_JOBS:-2}
@@ -55,6 +55,7 @@ seeds() {
   case $1 in
     sample_shard|weight_shard) ls "$f"/io/*.h5 "$f"/model/*.h5 "$root"/fuzz/seeds/sample_shard/*.h5 "$root"/fuzz/seeds/weight_shard/*.h5 ;;
     safetensors) ls "$f"/hf/*.safetensors "$f"/hf/tiny_llama/*.safetensors ;;
+    peft) ls "$root"/fuzz/seeds/peft/*.json ;;
     tokenizer) ls "$f"/tokenizer/*/tokenizer.json ;;
     jinja) mkdir -p "$build/seeds-jinja"  # the chat templates of the real models' fixtures
       python3 -c 'import json, sys, os

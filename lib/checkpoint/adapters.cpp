@@ -141,4 +141,9 @@ void load_adapters(model::Model& m, const AdapterFile& file) {
   }
 }
 
+void add_checkpoint_input(io::MadeFrom& m, const std::string& role, const std::filesystem::path& spec) {
+  m.add_input(role, checkpoint_files(spec));
+  if (const auto adapters = read_adapter_file(spec)) m.add_input(role + " base", checkpoint_files(adapters->base));
+}
+
 }  // namespace braid::checkpoint

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "checkpoint/checkpoint.hpp"
+#include "io/fingerprint.hpp"
 #include "model/model.hpp"
 
 #include <filesystem>
@@ -36,6 +37,10 @@ struct AdapterFile {
 // The adapter file's header when spec names one (a file of kind "adapters"); nullopt for any
 // other checkpoint. InputError naming the file and the key when its adapter_config is bad.
 std::optional<AdapterFile> read_adapter_file(const std::filesystem::path& spec);
+
+// Records the checkpoint `spec` as the input `role` of m (its files by content) and, when it
+// is an adapter file, its base as `role base`: the adapters alone do not make the model.
+void add_checkpoint_input(io::MadeFrom& m, const std::string& role, const std::filesystem::path& spec);
 
 // Writes m's adapters (f32) as one shard of kind "adapters", atomically, naming `base`
 // relative to path's folder (as given where no relative path leads there). Refuses non-finite

@@ -56,6 +56,10 @@ std::vector<std::string> map_lines(std::string_view text, const std::string& ori
   std::vector<std::string> out, problems;
   for_each_jsonl_line(text, 0, [&](std::int64_t line_no, std::string_view line) {
     json obj;
+    if (const auto deep = json_depth_problem(line)) {  // nlohmann recurses: 100,000 deep overflowed the stack
+      problems.push_back(fmt::format("{}:{}: {}", origin, line_no, *deep));
+      return;
+    }
     try {
       obj = json::parse(line);
     } catch (const json::parse_error& e) {

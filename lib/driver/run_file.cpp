@@ -231,10 +231,12 @@ void read_schedule(Checker& c, const fs::path& schedule, RunSpec& spec, bool ran
   if (spec.uses_critic()) spec.critic_stages = stages_of("critic", 1);
 }
 
-// The math rule compares each response with its prompt line's "answer": a prompt file
-// without one is refused now, not after the first generation.
+// The prompt file as the run reads it, refused now rather than at the first iteration: each
+// line through data.fields (a line without a mapped key), and under the math rule, which
+// compares each response with its prompt line's "answer", a line without one.
 void check_prompts_for_reward(Checker& c, const RunSpec& spec) {
-  if (spec.reward.kind != ModelSource::Kind::rule || spec.reward.rule != "math") return;
+  const bool math = spec.reward.kind == ModelSource::Kind::rule && spec.reward.rule == "math";
+  if (!math && !(spec.data && !spec.data->fields.empty())) return;
   if (spec.prompts.empty() || !fs::is_regular_file(spec.prompts)) return;  // reported already
   std::int64_t limit = 0;
   for (const auto& [flag, value] : spec.generate) {
@@ -259,6 +261,7 @@ void check_prompts_for_reward(Checker& c, const RunSpec& spec) {
     c.fail("prompts", e.what());
     return;
   }
+  if (!math) return;
   const auto problems = score::math_prompt_problems(text, spec.prompts.string(), limit);
   constexpr std::size_t kListed = 10;
   for (std::size_t i = 0; i < std::min(problems.size(), kListed); ++i) {
@@ -700,8 +703,9 @@ RunSpec load_run_file(const fs::path& path) {
   if (doc.contains("tools")) {
     if (auto tools = c.string(doc, "", "tools")) {
       spec.tools = resolve(dir, *tools);
-      const json schemas = fs::is_regular_file(*spec.tools) ? json::parse(read_text_file(spec.tools->string()), nullptr, false)
-                                                             : json();
+      const std::string text = fs::is_regular_file(*spec.tools) ? read_text_file(spec.tools->string()) : "";
+      // nlohmann recurses: a file 100,000 deep overflowed the stack
+      const json schemas = json_depth_problem(text) ? json() : json::parse(text, nullptr, false);
       if (!schemas.is_array()) c.fail("tools", "must name a JSON file holding an array of tool schemas: " + spec.tools->string());
     }
   }

@@ -225,8 +225,9 @@ bool checkpoints_damaged(const Step& step) {
 }
 
 // An iteration's training that looks done but is not this run's (driver/step_identity.hpp):
-// another checkpoint in its place is removed, so that the step is done again; checkpoints
-// trained with other options than the run file gives now are refused unless --force.
+// another checkpoint in its place is to be trained again (its caller removes it, once it knows
+// the step can run); checkpoints trained with other options than the run file gives now are
+// refused unless --force.
 bool train_not_this_runs(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, const Step& train, int i) {
   if (const auto why = foreign_checkpoints(spec, layout, opt, i)) {
     log::warn("{}: {}; it is done again", train.name, *why);
@@ -243,8 +244,6 @@ bool train_not_this_runs(const RunSpec& spec, const Layout& layout, const PlanOp
   } else {
     return false;
   }
-  remove_files(train.outputs);
-  remove_files(train.stale);
   return true;
 }
 
@@ -387,9 +386,14 @@ RunResult run_loop(const RunSpec& spec, const Layout& layout, const PlanOptions&
     }
     if (dynamic_sampling(spec)) rolled_out[static_cast<std::size_t>(i)] = refill(spec, layout, opt, i) || rolled_out[static_cast<std::size_t>(i)];
     std::vector<Step> group;
-    if (rolled_out[static_cast<std::size_t>(i)] || step_due(train) || checkpoints_damaged(train) ||
-        train_not_this_runs(spec, layout, opt, train, i)) {
-      removed(i - 1, train);
+    const bool train_due = rolled_out[static_cast<std::size_t>(i)] || step_due(train) || checkpoints_damaged(train);
+    const bool not_this_runs = !train_due && train_not_this_runs(spec, layout, opt, train, i);
+    if (train_due || not_this_runs) {
+      removed(i - 1, train);  // first: a step that cannot run again keeps the files there
+      if (not_this_runs) {
+        remove_files(train.outputs);
+        remove_files(train.stale);
+      }
       group.push_back(train);
     }
     // Async: the next rollout reads nothing this training writes (rollout_policy), so the

@@ -1,6 +1,7 @@
 #include "generate/stage.hpp"
 
 #include "backend/registry.hpp"
+#include "checkpoint/adapters.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "core/cli.hpp"
 #include "core/clock.hpp"
@@ -448,7 +449,7 @@ std::string generation_record(const StageOptions& o, const ordered_json& config)
     if (key == "stage" || key == "actor" || key == "prompts" || key == "tokenizer" || value.is_object()) continue;
     m.set_option(key, value.is_string() ? value.get<std::string>() : cli::canonical_value(value.dump()));
   }
-  m.add_input("actor", checkpoint::checkpoint_files(o.actor));
+  checkpoint::add_checkpoint_input(m, "actor", o.actor);
   m.add_input_path("prompts", o.prompts);
   m.add_tokenizer(o.tokenizer);
   m.set_output("samples");

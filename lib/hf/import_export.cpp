@@ -184,6 +184,7 @@ std::vector<std::filesystem::path> import_hf(const std::filesystem::path& hf_dir
     meta.has_embedding = s == 0;
     meta.has_head = s + 1 == opt.stages;
     meta.created_by = opt.created_by;
+    meta.made_from = opt.made_from;
     const auto path = checkpoint::stage_path(out, s, opt.stages);
     io::WeightShardWriter w(path, meta);
     const bool tied_copy = s > 0 && cfg.tie_word_embeddings && mo.lm_head && s + 1 == opt.stages;

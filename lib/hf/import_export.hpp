@@ -35,6 +35,7 @@ namespace braid::hf {
 struct ImportOptions {
   int stages = 1;
   std::string created_by;
+  std::string made_from;  // the outputs' made_from record (io/fingerprint.hpp), JSON text
 };
 
 // Returns the files written.

@@ -100,34 +100,48 @@ std::vector<std::filesystem::path> export_merged(const std::filesystem::path& ad
   return files;
 }
 
-std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const std::filesystem::path& base,
-                                  const std::filesystem::path& out, const std::string& created_by) {
-  const auto config_path = peft_dir / "adapter_config.json";
-  const std::string cfile = config_path.string();
-  const json cfg = load_json_file(cfile);
+model::LoraOptions parse_adapter_config(const json& cfg, const std::string& cfile) {
   auto need = [&](const char* key) -> const json& {
-    if (!cfg.is_object() || !cfg.contains(key)) throw InputError(cfile, key, "is missing");
+    if (!cfg.is_object()) throw InputError(cfile, "", "expected a JSON object (PEFT's adapter_config.json)");
+    if (!cfg.contains(key)) throw InputError(cfile, key, "is missing");
     return cfg.at(key);
+  };
+  // Optional keys of peft's: absent or null, else of their type.
+  auto given = [&](const char* key) { return cfg.contains(key) && !cfg.at(key).is_null(); };
+  auto flag = [&](const char* key) {
+    if (!given(key)) return false;
+    if (!cfg.at(key).is_boolean()) throw InputError(cfile, key, "must be true or false");
+    return cfg.at(key).get<bool>();
   };
   if (need("peft_type") != "LORA") throw InputError(cfile, "peft_type", "is not LORA");
   model::LoraOptions lo;
   const json& r = need("r");
-  if (!r.is_number_integer() || r.get<std::int64_t>() < 1) throw InputError(cfile, "r", "must be a positive integer");
+  if (!r.is_number_integer() || r.get<std::int64_t>() < 1 || r.get<std::int64_t>() > model::kMaxLoraRank)
+    throw InputError(cfile, "r", fmt::format("must be an integer in [1, {}]", model::kMaxLoraRank));
   lo.rank = r.get<int>();
   const json& alpha = need("lora_alpha");
-  if (!alpha.is_number() || !(alpha.get<double>() > 0)) throw InputError(cfile, "lora_alpha", "must be > 0");
+  if (!alpha.is_number() || !(alpha.get<double>() > 0) || alpha.get<double>() > model::kMaxLoraAlpha)
+    throw InputError(cfile, "lora_alpha", fmt::format("must be a number in (0, {:g}]", model::kMaxLoraAlpha));
   lo.alpha = alpha.get<double>();
-  if (cfg.contains("use_rslora") && !cfg.at("use_rslora").is_null()) {
-    if (!cfg.at("use_rslora").is_boolean()) throw InputError(cfile, "use_rslora", "must be true or false");
-    lo.rslora = cfg.at("use_rslora").get<bool>();
-  }
-  if (cfg.contains("bias") && cfg.at("bias") != "none")
+  lo.rslora = flag("use_rslora");
+  if (given("bias") && cfg.at("bias") != "none")
     throw InputError(cfile, "bias", "trains biases, which braid's adapters do not hold (only \"none\")");
   for (const char* key : {"modules_to_save", "rank_pattern", "alpha_pattern", "layers_to_transform"}) {
-    if (cfg.contains(key) && !cfg.at(key).is_null() && !cfg.at(key).empty())
+    if (given(key) && !cfg.at(key).empty())
       throw InputError(cfile, key, "is not supported by braid's adapters (every adapted layer alike, nothing else trained)");
   }
-  if (cfg.value("use_dora", false)) throw InputError(cfile, "use_dora", "DoRA is not supported");
+  if (flag("use_dora")) throw InputError(cfile, "use_dora", "DoRA is not supported");
+  if (flag("fan_in_fan_out")) throw InputError(cfile, "fan_in_fan_out", "is for Conv1D layers (GPT-2's), not braid's");
+  // Keys that describe rather than make the adapters: of their type all the same.
+  flag("inference_mode");
+  for (const char* key : {"task_type", "base_model_name_or_path", "revision", "peft_version"}) {
+    if (given(key) && !cfg.at(key).is_string()) throw InputError(cfile, key, "must be a string");
+  }
+  if (given("lora_dropout")) {
+    const json& d = cfg.at("lora_dropout");
+    if (!d.is_number() || !(d.get<double>() >= 0 && d.get<double>() < 1))
+      throw InputError(cfile, "lora_dropout", "must be a number in [0, 1)");
+  }
   const json& targets = need("target_modules");
   std::string list;
   if (targets.is_string()) {
@@ -146,6 +160,14 @@ std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const s
   } catch (const std::invalid_argument& e) {
     throw InputError(cfile, "target_modules", e.what());
   }
+  return lo;
+}
+
+std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const std::filesystem::path& base,
+                                  const std::filesystem::path& out, const std::string& created_by,
+                                  const std::string& made_from) {
+  const std::string cfile = (peft_dir / "adapter_config.json").string();
+  const model::LoraOptions lo = parse_adapter_config(load_json_file(cfile), cfile);
 
   // The base's headers: its config and every adapted weight's shape.
   const io::WeightShardSet shards(checkpoint::checkpoint_files(base));
@@ -165,6 +187,7 @@ std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const s
   meta.layer_end = mc.num_hidden_layers;
   meta.step = 0;
   meta.created_by = created_by;
+  meta.made_from = made_from;
   std::error_code ec;
   const auto folder = std::filesystem::absolute(out, ec).parent_path();
   auto named = std::filesystem::relative(std::filesystem::absolute(base, ec), folder, ec);

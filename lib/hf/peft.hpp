@@ -11,7 +11,9 @@
 // import_peft reads one onto a braid base checkpoint as an adapter file naming it.
 #pragma once
 
+#include "core/json.hpp"
 #include "hf/import_export.hpp"
+#include "model/lora.hpp"
 
 #include <filesystem>
 #include <string>
@@ -33,11 +35,16 @@ std::vector<std::filesystem::path> export_peft(const std::filesystem::path& adap
 std::vector<std::filesystem::path> export_merged(const std::filesystem::path& adapter_file,
                                                  const std::filesystem::path& out_dir, const ExportOptions& opt = {});
 
+// adapter_config.json read (cfile names it in errors): LoRA's rank, alpha, rsLoRA and modules;
+// InputError naming the key where it is not one braid's adapters can be, or not of its type.
+model::LoraOptions parse_adapter_config(const json& cfg, const std::string& cfile);
+
 // A PEFT folder (LoRA, no bias, no modules_to_save, no per-module ranks) onto `base`, a braid
 // checkpoint of the model it adapts: each adapter's shape checked against the base tensor it
 // adapts (headers only). InputError naming the file and the key or tensor otherwise. Returns
 // the adapter file written.
 std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const std::filesystem::path& base,
-                                  const std::filesystem::path& out, const std::string& created_by = "");
+                                  const std::filesystem::path& out, const std::string& created_by = "",
+                                  const std::string& made_from = "");
 
 }  // namespace braid::hf

@@ -58,7 +58,7 @@ class Error : public std::runtime_error {
 struct Limits {
   std::size_t max_output = std::size_t(64) << 20;  // bytes of output, and of any one string built
   std::size_t max_items = 1 << 22;                 // items of any one list built
-  std::int64_t max_steps = 50'000'000;             // expressions and statements evaluated
+  std::int64_t max_steps = 10'000'000;             // expressions and statements evaluated
   int max_depth = 128;                             // nested macro calls, blocks and values
   std::int64_t max_range = 100'000;                // items of range(), as jinja2's sandbox
 };

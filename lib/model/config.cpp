@@ -344,7 +344,7 @@ ModelConfig parse_config(const json& doc, const std::string& origin) {
   }
   // The family first: it decides which keys there are and their defaults.
   const FamilyInfo* fam = &info_of(Family::llama);
-  if (present(doc, "model_type")) {
+  if (doc.contains("model_type")) {  // null too: no family is named so
     const json& mt = doc["model_type"];
     const FamilyInfo* found = nullptr;
     for (const FamilyInfo& i : families()) {
@@ -397,6 +397,22 @@ ModelConfig parse_config(const json& doc, const std::string& origin) {
   cfg.intermediate_size =
       int(c.integer(doc, "", "intermediate_size", {.min = 1, .max = kMaxIntermediate}).value_or(0));
   cfg.vocab_size = int(c.integer(doc, "", "vocab_size", {.min = 1, .max = kMaxVocab}).value_or(0));
+  // The special ids transformers generates with (braid exports them in generation_config.json):
+  // absent, null, or ids of the vocabulary; eos_token_id also a list of them.
+  if (cfg.vocab_size > 0) {
+    const Bounds id{.min = 0, .max = double(cfg.vocab_size - 1)};
+    for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
+      if (!present(doc, key)) continue;
+      if (doc[key].is_array() && std::string_view(key) == "eos_token_id") {
+        for (const auto& [at, item] : c.array_items(doc, "", key, 1)) {
+          if (!item->is_number_integer() || item->get<std::int64_t>() < 0 || item->get<std::int64_t>() >= cfg.vocab_size)
+            c.fail(at, fmt::format("must be a token id in [0, {}] (vocab_size - 1)", cfg.vocab_size - 1));
+        }
+      } else {
+        c.integer(doc, "", key, id);
+      }
+    }
+  }
   cfg.rms_norm_eps =
       c.number(doc, "", "rms_norm_eps", {.min = 0, .max = 1, .exclusive_min = true}, 1e-6).value_or(1e-6);
   cfg.max_position_embeddings = int(c.integer(doc, "", "max_position_embeddings", {.min = 1, .max = kMaxPositions},

@@ -70,9 +70,11 @@ std::string describe(const LoraOptions& o) {
 }
 
 void check_lora(const LoraOptions& o) {
-  if (o.rank < 0) throw std::invalid_argument(fmt::format("LoRA rank must be >= 0, not {}", o.rank));
+  if (o.rank < 0 || o.rank > kMaxLoraRank)
+    throw std::invalid_argument(fmt::format("LoRA rank must be in [0, {}], not {}", kMaxLoraRank, o.rank));
   if (!o.enabled()) return;
-  if (!(o.alpha > 0)) throw std::invalid_argument(fmt::format("LoRA alpha must be > 0, not {}", o.alpha));
+  if (!(o.alpha > 0 && o.alpha <= kMaxLoraAlpha))
+    throw std::invalid_argument(fmt::format("LoRA alpha must be in (0, {:g}], not {}", kMaxLoraAlpha, o.alpha));
   if (o.dropout != 0) throw std::invalid_argument("LoRA dropout is not implemented: it must be 0");
   for (const std::string& t : o.targets)
     if (std::find(lora_modules().begin(), lora_modules().end(), t) == lora_modules().end())

@@ -13,6 +13,11 @@ namespace braid::model {
 // a layer runs them.
 const std::vector<std::string>& lora_modules();
 
+// Bounds of a rank and an alpha (a run file's train.lora_rank and lora_alpha, PEFT's r and
+// lora_alpha, braid-train's --lora-rank and --lora-alpha).
+constexpr int kMaxLoraRank = 65536;
+constexpr double kMaxLoraAlpha = 1e6;
+
 struct LoraOptions {
   int rank = 0;                      // 0: no adapters
   double alpha = 16;
@@ -34,8 +39,8 @@ bool same_adapters(const LoraOptions& a, const LoraOptions& b);
 // "rank 8, alpha 16 on q_proj,k_proj" (", rsLoRA" when it is).
 std::string describe(const LoraOptions& o);
 
-// std::invalid_argument when the options cannot be used (rank < 0, alpha <= 0, dropout outside
-// [0, 1), an unknown target).
+// std::invalid_argument when the options cannot be used (rank outside [0, kMaxLoraRank], alpha
+// outside (0, kMaxLoraAlpha], dropout not 0, an unknown target).
 void check_lora(const LoraOptions& o);
 
 }  // namespace braid::model

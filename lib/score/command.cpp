@@ -1,6 +1,7 @@
 #include "score/command.hpp"
 
 #include "backend/registry.hpp"
+#include "checkpoint/adapters.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "comm/communicator.hpp"
 #include "comm/device_group.hpp"
@@ -157,9 +158,9 @@ io::MadeFrom score_record(const CommandOptions& o, const json& config, bool use_
   }
   if (!o.reward_rule.empty()) m.set_option("reward_rule", o.reward_rule);
   if (!o.reward_cmd.empty()) m.set_option("reward_cmd", o.reward_cmd);
-  if (!o.ref.empty()) m.add_input("ref", checkpoint::checkpoint_files(o.ref));
-  if (use_critic) m.add_input("critic", checkpoint::checkpoint_files(o.critic));
-  if (!o.reward.empty()) m.add_input("reward", checkpoint::checkpoint_files(o.reward));
+  if (!o.ref.empty()) checkpoint::add_checkpoint_input(m, "ref", o.ref);
+  if (use_critic) checkpoint::add_checkpoint_input(m, "critic", o.critic);
+  if (!o.reward.empty()) checkpoint::add_checkpoint_input(m, "reward", o.reward);
   if (text_reward) m.add_tokenizer(o.tokenizer);
   m.set_output("scored");
   return m;

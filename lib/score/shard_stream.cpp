@@ -127,13 +127,19 @@ std::int64_t ShardStream::samples_per_prompt_of(const io::SampleShardMeta& meta,
                                    "give {})",
                                    found, opt_.samples_per_prompt, found));
     }
-    return opt_.samples_per_prompt;
-  }
-  if (found <= 0) {
+  } else if (found <= 0) {
     throw InputError(input, "attribute config",
                      "has no samples_per_prompt (GRPO groups samples by prompt): pass --samples-per-prompt N");
   }
-  return found;
+  const std::int64_t group = opt_.samples_per_prompt > 0 ? opt_.samples_per_prompt : found;
+  if (group < 2) {
+    throw InputError(input, "attribute config",
+                     fmt::format("samples_per_prompt is 1: under {} a sample's advantage is its reward against the "
+                                 "others of its prompt's group, and a group of one has none (every advantage would be "
+                                 "0); generate 2 or more samples per prompt",
+                                 scorer_->settings().algorithm));
+  }
+  return group;
 }
 
 void ShardStream::record_rewards(const io::SampleBatch& b, const std::string& input) {

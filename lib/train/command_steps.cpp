@@ -174,13 +174,6 @@ io::MadeFrom command_record(const std::string& mode, const CommonTrainOptions& c
   return m;
 }
 
-void add_checkpoint_input(io::MadeFrom& m, const std::string& role, const std::string& spec) {
-  m.add_input(role, checkpoint::checkpoint_files(spec));
-  if (const auto adapters = checkpoint::read_adapter_file(spec)) {
-    m.add_input(role + " base", checkpoint::checkpoint_files(adapters->base));
-  }
-}
-
 model::LoraOptions fresh_adapters(const CommonTrainOptions& c, const std::string& spec) {
   return c.lora.enabled() && !checkpoint::read_adapter_file(spec) ? c.lora : model::LoraOptions{};
 }

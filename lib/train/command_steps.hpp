@@ -57,9 +57,6 @@ void load_state(optim::AdamW& opt, const model::Model& m, const std::string& cal
 // The record of what makes this command's outputs (io/fingerprint.hpp): "braid-train MODE"
 // and the options; the caller adds the inputs.
 io::MadeFrom command_record(const std::string& mode, const CommonTrainOptions& c);
-// A checkpoint among a record's inputs: its files and, for a LoRA adapter file, its base's
-// (role "<role> base"), so that a changed base is a changed input.
-void add_checkpoint_input(io::MadeFrom& m, const std::string& role, const std::string& spec);
 // The new LoRA adapters a model trained from `spec` gets (c.lora when spec is no adapter
 // file: a base); disabled when it trains no adapters or continues those of an adapter file.
 model::LoraOptions fresh_adapters(const CommonTrainOptions& c, const std::string& spec);

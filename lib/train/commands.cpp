@@ -213,8 +213,8 @@ int run_rl(const RlCommand& c) {
   if (ppo) states.push_back(optimizer_state_source(c.critic_optimizer_state, c.algorithm, c.critic));
   auto made_from = [&](const std::vector<std::filesystem::path>& shards) {
     io::MadeFrom m = command_record(c.algorithm, c.common);
-    add_checkpoint_input(m, "actor", c.actor);
-    if (ppo) add_checkpoint_input(m, "critic", c.critic);
+    checkpoint::add_checkpoint_input(m, "actor", c.actor);
+    if (ppo) checkpoint::add_checkpoint_input(m, "critic", c.critic);
     m.add_input("shards", shards);
     std::vector<ordered_json> out{output_record(m, "actor", states[0])};
     if (ppo) out.push_back(output_record(m, "critic", states[1]));

@@ -37,10 +37,10 @@ const char* mode_name(TextMode mode) { return mode == TextMode::sft ? "sft" : mo
 // read from stdin), the tokenizer and DPO's reference.
 io::MadeFrom text_record(const TextCommand& c, TextMode mode, const std::string& ref) {
   io::MadeFrom m = command_record(mode_name(mode), c.common);
-  add_checkpoint_input(m, "model", c.model);
+  checkpoint::add_checkpoint_input(m, "model", c.model);
   m.add_input_path("data", c.data);
   m.add_tokenizer(c.tokenizer);
-  if (!ref.empty()) add_checkpoint_input(m, "ref", ref);
+  if (!ref.empty()) checkpoint::add_checkpoint_input(m, "ref", ref);
   return m;
 }
 

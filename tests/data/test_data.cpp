@@ -151,3 +151,19 @@ BOOST_AUTO_TEST_CASE(greedy_runs_close_before_a_limit_and_give_a_large_item_its_
   BOOST_TEST(data::greedy_runs(sizes, 100) == (std::vector<std::size_t>{6}));
   BOOST_TEST(data::greedy_runs({}, 8).empty());
 }
+
+// A prompt line nested 100,000 deep is a bad line, named (braid data died of a stack
+// overflow, SIGSEGV, on it).
+BOOST_AUTO_TEST_CASE(a_line_nested_too_deep_is_named) {
+  data::FieldMap map;
+  BOOST_TEST(!data::add_field(map, "prompt=question"));
+  const std::string line = R"({"question": )" + std::string(100000, '[') + std::string(100000, ']') + "}\n";
+  try {
+    data::map_lines(line, "deep.jsonl", map);
+    BOOST_FAIL("a line 100,000 deep was read");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    BOOST_TEST(what.find("deep.jsonl:1: line 1, column ") != std::string::npos, what);
+    BOOST_TEST(what.find("JSON nested deeper than 512") != std::string::npos, what);
+  }
+}

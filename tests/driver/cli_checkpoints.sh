@@ -65,4 +65,14 @@ set +e
 set -e
 [[ $rc == 2 ]] && grep -q "checkpoints" err && grep -q "iteration 3" err || fail "redo from a removed start: exit $rc $(cat err)"
 [[ $rc2 == 2 ]] && grep -q "checkpoints" err2 || fail "a Makefile of a run with retention: exit $rc2 $(cat err2)"
+
+# A checkpoint made with other options (iteration 5's in iteration 4's place) that --force
+# would train again, whose step cannot run (iteration 3's were removed): refused, and the
+# file left there (it was removed first, then the run refused).
+cp whole/iter-0005/actor.h5 whole/iter-0004/actor.h5
+set +e
+"$B" run keep.json -o whole --force > /dev/null 2> err3; rc3=$?
+set -e
+[[ $rc3 == 2 ]] && grep -q "iteration 3" err3 || fail "a checkpoint whose step cannot run again: exit $rc3 $(cat err3)"
+[[ -e whole/iter-0004/actor.h5 ]] || fail "the checkpoint was removed, then the run refused"
 echo OK

@@ -45,6 +45,9 @@ pid=$(owner_pid mk make)
 [ "$pid" = "$first" ] || fail "the owner line names pid $pid, the make is $first"
 expect_refused make2 "$first" make -f Makefile
 expect_refused run2 "$first" "$B" run run.json -o mk
+# A dry run writes nothing: it prints its commands beside the holder.
+"$B" run run.json -o mk -n > dry.out 2> dry.err || { cat dry.err >&2; fail "braid run -n beside a make"; }
+grep -q "braid-generate" dry.out || fail "braid run -n printed no commands: $(cat dry.out)"
 wait "$first" || { cat make1.log >&2; fail "the first make failed"; }
 [ "$(step_of mk/iter-0002/actor.h5)" = 2 ] || fail "the first make did not finish its run"
 grep -q "iteration 2" make1.log || fail "the first make did not run braid run's last rule"

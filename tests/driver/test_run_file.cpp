@@ -626,6 +626,17 @@ BOOST_AUTO_TEST_CASE(a_fused_grpo_rollout_needs_whole_groups_per_shard) {
       "samples_per_prompt": 4, "shard_size": 6, "fuse": false}})")).fuse);
 }
 
+// A tools file nested 100,000 deep is refused, naming the key (nlohmann's parser recursed
+// past the stack: SIGSEGV).
+BOOST_AUTO_TEST_CASE(a_tools_file_nested_too_deep_is_refused) {
+  const fs::path run = test::run_folder("deep_tools", R"({"format": "braid.run", "version": 1,
+    "algorithm": "reinforce++",
+    "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "digits"}},
+    "prompts": "prompts.jsonl", "iterations": 1, "tools": "tools.json"})");
+  test::write_file(run.parent_path() / "tools.json", std::string(100000, '[') + std::string(100000, ']'));
+  BOOST_TEST(problem_at(problems_of(run), "tools").find("array of tool schemas") != std::string::npos);
+}
+
 // The overlap keys (docs/overlap.md): overcommit is a count of extra groups, async a
 // boolean, and the two do not go together.
 BOOST_AUTO_TEST_CASE(overcommit_and_async_keys) {

@@ -123,7 +123,10 @@ EOF
 "$FIX" text noanswer noanswer.spec 1 prompts/answers.jsonl > /dev/null
 expect_bad math_no_answer noanswer/gen-00000.h5 "prompts/answers.jsonl:2: answer: is missing" \
   'prompts/answers.jsonl:5: answer: is "many", not a value' -- \
-  "$SCORE" noanswer/gen-00000.h5 -o bad7 --algorithm grpo --reward-rule math
+  "$SCORE" noanswer/gen-00000.h5 -o bad7 --algorithm reinforce++ --reward-rule math
+# One sample per prompt under a group algorithm: every advantage would be 0 (it was, exit 0).
+expect_bad group_of_one noanswer/gen-00000.h5 "samples_per_prompt is 1: under grpo" -- \
+  "$SCORE" noanswer/gen-00000.h5 -o bad13 --algorithm grpo --reward-rule digits
 expect_bad math_no_origin gen/gen-00000.h5 "/prompt/extra: is missing" -- \
   "$SCORE" gen/gen-00000.h5 -o bad8 --critic critic.h5 --reward-rule math
 expect_bad scorer_dies "--reward-cmd: 'read l; exit 3'" "after 0 of 6 rewards (exit code 3)" -- \

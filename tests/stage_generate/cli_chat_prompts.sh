@@ -116,4 +116,14 @@ set -e
 [ "$rc" -eq 2 ] || fail "a template that does not parse: exit $rc, expected 2"
 grep -q "odd/tokenizer_config.json: chat_template: does not parse: .*(chat_template):2:" "$S/err" ||
   fail "template error not named: $(cat "$S/err")"
+
+# A token that is part of a character (byte-level BPE: "€" is three byte tokens here) shows
+# as U+FFFD in braid tokenize's "tokens", as transformers' decode([id]) does; writing the
+# bytes ended braid tokenize with an internal error (exit 1, invalid UTF-8 in JSON).
+"$BRAID_BIN/braid" tokenize --tokenizer "$T" --no-specials "€" > "$S/euro.json" || fail "braid tokenize of a split character"
+python3 - "$S/euro.json" <<'PY' || fail "the pieces of a split character: $(cat "$S/euro.json")"
+import json, sys
+t = json.load(open(sys.argv[1]))
+assert t["decoded"] == "€" and len(t["ids"]) > 1 and "\ufffd" in t["tokens"], t
+PY
 echo "cli_chat_prompts: ok"

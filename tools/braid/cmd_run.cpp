@@ -2,6 +2,7 @@
 // per iteration, resumable; the loop itself is lib/driver/run_loop.
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "core/files.hpp"
 #include "core/log.hpp"
@@ -27,8 +28,10 @@ int run_run(const RunOptions& o) {
   // The stage tools talk as much as braid itself was asked to.
   if (log::level() == log::Level::quiet) plan.verbosity.emplace_back("-q");
   if (log::level() == log::Level::debug) plan.verbosity.emplace_back("-v");
-  // One driver per folder, from the plan on (driver/run_lock.hpp).
-  const RunLock lock(o.out, "braid run");
+  // One driver per folder, from the plan on (driver/run_lock.hpp). A dry run writes nothing
+  // but a plan it has to make first, and takes the lock only then.
+  std::optional<RunLock> lock;
+  if (!o.dry_run || (spec.run_plan && spec.run_plan->request && !spec.run_plan->applied)) lock.emplace(o.out, "braid run");
   try {
     // A plan (made now when the run file asks for one) lays out every command below.
     const auto made = prepare_plan(spec, Layout(o.out), plan);

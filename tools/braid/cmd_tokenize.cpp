@@ -34,7 +34,9 @@ void add_tokenize_command(CLI::App& app, Verbs& verbs) {
     if (sub->count("text") > 0) o->text = *text;
     o->specials = !*no_specials;
     o->generation_prompt = !*no_generation_prompt;
-    for (const auto& j : gen::tokenize(*o)) std::cout << j.dump() << '\n';
+    // A token that is part of a character (byte-level BPE) shows as U+FFFD, as transformers'
+    // decode([id]) does.
+    for (const auto& j : gen::tokenize(*o)) std::cout << j.dump(-1, ' ', false, ordered_json::error_handler_t::replace) << '\n';
     return 0;
   });
 }
