@@ -3,7 +3,11 @@
 // options and the base checkpoint, as JSON text:
 //
 //   {"base": "policy.h5", "r": 8, "lora_alpha": 16, "use_rslora": false,
-//    "target_modules": ["q_proj", "k_proj", ...]}
+//    "target_modules": ["q_proj", "k_proj", ...], "modules_to_save": ["score"]}
+//
+// modules_to_save (a reward model's or critic's adapters): the file holds the value head
+// trained in full (score.weight, score.bias where the base has one), which replaces the
+// base's while the adapters are on (model::LoraOptions::value_head).
 //
 // "base" is relative to the adapter file's folder (or absolute). open_model (checkpoint.hpp)
 // given an adapter file opens its base with those adapters on, so that every tool that opens
@@ -13,6 +17,7 @@
 #pragma once
 
 #include "checkpoint/checkpoint.hpp"
+#include "core/json.hpp"
 #include "model/model.hpp"
 
 #include <filesystem>
@@ -36,6 +41,9 @@ struct AdapterFile {
 // The adapter file's header when spec names one (a file of kind "adapters"); nullopt for any
 // other checkpoint. InputError naming the file and the key when its adapter_config is bad.
 std::optional<AdapterFile> read_adapter_file(const std::filesystem::path& spec);
+
+// The adapter_config of adapters of these options on `base` (as the file names it).
+json adapter_config(const model::LoraOptions& lora, const std::filesystem::path& base);
 
 // Writes m's adapters (f32) as one shard of kind "adapters", atomically, naming `base`
 // relative to path's folder (as given where no relative path leads there). Refuses non-finite

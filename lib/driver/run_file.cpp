@@ -81,7 +81,7 @@ std::vector<Setting> train_settings(const std::string& algorithm) {
                             {"warmup_steps", Setting::integer, {.min = 0, .max = kMaxCount}},
                             {"min_lr", Setting::number, {.min = 0, .max = 10}},
                             {"recompute", Setting::integer, {.min = 0, .max = kMaxCount}},  // braid-train --recompute
-                            {"lora_rank", Setting::integer, {.min = 0, .max = 65536}},      // --lora-rank (the actor)
+                            {"lora_rank", Setting::integer, {.min = 0, .max = 65536}},      // --lora-rank (actor and critic)
                             {"lora_alpha", Setting::number, {.min = 0, .max = 1e6, .exclusive_min = true}}};
   const auto a = rl::algorithm_named(algorithm);
   if (a && a->critic) {
