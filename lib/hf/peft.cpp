@@ -221,6 +221,15 @@ std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const s
   io::WeightShardWriter w(out, meta);
   std::vector<float> host;
   std::size_t used = 0;
+  // A tensor of the folder into host, its shape the one the base's `of` needs, its values finite.
+  auto read_as = [&](const std::string& peft, const io::Shape& shape, const std::string& of) {
+    if (st.info(peft).shape != shape)
+      throw InputError(wfile, peft, fmt::format("shape {} where the base's {} needs {}",
+                                                io::shape_string(st.info(peft).shape), of, io::shape_string(shape)));
+    host = st.read(peft);
+    io::require_finite(host, wfile, peft, "adapter values");
+    ++used;
+  };
   for (int l = 0; l < mc.num_hidden_layers; ++l) {
     for (const std::string& module : lo.targets) {
       const char* block = module == "gate_proj" || module == "up_proj" || module == "down_proj" ? "mlp" : "self_attn";
@@ -231,14 +240,8 @@ std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const s
         const std::string name = stem + "." + part + ".weight";
         const auto it = by_braid.find(name);
         if (it == by_braid.end()) throw InputError(wfile, peft_tensor_name(name), "is missing");
-        if (st.info(it->second).shape != shape)
-          throw InputError(wfile, it->second, fmt::format("shape {} where the base's {} needs {}",
-                                                          io::shape_string(st.info(it->second).shape), stem,
-                                                          io::shape_string(shape)));
-        host = st.read(it->second);
-        io::require_finite(host, wfile, it->second, "adapter values");
+        read_as(it->second, shape, stem);
         w.add(name, shape, host.data());
-        ++used;
       }
     }
   }
@@ -257,13 +260,7 @@ std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const s
         host.resize(std::size_t(io::numel(shape)));
         shards.holder(name).read(name, host.data());
       } else {
-        if (st.info(it->second).shape != shape)
-          throw InputError(wfile, it->second, fmt::format("shape {} where the base's {} is {}",
-                                                          io::shape_string(st.info(it->second).shape), name,
-                                                          io::shape_string(shape)));
-        host = st.read(it->second);
-        io::require_finite(host, wfile, it->second, "value head values");
-        ++used;
+        read_as(it->second, shape, name);
       }
       w.add(name, shape, host.data());
     }
