@@ -63,7 +63,20 @@ std::optional<AdapterFile> read_adapter_file(const std::filesystem::path& spec) 
   } catch (const std::invalid_argument& e) {
     throw InputError(file, "adapter_config.target_modules", e.what());
   }
+  if (cfg.contains("modules_to_save") && !cfg.at("modules_to_save").is_null()) {
+    const json& save = cfg.at("modules_to_save");
+    if (!save.is_array() || save.size() > 1 || (save.size() == 1 && save[0] != "score"))
+      throw InputError(file, "adapter_config.modules_to_save", "must be [\"score\"] (the value head) or empty");
+    out.lora.value_head = save.size() == 1;
+  }
   return out;
+}
+
+json adapter_config(const model::LoraOptions& lo, const std::filesystem::path& base) {
+  json cfg = {{"base", base.string()}, {"r", lo.rank}, {"lora_alpha", lo.alpha}, {"use_rslora", lo.rslora},
+              {"target_modules", lo.targets.empty() ? model::lora_modules() : lo.targets}};
+  if (lo.value_head) cfg["modules_to_save"] = {"score"};
+  return cfg;
 }
 
 void save_adapters(const model::Model& m, const std::filesystem::path& path, const std::filesystem::path& base,
@@ -86,9 +99,7 @@ void save_adapters(const model::Model& m, const std::filesystem::path& path, con
   const std::filesystem::path folder = std::filesystem::absolute(path, ec).parent_path();
   const std::filesystem::path rel = std::filesystem::relative(std::filesystem::absolute(base, ec), folder, ec);
   if (!ec && !rel.empty()) named = rel;
-  json cfg = {{"base", named.string()}, {"r", lo.rank}, {"lora_alpha", lo.alpha}, {"use_rslora", lo.rslora},
-              {"target_modules", lo.targets.empty() ? model::lora_modules() : lo.targets}};
-  meta.adapter_config = cfg.dump();
+  meta.adapter_config = adapter_config(lo, named).dump();
   std::vector<float> host;
   model::Model& mm = const_cast<model::Model&>(m);
   for (const auto& t : mm.adapters()) {

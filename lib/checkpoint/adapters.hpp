@@ -3,7 +3,11 @@
 // options and the base checkpoint, as JSON text:
 //
 //   {"base": "policy.h5", "r": 8, "lora_alpha": 16, "use_rslora": false,
-//    "target_modules": ["q_proj", "k_proj", ...]}
+//    "target_modules": ["q_proj", "k_proj", ...], "modules_to_save": ["score"]}
+//
+// modules_to_save (a reward model's or critic's adapters): the file holds the value head
+// trained in full (score.weight, score.bias where the base has one), which replaces the
+// base's while the adapters are on (model::LoraOptions::value_head).
 //
 // "base" is relative to the adapter file's folder (or absolute). open_model (checkpoint.hpp)
 // given an adapter file opens its base with those adapters on, so that every tool that opens
@@ -14,6 +18,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "io/fingerprint.hpp"
+#include "core/json.hpp"
 #include "model/model.hpp"
 
 #include <filesystem>
@@ -41,6 +46,8 @@ std::optional<AdapterFile> read_adapter_file(const std::filesystem::path& spec);
 // Records the checkpoint `spec` as the input `role` of m (its files by content) and, when it
 // is an adapter file, its base as `role base`: the adapters alone do not make the model.
 void add_checkpoint_input(io::MadeFrom& m, const std::string& role, const std::filesystem::path& spec);
+// The adapter_config of adapters of these options on `base` (as the file names it).
+json adapter_config(const model::LoraOptions& lora, const std::filesystem::path& base);
 
 // Writes m's adapters (f32) as one shard of kind "adapters", atomically, naming `base`
 // relative to path's folder (as given where no relative path leads there). Refuses non-finite

@@ -29,7 +29,8 @@ bool holds(const io::WeightShardReader& r, const std::string& name) {
 
 // The LoRA adapters the shard holds: an adapter file's, as its adapter_config names them; an
 // optimizer state's (which records no options) as its moments show them: the modules of
-// the lora_A tensors there, the rank of their rows. nullopt for a model's weights or state.
+// the lora_A tensors there, the rank of their rows, the value head's when score.weight's are
+// there. nullopt for a model's weights or state.
 std::optional<model::LoraOptions> adapters_held(const io::WeightShardReader& r) {
   if (r.meta().kind == "adapters") return read_adapter_file(r.path())->lora;
   static const std::string kA = ".lora_A.weight";
@@ -48,6 +49,7 @@ std::optional<model::LoraOptions> adapters_held(const io::WeightShardReader& r) 
     if (std::find(lora.targets.begin(), lora.targets.end(), m) != lora.targets.end()) ordered.push_back(m);
   }
   lora.targets = ordered;
+  lora.value_head = holds(r, "score.weight");   // the value head's copy, trained beside them
   return lora;
 }
 

@@ -316,7 +316,8 @@ class Builder {
       const std::string role = m.name;
       if (!has(role)) continue;
       const double samples = static_cast<double>(mini) / m.replicas / m.micro_batches;
-      const auto st = cm_.train_stages(role, m.stages, 1, m.replicas, false, samples);
+      const auto st = cm_.train_stages(role, m.stages, 1, m.replicas, false, samples,
+                                       static_cast<int>(flag_int(spec_.train, "--recompute", 0)));
       for (int k = 0; k < m.stages; ++k) {
         m.fwd[static_cast<std::size_t>(k)] = st.fwd[static_cast<std::size_t>(k)] * 1e3;
         m.bwd[static_cast<std::size_t>(k)] = st.bwd[static_cast<std::size_t>(k)] * 1e3;
@@ -371,7 +372,7 @@ class Builder {
           }
         }
         const double samples = static_cast<double>(mini) / replicas / micro;
-        sync += cm_.train_stages(r, stages, tp, replicas, false, samples).sync;
+        sync += cm_.train_stages(r, stages, tp, replicas, false, samples).sync;   // recomputation costs no sync
       }
       compute = steps * (fused_step(&source) + sync);
       for (const auto& r : roles) calls.emplace_back(r + "_train", compute);
@@ -382,7 +383,8 @@ class Builder {
       const int seqs = std::max(1, static_cast<int>(micro_tokens / std::max(1.0, cm_.mean_total())));
       for (const auto& r : roles) {
         const plan::Call call{r + "_train", r, plan::CallKind::train};
-        const plan::Strategy s{replicas, tp, 1, std::max(1, ceil_div(per_replica, seqs))};
+        const plan::Strategy s{replicas, tp, 1, std::max(1, ceil_div(per_replica, seqs)),
+                               static_cast<int>(flag_int(spec_.train, "--recompute", 0))};
         const double t = cm_.estimate(call, plan::Mesh{0, replicas * tp}, s).time;
         calls.emplace_back(r + "_train", t);
         compute += t;

@@ -57,6 +57,14 @@ std::vector<PlannedCall> read_calls(Checker& c, const json& plan, const std::str
     positive(st, "strategy", "tp", pc.tp);
     positive(st, "strategy", "pp", pc.pp);
     positive(st, "strategy", "micro_batches", pc.micro_batches);
+    if (st.is_object() && st.contains("recompute")) {
+      if (!st["recompute"].is_number_integer() || st["recompute"].get<std::int64_t>() < 0 ||
+          st["recompute"].get<std::int64_t>() > 1 << 20) {
+        c.fail("plan", fmt::format("{}.strategy.recompute: not a count >= 0", at));
+      } else {
+        pc.recompute = st["recompute"].get<int>();
+      }
+    }
     const json& mesh = item.contains("mesh") ? item["mesh"] : json();
     positive(mesh, "mesh", "devices", pc.devices);
     if (mesh.is_object() && mesh.contains("first_device") && mesh["first_device"].is_number_integer()) {
@@ -215,6 +223,11 @@ void check_experiment(Checker& c, const RunSpec& spec, const plan::Experiment& e
   if (run_mini != e.mini_batch) {
     c.fail("plan", fmt::format("{}: batch.mini: is {}, but the run's mini-batch is {} (train.mini_batch{})", file,
                                e.mini_batch, run_mini, mini > 0 ? "" : " absent: the whole iteration"));
+  }
+  const std::int64_t lora_rank = std::stoll(flag_value(spec.train, "--lora-rank").value_or("0"));
+  if (lora_rank != e.train.lora_rank) {
+    c.fail("plan", fmt::format("{}: train.lora_rank: is {}, but the run's is {} (train.lora_rank)", file,
+                               e.train.lora_rank, lora_rank));
   }
   const std::int64_t epochs = std::stoll(flag_value(spec.train, "--epochs").value_or("1"));
   if (epochs != e.ppo_epochs) {
@@ -523,6 +536,21 @@ void lay_out(RunSpec& spec, const plan::Experiment& experiment, Fusions f) {
     plan_flag(spec.train, "--micro-tokens", t.micro_tokens, "train.micro_tokens", plan);
     spec.ranks = t.ranks;
     spec.train_tp = t.tp;
+  }
+  // Recomputation where the plan has a training call recompute (one --recompute for both models:
+  // the most recomputing, every layer before every k-th).
+  int recompute = 0;
+  for (const auto* pc : train) {
+    if (pc->recompute > 0) recompute = recompute == 0 ? pc->recompute : std::min(recompute, pc->recompute);
+  }
+  if (recompute > 0) {
+    for (const auto* pc : train) {
+      if (pc->recompute != recompute) {
+        t.notes.push_back(fmt::format("{} recomputes too (--recompute {}, the plan's {}): braid-train has one "
+                                      "--recompute for both models", pc->name, recompute, pc->recompute));
+      }
+    }
+    plan_flag(spec.train, "--recompute", recompute, "train.recompute", plan);
   }
   plan.applied = true;
 }

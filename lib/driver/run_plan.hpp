@@ -12,7 +12,8 @@
 //                                     and inference
 //   actor_train, critic_train         fused by the plan: braid-train --schedule (braid-schedgen
 //                                     of the plan's schedspec); else one braid-train, data
-//                                     parallel over the union of their devices, --micro-tokens
+//                                     parallel over the union of their devices, --micro-tokens,
+//                                     --recompute where the plan recomputes
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,7 @@ struct PlannedCall {
   int first_device = 0, devices = 1;
   std::string where;               // "node0[0-1]"
   int dp = 1, tp = 1, pp = 1, micro_batches = 1;
+  int recompute = 0;               // a training call's activation recomputation (--recompute)
   double time_s = 0;               // predicted, the call alone
 
   // "d2t1p1 x4 on node0[0-1]"

@@ -209,6 +209,22 @@ std::vector<std::filesystem::path> import_hf(const std::filesystem::path& hf_dir
   return written;
 }
 
+bool token_classification(const json& config, model::Family family, bool score_bias, ValueHeadClass choice,
+                          const std::string& file) {
+  const std::string stored = architecture_of(config);
+  const bool token = choice == ValueHeadClass::token ||
+                     (choice == ValueHeadClass::automatic &&
+                      (ends_with(stored, "ForTokenClassification") ||
+                       (!ends_with(stored, "ForSequenceClassification") && score_bias)));
+  if (token && family == model::Family::gemma3)
+    throw UsageError("a gemma3_text model has no token-classification class in transformers: export it with "
+                     "--value-head sequence");
+  if (!token && score_bias)
+    throw InputError(file, "score.bias",
+                     "a ...ForSequenceClassification head has no bias: export this value model with --value-head token");
+  return token;
+}
+
 std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::path>& shard_paths,
                                              const std::filesystem::path& out_dir, const ExportOptions& opt) {
   // A tensor-parallel checkpoint's slices are joined (every rank's files are needed).
@@ -230,17 +246,7 @@ std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::
   const bool score_bias = shards.contains("score.bias");
   bool token = false;
   if (classifier) {
-    const std::string stored = architecture_of(config);
-    token = opt.value_head == ValueHeadClass::token ||
-            (opt.value_head == ValueHeadClass::automatic &&
-             (ends_with(stored, "ForTokenClassification") ||
-              (!ends_with(stored, "ForSequenceClassification") && score_bias)));
-    if (token && cfg.family == model::Family::gemma3)
-      throw UsageError("a gemma3_text model has no token-classification class in transformers: export it with "
-                       "--value-head sequence");
-    if (!token && score_bias)
-      throw InputError(shard_paths.front().string(), "score.bias",
-                       "a ...ForSequenceClassification head has no bias: export this value model with --value-head token");
+    token = token_classification(config, cfg.family, score_bias, opt.value_head, shard_paths.front().string());
     const std::string cls = token ? prefix + "ForTokenClassification"
                             : cfg.family == model::Family::gemma3 ? "Gemma3TextForSequenceClassification"
                                                                    : prefix + "ForSequenceClassification";

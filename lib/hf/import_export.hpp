@@ -25,6 +25,7 @@
 
 #include "hf/export_tokenizer.hpp"
 #include "hf/safetensors.hpp"
+#include "model/config.hpp"
 
 #include <filesystem>
 #include <string>
@@ -57,6 +58,13 @@ struct ExportOptions {
   GenerationDefaults generation;
   ValueHeadClass value_head = ValueHeadClass::automatic;
 };
+
+// Whether a model with a value head and no LM head (config: its config.json) exports as
+// ...ForTokenClassification, else ...ForSequenceClassification, as `choice` says.
+// UsageError where the family has no such class, InputError naming `file` and score.bias
+// where a sequence head would drop a bias.
+bool token_classification(const json& config, model::Family family, bool score_bias, ValueHeadClass choice,
+                          const std::string& file);
 
 // Returns the files written.
 std::vector<std::filesystem::path> export_hf(const std::vector<std::filesystem::path>& shards, const std::filesystem::path& out_dir,

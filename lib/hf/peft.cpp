@@ -12,8 +12,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <regex>
+#include <string_view>
 
 namespace braid::hf {
 
@@ -28,6 +30,8 @@ std::string adapted_weight(const std::string& braid_name) {
   return std::regex_match(braid_name, m, pattern) ? m[1].str() + ".weight" : std::string();
 }
 
+bool is_head(const std::string& braid_name) { return braid_name == "score.weight" || braid_name == "score.bias"; }
+
 }  // namespace
 
 std::string peft_tensor_name(const std::string& braid_name) { return kPeftPrefix + braid_name; }
@@ -36,22 +40,45 @@ std::string braid_adapter_name(const std::string& peft_name) {
   const std::string prefix = kPeftPrefix;
   if (!peft_name.starts_with(prefix)) return "";
   std::string name = peft_name.substr(prefix.size());
-  // PEFT keeps the adapter's name in memory ("lora_A.default.weight") and drops it on saving.
-  const auto dflt = name.find(".default.weight");
-  if (dflt != std::string::npos) name = name.substr(0, dflt) + ".weight";
-  return adapted_weight(name).empty() ? "" : name;
+  // PEFT keeps the adapter's name in memory ("lora_A.default.weight", a saved module's
+  // "score.modules_to_save.default.weight") and drops it on saving.
+  for (const std::string_view wrapper : {"modules_to_save.default.", "default."}) {
+    const auto at = name.find(wrapper);
+    if (at != std::string::npos) name.erase(at, wrapper.size());
+  }
+  return adapted_weight(name).empty() && !is_head(name) ? "" : name;
 }
 
+namespace {
+
+// A base checkpoint's tensor shape, InputError naming the base and the tensor when it has none.
+io::Shape base_shape(const io::WeightShardSet& shards, const std::filesystem::path& base, const std::string& name) {
+  if (!shards.contains(name)) throw InputError(base.string(), name, "is missing from the base");
+  return shards.holder(name).shape(name);
+}
+
+}  // namespace
+
 std::vector<std::filesystem::path> export_peft(const std::filesystem::path& adapter_file,
-                                               const std::filesystem::path& out_dir, const std::string& base_name) {
+                                               const std::filesystem::path& out_dir, ValueHeadClass value_head) {
   const auto file = checkpoint::read_adapter_file(adapter_file);
   if (!file) throw InputError(adapter_file.string(), "kind", "is not a LoRA adapter file (braid-train --lora-rank writes one)");
   const io::WeightShardReader r(adapter_file);
   const json stored = json::parse(r.meta().adapter_config);
   const auto& lo = file->lora;
+  // A reward model's or critic's adapters: PEFT's sequence or token classification, the
+  // value head its module to save (PEFT saves it as base_model.model.score.weight).
+  std::string task = "CAUSAL_LM";
+  if (lo.value_head) {
+    const json config = parse_json_text(r.meta().model_config, adapter_file.string());
+    const model::ModelConfig mc = checkpoint::config_of(io::WeightShardSet({adapter_file}));
+    task = token_classification(config, mc.family, r.contains("score.bias"), value_head, adapter_file.string())
+               ? "TOKEN_CLS"
+               : "SEQ_CLS";
+  }
   ordered_json cfg = {{"peft_type", "LORA"},
-                      {"task_type", "CAUSAL_LM"},
-                      {"base_model_name_or_path", base_name.empty() ? stored.at("base").get<std::string>() : base_name},
+                      {"task_type", task},
+                      {"base_model_name_or_path", stored.at("base").get<std::string>()},
                       {"r", lo.rank},
                       {"lora_alpha", lo.alpha},
                       {"use_rslora", lo.rslora},
@@ -59,7 +86,7 @@ std::vector<std::filesystem::path> export_peft(const std::filesystem::path& adap
                       {"target_modules", lo.targets.empty() ? model::lora_modules() : lo.targets},
                       {"bias", "none"},
                       {"fan_in_fan_out", false},
-                      {"modules_to_save", nullptr},
+                      {"modules_to_save", lo.value_head ? json{"score"} : json(nullptr)},
                       {"init_lora_weights", true},
                       {"inference_mode", true}};
   std::filesystem::create_directories(out_dir);
@@ -126,9 +153,21 @@ model::LoraOptions parse_adapter_config(const json& cfg, const std::string& cfil
   lo.rslora = flag("use_rslora");
   if (given("bias") && cfg.at("bias") != "none")
     throw InputError(cfile, "bias", "trains biases, which braid's adapters do not hold (only \"none\")");
-  for (const char* key : {"modules_to_save", "rank_pattern", "alpha_pattern", "layers_to_transform"}) {
+  for (const char* key : {"rank_pattern", "alpha_pattern", "layers_to_transform"}) {
     if (given(key) && !cfg.at(key).empty())
-      throw InputError(cfile, key, "is not supported by braid's adapters (every adapted layer alike, nothing else trained)");
+      throw InputError(cfile, key, "is not supported by braid's adapters (every adapted layer alike)");
+  }
+  // Modules trained in full: the value head alone ("score"; PEFT's sequence classification
+  // names "classifier" too, which a decoder of braid's families does not have).
+  if (given("modules_to_save")) {
+    const json& save = cfg.at("modules_to_save");
+    if (!save.is_array()) throw InputError(cfile, "modules_to_save", "must be a list of module names");
+    for (const json& m : save) {
+      if (m != "score" && m != "classifier")
+        throw InputError(cfile, "modules_to_save",
+                         fmt::format("names {}: braid trains only the value head (score) in full beside the adapters",
+                                     m.dump()));
+    }
   }
   if (flag("use_dora")) throw InputError(cfile, "use_dora", "DoRA is not supported");
   if (flag("fan_in_fan_out")) throw InputError(cfile, "fan_in_fan_out", "is for Conv1D layers (GPT-2's), not braid's");
@@ -167,7 +206,8 @@ std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const s
                                   const std::filesystem::path& out, const std::string& created_by,
                                   const std::string& made_from) {
   const std::string cfile = (peft_dir / "adapter_config.json").string();
-  const model::LoraOptions lo = parse_adapter_config(load_json_file(cfile), cfile);
+  const json cfg = load_json_file(cfile);
+  model::LoraOptions lo = parse_adapter_config(cfg, cfile);
 
   // The base's headers: its config and every adapted weight's shape.
   const io::WeightShardSet shards(checkpoint::checkpoint_files(base));
@@ -178,9 +218,18 @@ std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const s
   std::map<std::string, std::string> by_braid;   // braid name -> PEFT name
   for (const std::string& name : st.names()) {
     const std::string b = braid_adapter_name(name);
-    if (b.empty()) throw InputError(wfile, name, "is not a LoRA adapter tensor of a decoder layer's linear layer");
+    if (b.empty())
+      throw InputError(wfile, name, "is not a LoRA adapter tensor of a decoder layer's linear layer, nor the value head");
     by_braid[b] = name;
   }
+  lo.value_head = by_braid.contains("score.weight");
+  const bool listed = cfg.contains("modules_to_save") && cfg.at("modules_to_save").is_array() &&
+                      std::find(cfg.at("modules_to_save").begin(), cfg.at("modules_to_save").end(), "score") !=
+                          cfg.at("modules_to_save").end();
+  if (listed && !lo.value_head)
+    throw InputError(wfile, peft_tensor_name("score.weight"), "is missing (modules_to_save names score)");
+  if (by_braid.contains("score.bias") && !lo.value_head)
+    throw InputError(wfile, peft_tensor_name("score.weight"), "is missing beside score.bias");
   io::WeightShardMeta meta;
   meta.kind = "adapters";
   meta.model_config = shards.shards().front().meta().model_config;
@@ -192,32 +241,52 @@ std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const s
   const auto folder = std::filesystem::absolute(out, ec).parent_path();
   auto named = std::filesystem::relative(std::filesystem::absolute(base, ec), folder, ec);
   if (ec || named.empty()) named = base;
-  meta.adapter_config = json{{"base", named.string()}, {"r", lo.rank}, {"lora_alpha", lo.alpha},
-                             {"use_rslora", lo.rslora}, {"target_modules", lo.targets}}
-                            .dump();
+  meta.adapter_config = checkpoint::adapter_config(lo, named).dump();
   io::WeightShardWriter w(out, meta);
   std::vector<float> host;
   std::size_t used = 0;
+  // A tensor of the folder into host, its shape the one the base's `of` needs, its values finite.
+  auto read_as = [&](const std::string& peft, const io::Shape& shape, const std::string& of) {
+    if (st.info(peft).shape != shape)
+      throw InputError(wfile, peft, fmt::format("shape {} where the base's {} needs {}",
+                                                io::shape_string(st.info(peft).shape), of, io::shape_string(shape)));
+    host = st.read(peft);
+    io::require_finite(host, wfile, peft, "adapter values");
+    ++used;
+  };
   for (int l = 0; l < mc.num_hidden_layers; ++l) {
     for (const std::string& module : lo.targets) {
       const char* block = module == "gate_proj" || module == "up_proj" || module == "down_proj" ? "mlp" : "self_attn";
       const std::string stem = fmt::format("model.layers.{}.{}.{}", l, block, module);
-      if (!shards.contains(stem + ".weight")) throw InputError(base.string(), stem + ".weight", "is missing from the base");
-      const io::Shape ws = shards.holder(stem + ".weight").shape(stem + ".weight");   // [out, in]
+      const io::Shape ws = base_shape(shards, base, stem + ".weight");   // [out, in]
       for (const auto& [part, shape] : {std::pair{"lora_A", io::Shape{lo.rank, ws[1]}},
                                         std::pair{"lora_B", io::Shape{ws[0], lo.rank}}}) {
         const std::string name = stem + "." + part + ".weight";
         const auto it = by_braid.find(name);
         if (it == by_braid.end()) throw InputError(wfile, peft_tensor_name(name), "is missing");
-        if (st.info(it->second).shape != shape)
-          throw InputError(wfile, it->second, fmt::format("shape {} where the base's {} needs {}",
-                                                          io::shape_string(st.info(it->second).shape), stem,
-                                                          io::shape_string(shape)));
-        host = st.read(it->second);
-        io::require_finite(host, wfile, it->second, "adapter values");
+        read_as(it->second, shape, stem);
         w.add(name, shape, host.data());
-        ++used;
       }
+    }
+  }
+  // The value head's trained copy, shaped as the base's head; a head without the base's bias
+  // keeps the base's (PEFT's copy starts as the base's module).
+  if (lo.value_head) {
+    for (const std::string& name : {std::string("score.weight"), std::string("score.bias")}) {
+      const auto it = by_braid.find(name);
+      if (name == "score.bias" && !shards.contains(name)) {
+        if (it != by_braid.end())
+          throw InputError(wfile, it->second, fmt::format("the base {} has no score bias to train", base.string()));
+        continue;
+      }
+      const io::Shape shape = base_shape(shards, base, name);
+      if (it == by_braid.end()) {
+        host.resize(std::size_t(io::numel(shape)));
+        shards.holder(name).read(name, host.data());
+      } else {
+        read_as(it->second, shape, name);
+      }
+      w.add(name, shape, host.data());
     }
   }
   if (used != by_braid.size())

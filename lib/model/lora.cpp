@@ -60,13 +60,15 @@ std::vector<std::string> modules_of(const LoraOptions& o) { return o.targets.emp
 }  // namespace
 
 bool same_adapters(const LoraOptions& a, const LoraOptions& b) {
-  return a.rank == b.rank && a.alpha == b.alpha && a.rslora == b.rslora && modules_of(a) == modules_of(b);
+  return a.rank == b.rank && a.alpha == b.alpha && a.rslora == b.rslora && modules_of(a) == modules_of(b) &&
+         a.value_head == b.value_head;
 }
 
 std::string describe(const LoraOptions& o) {
   std::string modules;
   for (const std::string& m : modules_of(o)) modules += (modules.empty() ? "" : ",") + m;
-  return fmt::format("rank {}, alpha {:g}{} on {}", o.rank, o.alpha, o.rslora ? ", rsLoRA" : "", modules);
+  return fmt::format("rank {}, alpha {:g}{} on {}{}", o.rank, o.alpha, o.rslora ? ", rsLoRA" : "", modules,
+                     o.value_head ? ", the value head trained" : "");
 }
 
 void check_lora(const LoraOptions& o) {
@@ -108,6 +110,24 @@ std::vector<Module> adapted_modules(const ModelConfig& c, const LoraOptions& lo,
   return out;
 }
 
+// The value head's trained copy (LoraOptions::value_head) on the stage, as the base names it:
+// score.weight [1 × D] and, where the base has one, score.bias [1].
+std::vector<TensorInfo> head_copies(const ModelConfig& c, const ModelOptions& o) {
+  const int end = o.layers.end < 0 ? c.num_hidden_layers : o.layers.end;
+  std::vector<TensorInfo> out;
+  if (!o.lora.enabled() || !o.lora.value_head || !o.value_head || end != c.num_hidden_layers) return out;
+  out.push_back(
+      {.name = "score.weight", .shape = {1, c.hidden_size}, .layer = -1, .full_shape = {1, c.hidden_size}, .slice = {}});
+  if (o.value_bias) out.push_back({.name = "score.bias", .shape = {1}, .layer = -1, .full_shape = {1}, .slice = {}});
+  return out;
+}
+
+std::int64_t numel_of(const TensorInfo& t) {
+  std::int64_t n = 1;
+  for (auto d : t.shape) n *= d;
+  return n;
+}
+
 }  // namespace
 
 std::int64_t adapter_columns(const ModelOptions& opt) {
@@ -131,6 +151,7 @@ std::vector<TensorInfo> adapter_layout(const ModelConfig& cfg, const ModelOption
       }
     }
   }
+  for (TensorInfo& t : head_copies(cfg, opt)) out.push_back(std::move(t));
   return out;
 }
 
@@ -140,7 +161,9 @@ std::int64_t adapter_count(const ModelConfig& cfg, const ModelOptions& opt) {
   for (const Module& mod : adapted_modules(cfg, opt.lora, cfg.num_attention_heads, cfg.num_key_value_heads,
                                            cfg.intermediate_size))
     per_layer += opt.lora.rank * (mod.in + mod.out);
-  return per_layer * (end - opt.layers.begin);
+  std::int64_t head = 0;
+  for (const TensorInfo& t : head_copies(cfg, opt)) head += numel_of(t);
+  return per_layer * (end - opt.layers.begin) + head;
 }
 
 template <typename T>
@@ -149,17 +172,20 @@ void build_lora(typename BasicModel<T>::Impl& m) {
   check_lora(lo);
   if (!lo.enabled()) return;
   if (m.tp_split()) throw std::invalid_argument("LoRA adapters under tensor parallelism are not implemented");
+  if (lo.value_head && !m.opt.value_head)
+    throw std::invalid_argument("LoRA: the value head is to be trained, but the model has none");
   const std::int64_t r = lo.rank;
   const std::vector<Module> modules = adapted_modules(m.cfg, lo, m.heads, m.kv_heads, m.inter);
-  std::int64_t per_layer = 0;
-  for (const Module& mod : modules) per_layer += r * (mod.in + mod.out);
+  const std::int64_t total = adapter_count(m.cfg, m.opt);
   m.lora_cols = adapter_columns(m.opt);
-  m.lora_params = backend::Buffer<T>(*m.be, std::size_t(per_layer * m.layers()));
-  m.lora_grads = backend::Buffer<T>(*m.be, std::size_t(per_layer * m.layers()));
+  m.lora_params = backend::Buffer<T>(*m.be, std::size_t(total));
+  m.lora_grads = backend::Buffer<T>(*m.be, std::size_t(total));
   m.lora.resize(std::size_t(m.layers()));
   std::int64_t off = 0;
-  auto tensor = [&](const std::string& name, std::int64_t rows, std::int64_t cols, int layer) {
-    Tensor<T> t{name, {rows, cols}, m.lora_params.data() + off, m.lora_grads.data() + off, rows * cols, layer};
+  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape, int layer) {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    Tensor<T> t{name, std::move(shape), m.lora_params.data() + off, m.lora_grads.data() + off, n, layer};
     t.weights = t.data;
     t.full_shape = t.shape;
     off += t.numel;
@@ -170,12 +196,17 @@ void build_lora(typename BasicModel<T>::Impl& m) {
     std::int64_t u = 0;
     for (const Module& mod : modules) {
       const std::string base = fmt::format("model.layers.{}.{}.{}.", m.begin + l, mod.block, mod.name);
-      const Tensor<T> a = tensor(base + "lora_A.weight", r, mod.in, m.begin + l);
-      const Tensor<T> b = tensor(base + "lora_B.weight", mod.out, r, m.begin + l);
+      const Tensor<T> a = tensor(base + "lora_A.weight", {r, mod.in}, m.begin + l);
+      const Tensor<T> b = tensor(base + "lora_B.weight", {mod.out, r}, m.begin + l);
       m.lora[std::size_t(l)][std::size_t(mod.site)].push_back(
           {.A = a.data, .B = b.data, .dA = a.grad, .dB = b.grad, .in = mod.in, .out = mod.out, .col = mod.col, .u = u});
       u += r;
     }
+  }
+  for (const TensorInfo& info : head_copies(m.cfg, m.opt)) {
+    const Tensor<T> t = tensor(info.name, info.shape, -1);
+    (info.name == "score.weight" ? m.score_copy : m.score_bias_copy) = backend::Weights(t.data, backend::dtype_of<T>());
+    (info.name == "score.weight" ? m.score_copy_g : m.score_bias_copy_g) = t.grad;
   }
 }
 
@@ -220,7 +251,9 @@ void BasicModel<T>::init_adapters(std::uint64_t seed, double b_std) {
   for (Tensor<T>& t : m.adapters) {
     host.assign(std::size_t(t.numel), T(0));
     Rng rng(seed, 0x10aa0000ull + stream++);
-    if (t.name.ends_with("lora_A.weight")) {
+    if (t.layer < 0) {   // the value head's copy starts as the base's head
+      read_values(*m.be, *find(t.name), host.data());
+    } else if (t.name.ends_with("lora_A.weight")) {
       const double bound = 1.0 / std::sqrt(double(t.shape[1]));
       for (T& v : host) v = T((2 * rng.uniform() - 1) * bound);
     } else if (b_std > 0) {
@@ -242,7 +275,13 @@ void BasicModel<T>::merge_adapters() {
   if (!m.adapting()) return;
   const double s = m.opt.lora.scaling();
   std::vector<T> A, B, w;
-  for (std::size_t i = 0; i + 1 < m.adapters.size(); i += 2) {
+  for (const Tensor<T>& t : m.adapters) {   // the value head: its trained copy replaces the base's
+    if (t.layer >= 0) continue;
+    w.resize(std::size_t(t.numel));
+    m.be->copy_to_host(w.data(), t.data, w.size() * sizeof(T));
+    write_values(*m.be, *find(t.name), w.data());
+  }
+  for (std::size_t i = 0; i + 1 < m.adapters.size() && m.adapters[i].layer >= 0; i += 2) {
     const Tensor<T>& ta = m.adapters[i];
     const Tensor<T>& tb = m.adapters[i + 1];
     const std::string name = ta.name.substr(0, ta.name.size() - std::string("lora_A.weight").size()) + "weight";

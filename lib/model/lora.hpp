@@ -1,7 +1,9 @@
 // LoRA adapters (Hu et al., 2021, "LoRA: Low-Rank Adaptation of Large Language Models") on a
 // model's linear layers: a layer y = x·Wᵀ becomes y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ with A [rank × in]
 // and B [out × rank], s = alpha / rank (rsLoRA, Kalajdzievski 2023: alpha / √rank). The
-// base weights W stay frozen; only A and B are trained (model/model.hpp: adapters()).
+// base weights W stay frozen; only A and B are trained (model/model.hpp: adapters()), and
+// with `value_head` a copy of the value head beside them, trained in full (PEFT's
+// modules_to_save: a reward model's or critic's head is new, so no adapter can learn it).
 #pragma once
 
 #include <string>
@@ -24,6 +26,9 @@ struct LoraOptions {
   double dropout = 0;                // on the adapters' input (not implemented: must be 0)
   bool rslora = false;               // s = alpha / √rank instead of alpha / rank
   std::vector<std::string> targets;  // names of lora_modules(); empty: all of them
+  // The value head (score.weight, score.bias) trained in full beside the adapters: a copy of
+  // the base's, which stays as it is (PEFT's modules_to_save ["score"]).
+  bool value_head = false;
 
   bool enabled() const { return rank > 0; }
   double scaling() const;
@@ -34,9 +39,10 @@ struct LoraOptions {
 // in lora_modules()' order; std::invalid_argument naming an unknown one.
 std::vector<std::string> parse_lora_targets(const std::string& list);
 
-// Whether two options make the same adapters (rank, alpha, rsLoRA and modules).
+// Whether two options make the same adapters (rank, alpha, rsLoRA, modules and value head).
 bool same_adapters(const LoraOptions& a, const LoraOptions& b);
-// "rank 8, alpha 16 on q_proj,k_proj" (", rsLoRA" when it is).
+// "rank 8, alpha 16 on q_proj,k_proj" (", rsLoRA" when it is; ", the value head trained"
+// with value_head).
 std::string describe(const LoraOptions& o);
 
 // std::invalid_argument when the options cannot be used (rank outside [0, kMaxLoraRank], alpha

@@ -379,8 +379,9 @@ void BasicModel<T>::values(const BasicActivations<T>& acts, T* values) const {
   const Impl& m = *impl_;
   if (!m.score) throw std::logic_error("values: this stage has no value head");
   const std::int64_t D = m.cfg.hidden_size, n = acts.impl_->n_out;
-  m.ops->gemm(false, true, n, 1, D, T(1), acts.output(), D, m.score, D, T(0), values, 1);
-  if (m.score_bias) m.ops->gemm(false, false, n, 1, 1, T(1), acts.impl_->ones.data(), 1, m.score_bias, 1, T(1), values, 1);
+  m.ops->gemm(false, true, n, 1, D, T(1), acts.output(), D, m.value_w(), D, T(0), values, 1);
+  if (m.score_bias)
+    m.ops->gemm(false, false, n, 1, 1, T(1), acts.impl_->ones.data(), 1, m.value_bias_w(), 1, T(1), values, 1);
 }
 
 template <typename T>
@@ -388,9 +389,10 @@ void BasicModel<T>::values_backward(BasicActivations<T>& acts, const T* d_values
   Impl& m = *impl_;
   if (!m.score) throw std::logic_error("values_backward: this stage has no value head");
   const std::int64_t D = m.cfg.hidden_size, N = acts.impl_->n;
-  m.ops->gemm(false, false, N, D, 1, T(1), d_values, 1, m.score, D, T(1), acts.output_grad(), D);
-  m.ops->gemm(true, false, 1, D, N, T(1), d_values, 1, acts.output(), D, T(1), m.score_g, D);
-  if (m.score_bias) m.ops->gemm(true, false, 1, 1, N, T(1), d_values, 1, acts.impl_->ones.data(), 1, T(1), m.score_bias_g, 1);
+  m.ops->gemm(false, false, N, D, 1, T(1), d_values, 1, m.value_w(), D, T(1), acts.output_grad(), D);
+  m.ops->gemm(true, false, 1, D, N, T(1), d_values, 1, acts.output(), D, T(1), m.value_g(), D);
+  if (m.score_bias)
+    m.ops->gemm(true, false, 1, 1, N, T(1), d_values, 1, acts.impl_->ones.data(), 1, T(1), m.value_bias_g(), 1);
 }
 
 template class BasicModel<float>;

@@ -269,17 +269,20 @@ class BasicModel {
   // LoRA (options().lora): each adapter's A [rank × in] and B [out × rank], named as the layer
   // with lora_A / lora_B ("model.layers.3.self_attn.q_proj.lora_A.weight"), layer by layer in
   // lora_modules()' order, back to back in one buffer of T with their own gradients (an
-  // optimizer over them alone trains the adapters); empty without adapters. With adapters
-  // the base is frozen: backward leaves the base's gradients undefined and computes the
-  // adapters' and the input's.
+  // optimizer over them alone trains the adapters); then, with LoraOptions::value_head, the
+  // value head's trained copy under the base's names (score.weight, score.bias), which the
+  // model reads instead of the base's while the adapters are on. Empty without adapters.
+  // With adapters the base is frozen: backward leaves the base's gradients undefined and
+  // computes the adapters' and the input's.
   std::vector<Tensor<T>>& adapters();
   // A uniform in ±1/√in (PEFT's default), B zero (so the adapted model starts as the base),
-  // or B normal(0, b_std) when b_std > 0.
+  // or B normal(0, b_std) when b_std > 0; the value head's copy the base's head.
   void init_adapters(std::uint64_t seed, double b_std = 0);
   // Off: the forward is the base model's alone (a LoRA run's reference model).
   void set_adapters_enabled(bool on);
   bool adapters_enabled() const;
-  // W += s·B·A into each adapted base weight (rounded to its dtype), then the adapters off.
+  // W += s·B·A into each adapted base weight (rounded to its dtype), the value head's copy
+  // into the base's head, then the adapters off.
   void merge_adapters();
   // Bytes of the compute copy of the weights: parameter_count() · size of dtype().
   std::int64_t parameter_bytes() const;
@@ -347,7 +350,8 @@ using KVCache = BasicKVCache<float>;
 
 // Parameters of a stage of the model, as BasicModel would hold them.
 std::int64_t parameter_count(const ModelConfig& cfg, const ModelOptions& opt);
-// Parameters of the stage's LoRA adapters (opt.lora; 0 without), and the columns of x·Aᵀ a
+// Parameters of the stage's LoRA adapters (opt.lora; 0 without; with the value head's
+// trained copy), and the columns of x·Aᵀ a
 // token keeps per layer (rank × adapters of a layer).
 std::int64_t adapter_count(const ModelConfig& cfg, const ModelOptions& opt);
 std::int64_t adapter_columns(const ModelOptions& opt);
@@ -364,8 +368,9 @@ struct TensorInfo {
 };
 std::vector<TensorInfo> tensor_layout(const ModelConfig& cfg, const ModelOptions& opt);
 // The stage's LoRA adapters (opt.lora) as adapters() would hold them, without building the
-// model: "<module>.lora_A.weight" [rank × in], "<module>.lora_B.weight" [out × rank], in
-// storage order (none without adapters). What an adapter file must hold (`braid check`).
+// model: "<module>.lora_A.weight" [rank × in], "<module>.lora_B.weight" [out × rank], then
+// the value head's copy, in storage order (none without adapters). What an adapter file must
+// hold (`braid check`).
 std::vector<TensorInfo> adapter_layout(const ModelConfig& cfg, const ModelOptions& opt);
 
 }  // namespace braid::model

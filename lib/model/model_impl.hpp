@@ -81,8 +81,18 @@ struct BasicModel<T>::Impl {
   std::vector<std::array<std::vector<LoraPiece<T>>, kLoraSites>> lora;
   std::int64_t lora_cols = 0;
   bool adapters_on = true;
+  // LoraOptions::value_head: the value head's trained copy (and its bias), in lora_params.
+  W score_copy; T* score_copy_g = nullptr;
+  W score_bias_copy; T* score_bias_copy_g = nullptr;
   bool frozen() const { return opt.lora.enabled(); }
   bool adapting() const { return lora_cols > 0 && adapters_on; }
+  // The value head the forward reads and the backward trains: the trained copy while the
+  // adapters are on, else the base's.
+  bool head_copy() const { return adapting() && score_copy; }
+  W value_w() const { return head_copy() ? score_copy : score; }
+  T* value_g() const { return head_copy() ? score_copy_g : score_g; }
+  W value_bias_w() const { return head_copy() ? score_bias_copy : score_bias; }
+  T* value_bias_g() const { return head_copy() ? score_bias_copy_g : score_bias_g; }
 
   bool first() const { return begin == 0; }
   bool last() const { return end == cfg.num_hidden_layers; }

@@ -105,12 +105,17 @@ std::vector<Strategy> CostModel::strategies(const Call& call, int devices) const
       if (call.kind == CallKind::train) {
         if (exp_.mini_batch % dp != 0) continue;
         const int per_replica = exp_.mini_batch / dp;
-        if (exp_.micro_batch) {
-          if (per_replica % *exp_.micro_batch != 0) continue;
-          out.push_back({dp, tp, pp, per_replica / *exp_.micro_batch});
-        } else {
-          for (int mb = 1; mb <= std::min(per_replica, 64); mb *= 2) {
-            if (per_replica % mb == 0) out.push_back({dp, tp, pp, mb});
+        // Recomputation as the experiment fixes it, or both ways when it leaves it to the plan.
+        const std::vector<int> recompute =
+            exp_.train.recompute_auto ? std::vector<int>{0, 1} : std::vector<int>{exp_.train.recompute};
+        for (int r : recompute) {
+          if (exp_.micro_batch) {
+            if (per_replica % *exp_.micro_batch != 0) continue;
+            out.push_back({dp, tp, pp, per_replica / *exp_.micro_batch, r});
+          } else {
+            for (int mb = 1; mb <= std::min(per_replica, 64); mb *= 2) {
+              if (per_replica % mb == 0) out.push_back({dp, tp, pp, mb, r});
+            }
           }
         }
       } else {
@@ -131,7 +136,15 @@ double CostModel::layer_unit_fwd(const ModelProfile& m, int tp, double tokens, d
 
 double CostModel::layer_unit_bwd(const ModelProfile& m, int tp, double tokens, double seq) const {
   const double bytes = tokens * static_cast<double>(m.shape.hidden) * prof_.hardware.dtype_bytes;
-  return m.layer_bwd.at(tokens, seq) / tp + 2.0 * allreduce(bytes, tp, false);
+  // A frozen base (LoRA) computes the input's gradient and no weight gradient: about half of
+  // the table's backward, whose products are the two alike in size (the adapters' own are
+  // rank / hidden of that and left out).
+  const double share = exp_.train.lora_rank > 0 ? 0.5 : 1.0;
+  return share * m.layer_bwd.at(tokens, seq) / tp + 2.0 * allreduce(bytes, tp, false);
+}
+
+double CostModel::trained_params_per_layer(const ModelProfile& m) const {
+  return exp_.train.lora_rank > 0 ? m.shape.layer_lora_params(exp_.train.lora_rank) : m.shape.layer_params();
 }
 
 double CostModel::stage_param_bytes(const ModelProfile& m, int tp, int pp, double per_layer, double per_end) const {
@@ -165,7 +178,7 @@ CallEstimate CostModel::estimate(const Call& call, const Mesh& mesh, const Strat
 }
 
 CostModel::StageTimes CostModel::train_stages(const std::string& role, int stages, int tp, int dp, bool spans,
-                                              double samples_per_micro) const {
+                                              double samples_per_micro, int recompute) const {
   const ModelProfile& m = model(role);
   StageTimes st;
   const double seq = mean_total();
@@ -174,10 +187,19 @@ CostModel::StageTimes CostModel::train_stages(const std::string& role, int stage
   const double dt = prof_.hardware.dtype_bytes;
   const double out = m.shape.value_head ? 1.0 : static_cast<double>(m.shape.vocab);
   const int layers = static_cast<int>(m.shape.layers);
+  // A layer's activations kept for the backward, per token: the profile's, and under LoRA
+  // x·Aᵀ of its seven adapters (f32, as braid keeps them).
+  const double slot = m.memory.act_per_token + 7.0 * exp_.train.lora_rank * 4.0;
   for (int k = 0; k < stages; ++k) {
     const int l0 = layers * k / stages, l1 = layers * (k + 1) / stages;
-    double f = (l1 - l0) * fu, b = (l1 - l0) * bu;
-    double act = (l1 - l0) * tokens * m.memory.act_per_token / tp;
+    // Recomputed layers (index a multiple of `recompute`) keep only their input and share one
+    // slot, into which the backward runs their forward again.
+    int again = 0;
+    for (int l = l0; l < l1; ++l) again += recompute > 0 && l % recompute == 0;
+    double f = (l1 - l0) * fu, b = (l1 - l0) * bu + again * fu;
+    const double input = static_cast<double>(m.shape.hidden) * dt;
+    const double kept = (l1 - l0 - again) * slot + (again > 0 ? slot + again * input : 0);
+    double act = tokens * kept / tp;
     if (k == 0) {
       f += m.embed_fwd.at(tokens);
       b += m.embed_bwd.at(tokens);
@@ -194,12 +216,21 @@ CostModel::StageTimes CostModel::train_stages(const std::string& role, int stage
     st.act_bytes.push_back(act);
   }
   st.p2p = stages > 1 ? p2p(tokens * static_cast<double>(m.shape.hidden) * dt, spans) : 0;
-  const double stage_params = m.shape.total_params() / stages / tp;
   const bool dp_inter = spans && tp * dp > cl_.devices_per_node;
+  const double bandwidth = prof_.hardware.mem_bandwidth * prof_.hardware.eff.memory;
+  if (exp_.train.lora_rank > 0) {
+    // LoRA: only the adapters' f32 gradients are all-reduced, and Adam streams the adapters,
+    // their gradients and moments.
+    const double adapters = m.shape.layers * trained_params_per_layer(m) / stages / tp;
+    st.sync = m.train_extra.step + allreduce(4.0 * adapters, dp, dp_inter) +
+              adapters * (4.0 + 4.0 + 2.0 * 8.0 / dp) / bandwidth;
+    return st;
+  }
+  const double stage_params = m.shape.total_params() / stages / tp;
   // Gradient all-reduce of fp32 gradients, then Adam streams weights, gradients and states.
   st.sync = m.train_extra.step + allreduce(4.0 * stage_params, dp, dp_inter) +
             stage_params * (m.memory.weights + m.memory.gradients + 2.0 * m.memory.optimizer / dp) /
-                m.shape.layer_params() / (prof_.hardware.mem_bandwidth * prof_.hardware.eff.memory);
+                m.shape.layer_params() / bandwidth;
   return st;
 }
 
@@ -208,7 +239,7 @@ CallEstimate CostModel::estimate_train(const Call& call, const Mesh& mesh, const
   CallEstimate e;
   const bool spans = mesh.spans_nodes(cl_.devices_per_node);
   const double samples_per_micro = static_cast<double>(exp_.mini_batch) / s.dp / s.micro;
-  const StageTimes st = train_stages(call.role, s.pp, s.tp, s.dp, spans, samples_per_micro);
+  const StageTimes st = train_stages(call.role, s.pp, s.tp, s.dp, spans, samples_per_micro, s.recompute);
   double max_stage = 0, sum_stages = 0, max_act = 0;
   for (int k = 0; k < s.pp; ++k) {
     const double fb = st.fwd[k] + st.bwd[k] + (s.pp > 1 ? 2 * st.p2p : 0);
@@ -223,9 +254,20 @@ CallEstimate CostModel::estimate_train(const Call& call, const Mesh& mesh, const
   e.active_bytes = max_act;
   const int dt = prof_.hardware.dtype_bytes;
   e.layout_weights = stage_param_bytes(m, s.tp, s.pp, m.memory.weights / m.shape.layer_params(), dt);
-  const double per_param_grad = 4.0, per_param_opt = m.memory.optimizer / m.shape.layer_params() / s.dp;
-  e.static_bytes = e.layout_weights + stage_param_bytes(m, s.tp, s.pp, per_param_grad + per_param_opt,
-                                                        per_param_grad + per_param_opt);
+  if (exp_.train.lora_rank > 0) {
+    // LoRA: the base frozen (its weights alone, and one f32 gradient scratch of its largest
+    // matrix), the adapters f32 with their gradients and two moments (a critic's value head,
+    // trained in full beside them, is one row more).
+    const double lps = std::ceil(static_cast<double>(m.shape.layers) / s.pp);
+    const double h = static_cast<double>(m.shape.hidden);
+    const double adapters = (lps * trained_params_per_layer(m) + (m.shape.value_head ? h : 0.0)) / s.tp;
+    const double largest = std::max(static_cast<double>(m.shape.intermediate), static_cast<double>(m.shape.vocab)) * h;
+    e.static_bytes = e.layout_weights + adapters * (4.0 + 4.0 + 8.0 / s.dp) + 4.0 * largest / s.tp;
+  } else {
+    const double per_param_grad = 4.0, per_param_opt = m.memory.optimizer / m.shape.layer_params() / s.dp;
+    e.static_bytes = e.layout_weights + stage_param_bytes(m, s.tp, s.pp, per_param_grad + per_param_opt,
+                                                          per_param_grad + per_param_opt);
+  }
   e.valid = std::isfinite(e.time);
   return e;
 }

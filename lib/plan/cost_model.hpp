@@ -75,14 +75,17 @@ class CostModel {
   double kv_bytes_per_sample_token(const Strategy& s) const;  // per device of a replica
   double bs_max_per_replica(const Strategy& s) const;
 
-  // Per-stage training times of a model on `tp` devices per stage, for intra-stage fusion.
+  // Per-stage training times of a model on `tp` devices per stage, for intra-stage fusion;
+  // recomputing the layers whose index is a multiple of `recompute` (0: none). Under the
+  // experiment's LoRA (train.lora_rank) the base is frozen: half the layer table's backward
+  // (no weight gradients) and the adapters alone synchronised and updated.
   struct StageTimes {
     std::vector<double> fwd, bwd, act_bytes;  // per stage, one micro-batch
     double p2p = 0;                           // one activation transfer
     double sync = 0;                          // per optimizer step: gradient all-reduce + update
   };
   StageTimes train_stages(const std::string& role, int stages, int tp, int dp, bool spans,
-                          double samples_per_micro) const;
+                          double samples_per_micro, int recompute = 0) const;
 
   double mean_prompt() const { return mean_prompt_; }
   double mean_total() const { return mean_prompt_ + mean_response_; }
@@ -94,6 +97,8 @@ class CostModel {
   // prefill: the KV-cache path's table (generation), else the packed forward's.
   double layer_unit_fwd(const ModelProfile& m, int tp, double tokens, double seq, bool prefill = false) const;
   double layer_unit_bwd(const ModelProfile& m, int tp, double tokens, double seq) const;
+  // Parameters a training call updates per layer: every one, or under LoRA the adapters'.
+  double trained_params_per_layer(const ModelProfile& m) const;
   double pipeline_fwd(const ModelProfile& m, const Strategy& s, bool spans, double tokens, double seq, int micro,
                       bool prefill = false) const;
   CallEstimate estimate_train(const Call& call, const Mesh& mesh, const Strategy& s) const;

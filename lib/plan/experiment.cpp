@@ -115,7 +115,7 @@ Experiment experiment_from_json(const json& doc, const std::string& file) {
   e.file = file;
   c.format(doc, "braid.experiment", 1);
   c.no_unknown_keys(doc, "", {"format", "version", "name", "algorithm", "models", "batch", "prompt_len",
-                              "response_len", "ppo_epochs"});
+                              "response_len", "ppo_epochs", "train"});
   const std::string algo = c.string(doc, "", "algorithm", {"ppo", "grpo"}, "ppo").value_or("ppo");
   e.algorithm = algo == "grpo" ? Algorithm::grpo : Algorithm::ppo;
   e.ppo_epochs = static_cast<int>(c.integer(doc, "", "ppo_epochs", {.min = 1, .max = 64}, 1).value_or(1));
@@ -177,6 +177,18 @@ Experiment experiment_from_json(const json& doc, const std::string& file) {
   }
   if (e.micro_batch && e.mini_batch % *e.micro_batch != 0) {
     c.fail("batch.micro", fmt::format("{} does not divide the mini-batch {}", *e.micro_batch, e.mini_batch));
+  }
+  if (doc.contains("train")) {
+    const json& train = c.object(doc, "", "train");
+    c.no_unknown_keys(train, "train", {"lora_rank", "recompute"});
+    e.train.lora_rank =
+        static_cast<int>(c.integer(train, "train", "lora_rank", {.min = 0, .max = 65536}, 0).value_or(0));
+    if (train.contains("recompute") && train["recompute"].is_string()) {
+      e.train.recompute_auto = c.string(train, "train", "recompute", {"auto"}).has_value();
+    } else {
+      e.train.recompute =
+          static_cast<int>(c.integer(train, "train", "recompute", {.min = 0, .max = 1 << 20}, 0).value_or(0));
+    }
   }
   e.prompt_len = length_from_json(c.object(doc, "", "prompt_len"), c, "prompt_len");
   e.response_len = length_from_json(c.object(doc, "", "response_len"), c, "response_len");

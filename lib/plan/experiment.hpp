@@ -33,6 +33,16 @@ struct ExperimentModel {
   ModelShape shape;
 };
 
+// How the trained models (actor, critic) train, as braid-train's flags say: LoRA adapters of
+// a rank on every linear layer (the base frozen: gradients and AdamW state for the adapters,
+// and a critic's value head, alone) and activation recomputation (every k-th layer keeps only
+// its input; "auto": the plan chooses, per training call, between none and every layer).
+struct TrainSettings {
+  int lora_rank = 0;             // 0: every weight trained
+  int recompute = 0;             // braid-train --recompute K
+  bool recompute_auto = false;   // the plan picks 0 or 1 per training call
+};
+
 struct Experiment {
   std::string file;
   Algorithm algorithm = Algorithm::ppo;
@@ -41,6 +51,7 @@ struct Experiment {
   int mini_batch = 64;           // samples per optimizer step
   std::optional<int> micro_batch;  // samples per training micro-batch; searched when absent
   int ppo_epochs = 1;
+  TrainSettings train;
   LengthDist prompt_len, response_len;
 
   const ExperimentModel* model(std::string_view role) const;

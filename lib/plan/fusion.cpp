@@ -135,6 +135,8 @@ IntraFusion intra_fusion(const CostModel& cm, const Mesh& mesh, const Strategy& 
   if (a.pp % (tp / a.tp) != 0 || c.pp % (tp / c.tp) != 0) return f;
   // One fused pipeline carries micro-batches of one size for both models (K1·M1 = K2·M2).
   if (a.dp * a.micro != c.dp * c.micro) return f;
+  // braid-train's fused pipeline trains no LoRA adapters.
+  if (cm.experiment().train.lora_rank > 0) return f;
   // Pipelines sharing a factor split into that many identical fused groups.
   const int g = std::gcd(a.dp, c.dp);
   const int devices = mesh.count / tp / g;
@@ -142,7 +144,7 @@ IntraFusion intra_fusion(const CostModel& cm, const Mesh& mesh, const Strategy& 
   const bool spans = mesh.spans_nodes(cm.per_node());
   auto stages = [&](const char* role, const Strategy& s) {
     const double samples = static_cast<double>(e.mini_batch) / s.dp / s.micro;
-    return cm.train_stages(role, s.pp, s.tp, s.dp, spans, samples);
+    return cm.train_stages(role, s.pp, s.tp, s.dp, spans, samples, s.recompute);
   };
   const auto sta = stages("actor", a);
   const auto stc = stages("critic", c);

@@ -26,14 +26,18 @@ std::vector<Mesh> allowed_meshes(int nodes, int per_node) {
   return out;
 }
 
-std::string Strategy::describe() const { return fmt::format("d{}t{}p{} m{}", dp, tp, pp, micro); }
+std::string Strategy::describe() const {
+  return fmt::format("d{}t{}p{} m{}{}", dp, tp, pp, micro, recompute > 0 ? fmt::format(" r{}", recompute) : "");
+}
 
 std::string Strategy::compact() const {
   std::string s;
   if (dp > 1) s += fmt::format("d{}", dp);
   if (tp > 1) s += fmt::format("t{}", tp);
   if (pp > 1) s += fmt::format("p{}", pp);
-  return s.empty() ? "d1" : s;
+  if (s.empty()) s = "d1";
+  if (recompute > 0) s += fmt::format("r{}", recompute);
+  return s;
 }
 
 }  // namespace braid::plan

@@ -24,12 +24,14 @@ struct Mesh {
 std::vector<Mesh> allowed_meshes(int nodes, int per_node);
 
 // Data, tensor and pipeline parallel degrees (dp * tp * pp = mesh devices) and
-// the number of micro-batches each data-parallel replica splits its batch into.
+// the number of micro-batches each data-parallel replica splits its batch into; a training
+// call's activation recomputation (braid-train --recompute: 0 none, k every k-th layer).
 struct Strategy {
   int dp = 1, tp = 1, pp = 1, micro = 1;
+  int recompute = 0;
   bool operator==(const Strategy& o) const = default;
-  std::string describe() const;  // "d4t2p1 m2"
-  std::string compact() const;   // "d4t2" (degrees of 1 left out)
+  std::string describe() const;  // "d4t2p1 m2" (" r1" recomputing)
+  std::string compact() const;   // "d4t2" (degrees of 1 left out; "r1" recomputing)
 };
 
 }  // namespace braid::plan

@@ -47,6 +47,12 @@ double ModelShape::layer_matmul_params() const {
   return h * (attention_dim() + 2.0 * kv_dim()) + attention_dim() * h + 3.0 * h * static_cast<double>(intermediate);
 }
 
+double ModelShape::layer_lora_params(int rank) const {
+  const double h = static_cast<double>(hidden), i = static_cast<double>(intermediate);
+  // q, k, v, o, gate, up, down: in + out each.
+  return rank * ((h + attention_dim()) + 2.0 * (h + kv_dim()) + (attention_dim() + h) + 2.0 * (h + i) + (i + h));
+}
+
 double ModelShape::layer_params() const {
   const double h = static_cast<double>(hidden), i = static_cast<double>(intermediate);
   double p = layer_matmul_params() + (config.sandwich_norms ? 4.0 : 2.0) * h;

@@ -35,6 +35,9 @@ struct ModelShape {
   double layer_matmul_params() const;
   // ... plus its norms (2, Gemma 4, and q/k norms) and biases.
   double layer_params() const;
+  // Parameters of one layer's LoRA adapters of this rank on all seven products (A [r × in]
+  // and B [out × r] each).
+  double layer_lora_params(int rank) const;
   double embedding_params() const { return static_cast<double>(vocab) * hidden; }
   // The final norm and the head: an untied LM head's matrix, a value head's row (and bias);
   // a tied LM head reads the embedding (one matrix where one stage holds both).

@@ -64,6 +64,7 @@ ordered_json plan_to_json(const PlanSpace& space, const SearchResult& r, const P
     cj["mesh"] = {{"first_device", m.first}, {"devices", m.count}, {"where", m.describe(pn)}};
     cj["strategy"] = {{"dp", e.strategy.dp}, {"tp", e.strategy.tp}, {"pp", e.strategy.pp},
                       {"micro_batches", e.strategy.micro}};
+    if (call.kind == CallKind::train) cj["strategy"]["recompute"] = e.strategy.recompute;
     cj["time_s"] = round3(ev.call_time[c]);
     cj["realloc_s"] = round3(ev.realloc[c]);
     cj["start_s"] = round3(ev.call_start[c]);

@@ -54,7 +54,7 @@ checkpoint::OpenedModel open_for_ranks(const std::string& spec, backend::Backend
   }
   if (adapter_file && ranks.tp().size > 1) throw UsageError("LoRA adapters under tensor parallelism (--tp) are not implemented");
   checkpoint::OpenedModel out = checkpoint::open_model(spec, be, {}, need_lm_head, need_value_head, c.dtype, ranks.tp(),
-                                                       trained ? c.lora : model::LoraOptions{});
+                                                       trained ? trained_lora(c, need_value_head) : model::LoraOptions{});
   // Fresh adapters: A seeded by --seed, B zero.
   if (trained && c.lora.enabled() && !adapter_file) out.model->init_adapters(c.seed);
   return out;
@@ -174,8 +174,14 @@ io::MadeFrom command_record(const std::string& mode, const CommonTrainOptions& c
   return m;
 }
 
-model::LoraOptions fresh_adapters(const CommonTrainOptions& c, const std::string& spec) {
-  return c.lora.enabled() && !checkpoint::read_adapter_file(spec) ? c.lora : model::LoraOptions{};
+model::LoraOptions trained_lora(const CommonTrainOptions& c, bool value_head) {
+  model::LoraOptions lora = c.lora;
+  lora.value_head = lora.enabled() && value_head;
+  return lora;
+}
+
+model::LoraOptions fresh_adapters(const CommonTrainOptions& c, const std::string& spec, bool value_head) {
+  return c.lora.enabled() && !checkpoint::read_adapter_file(spec) ? trained_lora(c, value_head) : model::LoraOptions{};
 }
 
 ordered_json output_record(io::MadeFrom record, const std::string& role, const StateSource& state) {
@@ -250,7 +256,8 @@ void check_common(const CommonTrainOptions& c) {
 namespace {
 
 memory::TrainedModel trained_model(const backend::Backend& be, const TrainedCheckpoint& t, const CommonTrainOptions& c) {
-  memory::TrainedModel m{.model = memory::peek_checkpoint(t.checkpoint, t.role, c.dtype, c.lora)};
+  const bool value_head = t.kind == ObjectiveKind::value || t.kind == ObjectiveKind::pairwise;
+  memory::TrainedModel m{.model = memory::peek_checkpoint(t.checkpoint, t.role, c.dtype, trained_lora(c, value_head))};
   // The objectives' LM-head chunk: their option, or the backend's default when 0.
   auto chunk = [&](std::int64_t asked) { return asked > 0 ? asked : memory::lm_head_chunk_rows(be, m.model.config); };
   // The per-token device arrays (DeviceRows) of each objective in train/objectives.hpp;

@@ -34,8 +34,9 @@ LoopOptions loop_options(const CommonTrainOptions& c, std::size_t group);
 
 // A checkpoint a mode reads (a model to train, DPO's reference), opened at this rank's
 // tp slice (ranks.tp()): InputError first when its model does not split that many ways.
-// A trained model gets the LoRA adapters of c.lora (fresh ones, A seeded by --seed) or
-// those of the adapter file it names; a model only read (trained = false) gets none.
+// A trained model gets the LoRA adapters of c.lora (fresh ones, A seeded by --seed; with
+// need_value_head its value head trained beside them: trained_lora) or those of the adapter
+// file it names; a model only read (trained = false) gets none.
 checkpoint::OpenedModel open_for_ranks(const std::string& spec, backend::Backend& be, bool need_lm_head,
                                           bool need_value_head, const CommonTrainOptions& c, const TrainingRanks& ranks,
                                           bool trained = true);
@@ -57,9 +58,12 @@ void load_state(optim::AdamW& opt, const model::Model& m, const std::string& cal
 // The record of what makes this command's outputs (io/fingerprint.hpp): "braid-train MODE"
 // and the options; the caller adds the inputs.
 io::MadeFrom command_record(const std::string& mode, const CommonTrainOptions& c);
-// The new LoRA adapters a model trained from `spec` gets (c.lora when spec is no adapter
+// The LoRA options of a trained model: c.lora, and for a model whose value head is trained (a
+// reward model, a critic) that head trained in full beside the adapters (LoraOptions::value_head).
+model::LoraOptions trained_lora(const CommonTrainOptions& c, bool value_head);
+// The new LoRA adapters a model trained from `spec` gets (trained_lora when spec is no adapter
 // file: a base); disabled when it trains no adapters or continues those of an adapter file.
-model::LoraOptions fresh_adapters(const CommonTrainOptions& c, const std::string& spec);
+model::LoraOptions fresh_adapters(const CommonTrainOptions& c, const std::string& spec, bool value_head = false);
 // One output's record: the command's, with the model's optimizer-state source and the
 // output's role ("actor", "critic", "reward").
 ordered_json output_record(io::MadeFrom record, const std::string& role, const StateSource& state);

@@ -193,11 +193,7 @@ int run_rl(const RlCommand& c) {
   actor_objective_options(c);  // the options' problems now, before anything is read
   const bool fused = !c.schedule.empty();
   const bool lora = c.common.lora.enabled() || checkpoint::read_adapter_file(c.actor) ||
-                    checkpoint::read_adapter_file(c.critic);
-  if (lora && ppo) {
-    throw UsageError("ppo: LoRA adapters are not implemented for PPO (its critic's value head would stay frozen); "
-                     "grpo, sft and dpo take --lora-rank");
-  }
+                    (ppo && checkpoint::read_adapter_file(c.critic));
   if (lora && fused) throw UsageError("--schedule: LoRA adapters in the fused pipeline are not implemented");
   if (fused && std::find(c.inputs.begin(), c.inputs.end(), "-") != c.inputs.end()) {
     throw UsageError("--schedule: name the shards as arguments (under mpirun only one rank reads stdin)");
@@ -210,7 +206,10 @@ int run_rl(const RlCommand& c) {
   // Where each model's AdamW state comes from, and the record each output gets.
   std::vector<StateSource> states{
       optimizer_state_source(c.common.optimizer_state, c.algorithm, c.actor, fresh_adapters(c.common, c.actor))};
-  if (ppo) states.push_back(optimizer_state_source(c.critic_optimizer_state, c.algorithm, c.critic));
+  if (ppo) {
+    states.push_back(optimizer_state_source(c.critic_optimizer_state, c.algorithm, c.critic,
+                                            fresh_adapters(c.common, c.critic, true)));
+  }
   auto made_from = [&](const std::vector<std::filesystem::path>& shards) {
     io::MadeFrom m = command_record(c.algorithm, c.common);
     checkpoint::add_checkpoint_input(m, "actor", c.actor);

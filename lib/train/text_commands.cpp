@@ -64,7 +64,8 @@ int run_text(const TextCommand& c, TextMode mode, const PrepareObjective& prepar
       require_device_memory(*be, c.common, {{c.model, policy ? "policy" : "reward model", kind}}, before_training);
   Trainee t{open_for_ranks(c.model, *be, policy, !policy, c.common, ranks), nullptr, nullptr, c.model, c.model_out,
             policy ? "actor_train" : "reward_train"};
-  t.state = optimizer_state_source(c.common.optimizer_state, mode_name(mode), c.model, fresh_adapters(c.common, c.model));
+  t.state = optimizer_state_source(c.common.optimizer_state, mode_name(mode), c.model,
+                                   fresh_adapters(c.common, c.model, !policy));
   t.made_from = output_record(text_record(c, mode, ref), policy ? "actor" : "reward", t.state);
   std::vector<Trainee*> trainees{&t};
   if (already_done(trainees, ranks, c.common.force)) return 0;
@@ -122,9 +123,6 @@ int run_sft(const TextCommand& c) {
 }
 
 int run_rm(const TextCommand& c) {
-  if (c.common.lora.enabled() || checkpoint::read_adapter_file(c.model)) {
-    throw UsageError("rm: LoRA adapters are not implemented for a reward model (its value head would stay frozen)");
-  }
   return run_text(c, TextMode::rm, [](Trainee&, backend::Backend&, io::SampleBatch&, const TrainingRanks&) {
     return std::make_unique<PairwiseRewardObjective>();
   });

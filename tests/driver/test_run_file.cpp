@@ -561,6 +561,32 @@ BOOST_AUTO_TEST_CASE(the_prediction_chooses_the_fusions) {
   BOOST_TEST(fs_.run_plan->choice_reason.find("the run file fixes generate.fuse") != std::string::npos);
 }
 
+// A training call the plan recomputes: braid-train gets --recompute (one for both models: the
+// most recomputing), unless the run file sets train.recompute; a plan made for LoRA adapters
+// (the experiment's train.lora_rank) fits only a run that trains them.
+BOOST_AUTO_TEST_CASE(a_plan_recomputes_and_trains_lora_as_the_run_does) {
+  std::string plan = plan_json();
+  const std::string actor = call_json("actor_train", 0, 4, 1, 1, 2, 2.0);
+  std::string recomputing = actor;
+  recomputing.replace(recomputing.find("\"strategy\": {") + 13, 0, "\"recompute\": 1, ");
+  plan.replace(plan.find(actor), actor.size(), recomputing);
+  const std::string gen = R"({"samples_per_prompt": 4})";
+  const RunSpec spec = load_run_file(plan_run("plan_recompute", gen, "{}", plan));
+  BOOST_TEST(flag(spec.train, "--recompute") == "1");
+  BOOST_TEST(has_note(spec.run_plan->train.notes, "critic_train recomputes too (--recompute 1, the plan's 0)"));
+  BOOST_TEST(spec.run_plan->conflicts.empty());
+  const RunSpec own = load_run_file(plan_run("plan_recompute_own", gen, R"({"recompute": 2})", plan));
+  BOOST_TEST(flag(own.train, "--recompute") == "2");
+  BOOST_TEST(has_note(own.run_plan->conflicts, "train.recompute 2 (the run file's) wins over the plan's --recompute 1"));
+  BOOST_TEST(flag(load_run_file(plan_run("plan_no_recompute", gen)).train, "--recompute") == "<absent>");
+
+  std::string lora = experiment_json(16, 16);
+  lora.replace(lora.find("\"batch\""), 0, R"("train": {"lora_rank": 8}, )");
+  const auto other = problems_of(plan_run("plan_lora", gen, "{}", plan_json(), lora));
+  BOOST_TEST(problem_at(other, "plan").find("train.lora_rank: is 8, but the run's is 0") != std::string::npos);
+  BOOST_TEST(load_run_file(plan_run("plan_lora_run", gen, R"({"lora_rank": 8})", plan_json(), lora)).run_plan->applied);
+}
+
 // A plan made for another run is refused, naming the experiment's field.
 BOOST_AUTO_TEST_CASE(a_plan_for_another_run_is_refused) {
   const std::string gen = R"({"samples_per_prompt": 4})";

@@ -16,8 +16,8 @@ using braid::test::check_gradient;
 
 namespace {
 
-model::LoraOptions lora(std::vector<std::string> targets = {}, bool rslora = false) {
-  return {.rank = 2, .alpha = 3, .rslora = rslora, .targets = std::move(targets)};
+model::LoraOptions lora(std::vector<std::string> targets = {}, bool rslora = false, bool value_head = false) {
+  return {.rank = 2, .alpha = 3, .rslora = rslora, .targets = std::move(targets), .value_head = value_head};
 }
 
 template <typename T>
@@ -36,7 +36,8 @@ struct Case {
 std::vector<Case> cases() {
   std::vector<Case> out{{"tiny, every module", test::grad_config(), lora()},
                         {"tiny, tied, q and v, rsLoRA", test::grad_config(true), lora({"q_proj", "v_proj"}, true)},
-                        {"tiny, o, gate, down", test::grad_config(), lora({"o_proj", "gate_proj", "down_proj"})}};
+                        {"tiny, o, gate, down", test::grad_config(), lora({"o_proj", "gate_proj", "down_proj"})},
+                        {"tiny, k and up, the value head trained", test::grad_config(), lora({"k_proj", "up_proj"}, false, true)}};
   for (const auto& f : test::family_configs({.hidden = 8, .heads = 2, .kv_heads = 1, .head_dim = 4, .inter = 6,
                                              .vocab = 11, .layers = 2, .max_positions = 16}))
     out.push_back({f.name, f.parsed(), lora()});
@@ -51,7 +52,8 @@ BOOST_AUTO_TEST_CASE(gradients_match_finite_differences_and_the_direct_computati
   for (const Case& k : cases()) {
     BOOST_TEST_CONTEXT(k.name) {
       auto be = backend::make_cpu_backend(1);
-      model::BasicModel<double> m(k.config, {.lm_head = true, .value_head = true, .lora = k.lora}, *be);
+      model::BasicModel<double> m(
+          k.config, {.lm_head = true, .value_head = true, .value_bias = k.lora.value_head, .lora = k.lora}, *be);
       m.init_random(7, 0.5);
       m.init_adapters(3, 0.4);
       test::TinyBatch tb;
@@ -75,7 +77,8 @@ BOOST_AUTO_TEST_CASE(gradients_match_finite_differences_and_the_direct_computati
 
       // The same model with the adapters merged into its weights, trained in full: its
       // weight's gradient G gives the adapters' as dA = s·Bᵀ·G, dB = s·G·Aᵀ.
-      model::BasicModel<double> full(k.config, {.lm_head = true, .value_head = true}, *be);
+      model::BasicModel<double> full(k.config, {.lm_head = true, .value_head = true, .value_bias = k.lora.value_head},
+                                     *be);
       m.merge_adapters();
       BOOST_TEST(!m.adapters_enabled());
       for (auto& t : full.tensors()) model::write_values(*be, t, host_of(*be, *m.find(t.name)).data());
@@ -86,7 +89,16 @@ BOOST_AUTO_TEST_CASE(gradients_match_finite_differences_and_the_direct_computati
       full.backward(full_acts);
       BOOST_TEST(std::abs(merged_loss - adapted_loss) <= 1e-12 * std::max(1.0, std::abs(adapted_loss)));
       const double s = k.lora.scaling();
-      for (std::size_t i = 0; i < m.adapters().size(); i += 2) {
+      // The value head's trained copy: the merged model's head gradient itself.
+      for (const auto& t : m.adapters()) {
+        if (t.layer >= 0) continue;
+        const auto* G = full.find(t.name)->grad;
+        double worst = 0;
+        for (std::int64_t j = 0; j < t.numel; ++j) worst = std::max(worst, std::abs(G[j] - t.grad[j]));
+        BOOST_TEST(worst <= 1e-10, t.name << ": largest difference from the merged model's gradient " << worst);
+      }
+      BOOST_TEST((m.adapters().back().layer < 0) == k.lora.value_head);
+      for (std::size_t i = 0; i + 1 < m.adapters().size() && m.adapters()[i].layer >= 0; i += 2) {
         const auto& ta = m.adapters()[i];
         const auto& tb2 = m.adapters()[i + 1];
         const std::string base = ta.name.substr(0, ta.name.size() - std::string("lora_A.weight").size()) + "weight";
@@ -117,7 +129,7 @@ BOOST_AUTO_TEST_CASE(merged_and_unmerged_generate_the_same_tokens) {
   for (const Case& k : cases()) {
     BOOST_TEST_CONTEXT(k.name) {
       auto be = backend::make_cpu_backend(1);
-      model::Model m(k.config, {.lora = k.lora}, *be);
+      model::Model m(k.config, {.value_head = k.lora.value_head, .lora = k.lora}, *be);
       m.init_random(5, 0.3);
       m.init_adapters(6, 0.3);
       auto greedy = [&](std::vector<float>& logits_out) {
@@ -174,6 +186,58 @@ BOOST_AUTO_TEST_CASE(adapters_off_is_the_base_model) {
   adapted.init_adapters(2);
   adapted.forward(tb.batch(), a2);
   BOOST_TEST(std::memcmp(a1.output(), a2.output(), 8 * std::size_t(cfg.hidden_size) * sizeof(float)) == 0);
+}
+
+// The value head trained beside the adapters (PEFT's modules_to_save): a copy of the base's
+// head, read while the adapters are on (the base's while off), the only head the backward
+// trains, and merged into the base's.
+BOOST_AUTO_TEST_CASE(the_value_head_is_a_trained_copy) {
+  auto be = backend::make_cpu_backend(1);
+  const auto cfg = test::grad_config();
+  model::Model m(cfg, {.lm_head = false, .value_head = true, .value_bias = true, .lora = lora({"q_proj"}, false, true)},
+                 *be);
+  m.init_random(4);
+  m.init_adapters(5);
+  BOOST_REQUIRE(m.adapters().size() == 2 * std::size_t(cfg.num_hidden_layers) + 2);
+  auto& copy = m.adapters()[m.adapters().size() - 2];
+  auto& bias = m.adapters().back();
+  BOOST_TEST(copy.name == "score.weight");
+  BOOST_TEST(bias.name == "score.bias");
+  BOOST_TEST(host_of(*be, copy) == host_of(*be, *m.find("score.weight")), boost::test_tools::per_element());
+  test::TinyBatch tb;
+  auto acts = m.make_activations({.max_tokens = 8, .max_sequences = 2, .training = true});
+  auto values = [&] {
+    std::vector<float> v(8);
+    m.forward(tb.batch(), acts);
+    m.values(acts, v.data());
+    return v;
+  };
+  const std::vector<float> base = values();
+  std::vector<float> w = host_of(*be, copy);
+  for (float& x : w) x = -2 * x;
+  model::write_values(*be, copy, w.data());
+  const float b = 0.25f;
+  model::write_values(*be, bias, &b);
+  const std::vector<float> trained = values();
+  BOOST_TEST(trained != base);
+  m.set_adapters_enabled(false);
+  BOOST_TEST(values() == base, boost::test_tools::per_element());
+  m.set_adapters_enabled(true);
+  // The backward trains the copy (the base's head gets no gradient of its own to read).
+  m.zero_grad();
+  const std::vector<float> d(8, 1.f);
+  values();
+  m.values_backward(acts, d.data());
+  BOOST_TEST(host_of(*be, bias).size() == 1u);
+  float grad_b = 0;
+  be->copy_to_host(&grad_b, bias.grad, sizeof(float));
+  BOOST_TEST(grad_b == 8.f);
+  m.merge_adapters();
+  BOOST_TEST(host_of(*be, *m.find("score.weight")) == w, boost::test_tools::per_element());
+  const std::vector<float> merged = values();
+  for (std::size_t i = 0; i < merged.size(); ++i) BOOST_TEST(merged[i] == trained[i], boost::test_tools::tolerance(1e-5f));
+  // A value head to train on a model without one is refused.
+  BOOST_CHECK_THROW(model::Model(cfg, {.lora = lora({}, false, true)}, *be), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(options_are_checked) {

@@ -76,6 +76,40 @@ BOOST_AUTO_TEST_CASE(huge_lengths_and_a_numeric_config_are_refused) {
   }
 }
 
+// The trained models' settings: LoRA's rank, recomputation fixed or left to the plan; a
+// recomputation that is neither a count nor "auto", a negative rank and an unknown key are
+// refused naming the field.
+BOOST_AUTO_TEST_CASE(train_settings_are_read_and_checked) {
+  auto doc = braid::json::parse(R"({
+    "format": "braid.experiment", "version": 1, "algorithm": "grpo",
+    "models": {"actor": {"config": "cfg.json"}, "ref": {"config": "cfg.json"}, "reward": {"config": "cfg.json"}},
+    "batch": {"global": 8, "mini": 8},
+    "prompt_len": {"dist": "fixed", "value": 10}, "response_len": {"dist": "fixed", "value": 10}
+  })");
+  const braid::json cfg = braid::json::parse(R"({"hidden_size": 64, "intermediate_size": 128,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100})");
+  for (const char* role : {"actor", "ref", "reward"}) doc["models"][role]["config"] = cfg;
+  BOOST_TEST(experiment_from_json(doc, "exp.json").train.lora_rank == 0);
+  BOOST_TEST(experiment_from_json(doc, "exp.json").train.recompute == 0);
+  doc["train"] = {{"lora_rank", 16}, {"recompute", "auto"}};
+  const Experiment e = experiment_from_json(doc, "exp.json");
+  BOOST_TEST(e.train.lora_rank == 16);
+  BOOST_TEST(e.train.recompute_auto);
+  doc["train"] = {{"recompute", 4}};
+  BOOST_TEST(experiment_from_json(doc, "exp.json").train.recompute == 4);
+  doc["train"] = {{"lora_rank", -1}, {"recompute", "sometimes"}, {"lora_alpha", 8}};
+  try {
+    experiment_from_json(doc, "exp.json");
+    BOOST_FAIL("accepted broken train settings");
+  } catch (const braid::InputError& err) {
+    const std::string all = err.what();
+    for (const char* needle : {"train.lora_rank", "train.recompute", "train.lora_alpha"}) {
+      BOOST_TEST_INFO(needle);
+      BOOST_TEST(all.find(needle) != std::string::npos);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(lognormal_quantiles_have_the_median_and_the_cap) {
   LengthDist d;
   d.kind = "lognormal";

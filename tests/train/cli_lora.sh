@@ -3,7 +3,8 @@
 # writes an adapter file naming its base (the base untouched, its optimizer state not loaded)
 # and optimizer state over the adapters alone; the same call continued from the adapter file
 # takes the next step and lowers the loss further; data parallel (mpirun -np 2) gives the same
-# losses; dpo's reference is the base (adapters off); --recompute changes no loss; braid export
+# losses; dpo's reference is the base (adapters off); --recompute changes no loss; rm trains its
+# value head beside the adapters and learns (held-out pair accuracy); braid export
 # writes a PEFT adapter folder (braid import reads it back) or, with --merge, the merged model
 # (its loss the adapted one's); bad LoRA options exit 2 naming the option or field, nothing
 # written.
@@ -75,6 +76,41 @@ assert len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) < 1e-5, (a, b)
 PY
 fi
 grep -q "base.h5 (the base, adapters off)" dpo.log || fail "dpo's reference is not the base: $(cat dpo.log)"
+
+# A reward model with LoRA: its value head (new, so no adapter can learn it) trained in full
+# beside the adapters and stored in the adapter file (PEFT's modules_to_save); held-out pair
+# accuracy rises; exported as a PEFT SEQ_CLS folder and imported back, the same file again and
+# the same accuracy; merged, the same scores.
+"$B/braid" synth -o task --task sort --max-digits 4 --pairs 128 --heldout 64 --prompts 1 --sft 1 > /dev/null
+"$B/braid" init -q -c config.json --seed 1 --value-head --no-lm-head -o rm0.h5 > /dev/null
+"$B/braid-train" rm task/pairs.jsonl --reward rm0.h5 --reward-out rm1.h5 --lora-rank 4 --lora-alpha 8 --epochs 16 \
+  --mini-batch 8 --lr 1e-2 --threads 1 -q > /dev/null
+for m in rm0 rm1; do "$B/braid" eval $m.h5 --pairs task/heldout-pairs.jsonl -o $m.eval.json 2> /dev/null; done
+"$B/braid" export rm1.h5 -o peft-rm > /dev/null
+"$B/braid" import peft-rm --base rm0.h5 -o rm-back.h5 > /dev/null
+"$B/braid" export rm-back.h5 -o peft-rm-again > /dev/null
+cmp peft-rm/adapter_model.safetensors peft-rm-again/adapter_model.safetensors || fail "the RM's PEFT export -> import -> export differs"
+"$B/braid" eval rm-back.h5 --pairs task/heldout-pairs.jsonl -o rm-back.eval.json 2> /dev/null
+"$B/braid" export rm1.h5 --merge -o rm-merged > /dev/null
+"$B/braid" import rm-merged -o rm-merged.h5 > /dev/null
+"$B/braid" eval rm-merged.h5 --pairs task/heldout-pairs.jsonl -o rm-merged.eval.json 2> /dev/null
+"$B/braid" inspect --json rm1.h5 > rm1.json
+python3 - <<'PY' || fail "the reward model's adapters"
+import json, struct
+before, after, back, merged = (json.load(open(f"{m}.eval.json")) for m in ("rm0", "rm1", "rm-back", "rm-merged"))
+assert after["accuracy"] >= before["accuracy"] + 0.15, (before["accuracy"], after["accuracy"])
+assert back["accuracy"] == after["accuracy"] and back["mean_margin"] == after["mean_margin"], (back, after)
+assert merged["accuracy"] == after["accuracy"], (merged, after)
+assert abs(merged["mean_margin"] - after["mean_margin"]) <= 1e-4 * abs(after["mean_margin"]), (merged, after)
+ad = json.load(open("rm1.json"))
+assert ad["adapter_config"]["modules_to_save"] == ["score"], ad["adapter_config"]
+assert any(t["name"] == "score.weight" and t["shape"] == [1, 32] for t in ad["tensors"]), ad["tensors"]
+cfg = json.load(open("peft-rm/adapter_config.json"))
+assert cfg["task_type"] == "SEQ_CLS" and cfg["modules_to_save"] == ["score"], cfg
+raw = open("peft-rm/adapter_model.safetensors", "rb").read()
+header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+assert header["base_model.model.score.weight"]["shape"] == [1, 32], sorted(header)
+PY
 
 # A PEFT adapter folder: its layout, and imported back onto the base as the same adapters.
 "$B/braid" export ad2.h5 -o peft > /dev/null

@@ -193,6 +193,35 @@ BOOST_FIXTURE_TEST_CASE(ppo_writes_new_checkpoints_and_reuses_the_optimizer_stat
   BOOST_TEST((fs::last_write_time(p("one-actor.h5")) == written));
 }
 
+// PPO with LoRA: both models get adapters; the critic's value head (new, so no adapter can
+// learn it) is trained in full beside them and stored in its adapter file (modules_to_save),
+// the actor's file holds adapters alone; the critic's loss falls over the epochs; the next call
+// continues both adapter files on their bases.
+BOOST_FIXTURE_TEST_CASE(ppo_with_lora_trains_the_critic_head_beside_the_adapters, World) {
+  const std::string shards = p("scored-00000.h5") + " " + p("scored-00001.h5");
+  const Run first = run(ppo(shards, p("actor.h5"), p("critic.h5"), "lora") + " --lora-rank 2 --epochs 4 --stats " +
+                            p("lora-stats.json"),
+                        "lora");
+  BOOST_TEST_REQUIRE(first.code == 0, first.err);
+  const io::WeightShardReader actor(p("lora-actor.h5")), critic(p("lora-critic.h5"));
+  BOOST_TEST(actor.meta().kind == "adapters");
+  BOOST_TEST(critic.meta().kind == "adapters");
+  BOOST_TEST(!actor.contains("score.weight"));
+  BOOST_TEST(!json::parse(actor.meta().adapter_config).contains("modules_to_save"));
+  BOOST_TEST(json::parse(critic.meta().adapter_config)["modules_to_save"].dump() == R"(["score"])");
+  BOOST_TEST(max_abs_difference(p("critic.h5"), p("lora-critic.h5"), "score.weight") > 1e-5);
+  const json stats = load_json_file(p("lora-stats.json"));
+  const json& steps = stats["calls"]["critic_train"]["per_step"];
+  BOOST_TEST_REQUIRE(steps.size() == 4u);
+  BOOST_TEST(steps.back()["loss"].get<double>() < steps.front()["loss"].get<double>());
+  const Run second = run(ppo(shards, p("lora-actor.h5"), p("lora-critic.h5"), "lora2"), "lora2");
+  BOOST_TEST_REQUIRE(second.code == 0, second.err);
+  const io::WeightShardReader critic2(p("lora2-critic.h5"));
+  BOOST_TEST(critic2.meta().step == 2);
+  BOOST_TEST(json::parse(critic2.meta().adapter_config)["base"] == "critic.h5");
+  BOOST_TEST(max_abs_difference(p("lora-critic.h5"), p("lora2-critic.h5"), "score.weight") > 1e-6);
+}
+
 // --normalize-advantages trains exactly as the same samples whose advantages were
 // whitened beforehand, and not as the raw ones.
 BOOST_FIXTURE_TEST_CASE(normalize_advantages_whitens_the_input_before_training, World) {

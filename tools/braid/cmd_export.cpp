@@ -13,6 +13,16 @@
 
 namespace braid::driver {
 
+namespace {
+
+hf::ValueHeadClass value_head_class(const std::string& option) {
+  return option == "token" ? hf::ValueHeadClass::token
+         : option == "sequence" ? hf::ValueHeadClass::sequence
+                                : hf::ValueHeadClass::automatic;
+}
+
+}  // namespace
+
 void add_export_command(CLI::App& app, Verbs& verbs) {
   struct Opt {
     std::vector<std::string> shards;
@@ -43,7 +53,8 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
   sub->add_option("--value-head", o->value_head,
                   "A model with a value head and no LM head: as <Family>ForSequenceClassification (a reward model), "
                   "<Family>ForTokenClassification (a value model; a zero bias where it has none), or auto (the class its "
-                  "config.json names, else token with a score bias, else sequence)")
+                  "config.json names, else token with a score bias, else sequence); for a reward model's or critic's LoRA "
+                  "adapters, PEFT's task_type (SEQ_CLS or TOKEN_CLS)")
       ->check(CLI::IsMember({"auto", "sequence", "token"}))
       ->capture_default_str();
   sub->add_option("--temperature", o->generation.temperature,
@@ -67,7 +78,8 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
   verbs.add(sub, [o] {
     const bool adapters = o->shards.size() == 1 && checkpoint::read_adapter_file(o->shards.front());
     if (adapters && !o->merge) {
-      for (const auto& f : hf::export_peft(o->shards.front(), o->out)) std::cout << path_line(f.string()) << '\n';
+      for (const auto& f : hf::export_peft(o->shards.front(), o->out, value_head_class(o->value_head)))
+        std::cout << path_line(f.string()) << '\n';
       return 0;
     }
     if (o->merge && !adapters) throw UsageError("--merge: name one LoRA adapter file");
@@ -82,9 +94,7 @@ void add_export_command(CLI::App& app, Verbs& verbs) {
     const hf::ExportOptions opt{.dtype = o->dtype == "bf16" ? hf::StoreDtype::bf16 : hf::StoreDtype::f32,
                                 .tokenizer = o->tokenizer,
                                 .generation = o->generation,
-                                .value_head = o->value_head == "token"      ? hf::ValueHeadClass::token
-                                              : o->value_head == "sequence" ? hf::ValueHeadClass::sequence
-                                                                            : hf::ValueHeadClass::automatic};
+                                .value_head = value_head_class(o->value_head)};
     const auto files = adapters ? hf::export_merged(paths.front(), o->out, opt) : hf::export_hf(paths, o->out, opt);
     for (const auto& f : files) std::cout << path_line(f.string()) << '\n';
     return 0;
