@@ -15,7 +15,7 @@
 namespace braid::comm {
 namespace {
 
-void check(cudaError_t e, const char* what) {
+void check_buffer_call(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(fmt::format("CUDA {} (device buffers between ranks): {}", what, cudaGetErrorString(e)));
 }
 
@@ -43,21 +43,21 @@ class CudaMemory final : public DeviceMemory {
   }
   void to_host(void* host, const void* device, std::size_t bytes) override {
     settle();
-    check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to the host");
+    check_buffer_call(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to the host");
   }
   void to_device(void* device, const void* host, std::size_t bytes) override {
     settle();
-    check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the device");
+    check_buffer_call(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the device");
     settle();   // from pageable memory cudaMemcpy may return before the bytes have landed
   }
   void settle() override {
-    check(cudaSetDevice(device_), "cudaSetDevice");
-    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    check_buffer_call(cudaSetDevice(device_), "cudaSetDevice");
+    check_buffer_call(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   void* stream() override {
     if (!stream_) {
-      check(cudaSetDevice(device_), "cudaSetDevice");
-      check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+      check_buffer_call(cudaSetDevice(device_), "cudaSetDevice");
+      check_buffer_call(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     }
     return stream_;
   }
