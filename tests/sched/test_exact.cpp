@@ -16,8 +16,6 @@ using namespace braid::sched;
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 // (makespan, peak) of every valid schedule: every permutation on every device.
 std::vector<std::pair<double, double>> every_schedule(const Problem& p) {
   std::vector<std::pair<double, double>> out;

@@ -14,8 +14,6 @@ using namespace braid::sched;
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 // Device d run in `seq` with every other device's times held (those of t): the
 // peak, or infinity when a subtask starts before its input, ends after its
 // successor on another device must start (lf: latest ends), or after the makespan,
