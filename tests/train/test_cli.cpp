@@ -252,6 +252,7 @@ BOOST_FIXTURE_TEST_CASE(bad_inputs_exit_2_naming_the_file_and_field, World) {
   // A critic whose vocabulary is smaller than the samples' tokens: the message says it is the critic.
   json small = load_json_file(source("examples/tiny/config.json"));
   small["vocab_size"] = 40;
+  for (const char* id : {"bos_token_id", "eos_token_id", "pad_token_id"}) small[id] = nullptr;  // ids of its vocabulary, or none
   write_text_file(p("small-vocab.json"), small.dump());
   BOOST_TEST_REQUIRE(run(bin("braid") + " init -q --config " + p("small-vocab.json") +
                              " --seed 2 --value-head --no-lm-head -o " + p("small-critic.h5"),
