@@ -67,10 +67,11 @@ const cli::OptionSchema<CommandOptions>& score_schema() {
                              .help = "KL penalty in the rewards against --ref: per token (ppo, reinforce++), or summed "
                                      "over the response and taken off its reward (group advantages). Default with "
                                      "--ref: ppo 0.05, rloo and reinforce++ 0.01, the others 0; without --ref 0",
-                             .key = "kl_coef", .bounds = {.min = 0, .max = 100}, .show_default = false,
+                             .key = "kl_coef", .bounds = {.min = 0}, .show_default = false,
                              .doc = "the KL penalty in the rewards: per token (ppo, reinforce++), or summed over the response and taken "
                                     "off its reward (the group estimators); `> 0` without `--ref` is refused. A KL term in the loss "
-                                    "instead is braid-train's `--kl-coef`"}),
+                                    "instead is braid-train's `--kl-coef`",
+                             .run_file_bounds = Bounds{.min = 0, .max = 100}}),
       field<O>(&O::kl_estimator, {.flag = "--kl-estimator", .type = choice,
                                   .help = "The penalty's estimate of KL from d = logp - ref_logp: k1 (d), k2 (d^2/2) "
                                           "or k3 (exp(-d) + d - 1)",

@@ -31,10 +31,10 @@ stalled() {
 # Rank 1's scorer stops its braid-score (its parent) at its first line.
 scorer='if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then kill -STOP $PPID; fi; while read l; do echo 1; done'
 stalled gather "error: rank 0: recv with rank 1" -- \
-  mpirun -np 2 "$B/braid-score" gen/gen-00000.h5 gen/gen-00001.h5 -o scored --algorithm grpo --reward-cmd "$scorer" --threads 1
+  mpirun -np 2 "$B/braid-score" gen/gen-00000.h5 gen/gen-00001.h5 -o scored --algorithm reinforce++ --reward-cmd "$scorer" --threads 1
 
 # Rank 1 stops before braid-score starts (and so before MPI_Init).
 stalled init "error: rank 0: MPI_Init did not return" -- \
   mpirun -np 2 bash -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then kill -STOP $$; fi; exec "$@"' braid-score \
-  "$B/braid-score" gen/gen-00000.h5 gen/gen-00001.h5 -o scored-init --algorithm grpo --reward-rule length:8 --threads 1
+  "$B/braid-score" gen/gen-00000.h5 gen/gen-00001.h5 -o scored-init --algorithm reinforce++ --reward-rule length:8 --threads 1
 echo "braid-score: a stopped rank ends the job in bounded time"
