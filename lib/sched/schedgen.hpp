@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "comm/communicator.hpp"
 #include "sched/anneal.hpp"
@@ -16,7 +17,11 @@ struct SchedgenOptions {
   std::string svg;            // also draw the timeline here, when set
   std::string verify;         // the schedule file verify_schedule_file() checks
   std::string start = "both";  // "greedy", "1f1b", or "both" (greedy, then 1F1B with what is left if at the bound within a tenth of the budget)
+  std::string preset = "default";  // the annealer's knobs by name (sched/option_schema.hpp)
   AnnealOptions anneal;
+  // The knobs (their "anneal" keys) the command line gave: they go over the spec's
+  // "anneal" block and the preset (settle_knobs).
+  std::vector<std::string> knobs_given;
 };
 
 // Finds, checks and writes the schedule; returns the exit code. Collective over world

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
+#include "sched/option_schema.hpp"
 #include "sched/problem.hpp"
 
 namespace braid::sched {
@@ -63,9 +64,13 @@ SchedSpec parse_schedspec(const std::string& json_text, const std::string& origi
   Checker c(origin);
   c.format(doc, "braid.schedspec", kSpecVersion);
   c.check();
-  c.no_unknown_keys(doc, "", {"format", "version", "devices", "models", "mem_capacity", "p2p_time", "comment"});
+  c.no_unknown_keys(doc, "", {"format", "version", "devices", "models", "mem_capacity", "p2p_time", "comment", "anneal"});
 
   SchedSpec spec;
+  if (doc.contains("anneal")) {
+    spec.anneal = c.object(doc, "", "anneal");
+    check_anneal_block(c, spec.anneal, "anneal");
+  }
   spec.devices = static_cast<int>(c.integer(doc, "", "devices", {.min = 1, .max = 1 << 20}).value_or(1));
   spec.p2p_time = c.number(doc, "", "p2p_time", {.min = 0}, 0.0).value_or(0.0);
   if (auto it = doc.find("mem_capacity"); it != doc.end() && !it->is_null()) {
