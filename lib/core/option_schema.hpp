@@ -51,7 +51,7 @@ struct OptionSpec {
   OptionType type = OptionType::text;
   std::string help;                  // as --help shows it
   std::string key = {};              // its key in the run file's section (or the JSON block the tool reads); "" when none sets it
-  Bounds bounds = {};                // integer, number: a value outside is refused (exit 2), here and in the run file
+  Bounds bounds = {};                // integer, number(s): a value outside is refused (exit 2), here and in the run file
   std::vector<std::string> choices = {};  // choice: the values taken
   std::string negation = {};         // boolean: the flag that sets it false ("--no-filter-groups")
   bool required = false;

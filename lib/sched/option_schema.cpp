@@ -169,14 +169,14 @@ const cli::OptionSchema<SchedgenOptions>& schedgen_schema() {
 
 const std::vector<AnnealPreset>& anneal_presets() {
   static const std::vector<AnnealPreset> p = {
-      {"default", "every search; the settings the figures of docs/tools/schedgen.md were measured with", json::object()},
+      {"default", "every search: the knobs docs/tools/schedgen.md's figures were measured with", json::object()},
       {"quick", "a schedule in seconds where its memory matters less (tests, a first look at a plan): the memory "
-                "phase held to 2M neighbours and its exact search to 2,000 nodes",
+                "phase held to 2M neighbours, its exact search to 2,000 nodes",
        {{"mem_iterations", 2000000}, {"mem_exact_nodes", 2000}}},
-      {"thorough", "runs of minutes, whose memory pass gets 30M neighbours or more: the pass's energy counts all "
-                   "the memory above serial 1F1B's peak (lower there; the default's level near the peak is lower "
-                   "at 15M), and the exact search gets 100,000 nodes under budgets",
-       {{"mem_level_margin", 1e9}, {"mem_exact_nodes", 100000}}},
+      {"thorough", "runs under budgets (--iterations) worth minutes: five times the default's memory neighbours "
+                   "(100M without a time limit) and exact-search nodes, for lower peaks where the memory pass is "
+                   "short of neighbours (the large settings)",
+       {{"mem_iterations", 100000000}, {"mem_exact_nodes", 100000}}},
   };
   return p;
 }
