@@ -331,6 +331,7 @@ template <typename T>
 void BasicModel<T>::zero_grad() {
   impl_->grads.zero();
   impl_->lora_grads.zero();
+  impl_->lora_partial.zero();
 }
 
 template <typename T>
