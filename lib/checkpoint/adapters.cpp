@@ -80,9 +80,10 @@ json adapter_config(const model::LoraOptions& lo, const std::filesystem::path& b
 }
 
 void save_adapters(const model::Model& m, const std::filesystem::path& path, const std::filesystem::path& base,
-                   const SaveInfo& info) {
+                   const SaveInfo& info, bool write) {
   const model::LoraOptions& lo = m.options().lora;
   if (!lo.enabled()) throw std::logic_error("save_adapters: the model has no adapters");
+  if (!write) return;
   io::WeightShardMeta meta;
   meta.kind = "adapters";
   meta.model_config = info.config_json.empty() ? model::config_to_json(m.config()).dump() : info.config_json;
@@ -100,19 +101,20 @@ void save_adapters(const model::Model& m, const std::filesystem::path& path, con
   const std::filesystem::path rel = std::filesystem::relative(std::filesystem::absolute(base, ec), folder, ec);
   if (!ec && !rel.empty()) named = rel;
   meta.adapter_config = adapter_config(lo, named).dump();
-  std::vector<float> host;
-  model::Model& mm = const_cast<model::Model&>(m);
-  for (const auto& t : mm.adapters()) {
-    host.resize(std::size_t(t.numel));
-    model::read_values(m.backend(), t, host.data());
-    io::require_finite(host, path.string(), t.name, fmt::format("adapters after training step {}; nothing written", info.step));
+  // The whole adapters (under tp every rank's slices gathered, on every rank of the group,
+  // so that all of them refuse a non-finite value together), checked before anything is
+  // written.
+  const model::TensorParallel& tp = m.tensor_parallel();
+  std::vector<std::vector<float>> whole;
+  for (const auto& t : const_cast<model::Model&>(m).adapters()) {
+    whole.push_back(model::whole_values(m.backend(), tp, m.config(), t));
+    io::require_finite(whole.back(), path.string(), t.name,
+                       fmt::format("adapters after training step {}; nothing written", info.step));
   }
+  if (tp.rank != 0) return;
   io::WeightShardWriter w(path, meta);
-  for (const auto& t : mm.adapters()) {
-    host.resize(std::size_t(t.numel));
-    model::read_values(m.backend(), t, host.data());
-    w.add(t.name, t.shape, host.data());
-  }
+  std::size_t i = 0;
+  for (const auto& t : const_cast<model::Model&>(m).adapters()) w.add(t.name, t.full_shape, whole[i++].data());
   w.commit();
 }
 
@@ -142,11 +144,13 @@ void load_adapters(model::Model& m, const AdapterFile& file) {
   std::vector<float> host;
   for (auto& t : m.adapters()) {
     if (!r.contains(t.name)) throw InputError(name, t.name, "tensor is missing from the adapter file");
-    if (r.shape(t.name) != io::Shape(t.shape))
+    // The file holds whole adapters; a tp rank reads its slice of each.
+    if (r.shape(t.name) != io::Shape(t.full_shape))
       throw InputError(name, t.name, fmt::format("shape {} where the model's adapter is {}", io::shape_string(r.shape(t.name)),
-                                                 io::shape_string(t.shape)));
+                                                 io::shape_string(t.full_shape)));
     host.resize(std::size_t(t.numel));
-    r.read(t.name, host.data());
+    if (t.slice.split()) r.read_slice(t.name, t.slice.axis, t.slice.begin, t.slice.end, host.data());
+    else r.read(t.name, host.data());
     io::require_finite(host, name, t.name, "adapter values");
     model::write_values(m.backend(), t, host.data());
   }

@@ -51,12 +51,16 @@ json adapter_config(const model::LoraOptions& lora, const std::filesystem::path&
 
 // Writes m's adapters (f32) as one shard of kind "adapters", atomically, naming `base`
 // relative to path's folder (as given where no relative path leads there). Refuses non-finite
-// values (InputError naming the file and the tensor; nothing written).
+// values (InputError naming the file and the tensor; nothing written). Under tensor
+// parallelism the file holds the whole adapters, the file a tp 1 run writes: collective over
+// m's tp group (each adapter's slices gathered), tp rank 0 writes. `write` false: nothing
+// done (data parallel: the tp groups of the devices that do not write).
 void save_adapters(const model::Model& m, const std::filesystem::path& path, const std::filesystem::path& base,
-                   const SaveInfo& info = {});
+                   const SaveInfo& info = {}, bool write = true);
 
-// Fills m's adapters from an adapter file; InputError naming the file and the tensor when one
-// is missing or of another shape, or when its options or model config differ from m's.
+// Fills m's adapters from an adapter file (under tp each rank its slices); InputError naming
+// the file and the tensor when one is missing or of another shape, or when its options or
+// model config differ from m's.
 void load_adapters(model::Model& m, const AdapterFile& file);
 
 }  // namespace braid::checkpoint

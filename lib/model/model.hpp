@@ -123,6 +123,13 @@ void read_values(backend::Backend& be, const Tensor<T>& t, T* host);
 // as they are, the compute copy rounded to its dtype (nearest even).
 template <typename T>
 void write_values(backend::Backend& be, Tensor<T>& t, const T* host);
+// The whole tensor (full_shape, as at tp 1) of which t is this rank's slice: t's values and
+// every other tp rank's slice of it, gathered over `tp`'s group (collective: every rank of
+// the group calls it for the same tensor and gets the whole). read_values at tp 1 and for a
+// replicated tensor.
+template <typename T>
+std::vector<T> whole_values(backend::Backend& be, const TensorParallel& tp, const ModelConfig& cfg,
+                            const Tensor<T>& t);
 
 // A packed batch: sequence s is tokens[offsets[s] .. offsets[s+1]). Stages after the
 // first need only offsets.
