@@ -79,16 +79,25 @@ json adapter_config(const model::LoraOptions& lo, const std::filesystem::path& b
   return cfg;
 }
 
-void save_adapters(const model::Model& m, const std::filesystem::path& path, const std::filesystem::path& base,
-                   const SaveInfo& info, bool write) {
-  const model::LoraOptions& lo = m.options().lora;
-  if (!lo.enabled()) throw std::logic_error("save_adapters: the model has no adapters");
-  if (!write) return;
+std::vector<AdapterTensor> whole_adapters(const model::Model& m) {
+  std::vector<AdapterTensor> out;
+  for (const auto& t : const_cast<model::Model&>(m).adapters())
+    out.push_back({t.name, t.full_shape, model::whole_values(m.backend(), m.tensor_parallel(), m.config(), t)});
+  return out;
+}
+
+void write_adapter_file(const std::filesystem::path& path, const model::LoraOptions& lora,
+                        const std::filesystem::path& base, const SaveInfo& info, model::LayerRange layers,
+                        std::span<const AdapterTensor> tensors) {
+  for (const AdapterTensor& t : tensors) {
+    io::require_finite(t.values, path.string(), t.name,
+                       fmt::format("adapters after training step {}; nothing written", info.step));
+  }
   io::WeightShardMeta meta;
   meta.kind = "adapters";
-  meta.model_config = info.config_json.empty() ? model::config_to_json(m.config()).dump() : info.config_json;
-  meta.layer_begin = m.layer_begin();
-  meta.layer_end = m.layer_end();
+  meta.model_config = info.config_json;
+  meta.layer_begin = layers.begin;
+  meta.layer_end = layers.end;
   meta.has_embedding = false;
   meta.has_head = false;
   meta.step = info.step;
@@ -100,22 +109,22 @@ void save_adapters(const model::Model& m, const std::filesystem::path& path, con
   const std::filesystem::path folder = std::filesystem::absolute(path, ec).parent_path();
   const std::filesystem::path rel = std::filesystem::relative(std::filesystem::absolute(base, ec), folder, ec);
   if (!ec && !rel.empty()) named = rel;
-  meta.adapter_config = adapter_config(lo, named).dump();
-  // The whole adapters (under tp every rank's slices gathered, on every rank of the group,
-  // so that all of them refuse a non-finite value together), checked before anything is
-  // written.
-  const model::TensorParallel& tp = m.tensor_parallel();
-  std::vector<std::vector<float>> whole;
-  for (const auto& t : const_cast<model::Model&>(m).adapters()) {
-    whole.push_back(model::whole_values(m.backend(), tp, m.config(), t));
-    io::require_finite(whole.back(), path.string(), t.name,
-                       fmt::format("adapters after training step {}; nothing written", info.step));
-  }
-  if (tp.rank != 0) return;
+  meta.adapter_config = adapter_config(lora, named).dump();
   io::WeightShardWriter w(path, meta);
-  std::size_t i = 0;
-  for (const auto& t : const_cast<model::Model&>(m).adapters()) w.add(t.name, t.full_shape, whole[i++].data());
+  for (const AdapterTensor& t : tensors) w.add(t.name, t.shape, t.values.data());
   w.commit();
+}
+
+void save_adapters(const model::Model& m, const std::filesystem::path& path, const std::filesystem::path& base,
+                   const SaveInfo& info, bool write) {
+  if (!m.options().lora.enabled()) throw std::logic_error("save_adapters: the model has no adapters");
+  if (!write) return;
+  // Under tp every rank of the group gathers the whole adapters; one writes them.
+  const std::vector<AdapterTensor> whole = whole_adapters(m);
+  if (m.tensor_parallel().rank != 0) return;
+  SaveInfo full = info;
+  if (full.config_json.empty()) full.config_json = model::config_to_json(m.config()).dump();
+  write_adapter_file(path, m.options().lora, base, full, {m.layer_begin(), m.layer_end()}, whole);
 }
 
 void load_adapters(model::Model& m, const AdapterFile& file) {
@@ -134,7 +143,8 @@ void load_adapters(model::Model& m, const AdapterFile& file) {
     const auto& adapters = m.adapters();
     int layer = -1;
     std::sscanf(tensor.c_str(), "model.layers.%d.", &layer);
-    const bool other_stage = layer >= 0 && (layer < m.layer_begin() || layer >= m.layer_end());
+    // (The value head's copy, outside the layers, is the last stage's.)
+    const bool other_stage = layer >= 0 ? layer < m.layer_begin() || layer >= m.layer_end() : !m.is_last_stage();
     if (!other_stage && std::none_of(adapters.begin(), adapters.end(), [&](const auto& t) { return t.name == tensor; })) {
       throw InputError(name, tensor,
                        fmt::format("is not an adapter of {} on this model: loading would drop it",

@@ -23,6 +23,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,22 @@ std::optional<AdapterFile> read_adapter_file(const std::filesystem::path& spec);
 void add_checkpoint_input(io::MadeFrom& m, const std::string& role, const std::filesystem::path& spec);
 // The adapter_config of adapters of these options on `base` (as the file names it).
 json adapter_config(const model::LoraOptions& lora, const std::filesystem::path& base);
+
+// One adapter tensor, whole (as at tp 1): its name, shape and values.
+struct AdapterTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+};
+// m's adapters whole, in adapters() order: under tp each gathered from every rank's slice
+// (collective over m's tp group; every rank gets them).
+std::vector<AdapterTensor> whole_adapters(const model::Model& m);
+// An adapter file of LoRA options `lora` on `base` holding `tensors` (layers `layers` of the
+// model whose config.json text is info.config_json), atomically; as save_adapters below, which
+// it writes for one model; a pipeline's stages write theirs gathered into one.
+void write_adapter_file(const std::filesystem::path& path, const model::LoraOptions& lora,
+                        const std::filesystem::path& base, const SaveInfo& info, model::LayerRange layers,
+                        std::span<const AdapterTensor> tensors);
 
 // Writes m's adapters (f32) as one shard of kind "adapters", atomically, naming `base`
 // relative to path's folder (as given where no relative path leads there). Refuses non-finite

@@ -276,6 +276,9 @@ template <typename T>
 std::vector<Tensor<T>>& BasicModel<T>::adapters() { return impl_->adapters; }
 
 template <typename T>
+std::span<T> BasicModel<T>::adapter_gradients() { return {impl_->lora_grads.data(), impl_->lora_grads.size()}; }
+
+template <typename T>
 void BasicModel<T>::init_adapters(std::uint64_t seed, double b_std) {
   Impl& m = *impl_;
   std::vector<T> host, all;
@@ -347,6 +350,7 @@ void BasicModel<T>::merge_adapters() {
   template void lora_backward<T>(const BasicModel<T>::Impl&, BasicActivations<T>::Impl&, int, LoraSite, const T*,  \
                                  std::int64_t, const T*, std::int64_t, T*);                                         \
   template std::vector<Tensor<T>>& BasicModel<T>::adapters();                                                       \
+  template std::span<T> BasicModel<T>::adapter_gradients();                                                         \
   template void BasicModel<T>::init_adapters(std::uint64_t, double);                                                \
   template void BasicModel<T>::set_adapters_enabled(bool);                                                          \
   template bool BasicModel<T>::adapters_enabled() const;                                                            \

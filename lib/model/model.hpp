@@ -284,6 +284,8 @@ class BasicModel {
   // With adapters the base is frozen: backward leaves the base's gradients undefined and
   // computes the adapters' and the input's.
   std::vector<Tensor<T>>& adapters();
+  // The adapters' gradients as one contiguous array, in adapters() order (empty without).
+  std::span<T> adapter_gradients();
   // A uniform in ±1/√in (PEFT's default), B zero (so the adapted model starts as the base),
   // or B normal(0, b_std) when b_std > 0; the value head's copy the base's head. The same
   // seed gives the same adapters whatever the stage and tp split.
