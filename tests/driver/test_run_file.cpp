@@ -740,7 +740,7 @@ BOOST_AUTO_TEST_CASE(algorithms_and_their_switches) {
     "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "digits"}},
     "prompts": "prompts.jsonl", "iterations": 2, )";
   const RunSpec dapo = load_run_file(test::run_folder("algo_dapo", head + R"("algorithm": "dapo",
-      "score": {"kl_estimator": "k3", "norm_by_std": false, "overlong_buffer": 4},
+      "score": {"kl_estimator": "k3", "kl_coef": 0.01, "norm_by_std": false, "overlong_buffer": 4},
       "train": {"clip_high": 0.3, "loss_agg": "seq-mean-token-sum", "kl_coef": 0.01, "normalize_advantages": true,
                 "sequence_ratio": false, "tis_cap": 2}})"));
   BOOST_TEST(!dapo.uses_critic());
