@@ -48,6 +48,8 @@ std::string describe(const Bounds& b, OptionType type) {
   return fmt::format("{}{} - {}]", b.exclusive_min ? "(" : "[", *b.min, *b.max);
 }
 
+}  // namespace
+
 CLI::Validator bounds_validator(const Bounds& b, OptionType type) {
   return CLI::Validator(
       [b](std::string& text) -> std::string {
@@ -59,8 +61,6 @@ CLI::Validator bounds_validator(const Bounds& b, OptionType type) {
       },
       describe(b, type));
 }
-
-}  // namespace
 
 CLI::Option* decorate(CLI::Option* opt, const OptionSpec& spec) {
   if (spec.required) opt->required();

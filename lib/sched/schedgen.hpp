@@ -6,6 +6,7 @@
 #include <string>
 
 #include "comm/communicator.hpp"
+#include "core/json.hpp"
 #include "sched/anneal.hpp"
 
 namespace braid::sched {
@@ -17,6 +18,7 @@ struct SchedgenOptions {
   std::string verify;         // the schedule file verify_schedule_file() checks
   std::string start = "both";  // "greedy", "1f1b", or "both" (greedy, then 1F1B with what is left if at the bound within a tenth of the budget)
   AnnealOptions anneal;
+  ordered_json made_from;     // the schedule's record of what made it (io/fingerprint.hpp; the tool makes it)
 };
 
 // Finds, checks and writes the schedule; returns the exit code. Collective over world
