@@ -58,21 +58,15 @@ ToolFlags read_settings(Checker& c, const json& obj, const std::string& where, c
   if (!obj.is_object()) return flags;
   for (const auto& s : settings) {
     if (!obj.contains(s.key)) continue;
-    switch (s.type) {
-      case cli::OptionType::integer:
-        if (auto v = c.integer(obj, where, s.key, s.run_file_bounds.value_or(s.bounds))) flags.emplace_back(s.name(), fmt::format("{}", *v));
-        break;
-      case cli::OptionType::number:
-        if (auto v = c.number(obj, where, s.key, s.run_file_bounds.value_or(s.bounds))) flags.emplace_back(s.name(), fmt::format("{}", *v));
-        break;
-      case cli::OptionType::boolean:
-        if (auto v = c.boolean(obj, where, s.key)) flags.emplace_back(*v ? s.name() : s.negation, "");
-        break;
-      case cli::OptionType::choice:
-      case cli::OptionType::text:
-      case cli::OptionType::path:
-        if (auto v = c.string(obj, where, s.key, s.choices)) flags.emplace_back(s.name(), *v);
-        break;
+    const auto v = cli::checked_setting(c, obj, where, s, s.run_file_bounds.value_or(s.bounds));
+    if (!v) continue;
+    if (v->is_boolean()) {
+      flags.emplace_back(v->get<bool>() ? s.name() : s.negation, "");
+    } else if (v->is_string()) {
+      flags.emplace_back(s.name(), v->get<std::string>());
+    } else {
+      flags.emplace_back(s.name(), v->is_number_integer() ? fmt::format("{}", v->get<std::int64_t>())
+                                                          : fmt::format("{}", v->get<double>()));
     }
   }
   return flags;

@@ -45,6 +45,9 @@ struct SchedSpec {
   std::vector<ModelSpec> models;
   std::optional<double> mem_capacity;  // nullopt: unlimited
   double p2p_time = 0;
+  // The spec's "anneal" block as given (checked: knobs of sched/option_schema.hpp), which
+  // braid-schedgen's search takes over its preset; the problem itself does not read it.
+  json anneal = json::object();
 };
 
 // Reads and checks a braid.schedspec document (or the one a braid.plan carries for

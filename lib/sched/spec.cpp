@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
+#include "sched/option_schema.hpp"
 #include "sched/problem.hpp"
 
 namespace braid::sched {
@@ -72,9 +73,13 @@ SchedSpec schedspec_from_json(const json& doc, const std::string& origin, std::s
   const auto at = [root](std::string_view key) { return Checker::path(root, key); };
   c.format(doc, "braid.schedspec", kSpecVersion, root);
   c.check();
-  c.no_unknown_keys(doc, root, {"format", "version", "devices", "models", "mem_capacity", "p2p_time", "comment"});
+  c.no_unknown_keys(doc, root, {"format", "version", "devices", "models", "mem_capacity", "p2p_time", "comment", "anneal"});
 
   SchedSpec spec;
+  if (doc.contains("anneal")) {
+    spec.anneal = c.object(doc, root, "anneal");
+    check_anneal_block(c, spec.anneal, at("anneal"));
+  }
   spec.devices = static_cast<int>(c.integer(doc, root, "devices", {.min = 1, .max = 1 << 20}).value_or(1));
   spec.p2p_time = c.number(doc, root, "p2p_time", {.min = 0, .max = kMaxTime}, dflt(0.0)).value_or(0.0);
   if (written && !doc.contains("mem_capacity")) c.fail(at("mem_capacity"), "missing (required; null: no limit)");

@@ -9,11 +9,11 @@
 #include "core/log.hpp"
 #include "rl/algorithms.hpp"
 #include "rl/gae.hpp"
+#include "rl/reference_logprobs.hpp"
 #include "rl/tis.hpp"
 #include "train/command_steps.hpp"
 #include "train/group_filter.hpp"
 #include "train/objectives.hpp"
-#include "train/reference_logprobs.hpp"
 #include "train/rl_session.hpp"
 #include "train/staleness.hpp"
 #include "train/train_inputs.hpp"
@@ -93,7 +93,7 @@ class ProcessSession final : public RlSession {
   }
   std::int64_t actor_step() const override { return actor_.opened.step; }
   std::vector<float> actor_logprobs(const io::SampleBatch& b) override {
-    return reference_logprobs(*actor_.opened.model, b, c_.common.micro_tokens);
+    return rl::reference_logprobs(*actor_.opened.model, b.tokens, b.offsets, c_.common.micro_tokens);
   }
   std::string describe() const override { return ranks_.describe(); }
   backend::Backend& backend() override { return *be_; }

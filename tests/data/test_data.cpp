@@ -165,10 +165,10 @@ BOOST_AUTO_TEST_CASE(braid_data_writes_the_mapped_train_and_heldout_files) {
 // size or the item count; an item above the size stands alone.
 BOOST_AUTO_TEST_CASE(greedy_runs_close_before_a_limit_and_give_a_large_item_its_own) {
   const std::vector<std::int64_t> sizes{3, 4, 10, 2, 2, 2};
-  BOOST_TEST(data::greedy_runs(sizes, 8) == (std::vector<std::size_t>{2, 3, 6}));
-  BOOST_TEST(data::greedy_runs(sizes, 8, 2) == (std::vector<std::size_t>{2, 3, 5, 6}));
-  BOOST_TEST(data::greedy_runs(sizes, 100) == (std::vector<std::size_t>{6}));
-  BOOST_TEST(data::greedy_runs({}, 8).empty());
+  BOOST_TEST(braid::greedy_runs(sizes, 8) == (std::vector<std::size_t>{2, 3, 6}));
+  BOOST_TEST(braid::greedy_runs(sizes, 8, 2) == (std::vector<std::size_t>{2, 3, 5, 6}));
+  BOOST_TEST(braid::greedy_runs(sizes, 100) == (std::vector<std::size_t>{6}));
+  BOOST_TEST(braid::greedy_runs({}, 8).empty());
 }
 
 // A prompt line nested 100,000 deep is a bad line, named (braid data died of a stack
