@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GRPO on the GPU (docs/gpu.md, "GRPO on the GPU"): makes the synthetic addition task
+# GRPO on the GPU (examples/gpu-grpo/README.md): makes the synthetic addition task
 # (braid synth --task add, prompts of at most 24 tokens), copies run.json and the actor's
 # config beside it and runs it with braid run (the actor's random init is the run's first
 # step), then prints the report's figures: each iteration's time fused and serial (the

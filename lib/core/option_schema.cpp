@@ -49,6 +49,8 @@ std::string describe(const Bounds& b, OptionType type) {
   return fmt::format("{}{} - {}]", b.exclusive_min ? "(" : "[", *b.min, *b.max);
 }
 
+}  // namespace
+
 CLI::Validator bounds_validator(const Bounds& b, OptionType type) {
   return CLI::Validator(
       [b](std::string& text) -> std::string {
@@ -60,8 +62,6 @@ CLI::Validator bounds_validator(const Bounds& b, OptionType type) {
       },
       describe(b, type));
 }
-
-}  // namespace
 
 std::optional<json> checked_setting(Checker& c, const json& obj, std::string_view where, const OptionSpec& spec,
                                     const Bounds& b) {

@@ -46,6 +46,11 @@ inline constexpr auto path = OptionType::path;
 // The largest count or length a stage tool's integers hold (2^31 - 1).
 inline constexpr double kMaxCount = 2147483647.0;
 
+// A CLI11 check of a number against `b` (and finite: CLI11's own validators let nan
+// through), named in --help as CLI11's are (NONNEGATIVE, POSITIVE, [a - b]); for options
+// declared outside a schema.
+CLI::Validator bounds_validator(const Bounds& b, OptionType type);
+
 struct OptionSpec {
   std::string flag;                  // "--lr", "-o,--output"; a positional's name ("shards"); "": a key alone
   OptionType type = OptionType::text;

@@ -730,6 +730,12 @@ RunSpec load_run_file(const fs::path& path) {
   const json& gen = section("generate");
   c.no_unknown_keys(gen, "generate", keys_of(generate_settings(), {"ranks", "migrate_threshold", "migrate_to", "fuse", "overcommit"}));
   spec.generate = read_settings(c, gen, "generate", generate_settings());
+  // What braid-generate would refuse as given but not read (generate/stage.cpp).
+  if (gen.contains("temperature") && gen["temperature"] == 0) {
+    for (const char* key : {"top_p", "top_k"}) {
+      if (gen.contains(key)) c.fail(Checker::path("generate", key), "generate.temperature 0 decodes greedily: nothing to shape");
+    }
+  }
   read_rollout(c, gen, spec);
   if (doc.contains("mpirun")) read_mpirun(c, c.object(doc, "", "mpirun"), dir, spec);
   if (gen.contains("overcommit")) {
@@ -770,6 +776,12 @@ RunSpec load_run_file(const fs::path& path) {
     }
     if (score.contains("overlong_penalty") && !score.contains("overlong_buffer") && !(algorithm->overlong_fraction > 0)) {
       c.fail("score.overlong_penalty", fmt::format("no overlong shaping under {} without score.overlong_buffer", spec.algorithm));
+    }
+    const double kl = score.contains("kl_coef") && score["kl_coef"].is_number() ? score["kl_coef"].get<double>()
+                                                                                 : score::default_kl_coef(spec.algorithm);
+    if (score.contains("kl_estimator") && !score.contains("kl_target") && kl == 0) {
+      c.fail("score.kl_estimator", fmt::format("the KL coefficient is 0 ({}): no KL penalty to estimate",
+                                               score.contains("kl_coef") ? "score.kl_coef" : spec.algorithm + "'s default"));
     }
   }
   read_kl_control(c, score, spec);

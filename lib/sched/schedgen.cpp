@@ -209,7 +209,9 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
                     {"iterations_limit", opt.anneal.iterations},
                     {"anneal", knob_record(opt.anneal)},
                     {"dry_run_makespan", run.makespan}};
-  write_text_file(opt.output, schedule_to_json(p, best_order, timing, lowered, summary).dump(1) + "\n");
+  ordered_json doc = schedule_to_json(p, best_order, timing, lowered, summary);
+  if (!opt.made_from.is_null()) doc["made_from"] = opt.made_from;
+  write_text_file(opt.output, doc.dump(1) + "\n");
   if (!opt.svg.empty()) write_text_file(opt.svg, schedule_svg(p, best_order, timing, serial.peak_memory));
 
   log::info("makespan {:.6g} ({}; bound {:.6g}), {:.3f}x serial 1F1B, {:.3f}x greedy; peak memory {:.6g} = {:.2f}x "

@@ -192,9 +192,6 @@ int run_rl(const RlCommand& c) {
   if (ppo && (c.critic.empty() || c.critic_out.empty())) throw UsageError("ppo needs --critic and --critic-out");
   actor_objective_options(c);  // the options' problems now, before anything is read
   const bool fused = !c.schedule.empty();
-  const bool lora = c.common.lora.enabled() || checkpoint::read_adapter_file(c.actor) ||
-                    (ppo && checkpoint::read_adapter_file(c.critic));
-  if (lora && fused) throw UsageError("--schedule: LoRA adapters in the fused pipeline are not implemented");
   if (fused && std::find(c.inputs.begin(), c.inputs.end(), "-") != c.inputs.end()) {
     throw UsageError("--schedule: name the shards as arguments (under mpirun only one rank reads stdin)");
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# examples/gpu-grpo (docs/gpu.md, "GRPO on the GPU"), which only a GPU machine runs whole:
+# examples/gpu-grpo (examples/gpu-grpo/README.md), which only a GPU machine runs whole:
 # its run.sh with DRY_RUN=1 makes the task and passes braid run's checks of the run file;
 # the dry run shows 10 fused iterations on cuda in bf16, each with its serial ablation;
 # 32 prompts x 8 samples = 256 of at most 512 tokens (the longest prompt with its BOS plus

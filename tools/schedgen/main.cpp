@@ -5,6 +5,7 @@
 #include "comm/mpi.hpp"
 #include "core/cli.hpp"
 #include "core/log.hpp"
+#include "io/fingerprint.hpp"
 #include "sched/option_schema.hpp"
 #include "sched/schedgen.hpp"
 
@@ -24,6 +25,15 @@ int main(int argc, char** argv) {
     if (world->rank() != 0 && braid::log::level() > braid::log::Level::warn) braid::log::set_level(braid::log::Level::warn);
     braid::sched::finish_command_line(app, opt);
     if (!opt.verify.empty()) return braid::sched::verify_schedule_file(opt, world->rank());
+    // What made the schedule: the search's options (the rank count among them: the result is a
+    // function of spec, options and ranks) and the spec by content.
+    const std::vector<std::string> not_recorded = {"spec", "--output", "--svg", "--verify", "--quiet", "--verbose",
+                                                   "--version"};
+    braid::io::MadeFrom record("braid-schedgen");
+    record.set_options(braid::cli::option_values(app, not_recorded), braid::cli::options_given(app, not_recorded));
+    record.set_option("ranks", std::to_string(world->size()));
+    record.add_input_path("spec", opt.spec);
+    opt.made_from = record.to_json();
     return braid::sched::run_schedgen(opt, *world);
   });
 }
