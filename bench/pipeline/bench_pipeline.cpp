@@ -165,9 +165,7 @@ Made schedule_from_costs(const Options& o, comm::Communicator& world, const Fuse
     ao.time_limit = 0;
     const sched::AnnealResult best = sched::anneal(p, start, lb.value, ao);
     const sched::Timing timing = sched::evaluate(p, best.order);
-    sched::ScheduleSummary summary;
-    summary.lower_bound = lb.value;
-    summary.serial_makespan = sched::serial_1f1b(spec).makespan;
+    const sched::ScheduleSummary summary = sched::reference_summary(p);
     text = sched::schedule_to_json(p, best.order, timing, sched::lower(p, best.order, timing), summary).dump();
   }
   world.broadcast(text, 0);

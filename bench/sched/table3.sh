@@ -11,7 +11,8 @@
 # braid-schedgen comes from $BRAID_BIN (default build/bin); schedules go to
 # ${OUT:-table3-bench}/. ONLY=int or ONLY=real runs one encoding; PICK=regex
 # runs the settings whose name matches. FLAGS="..." adds braid-schedgen options
-# (e.g. --no-share).
+# (e.g. --preset thorough); ANNEAL='{"share": false}' gives every spec that "anneal"
+# block (the annealer's knobs, docs/tools/schedgen.md), in copies under the output folder.
 #
 # ITERATIONS=N (and MEM_ITERATIONS=M) replace the time limit by budgets of
 # neighbours (latency search per rank / memory pass): the result is then a function
@@ -51,7 +52,7 @@ settings=(33B_13B_pp8_4_gbs8 33B_13B_pp8_4_gbs16 33B_13B_pp8_4_gbs32 33B_13B_pp8
           33B_13B_pp8_8_gbs32 65B_33B_pp16_8_gbs16 65B_33B_pp16_8_gbs32 65B_33B_pp16_8_gbs64
           65B_33B_pp16_16_gbs16 65B_33B_pp16_16_gbs32 65B_33B_pp16_16_gbs64)
 
-echo "# $(date -u +%FT%TZ) limit ${limit}s ranks $ranks seeds $seeds load $(cut -d" " -f1-3 /proc/loadavg)${FLAGS:+ flags $FLAGS}"
+echo "# $(date -u +%FT%TZ) limit ${limit}s ranks $ranks seeds $seeds load $(cut -d" " -f1-3 /proc/loadavg)${FLAGS:+ flags $FLAGS}${ANNEAL:+ anneal $ANNEAL}"
 budget=(--time-limit "$limit")
 if [[ -n "${ITERATIONS:-}" ]]; then
   budget=(--iterations "$ITERATIONS")
@@ -67,8 +68,14 @@ for enc in real int; do
     [[ -n "${PICK:-}" && ! "$s" =~ $PICK ]] && continue
     for seed in $seeds; do
       name="${prefix}_$s"
+      spec="$root/examples/schedgen/$name.json"
+      if [[ -n "${ANNEAL:-}" ]]; then
+        mkdir -p "$out/specs"
+        jq --argjson a "$ANNEAL" '.anneal = $a' "$spec" > "$out/specs/$name.json"
+        spec="$out/specs/$name.json"
+      fi
       t0=$(date +%s.%N)
-      /usr/bin/time -f %U -o "$out/$name.s$seed.cpu" "${launch[@]}" "$gen" "$root/examples/schedgen/$name.json" \
+      /usr/bin/time -f %U -o "$out/$name.s$seed.cpu" "${launch[@]}" "$gen" "$spec" \
         -o "$out/$name.s$seed.json" "${budget[@]}" --seed "$seed" -q ${FLAGS:-}
       t1=$(date +%s.%N)
       cpu=$(cat "$out/$name.s$seed.cpu")

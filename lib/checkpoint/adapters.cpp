@@ -79,15 +79,25 @@ json adapter_config(const model::LoraOptions& lo, const std::filesystem::path& b
   return cfg;
 }
 
-void save_adapters(const model::Model& m, const std::filesystem::path& path, const std::filesystem::path& base,
-                   const SaveInfo& info) {
-  const model::LoraOptions& lo = m.options().lora;
-  if (!lo.enabled()) throw std::logic_error("save_adapters: the model has no adapters");
+std::vector<AdapterTensor> whole_adapters(const model::Model& m) {
+  std::vector<AdapterTensor> out;
+  for (const auto& t : const_cast<model::Model&>(m).adapters())
+    out.push_back({t.name, t.full_shape, model::whole_values(m.backend(), m.tensor_parallel(), m.config(), t)});
+  return out;
+}
+
+void write_adapter_file(const std::filesystem::path& path, const model::LoraOptions& lora,
+                        const std::filesystem::path& base, const SaveInfo& info, model::LayerRange layers,
+                        std::span<const AdapterTensor> tensors) {
+  for (const AdapterTensor& t : tensors) {
+    io::require_finite(t.values, path.string(), t.name,
+                       fmt::format("adapters after training step {}; nothing written", info.step));
+  }
   io::WeightShardMeta meta;
   meta.kind = "adapters";
-  meta.model_config = info.config_json.empty() ? model::config_to_json(m.config()).dump() : info.config_json;
-  meta.layer_begin = m.layer_begin();
-  meta.layer_end = m.layer_end();
+  meta.model_config = info.config_json;
+  meta.layer_begin = layers.begin;
+  meta.layer_end = layers.end;
   meta.has_embedding = false;
   meta.has_head = false;
   meta.step = info.step;
@@ -99,21 +109,22 @@ void save_adapters(const model::Model& m, const std::filesystem::path& path, con
   const std::filesystem::path folder = std::filesystem::absolute(path, ec).parent_path();
   const std::filesystem::path rel = std::filesystem::relative(std::filesystem::absolute(base, ec), folder, ec);
   if (!ec && !rel.empty()) named = rel;
-  meta.adapter_config = adapter_config(lo, named).dump();
-  std::vector<float> host;
-  model::Model& mm = const_cast<model::Model&>(m);
-  for (const auto& t : mm.adapters()) {
-    host.resize(std::size_t(t.numel));
-    model::read_values(m.backend(), t, host.data());
-    io::require_finite(host, path.string(), t.name, fmt::format("adapters after training step {}; nothing written", info.step));
-  }
+  meta.adapter_config = adapter_config(lora, named).dump();
   io::WeightShardWriter w(path, meta);
-  for (const auto& t : mm.adapters()) {
-    host.resize(std::size_t(t.numel));
-    model::read_values(m.backend(), t, host.data());
-    w.add(t.name, t.shape, host.data());
-  }
+  for (const AdapterTensor& t : tensors) w.add(t.name, t.shape, t.values.data());
   w.commit();
+}
+
+void save_adapters(const model::Model& m, const std::filesystem::path& path, const std::filesystem::path& base,
+                   const SaveInfo& info, bool write) {
+  if (!m.options().lora.enabled()) throw std::logic_error("save_adapters: the model has no adapters");
+  if (!write) return;
+  // Under tp every rank of the group gathers the whole adapters; one writes them.
+  const std::vector<AdapterTensor> whole = whole_adapters(m);
+  if (m.tensor_parallel().rank != 0) return;
+  SaveInfo full = info;
+  if (full.config_json.empty()) full.config_json = model::config_to_json(m.config()).dump();
+  write_adapter_file(path, m.options().lora, base, full, {m.layer_begin(), m.layer_end()}, whole);
 }
 
 void load_adapters(model::Model& m, const AdapterFile& file) {
@@ -132,7 +143,8 @@ void load_adapters(model::Model& m, const AdapterFile& file) {
     const auto& adapters = m.adapters();
     int layer = -1;
     std::sscanf(tensor.c_str(), "model.layers.%d.", &layer);
-    const bool other_stage = layer >= 0 && (layer < m.layer_begin() || layer >= m.layer_end());
+    // (The value head's copy, outside the layers, is the last stage's.)
+    const bool other_stage = layer >= 0 ? layer < m.layer_begin() || layer >= m.layer_end() : !m.is_last_stage();
     if (!other_stage && std::none_of(adapters.begin(), adapters.end(), [&](const auto& t) { return t.name == tensor; })) {
       throw InputError(name, tensor,
                        fmt::format("is not an adapter of {} on this model: loading would drop it",
@@ -142,11 +154,13 @@ void load_adapters(model::Model& m, const AdapterFile& file) {
   std::vector<float> host;
   for (auto& t : m.adapters()) {
     if (!r.contains(t.name)) throw InputError(name, t.name, "tensor is missing from the adapter file");
-    if (r.shape(t.name) != io::Shape(t.shape))
+    // The file holds whole adapters; a tp rank reads its slice of each.
+    if (r.shape(t.name) != io::Shape(t.full_shape))
       throw InputError(name, t.name, fmt::format("shape {} where the model's adapter is {}", io::shape_string(r.shape(t.name)),
-                                                 io::shape_string(t.shape)));
+                                                 io::shape_string(t.full_shape)));
     host.resize(std::size_t(t.numel));
-    r.read(t.name, host.data());
+    if (t.slice.split()) r.read_slice(t.name, t.slice.axis, t.slice.begin, t.slice.end, host.data());
+    else r.read(t.name, host.data());
     io::require_finite(host, name, t.name, "adapter values");
     model::write_values(m.backend(), t, host.data());
   }

@@ -23,6 +23,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,14 +50,34 @@ void add_checkpoint_input(io::MadeFrom& m, const std::string& role, const std::f
 // The adapter_config of adapters of these options on `base` (as the file names it).
 json adapter_config(const model::LoraOptions& lora, const std::filesystem::path& base);
 
+// One adapter tensor, whole (as at tp 1): its name, shape and values.
+struct AdapterTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+};
+// m's adapters whole, in adapters() order: under tp each gathered from every rank's slice
+// (collective over m's tp group; every rank gets them).
+std::vector<AdapterTensor> whole_adapters(const model::Model& m);
+// An adapter file of LoRA options `lora` on `base` holding `tensors` (layers `layers` of the
+// model whose config.json text is info.config_json), atomically; as save_adapters below, which
+// it writes for one model; a pipeline's stages write theirs gathered into one.
+void write_adapter_file(const std::filesystem::path& path, const model::LoraOptions& lora,
+                        const std::filesystem::path& base, const SaveInfo& info, model::LayerRange layers,
+                        std::span<const AdapterTensor> tensors);
+
 // Writes m's adapters (f32) as one shard of kind "adapters", atomically, naming `base`
 // relative to path's folder (as given where no relative path leads there). Refuses non-finite
-// values (InputError naming the file and the tensor; nothing written).
+// values (InputError naming the file and the tensor; nothing written). Under tensor
+// parallelism the file holds the whole adapters, the file a tp 1 run writes: collective over
+// m's tp group (each adapter's slices gathered), tp rank 0 writes. `write` false: nothing
+// done (data parallel: the tp groups of the devices that do not write).
 void save_adapters(const model::Model& m, const std::filesystem::path& path, const std::filesystem::path& base,
-                   const SaveInfo& info = {});
+                   const SaveInfo& info = {}, bool write = true);
 
-// Fills m's adapters from an adapter file; InputError naming the file and the tensor when one
-// is missing or of another shape, or when its options or model config differ from m's.
+// Fills m's adapters from an adapter file (under tp each rank its slices); InputError naming
+// the file and the tensor when one is missing or of another shape, or when its options or
+// model config differ from m's.
 void load_adapters(model::Model& m, const AdapterFile& file);
 
 }  // namespace braid::checkpoint

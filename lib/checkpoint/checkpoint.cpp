@@ -123,7 +123,11 @@ void save_weights(const model::Model& m, const std::filesystem::path& path, cons
 void require_finite_weights(const model::Model& m, const std::filesystem::path& file, std::int64_t step) {
   backend::Backend& be = m.backend();
   std::vector<float> host;
-  for (const auto& t : m.tensors()) {
+  std::vector<const model::Tensor<float>*> all;
+  for (const auto& t : m.tensors()) all.push_back(&t);
+  for (const auto& t : const_cast<model::Model&>(m).adapters()) all.push_back(&t);
+  for (const model::Tensor<float>* tp : all) {
+    const model::Tensor<float>& t = *tp;
     const float* src = t.data;
     if (!src || !be.host_accessible()) {
       host.resize(static_cast<std::size_t>(t.numel));

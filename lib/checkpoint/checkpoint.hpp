@@ -58,7 +58,7 @@ struct SaveInfo {
 // values widened.
 void save_weights(const model::Model& m, const std::filesystem::path& path, const SaveInfo& info = {});
 
-// InputError(file, tensor) when a weight of m is NaN or Inf (io/finite.hpp): a trainer
+// InputError(file, tensor) when a weight of m (or of its LoRA adapters) is NaN or Inf (io/finite.hpp): a trainer
 // calls it before writing anything of a checkpoint, so that a run whose weights
 // diverged (a learning rate too high) leaves no file behind. `step` goes in the message.
 void require_finite_weights(const model::Model& m, const std::filesystem::path& file, std::int64_t step);

@@ -143,18 +143,19 @@ void Checker::check() const {
   if (!problems_.empty()) throw InputError(file_, problems_);
 }
 
-void Checker::format(const json& obj, std::string_view expected_format, int max_version) {
+void Checker::format(const json& obj, std::string_view expected_format, int max_version, std::string_view where) {
   if (!obj.is_object()) {
-    fail("", "expected a JSON object at the top level, found " + type_name(obj));
+    fail(where, where.empty() ? "expected a JSON object at the top level, found " + type_name(obj)
+                              : "expected an object, found " + type_name(obj));
     return;
   }
-  auto fmt_name = string(obj, "", "format");
+  auto fmt_name = string(obj, where, "format");
   if (fmt_name && *fmt_name != expected_format) {
-    fail("format", fmt::format("is \"{}\", expected \"{}\"", *fmt_name, expected_format));
+    fail(path(where, "format"), fmt::format("is \"{}\", expected \"{}\"", *fmt_name, expected_format));
   }
-  auto version = integer(obj, "", "version", {.min = 1});
+  auto version = integer(obj, where, "version", {.min = 1});
   if (version && *version > max_version) {
-    fail("version", fmt::format("is {}, this braid reads versions up to {}", *version, max_version));
+    fail(path(where, "version"), fmt::format("is {}, this braid reads versions up to {}", *version, max_version));
   }
 }
 

@@ -64,8 +64,9 @@ class Checker {
   // Throws InputError(file, every problem) when there are any.
   void check() const;
 
-  // Checks "format" and "version" keys: the right name, a version this build reads.
-  void format(const json& obj, std::string_view expected_format, int max_version);
+  // Checks "format" and "version" keys: the right name, a version this build reads
+  // (`where`: the path of obj, for a document inside another).
+  void format(const json& obj, std::string_view expected_format, int max_version, std::string_view where = "");
 
   // Typed reads of obj[key]. A missing key is a problem only when required
   // (no default given); a wrong type or a value out of bounds always is.

@@ -12,6 +12,7 @@ std::string_view type_name(OptionType t) {
   switch (t) {
     case OptionType::integer: return "integer";
     case OptionType::number: return "number";
+    case OptionType::numbers: return "numbers";
     case OptionType::choice: return "choice";
     case OptionType::boolean: return "boolean";
     case OptionType::text: return "text";
@@ -48,6 +49,8 @@ std::string describe(const Bounds& b, OptionType type) {
   return fmt::format("{}{} - {}]", b.exclusive_min ? "(" : "[", *b.min, *b.max);
 }
 
+}  // namespace
+
 CLI::Validator bounds_validator(const Bounds& b, OptionType type) {
   return CLI::Validator(
       [b](std::string& text) -> std::string {
@@ -60,12 +63,42 @@ CLI::Validator bounds_validator(const Bounds& b, OptionType type) {
       describe(b, type));
 }
 
-}  // namespace
+std::optional<json> checked_setting(Checker& c, const json& obj, std::string_view where, const OptionSpec& spec,
+                                    const Bounds& b) {
+  switch (spec.type) {
+    case OptionType::integer:
+      if (auto v = c.integer(obj, where, spec.key, b)) return json(*v);
+      return std::nullopt;
+    case OptionType::number:
+      if (auto v = c.number(obj, where, spec.key, b)) return json(*v);
+      return std::nullopt;
+    case OptionType::numbers: {
+      const auto it = obj.find(spec.key);
+      const std::size_t count = it != obj.end() && it->is_array() ? it->size() : 1;
+      if (count == 0) {
+        c.fail(Checker::path(where, spec.key), "is empty, expected at least one number");
+        return std::nullopt;
+      }
+      if (auto v = c.number_or_list(obj, where, spec.key, count, b)) return json(*v);
+      return std::nullopt;
+    }
+    case OptionType::boolean:
+      if (auto v = c.boolean(obj, where, spec.key)) return json(*v);
+      return std::nullopt;
+    case OptionType::choice:
+    case OptionType::text:
+    case OptionType::path:
+      if (auto v = c.string(obj, where, spec.key, spec.choices)) return json(*v);
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
 
 CLI::Option* decorate(CLI::Option* opt, const OptionSpec& spec) {
   if (spec.required) opt->required();
   if (!spec.choices.empty()) opt->check(CLI::IsMember(spec.choices));
-  if ((spec.type == OptionType::integer || spec.type == OptionType::number) && (spec.bounds.min || spec.bounds.max)) {
+  if ((spec.type == OptionType::integer || spec.type == OptionType::number || spec.type == OptionType::numbers) &&
+      (spec.bounds.min || spec.bounds.max)) {
     opt->check(bounds_validator(spec.bounds, spec.type));
   }
   if (spec.show_default) opt->capture_default_str();

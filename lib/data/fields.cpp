@@ -8,6 +8,23 @@
 #include <iterator>
 
 namespace braid::data {
+namespace {
+
+// What is wrong with a mapped value for its braid name, as the readers of prompt lines take
+// it: a prompt a non-empty string, messages a non-empty list, an answer a string or a number.
+std::optional<std::string> wrong_type(const std::string& name, const json& v) {
+  const std::string found = v.is_null() ? "null" : v.type_name();
+  if (name == "prompt" && !(v.is_string() && !v.get_ref<const std::string&>().empty())) {
+    return v.is_string() ? "is empty, expected the prompt's text" : "is " + found + ", expected the prompt's text (a string)";
+  }
+  if (name == "messages" && !(v.is_array() && !v.empty())) {
+    return v.is_array() ? "is empty, expected the messages" : "is " + found + ", expected a list of messages";
+  }
+  if (name == "answer" && !v.is_string() && !v.is_number()) return "is " + found + ", expected a string or a number";
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::string FieldMap::describe() const {
   std::string out;
@@ -24,6 +41,9 @@ std::optional<std::string> add_field(FieldMap& map, std::string_view item) {
   }
   if (key.empty()) return fmt::format("{}: the file's key is empty", name);
   if (map.source.contains(name)) return fmt::format("{} is mapped twice", name);
+  for (const auto& [other, from] : map.source) {
+    if (from == key) return fmt::format("{} is mapped to both {} and {}: a key moves to one name", key, other, name);
+  }
   map.source[name] = key;
   return std::nullopt;
 }
@@ -41,6 +61,10 @@ json map_fields(const json& line, const FieldMap& map, std::vector<std::string>&
     if (key != name && line.contains(name)) {
       problems.push_back(fmt::format("{}: the line has it beside {}, which the field map reads as its {}", name, key,
                                      name));
+      continue;
+    }
+    if (auto wrong = wrong_type(name, *it)) {
+      problems.push_back(fmt::format("{}: {} (the {}'s key in the field map)", key, *wrong, name));
       continue;
     }
     out[name] = *it;

@@ -8,6 +8,7 @@
 // accumulate); a pipeline schedule, which fixes the count, splits evenly instead.
 #pragma once
 
+#include "core/runs.hpp"   // greedy_runs, the packer itself
 #include "io/sample_batch.hpp"
 
 #include <cstddef>
@@ -16,12 +17,6 @@
 #include <vector>
 
 namespace braid::data {
-
-// Greedy in the given order: items of the given sizes cut into consecutive runs of at
-// most max_size in all and (when max_items > 0) at most max_items items; an item larger
-// than max_size alone gets a run of its own. The end of each run, in order.
-std::vector<std::size_t> greedy_runs(std::span<const std::int64_t> sizes, std::int64_t max_size,
-                                     std::int64_t max_items = 0);
 
 // A scoring pass's micro-batch: sequence indices into the batch, in order, and their tokens.
 struct MicroBatch {

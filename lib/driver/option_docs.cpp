@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "generate/option_schema.hpp"
 #include "rl/algorithms.hpp"
+#include "sched/option_schema.hpp"
 #include "score/options.hpp"
 #include "train/commands.hpp"
 #include "train/option_schema.hpp"
@@ -16,6 +17,16 @@ namespace braid::driver {
 namespace {
 
 using cli::OptionSpec;
+
+// A setting as the docs write it: text bare, a number the shortest way, a list joined by commas.
+std::string json_text(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return fmt::format("{}", v.get<double>());
+  if (!v.is_array()) return v.dump();
+  std::string out;
+  for (const auto& item : v) out += (out.empty() ? "" : ",") + json_text(item);
+  return out;
+}
 
 // One mode's options: each spec with its help and default as the mode's CLI11 app holds them.
 struct Mode {
@@ -27,9 +38,13 @@ template <typename Opts>
 Mode mode_of(std::string name, const cli::OptionSchema<Opts>& schema, Opts& o, const CLI::App& app) {
   Mode m{std::move(name), {}};
   for (const auto& entry : schema) {
-    const CLI::Option* opt = app.get_option_no_throw(entry.spec.name());
+    // A key alone has no command-line option: its default is the field's value.
+    const CLI::Option* opt = entry.spec.flag.empty() ? nullptr : app.get_option_no_throw(entry.spec.name());
     std::string help = entry.spec.help.empty() && opt != nullptr ? opt->get_description() : entry.spec.help;
-    std::string value = entry.docs_default ? entry.docs_default(o) : opt == nullptr ? "" : opt->get_default_str();
+    std::string value = entry.spec.flag.empty() && entry.get ? json_text(entry.get(o))
+                        : entry.docs_default                  ? entry.docs_default(o)
+                        : opt != nullptr                      ? opt->get_default_str()
+                                                              : "";
     m.options.push_back({entry.spec, std::move(help), std::move(value), ""});
   }
   return m;
@@ -39,17 +54,19 @@ Mode mode_of(std::string name, const cli::OptionSchema<Opts>& schema, Opts& o, c
 // common over the modes first and the others named by their modes.
 std::vector<OptionRow> rows_over(const std::vector<Mode>& modes, const std::function<bool(const OptionSpec&)>& keep) {
   std::vector<OptionRow> rows;
-  std::map<std::string, std::vector<std::pair<std::string, std::string>>> defaults;  // flag -> (mode, default)
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> defaults;  // option -> (mode, default)
+  // An option by its flag, a key alone by its key.
+  const auto id = [](const OptionSpec& s) { return s.flag.empty() ? "=" + s.key : s.flag; };
   for (const auto& mode : modes) {
     for (const auto& option : mode.options) {
       if (!keep(option.spec)) continue;
-      auto& seen = defaults[option.spec.flag];
+      auto& seen = defaults[id(option.spec)];
       if (seen.empty()) rows.push_back(option);
       seen.emplace_back(mode.name, option.defaults);
     }
   }
   for (auto& row : rows) {
-    const auto& seen = defaults[row.spec.flag];
+    const auto& seen = defaults[id(row.spec)];
     std::map<std::string, int> count;
     for (const auto& [m, v] : seen) ++count[v];
     const auto common = std::max_element(count.begin(), count.end(), [](const auto& a, const auto& b) {
@@ -108,7 +125,7 @@ std::string value_of(const OptionSpec& s, bool run_file = false) {
   if (!b.min && b.max) bounds = fmt::format(" ≤ {}", *b.max);
   switch (s.type) {
     case cli::OptionType::choice: return fmt::format("{}", fmt::join(s.choices, " | "));
-    case cli::OptionType::boolean: return "flag";
+    case cli::OptionType::boolean: return s.flag.empty() ? "true | false" : "flag";
     default: return std::string(cli::type_name(s.type)) + bounds;
   }
 }
@@ -132,13 +149,15 @@ std::string flags_of(const OptionSpec& s) {
 }  // namespace
 
 std::vector<std::string> option_table_names() {
-  return {"braid-train-common", "braid-train-policy", "braid-train-text", "braid-generate", "braid-score", "run-file"};
+  return {"braid-train-common", "braid-train-policy", "braid-train-text", "braid-generate", "braid-score",
+          "braid-schedgen",     "braid-schedgen-presets", "run-file"};
 }
 
 std::vector<OptionRow> option_rows(const std::string& table) {
   if (table.rfind("braid-train-", 0) == 0) return train_rows(table);
   if (table == "braid-generate") return tool_rows("braid-generate", gen::generate_schema());
   if (table == "braid-score") return tool_rows("braid-score", score::score_schema());
+  if (table == "braid-schedgen") return tool_rows("braid-schedgen", sched::schedgen_schema());
   if (table == "run-file") {
     std::vector<OptionRow> rows;
     for (const auto& [section, specs] :
@@ -156,8 +175,17 @@ std::vector<OptionRow> option_rows(const std::string& table) {
 }
 
 std::string option_table_markdown(const std::string& table) {
-  const auto rows = option_rows(table);
   std::string out;
+  if (table == "braid-schedgen-presets") {
+    out = "| preset | for | knobs |\n|---|---|---|\n";
+    for (const auto& p : sched::anneal_presets()) {
+      std::string knobs;
+      for (const auto& [key, value] : p.knobs.items()) knobs += fmt::format("{}`{}`: {}", knobs.empty() ? "" : ", ", key, json_text(value));
+      out += fmt::format("| `{}` | {} | {} |\n", p.name, cell(p.use), knobs.empty() ? "none changed" : knobs);
+    }
+    return out;
+  }
+  const auto rows = option_rows(table);
   if (table == "run-file") {
     out = "| key | value | sets | only under |\n|---|---|---|---|\n";
     for (const auto& r : rows) {
@@ -168,15 +196,19 @@ std::string option_table_markdown(const std::string& table) {
     return out;
   }
   const bool by_mode = table == "braid-train-policy" || table == "braid-train-text";
+  // braid-schedgen's keys are those of a spec's "anneal" block, where a key alone is set.
+  const std::string block = table == "braid-schedgen" ? "anneal" : "";
+  const std::string keys = block.empty() ? "run file" : fmt::format("`{}` key", block);
   out = by_mode ? "| option | value | default | run file | modes | meaning |\n|---|---|---|---|---|---|\n"
-                : "| option | value | default | run file | meaning |\n|---|---|---|---|---|\n";
+                : fmt::format("| option | value | default | {} | meaning |\n|---|---|---|---|---|\n", keys);
   for (const auto& r : rows) {
     const std::string& meaning = r.spec.doc.empty() ? r.help : r.spec.doc;
     const std::string dflt = r.spec.required ? "required" : r.defaults;
     const std::string key = r.spec.key.empty() ? "" : fmt::format("`{}`", r.spec.key);
-    out += by_mode ? fmt::format("| {} | {} | {} | {} | {} | {} |\n", flags_of(r.spec), cell(value_of(r.spec)),
+    const std::string option = r.spec.flag.empty() ? fmt::format("`{}.{}`", block, r.spec.key) : flags_of(r.spec);
+    out += by_mode ? fmt::format("| {} | {} | {} | {} | {} | {} |\n", option, cell(value_of(r.spec)),
                                  cell(dflt), key, r.modes.empty() ? "all" : r.modes, cell(meaning))
-                   : fmt::format("| {} | {} | {} | {} | {} |\n", flags_of(r.spec), cell(value_of(r.spec)), cell(dflt),
+                   : fmt::format("| {} | {} | {} | {} | {} |\n", option, cell(value_of(r.spec)), cell(dflt),
                                  key, cell(meaning));
   }
   return out;

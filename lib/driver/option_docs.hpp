@@ -19,7 +19,8 @@ struct OptionRow {
 };
 
 // The tables: braid-train-common, braid-train-policy, braid-train-text, braid-generate,
-// braid-score, run-file.
+// braid-score, braid-schedgen (its "anneal" keys beside the flags), braid-schedgen-presets
+// (not of options: the presets' knobs), run-file.
 std::vector<std::string> option_table_names();
 // The rows of a table (run-file: every key of the run file's stage sections that sets an option).
 std::vector<OptionRow> option_rows(const std::string& table);

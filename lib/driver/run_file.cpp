@@ -58,21 +58,15 @@ ToolFlags read_settings(Checker& c, const json& obj, const std::string& where, c
   if (!obj.is_object()) return flags;
   for (const auto& s : settings) {
     if (!obj.contains(s.key)) continue;
-    switch (s.type) {
-      case cli::OptionType::integer:
-        if (auto v = c.integer(obj, where, s.key, s.run_file_bounds.value_or(s.bounds))) flags.emplace_back(s.name(), fmt::format("{}", *v));
-        break;
-      case cli::OptionType::number:
-        if (auto v = c.number(obj, where, s.key, s.run_file_bounds.value_or(s.bounds))) flags.emplace_back(s.name(), fmt::format("{}", *v));
-        break;
-      case cli::OptionType::boolean:
-        if (auto v = c.boolean(obj, where, s.key)) flags.emplace_back(*v ? s.name() : s.negation, "");
-        break;
-      case cli::OptionType::choice:
-      case cli::OptionType::text:
-      case cli::OptionType::path:
-        if (auto v = c.string(obj, where, s.key, s.choices)) flags.emplace_back(s.name(), *v);
-        break;
+    const auto v = cli::checked_setting(c, obj, where, s, s.run_file_bounds.value_or(s.bounds));
+    if (!v) continue;
+    if (v->is_boolean()) {
+      flags.emplace_back(v->get<bool>() ? s.name() : s.negation, "");
+    } else if (v->is_string()) {
+      flags.emplace_back(s.name(), v->get<std::string>());
+    } else {
+      flags.emplace_back(s.name(), v->is_number_integer() ? fmt::format("{}", v->get<std::int64_t>())
+                                                          : fmt::format("{}", v->get<double>()));
     }
   }
   return flags;
@@ -736,6 +730,12 @@ RunSpec load_run_file(const fs::path& path) {
   const json& gen = section("generate");
   c.no_unknown_keys(gen, "generate", keys_of(generate_settings(), {"ranks", "migrate_threshold", "migrate_to", "fuse", "overcommit"}));
   spec.generate = read_settings(c, gen, "generate", generate_settings());
+  // What braid-generate would refuse as given but not read (generate/stage.cpp).
+  if (gen.contains("temperature") && gen["temperature"] == 0) {
+    for (const char* key : {"top_p", "top_k"}) {
+      if (gen.contains(key)) c.fail(Checker::path("generate", key), "generate.temperature 0 decodes greedily: nothing to shape");
+    }
+  }
   read_rollout(c, gen, spec);
   if (doc.contains("mpirun")) read_mpirun(c, c.object(doc, "", "mpirun"), dir, spec);
   if (gen.contains("overcommit")) {
@@ -776,6 +776,12 @@ RunSpec load_run_file(const fs::path& path) {
     }
     if (score.contains("overlong_penalty") && !score.contains("overlong_buffer") && !(algorithm->overlong_fraction > 0)) {
       c.fail("score.overlong_penalty", fmt::format("no overlong shaping under {} without score.overlong_buffer", spec.algorithm));
+    }
+    const double kl = score.contains("kl_coef") && score["kl_coef"].is_number() ? score["kl_coef"].get<double>()
+                                                                                 : score::default_kl_coef(spec.algorithm);
+    if (score.contains("kl_estimator") && !score.contains("kl_target") && kl == 0) {
+      c.fail("score.kl_estimator", fmt::format("the KL coefficient is 0 ({}): no KL penalty to estimate",
+                                               score.contains("kl_coef") ? "score.kl_coef" : spec.algorithm + "'s default"));
     }
   }
   read_kl_control(c, score, spec);

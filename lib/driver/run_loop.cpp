@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/json.hpp"
 #include "core/log.hpp"
 #include "driver/ablation.hpp"
 #include "driver/dynamic_sampling.hpp"
@@ -25,6 +27,7 @@
 #include "core/shell.hpp"
 #include "driver/step_identity.hpp"
 #include "driver/verify.hpp"
+#include "io/fingerprint.hpp"
 
 namespace braid::driver {
 namespace {
@@ -479,14 +482,32 @@ std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const
   std::vector<std::string> lines;
   if (!spec.run_plan) return lines;
   RunPlan& plan = *spec.run_plan;
-  // A file is made again when it is missing or older than one of its inputs.
-  auto due = [](const fs::path& out, const std::vector<fs::path>& inputs) {
+  // A file is made again when it is missing, older than one of its inputs, or made from
+  // other options or inputs than its command line gives now (its made_from record; the
+  // differences are logged). A file that records nothing is judged by its time alone.
+  auto due = [&](const fs::path& out, const std::vector<fs::path>& inputs, const std::vector<std::string>& argv,
+                 const std::vector<std::pair<std::string, std::string>>& roles) {
     const auto made = newest(out);
     if (!made) return true;
-    return std::any_of(inputs.begin(), inputs.end(), [&](const fs::path& in) {
-      const auto t = newest(in);
-      return t && *t > *made;
-    });
+    if (std::any_of(inputs.begin(), inputs.end(), [&](const fs::path& in) {
+          const auto t = newest(in);
+          return t && *t > *made;
+        })) {
+      return true;
+    }
+    std::optional<ordered_json> record;
+    try {
+      const json doc = load_json_file(out.string());
+      if (doc.is_object() && doc.contains("made_from")) record = io::parse_made_from(doc["made_from"].dump(), out.string());
+    } catch (const InputError& e) {
+      log::warn("{}: made again: {}", out.string(), e.what());
+      return true;
+    }
+    if (!record) return false;
+    const auto diff = output_record_differences(*record, fs::path(argv.front()).filename().string(), argv, roles);
+    if (diff.empty()) return false;
+    log::info("{}: made again, made from other options or inputs: {}", out.string(), fmt::join(diff, "; "));
+    return true;
   };
   auto run = [&](const std::string& stage, const std::vector<std::string>& argv, const fs::path& out) {
     lines.push_back("# " + shell_line(argv) + "   (run now: every command below depends on it)");
@@ -498,19 +519,24 @@ std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const
     const PlanRequest& req = *plan.request;
     const fs::path out = made_plan_file(layout.out());
     std::vector<fs::path> inputs = {req.experiment, req.cluster, spec.file};
-    if (req.profile) inputs.push_back(*req.profile);
-    if (due(out, inputs)) {
-      std::vector<std::string> argv = {opt.tools.meshplan, req.experiment.string(), req.cluster.string()};
-      if (req.profile) {
-        argv.insert(argv.end(), {"--profile", req.profile->string()});
-      } else {
-        argv.insert(argv.end(), {"--hardware", req.hardware});
-      }
-      argv.insert(argv.end(), req.options.begin(), req.options.end());
-      argv.insert(argv.end(), {"-q", "-o", out.string()});
+    std::vector<std::pair<std::string, std::string>> roles = {{"experiment", req.experiment.string()},
+                                                              {"cluster", req.cluster.string()}};
+    std::vector<std::string> argv = {opt.tools.meshplan, req.experiment.string(), req.cluster.string()};
+    if (req.profile) {
+      inputs.push_back(*req.profile);
+      roles.emplace_back("profile", req.profile->string());
+      argv.insert(argv.end(), {"--profile", req.profile->string()});
+    } else {
+      roles.emplace_back("hardware", req.hardware);
+      argv.insert(argv.end(), {"--hardware", req.hardware});
+    }
+    argv.insert(argv.end(), req.options.begin(), req.options.end());
+    argv.insert(argv.end(), {"-q", "-o", out.string()});
+    if (due(out, inputs, argv, roles)) {
       run("braid-meshplan", argv, out);
     } else {
-      lines.push_back(fmt::format("# {}: kept (newer than its experiment, cluster, profile and the run file)", out.string()));
+      lines.push_back(fmt::format("# {}: kept (made by this command from the same experiment, cluster and profile)",
+                                  out.string()));
     }
     plan.file = out;
     Checker c(spec.file.string());
@@ -528,16 +554,16 @@ std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const
       fs::create_directories(layout.out());
       write_text_file(spec_file.string(), text);
     }
-    if (due(schedule, {spec_file})) {
-      std::vector<std::string> argv = {opt.tools.schedgen, spec_file.string(), "-o", schedule.string()};
-      if (plan.schedgen_options.empty()) {
-        argv.insert(argv.end(), {"--time-limit", "2"});
-      } else {
-        argv.insert(argv.end(), plan.schedgen_options.begin(), plan.schedgen_options.end());
-      }
+    std::vector<std::string> argv = {opt.tools.schedgen, spec_file.string(), "-o", schedule.string()};
+    if (plan.schedgen_options.empty()) {
+      argv.insert(argv.end(), {"--time-limit", "2"});
+    } else {
+      argv.insert(argv.end(), plan.schedgen_options.begin(), plan.schedgen_options.end());
+    }
+    if (due(schedule, {spec_file}, argv, {{"spec", spec_file.string()}})) {
       run("braid-schedgen", argv, schedule);
     } else {
-      lines.push_back(fmt::format("# {}: kept (newer than {})", schedule.string(), spec_file.string()));
+      lines.push_back(fmt::format("# {}: kept (made by this command from {})", schedule.string(), spec_file.string()));
     }
     plan.schedule_file = schedule;
     if (spec.plan_schedule) use_plan_schedule(spec, schedule);

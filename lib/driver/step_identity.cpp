@@ -110,22 +110,46 @@ std::optional<std::string> foreign_checkpoints(const RunSpec& spec, const Layout
   return std::nullopt;
 }
 
+namespace {
+
+// The record's options against a command line's: a value that differs, or one given there
+// and left to the tool's default now.
+std::vector<std::string> option_differences(const ordered_json& record,
+                                            const std::vector<std::pair<std::string, std::string>>& planned) {
+  std::vector<std::string> out;
+  const ordered_json options = record.value("options", ordered_json::object());
+  const ordered_json given = record.value("given", ordered_json::array());
+  for (const auto& [name, value] : options.items()) {
+    const std::string& key = name;  // a lambda may not capture a structured binding before clang 16
+    const auto it = std::find_if(planned.begin(), planned.end(), [&](const auto& p) { return p.first == key; });
+    const std::string then = value.is_string() ? value.get<std::string>() : value.dump();
+    if (it != planned.end()) {
+      const std::string now = cli::canonical_value(it->second);
+      if (now != then) out.push_back(fmt::format("{}: {} there, {} now", name, then, now));
+    } else if (std::find(given.begin(), given.end(), ordered_json(name)) != given.end()) {
+      out.push_back(fmt::format("{}: {} there, not given now (the tool's default)", name, then));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> changed_train_options(const RunSpec& spec, const Layout& layout, const PlanOptions& opt,
                                                int iteration) {
-  std::vector<std::string> out;
   const auto files = checkpoint_files_of(layout.checkpoint(iteration, "actor"));
-  if (files.empty()) return out;
+  if (files.empty()) return {};
   std::optional<ordered_json> record;
   try {
     record = io::parse_made_from(io::WeightShardReader(files.front()).meta().made_from, files.front().string());
   } catch (const InputError&) {
-    return out;   // unreadable: the damage check names it
+    return {};   // unreadable: the damage check names it
   }
-  if (!record) return out;
+  if (!record) return {};
   const Step step = train_step(spec, layout, opt, iteration);
   const std::vector<std::string>& argv = step.pipeline.front().argv;
   const auto tool = std::find(argv.begin(), argv.end(), opt.tools.train);
-  if (tool == argv.end()) return out;
+  if (tool == argv.end()) return {};
   auto planned = command_options({tool, argv.end()});
   // A negated flag ("--no-filter-groups") is its flag set false, as braid-train records it.
   for (auto& [name, value] : planned) {
@@ -134,17 +158,54 @@ std::vector<std::string> changed_train_options(const RunSpec& spec, const Layout
       value = "false";
     }
   }
-  const ordered_json options = record->value("options", ordered_json::object());
-  const ordered_json given = record->value("given", ordered_json::array());
-  for (const auto& [name, value] : options.items()) {
-    const std::string& key = name;  // a lambda may not capture a structured binding before clang 16
+  return option_differences(*record, planned);
+}
+
+std::vector<std::string> output_record_differences(const ordered_json& record, const std::string& tool,
+                                                   const std::vector<std::string>& argv,
+                                                   const std::vector<std::pair<std::string, std::string>>& inputs) {
+  std::vector<std::string> out;
+  if (record.value("tool", "") != tool) {
+    out.push_back(fmt::format("tool: {} there, {} now", record.value("tool", "none"), tool));
+    return out;
+  }
+  // Repeated options ("--fix a --fix b") as the tool records them: their values in order.
+  std::vector<std::pair<std::string, std::string>> planned;
+  for (const auto& [name, value] : command_options(argv)) {
+    const std::string& key = name;
     const auto it = std::find_if(planned.begin(), planned.end(), [&](const auto& p) { return p.first == key; });
-    const std::string then = value.get<std::string>();
-    if (it != planned.end()) {
-      const std::string now = cli::canonical_value(it->second);
-      if (now != then) out.push_back(fmt::format("{}: {} there, {} now", name, then, now));
-    } else if (std::find(given.begin(), given.end(), ordered_json(name)) != given.end()) {
-      out.push_back(fmt::format("{}: {} there, not given now (braid-train's default)", name, then));
+    if (it == planned.end()) {
+      planned.emplace_back(name, value);
+    } else {
+      it->second += " " + value;
+    }
+  }
+  out = option_differences(record, planned);
+  const ordered_json recorded = record.value("inputs", ordered_json::object());
+  for (const auto& [role, given] : inputs) {
+    const ordered_json there = recorded.contains(role) ? recorded[role] : ordered_json();
+    const bool same = there.is_string() ? there.get<std::string>() == given
+                                        : there.is_array() && there.size() == 1 &&
+                                              fs::path(there[0].value("file", "")).lexically_normal() ==
+                                                  fs::path(given).lexically_normal();
+    if (!same) {
+      const std::string then = there.is_string() ? there.get<std::string>()
+                               : there.is_array() && !there.empty() ? there[0].value("file", "?")
+                                                                    : std::string("none");
+      out.push_back(fmt::format("input {}: {} there, {} now", role, then, given));
+    }
+  }
+  for (const auto& [role, files] : recorded.items()) {
+    if (!files.is_array()) continue;   // a value (a hardware preset), or standard input: compared above, if at all
+    for (const auto& f : files) {
+      const std::string file = f.value("file", ""), digest = f.value("digest", "");
+      std::string now;
+      try {
+        now = io::content_digest(file);
+      } catch (const InputError&) {
+        now = "unreadable";
+      }
+      if (now != digest) out.push_back(fmt::format("input {}: {} changed since ({} there, {} now)", role, file, digest, now));
     }
   }
   return out;

@@ -30,6 +30,16 @@ std::optional<std::string> foreign_checkpoints(const RunSpec& spec, const Layout
 std::vector<std::string> changed_train_options(const RunSpec& spec, const Layout& layout, const PlanOptions& opt,
                                                int iteration);
 
+// What differs between the made_from record of a JSON output braid run made before (a plan
+// by braid-meshplan, a schedule by braid-schedgen) and what `argv` (the tool's command line,
+// argv[0] its path) makes now: another tool, an option of another value or given only on one
+// side, an input of `inputs` (role, its file or its value: a hardware preset) named otherwise,
+// and any file the record names whose content changed since. One line each; empty when they
+// agree.
+std::vector<std::string> output_record_differences(const ordered_json& record, const std::string& tool,
+                                                   const std::vector<std::string>& argv,
+                                                   const std::vector<std::pair<std::string, std::string>>& inputs);
+
 // A stage tool's command line (from the tool itself, argv[0] its path) as option -> value:
 // "--name value" pairs, a "--name" followed by another option or the end a flag ("true").
 std::vector<std::pair<std::string, std::string>> command_options(const std::vector<std::string>& argv);

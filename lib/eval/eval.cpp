@@ -14,12 +14,12 @@
 #include "data/prompts.hpp"
 #include "data/text_examples.hpp"
 #include "generate/generate.hpp"
+#include "rl/reference_logprobs.hpp"
 #include "score/math_expr.hpp"
 #include "score/model_passes.hpp"
 #include "score/text_reward.hpp"
 #include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
-#include "train/reference_logprobs.hpp"
 
 namespace braid::eval {
 namespace {
@@ -327,14 +327,14 @@ ordered_json evaluate_dpo_policy(const PairEvalOptions& o) {
                                                              cfg.max_position_embeddings);
   const std::size_t pairs = batch.size() / 2;
   if (pairs == 0) throw InputError(o.pairs, "", "holds no preference pairs");
-  const std::vector<float> lp = train::reference_logprobs(*policy.model, batch, o.model.micro_tokens);
+  const std::vector<float> lp = rl::reference_logprobs(*policy.model, batch.tokens, batch.offsets, o.model.micro_tokens);
   policy.model.reset();  // one model at a time
   auto ref = checkpoint::open_model(o.ref, *be, {}, /*need_lm_head=*/true, false, o.model.dtype);
   if (ref.model->config().vocab_size != cfg.vocab_size) {
     throw InputError(o.ref, "vocab_size", fmt::format("is {}, the policy's ({}) {}", ref.model->config().vocab_size,
                                                       o.model.checkpoint, cfg.vocab_size));
   }
-  const std::vector<float> ref_lp = train::reference_logprobs(*ref.model, batch, o.model.micro_tokens);
+  const std::vector<float> ref_lp = rl::reference_logprobs(*ref.model, batch.tokens, batch.offsets, o.model.micro_tokens);
   // π of a completion: Σ (or mean) over its response tokens, as braid-train dpo takes it.
   const auto logp = [&](const std::vector<float>& per_token, std::size_t i) {
     const auto r = batch.response_of(per_token, i);

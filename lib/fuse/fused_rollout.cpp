@@ -2,6 +2,7 @@
 
 #include "comm/communicator.hpp"
 #include "comm/mpi.hpp"
+#include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
@@ -302,6 +303,7 @@ score::CommandOptions parse_score_options(const std::vector<std::string>& words,
     throw UsageError(fmt::format("the braid-score options after '--': {}", e.what()));
   }
   o.command_line = command_line;
+  o.options_given = cli::options_given(app, {});
   return o;
 }
 

@@ -441,6 +441,22 @@ void validate_stage_options(const StageOptions& o) {
     throw UsageError(fmt::format("--overcommit runs in one process, without --tp (got --tp {})", o.tp));
   }
   validate(o.sampling);
+  // An option given where nothing reads it is refused, naming it (the option audit,
+  // tests/audit/option_effects.tsv).
+  const auto given = [&](const char* name) {
+    return std::find(o.options_given.begin(), o.options_given.end(), name) != o.options_given.end();
+  };
+  for (const char* name : {"--top-p", "--top-k"}) {
+    if (given(name) && o.sampling.temperature <= 0) {
+      throw UsageError(fmt::format("{}: --temperature 0 decodes greedily, drawing nothing for {} to shape: leave it "
+                                   "out or give a temperature",
+                                   name, name));
+    }
+  }
+  if (given("--migrate-to") && o.migrate_threshold.empty()) {
+    throw UsageError(fmt::format("--migrate-to {}: only with --migrate-threshold (nothing migrates without it)",
+                                 o.migrate_to));
+  }
 }
 
 std::string generation_record(const StageOptions& o, const ordered_json& config) {

@@ -66,6 +66,9 @@ struct StageOptions {
   std::string resume_deferred;       // the previous iteration's deferred file ("" = none)
   std::string deferred_out;          // where this iteration's deferred samples go (required with overcommit)
   std::string created_by;            // the command line, for meta.created_by
+  // The options given on the command line (cli::options_given): one given where these
+  // settings never read it is refused, naming it, even at its default value.
+  std::vector<std::string> options_given;
 };
 
 // What a caller that joins another stage to generation (lib/fuse: scoring on the ranks

@@ -169,6 +169,27 @@ model::LoraOptions parse_adapter_config(const json& cfg, const std::string& cfil
                                      m.dump()));
     }
   }
+  // How PEFT made the adapters before training: a flag or "gaussian" sets the adapters alone
+  // (the file holds them trained); PiSSA, OLoRA, LoftQ and CorDA also rewrite the base weights
+  // they were trained on, which the base given here does not hold.
+  if (given("init_lora_weights")) {
+    const json& init = cfg.at("init_lora_weights");
+    if (init.is_string()) {
+      const auto& how = init.get_ref<const std::string&>();
+      for (const char* rewrites : {"pissa", "olora", "loftq", "corda"}) {
+        if (how.starts_with(rewrites))
+          throw InputError(cfile, "init_lora_weights",
+                           fmt::format("is \"{}\": those adapters were trained on a rewritten base, which the base "
+                                       "given does not hold (convert them to plain LoRA with PEFT first)",
+                                       how));
+      }
+      if (how != "gaussian" && how != "eva")
+        throw InputError(cfile, "init_lora_weights",
+                         fmt::format("is \"{}\", expected true, false, \"gaussian\" or \"eva\"", how));
+    } else if (!init.is_boolean()) {
+      throw InputError(cfile, "init_lora_weights", "must be true, false or the name of an initialisation");
+    }
+  }
   if (flag("use_dora")) throw InputError(cfile, "use_dora", "DoRA is not supported");
   if (flag("fan_in_fan_out")) throw InputError(cfile, "fan_in_fan_out", "is for Conv1D layers (GPT-2's), not braid's");
   // Keys that describe rather than make the adapters: of their type all the same.

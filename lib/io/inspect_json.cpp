@@ -49,9 +49,14 @@ ordered_json summarize_json(const std::string& path, const json& doc) {
   s["kind"] = "json";
   s["format"] = doc.at("format");
   s["version"] = doc.at("version");
+  // What made it: the record of the outputs braid writes (plans, schedules, profiles), shown
+  // as a weight or sample file's is; null where such a file records nothing (an older braid).
+  static constexpr std::array<std::string_view, 3> kRecorded = {"braid.plan", "braid.schedule", "braid.profile"};
+  const bool recorded = std::find(kRecorded.begin(), kRecorded.end(), doc.value("format", "")) != kRecorded.end();
+  if (recorded || doc.contains("made_from")) s["made_from"] = doc.value("made_from", json());
   ordered_json keys = ordered_json::object();
   for (const auto& [k, v] : doc.items()) {
-    if (k != "format" && k != "version") keys[k] = describe(v);
+    if (k != "format" && k != "version" && k != "made_from") keys[k] = describe(v);
   }
   s["keys"] = keys;
   ordered_json figures = ordered_json::object();

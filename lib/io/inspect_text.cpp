@@ -39,6 +39,7 @@ std::string dist_line(const std::string& label, const ordered_json& d) {
 std::string made_from_lines(const ordered_json& s) {
   if (!s.contains("made_from") || s["made_from"].is_null()) return "  made from: not recorded\n";
   const ordered_json& m = s["made_from"];
+  if (!m.is_object()) return "  made from: not a record: " + one_line(m, 80) + "\n";
   std::string out = fmt::format("  made from: {}{} (fingerprint {})\n", m.value("tool", ""),
                                 m.value("output", "").empty() ? "" : ", output " + m.value("output", ""),
                                 m.value("fingerprint", ""));
@@ -170,6 +171,7 @@ std::string render_json(const ordered_json& s) {
   std::size_t width = 0;
   for (const auto& row : rows) width = std::max(width, row.first.size());
   for (const auto& [k, v] : rows) out += fmt::format("  {:<{}} {}\n", k, width, v);
+  if (s.contains("made_from")) out += made_from_lines(s);
   return out;
 }
 

@@ -91,8 +91,12 @@ Prediction model_bytes(const ModelSpec& m) {
   const std::uint64_t tables = m.config.has_local_rope() && m.config.sliding_window > 0 ? 2 : 1;
   p.add(who + "rotary tables", tables * 2 * u(m.config.max_position_embeddings) * u(m.config.head_dim() / 2) * kF32);
   // LoRA: the adapters and their gradients, f32 (model/lora.cpp).
-  if (m.options.lora.enabled())
+  if (m.options.lora.enabled()) {
     p.add(who + "LoRA adapters and gradients (f32)", 2 * u(model::adapter_count(m.config, m.options)) * kF32);
+    // Under tp: the replicated adapters' gradient parts, kept apart until summed over the group.
+    if (const auto partial = u(model::adapter_partial_count(m.config, m.options)); partial > 0)
+      p.add(who + "LoRA gradient parts to sum over tp (f32)", partial * kF32);
+  }
   return p;
 }
 

@@ -142,6 +142,8 @@ void BasicModel<T>::backward(BasicActivations<T>& acts) {
     ops.rmsnorm_backward(x, w.ln1, rstd1, d_ln, m.norm_shape(N, D), d_res, g.ln1);
   }
 
+  lora_reduce_partials<T>(m);
+
   if (m.first() && !m.frozen()) {
     // Gemma: the embeddings were scaled by √hidden_size.
     if (c.scale_embeddings) ops.scale(N * D, T(std::sqrt(double(D))), d_res);

@@ -145,9 +145,13 @@ std::vector<TensorInfo> adapter_layout(const ModelConfig& cfg, const ModelOption
     for (const Module& mod : adapted_modules(cfg, opt.lora, cfg.num_attention_heads, cfg.num_key_value_heads,
                                              cfg.intermediate_size)) {
       const std::string base = fmt::format("model.layers.{}.{}.{}.", l, mod.block, mod.name);
-      for (auto [name, shape] : {std::pair{base + "lora_A.weight", std::vector<std::int64_t>{r, mod.in}},
-                                 std::pair{base + "lora_B.weight", std::vector<std::int64_t>{mod.out, r}}}) {
-        out.push_back({.name = name, .shape = shape, .layer = l, .full_shape = shape, .slice = {}});
+      for (auto [name, full] : {std::pair{base + "lora_A.weight", std::vector<std::int64_t>{r, mod.in}},
+                                std::pair{base + "lora_B.weight", std::vector<std::int64_t>{mod.out, r}}}) {
+        // Under tp this rank's slice of the whole adapter (model/tensor_parallel.hpp).
+        const TpSlice slice = tp_slice(cfg, name, full, opt.tp.size, opt.tp.rank);
+        std::vector<std::int64_t> shape = full;
+        if (slice.split()) shape[std::size_t(slice.axis)] = slice.end - slice.begin;
+        out.push_back({.name = name, .shape = shape, .layer = l, .full_shape = full, .slice = slice});
       }
     }
   }
@@ -156,14 +160,17 @@ std::vector<TensorInfo> adapter_layout(const ModelConfig& cfg, const ModelOption
 }
 
 std::int64_t adapter_count(const ModelConfig& cfg, const ModelOptions& opt) {
-  const int end = opt.layers.end < 0 ? cfg.num_hidden_layers : opt.layers.end;
-  std::int64_t per_layer = 0;
-  for (const Module& mod : adapted_modules(cfg, opt.lora, cfg.num_attention_heads, cfg.num_key_value_heads,
-                                           cfg.intermediate_size))
-    per_layer += opt.lora.rank * (mod.in + mod.out);
-  std::int64_t head = 0;
-  for (const TensorInfo& t : head_copies(cfg, opt)) head += numel_of(t);
-  return per_layer * (end - opt.layers.begin) + head;
+  std::int64_t n = 0;
+  for (const TensorInfo& t : adapter_layout(cfg, opt)) n += numel_of(t);
+  return n;
+}
+
+std::int64_t adapter_partial_count(const ModelConfig& cfg, const ModelOptions& opt) {
+  if (opt.tp.size == 1) return 0;
+  std::int64_t n = 0;
+  for (const TensorInfo& t : adapter_layout(cfg, opt))
+    if (t.layer >= 0 && !t.slice.split()) n += numel_of(t);
+  return n;
 }
 
 template <typename T>
@@ -171,43 +178,68 @@ void build_lora(typename BasicModel<T>::Impl& m) {
   const LoraOptions& lo = m.opt.lora;
   check_lora(lo);
   if (!lo.enabled()) return;
-  if (m.tp_split()) throw std::invalid_argument("LoRA adapters under tensor parallelism are not implemented");
   if (lo.value_head && !m.opt.value_head)
     throw std::invalid_argument("LoRA: the value head is to be trained, but the model has none");
-  const std::int64_t r = lo.rank;
+  // The modules as this rank holds them: their sizes and columns in the fused products.
   const std::vector<Module> modules = adapted_modules(m.cfg, lo, m.heads, m.kv_heads, m.inter);
+  const std::vector<TensorInfo> layout = adapter_layout(m.cfg, m.opt);
   const std::int64_t total = adapter_count(m.cfg, m.opt);
   m.lora_cols = adapter_columns(m.opt);
   m.lora_params = backend::Buffer<T>(*m.be, std::size_t(total));
   m.lora_grads = backend::Buffer<T>(*m.be, std::size_t(total));
+  m.lora_partial = backend::Buffer<T>(*m.be, std::size_t(adapter_partial_count(m.cfg, m.opt)));
   m.lora.resize(std::size_t(m.layers()));
-  std::int64_t off = 0;
-  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape, int layer) {
-    std::int64_t n = 1;
-    for (auto d : shape) n *= d;
-    Tensor<T> t{name, std::move(shape), m.lora_params.data() + off, m.lora_grads.data() + off, n, layer};
+  std::int64_t off = 0, partial_off = 0;
+  std::size_t next = 0;
+  // The next tensor of the layout, placed in the buffers; its gradient where the backward
+  // writes it: under tp a replicated adapter's (each rank's part of the whole gradient) in
+  // lora_partial, summed over the group into its gradient after each backward.
+  auto tensor = [&](std::uint64_t stream) {
+    const TensorInfo& info = layout.at(next++);
+    const std::int64_t n = numel_of(info);
+    Tensor<T> t{info.name, info.shape, m.lora_params.data() + off, m.lora_grads.data() + off, n, info.layer};
     t.weights = t.data;
-    t.full_shape = t.shape;
-    off += t.numel;
+    t.full_shape = info.full_shape;
+    t.slice = info.slice;
+    off += n;
     m.adapters.push_back(t);
-    return m.adapters.back();
+    m.adapter_streams.push_back(stream);
+    T* written = t.grad;
+    if (m.tp_split() && info.layer >= 0 && !info.slice.split()) {
+      written = m.lora_partial.data() + partial_off;
+      m.lora_partial_of.push_back({written, t.grad, n});
+      partial_off += n;
+    }
+    return std::pair{t, written};
   };
+  const std::uint64_t per_layer = 2 * modules.size();
   for (int l = 0; l < m.layers(); ++l) {
     std::int64_t u = 0;
-    for (const Module& mod : modules) {
-      const std::string base = fmt::format("model.layers.{}.{}.{}.", m.begin + l, mod.block, mod.name);
-      const Tensor<T> a = tensor(base + "lora_A.weight", {r, mod.in}, m.begin + l);
-      const Tensor<T> b = tensor(base + "lora_B.weight", {mod.out, r}, m.begin + l);
+    for (std::size_t j = 0; j < modules.size(); ++j) {
+      const Module& mod = modules[j];
+      // A seed stream per tensor of the whole model: the same values whatever the stage.
+      const std::uint64_t stream = std::uint64_t(m.begin + l) * per_layer + 2 * j;
+      const auto [a, dA] = tensor(stream);
+      const auto [b, dB] = tensor(stream + 1);
       m.lora[std::size_t(l)][std::size_t(mod.site)].push_back(
-          {.A = a.data, .B = b.data, .dA = a.grad, .dB = b.grad, .in = mod.in, .out = mod.out, .col = mod.col, .u = u});
-      u += r;
+          {.A = a.data, .B = b.data, .dA = dA, .dB = dB, .in = mod.in, .out = mod.out, .col = mod.col, .u = u});
+      u += lo.rank;
     }
   }
-  for (const TensorInfo& info : head_copies(m.cfg, m.opt)) {
-    const Tensor<T> t = tensor(info.name, info.shape, -1);
-    (info.name == "score.weight" ? m.score_copy : m.score_bias_copy) = backend::Weights(t.data, backend::dtype_of<T>());
-    (info.name == "score.weight" ? m.score_copy_g : m.score_bias_copy_g) = t.grad;
+  while (next < layout.size()) {   // the value head's copy
+    const std::string name = layout[next].name;
+    const Tensor<T> t = tensor(0).first;
+    (name == "score.weight" ? m.score_copy : m.score_bias_copy) = backend::Weights(t.data, backend::dtype_of<T>());
+    (name == "score.weight" ? m.score_copy_g : m.score_bias_copy_g) = t.grad;
   }
+}
+
+template <typename T>
+void lora_reduce_partials(typename BasicModel<T>::Impl& m) {
+  if (!m.adapting() || m.lora_partial_of.empty()) return;
+  tp_all_reduce(*m.be, m.tp(), m.lora_partial.data(), std::int64_t(m.lora_partial.size()));
+  for (const auto& p : m.lora_partial_of) m.ops->axpy(p.n, T(1), p.part, p.grad);
+  m.lora_partial.zero();
 }
 
 template <typename T>
@@ -244,20 +276,25 @@ template <typename T>
 std::vector<Tensor<T>>& BasicModel<T>::adapters() { return impl_->adapters; }
 
 template <typename T>
+std::span<T> BasicModel<T>::adapter_gradients() { return {impl_->lora_grads.data(), impl_->lora_grads.size()}; }
+
+template <typename T>
 void BasicModel<T>::init_adapters(std::uint64_t seed, double b_std) {
   Impl& m = *impl_;
-  std::vector<T> host;
-  std::uint64_t stream = 0;
-  for (Tensor<T>& t : m.adapters) {
+  std::vector<T> host, all;
+  for (std::size_t i = 0; i < m.adapters.size(); ++i) {
+    Tensor<T>& t = m.adapters[i];
     host.assign(std::size_t(t.numel), T(0));
-    Rng rng(seed, 0x10aa0000ull + stream++);
     if (t.layer < 0) {   // the value head's copy starts as the base's head
       read_values(*m.be, *find(t.name), host.data());
-    } else if (t.name.ends_with("lora_A.weight")) {
-      const double bound = 1.0 / std::sqrt(double(t.shape[1]));
-      for (T& v : host) v = T((2 * rng.uniform() - 1) * bound);
-    } else if (b_std > 0) {
-      for (T& v : host) v = T(rng.normal() * b_std);
+    } else if (t.name.ends_with("lora_A.weight") || b_std > 0) {
+      // The whole tensor's values, then this rank's slice: the same adapters at any tp.
+      const bool a = t.name.ends_with("lora_A.weight");
+      all.resize(std::size_t(t.full_shape[0] * t.full_shape[1]));
+      Rng rng(seed, 0x10aa0000ull + m.adapter_streams[i]);
+      const double bound = 1.0 / std::sqrt(double(t.full_shape[1]));
+      for (T& v : all) v = a ? T((2 * rng.uniform() - 1) * bound) : T(rng.normal() * b_std);
+      host = extract_slice(all.data(), t.full_shape, t.slice);
     }
     m.be->copy_to_device(t.data, host.data(), host.size() * sizeof(T));
   }
@@ -307,11 +344,13 @@ void BasicModel<T>::merge_adapters() {
 
 #define BRAID_LORA(T)                                                                                               \
   template void build_lora<T>(BasicModel<T>::Impl&);                                                               \
+  template void lora_reduce_partials<T>(BasicModel<T>::Impl&);                                                     \
   template void lora_forward<T>(const BasicModel<T>::Impl&, BasicActivations<T>::Impl&, int, LoraSite, const T*,   \
                                 std::int64_t, T*, std::int64_t);                                                    \
   template void lora_backward<T>(const BasicModel<T>::Impl&, BasicActivations<T>::Impl&, int, LoraSite, const T*,  \
                                  std::int64_t, const T*, std::int64_t, T*);                                         \
   template std::vector<Tensor<T>>& BasicModel<T>::adapters();                                                       \
+  template std::span<T> BasicModel<T>::adapter_gradients();                                                         \
   template void BasicModel<T>::init_adapters(std::uint64_t, double);                                                \
   template void BasicModel<T>::set_adapters_enabled(bool);                                                          \
   template bool BasicModel<T>::adapters_enabled() const;                                                            \

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 #include <tuple>
 
@@ -298,6 +299,37 @@ void write_values(backend::Backend& be, Tensor<T>& t, const T* host) {
 }
 
 template <typename T>
+std::vector<T> whole_values(backend::Backend& be, const TensorParallel& tp, const ModelConfig& cfg,
+                            const Tensor<T>& t) {
+  std::vector<T> part(std::size_t(t.numel));
+  read_values(be, t, part.data());
+  if (tp.size == 1 || !t.slice.split()) return part;
+  if (!tp.group) throw std::logic_error("whole_values: a tensor-parallel model without its tp group");
+  // Rank r's slice lies at the sum of the slices before it.
+  std::vector<TpSlice> slices;
+  std::vector<std::size_t> counts;
+  std::size_t mine = 0;
+  for (int r = 0; r < tp.size; ++r) {
+    slices.push_back(tp_slice(cfg, t.name, t.full_shape, tp.size, r));
+    const std::int64_t other = t.full_shape.size() == 2 ? t.full_shape[std::size_t(1 - slices.back().axis)] : 1;
+    if (r < tp.rank) mine += std::size_t((slices.back().end - slices.back().begin) * other);
+    counts.push_back(std::size_t((slices.back().end - slices.back().begin) * other));
+  }
+  std::vector<T> all(std::accumulate(counts.begin(), counts.end(), std::size_t{0}));
+  std::copy(part.begin(), part.end(), all.begin() + std::ptrdiff_t(mine));
+  tp.group->all_gather_varying(std::span<T>(all), counts);
+  std::int64_t n = 1;
+  for (auto d : t.full_shape) n *= d;
+  std::vector<T> whole(static_cast<std::size_t>(n));
+  std::size_t off = 0;
+  for (int r = 0; r < tp.size; ++r) {
+    insert_slice(whole.data(), t.full_shape, slices[std::size_t(r)], all.data() + off);
+    off += counts[std::size_t(r)];
+  }
+  return whole;
+}
+
+template <typename T>
 Tensor<T>* BasicModel<T>::find(const std::string& hf_name) {
   for (Tensor<T>& t : impl_->tensors)
     if (t.name == hf_name) return &t;
@@ -331,6 +363,7 @@ template <typename T>
 void BasicModel<T>::zero_grad() {
   impl_->grads.zero();
   impl_->lora_grads.zero();
+  impl_->lora_partial.zero();
 }
 
 template <typename T>
@@ -401,5 +434,9 @@ template void read_values<float>(backend::Backend&, const Tensor<float>&, float*
 template void read_values<double>(backend::Backend&, const Tensor<double>&, double*);
 template void write_values<float>(backend::Backend&, Tensor<float>&, const float*);
 template void write_values<double>(backend::Backend&, Tensor<double>&, const double*);
+template std::vector<float> whole_values<float>(backend::Backend&, const TensorParallel&, const ModelConfig&,
+                                                const Tensor<float>&);
+template std::vector<double> whole_values<double>(backend::Backend&, const TensorParallel&, const ModelConfig&,
+                                                  const Tensor<double>&);
 
 }  // namespace braid::model

@@ -123,6 +123,13 @@ void read_values(backend::Backend& be, const Tensor<T>& t, T* host);
 // as they are, the compute copy rounded to its dtype (nearest even).
 template <typename T>
 void write_values(backend::Backend& be, Tensor<T>& t, const T* host);
+// The whole tensor (full_shape, as at tp 1) of which t is this rank's slice: t's values and
+// every other tp rank's slice of it, gathered over `tp`'s group (collective: every rank of
+// the group calls it for the same tensor and gets the whole). read_values at tp 1 and for a
+// replicated tensor.
+template <typename T>
+std::vector<T> whole_values(backend::Backend& be, const TensorParallel& tp, const ModelConfig& cfg,
+                            const Tensor<T>& t);
 
 // A packed batch: sequence s is tokens[offsets[s] .. offsets[s+1]). Stages after the
 // first need only offsets.
@@ -272,11 +279,16 @@ class BasicModel {
   // optimizer over them alone trains the adapters); then, with LoraOptions::value_head, the
   // value head's trained copy under the base's names (score.weight, score.bias), which the
   // model reads instead of the base's while the adapters are on. Empty without adapters.
+  // Under tp each adapter is this rank's slice, cut as the matrix it adapts
+  // (model/tensor_parallel.hpp): full_shape and slice say where it lies.
   // With adapters the base is frozen: backward leaves the base's gradients undefined and
   // computes the adapters' and the input's.
   std::vector<Tensor<T>>& adapters();
+  // The adapters' gradients as one contiguous array, in adapters() order (empty without).
+  std::span<T> adapter_gradients();
   // A uniform in ±1/√in (PEFT's default), B zero (so the adapted model starts as the base),
-  // or B normal(0, b_std) when b_std > 0; the value head's copy the base's head.
+  // or B normal(0, b_std) when b_std > 0; the value head's copy the base's head. The same
+  // seed gives the same adapters whatever the stage and tp split.
   void init_adapters(std::uint64_t seed, double b_std = 0);
   // Off: the forward is the base model's alone (a LoRA run's reference model).
   void set_adapters_enabled(bool on);
@@ -355,6 +367,10 @@ std::int64_t parameter_count(const ModelConfig& cfg, const ModelOptions& opt);
 // token keeps per layer (rank × adapters of a layer).
 std::int64_t adapter_count(const ModelConfig& cfg, const ModelOptions& opt);
 std::int64_t adapter_columns(const ModelOptions& opt);
+// Under tp (opt.tp.size > 1): the parameters of the stage's replicated adapters (A of
+// q/k/v/gate/up, B of o/down), whose gradient parts the backward keeps apart until it sums
+// them over the tp group; 0 at tp 1.
+std::int64_t adapter_partial_count(const ModelConfig& cfg, const ModelOptions& opt);
 
 // The tensors of a stage as BasicModel would hold them, without building it: Hugging Face
 // names, this tp rank's shapes and the whole model's, in storage order (import and export

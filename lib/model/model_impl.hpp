@@ -81,6 +81,16 @@ struct BasicModel<T>::Impl {
   std::vector<std::array<std::vector<LoraPiece<T>>, kLoraSites>> lora;
   std::int64_t lora_cols = 0;
   bool adapters_on = true;
+  std::vector<std::uint64_t> adapter_streams;   // each adapter's seed stream (init_adapters)
+  // Under tp, the replicated adapters (A of q/k/v/gate/up, B of o/down): the backward writes
+  // this rank's part of their gradients here, then sums them over the group into their grad.
+  struct PartialGrad {
+    T* part;
+    T* grad;
+    std::int64_t n;
+  };
+  backend::Buffer<T> lora_partial;
+  std::vector<PartialGrad> lora_partial_of;
   // LoraOptions::value_head: the value head's trained copy (and its bias), in lora_params.
   W score_copy; T* score_copy_g = nullptr;
   W score_bias_copy; T* score_bias_copy_g = nullptr;
@@ -196,6 +206,10 @@ void build_lora(typename BasicModel<T>::Impl& m);
 template <typename T>
 void lora_forward(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, int l, LoraSite site,
                   const T* x, std::int64_t ldx, T* y, std::int64_t ldy);
+// Under tp: the replicated adapters' gradient parts of the last backward summed over the
+// group and added to their gradients (at the end of each backward).
+template <typename T>
+void lora_reduce_partials(typename BasicModel<T>::Impl& m);
 template <typename T>
 void lora_backward(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, int l, LoraSite site,
                    const T* x, std::int64_t ldx, const T* dy, std::int64_t ldy, T* dx);

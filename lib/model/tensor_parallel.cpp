@@ -62,6 +62,16 @@ TpSlice tp_slice(const ModelConfig& c, const std::string& name, const std::vecto
   }
   if (name.ends_with("self_attn.o_proj.weight")) return by_heads(1, c.num_attention_heads);
   if (name.ends_with("mlp.down_proj.weight")) return by_units(1, c.intermediate_size);
+  // LoRA adapters (model/lora.hpp): B of a column-parallel matrix is cut as its rows, A of a
+  // row-parallel one as its columns; the other factor (A of q, k, v, gate, up; B of o, down)
+  // is replicated.
+  if (name.ends_with("self_attn.q_proj.lora_B.weight")) return by_heads(0, c.num_attention_heads);
+  if (name.ends_with("self_attn.k_proj.lora_B.weight") || name.ends_with("self_attn.v_proj.lora_B.weight"))
+    return by_heads(0, c.num_key_value_heads);
+  if (name.ends_with("mlp.gate_proj.lora_B.weight") || name.ends_with("mlp.up_proj.lora_B.weight"))
+    return by_units(0, c.intermediate_size);
+  if (name.ends_with("self_attn.o_proj.lora_A.weight")) return by_heads(1, c.num_attention_heads);
+  if (name.ends_with("mlp.down_proj.lora_A.weight")) return by_units(1, c.intermediate_size);
   if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return by_units(0, c.vocab_size);
   return s;  // norms (q_norm, k_norm included), the biases of o_proj and down_proj, score: replicated
 }

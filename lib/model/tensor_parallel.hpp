@@ -9,6 +9,11 @@
 //   gate_proj, up_proj       column-parallel: intermediate units split_range(I, tp, r)
 //   down_proj                row-parallel: the same units as columns
 //   embed_tokens, lm_head    vocabulary-parallel: rows split_range(V, tp, r)
+//   LoRA adapters            as the matrix they adapt (Megatron's and PEFT's way): B of a
+//                            column-parallel matrix cut as its rows, A of a row-parallel
+//                            one as its columns; A of q/k/v/gate/up and B of o/down
+//                            replicated (each rank's gradient of these is a part of the
+//                            whole one: the model sums them over the group each backward)
 //   q/k/v and gate/up biases cut as their matrices' rows
 //   norms (q_norm, k_norm too), o_proj and down_proj biases, score: replicated (every rank
 //                            holds all of it; q_norm's and k_norm's gradients, which each

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "plan/hardware.hpp"
 
 namespace braid::plan {
 namespace {
@@ -116,7 +117,8 @@ Experiment experiment_from_json(const json& doc, const std::string& file) {
   c.format(doc, "braid.experiment", 1);
   c.no_unknown_keys(doc, "", {"format", "version", "name", "algorithm", "models", "batch", "prompt_len",
                               "response_len", "ppo_epochs", "train"});
-  const std::string algo = c.string(doc, "", "algorithm", {"ppo", "grpo"}, "ppo").value_or("ppo");
+  c.string(doc, "", "name", {}, "");  // free text, but text
+  const std::string algo = c.string(doc, "", "algorithm", {"ppo", "grpo"}).value_or("ppo");
   e.algorithm = algo == "grpo" ? Algorithm::grpo : Algorithm::ppo;
   e.ppo_epochs = static_cast<int>(c.integer(doc, "", "ppo_epochs", {.min = 1, .max = 64}, 1).value_or(1));
 
@@ -152,6 +154,9 @@ Experiment experiment_from_json(const json& doc, const std::string& file) {
       }
       cfg = &loaded;
       cfg_where += fmt::format(" ({})", p.string());
+      if (std::find(e.config_files.begin(), e.config_files.end(), p.string()) == e.config_files.end()) {
+        e.config_files.push_back(p.string());
+      }
     } else if (!cfg->is_object()) {
       c.fail(cfg_where, "expected a path to an HF config.json or the config object, found " +
                             std::string(cfg->type_name()));
@@ -206,10 +211,12 @@ Cluster cluster_from_json(const json& doc, const std::string& file) {
                               "intra_node_gbs", "inter_node_gbs", "memory_reserve"});
   cl.nodes = static_cast<int>(c.integer(doc, "", "nodes", {.min = 1, .max = 4096}).value_or(1));
   cl.devices_per_node = static_cast<int>(c.integer(doc, "", "devices_per_node", {.min = 1, .max = 64}).value_or(1));
-  const Bounds pos{.min = 0, .exclusive_min = true};
-  if (auto v = c.number(doc, "", "device_memory_gb", pos, 0); v && *v > 0) cl.device_memory = *v * 1e9;
-  if (auto v = c.number(doc, "", "intra_node_gbs", pos, 0); v && *v > 0) cl.intra_bandwidth = *v * 1e9;
-  if (auto v = c.number(doc, "", "inter_node_gbs", pos, 0); v && *v > 0) cl.inter_bandwidth = *v * 1e9;
+  c.string(doc, "", "name", {}, "");  // free text, but text
+  // Optional overrides of the profile's hardware, within the hardware's bounds (hardware.hpp).
+  const auto most = [](double v) { return Bounds{.min = 0, .max = v, .exclusive_min = true}; };
+  if (auto v = c.number(doc, "", "device_memory_gb", most(kMaxMemoryGb), 0); v && *v > 0) cl.device_memory = *v * 1e9;
+  if (auto v = c.number(doc, "", "intra_node_gbs", most(kMaxGbs), 0); v && *v > 0) cl.intra_bandwidth = *v * 1e9;
+  if (auto v = c.number(doc, "", "inter_node_gbs", most(kMaxGbs), 0); v && *v > 0) cl.inter_bandwidth = *v * 1e9;
   cl.memory_reserve = c.number(doc, "", "memory_reserve", {.min = 0, .max = 0.9}, 0.05).value_or(0.05);
   const int d = cl.devices_per_node;
   if (d > 0 && (d & (d - 1)) != 0) c.fail("devices_per_node", "must be a power of two (meshes split nodes in halves)");

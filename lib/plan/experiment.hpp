@@ -53,6 +53,7 @@ struct Experiment {
   int ppo_epochs = 1;
   TrainSettings train;
   LengthDist prompt_len, response_len;
+  std::vector<std::string> config_files;  // the models' config.json files it names (what made a plan of it)
 
   const ExperimentModel* model(std::string_view role) const;
 };

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <optional>
+
 #include "core/error.hpp"
 
 namespace braid::plan {
@@ -35,32 +38,35 @@ Hardware hardware_preset(std::string_view name) {
   throw UsageError(fmt::format("unknown hardware preset \"{}\" (known: h100, h200, or a JSON file)", name));
 }
 
-Hardware hardware_from_json(const json& j, Checker& c, std::string_view where) {
+Hardware hardware_from_json(const json& j, Checker& c, std::string_view where, bool written) {
   Hardware hw;
   c.no_unknown_keys(j, where, {"name", "peak_tflops", "mem_bandwidth_gbs", "mem_capacity_gb", "devices_per_node",
                                "intra_node_gbs", "inter_node_gbs", "intra_node_latency_us",
                                "inter_node_latency_us", "layer_overhead_us", "dtype_bytes", "efficiency"});
-  const Bounds pos{.min = 0, .exclusive_min = true};
-  const Bounds nonneg{.min = 0};
-  hw.name = c.string(j, where, "name", {}, "custom").value_or("custom");
-  hw.peak_flops = c.number(j, where, "peak_tflops", pos).value_or(1) * kTera;
-  hw.mem_bandwidth = c.number(j, where, "mem_bandwidth_gbs", pos).value_or(1) * kGiga;
-  hw.mem_capacity = c.number(j, where, "mem_capacity_gb", pos).value_or(1) * kGiga;
-  hw.devices_per_node = static_cast<int>(c.integer(j, where, "devices_per_node", {.min = 1, .max = 1024}, 8).value_or(8));
-  hw.intra_bandwidth = c.number(j, where, "intra_node_gbs", pos).value_or(1) * kGiga;
-  hw.inter_bandwidth = c.number(j, where, "inter_node_gbs", pos).value_or(1) * kGiga;
-  hw.intra_latency = c.number(j, where, "intra_node_latency_us", nonneg, 5).value_or(5) * kMicro;
-  hw.inter_latency = c.number(j, where, "inter_node_latency_us", nonneg, 15).value_or(15) * kMicro;
-  hw.layer_overhead = c.number(j, where, "layer_overhead_us", nonneg, 0).value_or(0) * kMicro;
-  hw.dtype_bytes = static_cast<int>(c.integer(j, where, "dtype_bytes", {.min = 1, .max = 8}, 2).value_or(2));
-  if (j.is_object() && j.contains("efficiency")) {
+  // A default, unless the block was written whole (a profile's).
+  const auto dflt = [written]<typename T>(T v) { return written ? std::nullopt : std::optional<T>(v); };
+  const auto rate = [](double most) { return Bounds{.min = 0, .max = most, .exclusive_min = true}; };
+  const Bounds latency{.min = 0, .max = kMaxLatencyUs};
+  hw.name = c.string(j, where, "name", {}, dflt(std::string("custom"))).value_or("custom");
+  hw.peak_flops = c.number(j, where, "peak_tflops", rate(kMaxTflops)).value_or(1) * kTera;
+  hw.mem_bandwidth = c.number(j, where, "mem_bandwidth_gbs", rate(kMaxGbs)).value_or(1) * kGiga;
+  hw.mem_capacity = c.number(j, where, "mem_capacity_gb", rate(kMaxMemoryGb)).value_or(1) * kGiga;
+  hw.devices_per_node =
+      static_cast<int>(c.integer(j, where, "devices_per_node", {.min = 1, .max = 1024}, dflt(std::int64_t{8})).value_or(8));
+  hw.intra_bandwidth = c.number(j, where, "intra_node_gbs", rate(kMaxGbs)).value_or(1) * kGiga;
+  hw.inter_bandwidth = c.number(j, where, "inter_node_gbs", rate(kMaxGbs)).value_or(1) * kGiga;
+  hw.intra_latency = c.number(j, where, "intra_node_latency_us", latency, dflt(5.0)).value_or(5) * kMicro;
+  hw.inter_latency = c.number(j, where, "inter_node_latency_us", latency, dflt(15.0)).value_or(15) * kMicro;
+  hw.layer_overhead = c.number(j, where, "layer_overhead_us", latency, dflt(0.0)).value_or(0) * kMicro;
+  hw.dtype_bytes = static_cast<int>(c.integer(j, where, "dtype_bytes", {.min = 1, .max = 8}, dflt(std::int64_t{2})).value_or(2));
+  if (written || (j.is_object() && j.contains("efficiency"))) {
     const std::string ew = Checker::path(where, "efficiency");
-    const json& e = j["efficiency"];
+    const json& e = c.object(j, where, "efficiency");
     c.no_unknown_keys(e, ew, {"matmul", "memory", "comm"});
     const Bounds frac{.min = 0, .max = 1, .exclusive_min = true};
-    hw.eff.matmul = c.number(e, ew, "matmul", frac, hw.eff.matmul).value_or(hw.eff.matmul);
-    hw.eff.memory = c.number(e, ew, "memory", frac, hw.eff.memory).value_or(hw.eff.memory);
-    hw.eff.comm = c.number(e, ew, "comm", frac, hw.eff.comm).value_or(hw.eff.comm);
+    hw.eff.matmul = c.number(e, ew, "matmul", frac, dflt(hw.eff.matmul)).value_or(hw.eff.matmul);
+    hw.eff.memory = c.number(e, ew, "memory", frac, dflt(hw.eff.memory)).value_or(hw.eff.memory);
+    hw.eff.comm = c.number(e, ew, "comm", frac, dflt(hw.eff.comm)).value_or(hw.eff.comm);
   }
   return hw;
 }

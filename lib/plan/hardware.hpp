@@ -19,6 +19,13 @@ struct Efficiency {
   double comm = 0.7;    // of link bandwidth, for large messages
 };
 
+// Upper bounds of a device's figures in a hardware file, a profile or a cluster
+// (docs/formats-plan.md): beyond them a value is a typo (1e300 or 2^63 GB/s were planned with).
+inline constexpr double kMaxTflops = 1e6;     // 1 EFLOP/s a device
+inline constexpr double kMaxGbs = 1e6;        // 1 PB/s: memory bandwidth and links
+inline constexpr double kMaxMemoryGb = 1e6;   // 1 PB a device
+inline constexpr double kMaxLatencyUs = 1e6;  // 1 s a message or a layer call
+
 struct Hardware {
   std::string name;
   double peak_flops = 0;        // dense matrix FLOP/s per device at the working dtype
@@ -38,8 +45,10 @@ struct Hardware {
 Hardware hardware_preset(std::string_view name);
 std::vector<std::string> hardware_preset_names();
 
-// Reads the JSON form (every problem recorded in c); `where` is its path.
-Hardware hardware_from_json(const json& j, Checker& c, std::string_view where);
+// Reads the JSON form (every problem recorded in c); `where` is its path. `written`: as
+// hardware_to_json writes it into a profile, every key required (a hardware file takes the
+// documented defaults).
+Hardware hardware_from_json(const json& j, Checker& c, std::string_view where, bool written = false);
 ordered_json hardware_to_json(const Hardware& hw);
 
 // A preset name, or a JSON file holding a hardware object.

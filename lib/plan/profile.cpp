@@ -5,6 +5,9 @@
 namespace braid::plan {
 namespace {
 
+// bs_max: a decode batch, in sequences (at most 2^31 - 1, as lengths).
+constexpr double kMaxBatch = 2147483647.0;
+
 ordered_json link_json(const LinkCosts& l) {
   return {{"gbs", l.bandwidth / 1e9}, {"latency_us", l.latency * 1e6}};
 }
@@ -12,11 +15,24 @@ ordered_json link_json(const LinkCosts& l) {
 LinkCosts link_from(const json& j, Checker& c, const std::string& where) {
   LinkCosts l;
   c.no_unknown_keys(j, where, {"gbs", "latency_us"});
-  l.bandwidth = c.number(j, where, "gbs", {.min = 0, .exclusive_min = true}).value_or(1) * 1e9;
-  l.latency = c.number(j, where, "latency_us", {.min = 0}).value_or(0) * 1e-6;
+  l.bandwidth = c.number(j, where, "gbs", {.min = 0, .max = kMaxGbs, .exclusive_min = true}).value_or(1) * 1e9;
+  l.latency = c.number(j, where, "latency_us", {.min = 0, .max = kMaxLatencyUs}).value_or(0) * 1e-6;
   return l;
 }
 
+
+// A measured profile's spreads: (max - min) / median per table, the repeats and what the
+// statistic is (shown, not planned with; read so that a damaged one is named).
+json spread_from(const json& j, Checker& c, const std::string& where) {
+  c.no_unknown_keys(j, where, {"layer_fwd", "layer_bwd", "layer_prefill", "head", "layer_decode", "sample", "repeats",
+                               "statistic"});
+  for (const char* key : {"layer_fwd", "layer_bwd", "layer_prefill", "head", "layer_decode", "sample"}) {
+    c.number(j, where, key, {.min = 0}, 0.0);
+  }
+  c.integer(j, where, "repeats", {.min = 1, .max = 1000});
+  c.string(j, where, "statistic", {}, "");
+  return j;
+}
 
 }  // namespace
 
@@ -83,9 +99,10 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   Checker c(file);
   Profile p;
   c.format(doc, "braid.profile", kProfileVersion);
-  c.no_unknown_keys(doc, "", {"format", "version", "source", "hardware", "comm", "models", "host"});
+  c.no_unknown_keys(doc, "", {"format", "version", "source", "hardware", "comm", "models", "host", "made_from"});
+  if (doc.is_object() && doc.contains("made_from")) c.object(doc, "", "made_from");  // what made it (io/fingerprint.hpp)
   p.source = c.string(doc, "", "source", {"analytic", "calibrated", "measured"}).value_or("analytic");
-  p.hardware = hardware_from_json(c.object(doc, "", "hardware"), c, "hardware");
+  p.hardware = hardware_from_json(c.object(doc, "", "hardware"), c, "hardware", /*written=*/true);
   const json& comm = c.object(doc, "", "comm");
   c.no_unknown_keys(comm, "comm", {"p2p_intra", "p2p_inter", "allreduce_intra", "allreduce_inter"});
   p.comm.p2p_intra = link_from(c.object(comm, "comm", "p2p_intra"), c, "comm.p2p_intra");
@@ -101,7 +118,7 @@ Profile profile_from_json(const json& doc, const std::string& file) {
     m.shape = shape_from_hf_config(shape, c, Checker::path(w, "shape"));
     m.shape.value_head = c.boolean(shape, Checker::path(w, "shape"), "value_head", false).value_or(false);
     m.shape.name = m.name;
-    m.bs_max = c.number(*e, w, "bs_max", {.min = 1}).value_or(1);
+    m.bs_max = c.number(*e, w, "bs_max", {.min = 1, .max = kMaxBatch}).value_or(1);
     const std::string mw = Checker::path(w, "memory_bytes");
     const json& mem = c.object(*e, w, "memory_bytes");
     const Bounds nonneg{.min = 0};
@@ -128,7 +145,7 @@ Profile profile_from_json(const json& doc, const std::string& file) {
     m.head_fwd = t1("head_fwd");
     m.head_bwd = t1("head_bwd");
     if (e->contains("sample")) m.sample = table1_from_json(c.object(*e, w, "sample"), c, Checker::path(w, "sample"), "rows");
-    if (e->contains("spread")) m.spread = (*e)["spread"];
+    if (e->contains("spread")) m.spread = spread_from(c.object(*e, w, "spread"), c, Checker::path(w, "spread"));
     if (e->contains("train_extra")) {
       const std::string xw = Checker::path(w, "train_extra");
       const json& x = c.object(*e, w, "train_extra");

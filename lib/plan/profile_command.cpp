@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -12,6 +13,7 @@
 #include "core/json.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
+#include "io/fingerprint.hpp"
 #include "model/config.hpp"
 #include "plan/analytic_profile.hpp"
 #include "plan/comm_probe.hpp"
@@ -54,6 +56,34 @@ std::vector<ModelShape> shapes_of(const ProfileModelArgs& a) {
 
 void write_json(const std::string& path, const ordered_json& j) { write_text_file(path, j.dump(2) + "\n"); }
 
+// A profile with the record of what made it: the verb, its options and the files it read by
+// content (the models' configs, an experiment and the configs it names, a hardware file, the
+// measured profile it calibrates from); a preset by name.
+void write_profile(const ProfileOptions& o, const std::string& verb, const Profile& p) {
+  io::MadeFrom m("braid-profile " + verb);
+  m.set_options(o.option_values, o.options_given);
+  const auto files = [](const std::vector<std::string>& v) { return std::vector<std::filesystem::path>(v.begin(), v.end()); };
+  if (!o.m.models.empty()) m.add_input("models", files(o.m.models));
+  if (!o.m.value_models.empty()) m.add_input("value models", files(o.m.value_models));
+  if (!o.m.experiment.empty()) {
+    m.add_input_path("experiment", o.m.experiment);
+    const auto configs = load_experiment(o.m.experiment).config_files;
+    if (!configs.empty()) m.add_input("model configs", files(configs));
+  }
+  if (!o.hardware.empty()) {
+    const auto presets = hardware_preset_names();
+    if (std::find(presets.begin(), presets.end(), o.hardware) != presets.end()) {
+      m.add_input_value("hardware", o.hardware);
+    } else {
+      m.add_input_path("hardware", o.hardware);
+    }
+  }
+  if (!o.calibrate.empty()) m.add_input_path("calibrate", o.calibrate);
+  ordered_json j = profile_to_json(p);
+  j["made_from"] = m.to_json();
+  write_json(o.output, j);
+}
+
 // MPI and the world for the lifetime of a command; finalised even when it throws.
 struct Job {
   Job() : runtime(nullptr, nullptr), world(comm::mpi_world()) {}
@@ -71,7 +101,7 @@ int run_profile_analytic(const ProfileOptions& o) {
     log::info("calibrated efficiency from {}: matmul {:.3f}, memory {:.3f}", o.calibrate, hw.eff.matmul, hw.eff.memory);
   }
   const Profile p = analytic_profile(hw, shapes_of(o.m));
-  write_json(o.output, profile_to_json(p));
+  write_profile(o, "analytic", p);
   for (const auto& m : p.models) log::info("{}: BS_max {}", m.name, m.bs_max);
   return 0;
 }
@@ -181,7 +211,7 @@ int run_profile_measure(const ProfileOptions& o) {
               p.host.write_bandwidth / 1e9,
               p.host.read_bandwidth / 1e9);
   }
-  write_json(o.output, profile_to_json(p));
+  write_profile(o, "measure", p);
   return 0;
 }
 

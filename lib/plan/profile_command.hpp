@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/json.hpp"
+
 namespace braid::plan {
 
 struct ProfileModelArgs {
@@ -31,6 +33,10 @@ struct ProfileOptions {
   double comm_max_mb = 64;
   bool host = true;   // measure: also the host costs of a run (plan/host_probe.hpp)
   std::vector<std::string> mpirun = {"mpirun", "--oversubscribe"};  // measure: how MPI jobs are started
+  // The verb's options as given (cli::option_values, cli::options_given, the files left out):
+  // with the files read, the profile's record of what made it (io/fingerprint.hpp).
+  ordered_json option_values = ordered_json::object();
+  std::vector<std::string> options_given;
 };
 
 // The profile a given hardware would measure (roofline model), as braid.profile.

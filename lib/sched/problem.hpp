@@ -13,7 +13,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "core/json.hpp"
 
 namespace braid::sched {
 
@@ -30,11 +33,21 @@ struct ModelSpec {
   int merged_from = 1;     // how many original stages make one stage here
 };
 
+// Bounds of a spec's values (docs/formats-schedule.md): a stage's forward or backward time and
+// the time between devices at most kMaxTime, a micro-batch's activations on a stage at most
+// kMaxActMem, in whatever units the spec uses (braid-meshplan's: ms and GB). Beyond them a value
+// is a typo; 1e300 made makespans of 3e300.
+constexpr double kMaxTime = 1e9;
+constexpr double kMaxActMem = 1e9;
+
 struct SchedSpec {
   int devices = 1;
   std::vector<ModelSpec> models;
   std::optional<double> mem_capacity;  // nullopt: unlimited
   double p2p_time = 0;
+  // The spec's "anneal" block as given (checked: knobs of sched/option_schema.hpp), which
+  // braid-schedgen's search takes over its preset; the problem itself does not read it.
+  json anneal = json::object();
 };
 
 // Reads and checks a braid.schedspec document (or the one a braid.plan carries for
@@ -42,6 +55,11 @@ struct SchedSpec {
 // through one InputError naming `origin`. Refuses what cannot be scheduled.
 SchedSpec parse_schedspec(const std::string& json_text, const std::string& origin);
 SchedSpec load_schedspec(const std::string& path);
+// The same from a document already parsed; `root` is its path inside `origin` ("spec" in a
+// schedule) and `written` reads a spec as braid-schedgen writes it into a schedule: every key
+// required (none takes its default), no tp (the spec there is after the tp merge).
+SchedSpec schedspec_from_json(const json& doc, const std::string& origin, std::string_view root = "",
+                              bool written = false);
 
 struct Problem {
   SchedSpec spec;

@@ -15,6 +15,7 @@
 #include "sched/bound.hpp"
 #include "sched/dryrun.hpp"
 #include "sched/lower.hpp"
+#include "sched/option_schema.hpp"
 #include "sched/schedule_json.hpp"
 #include "sched/search.hpp"
 #include "sched/svg.hpp"
@@ -52,7 +53,9 @@ constexpr double kBothSecondShare = 0.35;
 
 int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
   const int rank = world.rank();
-  const Problem p = build_problem(load_schedspec(opt.spec));
+  SchedSpec spec = load_schedspec(opt.spec);
+  settle_knobs(opt, spec.anneal);
+  const Problem p = build_problem(std::move(spec));
   const LowerBound lb = lower_bound(p);
   const BaselineResult serial = serial_1f1b(p.spec);
 
@@ -181,18 +184,6 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
                     {"ranks_at_bound", won.ranks_at_bound},
                     {"ranks_stopped_by_peer", won.ranks_stopped},
                     {"schedules_adopted", won.adopted},
-                    {"tie_break", tie_break_name(opt.anneal.tie_break)},
-                    {"restart_from_best", opt.anneal.restart_from_best},
-                    {"chain_moves", opt.anneal.chain_moves},
-                    {"mem_chain_moves", opt.anneal.mem_chain_moves},
-                    {"critical_moves", opt.anneal.critical_moves},
-                    {"mem_level_margin", opt.anneal.mem_level_margin},
-                    {"mem_polish", opt.anneal.mem_polish},
-                    {"mem_resequence", opt.anneal.mem_resequence},
-                    {"mem_exact_nodes_limit", opt.anneal.mem_exact_nodes},
-                    {"share_best", opt.anneal.share_best},
-                    {"sync_every", opt.anneal.sync_every},
-                    {"sync_seconds", opt.anneal.sync_seconds},
                     {"seconds_to_best", won.best.stats.seconds_to_best},
                     {"rounds", won.best.stats.rounds},
                     {"plateau_moves", won.best.stats.plateau},
@@ -210,19 +201,17 @@ int run_schedgen(SchedgenOptions opt, comm::Communicator& world) {
                     {"seconds", latency_seconds},
                     {"seed", opt.anneal.seed},
                     {"start", opt.start},
+                    {"preset", opt.preset},
                     {"start_used", start_used},
                     {"seconds_to_bound", seconds_to_bound >= 0 ? json(seconds_to_bound) : json(nullptr)},
                     {"iterations_to_bound", seconds_to_bound >= 0 ? json(iterations_to_bound) : json(nullptr)},
                     {"time_limit", opt.anneal.time_limit},
                     {"iterations_limit", opt.anneal.iterations},
-                    {"t0", opt.anneal.t0},
-                    {"t0_factor", opt.anneal.t0_factor},
-                    {"t0_cycle", opt.anneal.t0_cycle},
-                    {"alpha", opt.anneal.alpha},
-                    {"epsilon", opt.anneal.epsilon},
-                    {"mem_weight", opt.anneal.mem_weight},
+                    {"anneal", knob_record(opt.anneal)},
                     {"dry_run_makespan", run.makespan}};
-  write_text_file(opt.output, schedule_to_json(p, best_order, timing, lowered, summary).dump(1) + "\n");
+  ordered_json doc = schedule_to_json(p, best_order, timing, lowered, summary);
+  if (!opt.made_from.is_null()) doc["made_from"] = opt.made_from;
+  write_text_file(opt.output, doc.dump(1) + "\n");
   if (!opt.svg.empty()) write_text_file(opt.svg, schedule_svg(p, best_order, timing, serial.peak_memory));
 
   log::info("makespan {:.6g} ({}; bound {:.6g}), {:.3f}x serial 1F1B, {:.3f}x greedy; peak memory {:.6g} = {:.2f}x "

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "comm/communicator.hpp"
+#include "core/json.hpp"
 #include "sched/anneal.hpp"
 
 namespace braid::sched {
@@ -16,7 +18,12 @@ struct SchedgenOptions {
   std::string svg;            // also draw the timeline here, when set
   std::string verify;         // the schedule file verify_schedule_file() checks
   std::string start = "both";  // "greedy", "1f1b", or "both" (greedy, then 1F1B with what is left if at the bound within a tenth of the budget)
+  std::string preset = "default";  // the annealer's knobs by name (sched/option_schema.hpp)
   AnnealOptions anneal;
+  ordered_json made_from;     // the schedule's record of what made it (io/fingerprint.hpp; the tool makes it)
+  // The knobs (their "anneal" keys) the command line gave: they go over the spec's
+  // "anneal" block and the preset (settle_knobs).
+  std::vector<std::string> knobs_given;
 };
 
 // Finds, checks and writes the schedule; returns the exit code. Collective over world

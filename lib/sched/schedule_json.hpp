@@ -23,13 +23,23 @@ struct ScheduleSummary {
   ordered_json search;  // how it was found (ranks, iterations, seconds, options)
 };
 
+// The figures of a schedule that follow from its problem alone: the lower bound (and which
+// bound binds), serial 1F1B, and greedy fusion (1F1B model after model where greedy gets
+// stuck under mem_capacity, as braid-schedgen then starts from); an empty search record.
+ScheduleSummary reference_summary(const Problem& p);
+
 ordered_json spec_to_json(const SchedSpec& spec);
 
 ordered_json schedule_to_json(const Problem& p, const Order& order, const Timing& timing, const Lowered& lowered,
                               const ScheduleSummary& summary);
 
-// Reads back the spec and the instruction streams of a braid.schedule file
-// (for --verify); problems name `origin` and the field.
+// Reads back a braid.schedule file, every field checked: the spec (every key, as written),
+// per device its subtasks (each of the device's subtasks of the spec once, in the order its
+// instructions compute them, with the start and end that order gives), instructions and
+// buffers, the peaks and the makespan the order gives, the lower bound and baselines the spec
+// gives, and the search record (optional keys, each of its type and bounds; the ones the spec
+// or the order fix, checked against them). Every problem at once, naming `origin` and the
+// field (`devices[0].subtasks[3].end`, `search.seed`); exit 2 through InputError.
 struct LoadedSchedule {
   Problem problem;
   Lowered lowered;

@@ -2,11 +2,13 @@
 #include <fmt/format.h>
 
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
+#include "sched/option_schema.hpp"
 #include "sched/problem.hpp"
 
 namespace braid::sched {
@@ -35,7 +37,7 @@ static json spec_of_plan(const json& plan, const std::string& origin) {
   Checker c(origin);
   c.format(plan, "braid.plan", kPlanVersion);
   c.no_unknown_keys(plan, "", {"format", "version", "inputs", "cluster", "search", "calls", "memory", "predicted",
-                               "fusion"});
+                               "fusion", "made_from"});
   c.array_items(plan, "", "calls", 1);
   c.check();
   const json* spec = &plan;
@@ -60,41 +62,57 @@ static bool is_plan(const json& doc) {
 SchedSpec parse_schedspec(const std::string& json_text, const std::string& origin) {
   json doc = parse_json_text(json_text, origin);
   if (is_plan(doc)) doc = spec_of_plan(doc, origin);
+  return schedspec_from_json(doc, origin);
+}
+
+SchedSpec schedspec_from_json(const json& doc, const std::string& origin, std::string_view root, bool written) {
   Checker c(origin);
-  c.format(doc, "braid.schedspec", kSpecVersion);
+  // A spec as braid-schedgen writes it into a schedule holds every key: one missing is damage,
+  // not a default.
+  const auto dflt = [written]<typename T>(T v) { return written ? std::nullopt : std::optional<T>(v); };
+  const auto at = [root](std::string_view key) { return Checker::path(root, key); };
+  c.format(doc, "braid.schedspec", kSpecVersion, root);
   c.check();
-  c.no_unknown_keys(doc, "", {"format", "version", "devices", "models", "mem_capacity", "p2p_time", "comment"});
+  c.no_unknown_keys(doc, root, {"format", "version", "devices", "models", "mem_capacity", "p2p_time", "comment", "anneal"});
 
   SchedSpec spec;
-  spec.devices = static_cast<int>(c.integer(doc, "", "devices", {.min = 1, .max = 1 << 20}).value_or(1));
-  spec.p2p_time = c.number(doc, "", "p2p_time", {.min = 0}, 0.0).value_or(0.0);
+  if (doc.contains("anneal")) {
+    spec.anneal = c.object(doc, root, "anneal");
+    check_anneal_block(c, spec.anneal, at("anneal"));
+  }
+  spec.devices = static_cast<int>(c.integer(doc, root, "devices", {.min = 1, .max = 1 << 20}).value_or(1));
+  spec.p2p_time = c.number(doc, root, "p2p_time", {.min = 0, .max = kMaxTime}, dflt(0.0)).value_or(0.0);
+  if (written && !doc.contains("mem_capacity")) c.fail(at("mem_capacity"), "missing (required; null: no limit)");
   if (auto it = doc.find("mem_capacity"); it != doc.end() && !it->is_null()) {
-    spec.mem_capacity = c.number(doc, "", "mem_capacity", {.min = 0, .exclusive_min = true});
+    spec.mem_capacity = c.number(doc, root, "mem_capacity", {.min = 0, .exclusive_min = true});
   }
 
   std::set<std::string> names;
   std::vector<std::string> model_fields;
-  for (auto [where, item] : c.array_items(doc, "", "models", 1)) {
+  for (auto [where, item] : c.array_items(doc, root, "models", 1)) {
     const json& m = *item;
-    c.no_unknown_keys(m, where, {"name", "stages", "replicas", "micro_batches", "fwd", "bwd", "act_mem",
-                                 "tp", "direction"});
+    // A written spec is the one after the tp merge: it has no tp to merge by again.
+    std::vector<std::string> keys = {"name", "stages", "replicas", "micro_batches", "fwd", "bwd", "act_mem", "direction"};
+    if (!written) keys.emplace_back("tp");
+    c.no_unknown_keys(m, where, keys);
     ModelSpec ms;
-    ms.name = c.string(m, where, "name", {}, fmt::format("model{}", spec.models.size())).value_or("");
+    ms.name = c.string(m, where, "name", {}, dflt(fmt::format("model{}", spec.models.size()))).value_or("");
     if (!names.insert(ms.name).second) c.fail(Checker::path(where, "name"), "repeats an earlier model's name");
     auto stages = c.integer(m, where, "stages", {.min = 1, .max = 1 << 16});
-    ms.replicas = static_cast<int>(c.integer(m, where, "replicas", {.min = 1, .max = 1 << 16}, 1).value_or(1));
+    ms.replicas = static_cast<int>(c.integer(m, where, "replicas", {.min = 1, .max = 1 << 16}, dflt(std::int64_t{1})).value_or(1));
     ms.micro_batches = static_cast<int>(c.integer(m, where, "micro_batches", {.min = 1, .max = 1 << 20}).value_or(1));
     ms.tp = static_cast<int>(c.integer(m, where, "tp", {.min = 1, .max = 1 << 16}, 1).value_or(1));
     if (!is_power_of_two(ms.tp)) c.fail(Checker::path(where, "tp"), fmt::format("is {}, must be a power of two", ms.tp));
     const auto direction = c.string(m, where, "direction", {"forward", "reverse"},
-                                    spec.models.empty() ? "forward" : "reverse");
+                                    dflt(std::string(spec.models.empty() ? "forward" : "reverse")));
     ms.forward = direction.value_or("forward") == "forward";
     if (stages) {
       ms.stages = static_cast<int>(*stages);
       const auto n = static_cast<std::size_t>(ms.stages);
-      ms.fwd = c.number_or_list(m, where, "fwd", n, {.min = 0, .exclusive_min = true}).value_or(std::vector<double>(n, 1.0));
-      ms.bwd = c.number_or_list(m, where, "bwd", n, {.min = 0, .exclusive_min = true}).value_or(std::vector<double>(n, 1.0));
-      ms.act_mem = c.number_or_list(m, where, "act_mem", n, {.min = 0}).value_or(std::vector<double>(n, 0.0));
+      const Bounds time{.min = 0, .max = kMaxTime, .exclusive_min = true};
+      ms.fwd = c.number_or_list(m, where, "fwd", n, time).value_or(std::vector<double>(n, 1.0));
+      ms.bwd = c.number_or_list(m, where, "bwd", n, time).value_or(std::vector<double>(n, 1.0));
+      ms.act_mem = c.number_or_list(m, where, "act_mem", n, {.min = 0, .max = kMaxActMem}).value_or(std::vector<double>(n, 0.0));
     }
     model_fields.push_back(where);
     spec.models.push_back(std::move(ms));
@@ -144,13 +162,13 @@ SchedSpec parse_schedspec(const std::string& json_text, const std::string& origi
     replica_gcd = std::gcd(replica_gcd, m.replicas);
   }
   if (spec.models.size() > 1 && replica_gcd > 1) {
-    c.fail("models", fmt::format("the replicas (fusion factors) share the factor {}: the problem splits into {} "
+    c.fail(at("models"), fmt::format("the replicas (fusion factors) share the factor {}: the problem splits into {} "
                                  "identical independent ones; divide devices and every replicas by {}",
                                  replica_gcd, replica_gcd, replica_gcd));
   }
   long long tasks = 0;
   for (const auto& m : spec.models) tasks += 2LL * m.replicas * m.stages * m.micro_batches;
-  if (tasks > kMaxTasks) c.fail("models", fmt::format("{} subtasks in all; at most {} are supported", tasks, kMaxTasks));
+  if (tasks > kMaxTasks) c.fail(at("models"), fmt::format("{} subtasks in all; at most {} are supported", tasks, kMaxTasks));
   c.check();
   return spec;
 }

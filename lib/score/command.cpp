@@ -66,6 +66,14 @@ void refuse_unused(const CommandOptions& o, const ScoreSettings& s) {
                      o.overlong_penalty));
   refuse(o.reward_cmd_timeout != d.reward_cmd_timeout && o.reward_cmd.empty(),
          fmt::format("--reward-cmd-timeout {}: only with --reward-cmd", o.reward_cmd_timeout));
+  const auto given = [&](const char* name) {
+    return std::find(o.options_given.begin(), o.options_given.end(), name) != o.options_given.end();
+  };
+  refuse((given("--kl-estimator") || o.kl_estimator != d.kl_estimator) && s.kl_coef == 0,
+         fmt::format("--kl-estimator {}: the KL coefficient is 0 ({}), so there is no KL penalty to estimate",
+                     o.kl_estimator,
+                     o.kl_coef ? "--kl-coef 0"
+                               : o.ref.empty() ? "no --ref" : fmt::format("--algorithm {}'s default", s.algorithm)));
 }
 
 }  // namespace

@@ -53,6 +53,9 @@ struct CommandOptions {
   int tp = 1;                        // tensor-parallel ranks per device (under mpirun)
   std::string stats;
   std::string command_line;          // stored as meta.created_by
+  // The options given on the command line (cli::options_given): one given where these
+  // settings never read it is refused, naming it, even at its default value.
+  std::vector<std::string> options_given;
 };
 
 // The settings the flags mean. UsageError (exit 2, naming the flags) for a combination

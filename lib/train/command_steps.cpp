@@ -52,7 +52,6 @@ checkpoint::OpenedModel open_for_ranks(const std::string& spec, backend::Backend
   if (!trained && adapter_file) {
     throw InputError(spec, "kind", "is a LoRA adapter file: name its base, or the adapters merged (braid export --merge)");
   }
-  if (adapter_file && ranks.tp().size > 1) throw UsageError("LoRA adapters under tensor parallelism (--tp) are not implemented");
   checkpoint::OpenedModel out = checkpoint::open_model(spec, be, {}, need_lm_head, need_value_head, c.dtype, ranks.tp(),
                                                        trained ? trained_lora(c, need_value_head) : model::LoraOptions{});
   // Fresh adapters: A seeded by --seed, B zero.
@@ -119,6 +118,17 @@ std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& e
   return records;
 }
 
+namespace {
+
+// The files of a trainee's checkpoint: every tp rank's, or the one adapter file of a LoRA run
+// (whole at any tp: train_outputs.hpp).
+std::vector<std::filesystem::path> weight_files(const Trainee& t, const TrainingRanks& ranks) {
+  if (t.opened.model->options().lora.enabled()) return {t.out};
+  return ranks.files(t.out);
+}
+
+}  // namespace
+
 void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by, const TrainingRanks& ranks) {
   // All or nothing: every model's weights are checked before any file is written, and the
   // files appear together (a critic that diverged, or a disk that fills on its state,
@@ -148,7 +158,7 @@ void save_all(const std::vector<Trainee*>& trainees, const std::string& created_
   ranks.barrier();
   if (!ranks.lead()) return;
   for (Trainee* t : trainees) {
-    const auto files = ranks.files(t->out);
+    const auto files = weight_files(*t, ranks);
     auto written = files;
     for (const auto& f : ranks.files(checkpoint::optimizer_state_path(t->out))) written.push_back(f);
     // A name written before in another layout (a whole file beside these tp files, stage
@@ -207,7 +217,7 @@ bool already_done(const std::vector<Trainee*>& trainees, const TrainingRanks& ra
   for (const Trainee* t : trainees) {
     log::info("{}: {} is already complete (step {}), made from the same inputs and options: skipped", t->call, t->out,
               t->opened.step + 1);
-    for (const auto& f : ranks.files(t->out)) std::cout << path_line(f.string()) << std::endl;
+    for (const auto& f : weight_files(*t, ranks)) std::cout << path_line(f.string()) << std::endl;
   }
   return true;
 }
@@ -219,7 +229,6 @@ void check_common(const CommonTrainOptions& c) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("--lora-*: {}", e.what()));
   }
-  if (c.lora.enabled() && c.tp > 1) throw UsageError("LoRA adapters under tensor parallelism (--tp) are not implemented");
   if (c.recompute < 0) throw UsageError("--recompute must be >= 0 (0: keep every layer's activations)");
   if (c.epochs < 1) throw UsageError("--epochs must be at least 1");
   if (c.stats == "-") throw UsageError("--stats cannot be stdout (stdout lists the checkpoints written)");

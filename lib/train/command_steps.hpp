@@ -75,8 +75,9 @@ TrainerEngine engine_of(const std::vector<Trainee*>& trainees);
 std::vector<CallRecord> run_loop(const io::SampleBatch& batch, TrainingEngine& engine, const LoopOptions& loop,
                                  const CommonTrainOptions& c);
 // New checkpoints (step + 1) with their optimizer state; the weight files on stdout.
-// Collective over the ranks: each tp rank of device 0 writes its slice files, the lead
-// lists every file once they all exist.
+// Collective over the ranks: each tp rank of device 0 writes its slice files (LoRA: its
+// optimizer state's; the adapter file is whole, written by tp rank 0), the lead lists every
+// file once they all exist.
 void save_all(const std::vector<Trainee*>& trainees, const std::string& created_by, const TrainingRanks& ranks);
 // `extra`'s keys are added to the document's top level ("staleness").
 void write_stats(const CommonTrainOptions& c, Clock::time_point t0, const io::SampleBatch& batch,

@@ -9,11 +9,11 @@
 #include "core/log.hpp"
 #include "rl/algorithms.hpp"
 #include "rl/gae.hpp"
+#include "rl/reference_logprobs.hpp"
 #include "rl/tis.hpp"
 #include "train/command_steps.hpp"
 #include "train/group_filter.hpp"
 #include "train/objectives.hpp"
-#include "train/reference_logprobs.hpp"
 #include "train/rl_session.hpp"
 #include "train/staleness.hpp"
 #include "train/train_inputs.hpp"
@@ -93,7 +93,7 @@ class ProcessSession final : public RlSession {
   }
   std::int64_t actor_step() const override { return actor_.opened.step; }
   std::vector<float> actor_logprobs(const io::SampleBatch& b) override {
-    return reference_logprobs(*actor_.opened.model, b, c_.common.micro_tokens);
+    return rl::reference_logprobs(*actor_.opened.model, b.tokens, b.offsets, c_.common.micro_tokens);
   }
   std::string describe() const override { return ranks_.describe(); }
   backend::Backend& backend() override { return *be_; }
@@ -192,9 +192,6 @@ int run_rl(const RlCommand& c) {
   if (ppo && (c.critic.empty() || c.critic_out.empty())) throw UsageError("ppo needs --critic and --critic-out");
   actor_objective_options(c);  // the options' problems now, before anything is read
   const bool fused = !c.schedule.empty();
-  const bool lora = c.common.lora.enabled() || checkpoint::read_adapter_file(c.actor) ||
-                    (ppo && checkpoint::read_adapter_file(c.critic));
-  if (lora && fused) throw UsageError("--schedule: LoRA adapters in the fused pipeline are not implemented");
   if (fused && std::find(c.inputs.begin(), c.inputs.end(), "-") != c.inputs.end()) {
     throw UsageError("--schedule: name the shards as arguments (under mpirun only one rank reads stdin)");
   }

@@ -1,5 +1,6 @@
 #include "train/pipeline_impl.hpp"
 
+#include "checkpoint/adapters.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -34,13 +35,65 @@ void open_stage(PipelineModelState& ms, const sched::Problem& p, int device, bac
   const auto layers = checkpoint::split_layers(cfg.num_hidden_layers, ms.stages)[static_cast<std::size_t>(ms.stage)];
   checkpoint::OpenedModel opened = checkpoint::open_model(ms.spec.checkpoint, be, layers,
                                                           ms.spec.objective->needs_lm_head(),
-                                                          ms.spec.objective->needs_value_head(), ms.spec.dtype, opt.tp);
+                                                          ms.spec.objective->needs_value_head(), ms.spec.dtype, opt.tp,
+                                                          ms.spec.lora);
+  // Fresh adapters on a base: the same A at any stage and tp split (model.hpp).
+  if (ms.spec.lora.enabled() && !checkpoint::read_adapter_file(ms.spec.checkpoint))
+    opened.model->init_adapters(ms.spec.lora_seed);
   ms.model = std::move(opened.model);
   ms.checkpoint_step = opened.step;
   ms.config_json = opened.config_json;
+  ms.base = opened.base;
   ms.hidden = cfg.hidden_size;
-  ms.adamw = std::make_unique<optim::AdamW>(be, ms.model->tensors(), ms.spec.adamw, optim::DataParallel{},
-                                            ms.model->tensor_parallel());
+  ms.adamw = std::make_unique<optim::AdamW>(be, checkpoint::trained_tensors(*ms.model), ms.spec.adamw,
+                                            optim::DataParallel{}, ms.model->tensor_parallel());
+}
+
+// One adapter file of every stage's adapters (collective over the pipeline's communicator):
+// each stage's whole adapters (gathered over the tp group) from replica 0, gathered over the
+// devices of tp rank 0; its rank 0 writes them in layer order, named and shaped as at tp 1.
+void save_adapter_file(const FusedPipeline::Impl& im, const PipelineModelState& ms, const std::filesystem::path& out,
+                       const checkpoint::SaveInfo& info) {
+  std::vector<float> mine;
+  if (ms.replica == 0) {
+    for (const checkpoint::AdapterTensor& t : checkpoint::whole_adapters(*ms.model))
+      mine.insert(mine.end(), t.values.begin(), t.values.end());
+  }
+  // The tp ranks hold the same whole adapters: tp rank 0's devices gather them.
+  if (im.opt.tp.rank != 0) return;
+  const std::int64_t head[2] = {ms.replica == 0 ? ms.stage : -1, std::int64_t(mine.size())};
+  const std::vector<std::int64_t> heads = im.comm->all_gather(std::span<const std::int64_t>(head, 2));
+  std::vector<std::size_t> counts;
+  std::vector<std::size_t> at(std::size_t(ms.stages), 0);
+  std::size_t offset = 0;
+  for (int r = 0; r < im.comm->size(); ++r) {
+    const std::int64_t stage = heads[std::size_t(2 * r)], n = heads[std::size_t(2 * r + 1)];
+    if (stage >= 0) at[std::size_t(stage)] = offset;
+    counts.push_back(std::size_t(n));
+    offset += std::size_t(n);
+  }
+  std::vector<float> all(offset);
+  std::size_t own = 0;
+  for (int r = 0; r < im.comm->rank(); ++r) own += counts[std::size_t(r)];
+  std::copy(mine.begin(), mine.end(), all.begin() + std::ptrdiff_t(own));
+  im.comm->all_gather_varying(std::span<float>(all), counts);
+  if (im.comm->rank() != 0) return;
+  const model::ModelConfig& cfg = ms.model->config();
+  const auto ranges = checkpoint::split_layers(cfg.num_hidden_layers, ms.stages);
+  std::vector<checkpoint::AdapterTensor> tensors;
+  for (int s = 0; s < ms.stages; ++s) {
+    model::ModelOptions o = ms.model->options();
+    o.layers = ranges[std::size_t(s)];
+    o.tp = {};
+    std::size_t pos = at[std::size_t(s)];
+    for (const model::TensorInfo& t : model::adapter_layout(cfg, o)) {
+      std::size_t n = 1;
+      for (auto d : t.full_shape) n *= std::size_t(d);
+      tensors.push_back({t.name, t.full_shape, {all.begin() + std::ptrdiff_t(pos), all.begin() + std::ptrdiff_t(pos + n)}});
+      pos += n;
+    }
+  }
+  checkpoint::write_adapter_file(out, ms.model->options().lora, ms.base, info, {0, cfg.num_hidden_layers}, tensors);
 }
 
 }  // namespace
@@ -119,8 +172,9 @@ FusedPipeline::FusedPipeline(const sched::LoadedSchedule& given, comm::Communica
     // takes part for every model (a single replica needs no group).
     if (ms.replicas > 1) ms.stage_group = comm.split(ms.stage, ms.replica);
     // Tied embeddings over several stages: the first stage's embedding and the last
-    // stage's copy of it as LM head are one parameter, so their gradients are summed.
-    if (ms.stages > 1 && ms.model->config().tie_word_embeddings) {
+    // stage's copy of it as LM head are one parameter, so their gradients are summed
+    // (unless it is frozen under LoRA adapters).
+    if (ms.stages > 1 && ms.model->config().tie_word_embeddings && !ms.model->options().lora.enabled()) {
       const bool end = ms.stage == 0 || ms.stage == ms.stages - 1;
       ms.tie_group = comm.split(end ? ms.replica : -1, ms.stage);
       if (end) ms.tied = ms.model->find("model.embed_tokens.weight");
@@ -208,7 +262,10 @@ PipelineStepResult FusedPipeline::step(std::span<const std::vector<io::SampleBat
   std::vector<std::int64_t> tokens(n_models, 0);
   for (std::size_t i = 0; i < n_models; ++i) {
     PipelineModelState& ms = im.models[i];
-    if (ms.stage_group) ms.stage_group->all_reduce_sum(ms.model->gradients());
+    if (ms.stage_group) {
+      ms.stage_group->all_reduce_sum(ms.model->options().lora.enabled() ? ms.model->adapter_gradients()
+                                                                        : ms.model->gradients());
+    }
     double sq = 0;
     if (ms.tie_group && ms.tied) {
       ms.tie_group->all_reduce_sum(std::span<float>(ms.tied->grad, static_cast<std::size_t>(ms.tied->numel)));
@@ -292,10 +349,17 @@ std::vector<std::filesystem::path> FusedPipeline::save(std::span<const std::file
   for (std::size_t i = 0; i < outs.size(); ++i) {
     const PipelineModelState& ms = im.models[i];
     const model::TensorParallel& tp = im.opt.tp;
+    const checkpoint::SaveInfo info{.step = ms.checkpoint_step + 1, .created_by = created_by,
+                                    .config_json = ms.config_json,
+                                    .made_from = i < made_from.size() ? made_from[i] : std::string()};
+    if (ms.model->options().lora.enabled()) {
+      save_adapter_file(im, ms, outs[i], info);
+      files.push_back(outs[i]);
+      continue;
+    }
     if (ms.replica == 0) {
       checkpoint::save_weights(*ms.model, checkpoint::stage_path(checkpoint::tp_path(outs[i], tp.rank, tp.size), ms.stage, ms.stages),
-                   {.step = ms.checkpoint_step + 1, .created_by = created_by,
-                    .config_json = ms.config_json, .made_from = i < made_from.size() ? made_from[i] : std::string()});
+                               info);
     }
     for (int r = 0; r < tp.size; ++r) {
       for (const auto& f : checkpoint::stage_paths(checkpoint::tp_path(outs[i], r, tp.size), ms.stages)) files.push_back(f);

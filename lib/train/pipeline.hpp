@@ -53,6 +53,11 @@ struct PipelineModel {
   Objective* objective = nullptr;     // the last stage's loss (not owned; outlives the pipeline)
   optim::AdamWConfig adamw;
   backend::DType dtype = backend::DType::f32;   // storage of the weights (masters in AdamW)
+  // LoRA (model/lora.hpp): fresh adapters on a base checkpoint, A seeded by lora_seed (an
+  // adapter file as the checkpoint keeps its own; these must then be off or the same). The
+  // stages train their adapters alone, and save() gathers them into one adapter file.
+  model::LoraOptions lora;
+  std::uint64_t lora_seed = 0;
 };
 
 struct PipelineOptions {
@@ -117,7 +122,9 @@ class FusedPipeline {
   // Writes model i's stage of this rank to checkpoint::stage_path(outs[i], stage, stages) (replica 0
   // writes, the others hold copies; under tp each tp rank its slice,
   // stage_path(tp_path(outs[i], tp rank, tp), stage, stages)) with step = the input checkpoint's step + 1 (one
-  // braid-train run, however many optimizer steps it took).
+  // braid-train run, however many optimizer steps it took). With LoRA adapters: one whole
+  // adapter file outs[i] (every stage's adapters, gathered whole over the tp group and then
+  // the devices; rank 0 of tp rank 0 writes it), the file a single process writes.
   // Collective over the pipeline's communicator: returns once every file of this tp rank
   // exists; returns every file of the checkpoints (every tp rank's). made_from[i]: model
   // i's record of what made it (io/fingerprint.hpp), when given.

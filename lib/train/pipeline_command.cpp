@@ -61,13 +61,15 @@ class FusedSession final : public RlSession {
     if (trains_critic(c)) require_tp_splits(c.critic, tp.size);
     const auto schedule = sched::load_schedule(load_json_file(c.schedule), c.schedule);
     const optim::AdamWConfig adamw{.weight_decay = c.common.weight_decay, .max_grad_norm = c.common.max_grad_norm};
-    std::vector<PipelineModel> models{{"actor", c.actor, &policy_, adamw, c.common.dtype}};
+    std::vector<PipelineModel> models{
+        {"actor", c.actor, &policy_, adamw, c.common.dtype, steps::trained_lora(c.common, false), c.common.seed}};
     specs_ = {c.actor};
     outs_ = {c.actor_out};
     calls_ = {"actor_train"};
     lr_ = {c.common.lr};
     if (trains_critic(c)) {
-      models.push_back({"critic", c.critic, &value_, adamw, c.common.dtype});
+      models.push_back(
+          {"critic", c.critic, &value_, adamw, c.common.dtype, steps::trained_lora(c.common, true), c.common.seed});
       specs_.push_back(c.critic);
       outs_.push_back(c.critic_out);
       calls_.push_back("critic_train");
@@ -90,10 +92,7 @@ class FusedSession final : public RlSession {
     if (lead()) {
       for (std::size_t i = 0; i < outs_.size(); ++i) {
         log::info("{} is already complete, made from the same inputs and options: skipped", outs_[i]);
-        for (int r = 0; r < mesh_.tp_size(); ++r) {
-          for (const auto& f : checkpoint::stage_paths(checkpoint::tp_path(outs_[i], r, mesh_.tp_size()), pipe_->stages(int(i))))
-            std::cout << path_line(f.string()) << std::endl;
-        }
+        for (const auto& f : weight_files(int(i))) std::cout << path_line(f.string()) << std::endl;
       }
     }
     return true;
@@ -179,6 +178,17 @@ class FusedSession final : public RlSession {
   }
 
  private:
+  // Model m's checkpoint files: every tp rank's stage files, or its one adapter file.
+  std::vector<std::filesystem::path> weight_files(int m) const {
+    if (pipe_->stage(m).options().lora.enabled()) return {outs_[std::size_t(m)]};
+    std::vector<std::filesystem::path> out;
+    for (int r = 0; r < mesh_.tp_size(); ++r) {
+      for (const auto& f : checkpoint::stage_paths(checkpoint::tp_path(outs_[std::size_t(m)], r, mesh_.tp_size()),
+                                                   pipe_->stages(m)))
+        out.push_back(f);
+    }
+    return out;
+  }
   // This tp rank's file of a checkpoint (before its stage split).
   std::filesystem::path own(const std::filesystem::path& out) const {
     return checkpoint::tp_path(out, mesh_.tp_rank(), mesh_.tp_size());

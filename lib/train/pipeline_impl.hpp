@@ -27,6 +27,7 @@ struct PipelineModelState {
   std::unique_ptr<model::Model> model;
   std::int64_t checkpoint_step = 0;
   std::string config_json;
+  std::filesystem::path base;          // LoRA: the base checkpoint the adapters apply to
   std::unique_ptr<optim::AdamW> adamw;
   std::vector<model::Activations> slots;   // as many as the stream keeps in flight
   std::vector<int> free_slots;

@@ -32,7 +32,7 @@ class RlSession {
   // The configs the samples must fit (actor, and the critic for PPO).
   virtual std::vector<model::ModelConfig> configs() const = 0;
   virtual std::int64_t actor_step() const = 0;
-  // The actor's per-token logprobs of b before any update (as train::reference_logprobs
+  // The actor's per-token logprobs of b before any update (as rl::reference_logprobs
   // lays them out): truncated importance sampling's proximal policy. UsageError where the
   // session holds no whole actor.
   virtual std::vector<float> actor_logprobs(const io::SampleBatch& b) = 0;

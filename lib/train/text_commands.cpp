@@ -6,11 +6,11 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/text_examples.hpp"
+#include "rl/reference_logprobs.hpp"
 #include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/command_steps.hpp"
 #include "train/objectives.hpp"
-#include "train/reference_logprobs.hpp"
 #include "train/train_inputs.hpp"
 
 #include <fmt/format.h>
@@ -99,7 +99,7 @@ backend::DpoLoss dpo_loss_kind(const std::string& name) {
 
 // DPO's reference pass before training: the policy resident, and the reference (--ref, or
 // the policy itself) run over micro-batches of up to --micro-tokens tokens
-// (train/reference_logprobs.cpp: inference activations, the LM head's chunk, targets and
+// (rl/reference_logprobs.cpp: inference activations, the LM head's chunk, targets and
 // logprobs).
 memory::Prediction dpo_reference_memory(const backend::Backend& be, const DpoCommand& c) {
   const CommonTrainOptions& o = c.text.common;
@@ -144,7 +144,7 @@ int run_dpo(const DpoCommand& c) {
       model::Model& policy = *t.opened.model;
       const bool adapted = policy.adapters_enabled();
       policy.set_adapters_enabled(false);
-      batch.logprobs_ref = reference_logprobs(policy, batch, c.text.common.micro_tokens);
+      batch.logprobs_ref = rl::reference_logprobs(policy, batch.tokens, batch.offsets, c.text.common.micro_tokens);
       policy.set_adapters_enabled(true);
       if (adapted) from = t.opened.base.string() + " (the base, adapters off)";
     } else {
@@ -156,7 +156,7 @@ int run_dpo(const DpoCommand& c) {
                                      ref.model->config().vocab_size, c.text.model, vocab));
       }
       check_sequences_fit(batch, 0, ref.model->config(), c.text.data, "reference");
-      batch.logprobs_ref = reference_logprobs(*ref.model, batch, c.text.common.micro_tokens);
+      batch.logprobs_ref = rl::reference_logprobs(*ref.model, batch.tokens, batch.offsets, c.text.common.micro_tokens);
       from = c.ref;
       step = ref.step;
     }

@@ -26,10 +26,12 @@ std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim:
   const model::TensorParallel& tp = m.tensor_parallel();
   const std::filesystem::path weights = checkpoint::tp_path(out, tp.rank, tp.size);
   const std::filesystem::path state = checkpoint::tp_path(checkpoint::optimizer_state_path(out), tp.rank, tp.size);
-  if (m.options().lora.enabled()) {   // the adapters alone, naming their base
-    if (write) checkpoint::save_adapters(m, weights, info.base, info);
+  if (m.options().lora.enabled()) {
+    // The adapters alone, naming their base: whole at any tp (tp rank 0 writes what the
+    // group gathers), beside the optimizer state of this rank's slices.
     save_optimizer_state(opt, m, state, info, write);
-    return {weights, state};
+    checkpoint::save_adapters(m, out, info.base, info, write);
+    return {out, state};
   }
   checkpoint::require_finite_weights(m, weights, info.step);
   save_optimizer_state(opt, m, state, info, write);

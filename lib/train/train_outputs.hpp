@@ -22,7 +22,9 @@ namespace braid::train {
 // gathers the whole state) and writes only if it passes write = true; every rank
 // checks the weights are finite (they are the same). Tensor parallel (m a tp rank's
 // slices): the files are this rank's, tp_path(out, rank, size) and
-// tp_path(optimizer_state_path(out), rank, size).
+// tp_path(optimizer_state_path(out), rank, size). LoRA (m's adapters): the adapter file is
+// out itself at any tp, whole (collective over the tp group, tp rank 0 writes it:
+// checkpoint::save_adapters); the state is this rank's as above.
 std::vector<std::filesystem::path> save_checkpoint(const model::Model& m, optim::AdamW& opt,
                                                    const std::filesystem::path& out, const checkpoint::SaveInfo& info,
                                                    bool write = true);

@@ -2,8 +2,10 @@
 # The option audit's refusals (tests/audit/option_effects.tsv): an option given where
 # nothing reads it exits 2 naming it, writes nothing, and the same call without it runs.
 # braid-train: the decay's options under a constant rate, the LoRA shape without
-# adapters; braid-score: λ, γ, the std's ε, the group size, the overlong penalty and the
-# scorer's timeout where the algorithm or the reward does not read them.
+# adapters; braid-score: λ, γ, the std's ε, the group size, the overlong penalty, the
+# scorer's timeout and the KL estimator where the algorithm, the reward or a KL coefficient of 0
+# does not read them; braid-generate: --top-p and --top-k at temperature 0, --migrate-to
+# without --migrate-threshold.
 set -euo pipefail
 S="${BRAID_SCRATCH:?}"
 B="${BRAID_BIN:?}"
@@ -56,6 +58,14 @@ refused "samples-per-prompt under reinforce++" --samples-per-prompt -- "${SCORE[
 refused "overlong-penalty without shaping" --overlong-penalty -- "${SCORE[@]}" --algorithm grpo --overlong-penalty 2
 refused "reward-cmd-timeout without a command" --reward-cmd-timeout -- "${SCORE[@]}" --algorithm grpo \
   --reward-cmd-timeout 5
+refused "kl-estimator without a KL penalty" --kl-estimator -- "${SCORE[@]}" --algorithm grpo --kl-estimator k3
+refused "kl-estimator with kl-coef 0" --kl-estimator -- "${SCORE[@]}" --algorithm reinforce++ --ref a0.h5 \
+  --kl-coef 0 --kl-estimator k1
+# braid-generate: sampling's shape at temperature 0 (greedy), --migrate-to without a migration.
+GEN=("$B/braid-generate" -q --actor a0.h5 --prompts prompts.jsonl -o scored --max-new-tokens 4 --threads 1)
+refused "top-p, greedy" --top-p -- "${GEN[@]}" --temperature 0 --top-p 0.9
+refused "top-k, greedy" --top-k -- "${GEN[@]}" --temperature 0 --top-k 5
+refused "migrate-to without a threshold" --migrate-to -- "${GEN[@]}" --migrate-to 1
 # Where they act they are taken: γ by reinforce++'s returns-to-go, the penalty by dapo's shaping.
 "${SCORE[@]}" --algorithm reinforce++ --gamma 0.9 > /dev/null || fail "gamma under reinforce++ refused"
 rm -rf scored

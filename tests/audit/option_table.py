@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The option audit's table (tests/audit/option_effects.tsv) covers every option.
 
-For every table `braid options` prints (braid-train's, braid-generate's, braid-score's
-options and the run file's stage keys), every option must have a row naming the test that
-shows it acts (or is refused where nothing reads it); a row must name an option that
+For every table of options `braid options` prints (braid-train's, braid-generate's,
+braid-score's and braid-schedgen's options, the keys of braid-schedgen's "anneal" block as
+anneal.KEY, the run file's stage keys; not the presets), every option must have a row
+naming the test that shows it acts (or is refused where nothing reads it); a row must name an option that
 exists; the test file must exist and name the option (its flag, its field's name with
 underscores, or its run-file key), unless the row's evidence is "schema" (a test that walks
 the option schemas, as tests/audit/test_run_file_keys.cpp).
@@ -18,11 +19,13 @@ import sys
 
 def options_of(braid: str, table: str) -> list[str]:
     out = subprocess.run([braid, "options", table], check=True, capture_output=True, text=True).stdout
+    if out.split("|")[1].strip() not in ("option", "key"):  # a table of something else (presets)
+        return []
     return [re.findall(r"`([^`]+)`", line.split("|")[1])[0] for line in out.splitlines()[2:]]
 
 
 def names_of(option: str) -> list[str]:
-    if "." in option:                        # a run-file key: generate.max_new_tokens
+    if "." in option:                        # a run-file key (generate.max_new_tokens), an anneal key
         return [option.split(".", 1)[1]]
     flags = option.split(",")
     return flags + [f.lstrip("-").replace("-", "_") for f in flags if f.startswith("--")]

@@ -129,9 +129,12 @@ BOOST_AUTO_TEST_CASE(every_train_key_reaches_braid_train) {
 BOOST_AUTO_TEST_CASE(keys_that_cannot_act_are_refused) {
   for (const auto& [algorithm, section, key, v] :
        {std::tuple{"grpo", "score", "lambda", json(0.9)}, std::tuple{"grpo", "score", "gamma", json(0.9)},
-        std::tuple{"grpo", "score", "overlong_penalty", json(2)}, std::tuple{"grpo", "train", "min_lr", json(0)}}) {
+        std::tuple{"grpo", "score", "overlong_penalty", json(2)}, std::tuple{"grpo", "train", "min_lr", json(0)},
+        std::tuple{"grpo", "score", "kl_estimator", json("k3")}, std::tuple{"ppo", "generate", "top_p", json(0.9)},
+        std::tuple{"ppo", "generate", "top_k", json(5)}}) {
     json doc = json::parse(run_json(algorithm, section, key, v));
     if (std::string(key) == "min_lr") doc["train"].erase("lr_schedule");
+    if (std::string(section) == "generate") doc["generate"]["temperature"] = 0;   // greedy: nothing drawn to shape
     const auto run = test::run_folder(std::string("refused_") + key, doc.dump());
     const std::string field = fmt::format("{}.{}", section, key);
     BOOST_TEST_CONTEXT(field) {

@@ -85,10 +85,29 @@ BOOST_AUTO_TEST_CASE(field_maps_read_gsm8k_and_math_lines) {
   problems.clear();
   data::map_fields(json::parse(R"({"question": "Q", "prompt": "P"})"), gsm, problems);
   BOOST_TEST(problems.size() == 1u);  // two prompts: refused, not one silently dropped
+  // A mapped value of another type than its reader takes is the line's problem, not passed on:
+  // a null or numeric prompt, messages that are not a list, an answer that is an object.
+  for (const char* line : {R"({"question": null})", R"({"question": 3})", R"({"question": ""})"}) {
+    problems.clear();
+    data::map_fields(json::parse(line), gsm, problems);
+    BOOST_TEST_REQUIRE(problems.size() == 1u, line);
+    BOOST_TEST(problems[0].find("question: is ") == 0u, problems[0]);
+  }
+  problems.clear();
+  data::map_fields(json::parse(R"({"problem": "P", "solution": {"x": 1}})"), math, problems);
+  BOOST_TEST_REQUIRE(problems.size() == 1u);
+  BOOST_TEST(problems[0].find("solution: is object, expected a string or a number") == 0u, problems[0]);
+  data::FieldMap chat;
+  BOOST_TEST(!data::add_field(chat, "messages=conv"));
+  problems.clear();
+  data::map_fields(json::parse(R"({"conv": "hi"})"), chat, problems);
+  BOOST_TEST(problems.size() == 1u);
+  problems.clear();
 
   BOOST_TEST(data::add_field(gsm, "prompt=q2").value_or("").find("twice") != std::string::npos);
   BOOST_TEST(data::add_field(gsm, "question=x").has_value());
   BOOST_TEST(data::add_field(gsm, "answer").has_value());
+  BOOST_TEST(data::add_field(gsm, "answer=question").value_or("").find("question is mapped to both prompt and answer") == 0u);
 
   try {
     data::map_lines("{\"question\": \"a\"}\n\n{\"q\": 1}\n", "p.jsonl", gsm);
@@ -146,10 +165,10 @@ BOOST_AUTO_TEST_CASE(braid_data_writes_the_mapped_train_and_heldout_files) {
 // size or the item count; an item above the size stands alone.
 BOOST_AUTO_TEST_CASE(greedy_runs_close_before_a_limit_and_give_a_large_item_its_own) {
   const std::vector<std::int64_t> sizes{3, 4, 10, 2, 2, 2};
-  BOOST_TEST(data::greedy_runs(sizes, 8) == (std::vector<std::size_t>{2, 3, 6}));
-  BOOST_TEST(data::greedy_runs(sizes, 8, 2) == (std::vector<std::size_t>{2, 3, 5, 6}));
-  BOOST_TEST(data::greedy_runs(sizes, 100) == (std::vector<std::size_t>{6}));
-  BOOST_TEST(data::greedy_runs({}, 8).empty());
+  BOOST_TEST(braid::greedy_runs(sizes, 8) == (std::vector<std::size_t>{2, 3, 6}));
+  BOOST_TEST(braid::greedy_runs(sizes, 8, 2) == (std::vector<std::size_t>{2, 3, 5, 6}));
+  BOOST_TEST(braid::greedy_runs(sizes, 100) == (std::vector<std::size_t>{6}));
+  BOOST_TEST(braid::greedy_runs({}, 8).empty());
 }
 
 // A prompt line nested 100,000 deep is a bad line, named (braid data died of a stack

@@ -4,7 +4,8 @@
 # of 4 devices). Checks: `braid run --dry-run` makes OUT/plan.json, and every command line
 # carries its calls' planned ranks (-np), --tp and micro-batch flags, as the plan says;
 # the run file's generate.ranks wins, reported; a plan for another batch is refused naming
-# batch.global; braid makefile writes the same lines with the layouts as comments.
+# batch.global; braid makefile writes the same lines with the layouts as comments; the plan
+# is kept by its record of what made it, and made again when an option of it changed.
 . "$BRAID_SOURCE/tests/common/cli.sh"
 B="${BRAID_BIN:?}"
 mkdir -p examples
@@ -100,6 +101,20 @@ else:
 if "--oversubscribe -np" not in gen:
     fail("mpirun.options do not reach the rollout's mpirun")
 PY
+
+# The plan records what made it (braid inspect shows it); a dry run again keeps it; a plan
+# newer than its inputs but made with another option of the run file's plan.options is made
+# again, the option named.
+"$B/braid" inspect out/plan.json > inspect.txt
+grep -q '^  made from: braid-meshplan' inspect.txt && grep -q 'input experiment: examples/plan-run/experiment.json' inspect.txt \
+  || fail "braid inspect shows no record of what made the plan: $(cat inspect.txt)"
+"$B/braid" run examples/plan-run/run.json -o out --dry-run > again.txt
+grep -q '^# out/plan.json: kept' again.txt || fail "the same plan was made again"
+sed 's/"--time-limit", "5"/"--time-limit", "0.5"/' examples/plan-run/run.json > examples/plan-run/quick.json
+touch out/plan.json
+"$B/braid" run examples/plan-run/quick.json -o out --dry-run > quick.txt 2> quick.err
+grep -q 'out/plan.json: made again, made from other options or inputs: --time-limit: 5 there, 0.5 now' quick.err \
+  || fail "a plan made with another --time-limit was kept: $(cat quick.err)"
 
 # The run file's key wins, and says so.
 sed 's/"limit": 32,/"limit": 32, "ranks": 2,/' examples/plan-run/run.json > examples/plan-run/ranks.json

@@ -186,14 +186,13 @@ BOOST_AUTO_TEST_CASE(the_schedule_is_drawn_by_schedgen_code_from_its_file) {
   const sched::Order order = sched::one_f_one_b(p);
   const sched::Timing timing = sched::evaluate(p, order);
   BOOST_REQUIRE(timing.valid);
-  sched::ScheduleSummary summary;
-  summary.serial_peak = timing.peak_memory;
+  const sched::ScheduleSummary summary = sched::reference_summary(p);
   const fs::path file = test::scratch("report-schedule.json");
   write_text_file(file.string(), sched::schedule_to_json(p, order, timing, sched::lower(p, order, timing), summary).dump());
   std::string why;
   const auto drawn = schedule_file_svg(file, &why);
   BOOST_REQUIRE_MESSAGE(drawn.has_value(), why);
-  BOOST_TEST(*drawn == sched::schedule_svg(p, order, timing, timing.peak_memory));
+  BOOST_TEST(*drawn == sched::schedule_svg(p, order, timing, summary.serial_peak));
 
   const fs::path run = fake_run();
   const RunSpec spec = load_run_file(run);

@@ -13,6 +13,8 @@
 #include "driver/prediction.hpp"
 #include "plan/analytic_profile.hpp"
 #include "driver/run_file.hpp"
+#include "driver/step_identity.hpp"
+#include "io/fingerprint.hpp"
 #include "tests/common/input_error.hpp"
 #include "tests/driver/run_files.hpp"
 
@@ -738,7 +740,7 @@ BOOST_AUTO_TEST_CASE(algorithms_and_their_switches) {
     "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "digits"}},
     "prompts": "prompts.jsonl", "iterations": 2, )";
   const RunSpec dapo = load_run_file(test::run_folder("algo_dapo", head + R"("algorithm": "dapo",
-      "score": {"kl_estimator": "k3", "norm_by_std": false, "overlong_buffer": 4},
+      "score": {"kl_estimator": "k3", "kl_coef": 0.01, "norm_by_std": false, "overlong_buffer": 4},
       "train": {"clip_high": 0.3, "loss_agg": "seq-mean-token-sum", "kl_coef": 0.01, "normalize_advantages": true,
                 "sequence_ratio": false, "tis_cap": 2}})"));
   BOOST_TEST(!dapo.uses_critic());
@@ -868,4 +870,40 @@ BOOST_AUTO_TEST_CASE(run_tools_and_template_kwargs_reach_generation_and_eval) {
   const auto problems = problems_of(bad);
   BOOST_TEST(problem_at(problems, "tools").find("array of tool schemas") != std::string::npos);
   BOOST_TEST(!problem_at(problems, "chat_template_kwargs").empty());
+}
+
+// A JSON output braid run made (a plan, a schedule) is compared by its record with the command
+// that would make it now: an option, an input named otherwise, a file changed since.
+BOOST_AUTO_TEST_CASE(a_plan_made_from_other_options_or_inputs_differs_by_its_record) {
+  const fs::path dir = test::run_folder("record_differs", "{}").parent_path();
+  write_text_file((dir / "exp.json").string(), "{\"x\": 1}\n");
+  write_text_file((dir / "cfg.json").string(), "{\"y\": 1}\n");
+  io::MadeFrom m("braid-meshplan");
+  m.set_options({{"--seed", "1"}, {"--time-limit", "5"}}, {"--seed", "--time-limit"});
+  m.add_input("experiment", {dir / "exp.json"});
+  m.add_input("model configs", {dir / "cfg.json"});
+  m.add_input_value("hardware", "h100");
+  const ordered_json record = m.to_json();
+  const std::string exp = (dir / "exp.json").string();
+  const std::vector<std::pair<std::string, std::string>> inputs = {{"experiment", exp}, {"hardware", "h100"}};
+  const std::vector<std::string> same = {"bin/braid-meshplan", exp, "c.json", "--hardware", "h100", "--seed", "1",
+                                         "--time-limit", "5.0", "-q", "-o", "out/plan.json"};
+  BOOST_TEST(output_record_differences(record, "braid-meshplan", same, inputs).empty());
+  auto differs = [&](const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& in,
+                     const std::string& want) {
+    const auto diff = output_record_differences(record, "braid-meshplan", argv, in);
+    BOOST_TEST_REQUIRE(diff.size() == 1u, want);
+    BOOST_TEST(diff[0].find(want) != std::string::npos, diff[0]);
+  };
+  std::vector<std::string> argv = same;
+  argv[6] = "2";
+  differs(argv, inputs, "--seed: 1 there, 2 now");
+  argv = same;
+  argv.erase(argv.begin() + 7, argv.begin() + 9);
+  differs(argv, inputs, "--time-limit: 5 there, not given now");
+  differs(same, {{"experiment", exp}, {"hardware", "h200"}}, "input hardware: h100 there, h200 now");
+  differs(same, {{"experiment", (dir / "other.json").string()}, {"hardware", "h100"}}, "input experiment:");
+  write_text_file((dir / "cfg.json").string(), "{\"y\": 2}\n");
+  differs(same, inputs, "input model configs: " + (dir / "cfg.json").string() + " changed since");
+  BOOST_TEST(output_record_differences(record, "braid-schedgen", same, inputs).front().find("tool:") == 0u);
 }

@@ -64,6 +64,19 @@ BOOST_AUTO_TEST_CASE(json_file_summary_finds_key_figures) {
   BOOST_TEST(s["figures"]["baselines.serial_1f1b_makespan"] == 52.0);
   BOOST_TEST(s["keys"]["streams"] == "array of 2");
   BOOST_TEST(s["keys"]["devices"] == 2);
+  // A schedule records what made it; this one, from before records, says it records nothing.
+  BOOST_TEST(s["made_from"].is_null());
+  BOOST_TEST(render_inspect_text(s).find("made from: not recorded") != std::string::npos);
+  json plan = {{"format", "braid.plan"}, {"version", 1},
+               {"made_from", {{"tool", "braid-meshplan"}, {"output", ""}, {"options", {{"--seed", "2"}}},
+                              {"inputs", {{"hardware", "h100"}}}, {"fingerprint", "xxh3-64:0123456789abcdef"}}}};
+  const auto file = test::scratch("recorded_plan.json");
+  std::ofstream(file) << plan.dump();
+  const std::string text = render_inspect_text(inspect_file(file.string()));
+  BOOST_TEST(text.find("made from: braid-meshplan (fingerprint xxh3-64:0123456789abcdef)") != std::string::npos, text);
+  BOOST_TEST(text.find("options: --seed 2") != std::string::npos, text);
+  BOOST_TEST(text.find("input hardware: h100") != std::string::npos, text);
+  BOOST_TEST(text.find("made_from:") == std::string::npos, text);   // not listed again among the keys
 }
 
 BOOST_AUTO_TEST_CASE(check_file_accepts_good_and_explains_bad) {

@@ -58,6 +58,13 @@ double rel_diff(const T* got, const T* want, std::size_t n) {
 }
 
 template <typename T>
+double largest_abs(const std::vector<T>& v) {
+  double m = 0;
+  for (T x : v) m = std::max(m, std::abs(double(x)));
+  return m;
+}
+
+template <typename T>
 std::vector<T> random_weights(std::size_t n, std::uint64_t stream) {
   Rng rng(7, stream);
   std::vector<T> v(n);
@@ -74,12 +81,16 @@ struct Pair {
   std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(1);
   model::BasicModel<T> whole, part;
   Pair(bool tied, bool value_head) : Pair(config(tied), value_head) {}
-  Pair(const model::ModelConfig& cfg, bool value_head, bool value_bias = false)
-      : whole(cfg, {.value_head = value_head, .value_bias = value_bias}, *be),
+  Pair(const model::ModelConfig& cfg, bool value_head, bool value_bias = false, const model::LoraOptions& lora = {})
+      : whole(cfg, {.value_head = value_head, .value_bias = value_bias, .lora = lora}, *be),
         part(cfg, {.value_head = value_head, .value_bias = value_bias,
-                   .tp = {world->size(), world->rank(), world.get()}}, *be) {
+                   .tp = {world->size(), world->rank(), world.get()}, .lora = lora}, *be) {
     whole.init_random(11, 0.2);
     part.init_random(11, 0.2);
+    if (lora.enabled()) {   // B random too, so that every adapter acts
+      whole.init_adapters(5, 0.3);
+      part.init_adapters(5, 0.3);
+    }
   }
   // Biases and norm gains random too (init_random gives 0 and 1), the same whole values
   // sliced on each rank.
@@ -116,9 +127,9 @@ struct Pass {
 };
 
 template <typename T>
-Pass<T> run(model::BasicModel<T>& m, const Sequences& s, bool backward) {
+Pass<T> run(model::BasicModel<T>& m, const Sequences& s, bool backward, int recompute = 0) {
   const auto n = std::size_t(s.tokens.size());
-  auto acts = m.make_activations({.max_tokens = 32, .max_sequences = 4, .training = true});
+  auto acts = m.make_activations({.max_tokens = 32, .max_sequences = 4, .training = true, .recompute = recompute});
   m.zero_grad();
   m.forward(s.batch(), acts);
   rl::ChunkedLmHead<T> head(m, /*chunk_rows*/ 4);
@@ -237,6 +248,53 @@ BOOST_AUTO_TEST_CASE(forward_heads_and_gradients_match_the_whole_model_f32) {
 BOOST_AUTO_TEST_CASE(every_family_matches_the_whole_model) {
   check_families<double>();
   check_families<float>();
+}
+
+// LoRA adapters under tp, cut as the matrices they adapt (B of q/k/v/gate/up by rows, A of
+// o/down by columns, the other factor replicated), with the value head's trained copy: each
+// rank's adapters are its slice of the whole model's (the same seed), and the forward, the
+// heads and every adapter's gradient (the replicated ones summed over the group) are the
+// whole model's to the tolerances above, keeping or recomputing every layer's activations.
+template <typename T>
+void check_lora_adapters() {
+  Pair<T> pair(config(false), /*value_head*/ true, /*value_bias*/ false,
+               {.rank = 3, .alpha = 5, .value_head = true});
+  double worst_init = 0;
+  for (const auto& t : pair.part.adapters()) {
+    const auto* w = &*std::find_if(pair.whole.adapters().begin(), pair.whole.adapters().end(),
+                                   [&](const auto& x) { return x.name == t.name; });
+    BOOST_TEST(t.full_shape == w->shape, t.name);
+    const std::vector<T> slice = model::extract_slice(w->data, w->shape, t.slice);
+    BOOST_REQUIRE_EQUAL(std::int64_t(slice.size()), t.numel);
+    worst_init = std::max(worst_init, rel_diff(t.data, slice.data(), slice.size()));
+  }
+  BOOST_TEST(worst_init == 0.0);
+  const Sequences s({9, 6, 11});
+  for (int recompute : {0, 1}) {
+    const Pass<T> want = run(pair.whole, s, true), got = run(pair.part, s, true, recompute);
+    const double forward = std::max({rel_diff(got.hidden.data(), want.hidden.data(), want.hidden.size()),
+                                     rel_diff(got.logprob.data(), want.logprob.data(), want.logprob.size()),
+                                     rel_diff(got.values.data(), want.values.data(), want.values.size())});
+    BOOST_TEST(forward < forward_tolerance<T>());
+    double worst = 0;
+    for (const auto& t : pair.part.adapters()) {
+      const auto* w = &*std::find_if(pair.whole.adapters().begin(), pair.whole.adapters().end(),
+                                     [&](const auto& x) { return x.name == t.name; });
+      const std::vector<T> slice = model::extract_slice(w->grad, w->shape, t.slice);
+      const double d = rel_diff(t.grad, slice.data(), slice.size());
+      BOOST_TEST(d < gradient_tolerance<T>(), t.name << ": " << d);
+      BOOST_TEST(largest_abs(slice) > 0, t.name << ": no gradient to compare");
+      worst = std::max(worst, d);
+    }
+    BOOST_TEST_MESSAGE("tp " << pair.world->size() << " LoRA (" << sizeof(T) * 8 << " bit, recompute " << recompute
+                             << "): worst forward difference " << forward << ", worst adapter gradient difference "
+                             << worst);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(lora_adapters_match_the_whole_model) {
+  check_lora_adapters<double>();
+  check_lora_adapters<float>();
 }
 
 // Prefill two prompts into a KV cache split by heads, then decode greedily: the logits

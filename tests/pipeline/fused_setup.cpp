@@ -79,7 +79,7 @@ std::string fused_schedule_json(const FusedModels& m, const std::string& order) 
   const sched::Timing timing = sched::evaluate(p, o);
   if (!timing.valid) throw std::runtime_error("invalid order: " + timing.problem);
   const sched::Lowered lowered = sched::lower(p, o, timing);
-  return sched::schedule_to_json(p, o, timing, lowered, {}).dump(1);
+  return sched::schedule_to_json(p, o, timing, lowered, sched::reference_summary(p)).dump(1);
 }
 
 sched::LoadedSchedule fused_schedule(const FusedModels& m, const std::string& order) {

@@ -39,13 +39,12 @@ double max_diff(model::Model& a, model::Model& b) {
   return worst;
 }
 
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
-  auto world = comm::mpi_world();
-  const int n = world->size();
-  const auto dir = test::scratch(fmt::format("command-np{}", n));
-  if (world->rank() == 0) {
+// A fresh folder of the job's (rank 0 makes it): the tiny actor and critic, two scored shards
+// and a schedule of as many devices as ranks; the ppo command over them (two optimizer steps).
+train::RlCommand fused_ppo(comm::Communicator& world, const std::string& label) {
+  const int n = world.size();
+  const auto dir = test::scratch(fmt::format("{}-np{}", label, n));
+  if (world.rank() == 0) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     const char* src = std::getenv("BRAID_SOURCE");
@@ -59,7 +58,7 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
                     made ? read_text_file(made)
                          : test::fused_schedule_json({.devices = n, .actor_stages = n, .critic_stages = n, .micro_batches = 4}));
   }
-  world->barrier();
+  world.barrier();
 
   train::RlCommand c;
   c.inputs = {(dir / "scored-00000.h5").string(), (dir / "scored-00001.h5").string()};
@@ -72,6 +71,30 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
   c.common.mini_batch = 7;   // two optimizer steps: 7 and 6 sequences
   c.common.created_by = "test_fused_command";
   c.common.stats = (dir / "fused-stats.json").string();
+  return c;
+}
+
+// The command without --schedule, on rank 0 alone (not data parallel over the job), with
+// the single process's default micro-batches, writing one-*.h5.
+train::RlCommand one_process(const train::RlCommand& c) {
+  const std::filesystem::path dir = std::filesystem::path(c.actor).parent_path();
+  train::RlCommand one = c;
+  one.schedule.clear();
+  one.common.data_parallel = false;
+  one.common.micro_tokens = train::CommonTrainOptions{}.micro_tokens;
+  one.actor_out = (dir / "one-actor.h5").string();
+  one.critic_out = (dir / "one-critic.h5").string();
+  one.common.stats = (dir / "one-stats.json").string();
+  return one;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
+  auto world = comm::mpi_world();
+  const int n = world->size();
+  const train::RlCommand c = fused_ppo(*world, "command");
+  const auto dir = std::filesystem::path(c.actor).parent_path();
   BOOST_TEST(train::run_rl(c) == 0);
 
   if (world->rank() == 0) {
@@ -99,13 +122,7 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
   // move each weight by about ±lr whatever the gradient's size, so elements within
   // rounding of zero may step apart).
   if (world->rank() == 0) {
-    train::RlCommand one = c;
-    one.schedule.clear();
-    one.common.data_parallel = false;   // rank 0 alone, not data parallel over the job
-    one.common.micro_tokens = train::CommonTrainOptions{}.micro_tokens;
-    one.actor_out = (dir / "one-actor.h5").string();
-    one.critic_out = (dir / "one-critic.h5").string();
-    one.common.stats = (dir / "one-stats.json").string();
+    const train::RlCommand one = one_process(c);
     BOOST_TEST(train::run_rl(one) == 0);
     const json fused_stats = load_json_file(c.common.stats), one_stats = load_json_file(one.common.stats);
     for (const char* call : {"actor_train", "critic_train"}) {
@@ -182,6 +199,60 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
         for (std::int64_t i = 0; i < t.numel; ++i)
           beyond_bf16 += backend::bf16_to_float(backend::float_to_bf16(t.data[i])) != t.data[i];
       BOOST_TEST(beyond_bf16 > 0);
+    }
+  }
+  world->barrier();
+}
+
+// LoRA adapters (rank 2 on every module; the critic's value head trained beside them) in the
+// fused pipeline: the stages train their adapters alone and write one adapter file per
+// model, naming its base, as the single process writes it: every adapter within 1e-4 and
+// 1% of the largest B (measured at most 1.6e-6 of 2e-3), the steps' losses within 1e-6 and gradient norms
+// 1e-5 relative, the optimizer state (per stage) loading into the whole adapter model.
+BOOST_AUTO_TEST_CASE(fused_lora_ppo_writes_the_single_process_adapter_files) {
+  auto world = comm::mpi_world();
+  train::RlCommand c = fused_ppo(*world, "command-lora");
+  c.common.lora = {.rank = 2, .alpha = 4};
+  BOOST_TEST(train::run_rl(c) == 0);
+  if (world->rank() == 0) {
+    const train::RlCommand one = one_process(c);
+    BOOST_TEST(train::run_rl(one) == 0);
+    const json fused_stats = load_json_file(c.common.stats), one_stats = load_json_file(one.common.stats);
+    for (const char* call : {"actor_train", "critic_train"}) {
+      const auto& f = fused_stats["calls"][call]["per_step"];
+      const auto& o = one_stats["calls"][call]["per_step"];
+      BOOST_REQUIRE_EQUAL(f.size(), 2u);
+      BOOST_REQUIRE_EQUAL(o.size(), 2u);
+      for (std::size_t s = 0; s < 2; ++s) {
+        BOOST_TEST(std::abs(f[s]["loss"].get<double>() - o[s]["loss"].get<double>()) <= 1e-6);
+        BOOST_TEST(f[s]["grad_norm"].get<double>() == o[s]["grad_norm"].get<double>(), boost::test_tools::tolerance(1e-5));
+      }
+    }
+    auto be = backend::make_cpu_backend(1);
+    for (const auto& [fused, single] : {std::pair{c.actor_out, one.actor_out}, std::pair{c.critic_out, one.critic_out}}) {
+      BOOST_TEST(checkpoint::checkpoint_files(fused).size() == 1u);   // one adapter file, whatever the stages
+      const io::WeightShardSet a({fused}), b({single});
+      BOOST_TEST(a.shards().front().meta().kind == "adapters");
+      BOOST_REQUIRE(a.names() == b.names());
+      double apart = 0, moved = 0;
+      for (const auto& name : a.names()) {
+        BOOST_REQUIRE(a.shape(name) == b.shape(name));
+        const auto x = a.read(name), y = b.read(name);
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          apart = std::max(apart, double(std::fabs(x[i] - y[i])));
+          if (name.find("lora_B") != std::string::npos) moved = std::max(moved, double(std::fabs(y[i])));
+        }
+      }
+      BOOST_TEST_MESSAGE(fused << " vs one process: adapters apart by " << apart << " (B moved to " << moved << ")");
+      BOOST_TEST(apart <= 1e-4);
+      // B starts at zero; two AdamW steps move an element by up to about 2 lr (the actor's
+      // 1e-3, the critic's 5e-5): far more than the bound's share of it.
+      BOOST_TEST(moved > 5e-5);
+      BOOST_TEST(apart <= 1e-2 * moved);
+      auto opened = checkpoint::open_model(fused, *be);
+      optim::AdamW opt(*be, opened.model->adapters(), {});
+      BOOST_TEST(train::load_optimizer_state(opt, *opened.model, fused));
+      BOOST_TEST(opt.steps_taken() == 2);
     }
   }
   world->barrier();

@@ -136,4 +136,33 @@ BOOST_AUTO_TEST_CASE(cluster_rejects_what_meshes_cannot_split) {
   } catch (const braid::InputError& e) {
     BOOST_TEST(e.problems().size() == 2u);
   }
+  // A name that is not text and memory or links past any device (1e300 GB was planned with).
+  const auto absurd = braid::json::parse(R"({"format": "braid.cluster", "version": 1, "name": null, "nodes": 1,
+    "devices_per_node": 2, "device_memory_gb": 1e300, "inter_node_gbs": 9223372036854775808})");
+  try {
+    cluster_from_json(absurd, "c.json");
+    BOOST_FAIL("accepted an absurd cluster");
+  } catch (const braid::InputError& e) {
+    const std::string all = e.what();
+    for (const char* field : {"name: expected a string", "device_memory_gb: is 1e+300", "inter_node_gbs"}) {
+      BOOST_TEST(all.find(field) != std::string::npos, all);
+    }
+  }
+}
+
+// An experiment's algorithm is required (a missing one planned PPO's six calls), its name text.
+BOOST_AUTO_TEST_CASE(an_experiment_without_an_algorithm_or_with_a_name_not_text_is_refused) {
+  auto doc = braid::json::parse(R"({"format": "braid.experiment", "version": 1, "name": 3,
+    "models": {"actor": {"config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                                    "num_attention_heads": 4, "vocab_size": 100}}},
+    "batch": {"global": 8, "mini": 8},
+    "prompt_len": {"dist": "fixed", "value": 8}, "response_len": {"dist": "fixed", "value": 8}})");
+  try {
+    experiment_from_json(doc, "exp.json");
+    BOOST_FAIL("accepted an experiment without an algorithm");
+  } catch (const braid::InputError& e) {
+    const std::string all = e.what();
+    BOOST_TEST(all.find("algorithm: missing (required)") != std::string::npos, all);
+    BOOST_TEST(all.find("name: expected a string") != std::string::npos, all);
+  }
 }

@@ -2,10 +2,15 @@
 #define BOOST_TEST_MODULE plan_profile
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "plan/analytic_profile.hpp"
+#include "plan/hardware.hpp"
 #include "tests/plan/shapes.hpp"
 
 using namespace braid::plan;
@@ -147,6 +152,53 @@ BOOST_AUTO_TEST_CASE(a_broken_profile_reports_every_problem) {
     BOOST_TEST(all.find("models[0].layer_fwd.tokens") != std::string::npos);
     BOOST_TEST(all.find("did you mean \"bs_max\"") != std::string::npos);
   }
+}
+
+// Rates and sizes past any device (1e300 GB/s was planned with), a hardware block missing a key
+// braid-profile writes (the efficiency defaulted to 1), a spread that is not one, and bs_max
+// past any batch are refused naming the field.
+BOOST_AUTO_TEST_CASE(absurd_rates_and_a_hardware_block_missing_a_key_are_refused) {
+  const auto good = braid::json::parse(profile_to_json(analytic_profile(hardware_preset("h100"), {llama7b()})).dump());
+  const std::vector<std::pair<std::string, braid::json>> cases = {
+      {"/hardware/peak_tflops", 1e300}, {"/hardware/mem_bandwidth_gbs", 1e300}, {"/hardware/mem_capacity_gb", 1e7},
+      {"/hardware/inter_node_gbs", 9223372036854775808.0}, {"/hardware/intra_node_latency_us", 1e300},
+      {"/hardware/layer_overhead_us", 2e6}, {"/comm/p2p_intra/gbs", 1e300}, {"/comm/allreduce_inter/latency_us", 1e300},
+      {"/models/0/bs_max", 1e300}, {"/models/0/spread", "x"}, {"/models/0/spread", {{"layer_fwd", -1}}}};
+  for (const auto& [pointer, value] : cases) {
+    auto doc = good;
+    doc[braid::json::json_pointer(pointer)] = value;
+    std::string field = pointer.substr(1);
+    for (auto at = field.find("/0/"); at != std::string::npos; at = field.find("/0/")) field.replace(at, 3, "[0].");
+    std::replace(field.begin(), field.end(), '/', '.');
+    BOOST_TEST_CONTEXT(pointer) {
+      try {
+        profile_from_json(doc, "bad.json");
+        BOOST_TEST(false, "accepted");
+      } catch (const braid::InputError& e) {
+        BOOST_TEST(std::string(e.what()).find(field) != std::string::npos, e.what());
+      }
+    }
+  }
+  for (const char* key : {"name", "devices_per_node", "intra_node_latency_us", "dtype_bytes", "efficiency"}) {
+    auto doc = good;
+    doc["hardware"].erase(key);
+    BOOST_TEST_CONTEXT(key) {
+      try {
+        profile_from_json(doc, "bad.json");
+        BOOST_TEST(false, "accepted");
+      } catch (const braid::InputError& e) {
+        BOOST_TEST(std::string(e.what()).find(std::string("hardware.") + key + ": missing") != std::string::npos, e.what());
+      }
+    }
+  }
+  // A hardware file (not a profile's block) takes the documented defaults.
+  auto hw = good["hardware"];
+  hw.erase("efficiency");
+  hw.erase("intra_node_latency_us");
+  braid::Checker c("hw.json");
+  const Hardware h = hardware_from_json(hw, c, "");
+  BOOST_TEST(c.ok());
+  BOOST_TEST(h.intra_latency == 5 * 1e-6);
 }
 
 BOOST_AUTO_TEST_CASE(calibration_recovers_the_efficiency_of_a_profile_made_with_it) {

@@ -43,13 +43,18 @@ set +e
 "$GEN" "$S/tiny_cap.json" -o "$S/tiny_out.json" 2> "$S/tiny.err"; code=$?
 set -e
 [[ $code == 2 ]] && grep -q mem_capacity "$S/tiny.err" || fail "an impossible memory cap is not refused"
-set +e
-"$GEN" "$FIX/issue_example.json" -o "$S/margin_out.json" --mem-level-margin -1 2> "$S/margin.err"; code=$?
-set -e
-[[ $code == 2 ]] && grep -q mem-level-margin "$S/margin.err" && [[ ! -e "$S/margin_out.json" ]] \
-  || fail "a negative --mem-level-margin is not refused (exit $code)"
+# The spec's "anneal" block (the annealer's knobs) is read strictly: a knob out of bounds,
+# a negative count, an unknown key, a wrong type.
+for knob in '{"mem_level_margin": -1}' '{"mem_polish": -1}' '{"alpah": 0.99}' '{"restart": "no"}'; do
+  jq --argjson k "$knob" '.anneal = $k' "$FIX/issue_example.json" > "$S/knob.json"
+  set +e
+  "$GEN" "$S/knob.json" -o "$S/knob_out.json" 2> "$S/knob.err"; code=$?
+  set -e
+  [[ $code == 2 ]] && grep -q "knob.json: anneal.$(jq -r 'keys[0]' <<< "$knob")" "$S/knob.err" && [[ ! -e "$S/knob_out.json" ]] \
+    || fail "the anneal block $knob is not refused naming its field (exit $code: $(cat "$S/knob.err"))"
+done
 # Counts are unsigned: -1 must be refused, not wrapped to 2^64 - 1 (an endless run).
-for o in --mem-polish --mem-exact-nodes --iterations --mem-iterations --seed; do
+for o in --mem-exact-nodes --iterations --mem-iterations --seed; do
   set +e
   timeout 20 "$GEN" "$FIX/issue_example.json" -o "$S/count_out.json" "$o" -1 2> "$S/count.err"; code=$?
   set -e
@@ -68,13 +73,16 @@ grep -q deadlock "$S/broken.err" && grep -q "step" "$S/broken.err" || fail "dead
 # 6. Reproducible: with an iteration budget alone, the same spec, seed and rank count
 # give the same file bit for bit, but for the wall-clock figures of the search.
 INT="$BRAID_SOURCE/examples/schedgen/table3int_65B_33B_pp16_8_gbs16.json"
-repro=(--iterations 300000 --mem-iterations 50000 --sync-every 20000 -q)
+repro=(--iterations 300000 --mem-iterations 50000 -q)
+jq '.anneal = {"sync_every": 20000}' "$INT" > "$S/int_sync.json"
 no_clock() { jq -S 'del(.search.seconds, .search.seconds_to_best, .search.seconds_to_bound, .search.mem_seconds)' "$1"; }
-"$GEN" "$INT" -o "$S/r1.json" "${repro[@]}" --seed 3
-"$GEN" "$INT" -o "$S/r2.json" "${repro[@]}" --seed 3
+"$GEN" "$S/int_sync.json" -o "$S/r1.json" "${repro[@]}" --seed 3
+"$GEN" "$S/int_sync.json" -o "$S/r2.json" "${repro[@]}" --seed 3
 [[ $(jq .search.time_limit "$S/r1.json") == 0 ]] || fail "--iterations alone still set a time limit"
+jq -e '.search.preset == "default" and .search.anneal.sync_every == 20000 and .search.anneal.alpha == 0.999995' "$S/r1.json" \
+  > /dev/null || fail "the spec's anneal block is not what the run records: $(jq -c .search.anneal "$S/r1.json")"
 cmp <(no_clock "$S/r1.json") <(no_clock "$S/r2.json") > /dev/null || fail "two runs with --iterations differ"
-"$GEN" "$INT" -o "$S/r3.json" "${repro[@]}" --seed 4
+"$GEN" "$S/int_sync.json" -o "$S/r3.json" "${repro[@]}" --seed 4
 cmp <(no_clock "$S/r1.json") <(no_clock "$S/r3.json") > /dev/null && fail "seeds 3 and 4 gave the same file"
 
 # 6b. --start both: the second search (from 1F1B) runs only when the first reached the
@@ -91,10 +99,18 @@ done
 [[ $(jq .search.mem_candidates "$S/quick.json") == 2 && $(jq .search.mem_candidates "$S/slow.json") == 1 ]] \
   || fail "--start both: the second search ran or was skipped where it should not"
 # 6c. The exact search at the end of the memory phase (a small grid): it ran within its
-# budget, and without it (--mem-exact-nodes 0) the same run ends no lower.
-"$GEN" "$BRAID_SOURCE/examples/schedgen/table3int_33B_13B_pp8_4_gbs16.json" -o "$S/no_exact.json" \
+# budget, and without it (--mem-exact-nodes 0) the same run ends no lower. The knobs of
+# the run without it come from all three places, each over the last: --preset thorough,
+# the spec's anneal block (thorough's level margin back at the default's; 5 exact nodes),
+# the flag (0 nodes): the default's knobs but for the exact search.
+jq '.anneal = {"mem_level_margin": 2, "mem_exact_nodes": 5}' \
+  "$BRAID_SOURCE/examples/schedgen/table3int_33B_13B_pp8_4_gbs16.json" > "$S/int84_knobs.json"
+"$GEN" "$S/int84_knobs.json" -o "$S/no_exact.json" --preset thorough \
   --iterations 200000 --mem-iterations 20000 --seed 1 --mem-exact-nodes 0 -q
-jq -e '.search.mem_exact_nodes > 0 and .search.mem_exact_nodes <= .search.mem_exact_nodes_limit' "$S/quick.json" > /dev/null \
+jq -n --slurpfile a "$S/quick.json" --slurpfile b "$S/no_exact.json" \
+  '$b[0].search.anneal.mem_exact_nodes == 0 and ($a[0].search.anneal | del(.mem_exact_nodes)) == ($b[0].search.anneal | del(.mem_exact_nodes))' \
+  | grep -q true || fail "preset < anneal block < flag does not hold: $(jq -c .search.anneal "$S/no_exact.json")"
+jq -e '.search.mem_exact_nodes > 0 and .search.mem_exact_nodes <= .search.anneal.mem_exact_nodes' "$S/quick.json" > /dev/null \
   || fail "the exact search did not run, or ran past its budget: $(jq -c .search "$S/quick.json")"
 jq -e '.search.mem_exact_nodes == 0 and .search.mem_exact_levels == 0' "$S/no_exact.json" > /dev/null \
   || fail "--mem-exact-nodes 0 still searched"

@@ -3,6 +3,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
 
 #include "helpers.hpp"
 #include "sched/baselines.hpp"
@@ -11,6 +18,7 @@
 #include "sched/schedule_json.hpp"
 
 using namespace braid::sched;
+using braid::ordered_json;
 
 namespace {
 
@@ -109,9 +117,7 @@ BOOST_AUTO_TEST_CASE(a_receive_of_the_wrong_tensor_is_caught) {
 
 BOOST_AUTO_TEST_CASE(schedule_json_round_trip) {
   Fixture f(0.5);
-  ScheduleSummary sum;
-  sum.lower_bound = 1;
-  const std::string text = schedule_to_json(f.p, f.order, f.timing, f.lowered, sum).dump();
+  const std::string text = schedule_to_json(f.p, f.order, f.timing, f.lowered, reference_summary(f.p)).dump();
   const LoadedSchedule back = load_schedule(braid::parse_json_text(text, "schedule.json"), "schedule.json");
   BOOST_CHECK_EQUAL(back.problem.num_tasks, f.p.num_tasks);
   BOOST_CHECK(same_time(back.makespan, f.timing.makespan));
@@ -128,6 +134,80 @@ BOOST_AUTO_TEST_CASE(schedule_json_round_trip) {
   const DryRun r = dry_run(back.problem, back.lowered);
   BOOST_CHECK(r.ok);
   BOOST_CHECK(same_time(r.makespan, f.timing.makespan));
+}
+
+// Every field of a schedule file is read and checked: a field deleted, of another type, out of
+// its bounds or not what the spec and the order give, and subtasks missing, repeated, of another
+// device or in another order than the instructions compute them, are refused naming the field
+// (braid-schedgen --verify passed all of these).
+BOOST_AUTO_TEST_CASE(a_schedule_file_is_refused_naming_any_field_that_is_wrong) {
+  Fixture f(0.5);
+  ScheduleSummary sum = reference_summary(f.p);
+  sum.search = {{"ranks", 1}, {"winner_rank", 0}, {"seed", 1}, {"seconds", 0.2}, {"tie_break", "critical"},
+                {"latency_makespan", f.timing.makespan}, {"seconds_to_bound", 0.1}, {"iterations_to_bound", 50},
+                {"iterations", 100}, {"t0_cycle", {1, 0.3}}, {"dry_run_makespan", f.timing.makespan}};
+  const ordered_json good = schedule_to_json(f.p, f.order, f.timing, f.lowered, sum);
+  auto refusal = [](const ordered_json& doc) -> std::string {
+    try {
+      load_schedule(braid::parse_json_text(doc.dump(), "s.json"), "s.json");
+    } catch (const braid::InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  BOOST_REQUIRE_EQUAL(refusal(good), "");
+  using Edit = std::function<void(ordered_json&)>;
+  const auto set = [](const char* pointer, ordered_json v) -> Edit {
+    return [p = std::string(pointer), v](ordered_json& d) { d[ordered_json::json_pointer(p)] = v; };
+  };
+  const auto erase = [](const char* parent, const char* key) -> Edit {
+    return [p = std::string(parent), k = std::string(key)](ordered_json& d) { d[ordered_json::json_pointer(p)].erase(k); };
+  };
+  const std::vector<std::pair<Edit, std::string>> cases = {
+      {set("/search/seed", -1), "search.seed: is -1"},
+      {set("/search/seconds", 1e300), "search.seconds: is 1e+300"},
+      {set("/search/tie_break", true), "search.tie_break: expected a string"},
+      {set("/search/iterations", std::uint64_t{1} << 63), "search.iterations"},
+      {set("/search/t0_cycle", nullptr), "search.t0_cycle"},
+      {set("/search/seconds_to_bound", nullptr), "search.seconds_to_bound: is null"},
+      {set("/search/latency_makespan", 1e300), "search.latency_makespan: is 1e+300"},
+      {set("/search/winner_rank", 1), "search.winner_rank: is 1, more than"},
+      {set("/search/nosuch", 1), "search.nosuch: unknown key"},
+      {set("/search", ordered_json::object()), "search: expected an object"},
+      {set("/baselines/greedy/makespan", 1e300), "baselines.greedy.makespan: is 1e+300, but greedy"},
+      {set("/baselines/serial_1f1b", nullptr), "baselines.serial_1f1b: expected an object"},
+      {erase("", "lower_bound"), "lower_bound: missing"},
+      {set("/lower_bound", 1.0), "lower_bound: is 1, but the spec's lower bound"},
+      {set("/lower_bound_reached", !good["lower_bound_reached"].get<bool>()), "lower_bound_reached"},
+      {set("/lower_bound_binding", "per_device_x"), "lower_bound_binding"},
+      {set("/speedup_over_serial_1f1b", 1e300), "speedup_over_serial_1f1b"},
+      {set("/peak_memory", 1e300), "peak_memory: is 1e+300"},
+      {set("/made_from", 3), "made_from: expected an object"},
+      {set("/devices/0/device", 1), "devices[0].device: is 1"},
+      {set("/devices/0/peak_memory", nullptr), "devices[0].peak_memory: expected a number"},
+      {set("/devices/0/subtasks/2/end", good["devices"][0]["subtasks"][2]["end"].get<double>() + 1),
+       "devices[0].subtasks[2].end"},
+      {[](ordered_json& d) { d["devices"][0]["subtasks"].erase(0); }, "devices[0].subtasks: has 23 entries, but device 0 runs 24"},
+      {[](ordered_json& d) { d["devices"][0]["subtasks"][1] = d["devices"][0]["subtasks"][0]; },
+       "devices[0].subtasks[1]: is actor replica 0 micro_batch 0 stage 0 F again"},
+      {[](ordered_json& d) { std::swap(d["devices"][0]["subtasks"][0], d["devices"][0]["subtasks"][1]); },
+       "but the instructions compute"},
+      {[](ordered_json& d) { d["devices"][0]["subtasks"][0] = d["devices"][1]["subtasks"][0]; },
+       "a subtask of device 1, not 0"},
+      {erase("/spec/models/0", "replicas"), "spec.models[0].replicas: missing"},
+      {erase("/spec", "p2p_time"), "spec.p2p_time: missing"},
+      {set("/spec/models/0/fwd", 1e300), "spec.models[0].fwd"},
+      {set("/spec/models/0/tp", 2), "spec.models[0].tp: unknown key"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    ordered_json doc = good;
+    cases[i].first(doc);
+    const std::string why = refusal(doc);
+    BOOST_TEST_CONTEXT("case " << i << ": " << cases[i].second) {
+      BOOST_TEST(why.find("s.json") != std::string::npos, why);
+      BOOST_TEST(why.find(cases[i].second) != std::string::npos, why);
+    }
+  }
 }
 
 // The activation slots a stream needs: 1F1B keeps stage s of S in flight for S - s

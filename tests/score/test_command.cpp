@@ -109,7 +109,13 @@ BOOST_AUTO_TEST_CASE(algorithm_presets_and_their_switches) {
   o.kl_estimator = "k4";
   expect_usage_error(o, "--kl-estimator");
   o.kl_estimator = "k3";
-  BOOST_TEST((with("grpo").kl_estimator == braid::backend::KlEstimator::k3));
+  BOOST_TEST((with("rloo").kl_estimator == braid::backend::KlEstimator::k3));
+  o.algorithm = "grpo";
+  expect_usage_error(o, "--kl-estimator");   // grpo's reward has no KL penalty to estimate (its coefficient is 0)
+  o.kl_estimator = "k1";
+  o.options_given = {"--kl-estimator"};      // given at its default value: still not read
+  expect_usage_error(o, "--kl-estimator k1: the KL coefficient is 0");
+  o.options_given.clear();
   o.algorithm = "sppo";
   expect_usage_error(o, "--algorithm");
   o.algorithm = "rloo";

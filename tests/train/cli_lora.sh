@@ -161,7 +161,10 @@ grep -q "lora_A.weight" err.txt || fail "the misshapen tensor is not named: $(ca
 # adapter_config.json's optional keys of another type (peft reads them as flags), and a rank
 # past braid's bound, named in adapter_config.json (use_dora "no" ended as an internal error,
 # exit 1; r 100000 was blamed on the weights' shapes).
-for change in '"use_dora": "no"' '"use_rslora": 1' '"r": 100000' '"lora_alpha": 1e300'; do
+# init_lora_weights "pissa" (trained on a rewritten base) and of no type of PEFT's, and
+# modules_to_save {} were taken.
+for change in '"use_dora": "no"' '"use_rslora": 1' '"r": 100000' '"lora_alpha": 1e300' \
+    '"init_lora_weights": "pissa"' '"init_lora_weights": -1' '"modules_to_save": {}'; do
   bad_peft "$change"
   key=${change%%:*}
   grep -q "adapter_config.json: ${key//\"/}" err.txt || fail "$change is not named: $(cat err.txt)"

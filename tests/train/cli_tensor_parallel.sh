@@ -14,6 +14,11 @@
 #    tp 1 (mpirun -np 2), the stage files of every tp rank resharded;
 #  * a run at tp 2 continues from its own tp files (weights and optimizer state), and a
 #    single process from the same files (joined as they load) to the same weights;
+#  * LoRA at tp 2 (sft, and ppo's actor and critic with its value head): one whole adapter
+#    file (listed alone) beside an optimizer state per tp rank, within 2e-5 of the single
+#    process's adapter file and the state within 1e-4 of its largest element, the same
+#    losses and gradient norms; continued at tp 2 from it; exported as the same PEFT folder
+#    (names and shapes; values within 2e-5);
 #  * bad layouts exit 2 with the way out named: -np not a multiple of --tp, --tp without
 #    mpirun, a model whose key/value heads tp does not divide.
 . "$BRAID_SOURCE/tests/common/cli.sh"
@@ -111,6 +116,50 @@ mpirun -np 2 "$B/braid-train" grpo "${GRPO[@]}" --tp 2 --actor-out grpo-tp2.h5 -
 lists grpo-tp2.out "$(tp2 grpo-tp2.h5)"
 compare grpo-1.h5 grpo-tp2.h5 grpo-1.json grpo-tp2.json
 
+# --- LoRA at tp 2: one whole adapter file, the state per tp rank ---
+mpirun -np 2 "$B/braid-train" sft sft.jsonl --actor actor.h5 --actor-out lora-tp2.h5 --stats lora-tp2.json --tp 2 \
+  --mini-batch 4 --micro-tokens 48 --lora-rank 4 "${COMMON[@]}" > lora-tp2.out 2> lora-tp2.err ||
+  { cat lora-tp2.err; fail "LoRA sft at tp 2"; }
+"$B/braid-train" sft sft.jsonl --actor actor.h5 --actor-out lora-1.h5 --stats lora-1.json --mini-batch 4 \
+  --micro-tokens 48 --lora-rank 4 "${COMMON[@]}" > /dev/null 2> lora-1.err || { cat lora-1.err; fail "LoRA sft alone"; }
+lists lora-tp2.out lora-tp2.h5
+[ -s lora-tp2.optim.tp1-of-2.h5 ] && [ ! -e lora-tp2.tp0-of-2.h5 ] || fail "LoRA at tp 2: the files"
+"$B/braid" reshard -q lora-tp2.optim.h5 --tp 1 -o lora-tp2-tp1.optim.h5 > /dev/null
+cp lora-tp2.h5 lora-tp2-tp1.h5
+"$PY" "$BRAID_SOURCE/tests/train/compare_checkpoints.py" lora-1.h5 lora-tp2-tp1.h5 lora-1.json lora-tp2.json --keys loss,grad_norm
+mpirun -np 2 "$B/braid-train" sft sft.jsonl --actor lora-tp2.h5 --actor-out lora-tp2-next.h5 --tp 2 --mini-batch 4 \
+  --micro-tokens 48 "${COMMON[@]}" > /dev/null 2> lora-next.err || { cat lora-next.err; fail "LoRA: continue at tp 2"; }
+grep -q "optimizer state loaded (step 6)" lora-next.err || { cat lora-next.err; fail "LoRA at tp 2: state not loaded"; }
+"$B/braid" export -q lora-tp2.h5 -o peft-tp2 > /dev/null
+"$B/braid" export -q lora-1.h5 -o peft-1 > /dev/null
+"$PY" - <<'PYEOF'
+import json, struct, numpy as np
+def read(folder):
+    raw = open(folder + "/adapter_model.safetensors", "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n]); head.pop("__metadata__", None)
+    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], np.float32).reshape(v["shape"])
+            for k, v in head.items()}
+a, b = read("peft-1"), read("peft-tp2")
+assert a.keys() == b.keys() and all(a[k].shape == b[k].shape for k in a), "PEFT layouts differ"
+d = max(float(np.abs(a[k] - b[k]).max()) for k in a)
+assert d <= 2e-5, d
+assert json.load(open("peft-1/adapter_config.json")) == json.load(open("peft-tp2/adapter_config.json"))
+print(f"PEFT export of the tp 2 adapters: {len(a)} tensors, within {d:.3g} of tp 1's")
+PYEOF
+for np in 1 2; do
+  tp=(); [ $np = 1 ] || tp=(--tp 2)
+  mpirun -np $np "$B/braid-train" ppo "${PPO[@]}" "${tp[@]}" --lora-rank 2 --actor-out lppo-$np-a.h5 \
+    --critic-out lppo-$np-c.h5 --stats lppo-$np.json > lppo-$np.out 2> lppo-$np.err || { cat lppo-$np.err; fail "LoRA ppo np $np"; }
+done
+lists lppo-2.out "$(printf 'lppo-2-a.h5\nlppo-2-c.h5')"
+for m in a c; do
+  "$B/braid" reshard -q lppo-2-$m.optim.h5 --tp 1 -o lppo-2-$m-tp1.optim.h5 > /dev/null
+  cp lppo-2-$m.h5 lppo-2-$m-tp1.h5
+done
+"$PY" "$BRAID_SOURCE/tests/train/compare_checkpoints.py" lppo-1-a.h5 lppo-2-a-tp1.h5 lppo-1.json lppo-2.json --keys loss,grad_norm
+"$PY" "$BRAID_SOURCE/tests/train/compare_checkpoints.py" lppo-1-c.h5 lppo-2-c-tp1.h5
+
 # --- the fused pipeline: 2 devices at tp 1 (np 2) and at tp 2 (np 4) ---
 tiny_schedule 2 --iterations 2000 --time-limit 0 --mem-iterations 200 --seed 3 -q
 PIPE=(scored/scored-*.h5 --actor actor.h5 --critic critic.h5 --lr 1e-3 --critic-lr 1e-3 --mini-batch 8 --epochs 2
@@ -181,4 +230,4 @@ expect2 "a model tp does not split" "odd.h5: model_config: tp 2 does not divide 
 expect2 "the pipeline, -np not devices x tp" "mpirun -np 4 with --tp 2" \
   mpirun -np 2 "$B/braid-train" ppo "${PIPE[@]}" --tp 2 --actor-out y.h5 --critic-out z.h5
 [ ! -e y.h5 ] && [ ! -e y.tp0-of-2.h5 ] || fail "a refused run wrote a checkpoint"
-echo "OK: every mode at tp 2, dp 2 x tp 2 and the fused pipeline at tp 2 train as at tp 1"
+echo "OK: every mode at tp 2 (and LoRA sft and ppo), dp 2 x tp 2 and the fused pipeline at tp 2 train as at tp 1"

@@ -9,7 +9,7 @@
 #include "core/rng.hpp"
 #include "data/micro_batches.hpp"
 #include "train/objectives.hpp"
-#include "train/reference_logprobs.hpp"
+#include "rl/reference_logprobs.hpp"
 #include "tests/train/objective_checks.hpp"
 
 #include <cmath>
@@ -141,16 +141,16 @@ BOOST_FIXTURE_TEST_CASE(reference_logprobs_are_the_models_own_per_token_logprobs
   io::SampleBatch b = random_batch(rng, 8);
   const auto want = current_logprobs(m, b);
   for (const std::int64_t max_tokens : {14, 40, 256}) {
-    const auto got = train::reference_logprobs(m, b, max_tokens);
+    const auto got = rl::reference_logprobs(m, b.tokens, b.offsets, max_tokens);
     BOOST_REQUIRE_EQUAL(got.size(), want.size());
     double apart = 0;
     for (std::size_t t = 0; t < got.size(); ++t) apart = std::max(apart, double(std::abs(got[t] - want[t])));
     BOOST_TEST(apart <= 1e-5, "micro-batches of " << max_tokens << " tokens: apart by " << apart);
   }
-  for (std::size_t i = 0; i < b.size(); ++i) BOOST_TEST(train::reference_logprobs(m, b, 256)[b.begin(i)] == 0.0f);
-  BOOST_CHECK_THROW(train::reference_logprobs(m, b, 5), UsageError);  // a sequence longer than a micro-batch
+  for (std::size_t i = 0; i < b.size(); ++i) BOOST_TEST(rl::reference_logprobs(m, b.tokens, b.offsets, 256)[b.begin(i)] == 0.0f);
+  BOOST_CHECK_THROW(rl::reference_logprobs(m, b.tokens, b.offsets, 5), UsageError);  // a sequence longer than a micro-batch
 
-  b.logprobs_ref = train::reference_logprobs(m, b, 256);
+  b.logprobs_ref = rl::reference_logprobs(m, b.tokens, b.offsets, 256);
   train::DpoObjective obj({});
   auto acts = m.make_activations({.max_tokens = 256, .max_sequences = 16, .training = true});
   m.forward({b.tokens, b.offsets}, acts);

@@ -12,7 +12,7 @@
 #include "data/text_examples.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/objectives.hpp"
-#include "train/reference_logprobs.hpp"
+#include "rl/reference_logprobs.hpp"
 #include "train/trainer.hpp"
 
 #include "../common/scratch.hpp"
@@ -168,8 +168,8 @@ BOOST_AUTO_TEST_CASE(dpo_learns_the_preferred_completion_on_held_out_pairs) {
     auto be = backend::make_cpu_backend(1);
     model::Model m(byte_model(), {.lm_head = true}, *be);
     m.init_random(7);
-    data.logprobs_ref = train::reference_logprobs(m, data, 512);
-    eval.logprobs_ref = train::reference_logprobs(m, eval, 512);
+    data.logprobs_ref = rl::reference_logprobs(m, data.tokens, data.offsets, 512);
+    eval.logprobs_ref = rl::reference_logprobs(m, eval.tokens, eval.offsets, 512);
     train::DpoObjective obj(v.opt), held_out_obj(v.opt);
     auto opt = options(3e-3);
     opt.micro.group = 2;

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
       "braid-generate"};
   braid::cli::add_schema_options(app, o, braid::gen::generate_schema());   // lib/generate/option_schema.cpp
   const int rc = braid::cli::run(app, static_cast<int>(split.before.size()), split.before.data(), [&] {
+    o.options_given = braid::cli::options_given(app, {});
     ranks.split_tp(o.tp, o.device);
     if (!split.fused) return braid::gen::run_generate_stage(o, ranks);
     return braid::fuse::run_fused_rollout(o, braid::fuse::parse_score_options(split.after, cmdline), ranks);

@@ -1,7 +1,10 @@
 // braid-meshplan: a device mesh and 3D-parallel strategy per model function
 // call, with stage fusion, predicted iteration time and memory -> plan.json.
+#include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -10,8 +13,11 @@
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "core/log.hpp"
+#include "io/fingerprint.hpp"
 #include "plan/analytic_profile.hpp"
+#include "plan/hardware.hpp"
 #include "plan/plan_output.hpp"
+#include "sched/schedule_json.hpp"
 
 namespace {
 
@@ -31,20 +37,40 @@ struct Options {
   std::vector<std::string> fix;
 };
 
+// A schedule (braid-schedgen's) read with every field checked, as --verify reads it.
 std::optional<braid::plan::KnownSchedule> load_schedule(const std::string& file) {
   if (file.empty()) return std::nullopt;
   const braid::json doc = braid::load_json_file(file);
-  braid::Checker c(file);
-  c.format(doc, "braid.schedule", 1);
-  const auto ms = c.number(doc, "", "makespan", {.min = 0, .exclusive_min = true});
-  if (doc.is_object() && !(doc.contains("spec") && doc["spec"].is_object())) {
-    c.fail("spec", "missing (required): the braid.schedspec the schedule was made for");
-  }
-  c.check();
-  return braid::plan::KnownSchedule{*ms, doc["spec"]};
+  const braid::sched::LoadedSchedule s = braid::sched::load_schedule(doc, file);
+  return braid::plan::KnownSchedule{s.makespan, doc["spec"]};
 }
 
-int run(const Options& o) {
+// What made a plan: its options, and every file it read by content (the experiment, the
+// models' configs it names, the cluster, the profile or hardware file, a schedule).
+braid::ordered_json plan_record(const Options& o, const CLI::App& app, const braid::plan::Experiment& exp) {
+  const std::vector<std::string> inputs = {"experiment", "cluster", "--profile", "--hardware", "--schedule"};
+  std::vector<std::string> not_recorded = inputs;
+  not_recorded.insert(not_recorded.end(), {"--output", "--quiet", "--verbose", "--version"});
+  braid::io::MadeFrom m("braid-meshplan");
+  m.set_options(braid::cli::option_values(app, not_recorded), braid::cli::options_given(app, not_recorded));
+  m.add_input_path("experiment", o.experiment);
+  std::vector<std::filesystem::path> configs(exp.config_files.begin(), exp.config_files.end());
+  if (!configs.empty()) m.add_input("model configs", configs);
+  m.add_input_path("cluster", o.cluster);
+  if (!o.profile.empty()) m.add_input_path("profile", o.profile);
+  const auto presets = braid::plan::hardware_preset_names();
+  if (!o.hardware.empty()) {
+    if (std::find(presets.begin(), presets.end(), o.hardware) != presets.end()) {
+      m.add_input_value("hardware", o.hardware);
+    } else {
+      m.add_input_path("hardware", o.hardware);
+    }
+  }
+  if (!o.schedule.empty()) m.add_input_path("schedule", o.schedule);
+  return m.to_json();
+}
+
+int run(const Options& o, const CLI::App& app) {
   using namespace braid::plan;
   const Experiment exp = load_experiment(o.experiment);
   const Cluster cluster = load_cluster(o.cluster);
@@ -84,7 +110,9 @@ int run(const Options& o) {
     braid::log::warn("{} was made for another fused training spec than this plan's; its training time is the lower bound",
                      o.schedule);
   }
-  braid::write_text_file(o.output, plan_to_json(space, r, in).dump(2) + "\n");
+  braid::ordered_json doc = plan_to_json(space, r, in);
+  doc["made_from"] = plan_record(o, app, exp);
+  braid::write_text_file(o.output, doc.dump(2) + "\n");
   if (o.output != "-") fmt::print("{}\n", plan_summary(space, r));
   if (r.eval.oom) {
     braid::log::error("no plan found fits in device memory: peak {:.1f} GB on device {}, usable {:.1f} GB",
@@ -129,6 +157,6 @@ int main(int argc, char** argv) {
              "memory (the plan is still written). Formats: docs/formats-plan.md; how it plans: docs/tools/meshplan.md.");
   return braid::cli::run(app, argc, argv, [&] {
     if (o.profile.empty() && o.hardware.empty()) throw braid::UsageError("give --profile FILE or --hardware h100|h200|FILE");
-    return run(o);
+    return run(o, app);
   });
 }

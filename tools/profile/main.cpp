@@ -66,6 +66,14 @@ int main(int argc, char** argv) {
   return braid::cli::run(app, argc, argv, [&] {
     if (noop->parsed()) return 0;
     if (mpi_noop->parsed()) return braid::plan::run_mpi_noop();
+    // The options a profile records (the files it reads are recorded by content instead).
+    const std::vector<std::string> not_recorded = {"--model", "--value-model", "--experiment", "--hardware",
+                                                   "--calibrate", "--output", "--quiet", "--verbose", "--version"};
+    for (CLI::App* verb : {analytic, measure}) {
+      if (!verb->parsed()) continue;
+      o.option_values = braid::cli::option_values(*verb, not_recorded);
+      o.options_given = braid::cli::options_given(*verb, not_recorded);
+    }
     if (analytic->parsed()) return braid::plan::run_profile_analytic(o);
     if (measure->parsed()) return braid::plan::run_profile_measure(o);
     if (probe->parsed()) return braid::plan::run_profile_probe(o);

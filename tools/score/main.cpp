@@ -32,7 +32,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> words(argv, argv + argc);
   if (!words.empty()) words.front() = "braid-score";
   o.command_line = braid::shell_line(words);
-  const int rc = braid::cli::run(app, argc, argv, [&] { return braid::score::run_command(o, world.get()); });
+  const int rc = braid::cli::run(app, argc, argv, [&] {
+    o.options_given = braid::cli::options_given(app, {});
+    return braid::score::run_command(o, world.get());
+  });
   if (rc != 0 && world && world->size() > 1) {
     // A failed rank leaves without finalising MPI: mpirun then ends the whole job
     // instead of leaving the other ranks waiting for this one.
