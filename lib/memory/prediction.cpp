@@ -140,8 +140,20 @@ std::uint64_t activation_bytes(const model::ModelConfig& cfg, const model::Model
   // LoRA: x·Aᵀ of each adapter per token and slot, and in training one adapter's gradient of it.
   f32 += S * N * u(model::adapter_columns(mopt));
   if (opt.training && mopt.lora.enabled()) f32 += N * u(mopt.lora.rank);
+  // LoRA dropout: one adapter's masked input (the widest: D, o's heads or down's units) and a
+  // 64-bit key per row.
+  std::uint64_t u64 = 0;
+  if (opt.training && mopt.lora.enabled() && mopt.lora.dropout > 0) {
+    std::uint64_t widest = 0;
+    for (const std::string& module : model::lora_modules()) {
+      if (!mopt.lora.targets_module(module)) continue;
+      widest = std::max(widest, module == "o_proj" ? att : module == "down_proj" ? I : D);
+    }
+    f32 += N * widest;
+    u64 += N;
+  }
   const std::uint64_t i32 = 7 * N;                                            // tokens pos step(5N)
-  return f32 * kF32 + i32 * kI32;
+  return f32 * kF32 + i32 * kI32 + u64 * 8;
 }
 
 std::int64_t lm_head_chunk_rows(const backend::Backend& be, const model::ModelConfig& cfg) {

@@ -133,9 +133,20 @@ std::vector<T> whole_values(backend::Backend& be, const TensorParallel& tp, cons
 
 // A packed batch: sequence s is tokens[offsets[s] .. offsets[s+1]). Stages after the
 // first need only offsets.
+// LoRA dropout's draw for one training forward (LoraOptions::dropout > 0): a key per
+// sequence (what it is, not where it sits: the same sequence draws the same mask however the
+// batch is cut) and the seed of this draw (the run's, mixed with the optimizer step).
+struct DropoutDraw {
+  std::span<const std::uint64_t> sequence_keys;
+  std::uint64_t seed = 0;
+};
+
 struct Batch {
   std::span<const std::int32_t> tokens;
   std::span<const std::int64_t> offsets;
+  // A training forward of a model whose adapters have dropout: its draw (the backward of
+  // this forward masks alike). nullptr: no dropout (scoring, generation, evaluation).
+  const DropoutDraw* dropout = nullptr;
 };
 
 // A run of new tokens for one KV-cache slot.

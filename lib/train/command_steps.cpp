@@ -37,6 +37,7 @@ TrainerOptions trainer_options(const CommonTrainOptions& c, double lr, std::size
   t.lr = lr_schedule(c, lr);
   t.micro = {.max_tokens = c.micro_tokens, .max_sequences = 0, .group = group};
   t.recompute = c.recompute;
+  t.seed = c.seed;
   return t;
 }
 
@@ -253,7 +254,7 @@ void check_common(const CommonTrainOptions& c) {
                                    name, name));
     }
   }
-  for (const char* name : {"--lora-alpha", "--rslora", "--lora-targets"}) {
+  for (const char* name : {"--lora-alpha", "--lora-dropout", "--rslora", "--lora-targets"}) {
     if (!c.lora.enabled() && given(name)) {
       throw UsageError(fmt::format("{}: shapes fresh LoRA adapters, which only --lora-rank R > 0 makes (an adapter "
                                    "file given as the model keeps its own): leave {} out or give --lora-rank",
