@@ -75,14 +75,8 @@ Prediction model_bytes(const ModelSpec& m) {
   Prediction p;
   p.add(fmt::format("{}weights ({})", who, backend::dtype_name(dt)), n * backend::dtype_size(dt));
   if (m.options.lora.enabled()) {
-    // A frozen base: one gradient scratch of its largest tensor (model.cpp).
-    std::uint64_t most = 0;
-    for (const model::TensorInfo& t : model::tensor_layout(m.config, m.options)) {
-      std::uint64_t k = 1;
-      for (auto d : t.shape) k *= u(d);
-      most = std::max(most, k);
-    }
-    p.add(who + "gradient scratch of the frozen base (f32)", most * kF32);
+    // A frozen base: one gradient scratch of its largest vector (model.cpp).
+    p.add(who + "gradient scratch of the frozen base (f32)", u(model::frozen_gradient_scratch(m.config, m.options)) * kF32);
   } else {
     p.add(who + "gradients (f32)", n * kF32);
   }
