@@ -295,14 +295,25 @@ memory::TrainedModel trained_model(const backend::Backend& be, const TrainedChec
   return m;
 }
 
+std::vector<memory::TrainedModel> trained_models(const backend::Backend& be, const CommonTrainOptions& c,
+                                                 const std::vector<TrainedCheckpoint>& trained) {
+  std::vector<memory::TrainedModel> models;
+  for (const TrainedCheckpoint& t : trained) models.push_back(trained_model(be, t, c));
+  return models;
+}
+
 }  // namespace
+
+memory::Prediction training_memory(const backend::Backend& be, const CommonTrainOptions& c,
+                                   const std::vector<TrainedCheckpoint>& trained) {
+  return memory::predict_training(trained_models(be, c, trained), c.micro_tokens, c.recompute);
+}
 
 std::optional<memory::Prediction> require_device_memory(const backend::Backend& be, const CommonTrainOptions& c,
                                                         const std::vector<TrainedCheckpoint>& trained,
                                                         const std::function<memory::Prediction(const backend::Backend&)>& before_training) {
   if (!be.device_memory()) return std::nullopt;
-  std::vector<memory::TrainedModel> models;
-  for (const TrainedCheckpoint& t : trained) models.push_back(trained_model(be, t, c));
+  const std::vector<memory::TrainedModel> models = trained_models(be, c, trained);
   memory::Prediction p = memory::predict_training(models, c.micro_tokens, c.recompute);
   if (before_training) {
     memory::Prediction before = before_training(be);
