@@ -240,6 +240,12 @@ class Ops {
   // d (the gradient of the capped values y) into the gradient of x: d *= 1 − (y / cap)².
   virtual void softcap(std::int64_t n, double cap, T* x) = 0;
   virtual void softcap_backward(std::int64_t n, double cap, const T* y, T* d) = 0;
+  // Inverted dropout (LoRA's, on the adapters' input): out[r, c] = x[r, c] · (1 / (1 − p)
+  // rounded to T) where backend/dropout_draw.hpp's dropout_keeps(seed, row_keys[r], col0 + c,
+  // p), else 0, for row-major x and out of [rows × cols] (they may alias); row_keys (device
+  // memory) holds one key per row. Every backend keeps the same elements.
+  virtual void dropout(std::int64_t rows, std::int64_t cols, const T* x, const std::uint64_t* row_keys,
+                       std::int64_t col0, std::uint64_t seed, double p, T* out) = 0;
 
   // Per row of logits [rows × vocab]: lse, logprob of targets[i], entropy of softmax.
   virtual void softmax_stats(const T* logits, std::int64_t rows, std::int64_t vocab,

@@ -77,6 +77,10 @@ class CpuOps final : public Ops<T> {
   void softcap_backward(std::int64_t n, double cap, const T* y, T* d) override {
     cpu::softcap_backward<T>(n, cap, y, d);
   }
+  void dropout(std::int64_t rows, std::int64_t cols, const T* x, const std::uint64_t* row_keys, std::int64_t col0,
+               std::uint64_t seed, double p, T* out) override {
+    cpu::dropout<T>(rows, cols, x, row_keys, col0, seed, p, out);
+  }
   void softmax_stats(const T* logits, std::int64_t rows, std::int64_t vocab, const std::int32_t* targets,
                      T* lse, T* logprob, T* entropy) override {
     cpu::softmax_stats<T>(logits, rows, vocab, targets, lse, logprob, entropy);

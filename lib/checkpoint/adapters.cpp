@@ -51,6 +51,12 @@ std::optional<AdapterFile> read_adapter_file(const std::filesystem::path& spec) 
     if (!cfg.at("use_rslora").is_boolean()) throw InputError(file, "adapter_config.use_rslora", "must be true or false");
     out.lora.rslora = cfg.at("use_rslora").get<bool>();
   }
+  if (cfg.contains("lora_dropout")) {
+    const json& d = cfg.at("lora_dropout");
+    if (!d.is_number() || !(d.get<double>() >= 0 && d.get<double>() < 1))
+      throw InputError(file, "adapter_config.lora_dropout", "must be a number in [0, 1)");
+    out.lora.dropout = d.get<double>();
+  }
   const json& targets = need("target_modules");
   if (!targets.is_array() || targets.empty()) throw InputError(file, "adapter_config.target_modules", "must be a list of modules");
   std::string list;
@@ -75,6 +81,7 @@ std::optional<AdapterFile> read_adapter_file(const std::filesystem::path& spec) 
 json adapter_config(const model::LoraOptions& lo, const std::filesystem::path& base) {
   json cfg = {{"base", base.string()}, {"r", lo.rank}, {"lora_alpha", lo.alpha}, {"use_rslora", lo.rslora},
               {"target_modules", lo.targets.empty() ? model::lora_modules() : lo.targets}};
+  if (lo.dropout > 0) cfg["lora_dropout"] = lo.dropout;
   if (lo.value_head) cfg["modules_to_save"] = {"score"};
   return cfg;
 }

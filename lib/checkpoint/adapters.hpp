@@ -3,7 +3,9 @@
 // options and the base checkpoint, as JSON text:
 //
 //   {"base": "policy.h5", "r": 8, "lora_alpha": 16, "use_rslora": false,
-//    "target_modules": ["q_proj", "k_proj", ...], "modules_to_save": ["score"]}
+//    "target_modules": ["q_proj", "k_proj", ...], "modules_to_save": ["score"], "lora_dropout": 0.05}
+//
+// lora_dropout (when not 0): the dropout the adapters train with (model::LoraOptions::dropout).
 //
 // modules_to_save (a reward model's or critic's adapters): the file holds the value head
 // trained in full (score.weight, score.bias where the base has one), which replaces the

@@ -82,7 +82,7 @@ std::vector<std::filesystem::path> export_peft(const std::filesystem::path& adap
                       {"r", lo.rank},
                       {"lora_alpha", lo.alpha},
                       {"use_rslora", lo.rslora},
-                      {"lora_dropout", 0.0},
+                      {"lora_dropout", lo.dropout},
                       {"target_modules", lo.targets.empty() ? model::lora_modules() : lo.targets},
                       {"bias", "none"},
                       {"fan_in_fan_out", false},
@@ -201,6 +201,7 @@ model::LoraOptions parse_adapter_config(const json& cfg, const std::string& cfil
     const json& d = cfg.at("lora_dropout");
     if (!d.is_number() || !(d.get<double>() >= 0 && d.get<double>() < 1))
       throw InputError(cfile, "lora_dropout", "must be a number in [0, 1)");
+    lo.dropout = d.get<double>();
   }
   const json& targets = need("target_modules");
   std::string list;

@@ -75,14 +75,8 @@ Prediction model_bytes(const ModelSpec& m) {
   Prediction p;
   p.add(fmt::format("{}weights ({})", who, backend::dtype_name(dt)), n * backend::dtype_size(dt));
   if (m.options.lora.enabled()) {
-    // A frozen base: one gradient scratch of its largest tensor (model.cpp).
-    std::uint64_t most = 0;
-    for (const model::TensorInfo& t : model::tensor_layout(m.config, m.options)) {
-      std::uint64_t k = 1;
-      for (auto d : t.shape) k *= u(d);
-      most = std::max(most, k);
-    }
-    p.add(who + "gradient scratch of the frozen base (f32)", most * kF32);
+    // A frozen base: one gradient scratch of its largest vector (model.cpp).
+    p.add(who + "gradient scratch of the frozen base (f32)", u(model::frozen_gradient_scratch(m.config, m.options)) * kF32);
   } else {
     p.add(who + "gradients (f32)", n * kF32);
   }
@@ -140,8 +134,20 @@ std::uint64_t activation_bytes(const model::ModelConfig& cfg, const model::Model
   // LoRA: x·Aᵀ of each adapter per token and slot, and in training one adapter's gradient of it.
   f32 += S * N * u(model::adapter_columns(mopt));
   if (opt.training && mopt.lora.enabled()) f32 += N * u(mopt.lora.rank);
+  // LoRA dropout: one adapter's masked input (the widest: D, o's heads or down's units) and a
+  // 64-bit key per row.
+  std::uint64_t u64 = 0;
+  if (opt.training && mopt.lora.enabled() && mopt.lora.dropout > 0) {
+    std::uint64_t widest = 0;
+    for (const std::string& module : model::lora_modules()) {
+      if (!mopt.lora.targets_module(module)) continue;
+      widest = std::max(widest, module == "o_proj" ? att : module == "down_proj" ? I : D);
+    }
+    f32 += N * widest;
+    u64 += N;
+  }
   const std::uint64_t i32 = 7 * N;                                            // tokens pos step(5N)
-  return f32 * kF32 + i32 * kI32;
+  return f32 * kF32 + i32 * kI32 + u64 * 8;
 }
 
 std::int64_t lm_head_chunk_rows(const backend::Backend& be, const model::ModelConfig& cfg) {

@@ -75,6 +75,10 @@ BasicActivations<T> BasicModel<T>::make_activations(const ActivationOptions& o) 
   if (m.lora_cols > 0) {
     a->lora_u = backend::Buffer<T>(be, S * N * std::size_t(m.lora_cols));
     if (o.training) a->lora_du = backend::Buffer<T>(be, N * std::size_t(m.opt.lora.rank));
+    if (o.training && m.opt.lora.dropout > 0) {
+      a->row_keys = backend::Buffer<std::uint64_t>(be, N);
+      a->lora_xd = backend::Buffer<T>(be, N * std::size_t(m.lora_max_in()));
+    }
   }
   if (m.biased()) {
     a->ones = backend::Buffer<T>(be, N);

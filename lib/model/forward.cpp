@@ -3,6 +3,8 @@
 // differ only in where attention finds its keys and values.
 #include "model/model_impl.hpp"
 
+#include "backend/dropout_draw.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -201,6 +203,19 @@ void BasicModel<T>::forward(const Batch& batch, BasicActivations<T>& acts) const
   }
   m.be->copy_to_device(a.pos.data(), pos.data(), pos.size() * sizeof(std::int32_t));
   a.pos_ptr = a.pos.data();
+  // LoRA dropout: each row's key from its sequence's and its position (backend/dropout_draw.hpp).
+  a.dropout_on = a.training && m.adapting() && m.opt.lora.dropout > 0 && batch.dropout != nullptr;
+  if (a.dropout_on) {
+    const DropoutDraw& d = *batch.dropout;
+    if (std::int64_t(d.sequence_keys.size()) != n_seq)
+      throw std::invalid_argument(fmt::format("forward: {} dropout keys for {} sequences", d.sequence_keys.size(), n_seq));
+    std::vector<std::uint64_t> keys(static_cast<std::size_t>(N));
+    for (std::int64_t s = 0; s < n_seq; ++s)
+      for (std::int64_t i = off[std::size_t(s)]; i < off[std::size_t(s + 1)]; ++i)
+        keys[std::size_t(i)] = backend::dropout_row_key(d.sequence_keys[std::size_t(s)], i - off[std::size_t(s)]);
+    m.be->copy_to_device(a.row_keys.data(), keys.data(), keys.size() * sizeof(std::uint64_t));
+    a.dropout_seed = d.seed;
+  }
 
   const std::int64_t D = a.D;
   T* x = a.resid_at(0);
@@ -262,6 +277,7 @@ void BasicModel<T>::prepare_cached(std::span<const std::int32_t> tokens, std::sp
   }
   if (pad_to > n_seg && !all_decode) throw std::invalid_argument("forward_cached: only decode steps are padded");
   const std::int64_t rows = all_decode ? rows_out : N;
+  a.dropout_on = false;   // generation: no dropout
   if (rows > a.max_tokens) throw std::invalid_argument("forward_cached: more tokens than the activations hold");
   if (m.first()) check_tokens<T>(m, tokens, N);
   if (extra > std::int64_t(kv.free_list.size()))

@@ -2,6 +2,7 @@
 // backward of each adapter, initialisation and merging into the base weights.
 #include "model/model_impl.hpp"
 
+#include "backend/dropout_draw.hpp"
 #include "core/rng.hpp"
 
 #include <fmt/format.h>
@@ -61,13 +62,14 @@ std::vector<std::string> modules_of(const LoraOptions& o) { return o.targets.emp
 
 bool same_adapters(const LoraOptions& a, const LoraOptions& b) {
   return a.rank == b.rank && a.alpha == b.alpha && a.rslora == b.rslora && modules_of(a) == modules_of(b) &&
-         a.value_head == b.value_head;
+         a.value_head == b.value_head && a.dropout == b.dropout;
 }
 
 std::string describe(const LoraOptions& o) {
   std::string modules;
   for (const std::string& m : modules_of(o)) modules += (modules.empty() ? "" : ",") + m;
-  return fmt::format("rank {}, alpha {:g}{} on {}{}", o.rank, o.alpha, o.rslora ? ", rsLoRA" : "", modules,
+  return fmt::format("rank {}, alpha {:g}{}{} on {}{}", o.rank, o.alpha, o.rslora ? ", rsLoRA" : "",
+                     o.dropout > 0 ? fmt::format(", dropout {:g}", o.dropout) : "", modules,
                      o.value_head ? ", the value head trained" : "");
 }
 
@@ -77,7 +79,8 @@ void check_lora(const LoraOptions& o) {
   if (!o.enabled()) return;
   if (!(o.alpha > 0 && o.alpha <= kMaxLoraAlpha))
     throw std::invalid_argument(fmt::format("LoRA alpha must be in (0, {:g}], not {}", kMaxLoraAlpha, o.alpha));
-  if (o.dropout != 0) throw std::invalid_argument("LoRA dropout is not implemented: it must be 0");
+  if (!(o.dropout >= 0 && o.dropout < 1))
+    throw std::invalid_argument(fmt::format("LoRA dropout must be in [0, 1), not {}", o.dropout));
   for (const std::string& t : o.targets)
     if (std::find(lora_modules().begin(), lora_modules().end(), t) == lora_modules().end())
       throw std::invalid_argument(fmt::format("no linear layer {} for an adapter", t));
@@ -222,7 +225,8 @@ void build_lora(typename BasicModel<T>::Impl& m) {
       const auto [a, dA] = tensor(stream);
       const auto [b, dB] = tensor(stream + 1);
       m.lora[std::size_t(l)][std::size_t(mod.site)].push_back(
-          {.A = a.data, .B = b.data, .dA = dA, .dB = dB, .in = mod.in, .out = mod.out, .col = mod.col, .u = u});
+          {.A = a.data, .B = b.data, .dA = dA, .dB = dB, .in = mod.in, .out = mod.out, .col = mod.col, .u = u,
+           .draw = stream / 2, .in_begin = a.slice.split() ? a.slice.begin : 0});
       u += lo.rank;
     }
   }
@@ -242,6 +246,22 @@ void lora_reduce_partials(typename BasicModel<T>::Impl& m) {
   m.lora_partial.zero();
 }
 
+namespace {
+
+// LoRA dropout of adapter p's input (or of the gradient through it) into a.lora_xd: the
+// mask of the forward's draw (its seed and row keys), the adapter and the whole model's
+// columns, so that the backward masks as the forward did, at any tp.
+template <typename T>
+const T* masked(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, const LoraPiece<T>& p,
+                const T* x, std::int64_t ldx) {
+  if (ldx != p.in) throw std::logic_error("LoRA dropout: an adapter's input rows are not contiguous");
+  const std::uint64_t seed = backend::mix64(a.dropout_seed ^ backend::mix64(p.draw + 1));
+  m.ops->dropout(a.n, p.in, x, a.row_keys.data(), p.in_begin, seed, m.opt.lora.dropout, a.lora_xd.data());
+  return a.lora_xd.data();
+}
+
+}  // namespace
+
 template <typename T>
 void lora_forward(const typename BasicModel<T>::Impl& m, typename BasicActivations<T>::Impl& a, int l, LoraSite site,
                   const T* x, std::int64_t ldx, T* y, std::int64_t ldy) {
@@ -250,7 +270,8 @@ void lora_forward(const typename BasicModel<T>::Impl& m, typename BasicActivatio
   const T s = T(m.opt.lora.scaling());
   T* u = a.lora_u.data() + a.slot(l) * a.max_tokens * C;
   for (const LoraPiece<T>& p : m.lora[std::size_t(l)][std::size_t(site)]) {
-    m.ops->gemm(false, true, N, r, p.in, T(1), x, ldx, p.A, p.in, T(0), u + p.u, C);
+    const T* in = a.dropout_on ? masked<T>(m, a, p, x, ldx) : x;
+    m.ops->gemm(false, true, N, r, p.in, T(1), in, a.dropout_on ? p.in : ldx, p.A, p.in, T(0), u + p.u, C);
     m.ops->gemm(false, true, N, p.out, r, s, u + p.u, C, p.B, r, T(1), y + p.col, ldy);
   }
 }
@@ -267,8 +288,17 @@ void lora_backward(const typename BasicModel<T>::Impl& m, typename BasicActivati
     const T* dyp = dy + p.col;
     m.ops->gemm(true, false, p.out, r, N, s, dyp, ldy, u + p.u, C, T(1), p.dB, r);    // dB += s·dyᵀ·u
     m.ops->gemm(false, false, N, r, p.out, s, dyp, ldy, p.B, r, T(0), du, r);         // du = s·dy·B
-    m.ops->gemm(true, false, r, p.in, N, T(1), du, r, x, ldx, T(1), p.dA, p.in);      // dA += duᵀ·x
-    m.ops->gemm(false, false, N, p.in, r, T(1), du, r, p.A, p.in, T(1), dx, ldx);     // dx += du·A
+    if (!a.dropout_on) {
+      m.ops->gemm(true, false, r, p.in, N, T(1), du, r, x, ldx, T(1), p.dA, p.in);    // dA += duᵀ·x
+      m.ops->gemm(false, false, N, p.in, r, T(1), du, r, p.A, p.in, T(1), dx, ldx);   // dx += du·A
+      continue;
+    }
+    // Dropout: the input the adapter saw was x·mask/(1 − p), drawn again here.
+    m.ops->gemm(true, false, r, p.in, N, T(1), du, r, masked<T>(m, a, p, x, ldx), p.in, T(1), p.dA, p.in);
+    T* dxd = a.lora_xd.data();
+    m.ops->gemm(false, false, N, p.in, r, T(1), du, r, p.A, p.in, T(0), dxd, p.in);   // du·A, then masked
+    masked<T>(m, a, p, dxd, p.in);
+    m.ops->axpy(N * p.in, T(1), dxd, dx);
   }
 }
 

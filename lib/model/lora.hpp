@@ -23,7 +23,11 @@ constexpr double kMaxLoraAlpha = 1e6;
 struct LoraOptions {
   int rank = 0;                      // 0: no adapters
   double alpha = 16;
-  double dropout = 0;                // on the adapters' input (not implemented: must be 0)
+  // PEFT's lora_dropout: in a training forward (a Batch with a DropoutDraw) each adapter's
+  // input is x·mask/(1 − p) (inverted dropout, the mask drawn per element from the draw's
+  // seed, the token's sequence key and position, the adapter and the column); scoring,
+  // generation and evaluation run without it. In [0, 1).
+  double dropout = 0;
   bool rslora = false;               // s = alpha / √rank instead of alpha / rank
   std::vector<std::string> targets;  // names of lora_modules(); empty: all of them
   // The value head (score.weight, score.bias) trained in full beside the adapters: a copy of
@@ -39,14 +43,15 @@ struct LoraOptions {
 // in lora_modules()' order; std::invalid_argument naming an unknown one.
 std::vector<std::string> parse_lora_targets(const std::string& list);
 
-// Whether two options make the same adapters (rank, alpha, rsLoRA, modules and value head).
+// Whether two options make the same adapters (rank, alpha, rsLoRA, modules, value head and
+// dropout).
 bool same_adapters(const LoraOptions& a, const LoraOptions& b);
-// "rank 8, alpha 16 on q_proj,k_proj" (", rsLoRA" when it is; ", the value head trained"
-// with value_head).
+// "rank 8, alpha 16 on q_proj,k_proj" (", rsLoRA" when it is; ", dropout 0.05" when not 0;
+// ", the value head trained" with value_head).
 std::string describe(const LoraOptions& o);
 
 // std::invalid_argument when the options cannot be used (rank outside [0, kMaxLoraRank], alpha
-// outside (0, kMaxLoraAlpha], dropout not 0, an unknown target).
+// outside (0, kMaxLoraAlpha], dropout outside [0, 1), an unknown target).
 void check_lora(const LoraOptions& o);
 
 }  // namespace braid::model

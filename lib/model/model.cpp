@@ -78,17 +78,20 @@ std::uint64_t name_stream(const std::string& s) {
   return h;
 }
 
-std::int64_t largest_tensor(const std::vector<Layout>& lay) {
+}  // namespace
+
+std::int64_t frozen_gradient_scratch(const ModelConfig& cfg, const ModelOptions& opt) {
+  // What the backward of a frozen base still writes: the norms' gains and the value head
+  // (one row), never a matrix's, the embedding's or the LM head's gradient.
   std::int64_t most = 0;
-  for (const Layout& t : lay) {
+  for (const Layout& t : tensor_layout(cfg, opt)) {
+    if (t.shape.size() != 1 && t.shape[0] != 1) continue;
     std::int64_t k = 1;
     for (auto d : t.shape) k *= d;
     most = std::max(most, k);
   }
   return most;
 }
-
-}  // namespace
 
 std::vector<TensorInfo> tensor_layout(const ModelConfig& cfg, const ModelOptions& opt) {
   return layout(cfg, opt, opt.layers.begin, opt.layers.end < 0 ? cfg.num_hidden_layers : opt.layers.end);
@@ -155,9 +158,9 @@ BasicModel<T>::BasicModel(const ModelConfig& cfg, const ModelOptions& opt, backe
   m.count = total;
   m.params = backend::Buffer<std::byte>(be, std::size_t(total) * elem);
   // A frozen base (LoRA) has no gradients: what the backward and the heads still write for
-  // its tensors goes to one scratch of the largest tensor's size, shared and never read.
+  // its tensors (norm gains, the value head) goes to one scratch, shared and never read.
   const bool frozen = opt.lora.enabled();
-  m.grads = backend::Buffer<T>(be, std::size_t(frozen ? largest_tensor(lay) : total));
+  m.grads = backend::Buffer<T>(be, std::size_t(frozen ? frozen_gradient_scratch(cfg, opt) : total));
   std::int64_t off = 0;
   for (const Layout& t : lay) {
     Tensor<T> x{t.name, t.shape, nullptr, m.grads.data() + (frozen ? 0 : off), 1, t.layer};
@@ -369,7 +372,7 @@ void BasicModel<T>::zero_grad() {
 template <typename T>
 backend::Weights BasicModel<T>::lm_head_weight() const { return impl_->head; }
 template <typename T>
-T* BasicModel<T>::lm_head_grad() { return impl_->head_g; }
+T* BasicModel<T>::lm_head_grad() { return impl_->frozen() ? nullptr : impl_->head_g; }
 
 template <typename T>
 void BasicModel<T>::lm_logits(const T* hidden, std::int64_t rows, T* logits) const {

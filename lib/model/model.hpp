@@ -133,9 +133,20 @@ std::vector<T> whole_values(backend::Backend& be, const TensorParallel& tp, cons
 
 // A packed batch: sequence s is tokens[offsets[s] .. offsets[s+1]). Stages after the
 // first need only offsets.
+// LoRA dropout's draw for one training forward (LoraOptions::dropout > 0): a key per
+// sequence (what it is, not where it sits: the same sequence draws the same mask however the
+// batch is cut) and the seed of this draw (the run's, mixed with the optimizer step).
+struct DropoutDraw {
+  std::span<const std::uint64_t> sequence_keys;
+  std::uint64_t seed = 0;
+};
+
 struct Batch {
   std::span<const std::int32_t> tokens;
   std::span<const std::int64_t> offsets;
+  // A training forward of a model whose adapters have dropout: its draw (the backward of
+  // this forward masks alike). nullptr: no dropout (scoring, generation, evaluation).
+  const DropoutDraw* dropout = nullptr;
 };
 
 // A run of new tokens for one KV-cache slot.
@@ -340,6 +351,7 @@ class BasicModel {
   // Heads (last stage). The LM head matrix [vocab × D] (lm_head.weight or, tied, the
   // embedding), with its storage type; false when the stage has none.
   backend::Weights lm_head_weight() const;
+  // Its gradient; nullptr for a frozen base (LoRA), whose head gets none.
   T* lm_head_grad();
   // logits[rows × vocab] = hidden[rows × D] · Wᵀ, soft-capped where the config says
   // (final_logit_softcapping; under tp: every rank's vocabulary slice, gathered; every rank
@@ -371,6 +383,10 @@ std::int64_t adapter_columns(const ModelOptions& opt);
 // q/k/v/gate/up, B of o/down), whose gradient parts the backward keeps apart until it sums
 // them over the tp group; 0 at tp 1.
 std::int64_t adapter_partial_count(const ModelConfig& cfg, const ModelOptions& opt);
+// A frozen base's (opt.lora) gradient buffer: elements of the one scratch that what its
+// backward still writes goes to (the norms' gains, the value head: the largest vector of the
+// stage), never read.
+std::int64_t frozen_gradient_scratch(const ModelConfig& cfg, const ModelOptions& opt);
 
 // The tensors of a stage as BasicModel would hold them, without building it: Hugging Face
 // names, this tp rank's shapes and the whole model's, in storage order (import and export

@@ -47,6 +47,10 @@ struct LoraPiece {
   T* dA = nullptr;
   T* dB = nullptr;
   std::int64_t in = 0, out = 0, col = 0, u = 0;
+  // Dropout: the adapter's index in the whole model (its draws' stream) and where this
+  // rank's input columns lie among the whole model's (under tp, a row-parallel slice's).
+  std::uint64_t draw = 0;
+  std::int64_t in_begin = 0;
 };
 
 template <typename T>
@@ -95,6 +99,14 @@ struct BasicModel<T>::Impl {
   W score_copy; T* score_copy_g = nullptr;
   W score_bias_copy; T* score_bias_copy_g = nullptr;
   bool frozen() const { return opt.lora.enabled(); }
+  // The widest input of an adapter on this rank (its dropout scratch's row).
+  std::int64_t lora_max_in() const {
+    std::int64_t most = 0;
+    for (const auto& sites : lora)
+      for (const auto& pieces : sites)
+        for (const LoraPiece<T>& p : pieces) most = std::max(most, p.in);
+    return most;
+  }
   bool adapting() const { return lora_cols > 0 && adapters_on; }
   // The value head the forward reads and the backward trains: the trained copy while the
   // adapters are on, else the base's.
@@ -183,6 +195,12 @@ struct BasicActivations<T>::Impl {
   backend::Buffer<T> d_qk_norm;                  // training, qk_norm under tp: this pass's q/k norm gradients [2 hd]
   backend::Buffer<T> lora_u;                     // LoRA: x·Aᵀ of each adapter [slots × N × lora_cols]
   backend::Buffer<T> lora_du;                    // LoRA, training: an adapter's d(x·Aᵀ) [N × rank]
+  // LoRA dropout (training, LoraOptions::dropout > 0): whether the last forward dropped, its
+  // seed, each row's key, and one adapter's masked input (or masked d(input)) [N × its in].
+  bool dropout_on = false;
+  std::uint64_t dropout_seed = 0;
+  backend::Buffer<std::uint64_t> row_keys;
+  backend::Buffer<T> lora_xd;
 
   T* resid_at(int i) { return resid.data() + std::int64_t(i) * max_tokens * D; }
   T* in_at(int l) { return resid_at(l); }                                   // training: layer l's input (l = layers: the output)

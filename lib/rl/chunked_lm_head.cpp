@@ -147,14 +147,19 @@ void ChunkedLmHead<T>::backward(const T* hidden, std::int64_t rows, backend::Wei
                d_hidden_.data(), hidden_);
       model::tp_all_reduce(*be_, tp_, d_hidden_.data(), n * hidden_);
       ops.axpy(n * hidden_, T(1), d_hidden_.data(), d_hidden + r0 * hidden_);
-      ops.gemm(true, false, vocab_, hidden_, n, T(1), logits_.data(), vocab_, h, hidden_, T(1), d_weight, hidden_);
+      if (d_weight) ops.gemm(true, false, vocab_, hidden_, n, T(1), logits_.data(), vocab_, h, hidden_, T(1), d_weight, hidden_);
       continue;
     }
     ops.softmax_stats(logits_.data(), n, vocab_, t, lse_.data(), nullptr, entropy_.data());
     ops.softmax_stats_backward(logits_.data(), n, vocab_, t, lse_.data(), entropy_.data(),
                                d_logprob ? d_logprob + r0 : nullptr, d_entropy ? d_entropy + r0 : nullptr);
     uncap();
-    ops.linear_backward(n, vocab_, hidden_, logits_.data(), weight, h, T(1), d_hidden + r0 * hidden_, d_weight);
+    if (d_weight) {
+      ops.linear_backward(n, vocab_, hidden_, logits_.data(), weight, h, T(1), d_hidden + r0 * hidden_, d_weight);
+    } else {   // a frozen head (LoRA): d_hidden alone
+      ops.gemm(false, false, n, hidden_, vocab_, T(1), logits_.data(), vocab_, weight, hidden_, T(1),
+               d_hidden + r0 * hidden_, hidden_);
+    }
   }
 }
 

@@ -42,7 +42,8 @@ class ChunkedLmHead {
   void forward(const T* hidden, std::int64_t rows, backend::Weights weight, const std::int32_t* targets,
                T* logprob, T* entropy);
   // For upstream d_logprob and d_entropy (either may be null): d_hidden += ∂/∂hidden,
-  // d_weight += ∂/∂W. Rows with t_i < 0 get no logprob gradient.
+  // d_weight += ∂/∂W (none when d_weight is nullptr: a frozen head). Rows with t_i < 0 get no
+  // logprob gradient.
   void backward(const T* hidden, std::int64_t rows, backend::Weights weight, const std::int32_t* targets,
                 const T* d_logprob, const T* d_entropy, T* d_hidden, T* d_weight);
 

@@ -37,6 +37,7 @@ TrainerOptions trainer_options(const CommonTrainOptions& c, double lr, std::size
   t.lr = lr_schedule(c, lr);
   t.micro = {.max_tokens = c.micro_tokens, .max_sequences = 0, .group = group};
   t.recompute = c.recompute;
+  t.seed = c.seed;
   return t;
 }
 
@@ -253,7 +254,7 @@ void check_common(const CommonTrainOptions& c) {
                                    name, name));
     }
   }
-  for (const char* name : {"--lora-alpha", "--rslora", "--lora-targets"}) {
+  for (const char* name : {"--lora-alpha", "--lora-dropout", "--rslora", "--lora-targets"}) {
     if (!c.lora.enabled() && given(name)) {
       throw UsageError(fmt::format("{}: shapes fresh LoRA adapters, which only --lora-rank R > 0 makes (an adapter "
                                    "file given as the model keeps its own): leave {} out or give --lora-rank",
@@ -294,14 +295,25 @@ memory::TrainedModel trained_model(const backend::Backend& be, const TrainedChec
   return m;
 }
 
+std::vector<memory::TrainedModel> trained_models(const backend::Backend& be, const CommonTrainOptions& c,
+                                                 const std::vector<TrainedCheckpoint>& trained) {
+  std::vector<memory::TrainedModel> models;
+  for (const TrainedCheckpoint& t : trained) models.push_back(trained_model(be, t, c));
+  return models;
+}
+
 }  // namespace
+
+memory::Prediction training_memory(const backend::Backend& be, const CommonTrainOptions& c,
+                                   const std::vector<TrainedCheckpoint>& trained) {
+  return memory::predict_training(trained_models(be, c, trained), c.micro_tokens, c.recompute);
+}
 
 std::optional<memory::Prediction> require_device_memory(const backend::Backend& be, const CommonTrainOptions& c,
                                                         const std::vector<TrainedCheckpoint>& trained,
                                                         const std::function<memory::Prediction(const backend::Backend&)>& before_training) {
   if (!be.device_memory()) return std::nullopt;
-  std::vector<memory::TrainedModel> models;
-  for (const TrainedCheckpoint& t : trained) models.push_back(trained_model(be, t, c));
+  const std::vector<memory::TrainedModel> models = trained_models(be, c, trained);
   memory::Prediction p = memory::predict_training(models, c.micro_tokens, c.recompute);
   if (before_training) {
     memory::Prediction before = before_training(be);

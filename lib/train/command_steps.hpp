@@ -95,6 +95,11 @@ struct TrainedCheckpoint {
   std::string checkpoint, role;
   ObjectiveKind kind;
 };
+// The memory of the models trained together on backend `be` (memory::predict_training at
+// --micro-tokens, with --dtype, --lora-* and --recompute), from the checkpoints' headers: what
+// require_device_memory checks on a GPU, and bench/train/memory_1b.sh prints for the host.
+memory::Prediction training_memory(const backend::Backend& be, const CommonTrainOptions& c,
+                                   const std::vector<TrainedCheckpoint>& trained);
 // Before any model is loaded, on a backend that reports its free memory (a GPU): the device
 // memory of the models trained together (memory::predict_training at --micro-tokens), or of
 // what runs before training (DPO's reference pass, `before_training`) where that is larger,

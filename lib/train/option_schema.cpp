@@ -99,6 +99,13 @@ const cli::OptionSchema<Common>& common_schema() {
                    {.flag = "--lora-alpha", .type = number,
                     .help = "LoRA: the adapters' scale is alpha / rank (alpha / sqrt(rank) with --rslora)",
                     .key = "lora_alpha", .bounds = {.min = 0, .max = 1e6, .exclusive_min = true}}),
+      field<Common>([](Common& o) -> double& { return o.lora.dropout; },
+                   {.flag = "--lora-dropout", .type = number,
+                    .help = "LoRA: dropout on each adapter's input in training (PEFT's lora_dropout; the masks drawn "
+                            "from --seed, the optimizer step and each token's sequence and position)",
+                    .key = "lora_dropout", .bounds = {.min = 0, .max = 0.999},
+                    .doc = "LoRA: dropout on each adapter's input while training (PEFT's `lora_dropout`; below, "
+                           "\"LoRA\")"}),
       field<Common>([](Common& o) -> bool& { return o.lora.rslora; },
                    {.flag = "--rslora", .type = boolean,
                     .help = "LoRA: scale the adapters by alpha / sqrt(rank) (rsLoRA)", .show_default = false}),

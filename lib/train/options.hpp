@@ -132,6 +132,7 @@ struct TrainerOptions {
   data::MicroBatchLimits micro;
   int recompute = 0;                  // model::ActivationOptions::recompute
   optim::DataParallel data_parallel;
+  std::uint64_t seed = 0;             // LoRA dropout's draws (train/lora_dropout.hpp): the run's --seed
 };
 
 }  // namespace braid::train

@@ -54,8 +54,9 @@ struct PipelineModel {
   optim::AdamWConfig adamw;
   backend::DType dtype = backend::DType::f32;   // storage of the weights (masters in AdamW)
   // LoRA (model/lora.hpp): fresh adapters on a base checkpoint, A seeded by lora_seed (an
-  // adapter file as the checkpoint keeps its own; these must then be off or the same). The
-  // stages train their adapters alone, and save() gathers them into one adapter file.
+  // adapter file as the checkpoint keeps its own; these must then be off or the same), and
+  // so are the draws of their dropout (train/lora_dropout.hpp). The stages train their
+  // adapters alone, and save() gathers them into one adapter file.
   model::LoraOptions lora;
   std::uint64_t lora_seed = 0;
 };

@@ -2,6 +2,8 @@
 // activations and gradients moving between devices through the schedule's buffers.
 #include "train/pipeline_impl.hpp"
 
+#include "train/lora_dropout.hpp"
+
 #include <chrono>
 #include <fmt/format.h>
 #include <stdexcept>
@@ -138,7 +140,8 @@ void FusedPipeline::Impl::run_stream(std::span<const std::vector<io::SampleBatch
       case sched::Op::F: {
         const auto t0 = Clock::now();
         model::Activations& acts = slot(in.task);
-        ms.model->forward({mb.tokens, mb.offsets}, acts);
+        const LoraDropout dropout(*ms.model, mb, ms.spec.lora_seed, ms.adamw->steps_taken());
+        ms.model->forward({mb.tokens, mb.offsets, dropout.draw()}, acts);
         if (ms.model->is_last_stage()) {
           ms.totals.add(ms.spec.objective->loss_and_grad(*ms.model, acts, mb, ms.loss_scale));
         }

@@ -3,6 +3,7 @@
 #include "checkpoint/adapters.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "train/lora_dropout.hpp"
 
 #include <fmt/format.h>
 
@@ -90,7 +91,8 @@ StepStats Trainer::step(std::span<const io::SampleBatch> mbs) {
   m_->zero_grad();
   try {
     for (const io::SampleBatch& mb : mbs) {
-      m_->forward({mb.tokens, mb.offsets}, acts_);
+      const LoraDropout dropout(*m_, mb, opt_.seed, adamw_.steps_taken());
+      m_->forward({mb.tokens, mb.offsets, dropout.draw()}, acts_);
       totals.add(obj_->loss_and_grad(*m_, acts_, mb, scale));
       m_->backward(acts_);
       s.tokens += static_cast<std::int64_t>(mb.token_count());

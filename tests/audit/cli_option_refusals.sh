@@ -40,12 +40,14 @@ refused "min-lr, constant rate" --min-lr -- "${TRAIN[@]}" --min-lr 1e-6
 refused "total-steps, constant rate" --total-steps -- "${TRAIN[@]}" --total-steps 3
 refused "lr-calls, constant rate" --lr-calls -- "${TRAIN[@]}" --lr-calls 2
 refused "lora-alpha without adapters" --lora-alpha -- "${TRAIN[@]}" --lora-alpha 8
+refused "lora-dropout without adapters" --lora-dropout -- "${TRAIN[@]}" --lora-dropout 0.1
 refused "rslora without adapters" --rslora -- "${TRAIN[@]}" --rslora
 refused "lora-targets without adapters" --lora-targets -- "${TRAIN[@]}" --lora-targets q,v
 "${TRAIN[@]}" --lr-schedule cosine --min-lr 1e-6 --total-steps 3 --lr-calls 2 > /dev/null || fail "cosine decay refused"
 [ -e out.h5 ] || fail "cosine decay wrote no checkpoint"
 rm -f out.h5 out.optim.h5
-"${TRAIN[@]}" --lora-rank 2 --lora-alpha 8 --rslora --lora-targets q,v > /dev/null || fail "adapters refused"
+"${TRAIN[@]}" --lora-rank 2 --lora-alpha 8 --lora-dropout 0.1 --rslora --lora-targets q,v > /dev/null ||
+  fail "adapters refused"
 rm -f out.h5 out.optim.h5
 
 SCORE=("$B/braid-score" -q gen/gen-00000.h5 -o scored --reward-rule digits --threads 1)

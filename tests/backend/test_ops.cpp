@@ -453,6 +453,24 @@ OpCase softcap_case() {
   });
 }
 
+// Inverted dropout (LoRA's): the same elements kept on every backend (the draw is keyed by
+// the row's key and the column, col0 shifting the columns), the kept ones scaled by 1/(1 − p),
+// in place as well as out of place. A different mask would leave an NMSE of about p.
+OpCase dropout_case() {
+  return op_case("dropout", be::Op::elementwise, []<typename T>(be::Backend& b) {
+    const std::int64_t rows = 37, cols = 300;
+    std::vector<std::uint64_t> keys(static_cast<std::size_t>(rows));
+    for (std::size_t r = 0; r < keys.size(); ++r) keys[r] = 0x5eed0000ull + 7 * r;
+    be::Buffer<std::uint64_t> dkeys(b, keys.size());
+    b.copy_to_device(dkeys.data(), keys.data(), keys.size() * sizeof(std::uint64_t));
+    auto x = upload<T>(b, random_values(std::size_t(rows * cols), 37));
+    be::Buffer<T> out(b, std::size_t(rows * cols));
+    b.ops<T>().dropout(rows, cols, x.data(), dkeys.data(), 5, 99, 0.3, out.data());
+    b.ops<T>().dropout(rows, cols, x.data(), dkeys.data(), 0, 7, 0.5, x.data());
+    return Outputs{{"out", download(b, out)}, {"in place", download(b, x)}};
+  });
+}
+
 OpCase elementwise_case() {
   return op_case("axpy, scale, sum_squares", be::Op::elementwise, []<typename T>(be::Backend& b) {
     // Larger than the CPU's parallel grain (2^15), so several chunks are summed.
@@ -711,6 +729,7 @@ std::vector<OpCase> all_cases() {
   cases.push_back(gated_case(false));
   cases.push_back(gated_case(true));
   cases.push_back(softcap_case());
+  cases.push_back(dropout_case());
   cases.push_back(elementwise_case());
   cases.push_back(softmax_stats_case());
   cases.push_back(adamw_case());

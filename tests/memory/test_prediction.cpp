@@ -182,7 +182,8 @@ BOOST_AUTO_TEST_CASE(each_piece_is_what_the_engine_allocates) {
 
 // The families' pieces (biases' column of ones, q/k norms, Gemma's norms, a second rotary
 // table, the capped logits of the LM head), also at tp 2 (a slice's heads; q/k norm grads),
-// with LoRA, and with LoRA at tp 2 (the adapters' slices, the replicated ones' gradient parts).
+// with LoRA, and with LoRA at tp 2 (the adapters' slices, the replicated ones' gradient parts),
+// and with LoRA dropout (a masked input of the widest adapter, a key per row).
 BOOST_AUTO_TEST_CASE(every_family_is_predicted) {
   for (const auto& f : braid::test::family_configs({.hidden = 16, .heads = 4, .kv_heads = 2, .head_dim = 6,
                                                     .inter = 20, .vocab = 97, .layers = 2, .max_positions = 32})) {
@@ -193,7 +194,9 @@ BOOST_AUTO_TEST_CASE(every_family_is_predicted) {
                                           model::ModelOptions{.lora = {.rank = 2}},
                                           model::ModelOptions{.lm_head = false, .value_head = true,
                                                               .tp = {2, 1, nullptr},
-                                                              .lora = {.rank = 2, .value_head = true}}}) {
+                                                              .lora = {.rank = 2, .value_head = true}},
+                                          model::ModelOptions{.lora = {.rank = 2, .dropout = 0.1,
+                                                                       .targets = {"q_proj", "down_proj"}}}}) {
       BOOST_TEST_CONTEXT(f.name << ", value head " << o.value_head << ", tp " << o.tp.size << ", LoRA rank "
                                 << o.lora.rank) {
         CountingBackend b;

@@ -127,11 +127,14 @@ struct Pass {
 };
 
 template <typename T>
-Pass<T> run(model::BasicModel<T>& m, const Sequences& s, bool backward, int recompute = 0) {
+Pass<T> run(model::BasicModel<T>& m, const Sequences& s, bool backward, int recompute = 0,
+           const model::DropoutDraw* draw = nullptr) {
   const auto n = std::size_t(s.tokens.size());
   auto acts = m.make_activations({.max_tokens = 32, .max_sequences = 4, .training = true, .recompute = recompute});
   m.zero_grad();
-  m.forward(s.batch(), acts);
+  model::Batch batch = s.batch();
+  batch.dropout = draw;
+  m.forward(batch, acts);
   rl::ChunkedLmHead<T> head(m, /*chunk_rows*/ 4);
   const std::vector<std::int32_t> targets = rl::next_token_targets(s.batch());
   Pass<T> p;
@@ -254,11 +257,15 @@ BOOST_AUTO_TEST_CASE(every_family_matches_the_whole_model) {
 // o/down by columns, the other factor replicated), with the value head's trained copy: each
 // rank's adapters are its slice of the whole model's (the same seed), and the forward, the
 // heads and every adapter's gradient (the replicated ones summed over the group) are the
-// whole model's to the tolerances above, keeping or recomputing every layer's activations.
+// whole model's to the tolerances above, keeping or recomputing every layer's activations; and
+// with dropout on the adapters' input (the mask of each element the same at any tp: drawn by
+// the whole model's column).
 template <typename T>
-void check_lora_adapters() {
+void check_lora_adapters(double dropout) {
   Pair<T> pair(config(false), /*value_head*/ true, /*value_bias*/ false,
-               {.rank = 3, .alpha = 5, .value_head = true});
+               {.rank = 3, .alpha = 5, .dropout = dropout, .value_head = true});
+  const std::vector<std::uint64_t> keys{7, 8, 9};
+  const model::DropoutDraw draw{.sequence_keys = keys, .seed = 3};
   double worst_init = 0;
   for (const auto& t : pair.part.adapters()) {
     const auto* w = &*std::find_if(pair.whole.adapters().begin(), pair.whole.adapters().end(),
@@ -271,7 +278,7 @@ void check_lora_adapters() {
   BOOST_TEST(worst_init == 0.0);
   const Sequences s({9, 6, 11});
   for (int recompute : {0, 1}) {
-    const Pass<T> want = run(pair.whole, s, true), got = run(pair.part, s, true, recompute);
+    const Pass<T> want = run(pair.whole, s, true, 0, &draw), got = run(pair.part, s, true, recompute, &draw);
     const double forward = std::max({rel_diff(got.hidden.data(), want.hidden.data(), want.hidden.size()),
                                      rel_diff(got.logprob.data(), want.logprob.data(), want.logprob.size()),
                                      rel_diff(got.values.data(), want.values.data(), want.values.size())});
@@ -286,15 +293,18 @@ void check_lora_adapters() {
       BOOST_TEST(largest_abs(slice) > 0, t.name << ": no gradient to compare");
       worst = std::max(worst, d);
     }
-    BOOST_TEST_MESSAGE("tp " << pair.world->size() << " LoRA (" << sizeof(T) * 8 << " bit, recompute " << recompute
+    BOOST_TEST_MESSAGE("tp " << pair.world->size() << " LoRA (" << sizeof(T) * 8 << " bit, dropout " << dropout
+                             << ", recompute " << recompute
                              << "): worst forward difference " << forward << ", worst adapter gradient difference "
                              << worst);
   }
 }
 
 BOOST_AUTO_TEST_CASE(lora_adapters_match_the_whole_model) {
-  check_lora_adapters<double>();
-  check_lora_adapters<float>();
+  for (double dropout : {0.0, 0.25}) {
+    check_lora_adapters<double>(dropout);
+    check_lora_adapters<float>(dropout);
+  }
 }
 
 // Prefill two prompts into a KV cache split by heads, then decode greedily: the logits

@@ -6,8 +6,8 @@
 # losses; dpo's reference is the base (adapters off); --recompute changes no loss; rm trains its
 # value head beside the adapters and learns (held-out pair accuracy); braid export
 # writes a PEFT adapter folder (braid import reads it back) or, with --merge, the merged model
-# (its loss the adapted one's); bad LoRA options exit 2 naming the option or field, nothing
-# written.
+# (its loss the adapted one's); --lora-dropout recorded in the adapter file and the PEFT folder
+# and read back; bad LoRA options exit 2 naming the option or field, nothing written.
 . "$BRAID_SOURCE/tests/common/cli.sh"
 B="${BRAID_BIN:?}"
 
@@ -144,6 +144,26 @@ import json
 a, b = (json.load(open(f"lr0-{m}.json"))["calls"]["actor_train"]["per_step"][0]["loss"] for m in ("ad2", "merged"))
 assert abs(a - b) <= 1e-5 * abs(a), (a, b)
 PY
+# LoRA dropout (--lora-dropout, PEFT's lora_dropout): the adapter file records it, the PEFT
+# folder says it, and it comes back through braid import; the losses are not the ones without.
+"$B/braid-train" sft sft.jsonl --actor base.h5 --actor-out drop.h5 --lora-rank 4 --lora-alpha 8 --lora-dropout 0.25 \
+  --lora-targets q,v,o,down --epochs 3 --stats drop.json "${COMMON[@]}" > /dev/null
+"$B/braid" export drop.h5 -o peft-drop > /dev/null
+"$B/braid" import peft-drop --base base.h5 -o drop-back.h5 > /dev/null
+python3 - <<'PY' || fail "lora_dropout does not round-trip"
+import json, subprocess, os
+b = os.environ["BRAID_BIN"]
+def config(p):
+    return json.loads(subprocess.run([b + "/braid", "inspect", "--json", p], capture_output=True, check=True).stdout)["adapter_config"]
+assert config("drop.h5")["lora_dropout"] == 0.25, config("drop.h5")
+assert json.load(open("peft-drop/adapter_config.json"))["lora_dropout"] == 0.25
+assert config("drop-back.h5")["lora_dropout"] == 0.25, config("drop-back.h5")
+assert json.load(open("peft/adapter_config.json"))["lora_dropout"] == 0
+def losses(p):
+    return [s["loss"] for s in json.load(open(p))["calls"]["actor_train"]["per_step"]]
+a, b2 = losses("s1.json"), losses("drop.json")
+assert a[0] == b2[0] and a[1] != b2[1] and b2[-1] < b2[0], (a, b2)   # B starts at 0: step 1 alike
+PY
 cp -r peft peft-bad
 # bad_peft CHANGE: peft-bad with adapter_config.json's keys CHANGE ('"r": 8') imported:
 # exit 2, nothing written, the message in err.txt.
@@ -197,4 +217,6 @@ grep -q "alpha" err.txt || fail "alpha not named: $(cat err.txt)"
 expect_exit2 "other options than the file's" --actor ad1.h5 --lora-rank 8
 grep -q "adapter_config" err.txt || fail "the conflict does not name adapter_config: $(cat err.txt)"
 expect_exit2 "negative recompute" --actor base.h5 --recompute -1
+expect_exit2 "dropout 1" --actor base.h5 --lora-rank 2 --lora-dropout 1
+grep -q -- "--lora-dropout" err.txt || fail "dropout 1 not named: $(cat err.txt)"
 echo OK

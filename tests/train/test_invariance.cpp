@@ -1,7 +1,8 @@
 // A step's update does not depend on how its mini-batch is cut: for every objective
 // (PPO actor, GRPO actor, PPO critic, reward model, SFT, DPO and IPO), the same mini-batch of
 // sequences of different lengths split into 1, 2, 3 and 7 micro-batches gives the same
-// gradient, loss and updated weights, to float rounding.
+// gradient, loss and updated weights, to float rounding; and so does a LoRA model with
+// dropout on its adapters' input.
 //
 // Tolerances: gradients within 1e-5 of the largest gradient element (float sums taken
 // in another order); weights within 2e-6 after one AdamW step at lr 1e-2 with eps 1e-3
@@ -70,10 +71,13 @@ struct Result {
   train::StepStats stats;
 };
 
-Result step_split(const Case& c, const io::SampleBatch& batch, int pieces) {
+// With `lora` (rank > 0) the model trains adapters (B random, the value head beside them).
+Result step_split(const Case& c, const io::SampleBatch& batch, int pieces, model::LoraOptions lora = {}) {
   auto be = backend::make_cpu_backend(1);
-  model::Model m(tiny(), {.lm_head = !c.value_head, .value_head = c.value_head}, *be);
+  lora.value_head = lora.enabled() && c.value_head;
+  model::Model m(tiny(), {.lm_head = !c.value_head, .value_head = c.value_head, .lora = lora}, *be);
   m.init_random(11, 0.1);
+  if (lora.enabled()) m.init_adapters(12, 0.1);
   auto obj = c.make();
   train::TrainerOptions opt;
   opt.lr = {.peak_lr = 1e-2, .min_lr = 1e-2, .kind = optim::LrSchedule::Kind::constant};
@@ -93,6 +97,13 @@ Result step_split(const Case& c, const io::SampleBatch& batch, int pieces) {
   BOOST_REQUIRE_EQUAL(mbs.size(), static_cast<std::size_t>(pieces));
   Result r;
   r.stats = t.step(mbs);
+  if (lora.enabled()) {
+    for (const auto& a : m.adapters()) {
+      r.grads.insert(r.grads.end(), a.grad, a.grad + a.numel);
+      r.weights.insert(r.weights.end(), a.data, a.data + a.numel);
+    }
+    return r;
+  }
   r.grads.assign(m.gradients().begin(), m.gradients().end());
   r.weights.assign(m.parameters().begin(), m.parameters().end());
   return r;
@@ -145,6 +156,32 @@ BOOST_AUTO_TEST_CASE(a_loss_mask_gives_one_update_however_the_mini_batch_is_spli
       const double dg = max_difference(one.grads, split.grads);
       BOOST_TEST(dg <= 1e-5 * top, c.name << " masked, in " << pieces << ": gradient apart by " << dg);
       BOOST_TEST(max_difference(one.weights, split.weights) <= 2e-6, c.name << " masked, in " << pieces);
+      BOOST_TEST(split.stats.loss == one.stats.loss, boost::test_tools::tolerance(1e-5));
+    }
+  }
+}
+
+// LoRA dropout (p 0.3 on every adapter's input): the masks are drawn by each sequence and
+// token position and the optimizer step, not by the micro-batch a sequence lands in, so the
+// update is the same however the mini-batch is cut, to the tolerances above; and the masks act
+// (the loss is not the one without dropout).
+BOOST_AUTO_TEST_CASE(lora_dropout_gives_one_update_however_the_mini_batch_is_split) {
+  const io::SampleBatch batch = uneven_batch(5);
+  const model::LoraOptions lora{.rank = 2, .alpha = 4, .dropout = 0.3};
+  for (const Case& c : test::objective_cases()) {
+    const Result one = step_split(c, batch, 1, lora);
+    const Result plain = step_split(c, batch, 1, {.rank = 2, .alpha = 4});
+    const double top = largest(one.grads);
+    BOOST_TEST(top > 1e-3, c.name << ": the gradient is not trivially zero");
+    BOOST_TEST(std::abs(one.stats.loss - plain.stats.loss) > 1e-6 * std::abs(plain.stats.loss),
+               c.name << ": dropout leaves the loss as it was");
+    for (const int pieces : {2, 7}) {
+      const Result split = step_split(c, batch, pieces, lora);
+      const double dg = max_difference(one.grads, split.grads);
+      BOOST_TEST_MESSAGE(c.name << " (LoRA dropout), " << pieces << " micro-batches: gradient apart " << dg
+                                << " (largest " << top << ")");
+      BOOST_TEST(dg <= 1e-5 * top, c.name << " with dropout, in " << pieces << ": gradient apart by " << dg);
+      BOOST_TEST(max_difference(one.weights, split.weights) <= 2e-6, c.name << " with dropout, in " << pieces);
       BOOST_TEST(split.stats.loss == one.stats.loss, boost::test_tools::tolerance(1e-5));
     }
   }

@@ -1,6 +1,7 @@
-// Embedding gather/scatter and the vector ops (axpy, scale, Σx², soft-capping).
+// Embedding gather/scatter and the vector ops (axpy, scale, Σx², soft-capping, dropout).
 #include "backend/cpu/kernels.hpp"
 #include "backend/cpu/thread_pool.hpp"
+#include "backend/dropout_draw.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -72,6 +73,20 @@ void softcap_backward(std::int64_t n, double cap, const T* y, T* d) {
   });
 }
 
+template <typename T>
+void dropout(std::int64_t rows, std::int64_t cols, const T* x, const std::uint64_t* row_keys, std::int64_t col0,
+             std::uint64_t seed, double p, T* out) {
+  const T kept = T(1.0 / (1.0 - p));
+  parallel_for(rows, std::max<std::int64_t>(1, kParallelMin / std::max<std::int64_t>(cols, 1)),
+               [&](std::int64_t lo, std::int64_t hi) {
+                 for (std::int64_t r = lo; r < hi; ++r)
+                   for (std::int64_t c = 0; c < cols; ++c) {
+                     const std::int64_t i = r * cols + c;
+                     out[i] = dropout_keeps(seed, row_keys[r], col0 + c, p) ? x[i] * kept : T(0);
+                   }
+               });
+}
+
 #define BRAID_INSTANTIATE(T)                                                                       \
   template void embedding_forward<T>(const std::int32_t*, std::int64_t, const T*, std::int64_t, T*); \
   template void embedding_backward<T>(const std::int32_t*, std::int64_t, const T*, std::int64_t, T*); \
@@ -79,7 +94,9 @@ void softcap_backward(std::int64_t n, double cap, const T* y, T* d) {
   template void scale<T>(std::int64_t, T, T*);                                                      \
   template double sum_squares<T>(std::int64_t, const T*);                                          \
   template void softcap<T>(std::int64_t, double, T*);                                               \
-  template void softcap_backward<T>(std::int64_t, double, const T*, T*);
+  template void softcap_backward<T>(std::int64_t, double, const T*, T*);                              \
+  template void dropout<T>(std::int64_t, std::int64_t, const T*, const std::uint64_t*, std::int64_t,  \
+                           std::uint64_t, double, T*);
 BRAID_INSTANTIATE(float)
 BRAID_INSTANTIATE(double)
 #undef BRAID_INSTANTIATE

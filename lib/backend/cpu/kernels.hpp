@@ -98,6 +98,9 @@ template <typename T>
 void softcap(std::int64_t n, double cap, T* x);
 template <typename T>
 void softcap_backward(std::int64_t n, double cap, const T* y, T* d);
+template <typename T>
+void dropout(std::int64_t rows, std::int64_t cols, const T* x, const std::uint64_t* row_keys, std::int64_t col0,
+             std::uint64_t seed, double p, T* out);
 
 template <typename T>
 void softmax_stats(const T* logits, std::int64_t rows, std::int64_t vocab, const std::int32_t* targets,

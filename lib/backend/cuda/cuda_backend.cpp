@@ -145,6 +145,10 @@ class CudaOps final : public Ops<float> {
   void softcap_backward(std::int64_t n, double cap, const float* y, float* d) override {
     cuda::softcap_backward(stream(), n, float(cap), y, d);
   }
+  void dropout(std::int64_t rows, std::int64_t cols, const float* x, const std::uint64_t* row_keys, std::int64_t col0,
+               std::uint64_t seed, double p, float* out) override {
+    cuda::dropout(stream(), rows, cols, x, row_keys, col0, seed, p, out);
+  }
   double sum_squares(std::int64_t n, const float* x) override {
     const std::span<const float> one(x, std::size_t(n));
     return global_sum_squares(std::span(&one, 1));

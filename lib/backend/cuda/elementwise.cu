@@ -2,6 +2,7 @@
 
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/reduce.cuh"
+#include "backend/dropout_draw.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -30,6 +31,15 @@ __global__ void softcap_backward_kernel(std::int64_t n, float cap, const float* 
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
     const float t = y[i] / cap;
     d[i] *= 1.0f - t * t;
+  }
+}
+
+__global__ void dropout_kernel(std::int64_t rows, std::int64_t cols, const float* x, const std::uint64_t* row_keys,
+                               std::int64_t col0, std::uint64_t seed, double p, float kept, float* out) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / cols, c = i - r * cols;
+    out[i] = dropout_keeps(seed, row_keys[r], col0 + c, p) ? x[i] * kept : 0.0f;
   }
 }
 
@@ -87,6 +97,15 @@ void softcap_backward(cudaStream_t s, std::int64_t n, float cap, const float* y,
   if (n <= 0) return;
   softcap_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(n, cap, y, d);
   check_launch("softcap_backward");
+}
+
+void dropout(cudaStream_t s, std::int64_t rows, std::int64_t cols, const float* x, const std::uint64_t* row_keys,
+             std::int64_t col0, std::uint64_t seed, double p, float* out) {
+  const std::int64_t n = rows * cols;
+  if (n <= 0) return;
+  dropout_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(rows, cols, x, row_keys, col0, seed, p,
+                                                             float(1.0 / (1.0 - p)), out);
+  check_launch("dropout");
 }
 
 void sum_squares_partials(cudaStream_t s, std::int64_t n, const float* x, double* partial) {
