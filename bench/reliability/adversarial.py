@@ -13,7 +13,7 @@ planner's inputs (profiles, clusters, experiments, schedspecs, schedules under
   bad-exit  any other exit (1: an internal error), or exit 2 not naming the file or field
   silent    exit 0 where the input should have been refused (an accepted-bad case)
 
-    bench/reliability/adversarial.py BUILD_BIN [--keep DIR] [--only CLASS]
+    bench/reliability/adversarial.py BUILD_BIN [--keep DIR] [--only CLASS[/SUBCLASS]]
 
 prints one line per case that is not clean (refused or rightly accepted) and a table of counts
 per class; exits 1 when any case is a signal, a hang, a bad exit or silent. Needs python3 with
@@ -76,8 +76,12 @@ def dotted(path):
 
 
 class Round:
-    def __init__(self, bin_dir, work):
+    def __init__(self, bin_dir, work, only=()):
         self.bin, self.work = bin_dir, work
+        # --only: when it names a subclass (plan/schedule), only its cases and those of the whole
+        # classes named run; otherwise every case of the classes run.
+        self.subclasses = [o for o in only if "/" in o]
+        self.whole = [o for o in only if "/" not in o]
         self.counts = {}
         self.findings = []
         self.runs = 0
@@ -88,6 +92,8 @@ class Round:
     def case(self, klass, name, cmd, names, may_accept=False, cwd=None, stdin=None, then=None):
         """Runs cmd; names: the texts a refusal must hold (the file, the field). then: where cmd (a
         dry run) accepts what it should not, the command that does the work, whose refusal counts."""
+        if self.subclasses and klass not in self.subclasses and klass.split("/")[0] not in self.whole:
+            return None
         self.runs += 1
         start = time.time()
 
@@ -132,8 +138,10 @@ class Round:
                 f.write(dump(doc))
             field = str(p[-1]) if not isinstance(p[-1], int) else str(p[-2])
             field = ("rope_type", "type") if field == "rope_type" else field  # transformers reads either
-            if p == ("algorithm",) and label == "deleted":
-                field = "required by ppo"  # the default algorithm's need names what is missing
+            if p[0] == "made_from" and len(p) > 1:
+                field = (field, "made_from: fingerprint")  # a record changed is refused whole by its fingerprint
+            if p == ("algorithm",) and label == "deleted" and klass.startswith("run/"):
+                field = "required by ppo"  # a run file's default algorithm's need names what is missing
             self.case(klass, f"{dotted(p)}={label}", cmd, [os.path.basename(file_name), field],
                       may_accept=may_take(label, p), then=then)
 
@@ -449,7 +457,7 @@ def peft_class(r):
             return True
         if key == "megatron_core" and label == "string":
             return True
-        if key == "init_lora_weights" and label in ("true", "string"):
+        if key == "init_lora_weights" and label == "true":
             return True
         return False
 
@@ -542,10 +550,15 @@ def plan_class(r):
             "--time-limit", "0.3", "--iterations", "2000", "-o", "plan/plan.json"]
     descriptive = {"name", "comment", "note", "source"}
 
+    # Keys docs/formats-plan.md documents as optional, with a default or as absent.
+    optional = {("ppo_epochs",), ("device_memory_gb",), ("intra_node_gbs",), ("inter_node_gbs",),
+                ("memory_reserve",), ("models", 0, "layer_prefill"), ("models", 0, "sample"), ("models", 0, "spread"),
+                ("models", 0, "train_extra"), ("host",)}
+
     def may_take(label, p):
         if p[0] in descriptive:
             return label in ("deleted", "string")
-        return False
+        return label == "deleted" and p in optional
 
     for name in ("experiment", "cluster-1x2"):
         r.json_cases(f"plan/{name}", docs[name], f"plan/{name}.json", mesh, may_take, depth=3)
@@ -566,8 +579,8 @@ def plan_class(r):
             return True  # no limit, or one no schedule reaches
         if p == ("p2p_time",) and label == "deleted":
             return True
-        if p == ("models", 0, "replicas") and label == "deleted":
-            return True
+        if p in (("models", 0, "replicas"), ("models", 0, "name")) and label == "deleted":
+            return True  # documented defaults: 1, model<i>
         return False
 
     sg = [r.tool("braid-schedgen"), "--time-limit", "0.1", "--iterations", "500"]
@@ -584,7 +597,16 @@ def plan_class(r):
               "lower_bound_reached"}
 
     def sched_may_take(label, p):
-        return p[0] in record and label == "deleted"
+        if p[0] in record and label == "deleted":
+            return True
+        if p == ("made_from",) and label == "deleted":
+            return True  # a schedule that records nothing (made before records, or by hand)
+        if p in (("made_from", "given"), ("made_from", "output")) and label in ("deleted", "null"):
+            return True  # optional in a record, and outside its fingerprint
+        if p[:2] == ("search", "t0_cycle") and len(p) == 3 and label in ("1e300", "2^63"):
+            return True  # --t0-cycle takes any positive factor (a rank that never cools: cli_schedgen.sh)
+        # The spec inside takes what a schedspec takes, but every key: it is written whole.
+        return p[0] == "spec" and label != "deleted" and spec_may_take(label, p[1:])
 
     r.json_cases("plan/schedule", sched, "plan/v-schedule.json",
                  [r.tool("braid-schedgen"), "--verify", "plan/v-schedule.json"], sched_may_take, depth=4)
@@ -631,6 +653,8 @@ def faults_class(r):
              "peft/fs-r-stage0.h5"),
             ("schedgen", [B("braid-schedgen"), "plan/spec.json", "--time-limit", "0.1", "-o", "plan/fs.json"],
              "plan/fs.json")]:
+        if r.subclasses and "faults/file-size" not in r.subclasses and "faults" not in r.whole:
+            break
         r.runs += 1
         p = subprocess.run(cmd, cwd=r.work, preexec_fn=limit, capture_output=True, timeout=BOUND)
         err = p.stderr.decode("utf-8", "replace")
@@ -656,14 +680,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bin", help="the folder of the built tools (build/bin)")
     ap.add_argument("--keep", help="work in this folder and keep it (default: a temporary one, removed)")
-    ap.add_argument("--only", action="append", choices=sorted(CLASSES), help="run only these classes")
+    ap.add_argument("--only", action="append", metavar="CLASS[/SUBCLASS]",
+                    help=f"run only these classes ({', '.join(sorted(CLASSES))}), or one subclass of a class's table "
+                         "(plan/schedule)")
     a = ap.parse_args()
     work = a.keep or tempfile.mkdtemp(prefix="braid-adversarial-")
     os.makedirs(work, exist_ok=True)
     os.environ["BRAID_READ_TIMEOUT"] = "2"
-    r = Round(os.path.abspath(a.bin), work)
+    for o in a.only or []:
+        if o.split("/")[0] not in CLASSES:
+            ap.error(f"--only {o}: no such class (known: {', '.join(sorted(CLASSES))})")
+    r = Round(os.path.abspath(a.bin), work, a.only or [])
     start = time.time()
-    only = a.only or list(CLASSES)
+    only = [o.split("/")[0] for o in a.only] if a.only else list(CLASSES)
     for name in CLASSES:
         if name in only or name == "chat" and "faults" in only or name in ("peft", "plan", "data") and "faults" in only:
             CLASSES[name](r)

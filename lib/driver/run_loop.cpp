@@ -498,7 +498,10 @@ std::vector<std::string> prepare_plan(RunSpec& spec, const Layout& layout, const
     std::optional<ordered_json> record;
     try {
       const json doc = load_json_file(out.string());
-      if (doc.is_object() && doc.contains("made_from")) record = io::parse_made_from(doc["made_from"].dump(), out.string());
+      if (doc.is_object() && doc.contains("made_from")) {
+        record = io::parse_made_from(doc["made_from"].dump(), out.string());
+        if (auto why = made_from_problem(*record)) throw InputError(out.string(), "made_from", *why);
+      }
     } catch (const InputError& e) {
       log::warn("{}: made again: {}", out.string(), e.what());
       return true;

@@ -89,9 +89,11 @@ std::vector<std::filesystem::path> export_peft(const std::filesystem::path& adap
                       {"modules_to_save", lo.value_head ? json{"score"} : json(nullptr)},
                       {"init_lora_weights", true},
                       {"inference_mode", true}};
-  std::filesystem::create_directories(out_dir);
-  const auto weights = out_dir / "adapter_model.safetensors";
-  const auto config = out_dir / "adapter_config.json";
+  // Written into a temporary folder beside out_dir and moved into it at the end, as a model's
+  // export is: a failure part way (a full disk, a file-size limit) leaves nothing half-written.
+  AtomicFolder folder(out_dir);
+  const auto weights = folder.temp_path() / "adapter_model.safetensors";
+  const auto config = folder.temp_path() / "adapter_config.json";
   SafetensorsWriter w(weights);
   w.set_metadata("format", "pt");
   for (const std::string& name : r.names()) {
@@ -100,7 +102,8 @@ std::vector<std::filesystem::path> export_peft(const std::filesystem::path& adap
   }
   w.commit();
   write_text_file(config.string(), cfg.dump(2) + "\n");
-  return {config, weights};
+  folder.commit();
+  return {folder.final_of(config), folder.final_of(weights)};
 }
 
 std::vector<std::filesystem::path> export_merged(const std::filesystem::path& adapter_file,
@@ -270,8 +273,9 @@ std::filesystem::path import_peft(const std::filesystem::path& peft_dir, const s
   // A tensor of the folder into host, its shape the one the base's `of` needs, its values finite.
   auto read_as = [&](const std::string& peft, const io::Shape& shape, const std::string& of) {
     if (st.info(peft).shape != shape)
-      throw InputError(wfile, peft, fmt::format("shape {} where the base's {} needs {}",
-                                                io::shape_string(st.info(peft).shape), of, io::shape_string(shape)));
+      throw InputError(wfile, peft, fmt::format("shape {} where the base {}'s {} needs {}: adapters of another model?",
+                                                io::shape_string(st.info(peft).shape), base.string(), of,
+                                                io::shape_string(shape)));
     host = st.read(peft);
     io::require_finite(host, wfile, peft, "adapter values");
     ++used;

@@ -1,7 +1,5 @@
 #include "io/fingerprint.hpp"
 
-#include <xxhash.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,12 +13,6 @@ namespace braid::io {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr const char* kStdin = "<stdin>";
-
-std::string hash_text(const std::string& text) {
-  return fmt::format("xxh3-64:{:016x}", XXH3_64bits(text.data(), text.size()));
-}
 
 bool is_weight_file(const fs::path& p) {
   static constexpr std::array<std::string_view, 6> kWeights = {".safetensors", ".bin", ".pt", ".h5", ".gguf",
@@ -37,27 +29,6 @@ std::string file_digest(const fs::path& file) {
     // A damaged seal line: the bytes themselves identify the file (its readers refuse it).
   }
   return h5::hash_file(file, 0, name);
-}
-
-// The parts of a record the fingerprint covers, in a canonical order (json sorts keys).
-json canonical(const ordered_json& m) {
-  json c;
-  c["tool"] = m.value("tool", "");
-  c["output"] = m.value("output", "");
-  c["options"] = json::parse(m.value("options", ordered_json::object()).dump());
-  json inputs = json::object();
-  const ordered_json given = m.value("inputs", ordered_json::object());
-  for (const auto& [role, in] : given.items()) {
-    if (!in.is_array()) {
-      inputs[role] = json::parse(in.dump());
-      continue;
-    }
-    json digests = json::array();
-    for (const auto& f : in) digests.push_back(f.is_object() ? json(f.value("digest", "")) : json(f.dump()));
-    inputs[role] = std::move(digests);
-  }
-  c["inputs"] = std::move(inputs);
-  return c;
 }
 
 std::string show(const ordered_json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
@@ -79,7 +50,7 @@ void input_differences(const std::string& role, const ordered_json& a, const ord
                               b.is_null() ? "absent" : "given"));
     return;
   }
-  if (a == ordered_json(kStdin) || b == ordered_json(kStdin)) {
+  if (a == ordered_json(kMadeFromStdin) || b == ordered_json(kMadeFromStdin)) {
     out.push_back(fmt::format("{}: read from standard input, whose content cannot be compared", where));
     return;
   }
@@ -119,7 +90,7 @@ std::string content_digest(const fs::path& path) {
   std::sort(files.begin(), files.end());
   std::string listing;
   for (const auto& f : files) listing += f.filename().string() + " " + file_digest(f) + "\n";
-  return hash_text(listing);
+  return xxh3_text(listing);
 }
 
 MadeFrom::MadeFrom(std::string tool) {
@@ -145,7 +116,7 @@ void MadeFrom::add_input(const std::string& role, const std::vector<fs::path>& f
 
 void MadeFrom::add_input_value(const std::string& role, const std::string& value) { doc_["inputs"][role] = value; }
 
-void MadeFrom::add_input_stdin(const std::string& role) { doc_["inputs"][role] = kStdin; }
+void MadeFrom::add_input_stdin(const std::string& role) { doc_["inputs"][role] = kMadeFromStdin; }
 
 void MadeFrom::add_input_path(const std::string& role, const std::string& path) {
   if (path == "-") {
@@ -173,55 +144,16 @@ ordered_json MadeFrom::to_json() const {
 
 std::string MadeFrom::fingerprint() const { return fingerprint_of(doc_); }
 
-std::string fingerprint_of(const ordered_json& made_from) {
-  // A record with an input read from stdin matches nothing: its content is not known.
-  const ordered_json inputs = made_from.value("inputs", ordered_json::object());
-  for (const auto& [role, in] : inputs.items()) {
-    if (in == ordered_json(kStdin)) return "unknown (an input came from standard input)";
-  }
-  return hash_text(canonical(made_from).dump());
-}
-
-namespace {
-
-bool all_strings(const ordered_json& v) {
-  return std::all_of(v.begin(), v.end(), [](const ordered_json& x) { return x.is_string(); });
-}
-
-// An input as MadeFrom writes it: a value, or files each with its digest.
-bool is_input(const ordered_json& in) {
-  if (in.is_string()) return true;
-  return in.is_array() && std::all_of(in.begin(), in.end(), [](const ordered_json& f) {
-           return f.is_object() && f.value("file", ordered_json()).is_string() &&
-                  f.value("digest", ordered_json()).is_string();
-         });
-}
-
-}  // namespace
-
-std::optional<ordered_json> parse_made_from(const std::string& text, const std::string& origin) {
-  if (text.empty()) return std::nullopt;
-  ordered_json doc = ordered_json::parse(text, nullptr, false);
-  const auto field = [&](const char* key) { return doc.is_object() ? doc.value(key, ordered_json()) : ordered_json(); };
-  const ordered_json inputs = field("inputs"), options = field("options"), given = field("given");
-  const bool good = doc.is_object() && field("tool").is_string() && options.is_object() && all_strings(options) &&
-                    inputs.is_object() && std::all_of(inputs.begin(), inputs.end(), is_input) &&
-                    (given.is_null() || (given.is_array() && all_strings(given))) &&
-                    (field("output").is_null() || field("output").is_string());
-  if (!good) {
-    throw InputError(origin, "made_from",
-                     "is not a record of what made the file (an object with tool, options and inputs: "
-                     "docs/formats.md, \"What made a file\")");
-  }
-  return doc;
-}
-
 std::vector<std::string> made_from_differences(const ordered_json& there, const ordered_json& now) {
   std::vector<std::string> out;
   const std::string fa = fingerprint_of(there), fb = fingerprint_of(now);
   if (fa == fb && fa.starts_with("xxh3-64:")) return out;
   for (const char* key : {"tool", "output"}) {
-    const std::string a = there.value(key, ""), b = now.value(key, "");
+    const auto text = [key](const ordered_json& m) {   // "" when absent or null (an output may be)
+      const auto it = m.find(key);
+      return it != m.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    const std::string a = text(there), b = text(now);
     if (a != b) out.push_back(fmt::format("{}: {} there, {} now", key, a.empty() ? "none" : a, b.empty() ? "none" : b));
   }
   const ordered_json none;

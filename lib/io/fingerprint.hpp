@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/json.hpp"
+#include "core/made_from.hpp"
 
 namespace braid::io {
 
@@ -65,13 +66,9 @@ class MadeFrom {
   ordered_json doc_;
 };
 
-// The fingerprint of a record: XXH3-64 over its tool, output, options and the inputs'
-// digests (not their paths: a moved input is the same input), in a canonical order.
-std::string fingerprint_of(const ordered_json& made_from);
-
-// A record read back from a file (an attribute's text, a JSON key): the object, or
-// nullopt when `text` is empty; InputError naming `origin` when it is not such a record.
-std::optional<ordered_json> parse_made_from(const std::string& text, const std::string& origin);
+// The record's fingerprint and its reading back (core/made_from.hpp), under their io names.
+using braid::fingerprint_of;
+using braid::parse_made_from;
 
 // What differs between the record of an existing output (`there`) and the one it would get
 // now: one line per difference ("option --lr: 1e-05 there, 2e-05 now", "input data:

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/made_from.hpp"
+
 namespace braid::plan {
 namespace {
 
@@ -100,7 +102,9 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   Profile p;
   c.format(doc, "braid.profile", kProfileVersion);
   c.no_unknown_keys(doc, "", {"format", "version", "source", "hardware", "comm", "models", "host", "made_from"});
-  if (doc.is_object() && doc.contains("made_from")) c.object(doc, "", "made_from");  // what made it (io/fingerprint.hpp)
+  if (doc.is_object() && doc.contains("made_from")) {   // what made it (core/made_from.hpp)
+    if (auto why = made_from_problem(ordered_json::parse(doc["made_from"].dump()))) c.fail("made_from", *why);
+  }
   p.source = c.string(doc, "", "source", {"analytic", "calibrated", "measured"}).value_or("analytic");
   p.hardware = hardware_from_json(c.object(doc, "", "hardware"), c, "hardware", /*written=*/true);
   const json& comm = c.object(doc, "", "comm");

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/error.hpp"
+#include "core/made_from.hpp"
 #include "sched/anneal.hpp"
 #include "sched/baselines.hpp"
 #include "sched/bound.hpp"
@@ -230,7 +231,7 @@ std::map<std::string, double> read_search_record(Checker& c, const json& search)
   return out;
 }
 
-// "actor r0 mb3 s1 F": a subtask as a message names it.
+// "actor replica 0 micro_batch 3 stage 1 F": a subtask as a message names it.
 std::string subtask_name(const Problem& p, std::int32_t t) {
   const auto i = static_cast<std::size_t>(t);
   return fmt::format("{} replica {} micro_batch {} stage {} {}", p.spec.models[static_cast<std::size_t>(p.model[i])].name,
@@ -494,8 +495,8 @@ LoadedSchedule load_schedule(const json& doc, const std::string& origin) {
                                                        rec.at("iterations_to_bound"), rec.at("iterations")));
     }
   }
-  if (doc.contains("made_from") && !doc["made_from"].is_object()) {
-    c.fail("made_from", "expected an object (what made the file), found " + std::string(doc["made_from"].type_name()));
+  if (doc.contains("made_from")) {
+    if (auto why = made_from_problem(ordered_json::parse(doc["made_from"].dump()))) c.fail("made_from", *why);
   }
   c.check();
   return out;

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
+#include "core/made_from.hpp"
 #include "sched/option_schema.hpp"
 #include "sched/problem.hpp"
 
@@ -39,6 +40,9 @@ static json spec_of_plan(const json& plan, const std::string& origin) {
   c.no_unknown_keys(plan, "", {"format", "version", "inputs", "cluster", "search", "calls", "memory", "predicted",
                                "fusion", "made_from"});
   c.array_items(plan, "", "calls", 1);
+  if (plan.is_object() && plan.contains("made_from")) {
+    if (auto why = made_from_problem(ordered_json::parse(plan["made_from"].dump()))) c.fail("made_from", *why);
+  }
   c.check();
   const json* spec = &plan;
   for (const char* key : {"fusion", "intra_stage", "schedspec"}) {

@@ -76,7 +76,8 @@ const cli::OptionSchema<CommandOptions>& score_schema() {
                                   .help = "The penalty's estimate of KL from d = logp - ref_logp: k1 (d), k2 (d^2/2) "
                                           "or k3 (exp(-d) + d - 1)",
                                   .key = "kl_estimator", .choices = {"k1", "k2", "k3"},
-                                  .doc = "the penalty's estimate of KL from d = a_t − r_t: d, ½d², exp(−d) + d − 1"}),
+                                  .doc = "the penalty's estimate of KL from d = a_t − r_t: d, ½d², exp(−d) + d − 1; refused "
+                                         "where the KL coefficient is 0 (nothing to estimate)"}),
       custom<O>(
           [](CLI::App& app, O& o, const OptionSpec& spec) {
             app.add_flag_callback(spec.flag, [&o] { o.std_normalize = true; }, spec.help);

@@ -126,3 +126,21 @@ BOOST_AUTO_TEST_CASE(a_record_that_is_not_one_is_refused_by_name) {
     }
   }
 }
+
+// A JSON output's record is also checked against its fingerprint: one changed after it was
+// written (an option deleted or rewritten) is named; a record nested 100,000 deep is not one.
+BOOST_AUTO_TEST_CASE(a_record_changed_after_it_was_written_does_not_match_its_fingerprint) {
+  ordered_json good = record("1e-3", text_file("d.jsonl", "x")).to_json();
+  BOOST_TEST(!braid::made_from_problem(good).has_value());
+  ordered_json changed = good;
+  changed["options"]["--lr"] = "0.01";
+  BOOST_TEST(braid::made_from_problem(changed).value_or("").find("fingerprint: is") == 0u);
+  changed = good;
+  changed.erase("fingerprint");
+  BOOST_TEST(braid::made_from_problem(changed).has_value());
+  changed = good;
+  changed["options"]["--lr"] = 0.01;
+  BOOST_TEST(braid::made_from_problem(changed).value_or("").find("is not a record") == 0u);
+  const std::string deep = "{\"tool\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  BOOST_CHECK_THROW(parse_made_from(deep, "f.h5"), InputError);
+}

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/made_from.hpp"
 
 #include "helpers.hpp"
 #include "sched/baselines.hpp"
@@ -146,7 +147,11 @@ BOOST_AUTO_TEST_CASE(a_schedule_file_is_refused_naming_any_field_that_is_wrong) 
   sum.search = {{"ranks", 1}, {"winner_rank", 0}, {"seed", 1}, {"seconds", 0.2}, {"tie_break", "critical"},
                 {"latency_makespan", f.timing.makespan}, {"seconds_to_bound", 0.1}, {"iterations_to_bound", 50},
                 {"iterations", 100}, {"t0_cycle", {1, 0.3}}, {"dry_run_makespan", f.timing.makespan}};
-  const ordered_json good = schedule_to_json(f.p, f.order, f.timing, f.lowered, sum);
+  ordered_json good = schedule_to_json(f.p, f.order, f.timing, f.lowered, sum);
+  ordered_json record = {{"tool", "braid-schedgen"}, {"output", ""}, {"options", {{"--seed", "1"}}},
+                         {"given", {"--seed"}}, {"inputs", {{"spec", "a value"}}}};
+  record["fingerprint"] = braid::fingerprint_of(record);
+  good["made_from"] = record;
   auto refusal = [](const ordered_json& doc) -> std::string {
     try {
       load_schedule(braid::parse_json_text(doc.dump(), "s.json"), "s.json");
@@ -182,7 +187,10 @@ BOOST_AUTO_TEST_CASE(a_schedule_file_is_refused_naming_any_field_that_is_wrong) 
       {set("/lower_bound_binding", "per_device_x"), "lower_bound_binding"},
       {set("/speedup_over_serial_1f1b", 1e300), "speedup_over_serial_1f1b"},
       {set("/peak_memory", 1e300), "peak_memory: is 1e+300"},
-      {set("/made_from", 3), "made_from: expected an object"},
+      {set("/made_from", 3), "made_from: is not a record of what made the file"},
+      {set("/made_from/options/--seed", "2"), "made_from: fingerprint: is"},
+      {erase("/made_from/options", "--seed"), "made_from: fingerprint: is"},
+      {set("/made_from/options/--seed", 2), "made_from: is not a record"},
       {set("/devices/0/device", 1), "devices[0].device: is 1"},
       {set("/devices/0/peak_memory", nullptr), "devices[0].peak_memory: expected a number"},
       {set("/devices/0/subtasks/2/end", good["devices"][0]["subtasks"][2]["end"].get<double>() + 1),

@@ -189,6 +189,15 @@ for change in '"use_dora": "no"' '"use_rslora": 1' '"r": 100000' '"lora_alpha": 
   key=${change%%:*}
   grep -q "adapter_config.json: ${key//\"/}" err.txt || fail "$change is not named: $(cat err.txt)"
 done
+# The weights without adapter_config.json: named (it was read as a model folder, --base refused);
+# a PEFT export past a file-size limit leaves no folder and no temporary one (it left a half one).
+mkdir -p peft-noconf && cp peft/adapter_model.safetensors peft-noconf/
+set +e
+"$B/braid" import peft-noconf --base base.h5 -o bad.h5 2> err.txt > /dev/null; rc=$?
+( ulimit -f 4; exec "$B/braid" export ad2.h5 -o peft-fs ) > /dev/null 2> fs.txt; frc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "peft-noconf/adapter_config.json: missing" err.txt || fail "no adapter_config.json: exit $rc: $(cat err.txt)"
+[ "$frc" -eq 2 ] && [ ! -e peft-fs ] && [ -z "$(ls -A | grep 'peft-fs.*tmp')" ] || fail "PEFT export under ulimit -f: exit $frc, $(ls -d peft-fs* 2>&1): $(cat fs.txt)"
 # The adapter file records the folder and its base by content (io/fingerprint.hpp).
 "$B/braid" inspect --json back.h5 | python3 -c 'import json, sys
 m = json.load(sys.stdin)["made_from"]

@@ -49,6 +49,12 @@ void add_import_command(CLI::App& app, Verbs& verbs) {
                 << '\n';
       return 0;
     }
+    if (std::filesystem::exists(std::filesystem::path(o->dir) / "adapter_model.safetensors") ||
+        std::filesystem::exists(std::filesystem::path(o->dir) / "adapter_model.bin")) {
+      throw InputError((std::filesystem::path(o->dir) / "adapter_config.json").string(), "",
+                       "missing: the folder holds a PEFT adapter's weights without its config (r, lora_alpha, "
+                       "target_modules)");
+    }
     if (!o->base.empty()) throw UsageError(fmt::format("--base: {} holds no adapter_config.json: a model folder "
                                                        "is imported without a base", o->dir));
     made_from.set_option("--stages", std::to_string(o->stages));
