@@ -55,11 +55,11 @@ inline constexpr double kCriticalMoves = 0.75;
 inline constexpr std::uint64_t kMemPolish = 5'000'000;
 inline constexpr double kMemPolishCold = 0.2;
 
-// Bounds of braid-schedgen's options, which a schedule records in its "search" and its
-// reader checks again: seconds (a time limit, a search's time) at most kMaxSeconds,
-// temperatures (--t0, --epsilon, in the spec's time units) at most kMaxTemperature, factors
-// and weights at most kMaxFactor, counts at most kMaxSearchCount (below 2^63: JSON integers as
-// int64).
+// Bounds of braid-schedgen's options (sched/option_schema.cpp), which a schedule records in
+// its "search" and its reader checks again: seconds (a time limit, a search's time) at most
+// kMaxSeconds, temperatures (t0, epsilon, in the spec's time units) at most kMaxTemperature,
+// factors and weights at most kMaxFactor, counts at most kMaxSearchCount (below 2^63: JSON
+// integers as int64).
 inline constexpr double kMaxSeconds = 1e9;
 inline constexpr double kMaxTemperature = 1e12;
 inline constexpr double kMaxFactor = 1e12;

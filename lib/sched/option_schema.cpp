@@ -12,6 +12,9 @@ using namespace cli::option_types;
 using A = AnnealOptions;
 using O = SchedgenOptions;
 
+// The bounds of a count: the most a schedule's reader takes back (anneal.hpp).
+constexpr Bounds kCount{.min = 0, .max = kMaxSearchCount};
+
 // The tie-break is an enum: read and recorded by its name.
 cli::SchemaEntry<A> tie_break_entry() {
   return {{.flag = "", .type = choice,
@@ -26,32 +29,32 @@ cli::SchemaEntry<A> tie_break_entry() {
           [](A& o, const json& v) { o.tie_break = parse_tie_break(v.get<std::string>()); }};
 }
 
+}  // namespace
+
 std::vector<std::string> preset_names() {
   std::vector<std::string> names;
   for (const auto& p : anneal_presets()) names.push_back(p.name);
   return names;
 }
 
-}  // namespace
-
 const cli::OptionSchema<AnnealOptions>& anneal_schema() {
   static const cli::OptionSchema<A> s = {
       // The latency search.
       field<A>(&A::t0, {.type = number, .help = "Initial temperature; 0: `t0_factor` × the mean subtask duration",
-                        .key = "t0", .bounds = {.min = 0}}),
+                        .key = "t0", .bounds = {.min = 0, .max = kMaxTemperature}}),
       field<A>(&A::t0_factor, {.type = number, .help = "Without `t0`: the initial temperature in mean subtask durations",
-                               .key = "t0_factor", .bounds = {.min = 0, .exclusive_min = true}}),
+                               .key = "t0_factor", .bounds = {.min = 0, .max = kMaxFactor, .exclusive_min = true}}),
       field<A>(&A::t0_cycle, {.type = numbers,
                               .help = "Round k starts at t0 × F[(k + rank) mod n]: hot rounds climb out of deep basins, "
                                       "cold ones descend narrow ones",
-                              .key = "t0_cycle", .bounds = {.min = 0, .exclusive_min = true}}),
+                              .key = "t0_cycle", .bounds = {.min = 0, .exclusive_min = true}}),  // 1e300: a rank that never cools
       field<A>(&A::alpha, {.type = number, .help = "Geometric cooling factor per iteration", .key = "alpha",
                            .bounds = {.min = 0.5, .max = 1}}),
       field<A>(&A::epsilon, {.type = number, .help = "A round ends (reheat) below this temperature; 0: t0 × 1e-4",
-                             .key = "epsilon", .bounds = {.min = 0}}),
+                             .key = "epsilon", .bounds = {.min = 0, .max = kMaxTemperature}}),
       tie_break_entry(),
       field<A>(&A::tie_weight, {.type = number, .help = "The tie-break's scale against the temperature",
-                                .key = "tie_weight", .bounds = {.min = 0}}),
+                                .key = "tie_weight", .bounds = {.min = 0, .max = kMaxFactor}}),
       field<A>(&A::restart_from_best, {.type = boolean,
                                        .help = "At a reheat, go back to the best schedule found (false: anneal on from "
                                                "where the walk stands)",
@@ -68,16 +71,16 @@ const cli::OptionSchema<AnnealOptions>& anneal_schema() {
       field<A>(&A::mem_weight, {.type = number,
                                 .help = "Experimental: latency energy = makespan + W × (mean subtask / mean act_mem) × "
                                         "peak memory",
-                                .key = "mem_weight", .bounds = {.min = 0}}),
+                                .key = "mem_weight", .bounds = {.min = 0, .max = kMaxFactor}}),
       // The memory phase.
       field<A>(&A::mem_iterations,
                {.flag = "--mem-iterations", .type = integer,
                 .help = "Neighbours of the memory phase's passes (0: until the time is up, or 20M without a time "
                         "limit; it also stops at serial 1F1B's peak)",
-                .key = "mem_iterations", .bounds = {.min = 0}}),
+                .key = "mem_iterations", .bounds = kCount}),
       field<A>(&A::mem_t0_factor, {.type = number,
                                    .help = "The memory pass's initial temperature, in mean activation memories",
-                                   .key = "mem_t0_factor", .bounds = {.min = 0, .exclusive_min = true}}),
+                                   .key = "mem_t0_factor", .bounds = {.min = 0, .max = kMaxFactor, .exclusive_min = true}}),
       field<A>(&A::mem_chain_moves, {.type = number, .help = "The share of chain moves in the memory pass",
                                      .key = "mem_chain_moves", .bounds = {.min = 0, .max = 1}}),
       field<A>(&A::mem_level_margin,
@@ -85,12 +88,12 @@ const cli::OptionSchema<AnnealOptions>& anneal_schema() {
                 .help = "The memory pass's energy counts the memory above its lowest peak so far less M mean "
                         "activations, never below serial 1F1B's peak; a large M (1e9) counts all the memory above "
                         "serial 1F1B's peak",
-                .key = "mem_level_margin", .bounds = {.min = 0, .max = 1e12}}),
+                .key = "mem_level_margin", .bounds = {.min = 0, .max = kMaxFactor}}),
       field<A>(&A::mem_polish, {.type = integer,
                                 .help = "After a memory pass that stalls, every other pass is a polish: N neighbours "
                                         "from the last result, five times colder; 0: every pass starts from a latency "
                                         "search's schedule",
-                                .key = "mem_polish", .bounds = {.min = 0}}),
+                                .key = "mem_polish", .bounds = kCount}),
       field<A>(&A::mem_resequence, {.type = boolean,
                                     .help = "After every memory pass, make each device again exactly (its lowest-peak "
                                             "order that keeps the others' times)",
@@ -100,16 +103,16 @@ const cli::OptionSchema<AnnealOptions>& anneal_schema() {
                 .help = "Last, on problems whose device grids are small (Table 3's GBS 8 and 16), take the peak down "
                         "by a search over every device's order for at most N nodes (under a time limit: half of the "
                         "memory phase instead); 0: not at all",
-                .key = "mem_exact_nodes", .bounds = {.min = 0}}),
+                .key = "mem_exact_nodes", .bounds = kCount}),
       // Ranks under MPI.
       field<A>(&A::sync_every, {.type = integer,
                                 .help = "MPI: ranks meet every N valid neighbours (stop together, share the best "
                                         "schedule)",
-                                .key = "sync_every", .bounds = {.min = 1}}),
+                                .key = "sync_every", .bounds = {.min = 1, .max = kMaxSearchCount}}),
       field<A>(&A::sync_seconds, {.type = number,
                                   .help = "MPI, under a time limit without an iteration budget: ranks meet every S "
                                           "seconds of wall time instead; 0: by neighbours always",
-                                  .key = "sync_seconds", .bounds = {.min = 0}}),
+                                  .key = "sync_seconds", .bounds = {.min = 0, .max = kMaxSeconds}}),
       field<A>(&A::share_best, {.type = boolean,
                                 .help = "MPI: a rank takes a better rank's schedule as the best it restarts from at "
                                         "its next reheat (false: ranks still stop together, nothing more)",
@@ -149,17 +152,17 @@ const cli::OptionSchema<SchedgenOptions>& schedgen_schema() {
                              .choices = {"both", "greedy", "1f1b"}}),
         field<O>([](O& o) -> auto& { return o.anneal.seed; },
                  {.flag = "--seed", .type = integer, .help = "Random seed (rank r anneals from stream r)",
-                  .bounds = {.min = 0}}),
+                  .bounds = kCount}),
         field<O>([](O& o) -> auto& { return o.anneal.iterations; },
                  {.flag = "--iterations", .type = integer,
                   .help = "Neighbours per rank for the latency search (0: no cap); alone (no --time-limit) the result "
                           "is a function of spec, seed and rank count",
-                  .bounds = {.min = 0}}),
+                  .bounds = kCount}),
         field<O>([](O& o) -> auto& { return o.anneal.time_limit; },
                  {.flag = "--time-limit", .type = number,
                   .help = "Seconds of latency search per rank (0: none); the memory phase then runs until 1.5 x this "
                           "from the start. Not applied when --iterations is given without it",
-                  .bounds = {.min = 0}}),
+                  .bounds = {.min = 0, .max = kMaxSeconds}}),
     };
     for (auto& e : cli::nested<O>(anneal_schema(), &O::anneal)) out.push_back(std::move(e));
     return out;

@@ -30,6 +30,7 @@ struct AnnealPreset {
   json knobs;        // an "anneal" block
 };
 const std::vector<AnnealPreset>& anneal_presets();
+std::vector<std::string> preset_names();
 
 // Checks a spec's "anneal" block, a JSON object of knob: value (every problem into c,
 // naming where.key: a key that is no knob's, a wrong type, a value out of bounds).

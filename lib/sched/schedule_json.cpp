@@ -12,6 +12,7 @@
 #include "sched/anneal.hpp"
 #include "sched/baselines.hpp"
 #include "sched/bound.hpp"
+#include "sched/option_schema.hpp"
 
 namespace braid::sched {
 namespace {
@@ -124,8 +125,9 @@ ScheduleSummary reference_summary(const Problem& p) {
 namespace {
 
 // The keys of a schedule's "search" record (braid-schedgen's run_schedgen): each optional,
-// of its type and within the bounds braid-schedgen's options and counts have.
-enum class RecordType { count, number, flag, text, factors };
+// of its type and within the bounds braid-schedgen's options and counts have; and
+// "anneal", the knobs the run used, checked as a spec's "anneal" block is.
+enum class RecordType { count, number, flag, text };
 struct RecordKey {
   const char* key;
   RecordType type;
@@ -138,25 +140,12 @@ const std::vector<RecordKey>& record_keys() {
   using T = RecordType;
   const Bounds count{.min = 0, .max = kMaxSearchCount};
   const Bounds seconds{.min = 0, .max = kMaxSeconds};
-  const Bounds share{.min = 0, .max = 1};
   static const std::vector<RecordKey> keys = {
       {"ranks", T::count, {.min = 1, .max = 1 << 20}},
       {"winner_rank", T::count, count},
       {"ranks_at_bound", T::count, count},
       {"ranks_stopped_by_peer", T::count, count},
       {"schedules_adopted", T::count, count},
-      {"tie_break", T::text, {}, {"critical", "finish", "flow", "none", "memory"}},
-      {"restart_from_best", T::flag},
-      {"chain_moves", T::number, share},
-      {"mem_chain_moves", T::number, share},
-      {"critical_moves", T::number, share},
-      {"mem_level_margin", T::number, {.min = 0, .max = kMaxFactor}},
-      {"mem_polish", T::count, count},
-      {"mem_resequence", T::flag},
-      {"mem_exact_nodes_limit", T::count, count},
-      {"share_best", T::flag},
-      {"sync_every", T::count, {.min = 1, .max = kMaxSearchCount}},
-      {"sync_seconds", T::number, seconds},
       {"seconds_to_best", T::number, seconds},
       {"rounds", T::count, count},
       {"plateau_moves", T::count, count},
@@ -174,17 +163,12 @@ const std::vector<RecordKey>& record_keys() {
       {"seconds", T::number, seconds},
       {"seed", T::count, count},
       {"start", T::text, {}, {"both", "greedy", "1f1b"}},
+      {"preset", T::text, {}, preset_names()},
       {"start_used", T::text, {}, {"greedy", "1f1b"}},
       {"seconds_to_bound", T::number, seconds, {}, true},
       {"iterations_to_bound", T::count, count, {}, true},
       {"time_limit", T::number, seconds},
       {"iterations_limit", T::count, count},
-      {"t0", T::number, {.min = 0, .max = kMaxTemperature}},
-      {"t0_factor", T::number, {.min = 0, .max = kMaxFactor, .exclusive_min = true}},
-      {"t0_cycle", T::factors},
-      {"alpha", T::number, {.min = 0.5, .max = 1}},
-      {"epsilon", T::number, {.min = 0, .max = kMaxTemperature}},
-      {"mem_weight", T::number, {.min = 0, .max = kMaxFactor}},
       {"dry_run_makespan", T::number, {.min = 0}},
   };
   return keys;
@@ -199,9 +183,10 @@ std::map<std::string, double> read_search_record(Checker& c, const json& search)
                          (search.is_object() ? std::string("an empty one: leave the key out") : std::string(search.type_name())));
     return out;
   }
-  std::vector<std::string> known;
+  std::vector<std::string> known = {"anneal"};
   for (const RecordKey& k : record_keys()) known.emplace_back(k.key);
   c.no_unknown_keys(search, "search", known);
+  if (search.contains("anneal")) check_anneal_block(c, c.object(search, "search", "anneal"), "search.anneal");
   for (const RecordKey& k : record_keys()) {
     const auto it = search.find(k.key);
     if (it == search.end() || (k.nullable && it->is_null())) continue;
@@ -217,14 +202,6 @@ std::map<std::string, double> read_search_record(Checker& c, const json& search)
         break;
       case RecordType::text:
         c.string(search, "search", k.key, k.allowed);
-        break;
-      case RecordType::factors:
-        // --t0-cycle: any positive factors (1e300: a rank that never cools).
-        for (const auto& [w, f] : c.array_items(search, "search", k.key, 1)) {
-          if (!f->is_number() || !std::isfinite(f->get<double>()) || f->get<double>() <= 0) {
-            c.fail(w, "expected a positive factor, found " + f->dump());
-          }
-        }
         break;
     }
   }

@@ -144,9 +144,10 @@ BOOST_AUTO_TEST_CASE(schedule_json_round_trip) {
 BOOST_AUTO_TEST_CASE(a_schedule_file_is_refused_naming_any_field_that_is_wrong) {
   Fixture f(0.5);
   ScheduleSummary sum = reference_summary(f.p);
-  sum.search = {{"ranks", 1}, {"winner_rank", 0}, {"seed", 1}, {"seconds", 0.2}, {"tie_break", "critical"},
+  sum.search = {{"ranks", 1}, {"winner_rank", 0}, {"seed", 1}, {"seconds", 0.2}, {"preset", "default"},
+                {"anneal", {{"tie_break", "critical"}, {"t0_cycle", {1, 0.3}}}},
                 {"latency_makespan", f.timing.makespan}, {"seconds_to_bound", 0.1}, {"iterations_to_bound", 50},
-                {"iterations", 100}, {"t0_cycle", {1, 0.3}}, {"dry_run_makespan", f.timing.makespan}};
+                {"iterations", 100}, {"dry_run_makespan", f.timing.makespan}};
   ordered_json good = schedule_to_json(f.p, f.order, f.timing, f.lowered, sum);
   ordered_json record = {{"tool", "braid-schedgen"}, {"output", ""}, {"options", {{"--seed", "1"}}},
                          {"given", {"--seed"}}, {"inputs", {{"spec", "a value"}}}};
@@ -171,9 +172,11 @@ BOOST_AUTO_TEST_CASE(a_schedule_file_is_refused_naming_any_field_that_is_wrong) 
   const std::vector<std::pair<Edit, std::string>> cases = {
       {set("/search/seed", -1), "search.seed: is -1"},
       {set("/search/seconds", 1e300), "search.seconds: is 1e+300"},
-      {set("/search/tie_break", true), "search.tie_break: expected a string"},
+      {set("/search/anneal/tie_break", true), "search.anneal.tie_break: expected a string"},
+      {set("/search/anneal/alpah", 0.9), "search.anneal.alpah: unknown key"},
+      {set("/search/preset", "fast"), "search.preset"},
       {set("/search/iterations", std::uint64_t{1} << 63), "search.iterations"},
-      {set("/search/t0_cycle", nullptr), "search.t0_cycle"},
+      {set("/search/anneal/t0_cycle", nullptr), "search.anneal.t0_cycle"},
       {set("/search/seconds_to_bound", nullptr), "search.seconds_to_bound: is null"},
       {set("/search/latency_makespan", 1e300), "search.latency_makespan: is 1e+300"},
       {set("/search/winner_rank", 1), "search.winner_rank: is 1, more than"},

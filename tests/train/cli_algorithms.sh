@@ -86,7 +86,7 @@ r["algorithm"] = sys.argv[1]
 del r["models"]["critic"]
 r["train"] = {"lr": 0.001, "clip_high": 0.3, "loss_agg": "token-mean", "kl_coef": 0.01, "kl_estimator": "k2",
               "normalize_advantages": False}
-r["score"] = {"kl_estimator": "k3"}
+r["score"] = {"kl_coef": 0.01, "kl_estimator": "k3"}
 if sys.argv[1] in ("dapo", "gspo"):
     r["score"]["norm_by_std"] = False
 if sys.argv[1] == "dapo":
