@@ -7,6 +7,8 @@
 //                     nonblocking), all-gather (equal parts, and in place with a part per
 //                     rank of any size), broadcast, barrier, abort, sub-groups (split,
 //                     group), and all_reduce_bucketed (a long buffer as buckets in flight)
+//   job.hpp           a process's job: MPI started under a launcher, else a world of one
+//                     rank (solo()) and no MPI start-up
 //   mpi.hpp           the MPI implementation (Open MPI on CPUs: host pointers), the
 //                     process-wide MPI lifetime (MpiRuntime, one per process), mpi_world(),
 //                     and what a tool asks of MPI outside a group (launched_by_mpi(), the

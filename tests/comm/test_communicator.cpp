@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE comm
 #include <boost/test/unit_test.hpp>
 
+#include "comm/job.hpp"
 #include "comm/mesh.hpp"
 #include "comm/mpi.hpp"
 #include "core/error.hpp"
@@ -275,4 +276,33 @@ BOOST_AUTO_TEST_CASE(mesh_groups_have_the_documented_layout) {
     }
   }
   BOOST_CHECK_THROW(comm::Mesh(*world, 0), braid::UsageError);
+}
+
+// A world of one (comm::solo, what comm::Job gives a process no launcher started): the
+// collectives give this rank's own values, a split or group is another world of one, and a
+// message to a peer is refused (there is none). Alone and under mpirun alike.
+BOOST_AUTO_TEST_CASE(a_world_of_one_rank) {
+  auto one = comm::solo();
+  BOOST_TEST(one->rank() == 0);
+  BOOST_TEST(one->size() == 1);
+  std::vector<double> v = {1.5, -2.0, 3.25};
+  one->all_reduce_sum(std::span<double>(v));
+  one->all_reduce(std::span<double>(v), comm::ReduceOp::max);
+  BOOST_TEST(v == (std::vector<double>{1.5, -2.0, 3.25}), boost::test_tools::per_element());
+  const auto all = one->all_gather(std::span<const double>(v));
+  BOOST_TEST(all == v, boost::test_tools::per_element());
+  std::vector<std::int32_t> order = {3, 1, 2};
+  one->broadcast(std::span<std::int32_t>(order), 0);
+  BOOST_TEST(order == (std::vector<std::int32_t>{3, 1, 2}), boost::test_tools::per_element());
+  const std::size_t counts[] = {3};
+  one->all_gather_varying(std::span<double>(v), std::span<const std::size_t>(counts));
+  BOOST_TEST(v[2] == 3.25);
+  one->barrier();
+  BOOST_TEST(one->split(-1, 0) == nullptr);
+  const int just_me[] = {0};
+  auto again = one->group(std::span<const int>(just_me));
+  BOOST_REQUIRE(again != nullptr);
+  BOOST_TEST(again->size() == 1);
+  BOOST_CHECK_THROW(one->send(std::span<const double>(v), 1, 0), std::logic_error);
+  BOOST_CHECK_THROW(one->broadcast(std::span<std::int32_t>(order), 1), std::logic_error);
 }

@@ -131,4 +131,16 @@ jq -e '.lower_bound_reached and .memory_over_serial_1f1b <= 1 + 1e-9' "$S/t3_84.
 # memory pass and 40,000 nodes of exact search: most of this test's time) is measured by
 # bench/sched/table3.sh with the other 23 settings (docs/tools/schedgen.md), not here.
 
+# 7. A file-size limit (a disk that fills): exit 2 naming the schedule and the reason,
+# nothing under its name and no temp file left. One process starts no MPI (whose start-up
+# writes files of its own and failed first, exit 1).
+set +e
+( ulimit -f 4; exec "$GEN" "$FIX/issue_example.json" -o "$S/capped_file.json" --time-limit 1 -q ) 2> "$S/capped_file.err"
+code=$?
+set -e
+[[ $code == 2 ]] || { cat "$S/capped_file.err" >&2; fail "under ulimit -f: exit $code, expected 2"; }
+grep -q "capped_file.json" "$S/capped_file.err" && grep -q "File too large" "$S/capped_file.err" \
+  || { cat "$S/capped_file.err" >&2; fail "under ulimit -f: the file or the reason not named"; }
+[[ ! -e "$S/capped_file.json" && -z $(find "$S" -name '.capped_file.json.tmp-*') ]] || fail "under ulimit -f: a file left"
+
 echo "ok"

@@ -2,7 +2,7 @@
 // found by simulated annealing on every MPI rank, checked by a dry run of its
 // instruction streams, written as braid.schedule JSON. Its options:
 // lib/sched/option_schema.cpp.
-#include "comm/mpi.hpp"
+#include "comm/job.hpp"
 #include "core/cli.hpp"
 #include "core/log.hpp"
 #include "io/fingerprint.hpp"
@@ -10,8 +10,9 @@
 #include "sched/schedgen.hpp"
 
 int main(int argc, char** argv) {
-  braid::comm::MpiRuntime mpi(&argc, &argv);
-  const auto world = braid::comm::mpi_world();
+  // MPI starts only under mpirun: one process searches without it (comm/job.hpp).
+  braid::comm::Job job(&argc, &argv);
+  braid::comm::Communicator* world = &job.world();
   CLI::App app{
       "Find the fused pipeline schedule of several models (actor, critic, ...) training in one bidirectional "
       "pipeline (RLHFuse §5.2): greedy fusion, then simulated annealing on every MPI rank, then a pass that lowers "

@@ -1,7 +1,7 @@
 // braid-score: the reference, critic and reward passes over sample shards, then PPO's
 // KL-penalised GAE or GRPO's group advantages -> scored shards (docs/tools/score.md).
 // Under mpirun the ranks score disjoint parts of the shards (score/ranks.hpp).
-#include "comm/mpi.hpp"
+#include "comm/job.hpp"
 #include "core/cli.hpp"
 #include "core/shell.hpp"
 #include "score/command.hpp"
@@ -9,17 +9,13 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <string>
 #include <vector>
 
 int main(int argc, char** argv) {
-  std::unique_ptr<braid::comm::MpiRuntime> mpi;
-  std::unique_ptr<braid::comm::Communicator> world;
-  if (braid::comm::launched_by_mpi()) {
-    mpi = std::make_unique<braid::comm::MpiRuntime>(&argc, &argv);
-    world = braid::comm::mpi_world();
-  }
+  // MPI starts only under mpirun (comm/job.hpp); one process scores without it.
+  braid::comm::Job job(&argc, &argv);
+  braid::comm::Communicator* world = job.under_mpi() ? &job.world() : nullptr;
   CLI::App app{"Score sample shards for RL: reference logprobs, critic values and rewards, then PPO's "
                "KL-penalised GAE (or GRPO's group advantages). Prints each scored shard's path on stdout as it "
                "is written. Under mpirun each rank scores its part of the shards (whole GRPO groups).",
@@ -34,7 +30,7 @@ int main(int argc, char** argv) {
   o.command_line = braid::shell_line(words);
   const int rc = braid::cli::run(app, argc, argv, [&] {
     o.options_given = braid::cli::options_given(app, {});
-    return braid::score::run_command(o, world.get());
+    return braid::score::run_command(o, world);
   });
   if (rc != 0 && world && world->size() > 1) {
     // A failed rank leaves without finalising MPI: mpirun then ends the whole job
