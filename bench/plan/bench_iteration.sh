@@ -106,13 +106,26 @@ PY
   echo "== $shape: $(python3 -c "import json; print(json.load(open('$dir/run/prediction.json'))['reason'])")"
   echo "   load average before $before, after $after ($(nproc) cores)"
   python3 - "$dir/run" "$iters" <<'PY'
-import json, statistics, sys
+import json, os, statistics, sys
 run, iters = sys.argv[1], int(sys.argv[2])
+report = json.load(open(f"{run}/report.json"))
+by_iteration = {it["iteration"]: it for it in report["iterations"]}
 ways = {}
 for i in range(2, iters + 1):  # iteration 1 is the warm-up
-    a = json.load(open(f"{run}/iter-{i:04d}/ablation.json"))
-    for v in a["variants"]:
-        ways.setdefault(v["name"], []).append(v)
+    ablation = f"{run}/iter-{i:04d}/ablation.json"
+    if os.path.exists(ablation):
+        for v in json.load(open(ablation))["variants"]:
+            ways.setdefault(v["name"], []).append(v)
+        continue
+    # A plan with one way only (no fusion to ablate, e.g. tp > 1): the report's iteration.
+    it = by_iteration[i]
+    pred = it["predicted"]
+    ways.setdefault(report["prediction"]["chosen"], []).append({
+        "calls": {"predicted": pred["calls"], "measured": it["calls"]},
+        "predicted": {"rollout_step": pred["steps"]["rollout"]["seconds"],
+                      "train_step": pred["steps"]["train"]["seconds"], "total": pred["iteration"]},
+        "measured": {"rollout_step": it["steps"]["rollout"], "train_step": it["steps"]["train"],
+                     "total": it["iteration_seconds"]}})
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
 rows = []
