@@ -88,6 +88,36 @@ train::RlCommand one_process(const train::RlCommand& c) {
   return one;
 }
 
+// The fused run's training steps against the single process's (their --stats files): every
+// step's loss within 1e-6 (absolute: a policy loss is a sum of +-A terms near 0, where
+// relative error means nothing), gradient norm 1e-5 relative, and the objective's metrics,
+// merged over the replicas' last stages as over micro-batches, within 1e-5.
+void same_steps(const std::string& fused_stats_file, const std::string& one_stats_file) {
+  const json fused_stats = load_json_file(fused_stats_file), one_stats = load_json_file(one_stats_file);
+  for (const char* call : {"actor_train", "critic_train"}) {
+    const auto& f = fused_stats["calls"][call]["per_step"];
+    const auto& o = one_stats["calls"][call]["per_step"];
+    BOOST_REQUIRE_EQUAL(f.size(), 2u);
+    BOOST_REQUIRE_EQUAL(o.size(), 2u);
+    for (std::size_t s = 0; s < 2; ++s) {
+      BOOST_TEST_MESSAGE(call << " step " << s << ": loss " << f[s]["loss"] << " / " << o[s]["loss"] << ", |g| "
+                              << f[s]["grad_norm"] << " / " << o[s]["grad_norm"]);
+        BOOST_TEST(std::abs(f[s]["loss"].get<double>() - o[s]["loss"].get<double>()) <= 1e-6);
+      BOOST_TEST(f[s]["grad_norm"].get<double>() == o[s]["grad_norm"].get<double>(), boost::test_tools::tolerance(1e-5));
+      // The objective's metrics, merged over the replicas' last stages as over micro-batches.
+      for (const char* metric : {"policy_loss", "clip_fraction", "approx_kl", "entropy", "ratio_max",
+                                 "value_clip_fraction", "value_error"}) {
+        if (!o[s].contains(metric)) continue;
+        BOOST_TEST(f[s].contains(metric), call << " step " << s << " lacks " << metric);
+        if (f[s].contains(metric)) {
+          BOOST_TEST(std::abs(f[s][metric].get<double>() - o[s][metric].get<double>()) <= 1e-5,
+                     call << " step " << s << " " << metric << ": " << f[s][metric] << " vs " << o[s][metric]);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
@@ -124,30 +154,7 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
   if (world->rank() == 0) {
     const train::RlCommand one = one_process(c);
     BOOST_TEST(train::run_rl(one) == 0);
-    const json fused_stats = load_json_file(c.common.stats), one_stats = load_json_file(one.common.stats);
-    for (const char* call : {"actor_train", "critic_train"}) {
-      const auto& f = fused_stats["calls"][call]["per_step"];
-      const auto& o = one_stats["calls"][call]["per_step"];
-      BOOST_REQUIRE_EQUAL(f.size(), 2u);
-      BOOST_REQUIRE_EQUAL(o.size(), 2u);
-      for (std::size_t s = 0; s < 2; ++s) {
-        BOOST_TEST_MESSAGE(call << " step " << s << ": loss " << f[s]["loss"] << " / " << o[s]["loss"] << ", |g| "
-                                << f[s]["grad_norm"] << " / " << o[s]["grad_norm"]);
-        // Absolute: a policy loss is a sum of ±A terms near 0, where relative error means nothing.
-        BOOST_TEST(std::abs(f[s]["loss"].get<double>() - o[s]["loss"].get<double>()) <= 1e-6);
-        BOOST_TEST(f[s]["grad_norm"].get<double>() == o[s]["grad_norm"].get<double>(), boost::test_tools::tolerance(1e-5));
-        // The objective's metrics, merged over the replicas' last stages as over micro-batches.
-        for (const char* metric : {"policy_loss", "clip_fraction", "approx_kl", "entropy", "ratio_max",
-                                   "value_clip_fraction", "value_error"}) {
-          if (!o[s].contains(metric)) continue;
-          BOOST_TEST(f[s].contains(metric), call << " step " << s << " lacks " << metric);
-          if (f[s].contains(metric)) {
-            BOOST_TEST(std::abs(f[s][metric].get<double>() - o[s][metric].get<double>()) <= 1e-5,
-                       call << " step " << s << " " << metric << ": " << f[s][metric] << " vs " << o[s][metric]);
-          }
-        }
-      }
-    }
+    same_steps(c.common.stats, one.common.stats);
     auto be = backend::make_cpu_backend(1);
     for (const auto& [fused, single] : {std::pair{c.actor_out, one.actor_out}, std::pair{c.critic_out, one.critic_out}}) {
       auto a = checkpoint::open_model(fused, *be);
@@ -217,17 +224,7 @@ BOOST_AUTO_TEST_CASE(fused_lora_ppo_writes_the_single_process_adapter_files) {
   if (world->rank() == 0) {
     const train::RlCommand one = one_process(c);
     BOOST_TEST(train::run_rl(one) == 0);
-    const json fused_stats = load_json_file(c.common.stats), one_stats = load_json_file(one.common.stats);
-    for (const char* call : {"actor_train", "critic_train"}) {
-      const auto& f = fused_stats["calls"][call]["per_step"];
-      const auto& o = one_stats["calls"][call]["per_step"];
-      BOOST_REQUIRE_EQUAL(f.size(), 2u);
-      BOOST_REQUIRE_EQUAL(o.size(), 2u);
-      for (std::size_t s = 0; s < 2; ++s) {
-        BOOST_TEST(std::abs(f[s]["loss"].get<double>() - o[s]["loss"].get<double>()) <= 1e-6);
-        BOOST_TEST(f[s]["grad_norm"].get<double>() == o[s]["grad_norm"].get<double>(), boost::test_tools::tolerance(1e-5));
-      }
-    }
+    same_steps(c.common.stats, one.common.stats);
     auto be = backend::make_cpu_backend(1);
     for (const auto& [fused, single] : {std::pair{c.actor_out, one.actor_out}, std::pair{c.critic_out, one.critic_out}}) {
       BOOST_TEST(checkpoint::checkpoint_files(fused).size() == 1u);   // one adapter file, whatever the stages
