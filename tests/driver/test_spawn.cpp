@@ -104,8 +104,7 @@ BOOST_AUTO_TEST_CASE(a_failed_step_names_step_stage_and_command) {
 }
 
 BOOST_AUTO_TEST_CASE(a_step_is_due_like_a_make_rule) {
-  const fs::path dir = test::scratch("due");
-  fs::remove_all(dir);
+  const fs::path dir = test::fresh_scratch("due");
   const fs::path in = dir / "in.h5", out = dir / "out.h5", log = dir / "log.txt";
   test::write_file(in, "x");
   Step step{.name = "copy", .pipeline = {Command{.stage = "copy", .argv = {"sh", "-c", "cp \"$1\" \"$2\"; echo ran >> \"$3\"", "sh", in.string(), out.string(), log.string()}}},

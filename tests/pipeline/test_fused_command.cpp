@@ -118,6 +118,14 @@ void same_steps(const std::string& fused_stats_file, const std::string& one_stat
   }
 }
 
+// The single process of c's run (one_process), run, its steps checked against c's (same_steps).
+train::RlCommand run_one_process(const train::RlCommand& c) {
+  const train::RlCommand one = one_process(c);
+  BOOST_TEST(train::run_rl(one) == 0);
+  same_steps(c.common.stats, one.common.stats);
+  return one;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
@@ -152,9 +160,7 @@ BOOST_AUTO_TEST_CASE(fused_ppo_writes_stage_checkpoints_and_skips_a_rerun) {
   // move each weight by about ±lr whatever the gradient's size, so elements within
   // rounding of zero may step apart).
   if (world->rank() == 0) {
-    const train::RlCommand one = one_process(c);
-    BOOST_TEST(train::run_rl(one) == 0);
-    same_steps(c.common.stats, one.common.stats);
+    const train::RlCommand one = run_one_process(c);
     auto be = backend::make_cpu_backend(1);
     for (const auto& [fused, single] : {std::pair{c.actor_out, one.actor_out}, std::pair{c.critic_out, one.critic_out}}) {
       auto a = checkpoint::open_model(fused, *be);
@@ -222,9 +228,7 @@ BOOST_AUTO_TEST_CASE(fused_lora_ppo_writes_the_single_process_adapter_files) {
   c.common.lora = {.rank = 2, .alpha = 4};
   BOOST_TEST(train::run_rl(c) == 0);
   if (world->rank() == 0) {
-    const train::RlCommand one = one_process(c);
-    BOOST_TEST(train::run_rl(one) == 0);
-    same_steps(c.common.stats, one.common.stats);
+    const train::RlCommand one = run_one_process(c);
     auto be = backend::make_cpu_backend(1);
     for (const auto& [fused, single] : {std::pair{c.actor_out, one.actor_out}, std::pair{c.critic_out, one.critic_out}}) {
       BOOST_TEST(checkpoint::checkpoint_files(fused).size() == 1u);   // one adapter file, whatever the stages

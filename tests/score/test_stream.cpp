@@ -60,8 +60,7 @@ struct Grpo {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(grpo_holds_shards_until_their_groups_are_whole) {
-  const fs::path dir = braid::test::scratch("grpo_hold");
-  fs::remove_all(dir);
+  const fs::path dir = braid::test::fresh_scratch("grpo_hold");
   // Groups of 4; shard 0 holds samples 0..5 (group 1 is half there), shard 1 holds 6..9
   // (the rest of group 1, half of group 2), shard 2 holds 10..11.
   const auto in0 = write_input(dir / "in", 0, samples(0, 6), 4);
@@ -105,8 +104,7 @@ BOOST_AUTO_TEST_CASE(grpo_holds_shards_until_their_groups_are_whole) {
 }
 
 BOOST_AUTO_TEST_CASE(grpo_names_an_incomplete_group_at_the_end) {
-  const fs::path dir = braid::test::scratch("grpo_incomplete");
-  fs::remove_all(dir);
+  const fs::path dir = braid::test::fresh_scratch("grpo_incomplete");
   const auto in0 = write_input(dir / "in", 0, samples(0, 6), 4);
   Grpo g;
   auto stream = g.stream(dir / "out");
@@ -118,8 +116,7 @@ BOOST_AUTO_TEST_CASE(grpo_names_an_incomplete_group_at_the_end) {
 }
 
 BOOST_AUTO_TEST_CASE(grpo_rerun_skips_written_shards_and_reads_their_rewards_back) {
-  const fs::path dir = braid::test::scratch("grpo_rerun");
-  fs::remove_all(dir);
+  const fs::path dir = braid::test::fresh_scratch("grpo_rerun");
   const auto in0 = write_input(dir / "in", 0, samples(0, 6), 4);
   const auto in1 = write_input(dir / "in", 1, samples(6, 2), 4);
   const auto in2 = write_input(dir / "in", 2, samples(8, 4), 4);
@@ -146,8 +143,7 @@ BOOST_AUTO_TEST_CASE(grpo_rerun_skips_written_shards_and_reads_their_rewards_bac
 }
 
 BOOST_AUTO_TEST_CASE(grpo_refuses_a_sample_seen_twice) {
-  const fs::path dir = braid::test::scratch("grpo_dup");
-  fs::remove_all(dir);
+  const fs::path dir = braid::test::fresh_scratch("grpo_dup");
   const auto in0 = write_input(dir / "in", 0, samples(0, 4), 4);
   const auto in1 = write_input(dir / "in", 1, samples(2, 4), 4);
   Grpo g;
@@ -163,8 +159,7 @@ BOOST_AUTO_TEST_CASE(grpo_refuses_a_sample_seen_twice) {
 }
 
 BOOST_AUTO_TEST_CASE(two_inputs_may_not_share_an_output) {
-  const fs::path dir = braid::test::scratch("same_name");
-  fs::remove_all(dir);
+  const fs::path dir = braid::test::fresh_scratch("same_name");
   const auto a = write_input(dir / "a", 0, samples(0, 4), 4);
   const auto b = write_input(dir / "b", 0, samples(4, 4), 4);
   Grpo g;
@@ -174,8 +169,7 @@ BOOST_AUTO_TEST_CASE(two_inputs_may_not_share_an_output) {
 }
 
 BOOST_AUTO_TEST_CASE(ppo_writes_each_shard_as_it_is_scored) {
-  const fs::path dir = braid::test::scratch("ppo");
-  fs::remove_all(dir);
+  const fs::path dir = braid::test::fresh_scratch("ppo");
   auto be = braid::backend::make_cpu_backend(1);
   braid::model::Model critic({.hidden_size = 16, .num_hidden_layers = 1, .num_attention_heads = 2,
                               .num_key_value_heads = 1, .intermediate_size = 24, .vocab_size = 259,

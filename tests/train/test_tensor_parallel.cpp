@@ -226,10 +226,7 @@ BOOST_AUTO_TEST_CASE(tp_checkpoints_reshard_to_the_whole_runs) {
   for (const int tp : tp_degrees(world->size())) {
     comm::Mesh mesh(*world, tp);
     const auto dir = test::scratch(fmt::format("train-tp-np{}-tp{}", world->size(), tp));
-    if (world->rank() == 0) {
-      std::filesystem::remove_all(dir);
-      std::filesystem::create_directories(dir);
-    }
+    if (world->rank() == 0) test::fresh_scratch(dir.filename().string());
     world->barrier();
     const ObjectiveCase c = objective_cases()[0];   // the PPO actor: every kind of tensor but score.weight
     const io::SampleBatch batch = uneven_batch(5);
@@ -278,10 +275,7 @@ BOOST_AUTO_TEST_CASE(lora_adapter_files_written_at_tp_are_whole) {
   for (const int tp : tp_degrees(world->size())) {
     comm::Mesh mesh(*world, tp);
     const auto dir = test::scratch(fmt::format("train-tp-lora-np{}-tp{}", world->size(), tp));
-    if (world->rank() == 0) {
-      std::filesystem::remove_all(dir);
-      std::filesystem::create_directories(dir);
-    }
+    if (world->rank() == 0) test::fresh_scratch(dir.filename().string());
     world->barrier();
     const ObjectiveCase c = objective_cases()[1];   // the PPO critic: adapters and the value head's copy
     const model::LoraOptions lora{.rank = 2, .alpha = 4};
