@@ -8,7 +8,7 @@ rm -f *.json out.txt err.txt
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# A PPO plan on 2 x 4 devices: one summary line naming every call and both times.
+# A PPO plan on a cluster of 2 x 4 devices: one summary line naming every call and both times.
 "$plan" "$fx/ppo-tiny.json" "$fx/cluster-2x4.json" --hardware h100 -o plan.json --time-limit 5 --iterations 3000 \
   > out.txt 2> err.txt
 [[ $(wc -l < out.txt) -eq 1 ]] || fail "summary is not one line: $(cat out.txt)"
