@@ -300,8 +300,9 @@ const cli::OptionSchema<O>& measure_schema() {
                   },
                   {.flag = "--mpirun", .type = text,
                    .help = "how the host costs start an MPI job (the launcher and its options, before -np)",
-                   .doc = "how an MPI job starts (the launcher and its options, before `-np`), for the host costs' "
-                          "start-up of 1, 2 and 4 ranks"},
+                   .doc = "how an MPI job starts (the launcher and its options, before `-np`; a word that starts "
+                          "with `-` given as `--mpirun=--oversubscribe`), for the host costs' start-up of 1, 2 and 4 "
+                          "ranks"},
                   [](O& o) { return fmt::format("{}", fmt::join(o.mpirun, " ")); }),
         output_entry(),
     };
