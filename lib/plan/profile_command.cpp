@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -210,9 +209,6 @@ int run_profile_measure(const ProfileOptions& o) {
   return 0;
 }
 
-}  // namespace braid::plan
-
-namespace braid::plan {
 namespace {
 
 using cli::custom;
