@@ -87,7 +87,7 @@ const cli::OptionSchema<MeshplanOptions>& meshplan_schema() {
                                .help = "most micro-batches of a generation or inference call (powers of two up to this)",
                                .bounds = {.min = 1, .max = kMaxCount}}),
       field<O>([](O& o) -> auto& { return o.search.seed; },
-               {.flag = "--seed", .type = integer, .help = "random seed of the search"}),
+               {.flag = "--seed", .type = integer, .help = "random seed of the search", .bounds = {.min = 0}}),
       field<O>(&O::no_inter_fusion, {.flag = "--no-inter-fusion", .type = boolean,
                                      .help = "plan without generation/inference fusion", .show_default = false}),
       field<O>(&O::no_intra_fusion, {.flag = "--no-intra-fusion", .type = boolean,

@@ -124,6 +124,12 @@ set +e
 rc=$?
 set -e
 [[ $rc -eq 2 && ! -e never.json ]] && grep -q nosuch err.txt || fail "--fix nosuch: exit $rc: $(cat err.txt)"
+# A negative seed is refused, not wrapped to 2^64 - 1.
+set +e
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" --hardware h100 --seed -1 -o never.json 2> err.txt
+rc=$?
+set -e
+[[ $rc -eq 2 && ! -e never.json ]] && grep -q -- "--seed" err.txt || fail "--seed -1: exit $rc: $(cat err.txt)"
 
 # '-' writes the plan to stdout and nothing else.
 "$plan" "$fx/grpo-tiny.json" "$fx/cluster-1x2.json" --hardware h100 -o - -q --max-micro 1 > out.txt
