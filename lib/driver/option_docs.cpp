@@ -7,6 +7,8 @@
 
 #include "core/error.hpp"
 #include "generate/option_schema.hpp"
+#include "plan/meshplan_command.hpp"
+#include "plan/profile_command.hpp"
 #include "rl/algorithms.hpp"
 #include "sched/option_schema.hpp"
 #include "score/options.hpp"
@@ -115,6 +117,18 @@ std::vector<OptionRow> tool_rows(const std::string& name, const cli::OptionSchem
   return rows_over({mode_of(name, schema, o, app)}, [](const OptionSpec&) { return true; });
 }
 
+// braid-profile's options over its verbs (the "modes" of its table).
+std::vector<OptionRow> profile_rows() {
+  std::vector<Mode> verbs;
+  for (const auto& verb : plan::profile_verbs()) {
+    CLI::App app;
+    plan::ProfileOptions o;
+    cli::add_schema_options(app, o, verb.schema);
+    verbs.push_back(mode_of(verb.name, verb.schema, o, app));
+  }
+  return rows_over(verbs, [](const OptionSpec&) { return true; });
+}
+
 // The value an option takes; the run file's table (run_file) shows the run file's bounds.
 std::string value_of(const OptionSpec& s, bool run_file = false) {
   std::string bounds;
@@ -150,7 +164,7 @@ std::string flags_of(const OptionSpec& s) {
 
 std::vector<std::string> option_table_names() {
   return {"braid-train-common", "braid-train-policy", "braid-train-text", "braid-generate", "braid-score",
-          "braid-schedgen",     "braid-schedgen-presets", "run-file"};
+          "braid-schedgen",     "braid-schedgen-presets", "run-file", "braid-profile", "braid-meshplan"};
 }
 
 std::vector<OptionRow> option_rows(const std::string& table) {
@@ -158,6 +172,8 @@ std::vector<OptionRow> option_rows(const std::string& table) {
   if (table == "braid-generate") return tool_rows("braid-generate", gen::generate_schema());
   if (table == "braid-score") return tool_rows("braid-score", score::score_schema());
   if (table == "braid-schedgen") return tool_rows("braid-schedgen", sched::schedgen_schema());
+  if (table == "braid-profile") return profile_rows();
+  if (table == "braid-meshplan") return tool_rows("braid-meshplan", plan::meshplan_schema());
   if (table == "run-file") {
     std::vector<OptionRow> rows;
     for (const auto& [section, specs] :
@@ -195,21 +211,27 @@ std::string option_table_markdown(const std::string& table) {
     }
     return out;
   }
-  const bool by_mode = table == "braid-train-policy" || table == "braid-train-text";
-  // braid-schedgen's keys are those of a spec's "anneal" block, where a key alone is set.
+  // The columns: the keys' for the tools a run file sets (braid-schedgen's keys are those of a
+  // spec's "anneal" block, where a key alone is set), not for braid-profile and braid-meshplan;
+  // the modes' (braid-profile's verbs) where the table is over modes.
+  const bool by_verb = table == "braid-profile";
+  const bool by_mode = table == "braid-train-policy" || table == "braid-train-text" || by_verb;
+  const bool keyed = !by_verb && table != "braid-meshplan";
   const std::string block = table == "braid-schedgen" ? "anneal" : "";
-  const std::string keys = block.empty() ? "run file" : fmt::format("`{}` key", block);
-  out = by_mode ? "| option | value | default | run file | modes | meaning |\n|---|---|---|---|---|---|\n"
-                : fmt::format("| option | value | default | {} | meaning |\n|---|---|---|---|---|\n", keys);
+  std::vector<std::string> heads = {"option", "value", "default"};
+  if (keyed) heads.push_back(block.empty() ? "run file" : fmt::format("`{}` key", block));
+  if (by_mode) heads.push_back(by_verb ? "verbs" : "modes");
+  heads.push_back("meaning");
+  out = fmt::format("| {} |\n|", fmt::join(heads, " | "));
+  for (std::size_t i = 0; i < heads.size(); ++i) out += "---|";
+  out += "\n";
   for (const auto& r : rows) {
-    const std::string& meaning = r.spec.doc.empty() ? r.help : r.spec.doc;
-    const std::string dflt = r.spec.required ? "required" : r.defaults;
-    const std::string key = r.spec.key.empty() ? "" : fmt::format("`{}`", r.spec.key);
     const std::string option = r.spec.flag.empty() ? fmt::format("`{}.{}`", block, r.spec.key) : flags_of(r.spec);
-    out += by_mode ? fmt::format("| {} | {} | {} | {} | {} | {} |\n", option, cell(value_of(r.spec)),
-                                 cell(dflt), key, r.modes.empty() ? "all" : r.modes, cell(meaning))
-                   : fmt::format("| {} | {} | {} | {} | {} |\n", option, cell(value_of(r.spec)), cell(dflt),
-                                 key, cell(meaning));
+    std::vector<std::string> cells = {option, cell(value_of(r.spec)), cell(r.spec.required ? "required" : r.defaults)};
+    if (keyed) cells.push_back(r.spec.key.empty() ? "" : fmt::format("`{}`", r.spec.key));
+    if (by_mode) cells.push_back(r.modes.empty() ? "all" : r.modes);
+    cells.push_back(cell(r.spec.doc.empty() ? r.help : r.spec.doc));
+    out += fmt::format("| {} |\n", fmt::join(cells, " | "));
   }
   return out;
 }

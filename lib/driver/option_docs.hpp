@@ -20,7 +20,8 @@ struct OptionRow {
 
 // The tables: braid-train-common, braid-train-policy, braid-train-text, braid-generate,
 // braid-score, braid-schedgen (its "anneal" keys beside the flags), braid-schedgen-presets
-// (not of options: the presets' knobs), run-file.
+// (not of options: the presets' knobs), run-file, braid-profile (its options over its verbs),
+// braid-meshplan.
 std::vector<std::string> option_table_names();
 // The rows of a table (run-file: every key of the run file's stage sections that sets an option).
 std::vector<OptionRow> option_rows(const std::string& table);

@@ -2,12 +2,16 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <optional>
 
+#include <fmt/format.h>
+
+#include "backend/device_option.hpp"
+#include "backend/dtype_option.hpp"
 #include "backend/registry.hpp"
 #include "comm/mpi.hpp"
+#include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
@@ -20,6 +24,7 @@
 #include "plan/engine_runner.hpp"
 #include "plan/experiment.hpp"
 #include "plan/host_probe.hpp"
+#include "plan/made_from.hpp"
 #include "plan/probes.hpp"
 #include "plan/train_probe.hpp"
 
@@ -65,19 +70,8 @@ void write_profile(const ProfileOptions& o, const std::string& verb, const Profi
   const auto files = [](const std::vector<std::string>& v) { return std::vector<std::filesystem::path>(v.begin(), v.end()); };
   if (!o.m.models.empty()) m.add_input("models", files(o.m.models));
   if (!o.m.value_models.empty()) m.add_input("value models", files(o.m.value_models));
-  if (!o.m.experiment.empty()) {
-    m.add_input_path("experiment", o.m.experiment);
-    const auto configs = load_experiment(o.m.experiment).config_files;
-    if (!configs.empty()) m.add_input("model configs", files(configs));
-  }
-  if (!o.hardware.empty()) {
-    const auto presets = hardware_preset_names();
-    if (std::find(presets.begin(), presets.end(), o.hardware) != presets.end()) {
-      m.add_input_value("hardware", o.hardware);
-    } else {
-      m.add_input_path("hardware", o.hardware);
-    }
-  }
+  if (!o.m.experiment.empty()) add_experiment_input(m, o.m.experiment);
+  if (!o.hardware.empty()) add_hardware_input(m, o.hardware);
   if (!o.calibrate.empty()) m.add_input_path("calibrate", o.calibrate);
   ordered_json j = profile_to_json(p);
   j["made_from"] = m.to_json();
@@ -213,6 +207,146 @@ int run_profile_measure(const ProfileOptions& o) {
   }
   write_profile(o, "measure", p);
   return 0;
+}
+
+namespace {
+
+using cli::custom;
+using cli::field;
+using namespace cli::option_types;
+using O = ProfileOptions;
+
+cli::SchemaEntry<O> model_entry() {
+  return field<O>([](O& o) -> auto& { return o.m.models; },
+                  {.flag = "--model", .type = path, .help = "HF config.json of a model with an LM head (repeatable)",
+                   .show_default = false,
+                   .doc = "a Hugging Face `config.json` of a model with an LM head (repeatable)"});
+}
+
+cli::SchemaEntry<O> value_model_entry() {
+  return field<O>([](O& o) -> auto& { return o.m.value_models; },
+                  {.flag = "--value-model", .type = path,
+                   .help = "HF config.json of a critic/reward model (value head; repeatable)", .show_default = false,
+                   .doc = "a config of a critic or reward model (value head; repeatable)"});
+}
+
+cli::SchemaEntry<O> experiment_entry() {
+  return field<O>([](O& o) -> auto& { return o.m.experiment; },
+                  {.flag = "--experiment", .type = path, .help = "take the four models of a braid.experiment",
+                   .show_default = false,
+                   .doc = "the four models of a `braid.experiment`; measure: the decode steps' KV lengths start at its "
+                          "shortest prompt (the power of two at or below it, at least 8), so its short contexts are "
+                          "measured, not read at the grid's first column"});
+}
+
+cli::SchemaEntry<O> repeats_entry(std::string help) {
+  return field<O>(&O::repeats, {.flag = "--repeats", .type = integer, .help = std::move(help),
+                                .bounds = {.min = 1, .max = 1000},
+                                .doc = "timed runs per point (measure: the median and the spread are kept), per size "
+                                       "(comm)"});
+}
+
+cli::SchemaEntry<O> output_entry() {
+  return field<O>(&O::output, {.flag = "-o,--output", .type = path, .help = "output file ('-': stdout)"});
+}
+
+const cli::OptionSchema<O>& analytic_schema() {
+  static const cli::OptionSchema<O> s = {
+      field<O>(&O::hardware, {.flag = "--hardware", .type = text, .help = "h100, h200 or a hardware JSON file",
+                              .required = true, .show_default = false,
+                              .doc = "`h100`, `h200` or a hardware JSON file (the `hardware` object of a profile)"}),
+      field<O>(&O::calibrate, {.flag = "--calibrate", .type = path,
+                               .help = "take the efficiency factors from a measured profile.json",
+                               .show_default = false}),
+      model_entry(), value_model_entry(), experiment_entry(), output_entry(),
+  };
+  return s;
+}
+
+const cli::OptionSchema<O>& measure_schema() {
+  static const cli::OptionSchema<O> s = [] {
+    auto max_batch = field<O>(&O::max_batch,
+                              {.flag = "--max-batch", .type = integer,
+                               .help = "decode steps at batches 1, 2, 4, ... up to this (default 64, --quick 16): the "
+                                       "generator's --max-batch, so that its steps are measured, not extrapolated",
+                               .bounds = {.min = 1, .max = 4096}, .show_default = false});
+    max_batch.docs_default = [](O&) { return std::string("64; --quick 16"); };
+    return cli::OptionSchema<O>{
+        model_entry(), value_model_entry(), experiment_entry(),
+        repeats_entry("timed runs per point (median and spread kept)"),
+        field<O>(&O::quick, {.flag = "--quick", .type = boolean,
+                             .help = "smaller grids (tokens to 1024, batch to 16, lengths to 256)",
+                             .show_default = false}),
+        field<O>(&O::threads, {.flag = "--threads", .type = integer,
+                               .help = "backend threads (0: all cores of this process)", .bounds = {.min = 0}}),
+        backend::device_entry<O>(&O::device, "`cpu` or `cuda[:N]`, as braid-generate takes it"),
+        backend::dtype_entry<O>(&O::dtype,
+                                "`bf16`: decoder layers with bf16 weights (the embedding and head probes stay f32)"),
+        max_batch,
+        custom<O>([](CLI::App& app, O& o, const cli::OptionSpec& spec) {
+                    return app.add_flag("!" + spec.flag, o.host, spec.help);
+                  },
+                  {.flag = "--no-host", .type = boolean,
+                   .help = "leave out the host costs of a run (process and MPI start-up, memory first touch, HDF5 files)",
+                   .doc = "leave out the host costs of a run (the profile's `host` block: process and MPI start-up, "
+                          "memory first touch, HDF5 files)"},
+                  [](O& o) { return std::string(o.host ? "off" : "on"); }),
+        custom<O>([](CLI::App& app, O& o, const cli::OptionSpec& spec) {
+                    return cli::decorate(app.add_option(spec.flag, o.mpirun, spec.help), spec)->expected(1, 16);
+                  },
+                  {.flag = "--mpirun", .type = text,
+                   .help = "how the host costs start an MPI job (the launcher and its options, before -np)",
+                   .doc = "how an MPI job starts (the launcher and its options, before `-np`; a word that starts "
+                          "with `-` given as `--mpirun=--oversubscribe`), for the host costs' start-up of 1, 2 and 4 "
+                          "ranks"},
+                  [](O& o) { return fmt::format("{}", fmt::join(o.mpirun, " ")); }),
+        output_entry(),
+    };
+  }();
+  return s;
+}
+
+}  // namespace
+
+const std::vector<ProfileVerb>& profile_verbs() {
+  static const std::vector<ProfileVerb> verbs = {
+      {"analytic", "the profile a given hardware would measure (roofline model)", analytic_schema(),
+       run_profile_analytic},
+      {"measure", "measure on this machine with braid's engine (links too, under mpirun)", measure_schema(),
+       run_profile_measure},
+      {"probe", "matrix-product and memory throughput of this machine", {repeats_entry("timed runs"), output_entry()},
+       run_profile_probe},
+      {"comm", "point-to-point and all-reduce bandwidth and latency (run under mpirun)",
+       {repeats_entry("timed runs per size"),
+        field<O>(&O::comm_max_mb, {.flag = "--max-mb", .type = number, .help = "largest message in MB",
+                                   .bounds = {.min = 0, .exclusive_min = true}}),
+        output_entry()},
+       run_profile_comm},
+  };
+  return verbs;
+}
+
+void add_profile_verbs(CLI::App& app, ProfileOptions& o) {
+  for (const auto& verb : profile_verbs()) cli::add_schema_options(*app.add_subcommand(verb.name, verb.help), o, verb.schema);
+  // What the host costs spawn to time a process start and an MPI job's (hidden).
+  app.add_subcommand("noop", "")->group("");
+  app.add_subcommand("mpi-noop", "")->group("");
+}
+
+int run_profile(const CLI::App& app, ProfileOptions& o) {
+  if (app.got_subcommand("noop")) return 0;
+  if (app.got_subcommand("mpi-noop")) return run_mpi_noop();
+  // The options a profile records (the files it reads are recorded by content instead).
+  const std::vector<std::string> not_recorded = {"--model", "--value-model", "--experiment", "--hardware",
+                                                 "--calibrate", "--output", "--quiet", "--verbose", "--version"};
+  for (const auto& verb : profile_verbs()) {
+    const CLI::App* cmd = app.get_subcommand(verb.name);
+    if (!cmd->parsed()) continue;
+    o.option_values = cli::option_values(*cmd, not_recorded);
+    o.options_given = cli::options_given(*cmd, not_recorded);
+    return verb.run(o);
+  }
+  throw UsageError("name a verb: analytic, measure, probe or comm");
 }
 
 }  // namespace braid::plan

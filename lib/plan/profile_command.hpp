@@ -1,6 +1,7 @@
-// braid-profile's commands: its flags as a plain struct and one function per verb
-// (analytic, measure, probe, comm), each writing its JSON to o.output. tools/profile/
-// main.cpp only declares the flags. docs/tools/profile.md describes the behaviour and
+// braid-profile's commands: its flags as a plain struct, one function per verb (analytic,
+// measure, probe, comm), each writing its JSON to o.output, and each verb's options declared
+// once in a schema (core/option_schema.hpp: tools/profile/main.cpp adds them, `braid options
+// braid-profile` prints them). docs/tools/profile.md describes the behaviour and
 // docs/formats-plan.md the files.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/json.hpp"
+#include "core/option_schema.hpp"
 
 namespace braid::plan {
 
@@ -38,6 +40,21 @@ struct ProfileOptions {
   ordered_json option_values = ordered_json::object();
   std::vector<std::string> options_given;
 };
+
+// A verb: its name, its line in --help, its options, its command.
+struct ProfileVerb {
+  std::string name;
+  std::string help;
+  cli::OptionSchema<ProfileOptions> schema;
+  int (*run)(const ProfileOptions&);
+};
+// analytic, measure, probe, comm.
+const std::vector<ProfileVerb>& profile_verbs();
+// The verbs as subcommands of app, their options bound to o; and the hidden verbs the
+// host costs spawn (plan/host_probe.hpp).
+void add_profile_verbs(CLI::App& app, ProfileOptions& o);
+// Runs the verb app parsed, o holding its options; o records the verb's option values.
+int run_profile(const CLI::App& app, ProfileOptions& o);
 
 // The profile a given hardware would measure (roofline model), as braid.profile.
 int run_profile_analytic(const ProfileOptions& o);

@@ -2,12 +2,14 @@
 """The option audit's table (tests/audit/option_effects.tsv) covers every option.
 
 For every table of options `braid options` prints (braid-train's, braid-generate's,
-braid-score's and braid-schedgen's options, the keys of braid-schedgen's "anneal" block as
-anneal.KEY, the run file's stage keys; not the presets), every option must have a row
-naming the test that shows it acts (or is refused where nothing reads it); a row must name an option that
-exists; the test file must exist and name the option (its flag, its field's name with
-underscores, or its run-file key), unless the row's evidence is "schema" (a test that walks
-the option schemas, as tests/audit/test_run_file_keys.cpp).
+braid-score's, braid-schedgen's, braid-profile's over its verbs and braid-meshplan's
+options, the keys of braid-schedgen's "anneal" block as anneal.KEY, the run file's stage
+keys; not the presets), every option must have a row naming the test that shows it acts (or
+is refused where nothing reads it); a row must name an option that exists; the test file
+must exist and name the option (its flag, its field's name with underscores, or its
+run-file key), unless the row's evidence is "schema" (a test that walks the option schemas,
+as tests/audit/test_run_file_keys.cpp). A table of options with no rows fails too (a tool
+whose schema lost its options, or a table the audit would pass by printing nothing).
 
     option_table.py BRAID SOURCE_DIR
 """
@@ -17,10 +19,11 @@ import subprocess
 import sys
 
 
-def options_of(braid: str, table: str) -> list[str]:
+def options_of(braid: str, table: str) -> list[str] | None:
+    """The options of a table, by their first column; None for a table of something else (presets)."""
     out = subprocess.run([braid, "options", table], check=True, capture_output=True, text=True).stdout
-    if out.split("|")[1].strip() not in ("option", "key"):  # a table of something else (presets)
-        return []
+    if out.split("|")[1].strip() not in ("option", "key"):
+        return None
     return [re.findall(r"`([^`]+)`", line.split("|")[1])[0] for line in out.splitlines()[2:]]
 
 
@@ -42,7 +45,12 @@ def main() -> int:
             continue
         table, option, evidence, test = line.split("\t")
         rows[(table, option)] = (evidence, test, n)
-    wanted = {(t, o) for t in tables for o in options_of(braid, t)}
+    wanted = set()
+    for t in tables:
+        options = options_of(braid, t)
+        if options == []:
+            problems.append(f"braid options {t}: a table of options with no rows")
+        wanted |= {(t, o) for o in options or []}
     for key in sorted(wanted - rows.keys()):
         problems.append(f"option_effects.tsv: no row for {key[0]} {key[1]} (which test shows it acts?)")
     for key in sorted(rows.keys() - wanted):

@@ -15,8 +15,9 @@
 #   memory  the peak device memory of the sft and score runs within their prediction, and a
 #         run whose prediction exceeds the free memory (--micro-tokens 50000000) refused with
 #         exit 2 naming the activations and the free memory, before anything is written
-#   profile  braid-profile measure --device cuda writes a profile braid check accepts, every
-#         measured time positive, its hardware block the device's (name, memory, rates)
+#   profile  braid-profile measure --device cuda --dtype bf16 writes a profile braid check
+#         accepts, every measured time positive, its hardware block the device's (name, memory,
+#         rates, bf16's 2 bytes)
 #
 # Exit 77 (ctest: Skipped) where the CUDA backend cannot be made (no GPU, a build without
 # CUDA). BRAID_TOOLS_DEVICE (default cuda) names the device compared with the CPU; "cpu"
@@ -171,7 +172,7 @@ fi
 
 echo "== braid-profile measure --device $DEV"
 run profile "$B/braid-profile" measure --model "$BRAID_SOURCE/examples/tiny/config.json" --quick --repeats 1 \
-  --threads 2 --device "$DEV" -o "profile-$DEV.json"
+  --threads 2 --device "$DEV" --dtype bf16 -o "profile-$DEV.json"
 "$B/braid" check "profile-$DEV.json" > /dev/null || fail "braid check refuses the profile"
 python3 - "profile-$DEV.json" "$DEV" <<'PY' || fail "the profile"
 import json, math, sys
@@ -181,6 +182,9 @@ assert p["format"] == "braid.profile" and p["source"] == "measured", (p["format"
 hw = p["hardware"]
 assert hw["name"].startswith(sys.argv[2]), ("hardware name", hw["name"], "measured on", sys.argv[2])
 assert hw["peak_tflops"] > 0 and hw["mem_bandwidth_gbs"] > 0 and hw["mem_capacity_gb"] > 0, hw
+# --dtype bf16: the layers' weights, and a GPU's rates measured, in bf16 (the CPU's hardware
+# block is the host's, f32).
+assert hw["dtype_bytes"] == (4 if sys.argv[2] == "cpu" else 2), hw
 print(f"{sys.argv[1]}: hardware {hw['name']}: {hw['peak_tflops']:.1f} TFLOP/s, {hw['mem_bandwidth_gbs']:.0f} GB/s, "
       f"{hw['mem_capacity_gb']:.1f} GB")
 m = p["models"][0]

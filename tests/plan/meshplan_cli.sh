@@ -4,11 +4,11 @@ set -euo pipefail
 plan=$BRAID_BIN/braid-meshplan
 fx=$BRAID_FIXTURES/plan
 cd "$BRAID_SCRATCH"
-rm -f plan.json serial.json out.txt err.txt
+rm -f *.json out.txt err.txt
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# A PPO plan on 2 x 4 devices: one summary line naming every call and both times.
+# A PPO plan on a cluster of 2 x 4 devices: one summary line naming every call and both times.
 "$plan" "$fx/ppo-tiny.json" "$fx/cluster-2x4.json" --hardware h100 -o plan.json --time-limit 5 --iterations 3000 \
   > out.txt 2> err.txt
 [[ $(wc -l < out.txt) -eq 1 ]] || fail "summary is not one line: $(cat out.txt)"
@@ -86,6 +86,51 @@ set -e
 [[ $code == 2 ]] && grep -q 'bad-sched.json' err.txt && grep -q 'devices\[0\].subtasks\[0\].end' err.txt \
   && [[ ! -e never.json ]] || fail "a damaged schedule: exit $code: $(cat err.txt)"
 
+# The search's options: --search names the method; --seed and --iterations steer
+# Metropolis-Hastings (the same seed, the same plans costed); --time-limit stops it long
+# before 10^8 proposals; --max-micro bounds a generation or inference call's micro-batches;
+# --fix pins calls' strategies (a name that is no call exits 2).
+search() {  # $1: output, the rest: options
+  local out=$1; shift
+  "$plan" "$fx/ppo-tiny.json" "$fx/cluster-2x4.json" --hardware h100 --search mh -o "$out" -q "$@" > /dev/null
+}
+search s1.json --iterations 500 --seed 1
+search s1-again.json --iterations 500 --seed 1
+search s3.json --iterations 500 --seed 3
+search long.json --iterations 3000 --seed 1
+search timed.json --iterations 100000000 --time-limit 0.5
+search micro1.json --iterations 500 --seed 1 --max-micro 1
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" --hardware h100 --search exhaustive --max-micro 1 \
+  --fix train=d1t1p2 -o fixed.json -q > /dev/null
+python3 - first.json s1.json s1-again.json s3.json long.json timed.json micro1.json fixed.json <<'PY' || fail "search options"
+import json, sys
+first, s1, again, s3, long, timed, micro1, fixed = (json.load(open(f)) for f in sys.argv[1:])
+assert first["search"]["method"] == "exhaustive" and s1["search"]["method"] == "mh", (first["search"], s1["search"])
+n = lambda p: p["search"]["plans_evaluated"]
+assert n(s1) == n(again) and s1["calls"] == again["calls"], "one seed, two searches"
+assert n(s1) != n(s3), ("--seed changed nothing", n(s1), n(s3))
+assert n(s1) < n(long), ("--iterations changed nothing", n(s1), n(long))
+assert timed["search"]["seconds"] < 10, timed["search"]
+assert micro1["search"]["plan_space"] < s1["search"]["plan_space"], "--max-micro changed nothing"
+for p in (first, micro1):
+    assert all(c["strategy"]["micro_batches"] == 1 for c in p["calls"] if c["kind"] != "train"), p["calls"]
+for c in fixed["calls"]:
+    if c["kind"] == "train":
+        s = c["strategy"]
+        assert (s["dp"], s["tp"], s["pp"]) == (1, 1, 2), c
+PY
+set +e
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" --hardware h100 --fix nosuch=d1t1p1 -o never.json 2> err.txt
+rc=$?
+set -e
+[[ $rc -eq 2 && ! -e never.json ]] && grep -q nosuch err.txt || fail "--fix nosuch: exit $rc: $(cat err.txt)"
+# A negative seed is refused, not wrapped to 2^64 - 1.
+set +e
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" --hardware h100 --seed -1 -o never.json 2> err.txt
+rc=$?
+set -e
+[[ $rc -eq 2 && ! -e never.json ]] && grep -q -- "--seed" err.txt || fail "--seed -1: exit $rc: $(cat err.txt)"
+
 # '-' writes the plan to stdout and nothing else.
 "$plan" "$fx/grpo-tiny.json" "$fx/cluster-1x2.json" --hardware h100 -o - -q --max-micro 1 > out.txt
 python3 -c "import json; assert json.load(open('out.txt'))['format'] == 'braid.plan'"
@@ -112,4 +157,9 @@ set +e
 rc=$?
 set -e
 [[ $rc -eq 2 ]] || fail "missing profile exit $rc"
+set +e
+"$plan" "$fx/ppo-tiny.json" "$fx/cluster-1x2.json" --profile h100.json --hardware h100 -o never.json 2> err.txt
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "not both" err.txt || fail "--profile with --hardware: exit $rc: $(cat err.txt)"
 echo ok
