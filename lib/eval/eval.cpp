@@ -319,12 +319,14 @@ ordered_json evaluate_dpo_policy(const PairEvalOptions& o) {
   if (o.ref.empty()) throw UsageError("a policy on preference pairs needs --ref (its implicit reward is against it)");
   if (!(o.beta > 0)) throw UsageError(fmt::format("--beta must be > 0, got {}", o.beta));
   const auto t0 = Clock::now();
+  const tok::ChatDefaults chat = tok::chat_defaults(o.model.tools, o.model.chat_template_kwargs);
   auto be = backend::make_backend(o.model.device, o.model.threads);
   auto tokenizer = tok::load_tokenizer(o.model.tokenizer);
   auto policy = checkpoint::open_model(o.model.checkpoint, *be, {}, /*need_lm_head=*/true, false, o.model.dtype);
   const auto& cfg = policy.model->config();
+  // The pairs as braid-train dpo reads them: conversations by the tokenizer's template.
   const io::SampleBatch batch = data::read_preference_jsonl(o.pairs, *tokenizer, cfg.vocab_size,
-                                                             cfg.max_position_embeddings);
+                                                             cfg.max_position_embeddings, o.model.tokenizer, chat);
   const std::size_t pairs = batch.size() / 2;
   if (pairs == 0) throw InputError(o.pairs, "", "holds no preference pairs");
   const std::vector<float> lp = rl::reference_logprobs(*policy.model, batch.tokens, batch.offsets, o.model.micro_tokens);
