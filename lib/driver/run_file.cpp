@@ -581,10 +581,14 @@ void read_eval(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec) 
   if (e.contains("rule") && e.contains("command")) c.fail("eval", "give one of \"rule\" and \"command\", not both");
   if (e.contains("timeout") && !e.contains("command")) c.fail("eval.timeout", "only with \"command\"");
   if (e.contains("rule")) {
-    if (auto problem = rule_problem(p.reward_rule)) c.fail("eval.rule", *problem);
+    if (e.at("rule").is_string()) {
+      if (auto problem = rule_problem(p.reward_rule)) c.fail("eval.rule", *problem);
+    }
   } else if (e.contains("command")) {
     p.reward_cmd_dir = dir.string();
-    if (p.reward_cmd.find_first_not_of(" \t") == std::string::npos) c.fail("eval.command", "is empty: give the scorer's command line");
+    if (e.at("command").is_string() && p.reward_cmd.find_first_not_of(" \t") == std::string::npos) {
+      c.fail("eval.command", "is empty: give the scorer's command line");
+    }
   } else if (spec.reward.kind == ModelSource::Kind::rule) {
     p.reward_rule = spec.reward.rule;
   } else if (spec.reward.kind == ModelSource::Kind::command) {

@@ -31,7 +31,12 @@ std::unique_ptr<score::TextReward> make_reward(const PolicyEvalOptions& o) {
   if (o.reward_rule.empty() == o.reward_cmd.empty()) {
     throw UsageError("give exactly one of --reward-rule and --reward-cmd");
   }
-  if (!o.reward_rule.empty()) return score::make_rule_reward(o.reward_rule);
+  if (!o.reward_rule.empty()) {
+    // A scorer command's settings where no command runs are refused, not ignored.
+    if (!o.reward_cmd_dir.empty()) throw UsageError("--reward-cmd-dir: only with --reward-cmd");
+    if (o.reward_cmd_timeout) throw UsageError("--reward-cmd-timeout: only with --reward-cmd");
+    return score::make_rule_reward(o.reward_rule);
+  }
   score::ScorerOptions s{.command = o.reward_cmd, .dir = o.reward_cmd_dir};
   if (o.reward_cmd_timeout) s.timeout_seconds = *o.reward_cmd_timeout;
   return score::make_command_reward(s);

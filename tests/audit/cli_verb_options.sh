@@ -7,11 +7,7 @@
 # --length-normalize, --micro-tokens, --dtype, and its refusals. A tiny untrained model: seconds.
 . "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
-cat > config.json <<'JSON'
-{"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
- "intermediate_size": 64, "vocab_size": 259, "max_position_embeddings": 64,
- "bos_token_id": 256, "eos_token_id": 257, "pad_token_id": 258}
-JSON
+llama_config 32 2 2 1 64 259 64 > config.json
 
 # braid synth: --format gsm8k writes question/answer lines ("#### N"); --tail 0.5 is a
 # heavier tail than --tail 4 (longer items); --prompts/--sft/--pairs/--heldout count lines.
@@ -114,6 +110,10 @@ PY
 expect_bad eval_micro_prompts "--micro-tokens" -- "$B" eval a0.h5 --prompts plain/heldout.jsonl --reward-rule math \
   --micro-tokens 64
 expect_bad eval_top_p_pairs "--top-p" -- "$B" eval a0.h5 --pairs plain/heldout-pairs.jsonl --ref a1.h5 --top-p 0.5
+expect_bad eval_cmd_dir_rule "--reward-cmd-dir" -- "$B" eval a0.h5 --prompts plain/heldout.jsonl --reward-rule math \
+  --reward-cmd-dir scorer
+expect_bad eval_timeout_rule "--reward-cmd-timeout" -- "$B" eval a0.h5 --prompts plain/heldout.jsonl --reward-rule math \
+  --reward-cmd-timeout 5
 expect_bad eval_device "--device" -- "$B" eval a0.h5 --prompts plain/heldout.jsonl --reward-rule math --device tpu
 expect_bad eval_tools "nosuch.json" -- "$B" eval a0.h5 --prompts plain/heldout.jsonl --reward-rule math \
   --tools nosuch.json
