@@ -10,7 +10,9 @@
 #include "data/option_schema.hpp"
 #include "driver/run_file.hpp"
 #include "eval/option_schema.hpp"
+#include "driver/option_schema.hpp"
 #include "hf/option_schema.hpp"
+#include "io/option_schema.hpp"
 #include "generate/option_schema.hpp"
 #include "rl/algorithms.hpp"
 #include "sched/option_schema.hpp"
@@ -147,7 +149,8 @@ std::vector<std::string> option_table_names() {
   return {"braid-train-common", "braid-train-policy", "braid-train-text", "braid-generate", "braid-score",
           "braid-schedgen",     "braid-schedgen-presets", "run-file",
           // the driver's verbs
-          "braid-eval", "braid-synth", "braid-data", "braid-init", "braid-import", "braid-export", "braid-reshard"};
+          "braid-eval", "braid-synth", "braid-data", "braid-init", "braid-import", "braid-export", "braid-reshard",
+          "braid-run", "braid-makefile", "braid-tokenize", "braid-inspect"};
 }
 
 std::vector<OptionRow> option_rows(const std::string& table) {
@@ -162,6 +165,10 @@ std::vector<OptionRow> option_rows(const std::string& table) {
   if (table == "braid-import") return tool_rows(table, hf::import_schema());
   if (table == "braid-export") return tool_rows(table, hf::export_schema());
   if (table == "braid-reshard") return tool_rows(table, checkpoint::reshard_schema());
+  if (table == "braid-run") return tool_rows(table, run_schema());
+  if (table == "braid-makefile") return tool_rows(table, makefile_schema());
+  if (table == "braid-tokenize") return tool_rows(table, gen::tokenize_schema());
+  if (table == "braid-inspect") return tool_rows(table, io::inspect_schema());
   if (table == "run-file") {
     std::vector<OptionRow> rows;
     for (const auto& [section, specs] :

@@ -21,7 +21,8 @@ struct OptionRow {
 // The tables: braid-train-common, braid-train-policy, braid-train-text, braid-generate,
 // braid-score, braid-schedgen (its "anneal" keys beside the flags), braid-schedgen-presets
 // (not of options: the presets' knobs), run-file; the driver's verbs: braid-eval,
-// braid-synth, braid-data, braid-init, braid-import, braid-export, braid-reshard.
+// braid-synth, braid-data, braid-init, braid-import, braid-export, braid-reshard, braid-run,
+// braid-makefile, braid-tokenize, braid-inspect.
 std::vector<std::string> option_table_names();
 // The rows of a table (run-file: every key of the run file's stage sections and eval section).
 std::vector<OptionRow> option_rows(const std::string& table);

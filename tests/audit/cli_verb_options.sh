@@ -4,7 +4,8 @@
 # reads it. braid synth's --format, --tail and counts; braid init's --init-std; braid
 # export's --dtype and --value-head; braid eval's --limit, --correct-at, --max-new-tokens, --top-k,
 # --top-p, --max-batch, --threads, --reward-cmd (+ --reward-cmd-dir, --reward-cmd-timeout),
-# --length-normalize, --micro-tokens, --dtype, and its refusals. A tiny untrained model: seconds.
+# --length-normalize, --micro-tokens, --dtype, and its refusals; braid tokenize --decode,
+# braid makefile --iterations. A tiny untrained model: seconds.
 . "$BRAID_SOURCE/tests/common/cli.sh"
 B="$BRAID_BIN/braid"
 llama_config 32 2 2 1 64 259 64 > config.json
@@ -119,4 +120,14 @@ expect_bad eval_tools "nosuch.json" -- "$B" eval a0.h5 --prompts plain/heldout.j
   --tools nosuch.json
 expect_bad eval_kwargs "--chat-template-kwargs" -- "$B" eval a0.h5 --prompts plain/heldout.jsonl --reward-rule math \
   --chat-template-kwargs '[1]'
+# braid tokenize --decode: ids to text; braid makefile --iterations: the rules of that many.
+[[ "$("$B" tokenize --decode 104,105)" == *'"decoded":"hi"'* ]] || fail "braid tokenize --decode 104,105 is not hi"
+mkdir -p models && cp config.json models/ && printf '{"text": "1 2"}\n' > prompts.jsonl
+cat > run.json <<'JSON'
+{"format": "braid.run", "version": 1, "algorithm": "grpo", "prompts": "prompts.jsonl", "iterations": 3,
+ "models": {"actor": {"init": {"config": "models/config.json"}}, "reward": {"rule": "digits"}}}
+JSON
+"$B" -q makefile run.json -d out -o three.mk
+"$B" -q makefile run.json -d out --iterations 1 -o one.mk
+grep -q "iter-0003" three.mk && ! grep -q "iter-0002" one.mk || fail "braid makefile --iterations 1 wrote other iterations"
 echo "verb options ok"
