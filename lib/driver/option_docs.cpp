@@ -5,15 +5,15 @@
 
 #include <fmt/format.h>
 
-#include "core/error.hpp"
 #include "checkpoint/option_schema.hpp"
+#include "core/error.hpp"
 #include "data/option_schema.hpp"
+#include "driver/option_schema.hpp"
 #include "driver/run_file.hpp"
 #include "eval/option_schema.hpp"
-#include "driver/option_schema.hpp"
+#include "generate/option_schema.hpp"
 #include "hf/option_schema.hpp"
 #include "io/option_schema.hpp"
-#include "generate/option_schema.hpp"
 #include "rl/algorithms.hpp"
 #include "sched/option_schema.hpp"
 #include "score/options.hpp"

@@ -573,8 +573,8 @@ void read_eval(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec) 
   if (e.contains("k")) {
     for (std::size_t i = 0; i < p.k.size(); ++i) {
       if (p.k[i] > p.samples) {
-        c.fail(e.at("k").is_array() ? fmt::format("eval.k[{}]", i) : "eval.k", fmt::format("k = {} is above eval.samples ({}): pass@k and maj@k need k <= n",
-                                                         p.k[i], p.samples));
+        c.fail(e.at("k").is_array() ? fmt::format("eval.k[{}]", i) : std::string("eval.k"),
+               fmt::format("k = {} is above eval.samples ({}): pass@k and maj@k need k <= n", p.k[i], p.samples));
       }
     }
   }
@@ -657,9 +657,12 @@ const cli::OptionSchema<EvalSpec>& eval_section_schema() {
     for (auto& entry : cli::nested<EvalSpec>(eval::policy_schema(), &EvalSpec::policy)) {
       if (!entry.spec.key.empty()) out.push_back(std::move(entry));
     }
-    out.insert(out.begin() + 1, cli::field<EvalSpec>(&EvalSpec::every, {.type = cli::OptionType::integer,
-                                                                         .help = "Evaluate every N iterations; the start and the last are always evaluated",
-                                                                         .key = "every", .bounds = {.min = 1, .max = 9999}}));
+    // `every`, after `prompts`: the driver's own (which iterations evaluate), a key alone.
+    auto every = cli::field<EvalSpec>(
+        &EvalSpec::every, {.type = cli::OptionType::integer,
+                           .help = "Evaluate every N iterations; the start and the last are always evaluated",
+                           .key = "every", .bounds = {.min = 1, .max = 9999}});
+    out.insert(out.begin() + 1, std::move(every));
     return out;
   }();
   return s;
