@@ -27,10 +27,11 @@ cli::SchemaEntry<P> timeout_entry(OptionSpec spec) {
   return e;
 }
 
-// A count of lines of one file.
+// A count of lines of one file (no cap here: a count past what memory holds is refused by
+// write_synth, naming the memory it would take).
 cli::SchemaEntry<S> count(std::int64_t SynthCounts::*member, const char* flag, const char* help) {
   return field<S>([member](S& o) -> std::int64_t& { return o.counts.*member; },
-                  {.flag = flag, .type = integer, .help = help, .bounds = {.min = 0, .max = kMaxCount}});
+                  {.flag = flag, .type = integer, .help = help, .bounds = {.min = 0}});
 }
 
 }  // namespace
