@@ -13,6 +13,7 @@ std::string_view type_name(OptionType t) {
     case OptionType::integer: return "integer";
     case OptionType::number: return "number";
     case OptionType::numbers: return "numbers";
+    case OptionType::integers: return "integers";
     case OptionType::choice: return "choice";
     case OptionType::boolean: return "boolean";
     case OptionType::text: return "text";
@@ -72,15 +73,26 @@ std::optional<json> checked_setting(Checker& c, const json& obj, std::string_vie
     case OptionType::number:
       if (auto v = c.number(obj, where, spec.key, b)) return json(*v);
       return std::nullopt;
-    case OptionType::numbers: {
+    case OptionType::numbers:
+    case OptionType::integers: {
       const auto it = obj.find(spec.key);
       const std::size_t count = it != obj.end() && it->is_array() ? it->size() : 1;
       if (count == 0) {
         c.fail(Checker::path(where, spec.key), "is empty, expected at least one number");
         return std::nullopt;
       }
-      if (auto v = c.number_or_list(obj, where, spec.key, count, b)) return json(*v);
-      return std::nullopt;
+      const auto v = c.number_or_list(obj, where, spec.key, count, b);
+      if (!v) return std::nullopt;
+      if (spec.type == OptionType::numbers) return json(*v);
+      json out = json::array();
+      for (const double x : *v) {
+        if (x != std::floor(x)) {
+          c.fail(Checker::path(where, spec.key), fmt::format("{} is not an integer", x));
+          return std::nullopt;
+        }
+        out.push_back(static_cast<std::int64_t>(x));
+      }
+      return out;
     }
     case OptionType::boolean:
       if (auto v = c.boolean(obj, where, spec.key)) return json(*v);
@@ -94,13 +106,23 @@ std::optional<json> checked_setting(Checker& c, const json& obj, std::string_vie
   return std::nullopt;
 }
 
+std::string flag_value(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return fmt::format("{}", v.get<double>());
+  if (!v.is_array()) return v.dump();
+  std::string out;
+  for (const auto& item : v) out += (out.empty() ? "" : ",") + flag_value(item);
+  return out;
+}
+
 CLI::Option* decorate(CLI::Option* opt, const OptionSpec& spec) {
   if (spec.required) opt->required();
   if (!spec.choices.empty()) opt->check(CLI::IsMember(spec.choices));
-  if ((spec.type == OptionType::integer || spec.type == OptionType::number || spec.type == OptionType::numbers) &&
-      (spec.bounds.min || spec.bounds.max)) {
+  const bool list = spec.type == OptionType::numbers || spec.type == OptionType::integers;
+  if ((spec.type == OptionType::integer || spec.type == OptionType::number || list) && (spec.bounds.min || spec.bounds.max)) {
     opt->check(bounds_validator(spec.bounds, spec.type));
   }
+  if (list) opt->delimiter(',');   // --k 2,4 as --k 2 --k 4
   if (spec.show_default) opt->capture_default_str();
   return opt;
 }

@@ -29,7 +29,7 @@
 
 namespace braid::cli {
 
-enum class OptionType { integer, number, numbers, choice, boolean, text, path };  // numbers: a list of numbers
+enum class OptionType { integer, number, numbers, integers, choice, boolean, text, path };  // numbers, integers: lists
 std::string_view type_name(OptionType t);
 
 // The types by their names alone, for the schemas' tables (`using namespace cli::option_types;`).
@@ -37,6 +37,7 @@ namespace option_types {
 inline constexpr auto integer = OptionType::integer;
 inline constexpr auto number = OptionType::number;
 inline constexpr auto numbers = OptionType::numbers;
+inline constexpr auto integers = OptionType::integers;
 inline constexpr auto choice = OptionType::choice;
 inline constexpr auto boolean = OptionType::boolean;
 inline constexpr auto text = OptionType::text;
@@ -93,7 +94,7 @@ CLI::Option* decorate(CLI::Option* opt, const OptionSpec& spec);
 // The field types a JSON value reads into as it is: numbers, flags, text, lists of numbers.
 template <typename T>
 inline constexpr bool kJsonField = std::is_arithmetic_v<T> || std::is_same_v<T, std::string> ||
-                                   std::is_same_v<T, std::vector<double>>;
+                                   std::is_same_v<T, std::vector<double>> || std::is_same_v<T, std::vector<int>>;
 
 // The field `get` selects (a member pointer, or a function Opts& -> T&), bound by its type:
 // a bool is a flag (with spec.negation its off switch), anything else a value option.
@@ -161,17 +162,18 @@ std::vector<OptionSpec> specs_of(const OptionSchema<Opts>& schema) {
 }
 
 // obj[spec.key] checked by the spec's type, the bounds b and its choices, as JSON of that
-// type (an integer, a number, a bool, text, a list of numbers: one number is a list of
-// one); nullopt, with the problem in c naming where.key, when it is not.
+// type (an integer, a number, a bool, text, a list of numbers or integers: one number is a
+// list of one); nullopt, with the problem in c naming where.key, when it is not.
 std::optional<json> checked_setting(Checker& c, const json& obj, std::string_view where, const OptionSpec& spec,
                                     const Bounds& b);
 
 // Sets the fields of o that obj (a JSON object of key: value) names by the schema's keys,
-// each value checked by checked_setting (the spec's own bounds); a key no entry has is a
-// problem too (with the nearest key named). Every problem goes to c; the fields read
-// without one are set.
+// each value checked by checked_setting (the spec's own bounds; with run_file, the run
+// file's); a key no entry has is a problem too (with the nearest key named). Every problem
+// goes to c; the fields read without one are set.
 template <typename Opts>
-void read_keyed(Checker& c, const json& obj, std::string_view where, const OptionSchema<Opts>& schema, Opts& o) {
+void read_keyed(Checker& c, const json& obj, std::string_view where, const OptionSchema<Opts>& schema, Opts& o,
+                bool run_file = false) {
   std::vector<std::string> keys;
   for (const auto& entry : schema) {
     if (!entry.spec.key.empty() && entry.set) keys.push_back(entry.spec.key);
@@ -179,8 +181,33 @@ void read_keyed(Checker& c, const json& obj, std::string_view where, const Optio
   c.no_unknown_keys(obj, where, keys);
   for (const auto& entry : schema) {
     if (entry.spec.key.empty() || !entry.set || !obj.contains(entry.spec.key)) continue;
-    if (auto v = checked_setting(c, obj, where, entry.spec, entry.spec.bounds)) entry.set(o, *v);
+    const Bounds& b = run_file ? entry.spec.run_file_bounds.value_or(entry.spec.bounds) : entry.spec.bounds;
+    if (auto v = checked_setting(c, obj, where, entry.spec, b)) entry.set(o, *v);
   }
+}
+
+// A setting as its flag takes it: text as it is, a number the shortest way ("0.5", "16"),
+// a list joined by commas.
+std::string flag_value(const json& v);
+
+// The command line that gives the tool the keyed fields of o (the settings a run file
+// made): `flag value` each, a boolean as its flag (true) or its negation (false); an
+// unset value, empty text or an empty list left out.
+template <typename Opts>
+std::vector<std::string> keyed_argv(const OptionSchema<Opts>& schema, Opts& o) {
+  std::vector<std::string> argv;
+  for (const auto& entry : schema) {
+    if (entry.spec.key.empty() || entry.spec.flag.empty() || !entry.get) continue;
+    const json v = entry.get(o);
+    if (v.is_null() || ((v.is_string() || v.is_array()) && v.empty())) continue;
+    if (v.is_boolean()) {
+      if (v.get<bool>() || !entry.spec.negation.empty()) argv.push_back(v.get<bool>() ? entry.spec.name() : entry.spec.negation);
+      continue;
+    }
+    argv.push_back(entry.spec.name());
+    argv.push_back(flag_value(v));
+  }
+  return argv;
 }
 
 // Every keyed field of o by its key, in the schema's order (the record of a run's settings).

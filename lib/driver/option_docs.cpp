@@ -5,8 +5,15 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/option_schema.hpp"
 #include "core/error.hpp"
+#include "data/option_schema.hpp"
+#include "driver/option_schema.hpp"
+#include "driver/run_file.hpp"
+#include "eval/option_schema.hpp"
 #include "generate/option_schema.hpp"
+#include "hf/option_schema.hpp"
+#include "io/option_schema.hpp"
 #include "plan/meshplan_command.hpp"
 #include "plan/profile_command.hpp"
 #include "rl/algorithms.hpp"
@@ -19,16 +26,6 @@ namespace braid::driver {
 namespace {
 
 using cli::OptionSpec;
-
-// A setting as the docs write it: text bare, a number the shortest way, a list joined by commas.
-std::string json_text(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) return fmt::format("{}", v.get<double>());
-  if (!v.is_array()) return v.dump();
-  std::string out;
-  for (const auto& item : v) out += (out.empty() ? "" : ",") + json_text(item);
-  return out;
-}
 
 // One mode's options: each spec with its help and default as the mode's CLI11 app holds them.
 struct Mode {
@@ -43,7 +40,7 @@ Mode mode_of(std::string name, const cli::OptionSchema<Opts>& schema, Opts& o, c
     // A key alone has no command-line option: its default is the field's value.
     const CLI::Option* opt = entry.spec.flag.empty() ? nullptr : app.get_option_no_throw(entry.spec.name());
     std::string help = entry.spec.help.empty() && opt != nullptr ? opt->get_description() : entry.spec.help;
-    std::string value = entry.spec.flag.empty() && entry.get ? json_text(entry.get(o))
+    std::string value = entry.spec.flag.empty() && entry.get ? cli::flag_value(entry.get(o))
                         : entry.docs_default                  ? entry.docs_default(o)
                         : opt != nullptr                      ? opt->get_default_str()
                                                               : "";
@@ -164,7 +161,10 @@ std::string flags_of(const OptionSpec& s) {
 
 std::vector<std::string> option_table_names() {
   return {"braid-train-common", "braid-train-policy", "braid-train-text", "braid-generate", "braid-score",
-          "braid-schedgen",     "braid-schedgen-presets", "run-file", "braid-profile", "braid-meshplan"};
+          "braid-schedgen",     "braid-schedgen-presets", "run-file", "braid-profile", "braid-meshplan",
+          // the driver's verbs
+          "braid-eval", "braid-synth", "braid-data", "braid-init", "braid-import", "braid-export", "braid-reshard",
+          "braid-run", "braid-makefile", "braid-tokenize", "braid-inspect"};
 }
 
 std::vector<OptionRow> option_rows(const std::string& table) {
@@ -174,11 +174,22 @@ std::vector<OptionRow> option_rows(const std::string& table) {
   if (table == "braid-schedgen") return tool_rows("braid-schedgen", sched::schedgen_schema());
   if (table == "braid-profile") return profile_rows();
   if (table == "braid-meshplan") return tool_rows("braid-meshplan", plan::meshplan_schema());
+  if (table == "braid-eval") return tool_rows(table, eval::eval_schema());
+  if (table == "braid-synth") return tool_rows(table, eval::synth_schema());
+  if (table == "braid-data") return tool_rows(table, data::data_schema());
+  if (table == "braid-init") return tool_rows(table, checkpoint::init_schema());
+  if (table == "braid-import") return tool_rows(table, hf::import_schema());
+  if (table == "braid-export") return tool_rows(table, hf::export_schema());
+  if (table == "braid-reshard") return tool_rows(table, checkpoint::reshard_schema());
+  if (table == "braid-run") return tool_rows(table, run_schema());
+  if (table == "braid-makefile") return tool_rows(table, makefile_schema());
+  if (table == "braid-tokenize") return tool_rows(table, gen::tokenize_schema());
+  if (table == "braid-inspect") return tool_rows(table, io::inspect_schema());
   if (table == "run-file") {
     std::vector<OptionRow> rows;
     for (const auto& [section, specs] :
          {std::pair{"generate", cli::specs_of(gen::generate_schema())}, std::pair{"score", cli::specs_of(score::score_schema())},
-          std::pair{"train", cli::specs_of(train::rl_schema(true))}}) {
+          std::pair{"train", cli::specs_of(train::rl_schema(true))}, std::pair{"eval", cli::specs_of(eval_section_schema())}}) {
       for (const auto& s : specs) {
         if (s.key.empty()) continue;
         OptionRow row{s, "", "", section};
@@ -196,7 +207,7 @@ std::string option_table_markdown(const std::string& table) {
     out = "| preset | for | knobs |\n|---|---|---|\n";
     for (const auto& p : sched::anneal_presets()) {
       std::string knobs;
-      for (const auto& [key, value] : p.knobs.items()) knobs += fmt::format("{}`{}`: {}", knobs.empty() ? "" : ", ", key, json_text(value));
+      for (const auto& [key, value] : p.knobs.items()) knobs += fmt::format("{}`{}`: {}", knobs.empty() ? "" : ", ", key, cli::flag_value(value));
       out += fmt::format("| `{}` | {} | {} |\n", p.name, cell(p.use), knobs.empty() ? "none changed" : knobs);
     }
     return out;
@@ -206,7 +217,8 @@ std::string option_table_markdown(const std::string& table) {
     out = "| key | value | sets | only under |\n|---|---|---|---|\n";
     for (const auto& r : rows) {
       const bool critic = r.spec.key == "critic_lr" || r.spec.key == "value_clip";
-      out += fmt::format("| `{}.{}` | {} | {} | {} |\n", r.modes, r.spec.key, cell(value_of(r.spec, true)), flags_of(r.spec),
+      out += fmt::format("| `{}.{}` | {} | {} | {} |\n", r.modes, r.spec.key, cell(value_of(r.spec, true)),
+                         r.spec.flag.empty() ? "" : flags_of(r.spec),
                          critic ? "ppo" : "");
     }
     return out;

@@ -21,9 +21,11 @@ struct OptionRow {
 // The tables: braid-train-common, braid-train-policy, braid-train-text, braid-generate,
 // braid-score, braid-schedgen (its "anneal" keys beside the flags), braid-schedgen-presets
 // (not of options: the presets' knobs), run-file, braid-profile (its options over its verbs),
-// braid-meshplan.
+// braid-meshplan; the driver's verbs: braid-eval, braid-synth, braid-data, braid-init,
+// braid-import, braid-export, braid-reshard, braid-run, braid-makefile, braid-tokenize,
+// braid-inspect.
 std::vector<std::string> option_table_names();
-// The rows of a table (run-file: every key of the run file's stage sections that sets an option).
+// The rows of a table (run-file: every key of the run file's stage sections and eval section).
 std::vector<OptionRow> option_rows(const std::string& table);
 // The table as markdown; UsageError for a name that is none.
 std::string option_table_markdown(const std::string& table);

@@ -410,23 +410,18 @@ bool evaluates(const RunSpec& spec, int iteration) {
 Step eval_step(const RunSpec& spec, const Layout& layout, const PlanOptions& opt, int i) {
   const EvalSpec& ev = *spec.eval;
   const fs::path out = layout.eval_file(i);
-  const fs::path prompts = ev.heldout_split ? layout.data_file("heldout") : ev.prompts;
+  const fs::path prompts = ev.heldout_split ? layout.data_file("heldout") : fs::path(ev.policy.prompts);
   Step step{.name = fmt::format("iteration {} eval", i), .pipeline = {}, .inputs = {prompts}, .outputs = {out},
             .stale = {out}};
   add_inputs(step, model_files(spec, layout, "actor", i));
-  Argv argv = {opt.tools.braid, "eval", actor_after(spec, layout, i).string(), "--prompts", prompts.string()};
-  if (!ev.rule.empty()) {
-    argv.insert(argv.end(), {"--reward-rule", ev.rule});
-  } else {
-    argv.insert(argv.end(), {"--reward-cmd", ev.command, "--reward-cmd-dir", ev.command_dir.string()});
-    if (ev.command_timeout) argv.insert(argv.end(), {"--reward-cmd-timeout", fmt::format("{}", *ev.command_timeout)});
-  }
-  argv.insert(argv.end(), {"--samples", std::to_string(ev.samples), "--temperature", fmt::format("{}", ev.temperature),
-                           "--seed", iteration_seed(spec, i), "--tokenizer", spec.tokenizer});
-  if (ev.max_new_tokens > 0) argv.insert(argv.end(), {"--max-new-tokens", std::to_string(ev.max_new_tokens)});
+  // The section's settings as braid eval's flags (its schema names both), then the run's own.
+  EvalSpec settings = ev;
+  settings.policy.prompts = prompts.string();
+  Argv argv = {opt.tools.braid, "eval", actor_after(spec, layout, i).string()};
+  for (auto& word : cli::keyed_argv(eval_section_schema(), settings)) argv.push_back(std::move(word));
+  if (!ev.policy.reward_cmd.empty()) argv.insert(argv.end(), {"--reward-cmd-dir", ev.policy.reward_cmd_dir});
+  argv.insert(argv.end(), {"--seed", iteration_seed(spec, i), "--tokenizer", spec.tokenizer});
   append_chat(argv, step, spec);
-  if (!ev.by.empty()) argv.insert(argv.end(), {"--by", ev.by});
-  if (!ev.k.empty()) argv.insert(argv.end(), {"--k", fmt::format("{}", fmt::join(ev.k, ","))});
   argv.insert(argv.end(), {"-o", out.string()});
   append_common(argv, spec, opt);
   step.pipeline.push_back(Command{.stage = "eval", .argv = std::move(argv)});

@@ -486,11 +486,12 @@ ordered_json build_report(const RunSpec& spec, const Layout& layout, int last) {
   report["iterations_planned"] = spec.iterations;
   if (spec.eval) {
     ordered_json h;
-    h["prompts"] = spec.eval->heldout_split ? layout.data_file("heldout").string() : spec.eval->prompts.string();
-    h["samples_per_prompt"] = spec.eval->samples;
-    h["greedy"] = spec.eval->temperature <= 0;
+    h["prompts"] = spec.eval->heldout_split ? layout.data_file("heldout").string() : spec.eval->policy.prompts;
+    h["samples_per_prompt"] = spec.eval->policy.samples;
+    h["greedy"] = spec.eval->policy.temperature <= 0;
     h["every"] = spec.eval->every;
-    h["reward"] = spec.eval->rule.empty() ? ordered_json{{"command", spec.eval->command}} : ordered_json{{"rule", spec.eval->rule}};
+    const auto& p = spec.eval->policy;
+    h["reward"] = p.reward_rule.empty() ? ordered_json{{"command", p.reward_cmd}} : ordered_json{{"rule", p.reward_rule}};
     report["heldout"] = h;
   }
   const ordered_json predicted = chosen_prediction(spec, layout);
@@ -508,8 +509,8 @@ ordered_json build_report(const RunSpec& spec, const Layout& layout, int last) {
     row["mean_reward"] = number_or_null(m, "mean_reward");
     row["kl"] = number_or_null(m, "kl");
     row["heldout_accuracy"] = ev ? number_or_null(*ev, "accuracy") : ordered_json(nullptr);
-    if (ev && spec.eval && spec.eval->samples > 1) {
-      row["heldout_pass_at_n"] = number_or_null(*ev, fmt::format("pass@{}", spec.eval->samples));
+    if (ev && spec.eval && spec.eval->policy.samples > 1) {
+      row["heldout_pass_at_n"] = number_or_null(*ev, fmt::format("pass@{}", spec.eval->policy.samples));
       for (const char* key : {"pass_at_k", "maj_at_k"}) {
         if (ev->contains(key) && (*ev)[key].is_array()) row[std::string("heldout_") + key] = (*ev)[key];
       }

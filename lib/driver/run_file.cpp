@@ -11,6 +11,7 @@
 #include "core/option_schema.hpp"
 #include "data/fields.hpp"
 #include "driver/layout.hpp"
+#include "eval/option_schema.hpp"
 #include "generate/option_schema.hpp"
 #include "rl/algorithms.hpp"
 #include "score/command.hpp"
@@ -23,8 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The limit of a count or a length in the run file's own sections (eval).
-constexpr double kMaxLength = cli::kMaxCount;
 using cli::kMaxCount;
 
 // The stage tools' options the run file may set: those of their schemas with a key
@@ -62,11 +61,8 @@ ToolFlags read_settings(Checker& c, const json& obj, const std::string& where, c
     if (!v) continue;
     if (v->is_boolean()) {
       flags.emplace_back(v->get<bool>() ? s.name() : s.negation, "");
-    } else if (v->is_string()) {
-      flags.emplace_back(s.name(), v->get<std::string>());
     } else {
-      flags.emplace_back(s.name(), v->is_number_integer() ? fmt::format("{}", v->get<std::int64_t>())
-                                                          : fmt::format("{}", v->get<double>()));
+      flags.emplace_back(s.name(), cli::flag_value(*v));
     }
   }
   return flags;
@@ -557,69 +553,60 @@ void read_checkpoints(Checker& c, const json& doc, RunSpec& spec) {
   spec.checkpoints = cs;
 }
 
-// The "eval" section: the prompts to evaluate on and how; the reward that decides right
-// from wrong is the section's rule or command, else the run's own when it is one.
+// The "eval" section: the prompts to evaluate on and how (braid eval's keyed options,
+// checked by the run file's bounds); the reward that decides right from wrong is the
+// section's rule or command, else the run's own when it is one.
 void read_eval(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec) {
   const json& e = c.object(doc, "", "eval");
   if (!e.is_object()) return;
-  c.no_unknown_keys(e, "eval", {"prompts", "every", "samples", "temperature", "max_new_tokens", "rule", "command",
-                                "timeout", "by", "k"});
   EvalSpec ev;
+  cli::read_keyed(c, e, "eval", eval_section_schema(), ev, /*run_file=*/true);
+  eval::PolicyEvalOptions& p = ev.policy;
   if (!e.contains("prompts") && spec.data && spec.data->heldout.any()) {
     ev.heldout_split = true;  // data.heldout's lines, split off by braid data
-  } else if (auto p = c.string(e, "eval", "prompts")) {
-    ev.prompts = resolve(dir, *p);
-    if (!fs::is_regular_file(ev.prompts)) c.fail("eval.prompts", "no file " + ev.prompts.string());
+  } else if (!e.contains("prompts")) {
+    c.string(e, "eval", "prompts");   // missing
+  } else if (!p.prompts.empty()) {
+    p.prompts = resolve(dir, p.prompts).string();
+    if (!fs::is_regular_file(p.prompts)) c.fail("eval.prompts", "no file " + p.prompts);
   }
-  ev.every = static_cast<int>(c.integer(e, "eval", "every", {.min = 1, .max = 9999}, 1).value_or(1));
-  ev.samples = static_cast<int>(c.integer(e, "eval", "samples", {.min = 1, .max = 4096}, 1).value_or(1));
-  ev.temperature = c.number(e, "eval", "temperature", {.min = 0, .max = 100}, 0).value_or(0);
-  ev.max_new_tokens = c.integer(e, "eval", "max_new_tokens", {.min = 1, .max = kMaxLength}, 0).value_or(0);
-  if (e.contains("by")) ev.by = c.string(e, "eval", "by").value_or("");
   if (e.contains("k")) {
-    for (const auto& [field, item] : c.array_items(e, "eval", "k")) {
-      if (!item->is_number_integer() || item->get<long long>() < 1) {
-        c.fail(field, "expected a number of samples k >= 1 (pass@k, maj@k)");
-      } else if (item->get<long long>() > ev.samples) {
-        c.fail(field, fmt::format("k = {} is above eval.samples ({}): pass@k and maj@k need k <= n", item->get<long long>(),
-                                  ev.samples));
-      } else {
-        ev.k.push_back(item->get<int>());
+    for (std::size_t i = 0; i < p.k.size(); ++i) {
+      if (p.k[i] > p.samples) {
+        c.fail(e.at("k").is_array() ? fmt::format("eval.k[{}]", i) : std::string("eval.k"),
+               fmt::format("k = {} is above eval.samples ({}): pass@k and maj@k need k <= n", p.k[i], p.samples));
       }
     }
   }
   if (e.contains("rule") && e.contains("command")) c.fail("eval", "give one of \"rule\" and \"command\", not both");
   if (e.contains("timeout") && !e.contains("command")) c.fail("eval.timeout", "only with \"command\"");
   if (e.contains("rule")) {
-    if (auto rule = c.string(e, "eval", "rule")) {
-      ev.rule = *rule;
-      if (auto problem = rule_problem(*rule)) c.fail("eval.rule", *problem);
+    if (e.at("rule").is_string()) {
+      if (auto problem = rule_problem(p.reward_rule)) c.fail("eval.rule", *problem);
     }
   } else if (e.contains("command")) {
-    if (auto command = c.string(e, "eval", "command")) {
-      ev.command = *command;
-      ev.command_dir = dir;
-      if (command->find_first_not_of(" \t") == std::string::npos) c.fail("eval.command", "is empty: give the scorer's command line");
+    p.reward_cmd_dir = dir.string();
+    if (e.at("command").is_string() && p.reward_cmd.find_first_not_of(" \t") == std::string::npos) {
+      c.fail("eval.command", "is empty: give the scorer's command line");
     }
-    if (e.contains("timeout")) ev.command_timeout = c.number(e, "eval", "timeout", {.min = 0, .max = 86400, .exclusive_min = true});
   } else if (spec.reward.kind == ModelSource::Kind::rule) {
-    ev.rule = spec.reward.rule;
+    p.reward_rule = spec.reward.rule;
   } else if (spec.reward.kind == ModelSource::Kind::command) {
-    ev.command = spec.reward.command;
-    ev.command_dir = spec.reward.command_dir;
-    ev.command_timeout = spec.reward.command_timeout;
+    p.reward_cmd = spec.reward.command;
+    p.reward_cmd_dir = spec.reward.command_dir.string();
+    p.reward_cmd_timeout = spec.reward.command_timeout;
   } else if (spec.reward.kind != ModelSource::Kind::absent) {
     c.fail("eval.rule", "missing: models.reward is a model, so name the rule (e.g. \"math\") or command that decides "
                         "whether a held-out answer is right");
   }
-  if (ev.max_new_tokens == 0) {
+  if (!e.contains("max_new_tokens")) {
     for (const auto& [flag, value] : spec.generate) {
-      if (flag == "--max-new-tokens") ev.max_new_tokens = std::stoll(value);
+      if (flag == "--max-new-tokens") p.max_new_tokens = std::stoll(value);
     }
   }
-  if (ev.rule == "math" && !ev.prompts.empty() && fs::is_regular_file(ev.prompts)) {
+  if (p.reward_rule == "math" && !p.prompts.empty() && fs::is_regular_file(p.prompts)) {
     try {
-      const auto problems = score::math_prompt_problems(read_text_file(ev.prompts.string()), ev.prompts.string());
+      const auto problems = score::math_prompt_problems(read_text_file(p.prompts), p.prompts);
       constexpr std::size_t kListed = 10;
       for (std::size_t i = 0; i < std::min(problems.size(), kListed); ++i) c.fail("eval.prompts", problems[i] + " (eval.rule is math)");
     } catch (const std::exception& ex) {
@@ -663,6 +650,23 @@ void read_ablation_spec(Checker& c, const json& doc, const fs::path& dir, RunSpe
 }
 
 }  // namespace
+
+const cli::OptionSchema<EvalSpec>& eval_section_schema() {
+  static const cli::OptionSchema<EvalSpec> s = [] {
+    cli::OptionSchema<EvalSpec> out;
+    for (auto& entry : cli::nested<EvalSpec>(eval::policy_schema(), &EvalSpec::policy)) {
+      if (!entry.spec.key.empty()) out.push_back(std::move(entry));
+    }
+    // `every`, after `prompts`: the driver's own (which iterations evaluate), a key alone.
+    auto every = cli::field<EvalSpec>(
+        &EvalSpec::every, {.type = cli::OptionType::integer,
+                           .help = "Evaluate every N iterations; the start and the last are always evaluated",
+                           .key = "every", .bounds = {.min = 1, .max = 9999}});
+    out.insert(out.begin() + 1, std::move(every));
+    return out;
+  }();
+  return s;
+}
 
 RunSpec load_run_file(const fs::path& path) {
   const json doc = load_json_file(path.string());

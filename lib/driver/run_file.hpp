@@ -12,8 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/option_schema.hpp"
 #include "data/split.hpp"
 #include "driver/run_plan.hpp"
+#include "eval/eval.hpp"
 #include "rl/algorithms.hpp"
 
 namespace braid::driver {
@@ -47,21 +49,18 @@ using ToolFlags = std::vector<std::pair<std::string, std::string>>;
 
 // Held-out evaluation during the run (the run file's "eval"; docs/formats-run.md):
 // `braid eval` of the actor on a prompt file after iteration 0 (the start), every
-// `every` iterations and after the last, each into OUT/iter-i/eval.json.
+// `every` iterations and after the last, each into OUT/iter-i/eval.json. The section's
+// keys are braid eval's (lib/eval/option_schema.cpp) and `every` (eval_section_schema).
 struct EvalSpec {
-  std::filesystem::path prompts;
+  // braid eval's options the section sets: prompts, samples, temperature, max_new_tokens
+  // (default generate.max_new_tokens when set), rule or command (+ timeout; default the
+  // run's own reward), by, k; a command runs in the run file's folder.
+  eval::PolicyEvalOptions policy;
   int every = 1;
-  int samples = 1;
-  double temperature = 0;            // 0: greedy
-  std::int64_t max_new_tokens = 0;   // 0: the generate section's, else braid eval's default
-  std::string rule;                  // the reward that decides right or wrong: a rule ...
-  std::string command;               // ... or a scorer command (run in the run file's folder)
-  std::filesystem::path command_dir;
-  std::optional<double> command_timeout;
-  std::string by;                    // a prompt field to break the figures down by
-  std::vector<int> k;                // pass@K and maj@K reported for these K (braid eval --k)
   bool heldout_split = false;        // prompts: the data section's held-out split (made into OUT/data/)
 };
+// The run file's "eval" keys: braid eval's keyed options, and `every` (a key alone).
+const cli::OptionSchema<EvalSpec>& eval_section_schema();
 
 // The ablation in one run (the run file's "ablation"; driver/ablation.hpp): the iterations
 // run again with the fusions off, every `every` iterations and/or those listed, and the

@@ -31,7 +31,12 @@ std::unique_ptr<score::TextReward> make_reward(const PolicyEvalOptions& o) {
   if (o.reward_rule.empty() == o.reward_cmd.empty()) {
     throw UsageError("give exactly one of --reward-rule and --reward-cmd");
   }
-  if (!o.reward_rule.empty()) return score::make_rule_reward(o.reward_rule);
+  if (!o.reward_rule.empty()) {
+    // A scorer command's settings where no command runs are refused, not ignored.
+    if (!o.reward_cmd_dir.empty()) throw UsageError("--reward-cmd-dir: only with --reward-cmd");
+    if (o.reward_cmd_timeout) throw UsageError("--reward-cmd-timeout: only with --reward-cmd");
+    return score::make_rule_reward(o.reward_rule);
+  }
   score::ScorerOptions s{.command = o.reward_cmd, .dir = o.reward_cmd_dir};
   if (o.reward_cmd_timeout) s.timeout_seconds = *o.reward_cmd_timeout;
   return score::make_command_reward(s);
@@ -319,12 +324,14 @@ ordered_json evaluate_dpo_policy(const PairEvalOptions& o) {
   if (o.ref.empty()) throw UsageError("a policy on preference pairs needs --ref (its implicit reward is against it)");
   if (!(o.beta > 0)) throw UsageError(fmt::format("--beta must be > 0, got {}", o.beta));
   const auto t0 = Clock::now();
+  const tok::ChatDefaults chat = tok::chat_defaults(o.model.tools, o.model.chat_template_kwargs);
   auto be = backend::make_backend(o.model.device, o.model.threads);
   auto tokenizer = tok::load_tokenizer(o.model.tokenizer);
   auto policy = checkpoint::open_model(o.model.checkpoint, *be, {}, /*need_lm_head=*/true, false, o.model.dtype);
   const auto& cfg = policy.model->config();
+  // The pairs as braid-train dpo reads them: conversations by the tokenizer's template.
   const io::SampleBatch batch = data::read_preference_jsonl(o.pairs, *tokenizer, cfg.vocab_size,
-                                                             cfg.max_position_embeddings);
+                                                             cfg.max_position_embeddings, o.model.tokenizer, chat);
   const std::size_t pairs = batch.size() / 2;
   if (pairs == 0) throw InputError(o.pairs, "", "holds no preference pairs");
   const std::vector<float> lp = rl::reference_logprobs(*policy.model, batch.tokens, batch.offsets, o.model.micro_tokens);

@@ -159,4 +159,44 @@ const cli::OptionSchema<StageOptions>& generate_schema() {
   return s;
 }
 
+const cli::OptionSchema<TokenizeOptions>& tokenize_schema() {
+  using T = TokenizeOptions;
+  // A switch that turns a field off.
+  const auto off = [](bool T::*member, OptionSpec spec) {
+    return custom<T>([member](CLI::App& app, T& o, const OptionSpec& s) { return app.add_flag("!" + s.flag, o.*member, s.help); },
+                     std::move(spec), [](T&) { return std::string("off"); });
+  };
+  static const cli::OptionSchema<T> s = {
+      custom<T>([](CLI::App& app, T& o, const OptionSpec& spec) {
+                  return app.add_option_function<std::string>(spec.flag, [&o](const std::string& v) { o.text = v; }, spec.help);
+                },
+                {.flag = "text", .type = text, .help = "A text, encoded with the special tokens transformers' tokenizer(text) adds",
+                 .show_default = false}),
+      field<T>(&T::tokenizer, {.flag = "--tokenizer", .type = path, .help = "byte, a tokenizer.json or a Hugging Face folder"}),
+      field<T>(&T::prompts, {.flag = "--prompts", .type = path,
+                             .help = "A prompt file (JSON Lines: prompt, text, tokens or messages)", .show_default = false}),
+      field<T>(&T::chat, {.flag = "--chat", .type = path,
+                          .help = "JSON Lines of conversations, rendered by tokenizer_config.json's chat template",
+                          .show_default = false}),
+      custom<T>([](CLI::App& app, T& o, const OptionSpec& spec) { return app.add_option(spec.flag, o.ids, spec.help)->delimiter(','); },
+                {.flag = "--decode", .type = integers, .help = "Token ids to decode (comma-separated)", .show_default = false}),
+      off(&T::specials, {.flag = "--no-specials", .type = boolean, .help = "TEXT: no BOS or other special tokens around it",
+                         .show_default = false}),
+      off(&T::generation_prompt,
+          {.flag = "--no-generation-prompt", .type = boolean,
+           .help = "--chat: render without the generation prompt, and show what training learns (\"learnt\" byte ranges, "
+                   "\"loss_mask\" per token)",
+           .show_default = false}),
+      field<T>(&T::tools, {.flag = "--tools", .type = path,
+                           .help = "--chat, --prompts: a JSON file of tool schemas for lines without \"tools\"",
+                           .show_default = false}),
+      field<T>(&T::chat_template_kwargs,
+               {.flag = "--chat-template-kwargs", .type = text,
+                .help = "--chat, --prompts: template keyword arguments as a JSON object, e.g. '{\"enable_thinking\": false}' "
+                        "(a line's own \"chat_template_kwargs\" win)",
+                .show_default = false}),
+  };
+  return s;
+}
+
 }  // namespace braid::gen

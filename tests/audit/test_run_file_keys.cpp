@@ -13,7 +13,10 @@
 
 #include "core/cli.hpp"
 #include "core/error.hpp"
+#include "driver/layout.hpp"
+#include "driver/plan.hpp"
 #include "driver/run_file.hpp"
+#include "eval/option_schema.hpp"
 #include "generate/option_schema.hpp"
 #include "score/options.hpp"
 #include "tests/driver/run_files.hpp"
@@ -123,6 +126,41 @@ BOOST_AUTO_TEST_CASE(every_score_key_reaches_braid_score) {
 
 BOOST_AUTO_TEST_CASE(every_train_key_reaches_braid_train) {
   check_section("train", cli::specs_of(train::rl_schema(true)));
+}
+
+// Every key of the "eval" section but `every` (which iterations evaluate: test_run_file's
+// evaluated_iterations) reaches braid eval's command line as the flag braid eval's schema
+// names, with its value, and braid eval takes the command line.
+BOOST_AUTO_TEST_CASE(every_eval_key_reaches_braid_eval) {
+  int checked = 0;
+  for (const auto& entry : eval_section_schema()) {
+    const OptionSpec& s = entry.spec;
+    if (s.flag.empty()) continue;
+    const json v = s.key == "k"                    ? json::array({1})
+                   : s.key == "command"            ? json("python3 s.py")
+                   : s.key == "rule" || s.key == "by" ? json("digits")
+                   : s.type == OptionType::path    ? json("prompts.jsonl")
+                                                   : values_for(s).front();
+    json doc = json::parse(run_json("grpo", "eval", s.key, v));
+    if (s.key != "prompts") doc["eval"]["prompts"] = "prompts.jsonl";
+    if (s.key == "timeout") doc["eval"]["command"] = "python3 s.py";
+    const auto run = test::run_folder("eval_key_" + s.key, doc.dump());
+    BOOST_TEST_CONTEXT(fmt::format("eval.{} = {}", s.key, v.dump())) {
+      const RunSpec rs = load_run_file(run);
+      const auto argv = eval_step(rs, Layout(run.parent_path() / "out"), {}, 1).pipeline.front().argv;
+      const auto it = std::find(argv.begin(), argv.end(), s.name());
+      BOOST_TEST_REQUIRE((it != argv.end() && it + 1 != argv.end()));
+      const std::string want = s.key == "prompts" ? (run.parent_path() / "prompts.jsonl").string() : cli::flag_value(v);
+      BOOST_TEST(cli::canonical_value(*(it + 1)) == cli::canonical_value(want));
+      CLI::App app;
+      eval::EvalOptions o;
+      cli::add_schema_options(app, o, eval::eval_schema());
+      std::vector<std::string> words(argv.rbegin(), argv.rend() - 2);   // reversed, past "braid eval"
+      BOOST_CHECK_NO_THROW(app.parse(words));
+    }
+    ++checked;
+  }
+  BOOST_TEST(checked == 9);
 }
 
 // A key set where its tool would not read it is refused in the run file, naming it.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# braid init / export / import end to end: stage splits and format round trips
+# braid init / export / import (of a Hugging Face folder, its hf_dir) end to end: stage splits and format round trips
 # give byte-identical safetensors, bad input exits 2 naming the field and leaves
 # no output behind.
 . "$BRAID_SOURCE/tests/common/cli.sh"

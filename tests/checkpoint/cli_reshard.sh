@@ -31,6 +31,9 @@ printf '{"prompt": "ab", "response": "cd"}\n{"prompt": "ef", "response": "gh"}\n
 "$BRAID_BIN/braid-train" -q sft "$S/sft.jsonl" --actor "$S/w.h5" --actor-out "$S/s.h5" --threads 1 > /dev/null
 "$B" -q reshard "$S/s.h5" --tp 2 --pp 4 -o "$S/s4.h5" > "$S/files_s"
 [ "$(grep -c 'optim' "$S/files_s")" -eq 8 ] || fail "the optimizer state did not move with the checkpoint: $(cat "$S/files_s")"
+"$B" -q reshard "$S/s.h5" --tp 2 --no-optimizer -o "$S/bare.h5" > "$S/files_bare"
+[ "$(wc -l < "$S/files_bare")" -eq 2 ] && ! ls "$S"/bare.optim* > /dev/null 2>&1 \
+  || fail "--no-optimizer: the optimizer state moved along: $(cat "$S/files_bare")"
 "$B" -q reshard "$S/s4.h5" --tp 1 --pp 1 -o "$S/s1.h5" > /dev/null
 # Every tensor the same (h5diff, dataset by dataset; only the created_by attribute differs).
 h5diff -v "$S/s.optim.h5" "$S/s1.optim.h5" > "$S/diff" || true

@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(the_report_gathers_every_iteration) {
   const fs::path run = fake_run();
   RunSpec spec = load_run_file(run);
   spec.iterations = 3;
-  spec.eval = EvalSpec{.prompts = "heldout.jsonl", .samples = 4, .rule = "math"};
+  spec.eval = EvalSpec{.policy = {.prompts = "heldout.jsonl", .reward_rule = "math", .samples = 4}};
   const Layout layout(run.parent_path() / "out");
   const ordered_json r = build_report(spec, layout, 3);
   BOOST_TEST(r["format"].get<std::string>() == kReportFormat);
@@ -142,7 +142,7 @@ BOOST_AUTO_TEST_CASE(the_report_gathers_every_iteration) {
 BOOST_AUTO_TEST_CASE(the_picture_is_well_formed_deterministic_and_holds_every_series) {
   const fs::path run = fake_run();
   RunSpec spec = load_run_file(run);
-  spec.eval = EvalSpec{.prompts = "heldout.jsonl", .rule = "math"};
+  spec.eval = EvalSpec{.policy = {.prompts = "heldout.jsonl", .reward_rule = "math"}};
   const Layout layout(run.parent_path() / "out");
   const ordered_json r = build_report(spec, layout, 3);
   const std::string svg = report_svg(r);

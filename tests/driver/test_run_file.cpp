@@ -697,12 +697,12 @@ BOOST_AUTO_TEST_CASE(the_eval_section) {
   const fs::path run = test::run_folder("eval_good", good);
   const RunSpec spec = load_run_file(run);
   BOOST_REQUIRE(spec.eval.has_value());
-  BOOST_TEST(spec.eval->prompts == (run.parent_path() / "prompts.jsonl").lexically_normal());
+  BOOST_TEST(spec.eval->policy.prompts == (run.parent_path() / "prompts.jsonl").lexically_normal().string());
   BOOST_TEST(spec.eval->every == 3);
-  BOOST_TEST(spec.eval->samples == 2);
-  BOOST_TEST(spec.eval->temperature == 0.0);
-  BOOST_TEST(spec.eval->rule == "digits");          // the run's reward
-  BOOST_TEST(spec.eval->max_new_tokens == 16);      // generate.max_new_tokens
+  BOOST_TEST(spec.eval->policy.samples == 2);
+  BOOST_TEST(spec.eval->policy.temperature == 0.0);
+  BOOST_TEST(spec.eval->policy.reward_rule == "digits");   // the run's reward
+  BOOST_TEST(spec.eval->policy.max_new_tokens == 16);      // generate.max_new_tokens
   BOOST_TEST(!load_run_file(test::run_folder("eval_none", test::kGoodPpoRun)).eval.has_value());
 
   std::string bad = text.substr(0, at) +
@@ -724,7 +724,7 @@ BOOST_AUTO_TEST_CASE(evaluated_iterations) {
   RunSpec spec;
   spec.iterations = 7;
   BOOST_TEST(!evaluates(spec, 0));  // no eval section
-  spec.eval = EvalSpec{.prompts = "p.jsonl", .every = 3};
+  spec.eval = EvalSpec{.policy = {.prompts = "p.jsonl"}, .every = 3};
   std::vector<int> at;
   for (int i = 0; i <= 7; ++i) {
     if (evaluates(spec, i)) at.push_back(i);

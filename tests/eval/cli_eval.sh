@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # braid synth and braid eval from the command line, and braid run's "eval" section:
-# synth is deterministic; eval of a policy gives pass@1 <= pass@n in [0, 1] and a
+# synth is deterministic; eval of a policy checkpoint gives pass@1 <= pass@n in [0, 1] and a
 # breakdown by a prompt field; eval of a reward model its pair accuracy; bad input exits 2
 # naming the file and field; a run evaluates the start and every iteration, puts the
 # figures in metrics.jsonl and writes report.json and a well-formed report.svg; a rerun

@@ -6,18 +6,13 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "data/prepare.hpp"
+#include "data/option_schema.hpp"
 #include "verbs.hpp"
 
 namespace braid::driver {
 namespace {
 
-struct DataCli {
-  data::PrepareOptions opt;
-  std::string heldout;
-};
-
-int run_data(DataCli& o) {
+int run_data(data::PrepareCommand& o) {
   if (!o.heldout.empty()) {
     std::size_t used = 0;
     double v = 0;
@@ -43,17 +38,11 @@ int run_data(DataCli& o) {
 }  // namespace
 
 void add_data_command(CLI::App& app, Verbs& verbs) {
-  auto o = std::make_shared<DataCli>();
+  auto o = std::make_shared<data::PrepareCommand>();
   auto* sub = app.add_subcommand(
       "data", "Make a prompt file ready for a run: rename its keys to prompt / answer / messages (--field) and hold "
               "out a seeded part for evaluation, into DIR/train.jsonl and DIR/heldout.jsonl");
-  sub->add_option("prompts", o->opt.input, "The prompt file (JSON Lines)")->required();
-  sub->add_option("-o,--output", o->opt.out_dir, "Output folder")->required();
-  sub->add_option("--field", o->opt.fields,
-                  "NAME=KEY: the file's KEY holds braid's NAME (prompt, answer or messages), e.g. prompt=question; "
-                  "repeat for several");
-  sub->add_option("--heldout", o->heldout, "Lines to hold out: a count, or a fraction of the file like 0.1");
-  sub->add_option("--seed", o->opt.seed, "Seed of the split")->capture_default_str();
+  cli::add_schema_options(*sub, *o, data::data_schema());
   verbs.add(sub, [o] { return run_data(*o); });
 }
 

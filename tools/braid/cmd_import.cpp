@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "hf/import_export.hpp"
+#include "hf/option_schema.hpp"
 #include "hf/peft.hpp"
 #include "io/fingerprint.hpp"
 #include "verbs.hpp"
@@ -17,19 +18,14 @@
 namespace braid::driver {
 
 void add_import_command(CLI::App& app, Verbs& verbs) {
-  struct Opt { std::string dir, out, base; int stages = 1; };
-  auto o = std::make_shared<Opt>();
+  auto o = std::make_shared<hf::ImportCommand>();
   auto* sub = app.add_subcommand(
       "import", "Import a Hugging Face folder of a Llama, Mistral, Qwen2, Qwen3, Gemma 2 or Gemma 3 model "
                 "(causal LM, or sequence/token classification as a reward/value model; config.json + model.safetensors, "
                 "or sharded with model.safetensors.index.json; F32/F16/BF16) as braid weight shards; prints the files "
                 "written. A PEFT LoRA adapter folder (adapter_config.json) with --base becomes a braid adapter file on "
                 "that base checkpoint");
-  sub->add_option("hf_dir", o->dir, "Hugging Face model folder")->required()->check(CLI::ExistingDirectory);
-  sub->add_option("-o,--output", o->out, "Output weight file (with --stages N: NAME.stageI-of-N.h5)")->required();
-  sub->add_option("--stages", o->stages, "Write the layers as this many pipeline-stage shards")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  sub->add_option("--base", o->base, "A PEFT adapter folder: the braid checkpoint of the model it adapts");
+  cli::add_schema_options(*sub, *o, hf::import_schema());
   verbs.add(sub, [o] {
     // What made the output (io/fingerprint.hpp): the folder's files by content, the base's too.
     io::MadeFrom made_from("braid import");

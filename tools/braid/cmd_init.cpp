@@ -9,6 +9,7 @@
 #include "core/files.hpp"
 #include "backend/registry.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/option_schema.hpp"
 #include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -23,14 +24,7 @@
 namespace braid::driver {
 namespace {
 
-struct InitOptions {
-  std::string config;
-  std::string out;
-  std::uint64_t seed = 0;
-  int stages = 1;
-  double init_std = 0.02;
-  bool value_head = false;
-  bool no_lm_head = false;
+struct InitOptions : checkpoint::InitCommand {
   ordered_json options = ordered_json::object();   // the record's (io/fingerprint.hpp)
   std::vector<std::string> given;
 };
@@ -75,16 +69,7 @@ void add_init_command(CLI::App& app, Verbs& verbs) {
   auto* sub = app.add_subcommand(
       "init", "Create a Llama model with random weights from a Hugging Face config.json and write it as weight "
               "shards (one per pipeline stage with --stages); prints the files written");
-  sub->add_option("--config,-c", o->config, "config.json (Hugging Face Llama keys)")->required();
-  sub->add_option("-o,--output", o->out, "Output weight file (with --stages N: NAME.stageI-of-N.h5)")->required();
-  sub->add_option("--seed", o->seed, "Random seed (the same seed gives the same weights for any --stages)")
-      ->capture_default_str();
-  sub->add_option("--stages", o->stages, "Write the layers as this many pipeline-stage shards")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  sub->add_option("--init-std", o->init_std, "Standard deviation of the matrices' normal init (norms start at 1)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  sub->add_flag("--value-head", o->value_head, "Add a scalar value head (score.weight) for a critic or reward model");
-  sub->add_flag("--no-lm-head", o->no_lm_head, "Leave out the LM head (a critic or reward model)");
+  cli::add_schema_options(*sub, static_cast<checkpoint::InitCommand&>(*o), checkpoint::init_schema());
   verbs.add(sub, [o, sub] {
     o->options = cli::option_values(*sub, {"--config", "-o", "--output", "--stages"});
     o->given = cli::options_given(*sub, {"--config", "-o", "--output", "--stages"});

@@ -8,21 +8,13 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "io/inspect.hpp"
+#include "io/option_schema.hpp"
 #include "verbs.hpp"
 
 namespace braid::driver {
 
-namespace {
-struct InspectOptions {
-  std::string file;
-  bool json = false;
-  std::size_t samples = 3;
-  std::string tokenizer;
-};
-}  // namespace
-
 void add_inspect_command(CLI::App& app, Verbs& verbs) {
-  auto opt = std::make_shared<InspectOptions>();
+  auto opt = std::make_shared<io::InspectCommand>();
   auto* sub = app.add_subcommand(
       "inspect",
       "Summarise a braid file: sample shard (counts, length distributions, reward and per-token "
@@ -30,16 +22,7 @@ void add_inspect_command(CLI::App& app, Verbs& verbs) {
       "JSON file (format, keys, key figures), with what made it (tool, options, inputs, fingerprint). A file "
       "with problems (a NaN tensor, a tensor missing or of another shape) is shown, its problems named, and "
       "exits 2");
-  sub->add_option("file", opt->file,
-                  "The file (\"-\": a JSON file on stdin; a checkpoint's name: each of its stage and tp files)")
-      ->required();
-  sub->add_flag("--json", opt->json, "Print the summary as JSON for scripts");
-  sub->add_option("-n,--samples", opt->samples, "Sample shards: how many sequences to decode")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--tokenizer", opt->tokenizer,
-                  "Sample shards: decode with this tokenizer (\"byte\", a tokenizer.json or its folder); by default "
-                  "the one the shard's meta.config records, when it is there");
+  cli::add_schema_options(*sub, *opt, io::inspect_schema());
   verbs.add(sub, [opt] {
     // A checkpoint's name (no file of its own) stands for its stage and tensor-parallel
     // files: each is summarised (--json: a list).
@@ -56,7 +39,7 @@ void add_inspect_command(CLI::App& app, Verbs& verbs) {
     ordered_json all = ordered_json::array();
     int rc = 0;
     for (const auto& f : files) {
-      auto summary = io::inspect_file(f, {.samples_shown = opt->samples, .tokenizer = opt->tokenizer});
+      auto summary = io::inspect_file(f, opt->opt);
       // A weight shard's tensors against its model_config, as braid check reads them.
       if (io::is_weight_shard(f)) {
         for (const auto& p : checkpoint::layout_problems(io::WeightShardReader(f))) summary["problems"].push_back(p);

@@ -9,19 +9,13 @@
 #include "driver/run_lock.hpp"
 #include "driver/run_loop.hpp"
 #include "core/shell.hpp"
+#include "driver/option_schema.hpp"
 #include "verbs.hpp"
 
 namespace braid::driver {
 namespace {
 
-struct MakefileCmdOptions {
-  std::string run_file;
-  std::string dir;
-  std::string out = "-";
-  int iterations = 0;  // 0: the run file's
-};
-
-int run_makefile(const MakefileCmdOptions& o) {
+int run_makefile(const MakefileCommand& o) {
   RunSpec spec = load_run_file(o.run_file);
   if (o.iterations > 0) spec.iterations = o.iterations;
   std::vector<std::string> cmd = {"braid", "makefile", o.run_file, "--dir", o.dir, "-o", o.out};
@@ -44,15 +38,11 @@ int run_makefile(const MakefileCmdOptions& o) {
 }  // namespace
 
 void add_makefile_command(CLI::App& app, Verbs& verbs) {
-  auto o = std::make_shared<MakefileCmdOptions>();
+  auto o = std::make_shared<MakefileCommand>();
   auto* sub = app.add_subcommand(
       "makefile", "Write the run that `braid run RUN -o DIR` does as a Makefile: one rule per stage and "
                   "iteration on real files, so `make` (or `make -j`) runs it and resumes it");
-  sub->add_option("run_file", o->run_file, "The run file (braid.run JSON)")->required();
-  sub->add_option("-d,--dir", o->dir, "The run's output folder (what braid run takes as -o)")->required();
-  sub->add_option("-o,--output", o->out, "The Makefile to write ('-': stdout)")->capture_default_str();
-  sub->add_option("--iterations", o->iterations, "Write this many iterations instead of the run file's")
-      ->check(CLI::PositiveNumber);
+  cli::add_schema_options(*sub, *o, makefile_schema());
   verbs.add(sub, [o] { return run_makefile(*o); });
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/files.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/option_schema.hpp"
 #include "checkpoint/optimizer_state.hpp"
 #include "checkpoint/reshard.hpp"
 #include "core/error.hpp"
@@ -18,24 +19,13 @@
 namespace braid::driver {
 
 void add_reshard_command(CLI::App& app, Verbs& verbs) {
-  struct Opt { std::vector<std::string> in; std::string out; int tp = 0, pp = 0; bool no_optimizer = false; };
-  auto o = std::make_shared<Opt>();
+  auto o = std::make_shared<checkpoint::ReshardCommand>();
   auto* sub = app.add_subcommand(
       "reshard", "Rewrite a checkpoint (or an optimizer state, ckpt.optim.h5) at another tensor-parallel degree "
                  "and/or pipeline stage count (bit-exact): every tp rank's slices joined, placed on the new stages and "
                  "cut into --tp slices. A checkpoint named by its name takes its optimizer state along (OUT.optim); "
                  "prints the files written");
-  sub->add_option("checkpoint", o->in,
-                  "The checkpoint: its name (finds its stage and tp files: ckpt.h5 -> ckpt.tp<r>-of-<N>[.stage..].h5), "
-                  "or every one of its files")
-      ->required();
-  sub->add_option("-o,--output", o->out, "Output name: OUT itself at --tp 1 and one stage, else OUT's .tp<r>-of-<N> "
-                                         "and .stage<s>-of-<S> files")
-      ->required();
-  sub->add_option("--tp", o->tp, "Tensor-parallel degree of the output (default: the input's)")->check(CLI::PositiveNumber);
-  sub->add_option("--pp,--stages", o->pp, "Pipeline stages of the output (default: the input's)")
-      ->check(CLI::PositiveNumber);
-  sub->add_flag("--no-optimizer", o->no_optimizer, "Leave the optimizer state beside the checkpoint alone");
+  cli::add_schema_options(*sub, *o, checkpoint::reshard_schema());
   verbs.add(sub, [o] {
     if (o->tp == 0 && o->pp == 0) throw UsageError("reshard: give --tp N, --pp S or both");
     std::vector<std::filesystem::path> files;

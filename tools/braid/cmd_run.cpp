@@ -8,20 +8,13 @@
 #include "core/log.hpp"
 #include "driver/run_lock.hpp"
 #include "driver/run_loop.hpp"
+#include "driver/option_schema.hpp"
 #include "verbs.hpp"
 
 namespace braid::driver {
 namespace {
 
-struct RunOptions {
-  std::string run_file;
-  std::string out;
-  int iterations = 0;  // 0: the run file's
-  bool dry_run = false;
-  bool force = false;
-};
-
-int run_run(const RunOptions& o) {
+int run_run(const RunCommand& o) {
   RunSpec spec = load_run_file(o.run_file);
   if (o.iterations > 0) spec.iterations = o.iterations;
   PlanOptions plan{.tools = find_tools(), .verbosity = {}, .force = o.force};
@@ -58,21 +51,12 @@ int run_run(const RunOptions& o) {
 }  // namespace
 
 void add_run_command(CLI::App& app, Verbs& verbs) {
-  auto o = std::make_shared<RunOptions>();
+  auto o = std::make_shared<RunCommand>();
   auto* sub = app.add_subcommand(
       "run", "Run an RL experiment (a braid.run file, docs/formats-run.md): per iteration braid-generate piped "
              "into braid-score, then braid-train, in OUT/iter-NNNN/. A rerun continues where the last stopped. "
              "Prints the final checkpoints");
-  sub->add_option("run_file", o->run_file, "The run file (braid.run JSON)")->required();
-  sub->add_option("-o,--output", o->out, "Output folder (one iter-NNNN folder per iteration, metrics.jsonl)")
-      ->required();
-  sub->add_option("--iterations", o->iterations, "Run this many iterations instead of the run file's")
-      ->check(CLI::PositiveNumber);
-  sub->add_flag("-n,--dry-run", o->dry_run,
-                "Print the commands that would run (one line per step, like make -n) and run nothing");
-  sub->add_flag("--force", o->force,
-                "Train again an iteration made with other options than the run file now gives (and every one after "
-                "it); without it such a folder is refused, naming the options");
+  cli::add_schema_options(*sub, *o, run_schema());
   verbs.add(sub, [o] { return run_run(*o); });
 }
 
