@@ -98,10 +98,8 @@ json.dump({"format": "braid.run", "version": 1, "algorithm": "ppo", "models": mo
            "ablation": {"every": 1}}, open(f"{d}/run.json", "w"), indent=1)
 PY
   before=$(cut -d' ' -f1-3 /proc/loadavg)
-  # Under mpirun with the run's rank count, so that the links (the tensor-parallel
-  # all-reduces, the pipeline's sends) are measured too, not the CPU's defaults.
-  mpirun --oversubscribe -np "$devices" braid-profile measure -q --experiment "$dir/experiment.json" --quick \
-    --repeats 3 --threads 1 --max-batch 256 -o "$dir/profile.json"
+  braid-profile measure -q --experiment "$dir/experiment.json" --quick --repeats 3 --threads 1 --max-batch 256 \
+    -o "$dir/profile.json"
   braid run -q "$dir/run.json" -o "$dir/run" > /dev/null
   after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
