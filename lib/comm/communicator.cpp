@@ -91,4 +91,16 @@ void all_reduce_bucketed(Communicator& comm, std::span<float> data, std::size_t 
   for (Request& r : pending) r.wait();
 }
 
+void release_from(Communicator& comm, int root, int tag) {
+  std::int64_t token = 0;
+  if (comm.rank() == root) {
+    for (int r = 0; r < comm.size(); ++r) {
+      if (r != root) comm.send(std::span<const std::int64_t>(&token, 1), r, tag);
+    }
+    return;
+  }
+  Request done = comm.irecv(std::span<std::int64_t>(&token, 1), root, tag);
+  wait_asleep(done);
+}
+
 }  // namespace braid::comm

@@ -92,6 +92,13 @@ void wait_all(std::span<Request> requests);
 // set, and kDefaultIdleTimeoutSeconds otherwise.
 void wait_asleep(Request& r);
 
+class Communicator;
+// The end of a job in which rank `root` works on alone (writing the results, timing
+// something): root lets every other rank go, and they wait for it asleep (wait_asleep),
+// not in MPI's finalisation, whose wait spins on a core root may be using. Collective:
+// root calls it when done, the others when they are; `tag` is this call's alone.
+void release_from(Communicator& comm, int root, int tag);
+
 // Element types a reduction understands, and the reductions.
 enum class DataType { f32, f64, i64 };
 enum class ReduceOp { sum, min, max };

@@ -167,17 +167,7 @@ void RankGroup::broadcast(std::string& text) const {
 }
 
 void RankGroup::finish(int last) const {
-  comm::Communicator* group = devices();
-  if (!group) return;
-  std::int64_t token = 0;
-  if (rank_ == last) {
-    for (int r = 0; r < size_; ++r) {
-      if (r != last) group->send(std::span<const std::int64_t>(&token, 1), r, kTagDone);
-    }
-    return;
-  }
-  comm::Request done = group->irecv(std::span<std::int64_t>(&token, 1), last, kTagDone);
-  comm::wait_asleep(done);
+  if (comm::Communicator* group = devices()) comm::release_from(*group, last, kTagDone);
 }
 
 double parse_migrate_threshold(const std::string& text, std::int64_t samples) {

@@ -130,16 +130,6 @@ std::vector<std::string> gather_on_root(comm::Communicator& world, const std::st
   return all;
 }
 
-void release_from_root(comm::Communicator& world, int root) {
-  std::int64_t token = 0;
-  if (world.rank() == root) {
-    for (int r = 0; r < world.size(); ++r) {
-      if (r != root) world.send(std::span<const std::int64_t>(&token, 1), r, kTagRelease);
-    }
-    return;
-  }
-  comm::Request done = world.irecv(std::span<std::int64_t>(&token, 1), root, kTagRelease);
-  comm::wait_asleep(done);
-}
+void release_from_root(comm::Communicator& world, int root) { comm::release_from(world, root, kTagRelease); }
 
 }  // namespace braid::score

@@ -121,6 +121,16 @@ for k in ("p2p", "allreduce"):
     assert [p["bytes"] for p in c[k]["points"]] == sorted(p["bytes"] for p in c[k]["points"])
     assert max(p["bytes"] for p in c[k]["points"]) <= 1e6, "--max-mb 1"
 PY
+# measure under mpirun: the links measured (not the CPU's defaults: 2 us), the tables by rank 0
+# alone while rank 1 waits for it asleep (comm::release_from), the profile written once.
+mpirun -np 2 --oversubscribe "$prof" measure --experiment "$fx/ppo-micro.json" --quick --max-batch 4 --repeats 1 \
+  --threads 1 --no-host -o linked.json -q
+python3 - linked.json <<'PY' || fail "measure under mpirun: links not measured"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["source"] == "measured" and len(p["models"]) >= 1
+assert p["comm"]["allreduce_intra"]["latency_us"] != 2.0, p["comm"]
+PY
 set +e
 "$prof" comm -o never.json 2> err.txt
 rc=$?
