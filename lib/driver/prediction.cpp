@@ -469,6 +469,23 @@ std::optional<Prediction> predict_iteration(const RunSpec& spec, std::string* wh
   return Builder(spec, *in).build(fusions_of(spec));
 }
 
+Fusions choose_fusions(const std::vector<Prediction>& predictions, std::string* reason) {
+  const auto faster = [](const Prediction& x, const Prediction& y) { return x.iteration < y.iteration; };
+  const auto best = std::min_element(predictions.begin(), predictions.end(), faster);
+  const auto serial = std::find_if(predictions.begin(), predictions.end(),
+                                   [](const Prediction& p) { return p.fusions == Fusions{}; });
+  const bool tie = serial != predictions.end() && serial != best &&
+                   best->iteration > (1 - kFusionLead) * serial->iteration;
+  const auto chosen = tie ? serial : best;
+  std::string why = fmt::format("predicted {:.3f} s an iteration {}", best->iteration, fusions_name(best->fusions));
+  for (auto p = predictions.begin(); p != predictions.end(); ++p) {
+    if (p != best) why += fmt::format(", {:.3f} s {}", p->iteration, fusions_name(p->fusions));
+  }
+  if (tie) why += fmt::format(": a lead under {:.0f}% of serial's, so serial", 100 * kFusionLead);
+  if (reason != nullptr) *reason = why;
+  return chosen->fusions;
+}
+
 ordered_json prediction_document(const std::vector<Prediction>& variants, Fusions chosen, const std::string& reason) {
   ordered_json doc;
   doc["format"] = "braid.prediction";

@@ -67,6 +67,17 @@ struct Prediction {
 // applied plan or the plan names no profile braid can read (then the reason in *why).
 std::optional<Prediction> predict_iteration(const RunSpec& spec, std::string* why = nullptr);
 
+// The least lead over serial, as a fraction of serial's predicted iteration, for which the
+// driver takes a fusion: under it the ways are a tie (on a 2-core CPU the model's error
+// between two ways of one run is a few percent, docs/tools/meshplan.md) and the run stays
+// serial.
+inline constexpr double kFusionLead = 0.05;
+
+// The way predicted fastest (predictions not empty), or serial where that is among them and
+// the fastest leads it by less than kFusionLead; *reason says which and why ("predicted 2.9 s
+// an iteration inter-stage, 3.3 s serial").
+Fusions choose_fusions(const std::vector<Prediction>& predictions, std::string* reason);
+
 // OUT/prediction.json (braid.prediction, version 1): every way considered, the one
 // chosen and why.
 ordered_json prediction_document(const std::vector<Prediction>& variants, Fusions chosen, const std::string& reason);

@@ -589,13 +589,7 @@ void choose_and_lay_out(RunSpec& spec) {
   Fusions choice{bp.inter_used, bp.intra_used};
   std::string reason;
   if (predicted && !predictions.empty()) {
-    const auto best = std::min_element(predictions.begin(), predictions.end(),
-                                       [](const Prediction& x, const Prediction& y) { return x.iteration < y.iteration; });
-    choice = best->fusions;
-    reason = fmt::format("predicted {:.3f} s an iteration {}", best->iteration, fusions_name(choice));
-    for (const auto& p : predictions) {
-      if (&p != &*best) reason += fmt::format(", {:.3f} s {}", p.iteration, fusions_name(p.fusions));
-    }
+    choice = choose_fusions(predictions, &reason);
     std::vector<std::string> fixed;
     if (inter.size() == 1) fixed.emplace_back("generate.fuse");
     if (spec.schedule) fixed.emplace_back("train.schedule");
