@@ -46,6 +46,16 @@ def devices(names):
         m = calls[n]["mesh"]
         ds |= set(range(m["first_device"], m["first_device"] + m["devices"]))
     return len(ds)
+def as_planned(tool, names, what):  # the tool on the calls' devices (whole tp groups), at their tp
+    part = command(tool)
+    want = devices(names)
+    tp = max(calls[n]["strategy"]["tp"] for n in names)
+    if np_of(part) != want - want % tp:
+        fail(f"{tool} runs on {np_of(part)} ranks, the {what} calls' devices are {want}")
+    if (flag(part, "--tp") or "1") != str(tp):
+        fail(f"{tool} --tp {flag(part, '--tp')}, planned {tp}")
+    if flag(part, "--micro-tokens") is None:
+        fail(f"{tool} has no --micro-tokens")
 for name in calls:
     s = calls[name]["strategy"]
     want = f"# {name}: planned d{s['dp']}t{s['tp']}p{s['pp']} x{s['micro_batches']}"
@@ -69,16 +79,7 @@ if inter.get("used") and replicas > 1:
     if float(flag(gen, "--migrate-threshold")) != inter["r_t_fraction"]:
         fail("R_t is not the plan's")
 else:
-    inf = [n for n in ("ref_inf", "critic_inf", "reward_inf") if n in calls]
-    score = command("braid-score")
-    want = devices(inf)
-    tp = max(calls[n]["strategy"]["tp"] for n in inf)
-    if np_of(score) != want - want % tp:
-        fail(f"braid-score runs on {np_of(score)} ranks, the inference calls' devices are {want}")
-    if (flag(score, "--tp") or "1") != str(tp):
-        fail(f"braid-score --tp {flag(score, '--tp')}, planned {tp}")
-    if flag(score, "--micro-tokens") is None:
-        fail("braid-score has no --micro-tokens")
+    as_planned("braid-score", [n for n in ("ref_inf", "critic_inf", "reward_inf") if n in calls], "inference")
 train = command("braid-train")
 intra = plan["fusion"]["intra_stage"]
 if intra.get("used"):
@@ -89,15 +90,7 @@ if intra.get("used"):
     if flag(train, "--schedule") != f"{out}/plan.schedule.json":
         fail("braid-train does not run the plan's fused schedule")
 else:
-    names = [n for n in ("actor_train", "critic_train") if n in calls]
-    want = devices(names)
-    tp = max(calls[n]["strategy"]["tp"] for n in names)
-    if np_of(train) != want - want % tp:
-        fail(f"braid-train runs on {np_of(train)} ranks, the training calls' devices are {want}")
-    if (flag(train, "--tp") or "1") != str(tp):
-        fail(f"braid-train --tp {flag(train, '--tp')}, planned {tp}")
-    if flag(train, "--micro-tokens") is None:
-        fail("braid-train has no --micro-tokens")
+    as_planned("braid-train", [n for n in ("actor_train", "critic_train") if n in calls], "training")
 if "--oversubscribe -np" not in gen:
     fail("mpirun.options do not reach the rollout's mpirun")
 PY
