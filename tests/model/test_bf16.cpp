@@ -6,6 +6,7 @@
 #include "model/model.hpp"
 #include "rl/chunked_lm_head.hpp"
 #include "tests/common/tiny_models.hpp"
+#include "tiny_model.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -148,34 +149,8 @@ model::ModelConfig small_config() {
   return test::tiny_config({.hidden = 64, .intermediate = 160, .vocab = 97, .positions = 64, .rms_norm_eps = 1e-5});
 }
 
-struct Pass {
-  std::vector<float> output, logprob, values, grads;
-};
-
-Pass run(model::Model& m) {
-  const auto& c = m.config();
-  std::vector<std::int32_t> tokens;
-  for (int i = 0; i < 90; ++i) tokens.push_back((i * 37 + 11) % c.vocab_size);
-  const std::vector<std::int64_t> offsets{0, 50, 90};
-  const model::Batch batch{tokens, offsets};
-  auto acts = m.make_activations({.max_tokens = 90, .max_sequences = 2, .training = true});
-  m.zero_grad();
-  m.forward(batch, acts);
-  Pass p;
-  p.output.assign(acts.output(), acts.output() + 90 * c.hidden_size);
-  const auto targets = rl::next_token_targets(batch);
-  rl::ChunkedLmHead<float> head(m.backend(), c.vocab_size, c.hidden_size, 32);
-  p.logprob.resize(90);
-  p.values.resize(90);
-  std::vector<float> d(90, -1.0f / 90);
-  rl::token_logprobs(m, acts, head, targets.data(), p.logprob.data(), static_cast<float*>(nullptr));
-  m.values(acts, p.values.data());
-  rl::token_logprobs_backward(m, acts, head, targets.data(), d.data(), static_cast<const float*>(nullptr));
-  m.values_backward(acts, d.data());
-  m.backward(acts);
-  p.grads.assign(m.gradients().begin(), m.gradients().end());
-  return p;
-}
+// The pass the comparisons are made on: two sequences of 50 and 40 tokens.
+test::WholePass run(model::Model& m) { return test::whole_pass(m, 90, 50, 32); }
 
 }  // namespace
 
@@ -204,7 +179,7 @@ BOOST_AUTO_TEST_CASE(bf16_model_matches_the_f32_model_and_halves_weight_memory) 
   BOOST_TEST(exact.parameter_bytes() == 4 * exact.parameter_count());
   BOOST_CHECK_THROW(half.parameters(), std::logic_error);
 
-  const Pass a = run(half), b = run(rounded), e = run(exact);
+  const test::WholePass a = run(half), b = run(rounded), e = run(exact);
   BOOST_TEST(rel_error(a.output, b.output) < 1e-5);
   BOOST_TEST(rel_error(a.logprob, b.logprob) < 1e-5);
   BOOST_TEST(rel_error(a.values, b.values) < 1e-5);

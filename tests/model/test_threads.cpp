@@ -6,6 +6,7 @@
 #include "model/model.hpp"
 #include "rl/chunked_lm_head.hpp"
 #include "tests/common/tiny_models.hpp"
+#include "tiny_model.hpp"
 
 #include <cmath>
 #include <vector>
@@ -14,35 +15,12 @@ using namespace braid;
 
 namespace {
 
-struct Result {
-  std::vector<float> output, logprob, grads, values;
-};
-
-Result run(model::Model& m, int threads) {
+// The whole pass (two sequences of 170 and 130 tokens, entropy and values in the loss) on
+// `threads` threads.
+test::WholePass run(model::Model& m, int threads) {
   auto be = backend::make_cpu_backend(threads);  // resizes the process's pool
   BOOST_REQUIRE_EQUAL(be->threads(), threads);
-  const auto& c = m.config();
-  std::vector<std::int32_t> tokens;
-  for (int i = 0; i < 300; ++i) tokens.push_back((i * 37 + 11) % c.vocab_size);
-  const std::vector<std::int64_t> offsets{0, 170, 300};
-  const model::Batch batch{tokens, offsets};
-  auto acts = m.make_activations({.max_tokens = 300, .max_sequences = 2, .training = true});
-  m.zero_grad();
-  m.forward(batch, acts);
-  Result r;
-  r.output.assign(acts.output(), acts.output() + 300 * c.hidden_size);
-  const auto targets = rl::next_token_targets(batch);
-  rl::ChunkedLmHead<float> head(m.backend(), c.vocab_size, c.hidden_size, 64);
-  r.logprob.resize(300);
-  std::vector<float> ent(300), d(300, -1.0f / 300), dh(300, 0.1f), dv(300, 0.5f);
-  rl::token_logprobs(m, acts, head, targets.data(), r.logprob.data(), ent.data());
-  r.values.resize(300);
-  m.values(acts, r.values.data());
-  rl::token_logprobs_backward(m, acts, head, targets.data(), d.data(), dh.data());
-  m.values_backward(acts, dv.data());
-  m.backward(acts);
-  r.grads.assign(m.gradients().begin(), m.gradients().end());
-  return r;
+  return test::whole_pass(m, 300, 170, 64, 0.1f, 0.5f);
 }
 
 double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -61,8 +39,8 @@ BOOST_AUTO_TEST_CASE(threaded_paths_match_one_thread) {
   auto be = backend::make_cpu_backend(1);
   model::Model m(c, {.lm_head = true, .value_head = true}, *be);
   m.init_random(9, 0.05);
-  const Result one = run(m, 1);
-  const Result three = run(m, 3);
+  const test::WholePass one = run(m, 1);
+  const test::WholePass three = run(m, 3);
   BOOST_CHECK_LT(rel_diff(three.output, one.output), 1e-5);
   BOOST_CHECK_LT(rel_diff(three.logprob, one.logprob), 1e-5);
   BOOST_CHECK_LT(rel_diff(three.values, one.values), 1e-5);

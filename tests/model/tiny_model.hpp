@@ -47,4 +47,42 @@ inline double head_loss(model::BasicModel<double>& m, model::BasicActivations<do
   return dot(w.a, lp) + dot(w.b, ent) + (has_values ? dot(w.c, val) : 0.0);
 }
 
+// One whole pass of a value model over two sequences of `tokens` tokens (the first `split`
+// long): forward, each token's logprob and value, then the backward of the loss
+// Σ -logprob/tokens + entropy_grad·Σ entropy + value_grad·Σ value (entropy_grad 0: no
+// entropy computed; the value gradient -1/tokens when value_grad is 0), the LM head in
+// chunks of `head_chunk` rows.
+struct WholePass {
+  std::vector<float> output, logprob, values, grads;
+};
+
+inline WholePass whole_pass(model::Model& m, int tokens, int split, int head_chunk, float entropy_grad = 0,
+                            float value_grad = 0) {
+  const auto& c = m.config();
+  const auto n = static_cast<std::size_t>(tokens);
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i < tokens; ++i) ids.push_back((i * 37 + 11) % c.vocab_size);
+  const std::vector<std::int64_t> offsets{0, split, tokens};
+  const model::Batch batch{ids, offsets};
+  auto acts = m.make_activations({.max_tokens = tokens, .max_sequences = 2, .training = true});
+  m.zero_grad();
+  m.forward(batch, acts);
+  WholePass p;
+  p.output.assign(acts.output(), acts.output() + n * static_cast<std::size_t>(c.hidden_size));
+  const auto targets = rl::next_token_targets(batch);
+  rl::ChunkedLmHead<float> head(m.backend(), c.vocab_size, c.hidden_size, head_chunk);
+  p.logprob.resize(n);
+  p.values.resize(n);
+  std::vector<float> ent(n), d(n, -1.0f / static_cast<float>(tokens)), dh(n, entropy_grad),
+      dv(n, value_grad == 0 ? -1.0f / static_cast<float>(tokens) : value_grad);
+  float* entropy = entropy_grad == 0 ? nullptr : ent.data();
+  rl::token_logprobs(m, acts, head, targets.data(), p.logprob.data(), entropy);
+  m.values(acts, p.values.data());
+  rl::token_logprobs_backward(m, acts, head, targets.data(), d.data(), entropy_grad == 0 ? nullptr : dh.data());
+  m.values_backward(acts, dv.data());
+  m.backward(acts);
+  p.grads.assign(m.gradients().begin(), m.gradients().end());
+  return p;
+}
+
 }  // namespace braid::test

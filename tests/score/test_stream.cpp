@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -46,6 +47,13 @@ fs::path write_input(const fs::path& dir, int index, const SampleBatch& b, int s
   return p;
 }
 
+// Shards 0, 1, 2 of groups of 4 in DIR/in, holding the samples from `first` on, `counts` each.
+std::array<fs::path, 3> three_inputs(const fs::path& dir, std::array<int, 3> first, std::array<int, 3> counts) {
+  std::array<fs::path, 3> out;
+  for (int i = 0; i < 3; ++i) out[i] = write_input(dir / "in", i, samples(first[i], counts[i]), 4);
+  return out;
+}
+
 struct Grpo {
   std::unique_ptr<braid::tok::Tokenizer> tok = braid::tok::load_tokenizer("byte");
   braid::score::RuleReward rule = braid::score::RuleReward::parse("length:3");
@@ -63,9 +71,7 @@ BOOST_AUTO_TEST_CASE(grpo_holds_shards_until_their_groups_are_whole) {
   const fs::path dir = braid::test::fresh_scratch("grpo_hold");
   // Groups of 4; shard 0 holds samples 0..5 (group 1 is half there), shard 1 holds 6..9
   // (the rest of group 1, half of group 2), shard 2 holds 10..11.
-  const auto in0 = write_input(dir / "in", 0, samples(0, 6), 4);
-  const auto in1 = write_input(dir / "in", 1, samples(6, 4), 4);
-  const auto in2 = write_input(dir / "in", 2, samples(10, 2), 4);
+  const auto [in0, in1, in2] = three_inputs(dir, {0, 6, 10}, {6, 4, 2});
   Grpo g;
   auto stream = g.stream(dir / "out");
   stream.add(in0.string());
@@ -117,9 +123,7 @@ BOOST_AUTO_TEST_CASE(grpo_names_an_incomplete_group_at_the_end) {
 
 BOOST_AUTO_TEST_CASE(grpo_rerun_skips_written_shards_and_reads_their_rewards_back) {
   const fs::path dir = braid::test::fresh_scratch("grpo_rerun");
-  const auto in0 = write_input(dir / "in", 0, samples(0, 6), 4);
-  const auto in1 = write_input(dir / "in", 1, samples(6, 2), 4);
-  const auto in2 = write_input(dir / "in", 2, samples(8, 4), 4);
+  const auto [in0, in1, in2] = three_inputs(dir, {0, 6, 8}, {6, 2, 4});
   {
     Grpo g;
     auto stream = g.stream(dir / "out");

@@ -175,6 +175,13 @@ std::vector<int> tp_degrees(int ranks) {
   return out;
 }
 
+// A fresh scratch folder NAME, made by rank 0 before any rank uses it.
+std::filesystem::path fresh_folder(comm::Communicator& world, const std::string& name) {
+  if (world.rank() == 0) test::fresh_scratch(name);
+  world.barrier();
+  return test::scratch(name);
+}
+
 }  // namespace
 
 namespace {
@@ -225,9 +232,7 @@ BOOST_AUTO_TEST_CASE(tp_checkpoints_reshard_to_the_whole_runs) {
   auto world = comm::mpi_world();
   for (const int tp : tp_degrees(world->size())) {
     comm::Mesh mesh(*world, tp);
-    const auto dir = test::scratch(fmt::format("train-tp-np{}-tp{}", world->size(), tp));
-    if (world->rank() == 0) test::fresh_scratch(dir.filename().string());
-    world->barrier();
+    const auto dir = fresh_folder(*world, fmt::format("train-tp-np{}-tp{}", world->size(), tp));
     const ObjectiveCase c = objective_cases()[0];   // the PPO actor: every kind of tensor but score.weight
     const io::SampleBatch batch = uneven_batch(5);
     Run one = train_case(c, batch, nullptr);
@@ -274,9 +279,7 @@ BOOST_AUTO_TEST_CASE(lora_adapter_files_written_at_tp_are_whole) {
   auto world = comm::mpi_world();
   for (const int tp : tp_degrees(world->size())) {
     comm::Mesh mesh(*world, tp);
-    const auto dir = test::scratch(fmt::format("train-tp-lora-np{}-tp{}", world->size(), tp));
-    if (world->rank() == 0) test::fresh_scratch(dir.filename().string());
-    world->barrier();
+    const auto dir = fresh_folder(*world, fmt::format("train-tp-lora-np{}-tp{}", world->size(), tp));
     const ObjectiveCase c = objective_cases()[1];   // the PPO critic: adapters and the value head's copy
     const model::LoraOptions lora{.rank = 2, .alpha = 4};
     const io::SampleBatch batch = uneven_batch(5);
