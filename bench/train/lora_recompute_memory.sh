@@ -8,6 +8,7 @@
 #   build/tests/test_memory_prediction --run_test=bench_lora_recompute_shapes --log_level=message
 # Usage: bench/train/lora_recompute_memory.sh BUILD [WORKDIR] [THREADS]   (a few minutes, ~3 GiB)
 set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
 BUILD="$(cd "${1:?usage: lora_recompute_memory.sh BUILD [WORKDIR] [THREADS]}" && pwd)"
 W="${2:-$(mktemp -d)}"
 THREADS="${3:-2}"
@@ -22,15 +23,7 @@ cat > config.json <<'JSON'
 JSON
 "$B/braid" init -q -c config.json --seed 1 -o base.h5 > /dev/null
 # 16 examples of 128 byte tokens each (BOS, 8-byte prompt, 118-byte response, EOS): 2048 tokens.
-python3 - <<'PY'
-import json, random
-rng = random.Random(1)
-with open("d.jsonl", "w") as f:
-    for i in range(16):
-        prompt = "".join(rng.choice("abcdefgh") for _ in range(8))
-        response = "".join(rng.choice("abcdefgh ") for _ in range(118))
-        f.write(json.dumps({"prompt": prompt, "response": response}) + "\n")
-PY
+python3 "$here/sft_bytes.py" 16 > d.jsonl
 run() {
   local what=$1; shift
   rm -f out.h5 out.optim.h5

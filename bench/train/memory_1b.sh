@@ -15,6 +15,7 @@
 #   About 2 min to make the base (5 GiB of disk), 4-6 min a run on 2 cores; a run that trains
 #   every weight writes 15 GiB more (removed after it).
 set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
 BUILD="$(cd "${1:?usage: memory_1b.sh BUILD [WORKDIR] [THREADS]}" && pwd)"
 W="${2:-$(mktemp -d)}"
 THREADS="${3:-2}"
@@ -31,15 +32,7 @@ cat > config.json <<'JSON'
 JSON
 [ -s base.h5 ] || /usr/bin/time -f "braid init: %e s" "$B/braid" init -q -c config.json --seed 1 -o base.h5 > /dev/null
 # 8 examples of 128 byte tokens each (BOS, 8-byte prompt, 118-byte response, EOS): 1024 tokens.
-python3 - <<'PY'
-import json, random
-rng = random.Random(1)
-with open("d.jsonl", "w") as f:
-    for i in range(8):
-        prompt = "".join(rng.choice("abcdefgh") for _ in range(8))
-        response = "".join(rng.choice("abcdefgh ") for _ in range(118))
-        f.write(json.dumps({"prompt": prompt, "response": response}) + "\n")
-PY
+python3 "$here/sft_bytes.py" 8 > d.jsonl
 available_kb=$(awk '/MemAvailable/ {print $2}' /proc/meminfo)
 run() {
   local key=$1 what=$2; shift 2
