@@ -62,8 +62,6 @@ Job::Job(int* argc, char*** argv) {
   }
 }
 
-Job::~Job() {
-  world_.reset();  // the world's communicator before MPI goes down
-}
+Job::~Job() = default;  // the world (declared after MPI) goes first, then MPI
 
 }  // namespace braid::comm
