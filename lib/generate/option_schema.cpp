@@ -108,6 +108,7 @@ const cli::OptionSchema<StageOptions>& generate_schema() {
                                  .doc = "each epoch of the stream in its own order, a shuffle seeded by (S, epoch)"}),
       field<O>(&O::threads, {.flag = "--threads", .type = integer,
                              .help = "CPU threads per process (0: all cores of this process)",
+                             .bounds = {.min = 0, .max = kMaxCount},
                              .doc = "CPU backend threads per process (by default the process's CPU affinity: under mpirun, the cores the "
                                     "rank is bound to)"}),
       backend::device_entry<O>(&O::device, "where the model runs: `cpu`, or `cuda` / `cuda:N` (GPU N). Where braid was built without CUDA, no "

@@ -120,6 +120,7 @@ const cli::OptionSchema<CommandOptions>& score_schema() {
                             .doc = "output names `P-<index>.h5`"}),
       field<O>(&O::threads, {.flag = "--threads", .type = integer,
                              .help = "CPU backend threads (0: all cores of this process)",
+                             .bounds = {.min = 0, .max = kMaxCount},
                              .doc = "CPU backend threads"}),
       field<O>(&O::tp, {.flag = "--tp", .type = integer,
                         .help = "Under mpirun: tensor-parallel ranks per device (the models split N ways); the ranks "

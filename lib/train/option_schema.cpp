@@ -137,7 +137,7 @@ const cli::OptionSchema<Common>& common_schema() {
                                            .help = "AdamW's decoupled weight decay (matrices only)",
                                             .doc = "decoupled, matrices only"}),
       field<Common>(&Common::threads, {.flag = "--threads", .type = integer, .help = "CPU threads (0: all cores)",
-                                       .doc = "CPU backend threads"}),
+                                       .bounds = {.min = 0, .max = kMaxCount}, .doc = "CPU backend threads"}),
       field<Common>(&Common::tp, {.flag = "--tp", .type = integer,
                                  .help = "Tensor-parallel degree under mpirun: ranks = devices x tp, each model split "
                                          "over the tp ranks of a device, the devices data parallel (with --schedule: "

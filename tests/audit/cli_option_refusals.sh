@@ -5,7 +5,7 @@
 # adapters; braid-score: λ, γ, the std's ε, the group size, the overlong penalty, the
 # scorer's timeout and the KL estimator where the algorithm, the reward or a KL coefficient of 0
 # does not read them; braid-generate: --top-p and --top-k at temperature 0, --migrate-to
-# without --migrate-threshold.
+# without --migrate-threshold; a negative --threads (generate, score, train).
 set -euo pipefail
 S="${BRAID_SCRATCH:?}"
 B="${BRAID_BIN:?}"
@@ -66,6 +66,10 @@ refused "kl-estimator with kl-coef 0" --kl-estimator -- "${SCORE[@]}" --algorith
 # braid-generate: sampling's shape at temperature 0 (greedy), --migrate-to without a migration.
 GEN=("$B/braid-generate" -q --actor a0.h5 --prompts prompts.jsonl -o scored --max-new-tokens 4 --threads 1)
 refused "top-p, greedy" --top-p -- "${GEN[@]}" --temperature 0 --top-p 0.9
+# A negative thread count is no count (0 is every core): refused by each stage tool.
+refused "generate, negative threads" --threads -- "${GEN[@]}" --threads -1
+refused "score, negative threads" --threads -- "${SCORE[@]}" --threads -2
+refused "train, negative threads" --threads -- "${TRAIN[@]}" --threads -1
 refused "top-k, greedy" --top-k -- "${GEN[@]}" --temperature 0 --top-k 5
 refused "migrate-to without a threshold" --migrate-to -- "${GEN[@]}" --migrate-to 1
 # Where they act they are taken: γ by reinforce++'s returns-to-go, the penalty by dapo's shaping.
