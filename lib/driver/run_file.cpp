@@ -13,6 +13,7 @@
 #include "driver/layout.hpp"
 #include "eval/option_schema.hpp"
 #include "generate/option_schema.hpp"
+#include "plan/hardware.hpp"
 #include "rl/algorithms.hpp"
 #include "score/command.hpp"
 #include "score/options.hpp"
@@ -401,12 +402,15 @@ void read_plan(Checker& c, const json& doc, const fs::path& dir, RunSpec& spec) 
       if (plan.experiment) req.experiment = *plan.experiment;
       if (auto cl = file_of(v, "cluster")) req.cluster = *cl;
       if (v.contains("profile") == v.contains("hardware")) {
-        c.fail("plan", "give one of \"profile\" (a braid.profile) and \"hardware\" (h100, h200 or a hardware file)");
+        c.fail("plan", fmt::format("give one of \"profile\" (a braid.profile) and \"hardware\" ({} or a hardware file)",
+                                   fmt::join(plan::hardware_preset_names(), ", ")));
       }
       if (v.contains("profile")) req.profile = file_of(v, "profile");
       if (v.contains("hardware")) {
         if (auto h = c.string(v, "plan", "hardware")) {
-          req.hardware = (*h == "h100" || *h == "h200") ? *h : resolve(dir, *h).string();
+          const auto presets = plan::hardware_preset_names();
+          const bool preset = std::find(presets.begin(), presets.end(), *h) != presets.end();
+          req.hardware = preset ? *h : resolve(dir, *h).string();
         }
       }
       if (v.contains("options")) words(v, "options", req.options);

@@ -1,5 +1,5 @@
 // Device memory a run will take, predicted before it loads anything, and the refusal
-// when the device has less free (docs/gpu.md, "Memory predicted before work starts").
+// when the device has less free (docs/memory.md).
 //
 // The figures are those of braid's engine as it allocates, not a generic estimate:
 //
