@@ -96,6 +96,10 @@ void for_each_recorded(const CLI::App& app, const std::vector<std::string>& leav
 
 }  // namespace
 
+bool was_given(const std::vector<std::string>& given, std::string_view flag) {
+  return std::find(given.begin(), given.end(), flag) != given.end();
+}
+
 std::vector<std::string> options_given(const CLI::App& app, const std::vector<std::string>& leave_out) {
   std::vector<std::string> out;
   for_each_recorded(app, leave_out, [&](const std::string& name, const CLI::Option& opt) {

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/json.hpp"
@@ -43,6 +44,9 @@ int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 ordered_json option_values(const CLI::App& app, const std::vector<std::string>& leave_out);
 // Of those, the ones given on the command line (the others hold their defaults).
 std::vector<std::string> options_given(const CLI::App& app, const std::vector<std::string>& leave_out);
+// Whether `flag` is among `given` (an options_given list): a tool refuses an option given
+// where nothing reads it.
+bool was_given(const std::vector<std::string>& given, std::string_view flag);
 // One spelling per value, as option_values writes them: "1e-5" -> "1e-05", a flag's "true" -> "1"; other text as it is.
 std::string canonical_value(const std::string& text);
 

@@ -443,9 +443,7 @@ void validate_stage_options(const StageOptions& o) {
   validate(o.sampling);
   // An option given where nothing reads it is refused, naming it (the option audit,
   // tests/audit/option_effects.tsv).
-  const auto given = [&](const char* name) {
-    return std::find(o.options_given.begin(), o.options_given.end(), name) != o.options_given.end();
-  };
+  const auto given = [&](const char* name) { return cli::was_given(o.options_given, name); };
   for (const char* name : {"--top-p", "--top-k"}) {
     if (given(name) && o.sampling.temperature <= 0) {
       throw UsageError(fmt::format("{}: --temperature 0 decodes greedily, drawing nothing for {} to shape: leave it "

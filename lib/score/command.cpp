@@ -66,9 +66,7 @@ void refuse_unused(const CommandOptions& o, const ScoreSettings& s) {
                      o.overlong_penalty));
   refuse(o.reward_cmd_timeout != d.reward_cmd_timeout && o.reward_cmd.empty(),
          fmt::format("--reward-cmd-timeout {}: only with --reward-cmd", o.reward_cmd_timeout));
-  const auto given = [&](const char* name) {
-    return std::find(o.options_given.begin(), o.options_given.end(), name) != o.options_given.end();
-  };
+  const auto given = [&](const char* name) { return cli::was_given(o.options_given, name); };
   refuse((given("--kl-estimator") || o.kl_estimator != d.kl_estimator) && s.kl_coef == 0,
          fmt::format("--kl-estimator {}: the KL coefficient is 0 ({}), so there is no KL penalty to estimate",
                      o.kl_estimator,
